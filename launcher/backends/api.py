@@ -1,0 +1,87 @@
+"""The backend interface (shaped after TorchX's schedulers): render, submit, describe, logs, cancel.
+
+Contract: a backend applies a ``Plan``; it never re-derives tasks or
+TF_CONFIGs. ``submit`` either leaves a running cluster that ``describe`` can
+find by name, or cleans up everything it started and raises ``LaunchError``.
+``describe`` returns None for a cluster it does not know. Backends import
+their SDKs (docker, kubernetes) lazily so the CLI stays fast.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from launcher.plan import Plan
+from launcher.targets import BackendKind
+
+
+class LaunchError(RuntimeError):
+    """A launch failed; whatever it had started is already cleaned up. The message says why."""
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend's runtime (Docker, Compose v2, a kubeconfig) is missing; the message says what to install."""
+
+
+class State(str, Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    RESTARTING = "restarting"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+
+
+@dataclass
+class TaskStatus:
+    name: str
+    state: State
+    restarts: int = 0
+    exit_code: int | None = None
+    message: str = ""
+
+
+@dataclass
+class JobStatus:
+    """A cluster as a backend sees it. ``progress`` is the latest training event (see launcher.events)."""
+
+    name: str
+    backend: BackendKind
+    state: State
+    tasks: list[TaskStatus] = field(default_factory=list)
+    message: str = ""
+    restarts: int = 0
+    progress: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(ABC):
+    kind: BackendKind
+
+    def render(self, plan: Plan) -> dict[str, str]:
+        """Files this backend would apply (name -> content). Pure; empty for backends without files."""
+        return {}
+
+    @abstractmethod
+    def submit(self, plan: Plan) -> None:
+        """Start the cluster and return once it is started (supervision goes on without the caller)."""
+
+    @abstractmethod
+    def describe(self, name: str) -> JobStatus | None:
+        """Current status of cluster ``name``, or None if this backend has no such cluster."""
+
+    @abstractmethod
+    def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
+        """Log lines of one task, or of all tasks prefixed with the task name."""
+
+    @abstractmethod
+    def cancel(self, name: str, volumes: bool = False) -> None:
+        """Stop and remove everything of cluster ``name`` (checkpoints stay unless ``volumes``)."""

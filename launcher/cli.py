@@ -1,0 +1,190 @@
+"""The ``tfcluster`` command line: a thin layer over ``launcher.api`` and the backends.
+
+Exit codes: 0 success; 1 the job or the backend failed; 2 the spec or the
+command line is wrong (one line per problem, no traceback, nothing started);
+130 interrupted (the cluster is torn down first).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from launcher import api, registry
+from launcher.backends import get_backend
+from launcher.backends.api import Backend, BackendUnavailable, LaunchError
+from launcher.problems import SpecError
+from launcher.targets import BackendKind
+
+BACKENDS = click.Choice([k.value for k in BackendKind])
+EXIT_SPEC = 2
+
+
+class _Cli(click.Group):
+    """Turns known errors into one-line messages and exit codes instead of tracebacks."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except SpecError as exc:
+            click.echo(str(exc), err=True)
+            sys.exit(EXIT_SPEC)
+        except (LaunchError, BackendUnavailable) as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tfcluster")
+def main() -> None:
+    """Plan, launch and supervise multi-worker TensorFlow training clusters.
+
+    Write one cluster spec (YAML), check it with `validate`, see every task's
+    TF_CONFIG with `dry-run`, then `up` on the local, compose or k8s backend.
+    """
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+def validate(spec: Path) -> None:
+    """Check SPEC and report every problem (exit 2 if there are any)."""
+    loaded = api.load_spec(spec)
+    click.echo(f"{spec}: ok ({loaded.name})")
+
+
+@main.command("dry-run")
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--backend", "-b", type=BACKENDS, default="local", show_default=True)
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def dry_run(spec: Path, backend: str, output: str) -> None:
+    """Print every task's TF_CONFIG and what would be launched, without launching.
+
+    `--output json` prints only the JSON document {"tasks": [...], ...}.
+    """
+    document = api.dry_run(api.plan(spec, backend))
+    if output == "json":
+        click.echo(json.dumps(document, indent=2))
+    else:
+        from launcher.dry_run_text import render_text
+
+        render_text(document)
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of the cluster spec (for editor completion)."""
+    from launcher.spec import ClusterSpec
+
+    click.echo(json.dumps(ClusterSpec.model_json_schema(), indent=2))
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--backend", "-b", type=click.Choice(["compose", "k8s"]), required=True)
+@click.option("--output-dir", "-d", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--format", "fmt", type=click.Choice(["native", "tfjob"]), default="native", show_default=True,
+              help="k8s only: `tfjob` writes a Kubeflow TFJob instead of Jobs.")
+def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
+    """Write the files the backend would apply (compose file, Kubernetes manifests) to DIR."""
+    plan = api.plan(spec, backend)
+    files = plan.artifacts
+    if fmt == "tfjob":
+        if backend != "k8s":
+            raise click.UsageError("--format tfjob needs --backend k8s")
+        from launcher.backends.kubernetes import render_tfjob
+
+        files = render_tfjob(plan)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        (output_dir / name).write_text(content)
+        click.echo(output_dir / name)
+
+
+def _backend_for(name: str, backend: str | None, **options) -> Backend:
+    recorded = registry.lookup(name)
+    if backend is None and recorded is None:
+        backend = BackendKind.LOCAL.value
+    if backend is None:
+        kind, saved = recorded
+        return get_backend(kind, **{**saved, **{k: v for k, v in options.items() if v is not None}})
+    return get_backend(BackendKind(backend), **{k: v for k, v in options.items() if v is not None})
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--backend", "-b", type=BACKENDS, default="local", show_default=True)
+@click.option("--detach", "-d", is_flag=True, help="Return once started; use status/logs/down later.")
+@click.option("--namespace", help="k8s: namespace (default: the spec's).")
+@click.option("--context", help="k8s: kubeconfig context.")
+def up(spec: Path, backend: str, detach: bool, namespace: str | None, context: str | None) -> None:
+    """Launch SPEC and watch it until it ends (exit 0 if the job succeeded)."""
+    from launcher.watch import watch
+
+    plan = api.plan(spec, backend, api.new_run_id(), launching=True)
+    options = {k: v for k, v in {"namespace": namespace, "context": context}.items() if v is not None}
+    runner = get_backend(plan.backend, **options)
+    runner.submit(plan)
+    registry.record(plan.name, plan.backend, options)
+    if detach:
+        click.echo(f"started {plan.name} on {plan.backend.value} (run {plan.run_id}); "
+                   f"see `tfcluster status {plan.name}`")
+        return
+    sys.exit(watch(runner, plan.name))
+
+
+@main.command()
+@click.argument("name")
+@click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def status(name: str, backend: str | None, output: str) -> None:
+    """Show the state of cluster NAME and of each of its tasks."""
+    from launcher.watch import print_status, status_document
+
+    job = _backend_for(name, backend).describe(name)
+    if job is None:
+        raise LaunchError(f"no cluster named {name!r}")
+    if output == "json":
+        click.echo(json.dumps(status_document(job), indent=2))
+    else:
+        print_status(job)
+
+
+@main.command()
+@click.argument("name")
+@click.argument("task", required=False)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the task ends.")
+@click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
+def logs(name: str, task: str | None, follow: bool, backend: str | None) -> None:
+    """Print the logs of TASK (e.g. demo-worker-1) or of every task of NAME."""
+    try:
+        for line in _backend_for(name, backend).logs(name, task, follow):
+            click.echo(line)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+@main.command()
+@click.argument("name")
+@click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
+@click.option("--volumes", is_flag=True, help="Also delete the checkpoint volume.")
+def down(name: str, backend: str | None, volumes: bool) -> None:
+    """Stop cluster NAME and remove everything it started (checkpoints stay unless --volumes)."""
+    _backend_for(name, backend).cancel(name, volumes=volumes)
+    registry.forget(name)
+    click.echo(f"{name}: down")
+
+
+@main.command()
+@click.option("--tag", "-t", default="tfcluster-worker:latest", show_default=True)
+@click.option("--base-image", help="Base image (build arg BASE_IMAGE); default: the Dockerfile's.")
+@click.option("--ca-bundle", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="CA bundle for pip inside the build (TLS-intercepting networks).")
+@click.option("--host-network", is_flag=True, help="Build with the host's network.")
+def build(tag: str, base_image: str | None, ca_bundle: Path | None, host_network: bool) -> None:
+    """Build the worker image every task runs, showing progress."""
+    from launcher.image import build_image
+
+    build_image(tag=tag, base_image=base_image, ca_bundle=ca_bundle, host_network=host_network)
