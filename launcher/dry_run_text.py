@@ -15,9 +15,11 @@ def render_text(document: dict[str, Any], console: Console | None = None) -> Non
     console.print(f"[bold]{document['name']}[/bold] on {document['backend']} (run {document['run_id']})")
     console.print(f"strategy: {document['strategy_note']}")
     console.print(f"checkpoints: {document['checkpoint_dir']}")
-    table = Table("task", "type", "index", "address", "image")
+    containers = document["backend"] != "local"
+    table = Table("task", "type", "index", "address", *(["image"] if containers else []))
     for task in document["tasks"]:
-        table.add_row(task["name"], task["type"], str(task["index"]), task["address"], task["image"])
+        row = [task["name"], task["type"], str(task["index"]), task["address"]]
+        table.add_row(*row, *([task["image"]] if containers else []))
     console.print(table)
     for task in document["tasks"]:
         console.print(f"\n[bold]{task['name']}[/bold]")

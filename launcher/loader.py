@@ -7,7 +7,9 @@ with the YAML path and (where the parser knows it) the line number.
 
 from __future__ import annotations
 
+import copy
 import difflib
+import re
 import types
 import typing
 from pathlib import Path
@@ -17,8 +19,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from launcher import topology
-from launcher.problems import Problem, SpecError
-from launcher.spec import ClusterSpec
+from launcher.problems import Problem, SpecError, join_path
+from launcher.spec import PATTERN_MEANINGS, ClusterSpec
 
 LineMap = dict[tuple[str, ...], int]
 
@@ -49,11 +51,63 @@ def validate_data(data: Any, lines: LineMap | None = None, source: str | None = 
     try:
         spec = ClusterSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError([_to_problem(err, lines) for err in exc.errors()], source) from None
+        problems = [_to_problem(err, lines) for err in exc.errors()]
+        salvaged = _salvage(data, exc)
+        if salvaged is not None:
+            strategy_known = not any(p.path in ("strategy", "collective", "tpu") for p in problems)
+            problems += [
+                _with_line(p, lines)
+                for p in topology.check(salvaged, strategy_known=strategy_known)
+                if not _overlaps(p, problems)
+            ]
+        raise SpecError(problems, source) from None
     problems = topology.check(spec)
     if problems:
         raise SpecError([_with_line(p, lines) for p in problems], source)
     return spec
+
+
+def _salvage(data: dict[str, Any], exc: ValidationError) -> ClusterSpec | None:
+    """The spec with every invalid field dropped (so defaults apply), to check the topology too.
+
+    Lets one run report both field errors and role/strategy errors. Returns
+    None when dropping fields does not give a valid spec.
+    """
+    data = copy.deepcopy(data)
+    for _ in range(3):
+        for err in exc.errors():
+            _drop(data, err["loc"])
+        data.setdefault("name", "salvaged")
+        data.setdefault("roles", {})
+        try:
+            return ClusterSpec.model_validate(data)
+        except ValidationError as again:
+            exc = again
+    return None
+
+
+def _drop(data: Any, loc: tuple[Any, ...]) -> None:
+    """Remove the value at ``loc`` (or the deepest mapping key on the way that exists)."""
+    parent = data
+    for part in loc[:-1]:
+        child = parent.get(part) if isinstance(parent, dict) else None
+        if not isinstance(child, dict):
+            break
+        parent = child
+    else:
+        if isinstance(parent, dict):
+            parent.pop(loc[-1], None)
+        return
+    if isinstance(parent, dict):
+        parent.pop(part, None)
+
+
+def _overlaps(problem: Problem, reported: list[Problem]) -> bool:
+    """True if ``problem`` is about a field (or a parent/child of one) already reported."""
+    return any(
+        problem.path == r.path or problem.path.startswith(r.path + ".") or r.path.startswith(problem.path + ".")
+        for r in reported
+    )
 
 
 def _kind(value: Any) -> str:
@@ -84,7 +138,7 @@ def _index_lines(node: yaml.Node, path: tuple[str, ...], lines: LineMap, problem
             name = str(key.value)
             child = (*path, name)
             if name in seen:
-                problems.append(Problem(".".join(child), "duplicate key", key.start_mark.line + 1))
+                problems.append(Problem(join_path(child), "duplicate key", key.start_mark.line + 1))
             seen.add(name)
             lines[child] = key.start_mark.line + 1
             _index_lines(value, child, lines, problems)
@@ -96,13 +150,20 @@ def _index_lines(node: yaml.Node, path: tuple[str, ...], lines: LineMap, problem
 def _to_problem(err: dict[str, Any], lines: LineMap) -> Problem:
     loc = tuple(str(p) for p in err["loc"])
     message = err["msg"]
-    if err["type"] == "extra_forbidden":
+    kind = err["type"]
+    if kind == "extra_forbidden":
         message = "unknown field" + _did_you_mean(loc)
-    elif err["type"] == "missing":
+    elif kind == "missing":
         message = "required field is missing"
-    elif message.startswith("Value error, "):
+    else:
+        if kind == "string_pattern_mismatch":
+            message = PATTERN_MEANINGS.get(err["ctx"]["pattern"], message)
+        elif kind == "enum" and isinstance(err.get("input"), str):
+            message += _closest(err["input"], re.findall(r"'([^']*)'", err["ctx"]["expected"]))
         message = message.removeprefix("Value error, ")
-    return _with_line(Problem(".".join(loc), message), lines)
+        if isinstance(err.get("input"), (str, int, float, bool)) and kind != "value_error":
+            message += f" (got {err['input']!r})"
+    return _with_line(Problem(join_path(loc), message), lines)
 
 
 def _with_line(problem: Problem, lines: LineMap) -> Problem:
@@ -117,9 +178,12 @@ def _did_you_mean(loc: tuple[str, ...]) -> str:
     if model is None:
         return ""
     known = list(model.model_fields)
-    close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{hint} (allowed: {', '.join(known)})"
+    return f"{_closest(loc[-1], known)} (allowed: {', '.join(known)})"
+
+
+def _closest(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _model_at(model: type[BaseModel], loc: tuple[str, ...]) -> type[BaseModel] | None:

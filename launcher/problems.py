@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def join_path(parts: Iterable[object]) -> str:
+    """Dotted YAML path; keys that are not plain words are quoted (``env."my key"``)."""
+    return ".".join(p if _PLAIN_KEY.match(p) else json.dumps(p) for p in map(str, parts))
 
 
 @dataclass(frozen=True)

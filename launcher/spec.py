@@ -20,6 +20,13 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PY_MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 K8S_QUANTITY = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$"
 
+#: What each pattern means, for error messages people can act on.
+PATTERN_MEANINGS = {
+    DNS_LABEL: "must be a DNS-1123 label: lowercase letters, digits and '-', starting with a letter",
+    PY_MODULE: "must be a dotted Python module name, e.g. mypackage.train",
+    K8S_QUANTITY: "must be a quantity such as 512Mi or 4Gi",
+}
+
 #: Environment variables the launcher owns; a spec may not set them.
 RESERVED_ENV = frozenset(
     {"TF_CONFIG", "TF_USE_LEGACY_KERAS", "GRPC_FAIL_FAST", "JOB_COMPLETION_INDEX"}

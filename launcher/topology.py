@@ -48,9 +48,14 @@ def describe_resolution(spec: ClusterSpec) -> str:
     return resolved.value
 
 
-def check(spec: ClusterSpec) -> list[Problem]:
-    """Every cross-field problem of ``spec``, each naming the field to fix."""
-    return [*_role_counts(spec), *_strategy_fit(spec, resolve_strategy(spec)), *_name_lengths(spec)]
+def check(spec: ClusterSpec, *, strategy_known: bool = True) -> list[Problem]:
+    """Every cross-field problem of ``spec``, each naming the field to fix.
+
+    ``strategy_known=False`` skips the rules that depend on the strategy (used
+    when the spec's strategy itself was invalid and a default stands in).
+    """
+    fit = _strategy_fit(spec, resolve_strategy(spec)) if strategy_known else []
+    return [*_role_counts(spec), *fit, *_name_lengths(spec)]
 
 
 def _role_counts(spec: ClusterSpec) -> list[Problem]:

@@ -1,0 +1,39 @@
+"""Exit codes of the entrypoint, chosen for the supervisor's restart policies.
+
+==========  ===================================================================
+code        meaning
+==========  ===================================================================
+0           success (trained and exported, served until DONE, evaluated last)
+1           the training program failed (a bug: user code, NaN, ...); the
+            ``exit-code`` policy does not retry it, ``on-failure`` does
+2           bad configuration (TF_CONFIG, TFCLUSTER_JOB, user module contract);
+            retrying cannot help
+175         a peer is unreachable or died (``tf.errors.UnavailableError``,
+            ``CancelledError``/``AbortedError`` from collectives, peer host
+            never resolved): retried by ``exit-code`` (>= 128, like a signal
+            death) and by ``on-failure``; 175 = 128 + 47 is no signal that a
+            kill, OOM or preemption produces, so it is recognisable in logs
+==========  ===================================================================
+
+Contract: every non-zero exit is preceded by a ``failed`` event carrying the
+reason and the code.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1
+    CONFIG = 2
+    PEER_UNAVAILABLE = 175
+
+
+class ConfigError(Exception):
+    """Invalid configuration of the task; maps to ``ExitCode.CONFIG``."""
+
+
+class PeerUnavailable(Exception):
+    """A peer could not be reached; maps to ``ExitCode.PEER_UNAVAILABLE``."""

@@ -1,0 +1,92 @@
+"""What a task does and with which strategy: a pure function of RunConfig, TF_CONFIG and local GPUs.
+
+Contract: ``select(run_config, tf_config, gpu_count)`` returns a
+``Selection``; it imports no TensorFlow and never fails on a plan made by
+``launcher.plan`` (a hand-made inconsistent config raises ``ConfigError``).
+
+- evaluator task -> ``Action.EVALUATE`` (default strategy, sidecar);
+- ``parameter_server``: chief -> ``Action.COORDINATE`` with
+  ParameterServerStrategy; ps and worker -> ``Action.SERVE`` (a
+  ``tf.distribute.Server`` kept up until the run's DONE marker);
+- ``multi_worker_mirrored`` -> ``Action.TRAIN`` with the collective from
+  RunConfig;
+- ``auto`` (a single task) -> mirrored with >1 GPU, one_device with 1 GPU,
+  default on CPU;
+- explicit ``mirrored``, ``one_device``, ``default``, ``central_storage``,
+  ``tpu`` -> ``Action.TRAIN`` with that strategy.
+
+``is_chief``: the chief, or worker 0 when the cluster has no chief, or a task
+without a cluster. Only the chief writes checkpoints, the model and the marker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from launcher.runconfig import RunConfig
+from launcher.spec import Collective, RoleType, Strategy, TPUSpec
+from launcher.worker.exitcodes import ConfigError
+
+
+class Action(str, Enum):
+    TRAIN = "train"  # run the training loop (every MWMS task, or the single task)
+    COORDINATE = "coordinate"  # PSS chief: drive training through a ClusterCoordinator
+    SERVE = "serve"  # PSS ps / worker: run a tf.distribute.Server until DONE
+    EVALUATE = "evaluate"  # evaluator sidecar
+
+
+@dataclass(frozen=True)
+class Selection:
+    action: Action
+    strategy: Strategy  # never AUTO
+    role: RoleType | None  # None: no cluster (single process)
+    index: int
+    is_chief: bool
+    collective: Collective = Collective.AUTO
+    tpu: TPUSpec | None = None
+
+
+MULTI_WORKER = frozenset({Strategy.MULTI_WORKER_MIRRORED, Strategy.PARAMETER_SERVER})
+
+
+def select(run_config: RunConfig, tf_config: dict[str, Any], gpu_count: int) -> Selection:
+    role, index = _task(tf_config)
+    cluster = tf_config.get("cluster", {})
+    is_chief = role is None or role is RoleType.CHIEF or (
+        role is RoleType.WORKER and index == 0 and not cluster.get(RoleType.CHIEF.value)
+    )
+    strategy = run_config.strategy
+    if strategy is Strategy.AUTO:
+        strategy = Strategy.MIRRORED if gpu_count > 1 else Strategy.ONE_DEVICE if gpu_count == 1 else Strategy.DEFAULT
+    if strategy in MULTI_WORKER and role is None:
+        raise ConfigError(f"strategy {strategy.value} needs TF_CONFIG naming this task's cluster and role")
+    if role is RoleType.EVALUATOR:
+        return Selection(Action.EVALUATE, Strategy.DEFAULT, role, index, is_chief=False)
+    if strategy is Strategy.PARAMETER_SERVER:
+        action = Action.COORDINATE if role is RoleType.CHIEF else Action.SERVE
+        return Selection(action, strategy, role, index, is_chief)
+    if role is RoleType.PS:
+        raise ConfigError(f"a ps task only exists under parameter_server, not {strategy.value}")
+    return Selection(Action.TRAIN, strategy, role, index, is_chief, run_config.collective, run_config.tpu)
+
+
+def _task(tf_config: dict[str, Any]) -> tuple[RoleType | None, int]:
+    task = tf_config.get("task")
+    if not task:
+        return None, 0
+    try:
+        return RoleType(task["type"]), int(task.get("index", 0))
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError(f"TF_CONFIG task must be {{'type': chief|worker|ps|evaluator, 'index': n}}, got {task!r}") from None
+
+
+def peer_addresses(tf_config: dict[str, Any]) -> list[str]:
+    """Every host:port of the cluster except this task's own."""
+    role, index = _task(tf_config)
+    own = None
+    if role is not None:
+        members = tf_config.get("cluster", {}).get(role.value, [])
+        own = members[index] if index < len(members) else None
+    return [a for members in tf_config.get("cluster", {}).values() for a in members if a != own]

@@ -1,0 +1,37 @@
+"""Shared fixtures: spec builders and a CLI runner. TF-heavy fixtures live in their own modules."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own TFCLUSTER_HOME so registries and local state never leak between tests."""
+    if "TFCLUSTER_HOME" not in os.environ or os.environ["TFCLUSTER_HOME"].startswith(str(tmp_path_factory.getbasetemp())):
+        monkeypatch.setenv("TFCLUSTER_HOME", str(tmp_path_factory.mktemp("tfcluster-home")))
+
+
+@pytest.fixture
+def cli() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path):
+    """Write a spec (dict or YAML text) to a file and return its path."""
+
+    def write(spec: dict | str, name: str = "spec.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(spec if isinstance(spec, str) else yaml.safe_dump(spec, sort_keys=False))
+        return path
+
+    return write

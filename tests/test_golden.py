@@ -1,0 +1,41 @@
+"""Golden files for the text and JSON dry-run of every example spec.
+
+Regenerate after an intended change with ``TFCLUSTER_UPDATE_GOLDEN=1 pytest tests/test_golden.py``
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).parent / "golden"
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+
+
+def _normalise(text: str) -> str:
+    """Replace what depends on the machine (interpreter path, working dir) with placeholders."""
+    return text.replace(sys.executable, "<python>").replace(str(REPO), "<repo>")
+
+
+@pytest.mark.parametrize("backend", ["local", "compose", "k8s"])
+@pytest.mark.parametrize("output", ["text", "json"])
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_dry_run_matches_golden(example: Path, output: str, backend: str, cli, monkeypatch) -> None:
+    monkeypatch.chdir(REPO)
+    result = cli.invoke(main, ["dry-run", str(example.relative_to(REPO)), "-o", output, "-b", backend],
+                        env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    golden = GOLDEN / f"{example.stem}.{backend}.{output}"
+    actual = _normalise(result.stdout)
+    if os.environ.get("TFCLUSTER_UPDATE_GOLDEN"):
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(actual)
+    assert golden.exists(), f"missing {golden}; run with TFCLUSTER_UPDATE_GOLDEN=1"
+    assert actual == golden.read_text()
