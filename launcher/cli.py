@@ -158,7 +158,10 @@ def status(name: str, backend: str | None, output: str) -> None:
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the task ends.")
 @click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
 def logs(name: str, task: str | None, follow: bool, backend: str | None) -> None:
-    """Print the logs of TASK (e.g. demo-worker-1) or of every task of NAME."""
+    """Print the logs of one TASK of NAME, or of all its tasks.
+
+    TASK is a task name such as demo-worker-1.
+    """
     try:
         for line in _backend_for(name, backend).logs(name, task, follow):
             click.echo(line)
