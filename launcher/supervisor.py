@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Protocol
 
-from launcher.backends.api import JobStatus, State, TaskStatus
+from launcher.backends.api import JobStatus, LaunchError, State, TaskStatus
 from launcher.events import EventKind, parse_event
 from launcher.plan import Plan, Task
 from launcher.spec import RestartPolicy, RoleType, Strategy, SuccessPolicy
@@ -223,6 +223,8 @@ class Supervisor:
             if state is State.SUCCEEDED:
                 self._linger()
             self._set_job(state, message)
+        except LaunchError as exc:
+            self._set_job(State.FAILED, f"failed: {exc}")
         finally:
             self._stop([r for r in self._runs.values() if r.running], "stopped")
             self._publish()
@@ -242,16 +244,15 @@ class Supervisor:
                 if self._runs[name].running:
                     continue  # restarted by an earlier decision of this round
                 decision = self.rules.decide(name, code, self._exited(), self._job.restarts, self._runs[name].error())
+                if decision.action is Action.RESTART:
+                    self._restart(decision)
+                    continue
+                self._runs[name].status.state = State.FAILED if code else State.SUCCEEDED
                 if decision.action is Action.SUCCEED:
                     return State.SUCCEEDED, decision.message
                 if decision.action is Action.FAIL:
-                    self._runs[name].status.state = State.FAILED
                     return State.FAILED, decision.message
-                if decision.action is Action.RESTART:
-                    self._restart(decision)
-                else:
-                    self._runs[name].status.state = State.SUCCEEDED
-                    self._runs[name].status.message = "finished"
+                self._runs[name].status.message = "finished"
             self._publish()
             self._cancelled.wait(self.poll_seconds)
 
@@ -305,7 +306,7 @@ class Supervisor:
         for run in runs.values():
             self.runtime.start(run.task)
             run.running = True
-            run.failed_reason = ""
+            run.failed_reason = run.last_error = ""
             run.status.state = State.RUNNING
             run.status.exit_code = None
             run.status.message = ""
