@@ -41,9 +41,7 @@ def build_context(ca_bundle: Path | None = None, root: Path = REPO_ROOT) -> io.B
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for top in CONTEXT_PATHS:
-            path = root / top
-            files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()) if path.exists() else []
-            for file in files:
+            for file in _files(root / top):
                 relative = file.relative_to(root)
                 if _SKIPPED.intersection(relative.parts) or relative.as_posix() == CA_IN_CONTEXT:
                     continue
@@ -52,6 +50,13 @@ def build_context(ca_bundle: Path | None = None, root: Path = REPO_ROOT) -> io.B
             _add(tar, CA_IN_CONTEXT, Path(ca_bundle).read_bytes(), 0o644)
     buffer.seek(0)
     return buffer
+
+
+def _files(path: Path) -> list[Path]:
+    """``path`` itself if it is a file, else every file below it, sorted; nothing if it does not exist."""
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob("*") if p.is_file())
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int) -> None:

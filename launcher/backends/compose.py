@@ -1,11 +1,146 @@
-"""Placeholder: this backend is being built."""
+"""Docker Compose backend: one container per task on a private network, supervised by tfcluster.
 
-from launcher.plan import Plan
+Contract:
+
+- ``render(plan)`` is pure and deterministic: ``{"docker-compose.yaml": ...}``
+  with one service per task (service = container name = hostname = task
+  name, so TF_CONFIG addresses resolve), the task's command and full
+  environment, one network per cluster that publishes no port on the host,
+  the checkpoint volume mounted at the checkpoint dir, resource limits,
+  the restart policy mapped from the spec, ``tfcluster.*`` labels, a
+  non-root ``user`` and ``init: true``. The compose project is the cluster name.
+- ``create()`` returns a ``ComposeBackend``: ``submit`` writes the file under
+  ``registry.home()/compose/<name>/``, creates everything with
+  ``docker compose up --no-start`` and hands the containers to a detached
+  supervisor process (``launcher.backends.compose_runtime``); ``describe``,
+  ``logs`` and ``cancel`` use the Docker SDK and the compose project label.
+
+Who restarts: under ``tfcluster up`` the shared supervisor
+(``launcher.supervisor``) is the only restarter. An override file sets
+``restart: "no"`` on every service, because Docker's policy restarts one
+container at a time (MultiWorkerMirrored needs the whole group restarted),
+counts per container instead of per job, cannot tell exit codes apart
+(``exit-code``), and ignores ``docker kill``/``docker stop`` (after which the
+surviving MWMS workers would wait forever). The supervisor sees such a stop
+as an exit 137/143 and applies the spec's policy. The rendered policy is
+what a user gets when running the file with ``docker compose`` by hand.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from launcher import naming
+from launcher.plan import Plan, Task
+from launcher.spec import Resources, RestartPolicy
+
+COMPOSE_FILE = "docker-compose.yaml"
+#: The image's non-root user (worker_image/Dockerfile), owner of /checkpoints.
+TASK_USER = "1000:1000"
+LABEL_PREFIX = "tfcluster."
+PROJECT_LABEL = "com.docker.compose.project"
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)$")
+_FACTORS = {
+    "": 1, "m": 1e-3,
+    "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}
+
+
+def memory_bytes(quantity: str) -> int:
+    """A Kubernetes memory quantity (``512Mi``, ``4G``, ``1.5Gi``) in bytes, rounded up."""
+    match = _QUANTITY.match(quantity)
+    if match is None or match.group(2) not in _FACTORS:
+        raise ValueError(f"not a memory quantity: {quantity!r}")
+    value = float(match.group(1)) * _FACTORS[match.group(2)]
+    return int(value) + (value % 1 > 0)
+
+
+def docker_restart_policy(plan: Plan) -> str:
+    """The spec's restart policy as Docker sees it (the closest Docker has, see the module doc)."""
+    restart = plan.spec.restart
+    if restart.policy is RestartPolicy.NEVER or restart.max_restarts == 0:
+        return "no"
+    return f"on-failure:{restart.max_restarts}"
+
+
+def labels(plan: Plan, task: Task) -> dict[str, str]:
+    return {
+        f"{LABEL_PREFIX}cluster": plan.name,
+        f"{LABEL_PREFIX}task": task.name,
+        f"{LABEL_PREFIX}role": task.type.value,
+        f"{LABEL_PREFIX}index": str(task.index),
+        f"{LABEL_PREFIX}run-id": plan.run_id,
+    }
+
+
+def _limits(resources: Resources) -> dict[str, Any]:
+    limits: dict[str, Any] = {}
+    if resources.cpu is not None:
+        limits["cpus"] = resources.cpu
+    if resources.memory is not None:
+        limits["mem_limit"] = memory_bytes(resources.memory)
+    if resources.gpu:
+        device = {"driver": "nvidia", "count": resources.gpu, "capabilities": ["gpu"]}
+        limits["deploy"] = {"resources": {"reservations": {"devices": [device]}}}
+    return limits
+
+
+def checkpoint_mount(plan: Plan) -> str | None:
+    """Where the checkpoint volume is mounted; None for object-store dirs (gs://, s3://)."""
+    directory = plan.run_config.checkpoint_dir
+    return None if "://" in directory else directory
+
+
+def service(plan: Plan, task: Task) -> dict[str, Any]:
+    network = naming.network_name(plan.name)
+    mount = checkpoint_mount(plan)
+    definition: dict[str, Any] = {
+        "image": task.image,
+        "container_name": task.name,
+        "hostname": task.name,
+        "command": list(task.command),
+        "environment": plan.task_env(task),
+        "user": TASK_USER,
+        "init": True,
+        "restart": docker_restart_policy(plan),
+        "networks": [network],
+        "labels": labels(plan, task),
+    }
+    if mount is not None:
+        source = naming.checkpoint_volume_name(plan.name)
+        definition["volumes"] = [{"type": "volume", "source": source, "target": mount}]
+    return {**definition, **_limits(task.resources)}
+
+
+def compose_document(plan: Plan) -> dict[str, Any]:
+    network = naming.network_name(plan.name)
+    document: dict[str, Any] = {
+        "name": plan.name,
+        "services": {task.name: service(plan, task) for task in plan.tasks},
+        # No `ports:` anywhere: the TensorFlow gRPC ports stay inside this network.
+        "networks": {network: {"name": network, "labels": {f"{LABEL_PREFIX}cluster": plan.name}}},
+    }
+    if checkpoint_mount(plan) is not None:
+        volume = naming.checkpoint_volume_name(plan.name)
+        document["volumes"] = {volume: {"name": volume, "labels": {f"{LABEL_PREFIX}cluster": plan.name}}}
+    return document
 
 
 def render(plan: Plan) -> dict[str, str]:
-    return {}
+    header = (
+        f"# tfcluster {plan.name} (run {plan.run_id}): one service per task, generated from the spec.\n"
+        f"# `tfcluster up` applies it with restarts handed to its supervisor; by hand:\n"
+        f"#   docker compose -f {COMPOSE_FILE} up\n"
+    )
+    return {COMPOSE_FILE: header + yaml.safe_dump(compose_document(plan), sort_keys=False, width=1000)}
 
 
-def create(**options):
-    raise NotImplementedError("backend not built yet")
+def create(**options: Any):
+    """A ``ComposeBackend`` (imports the Docker SDK; options are unused)."""
+    from launcher.backends.compose_backend import ComposeBackend
+
+    return ComposeBackend()
