@@ -126,13 +126,20 @@ def up(spec: Path, backend: str, detach: bool, namespace: str | None, context: s
     plan = api.plan(spec, backend, api.new_run_id(), launching=True)
     options = {k: v for k, v in {"namespace": namespace, "context": context}.items() if v is not None}
     runner = get_backend(plan.backend, **options)
-    runner.submit(plan)
-    registry.record(plan.name, plan.backend, options)
-    if detach:
-        click.echo(f"started {plan.name} on {plan.backend.value} (run {plan.run_id}); "
-                   f"see `tfcluster status {plan.name}`")
-        return
-    sys.exit(watch(runner, plan.name))
+    try:
+        runner.submit(plan)
+        registry.record(plan.name, plan.backend, options)
+        if detach:
+            click.echo(f"started {plan.name} on {plan.backend.value} (run {plan.run_id}); "
+                       f"see `tfcluster status {plan.name}`")
+            return
+        code = watch(runner, plan.name)
+    except KeyboardInterrupt:  # before the watch took over: tear down whatever was started
+        click.echo(f"interrupted: tearing down {plan.name}", err=True)
+        if runner.describe(plan.name) is not None:
+            runner.cancel(plan.name)
+        code = 130
+    sys.exit(code)
 
 
 @main.command()

@@ -21,10 +21,11 @@ from launcher.supervisor import Supervisor
 
 
 def main(root: Path) -> None:
-    if os.fork() > 0:
-        os._exit(0)
     files = ClusterDir(root)
-    files.daemon_pid.write_text(str(os.getpid()))
+    child = os.fork()
+    if child > 0:
+        files.daemon_pid.write_text(str(child))  # known before the launching command returns
+        os._exit(0)
     plan = files.read_plan()
     supervisor = Supervisor(
         plan,

@@ -1,0 +1,142 @@
+"""``tfcluster up/status/logs/down`` on the local backend, as real commands in real shells.
+
+Tasks are small Python scripts (command overrides). After every test no
+process of the cluster may be left: the daemon and every task's process
+group are checked with signal 0.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from launcher import registry
+from launcher.backends.local import ClusterDir, daemon_alive
+from launcher.backends.local_processes import group_alive
+
+CLI = [sys.executable, "-c", "from launcher.cli import main; main()"]
+SLEEP = [sys.executable, "-c", "import time; print('serving', flush=True); time.sleep(120)"]
+
+
+def tfcluster(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def write(tmp_path: Path, name: str, roles: dict[str, Any], **fields: Any) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, "roles": roles, **fields}))
+    return path
+
+
+def processes(name: str) -> tuple[int | None, list[int]]:
+    """The daemon pid and the task process groups recorded for cluster ``name``."""
+    files = ClusterDir.of(name)
+    pid = int(files.daemon_pid.read_text()) if files.daemon_pid.exists() else None
+    return pid, list(files.read_groups().values())
+
+
+def assert_nothing_left(daemon: int | None, groups: list[int]) -> None:
+    ends = time.monotonic() + 10
+    while time.monotonic() < ends and ((daemon and daemon_alive(daemon)) or any(map(group_alive, groups))):
+        time.sleep(0.1)
+    assert daemon is None or not daemon_alive(daemon), "the supervisor daemon is still running"
+    assert not [g for g in groups if group_alive(g)], "task processes are still running"
+
+
+def wait_running(name: str, tasks: int) -> None:
+    ends = time.monotonic() + 30
+    while time.monotonic() < ends:
+        status = ClusterDir.of(name).read_status()
+        if status and status.state.value == "running" and len(ClusterDir.of(name).read_groups()) == tasks:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{name} did not start")
+
+
+def test_up_runs_to_success_and_keeps_logs(tmp_path: Path) -> None:
+    event = 'TFCLUSTER_EVENT {"event":"epoch","task":"ok-chief-0","time":0,"epoch":1,"step":4,"loss":0.25}'
+    spec = write(tmp_path, "ok", {
+        "chief": {"command": [sys.executable, "-c", f"import time; print({event!r}); time.sleep(1)"]},
+        "worker": {"replicas": 2, "command": [sys.executable, "-c", "import os, json; "
+                                              "print('index', json.loads(os.environ['TF_CONFIG'])['task']['index'])"]},
+    })
+    result = tfcluster("up", str(spec), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    status = json.loads(tfcluster("status", "ok", "-o", "json", cwd=tmp_path).stdout)
+    assert status["state"] == "succeeded" and status["progress"]["loss"] == 0.25
+    logs = tfcluster("logs", "ok", cwd=tmp_path).stdout
+    assert "ok-worker-1 | index 1" in logs and "ok-worker-0 | index 0" in logs
+    assert tfcluster("logs", "ok", "ok-worker-1", cwd=tmp_path).stdout.strip() == "index 1"
+    assert (tmp_path / "tfcluster-runs" / "ok").is_dir()  # the local checkpoint dir
+    assert_nothing_left(*processes("ok"))
+
+
+def test_failed_job_exits_1_and_names_the_task(tmp_path: Path) -> None:
+    script = "import sys; print('ValueError: bad shard', file=sys.stderr); sys.exit(2)"
+    spec = write(tmp_path, "bad", {"chief": {"command": SLEEP}, "worker": {"command": [sys.executable, "-c", script]}},
+                 restart={"max_restarts": 1})
+    result = tfcluster("up", str(spec), cwd=tmp_path)
+    assert result.returncode == 1
+    status = json.loads(tfcluster("status", "bad", "-o", "json", cwd=tmp_path).stdout)
+    assert status["state"] == "failed" and status["restarts"] == 1
+    assert "bad-worker-0" in status["message"] and "ValueError: bad shard" in status["message"]
+    assert_nothing_left(*processes("bad"))
+
+
+def test_detach_status_second_up_logs_and_down(tmp_path: Path) -> None:
+    spec = write(tmp_path, "bg", {"chief": {"command": SLEEP}, "worker": {"replicas": 2, "command": SLEEP}})
+    other = write(tmp_path, "bg2", {"worker": {"command": SLEEP}})
+    assert tfcluster("up", "-d", str(spec), cwd=tmp_path).returncode == 0
+    assert tfcluster("up", "-d", str(other), cwd=tmp_path).returncode == 0
+    wait_running("bg", 3)
+    again = tfcluster("up", "-d", str(spec), cwd=tmp_path)
+    assert again.returncode == 1 and "already running" in again.stderr
+    status = json.loads(tfcluster("status", "bg", "-o", "json", cwd=tmp_path).stdout)
+    assert status["state"] == "running" and [t["state"] for t in status["tasks"]] == ["running"] * 3
+    ports = {json.loads(ClusterDir.of(n).plan.read_text())["tasks"][0]["port"] for n in ("bg", "bg2")}
+    assert len(ports) == 2
+    assert "bg-worker-1 | serving" in tfcluster("logs", "bg", cwd=tmp_path).stdout
+    for name in ("bg", "bg2"):
+        left = processes(name)
+        down = tfcluster("down", name, cwd=tmp_path)
+        assert down.returncode == 0, down.stderr
+        assert_nothing_left(*left)
+    assert tfcluster("status", "bg", cwd=tmp_path).returncode == 1
+    assert registry.lookup("bg") is None
+
+
+def test_ctrl_c_on_up_tears_the_cluster_down(tmp_path: Path) -> None:
+    spec = write(tmp_path, "intr", {"chief": {"command": SLEEP}, "worker": {"command": SLEEP}})
+    up = subprocess.Popen([*CLI, "up", str(spec)], cwd=tmp_path,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_running("intr", 2)
+    left = processes("intr")
+    up.send_signal(signal.SIGINT)
+    output, _ = up.communicate(timeout=30)
+    assert up.returncode == 130, output
+    assert_nothing_left(*left)
+
+
+def test_logs_follow_ends_with_the_job(tmp_path: Path) -> None:
+    script = "import time\nfor i in range(3):\n    print('line', i, flush=True); time.sleep(0.3)"
+    spec = write(tmp_path, "tail", {"worker": {"command": [sys.executable, "-c", script]}})
+    assert tfcluster("up", "-d", str(spec), cwd=tmp_path).returncode == 0
+    followed = tfcluster("logs", "tail", "tail-worker-0", "-f", cwd=tmp_path, timeout=30)
+    assert followed.stdout.split("\n")[:3] == ["line 0", "line 1", "line 2"]
+
+
+def test_unknown_task_and_cluster_are_one_line_errors(tmp_path: Path) -> None:
+    spec = write(tmp_path, "one", {"worker": {"command": [sys.executable, "-c", "pass"]}})
+    assert tfcluster("up", str(spec), cwd=tmp_path).returncode == 0
+    result = tfcluster("logs", "one", "one-worker-7", cwd=tmp_path)
+    assert result.returncode == 1 and "no task 'one-worker-7'" in result.stderr and "Traceback" not in result.stderr
+    result = tfcluster("down", "nope", cwd=tmp_path)
+    assert result.returncode == 1 and "no local cluster named 'nope'" in result.stderr
