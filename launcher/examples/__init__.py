@@ -1,0 +1,1 @@
+"""Example training modules for the shared entrypoint (``training.module``)."""

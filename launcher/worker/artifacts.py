@@ -1,0 +1,35 @@
+"""Writing files every MWMS task must write but only the chief may keep.
+
+Contract: ``chief_or_scratch(ctx, path, write)`` calls ``write(target)`` with
+the real ``path`` on the chief and with a per-task scratch path elsewhere,
+then removes the scratch copy. Under MultiWorkerMirroredStrategy every task
+must take part in a save (reading synced variables is a collective), so
+non-chief tasks cannot simply skip it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable
+
+import tensorflow as tf
+
+from launcher.worker import paths
+from launcher.worker.context import TaskContext
+
+
+def chief_or_scratch(ctx: TaskContext, path: str, write: Callable[[str], object]) -> str | None:
+    """Writes ``path`` (chief) or a scratch copy (others); returns the kept path or None."""
+    if ctx.selection.is_chief:
+        tf.io.gfile.makedirs(posixpath.dirname(path))
+        write(path)
+        return path
+    scratch = paths.scratch_dir(ctx.run_config.checkpoint_dir, ctx.task_name)
+    target = posixpath.join(scratch, posixpath.basename(path))
+    tf.io.gfile.makedirs(scratch)
+    try:
+        write(target)
+    finally:
+        if tf.io.gfile.exists(scratch):
+            tf.io.gfile.rmtree(scratch)
+    return None

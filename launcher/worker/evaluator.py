@@ -1,0 +1,47 @@
+"""The evaluator sidecar: evaluate each new chief checkpoint until the run is done.
+
+Contract: ``evaluate(ctx)`` polls ``<checkpoint_dir>/checkpoints`` (the
+``checkpoint`` state file, via ``tf.train.latest_checkpoint``) every
+``poll`` seconds, loads each new checkpoint into the user's model, evaluates
+it on ``make_eval_dataset`` and emits an ``evaluation`` event. It returns
+after evaluating the latest checkpoint seen once the run's DONE marker
+exists, so the final checkpoint is always evaluated. It is outside the
+training cluster and uses the default strategy.
+"""
+
+from __future__ import annotations
+
+import time
+
+import tensorflow as tf
+
+from launcher.events import EventKind
+from launcher.worker import lifecycle, paths
+from launcher.worker.context import TaskContext
+from launcher.worker.exitcodes import ConfigError
+
+POLL_S = 2.0
+
+
+def evaluate(ctx: TaskContext, poll: float = POLL_S) -> None:
+    run_config = ctx.run_config
+    if not ctx.user.has_eval_dataset:
+        raise ConfigError(f"training.module {run_config.training.module!r} lacks make_eval_dataset, needed by the evaluator")
+    ctx.reporter.emit(EventKind.STARTED, strategy="default", num_replicas_in_sync=1, role="evaluator", index=ctx.selection.index)
+    model = ctx.user.build_model()
+    dataset = ctx.user.make_eval_dataset(run_config.training.batch_size_per_replica)
+    directory = paths.checkpoints_dir(run_config.checkpoint_dir)
+    evaluated: str | None = None
+    metrics: dict[str, float] = {}
+    while True:
+        done = lifecycle.is_done(run_config.checkpoint_dir, run_config.run_id)  # before looking: then the last one is seen
+        latest = tf.train.latest_checkpoint(directory)
+        if latest and latest != evaluated:
+            model.load_weights(latest).expect_partial()
+            metrics = {k: float(v) for k, v in model.evaluate(dataset, verbose=0, return_dict=True).items()}
+            ctx.reporter.emit(EventKind.EVALUATION, checkpoint=latest, metrics=metrics)
+            evaluated = latest
+        if done:
+            break
+        time.sleep(poll)
+    ctx.reporter.emit(EventKind.FINISHED, metrics=metrics, model_path=None)

@@ -1,0 +1,102 @@
+"""Run one task: read its configuration, pick its action, map failures to exit codes.
+
+Contract: ``main(environ)`` returns the process exit code
+(``launcher.worker.exitcodes``) and emits ``failed`` before any non-zero
+one. Peers of a multi-worker task are awaited (DNS) before the strategy is
+built. Imported only by ``launcher.worker.__main__``, after
+``TF_USE_LEGACY_KERAS`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+from collections.abc import Mapping
+
+import tensorflow as tf
+from pydantic import ValidationError
+
+from launcher.events import EventKind
+from launcher.runconfig import TASK_NAME_ENV, RunConfig
+from launcher.worker import lifecycle, usercode
+from launcher.worker.context import TaskContext
+from launcher.worker.evaluator import evaluate
+from launcher.worker.exitcodes import ConfigError, ExitCode, PeerUnavailable
+from launcher.worker.peers import wait_for_peers
+from launcher.worker.reporter import Reporter
+from launcher.worker.selection import MULTI_WORKER, Action, peer_addresses, select
+from launcher.worker.strategies import gpu_count
+from launcher.worker.tfconfig import TF_CONFIG_ENV, resolve_tf_config
+from launcher.worker.train import train
+
+log = logging.getLogger("launcher.worker")
+
+#: TF errors that mean a peer went away or cannot be reached, not a bug.
+PEER_ERRORS = (
+    PeerUnavailable,
+    tf.errors.UnavailableError,
+    tf.errors.AbortedError,
+    tf.errors.CancelledError,
+    tf.errors.DeadlineExceededError,
+)
+
+
+def main(environ: Mapping[str, str] = os.environ) -> int:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    log.setLevel(logging.INFO)
+    reporter = Reporter(environ.get(TASK_NAME_ENV) or socket.gethostname(), is_chief=False)
+    try:
+        ctx = _context(environ, reporter)
+        _run(ctx)
+    except (ConfigError, ValidationError) as exc:
+        return _failed(reporter, ExitCode.CONFIG, exc)
+    except Exception as exc:
+        if _is_peer_error(exc):
+            return _failed(reporter, ExitCode.PEER_UNAVAILABLE, exc)
+        log.exception("task failed")
+        return _failed(reporter, ExitCode.FAILED, exc)
+    return ExitCode.OK
+
+
+def _context(environ: Mapping[str, str], reporter: Reporter) -> TaskContext:
+    try:
+        run_config = RunConfig.from_env(environ)
+    except RuntimeError as exc:
+        raise ConfigError(str(exc)) from None
+    tf_config = resolve_tf_config(environ)
+    if tf_config:
+        os.environ[TF_CONFIG_ENV] = json.dumps(tf_config)  # the cluster resolvers read it from here
+    selection = select(run_config, tf_config, gpu_count())
+    reporter.is_chief = selection.is_chief
+    return TaskContext(reporter.task, run_config, tf_config, selection, usercode.load(run_config.training), reporter)
+
+
+def _run(ctx: TaskContext) -> None:
+    action = ctx.selection.action
+    if action is Action.EVALUATE:
+        evaluate(ctx)
+        return
+    if ctx.selection.strategy in MULTI_WORKER:
+        wait_for_peers(peer_addresses(ctx.tf_config))
+    if action is Action.SERVE:
+        lifecycle.serve_until_done(ctx.selection, ctx.tf_config, ctx.run_config.checkpoint_dir, ctx.run_config.run_id)
+        ctx.reporter.emit(EventKind.FINISHED, metrics={}, model_path=None)
+    else:
+        train(ctx)
+
+
+def _is_peer_error(exc: BaseException | None) -> bool:
+    while exc is not None:
+        if isinstance(exc, PEER_ERRORS):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _failed(reporter: Reporter, code: ExitCode, exc: BaseException) -> int:
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    reporter.emit(EventKind.FAILED, reason=f"{type(exc).__name__}: {reason}", exit_code=int(code))
+    return int(code)

@@ -1,0 +1,188 @@
+"""Training on the chief/workers (MWMS, single task) and on the PSS coordinator.
+
+Contract: ``train(ctx)`` builds the strategy, the user's model inside its
+scope and the input, resumes from ``<checkpoint_dir>/backup`` when a backup
+exists (emitting ``restored``), trains with ``fit`` or the user's
+``train_step`` (``training.loop``), writes per-epoch weights checkpoints
+(chief only keeps them), exports the final model and, on the chief, writes
+the DONE marker. Events: started, restored, step, epoch, checkpoint,
+finished. Backups are step-granular when ``RunConfig.backup_every_steps`` is
+set (MWMS / single task), per epoch otherwise (PSS).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+from launcher.events import EventKind
+from launcher.spec import Strategy, TrainingLoop
+from launcher.worker import data, lifecycle, paths
+from launcher.worker.artifacts import chief_or_scratch
+from launcher.worker.callbacks import CheckpointEvents, ProgressCallback
+from launcher.worker.context import TaskContext
+from launcher.worker.reporter import scalar
+from launcher.worker.restore import ResumePoint, resume_point
+from launcher.worker.strategies import build_strategy
+
+STEP_EVENTS_PER_EPOCH = 4
+
+
+def train(ctx: TaskContext) -> None:
+    run_config, training = ctx.run_config, ctx.run_config.training
+    strategy = build_strategy(ctx.selection)
+    global_batch = training.batch_size_per_replica * strategy.num_replicas_in_sync
+    ctx.reporter.emit(
+        EventKind.STARTED,
+        strategy=type(strategy).__name__,
+        num_replicas_in_sync=strategy.num_replicas_in_sync,
+        global_batch_size=global_batch,
+        role=ctx.selection.role.value if ctx.selection.role else None,
+        index=ctx.selection.index,
+    )
+    with strategy.scope():
+        model = ctx.user.build_model()
+    resume = resume_point(
+        paths.backup_dir(run_config.checkpoint_dir), training.steps_per_epoch, run_config.backup_every_steps is not None
+    )
+    if resume is not None:
+        ctx.reporter.emit(EventKind.RESTORED, epoch=resume.epoch, step_in_epoch=resume.step_in_epoch, step=resume.step)
+    progress = ProgressCallback(
+        ctx.reporter, training.steps_per_epoch, training.epochs, training.steps_per_epoch // STEP_EVENTS_PER_EPOCH
+    )
+    loop = fit_loop if training.loop is TrainingLoop.FIT else custom_loop
+    metrics = loop(ctx, strategy, model, global_batch, progress, resume)
+    model_path = chief_or_scratch(ctx, paths.model_path(run_config.checkpoint_dir), model.save)
+    if ctx.selection.is_chief:
+        lifecycle.mark_done(run_config.checkpoint_dir, run_config.run_id)
+    ctx.reporter.emit(EventKind.FINISHED, metrics=metrics, model_path=model_path)
+
+
+def _dataset_fn(ctx: TaskContext, global_batch: int) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
+    return lambda input_context: data.finalize(ctx.user.make_dataset(input_context, global_batch))
+
+
+def _is_pss(ctx: TaskContext) -> bool:
+    return ctx.selection.strategy is Strategy.PARAMETER_SERVER
+
+
+def fit_loop(
+    ctx: TaskContext,
+    strategy: tf.distribute.Strategy,
+    model: tf.keras.Model,
+    global_batch: int,
+    progress: ProgressCallback,
+    resume: ResumePoint | None,
+) -> dict[str, float]:
+    run_config, training = ctx.run_config, ctx.run_config.training
+    if _is_pss(ctx):
+        # tf_keras fit under PSS takes a DatasetCreator: each worker builds its own pipeline.
+        inputs: Any = tf.keras.utils.experimental.DatasetCreator(_dataset_fn(ctx, global_batch))
+    else:
+        inputs = data.finalize(ctx.user.make_dataset(None, global_batch))
+    pattern = paths.checkpoint_pattern(run_config.checkpoint_dir)
+    callbacks = [
+        tf.keras.callbacks.BackupAndRestore(
+            backup_dir=paths.backup_dir(run_config.checkpoint_dir),
+            save_freq=run_config.backup_every_steps or "epoch",
+            delete_checkpoint=True,
+        ),
+        # ModelCheckpoint writes non-chief copies to temporary paths and removes them itself.
+        tf.keras.callbacks.ModelCheckpoint(pattern, save_weights_only=True),
+        CheckpointEvents(ctx.reporter, pattern),
+        progress,
+    ]
+    history = model.fit(
+        inputs, epochs=training.epochs, steps_per_epoch=training.steps_per_epoch, callbacks=callbacks, verbose=0
+    )
+    return {name: float(values[-1]) for name, values in history.history.items() if values}
+
+
+class _Backup:
+    """Custom-loop backups in BackupAndRestore's layout, so ``resume_point`` reads both."""
+
+    def __init__(self, ctx: TaskContext, model: tf.keras.Model, optimizer: Any):
+        self.ctx = ctx
+        self.directory = paths.backup_dir(ctx.run_config.checkpoint_dir)
+        self.saved_epoch = tf.Variable(-1, dtype=tf.int64)
+        self.saved_batch = tf.Variable(-1, dtype=tf.int64)
+        self.checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=optimizer, ckpt_saved_epoch=self.saved_epoch, ckpt_saved_batch=self.saved_batch
+        )
+        self.manager = tf.train.CheckpointManager(self.checkpoint, posixpath.join(self.directory, "chief"), max_to_keep=1)
+
+    def restore(self) -> None:
+        if self.manager.latest_checkpoint:
+            self.checkpoint.read(self.manager.latest_checkpoint).expect_partial()
+
+    def save(self, epoch: int, batch: int) -> None:
+        self.saved_epoch.assign(epoch)
+        self.saved_batch.assign(batch)
+        if self.ctx.selection.is_chief:
+            self.manager.save()
+        else:
+            chief_or_scratch(self.ctx, posixpath.join(self.directory, "backup"), self.checkpoint.write)
+
+    def delete(self) -> None:
+        if self.ctx.selection.is_chief and tf.io.gfile.exists(self.directory):
+            tf.io.gfile.rmtree(self.directory)
+
+
+def custom_loop(
+    ctx: TaskContext,
+    strategy: tf.distribute.Strategy,
+    model: tf.keras.Model,
+    global_batch: int,
+    progress: ProgressCallback,
+    resume: ResumePoint | None,
+) -> dict[str, float]:
+    """The user's ``train_step`` under ``strategy.run``; replicas' losses summed by ``strategy.reduce``."""
+    run_config, training = ctx.run_config, ctx.run_config.training
+    optimizer, user_step = model.optimizer, ctx.user.train_step
+
+    @tf.function
+    def distributed_step(iterator: Any) -> tf.Tensor:
+        losses = strategy.run(user_step, args=(model, optimizer, next(iterator)))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+
+    if _is_pss(ctx):
+        coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+        per_worker = coordinator.create_per_worker_dataset(
+            strategy.distribute_datasets_from_function(_dataset_fn(ctx, global_batch))
+        )
+        iterator = iter(per_worker)
+        run_step: Callable[[], Any] = lambda: coordinator.schedule(distributed_step, args=(iterator,))
+        wait_for_steps: Callable[[], None] = coordinator.join
+    else:
+        distributed = strategy.experimental_distribute_dataset(data.finalize(ctx.user.make_dataset(None, global_batch)))
+        iterator = iter(distributed)
+        run_step = lambda: distributed_step(iterator)
+        wait_for_steps = lambda: None
+
+    backup = _Backup(ctx, model, optimizer)
+    backup.restore()
+    every = run_config.backup_every_steps
+    pattern = paths.checkpoint_pattern(run_config.checkpoint_dir)
+    start = resume or ResumePoint(0, 0, 0)
+    loss: Any = None
+    for epoch in range(start.epoch, training.epochs):
+        progress.on_epoch_begin(epoch)
+        for batch in range(start.step_in_epoch if epoch == start.epoch else 0, training.steps_per_epoch):
+            progress.on_train_batch_begin(batch)
+            loss = run_step()
+            progress.on_train_batch_end(batch, {"loss": loss})
+            last = batch == training.steps_per_epoch - 1
+            if every and not last and (epoch * training.steps_per_epoch + batch + 1) % every == 0:
+                backup.save(epoch, batch)
+        wait_for_steps()
+        backup.save(epoch, training.steps_per_epoch - 1)
+        weights = pattern.format(epoch=epoch + 1)
+        chief_or_scratch(ctx, weights, model.save_weights)
+        ctx.reporter.chief(EventKind.CHECKPOINT, epoch=epoch, path=weights)
+        progress.on_epoch_end(epoch, {"loss": loss})
+    backup.delete()
+    final = scalar(loss)
+    return {"loss": final} if final is not None else {}
