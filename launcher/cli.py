@@ -124,6 +124,8 @@ def up(spec: Path, backend: str, detach: bool, namespace: str | None, context: s
     from launcher.watch import watch
 
     plan = api.plan(spec, backend, api.new_run_id(), launching=True)
+    if plan.backend is BackendKind.K8S and namespace is None:
+        namespace = plan.spec.kubernetes.namespace  # recorded, so status/logs/down find the cluster
     options = {k: v for k, v in {"namespace": namespace, "context": context}.items() if v is not None}
     runner = get_backend(plan.backend, **options)
     try:

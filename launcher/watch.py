@@ -66,6 +66,8 @@ def watch(backend: Backend, name: str) -> int:
     try:
         with Live(console=console, refresh_per_second=2, transient=False) as live:
             while True:
+                for action in backend.supervise(name):
+                    console.print(action)
                 job = backend.describe(name)
                 if job is None:
                     console.print(f"{name}: no longer known to the backend")

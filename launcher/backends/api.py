@@ -74,6 +74,14 @@ class Backend(ABC):
     def submit(self, plan: Plan) -> None:
         """Start the cluster and return once it is started (supervision goes on without the caller)."""
 
+    def supervise(self, name: str) -> list[str]:
+        """One supervision step of a watching launcher (``launcher.watch`` calls it before each ``describe``).
+
+        For backends whose runtime supervises only part of the policy (Kubernetes);
+        returns one line per action taken. The default does nothing.
+        """
+        return []
+
     @abstractmethod
     def describe(self, name: str) -> JobStatus | None:
         """Current status of cluster ``name``, or None if this backend has no such cluster."""

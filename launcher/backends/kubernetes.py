@@ -1,11 +1,329 @@
-"""Placeholder: this backend is being built."""
+"""The Kubernetes backend: apply a plan's manifests, supervise, report, stream logs, tear down.
 
+Contract (besides ``launcher.backends.api``): ``render``/``render_tfjob``
+are pure (``launcher.k8s_manifests``); the official ``kubernetes`` client is
+imported only by ``create``. ``submit`` creates every object of the plan
+(objects other than Jobs and the checkpoint claim are replaced if they
+exist; an existing claim is kept with its checkpoints; existing Jobs of the
+same cluster refuse the launch), and deletes what it created if any step
+fails. ``supervise`` is one step of the launcher's watch loop: the Job
+controller already retries, fails and times out tasks; ``supervise`` adds
+what it cannot express (MultiWorkerMirrored gang restarts of survivors that
+hang, and deleting the Jobs left running once the run ended).
+
+Every object carries ``tfcluster.io/cluster=<name>``; ``describe``, ``logs``
+and ``cancel`` find the cluster by that label in the backend's namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from launcher import k8s_status, naming
+from launcher.backends.api import Backend, BackendUnavailable, JobStatus, LaunchError
+from launcher.events import parse_event
+from launcher.k8s_manifests import CONTAINER, LABEL_CLUSTER, manifests, render, render_tfjob
 from launcher.plan import Plan
+from launcher.spec import RoleType
+from launcher.supervisor import PROGRESS_EVENTS
+from launcher.targets import BackendKind
+
+__all__ = ["render", "render_tfjob", "create", "KubernetesBackend"]
+
+DEFAULT_NAMESPACE = "default"
+#: A MultiWorkerMirrored survivor still running this long after a peer failed is restarted (survivors normally fail in seconds).
+GANG_GRACE_SECONDS = 60.0
+#: After success, the other Jobs get this long to exit by themselves before they are deleted.
+LINGER_SECONDS = 30.0
+#: Log lines read from the deciding task to show progress.
+PROGRESS_TAIL_LINES = 50
 
 
-def render(plan: Plan) -> dict[str, str]:
-    return {}
+@dataclass(frozen=True)
+class _Kind:
+    api: str
+    suffix: str
 
 
-def create(**options):
-    raise NotImplementedError("backend not built yet")
+#: In apply order, reversed for teardown. Jobs go first in teardown so no pod outlives its config.
+_KINDS = {
+    "ServiceAccount": _Kind("core", "service_account"),
+    "ConfigMap": _Kind("core", "config_map"),
+    "Service": _Kind("core", "service"),
+    "NetworkPolicy": _Kind("networking", "network_policy"),
+    "PersistentVolumeClaim": _Kind("core", "persistent_volume_claim"),
+    "Job": _Kind("batch", "job"),
+}
+#: Kept when it exists (it holds checkpoints); deleted only by ``cancel(volumes=True)``.
+_KEPT = frozenset({"PersistentVolumeClaim"})
+
+
+def create(namespace: str | None = None, context: str | None = None) -> "KubernetesBackend":
+    """A backend talking to the cluster of the kubeconfig (``context``), or in-cluster config inside a pod."""
+    from kubernetes import client, config
+
+    try:
+        if context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            configuration = client.Configuration()
+            config.load_incluster_config(client_configuration=configuration)
+            api_client = client.ApiClient(configuration)
+        else:
+            api_client = config.new_client_from_config(context=context)
+    except (config.ConfigException, OSError) as exc:
+        where = os.environ.get("KUBECONFIG", "~/.kube/config")
+        raise BackendUnavailable(
+            f"no usable Kubernetes configuration ({where}): {exc}. Point KUBECONFIG at a kubeconfig "
+            "(e.g. from your cloud's `get-credentials`), or run inside a cluster."
+        ) from None
+    return KubernetesBackend(api_client, namespace)
+
+
+class KubernetesBackend(Backend):
+    kind = BackendKind.K8S
+
+    def __init__(
+        self,
+        api_client: Any,
+        namespace: str | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        gang_grace: float = GANG_GRACE_SECONDS,
+        linger: float = LINGER_SECONDS,
+    ):
+        from kubernetes import client
+
+        self._apis = {
+            "core": client.CoreV1Api(api_client),
+            "batch": client.BatchV1Api(api_client),
+            "networking": client.NetworkingV1Api(api_client),
+        }
+        self._host = api_client.configuration.host
+        self.namespace = namespace
+        self._clock = clock
+        self._gang_grace = gang_grace
+        self._linger = linger
+
+    def render(self, plan: Plan) -> dict[str, str]:
+        return render(plan)
+
+    # --- submit ----------------------------------------------------------
+
+    def submit(self, plan: Plan) -> None:
+        namespace = self.namespace or plan.spec.kubernetes.namespace
+        existing = self._list("Job", namespace, plan.name)
+        if existing:
+            being_deleted = any(j["metadata"].get("deletionTimestamp") for j in existing)
+            hint = "it is still shutting down, retry in a few seconds" if being_deleted else f"run `tfcluster down {plan.name}` first"
+            raise LaunchError(f"cluster {plan.name!r} already exists in namespace {namespace!r}: {hint}")
+        created: list[dict[str, Any]] = []
+        try:
+            for obj in manifests(plan):
+                obj = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
+                if self._apply(obj, namespace):
+                    created.append(obj)
+        except LaunchError as exc:
+            for obj in reversed(created):
+                self._delete(obj["kind"], obj["metadata"]["name"], namespace)
+            raise LaunchError(f"{exc}; removed the {len(created)} object(s) this launch had created") from None
+
+    def _apply(self, obj: dict[str, Any], namespace: str) -> bool:
+        """Create ``obj``; replace it if it exists (except kept kinds). True if this call created it."""
+        from kubernetes.client.exceptions import ApiException
+
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        with self._api_errors(f"create {kind} {name}"):
+            try:
+                self._call(kind, "create", namespace, body=obj)
+                return True
+            except ApiException as exc:
+                if exc.status != 409 or kind == "Job":
+                    raise
+            if kind not in _KEPT:
+                version = self._call(kind, "read", name, namespace)["metadata"]["resourceVersion"]
+                self._call(kind, "replace", name, namespace, body={**obj, "metadata": {**obj["metadata"], "resourceVersion": version}})
+            return False
+
+    # --- supervise / describe ---------------------------------------------
+
+    def supervise(self, name: str) -> list[str]:
+        """One supervision step; returns what it did (one line per deleted pod or Job)."""
+        namespace = self._ns()
+        jobs, pods = self._list("Job", namespace, name), self._list("Pod", namespace, name)
+        status = k8s_status.job_status(name, jobs, pods)
+        if status is None:
+            return []
+        now = self._clock()
+        actions = []
+        for pod in k8s_status.stale_gang_pods(jobs, pods, now, self._gang_grace):
+            self._delete("Pod", pod, namespace)
+            actions.append(f"gang restart: deleted {pod} (it outlived a failed peer; its Job recreates it)")
+        for job in k8s_status.leftover_jobs(jobs, status, now, self._linger):
+            self._delete("Job", job, namespace)
+            actions.append(f"run {status.state.value}: deleted Job {job}")
+        return actions
+
+    def describe(self, name: str) -> JobStatus | None:
+        namespace = self._ns()
+        jobs, pods = self._list("Job", namespace, name), self._list("Pod", namespace, name)
+        status = k8s_status.job_status(name, jobs, pods)
+        if status is not None:
+            status.progress = self._progress(name, namespace, pods)
+        return status
+
+    def _progress(self, name: str, namespace: str, pods: list[dict[str, Any]]) -> dict[str, Any]:
+        """The latest progress events of the deciding task (chief, else worker 0), merged."""
+        runs = k8s_status.runs_by_task(pods)
+        deciders = [key for key in _task_order(runs) if key[0] in (RoleType.CHIEF, RoleType.WORKER)]
+        if not deciders:
+            return {}
+        latest = runs[deciders[0]][-1]
+        if latest.phase == "Pending":
+            return {}
+        progress: dict[str, Any] = {}
+        for line in self._log_lines(latest.name, namespace, follow=False, tail=PROGRESS_TAIL_LINES):
+            event = parse_event(line)
+            if event and event.get("event") in {k.value for k in PROGRESS_EVENTS}:
+                progress.update({k: v for k, v in event.items() if k != "time"})
+        return progress
+
+    # --- logs ------------------------------------------------------------
+
+    def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
+        namespace = self._ns()
+        runs = k8s_status.runs_by_task(self._list("Pod", namespace, name))
+        latest = {naming.task_name(name, role, index): runs[role, index][-1].name for role, index in _task_order(runs)}
+        if task is not None:
+            if task not in latest:
+                known = ", ".join(latest) or "none has started yet"
+                raise LaunchError(f"no pod for task {task!r} of cluster {name!r} (tasks: {known})")
+            yield from self._log_lines(latest[task], namespace, follow)
+            return
+        if not follow:
+            for task_name, pod in latest.items():
+                yield from (f"{task_name} | {line}" for line in self._log_lines(pod, namespace, False))
+            return
+        yield from self._follow_all(latest, namespace)
+
+    def _follow_all(self, pods: dict[str, str], namespace: str) -> Iterator[str]:
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def pump(task_name: str, pod: str) -> None:
+            try:
+                for line in self._log_lines(pod, namespace, True):
+                    lines.put(f"{task_name} | {line}")
+            finally:
+                lines.put(None)
+
+        for task_name, pod in pods.items():
+            threading.Thread(target=pump, args=(task_name, pod), daemon=True).start()
+        open_streams = len(pods)
+        while open_streams:
+            line = lines.get()
+            if line is None:
+                open_streams -= 1
+            else:
+                yield line
+
+    def _log_lines(self, pod: str, namespace: str, follow: bool, tail: int | None = None) -> Iterator[str]:
+        with self._api_errors(f"read logs of {pod}"):
+            response = self._apis["core"].read_namespaced_pod_log(
+                pod, namespace, container=CONTAINER, follow=follow, tail_lines=tail, _preload_content=False
+            )
+        pending = b""
+        try:
+            for chunk in response.stream(4096):
+                pending += chunk
+                *complete, pending = pending.split(b"\n")
+                yield from (line.decode(errors="replace") for line in complete)
+            if pending:
+                yield pending.decode(errors="replace")
+        finally:
+            response.release_conn()
+
+    # --- cancel ----------------------------------------------------------
+
+    def cancel(self, name: str, volumes: bool = False) -> None:
+        """Delete the cluster's objects, Jobs first (Foreground: a Job is gone only after its pods)."""
+        namespace = self._ns()
+        for kind in reversed(_KINDS):
+            if kind in _KEPT and not volumes:
+                continue
+            for obj in self._list(kind, namespace, name):
+                self._delete(kind, obj["metadata"]["name"], namespace)
+
+    # --- API helpers -----------------------------------------------------
+
+    def _ns(self) -> str:
+        return self.namespace or DEFAULT_NAMESPACE
+
+    def _method(self, kind: str, verb: str) -> Callable[..., Any]:
+        spec = _KINDS.get(kind, _Kind("core", "pod"))
+        return getattr(self._apis[spec.api], f"{verb}_namespaced_{spec.suffix}")
+
+    def _call(self, kind: str, verb: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """One API call, answered as JSON (no model deserialization)."""
+        response = self._method(kind, verb)(*args, _preload_content=False, **kwargs)
+        try:
+            return json.loads(response.data or b"{}")
+        finally:
+            response.release_conn()
+
+    def _list(self, kind: str, namespace: str, cluster: str) -> list[dict[str, Any]]:
+        with self._api_errors(f"list {kind}s"):
+            return self._call(kind, "list", namespace, label_selector=f"{LABEL_CLUSTER}={cluster}").get("items", [])
+
+    def _delete(self, kind: str, name: str, namespace: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        propagation = "Foreground" if kind == "Job" else "Background"
+        with self._api_errors(f"delete {kind} {name}"):
+            try:
+                self._call(kind, "delete", name, namespace, propagation_policy=propagation)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+    def _api_errors(self, action: str) -> "_ApiErrors":
+        return _ApiErrors(action, self._host)
+
+
+def _task_order(runs: dict[tuple[RoleType, int], Any]) -> list[tuple[RoleType, int]]:
+    """Task keys in plan order: chief, workers, ps, evaluator, by index."""
+    return sorted(runs, key=lambda key: (list(RoleType).index(key[0]), key[1]))
+
+
+class _ApiErrors:
+    """Turns client errors into ``LaunchError`` naming the action, the API server and its answer."""
+
+    def __init__(self, action: str, host: str):
+        self.action = action
+        self.host = host
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        if isinstance(exc, ApiException):
+            raise LaunchError(f"cannot {self.action}: {_api_reason(exc)}") from None
+        if isinstance(exc, HTTPError):
+            raise LaunchError(f"cannot {self.action}: Kubernetes API at {self.host} unreachable ({exc.__class__.__name__})") from None
+        return False
+
+
+def _api_reason(exc: Any) -> str:
+    try:
+        body = json.loads(exc.body)
+        return f"{exc.status} {body.get('reason', '')}: {body.get('message', '')}".strip()
+    except (TypeError, ValueError):
+        return f"{exc.status} {exc.reason}"
+
