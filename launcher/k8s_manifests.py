@@ -269,10 +269,10 @@ def _native_env(plan: Plan, group: RoleGroup) -> list[dict[str, Any]]:
         # Kubernetes expands $(VAR) of a variable defined earlier in the list.
         {"name": TASK_NAME_ENV, "value": naming.role_job_name(plan.name, group.role) + "-$(TFCLUSTER_TASK_INDEX)"},
     ]
+    # The file's presence selects the file-based TF_CONFIG; the evaluator then uses only its own address.
+    env.append({"name": "TFCLUSTER_CLUSTER_FILE", "value": f"{CONFIG_DIR}/{CLUSTER_KEY}"})
     if group.role is RoleType.EVALUATOR:
         env.append({"name": "TFCLUSTER_TASK_ADDRESS", "value": group.first.address})
-    else:
-        env.append({"name": "TFCLUSTER_CLUSTER_FILE", "value": f"{CONFIG_DIR}/{CLUSTER_KEY}"})
     return env + _job_env(plan)
 
 
@@ -444,7 +444,9 @@ def render_tfjob(plan: Plan) -> dict[str, str]:
     for group in groups:
         task_name = {"name": TASK_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
         template = pod_template(plan, group, [task_name, *_job_env(plan)], cluster_file=False)
-        template["spec"]["containers"][0]["ports"][0]["name"] = "tfjob-port"
+        template["spec"]["containers"][0]["ports"][0]["name"] = "tfjob-port"  # the operator's default port name
+        for owned_by_operator in ("subdomain", "restartPolicy"):  # per-pod Services; replica restartPolicy
+            del template["spec"][owned_by_operator]
         replica_specs[TFJOB_REPLICA_TYPES[group.role]] = {
             "replicas": group.replicas,
             "restartPolicy": TFJOB_RESTART[spec.restart.policy],

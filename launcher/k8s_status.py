@@ -181,7 +181,7 @@ def job_status(cluster: str, jobs: list[Obj], pods: list[Obj]) -> JobStatus | No
     """The cluster's status from its Jobs and Pods; None when it has no Jobs (never launched, or down)."""
     if not jobs:
         return None
-    jobs = sorted(jobs, key=lambda j: list(RoleType).index(job_role(j)))
+    jobs = sorted(jobs, key=_role_order)
     by_role = {job_role(j): j for j in jobs}
     runs = runs_by_task(pods)
     tasks, training = [], []
@@ -211,6 +211,10 @@ def job_status(cluster: str, jobs: list[Obj], pods: list[Obj]) -> JobStatus | No
     if training and all(t.state in (State.RUNNING, State.SUCCEEDED) for t in training):
         return status(State.RUNNING)
     return status(State.PENDING)
+
+
+def _role_order(job: Obj) -> int:
+    return list(RoleType).index(job_role(job))
 
 
 def _describe_job(job: Obj) -> str:
@@ -263,4 +267,5 @@ def leftover_jobs(jobs: list[Obj], status: JobStatus, now: float, linger: float)
             return []
     elif status.state is not State.FAILED:
         return []
-    return [j["metadata"]["name"] for j in jobs if not (job_complete(j) or job_failed(j) or _deleting(j))]
+    running = [j for j in jobs if not (job_complete(j) or job_failed(j) or _deleting(j))]
+    return [j["metadata"]["name"] for j in sorted(running, key=_role_order)]

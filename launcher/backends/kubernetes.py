@@ -69,15 +69,16 @@ def create(namespace: str | None = None, context: str | None = None) -> "Kuberne
     """A backend talking to the cluster of the kubeconfig (``context``), or in-cluster config inside a pod."""
     from kubernetes import client, config
 
+    where = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     try:
         if context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)
             api_client = client.ApiClient(configuration)
         else:
-            api_client = config.new_client_from_config(context=context)
+            # Read KUBECONFIG now (the client's default is frozen when it is first imported); a ':' list is merged.
+            api_client = config.new_client_from_config(config_file=where, context=context)
     except (config.ConfigException, OSError) as exc:
-        where = os.environ.get("KUBECONFIG", "~/.kube/config")
         raise BackendUnavailable(
             f"no usable Kubernetes configuration ({where}): {exc}. Point KUBECONFIG at a kubeconfig "
             "(e.g. from your cloud's `get-credentials`), or run inside a cluster."
@@ -129,9 +130,14 @@ class KubernetesBackend(Backend):
                 if self._apply(obj, namespace):
                     created.append(obj)
         except LaunchError as exc:
+            left = []
             for obj in reversed(created):
-                self._delete(obj["kind"], obj["metadata"]["name"], namespace)
-            raise LaunchError(f"{exc}; removed the {len(created)} object(s) this launch had created") from None
+                try:
+                    self._delete(obj["kind"], obj["metadata"]["name"], namespace)
+                except LaunchError:
+                    left.append(f"{obj['kind']} {obj['metadata']['name']}")
+            cleanup = f"could not remove {', '.join(left)}" if left else f"removed the {len(created)} object(s) it had created"
+            raise LaunchError(f"{exc}; {cleanup}") from None
 
     def _apply(self, obj: dict[str, Any], namespace: str) -> bool:
         """Create ``obj``; replace it if it exists (except kept kinds). True if this call created it."""

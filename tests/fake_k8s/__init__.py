@@ -65,7 +65,7 @@ class FakeKubernetes:
             store = fake
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def stop(self) -> None:
@@ -315,6 +315,7 @@ def _failure_action(spec: Obj, pod: Obj) -> str:
 class _Handler(BaseHTTPRequestHandler):
     store: FakeKubernetes
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are separate writes: avoid 40 ms delayed-ACK stalls
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return
@@ -346,6 +347,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self, method: str) -> None:
         store = self.store
         try:
+            body = self._body()  # always consumed, so a refused request leaves the connection usable
             namespace, plural, name, sub, query = self._route()
             store.requests.append((method, self.path))
             for fault in list(store._faults):
@@ -364,11 +366,10 @@ class _Handler(BaseHTTPRequestHandler):
                     raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
                 return self._send(200, obj)
             if method == "POST":
-                return self._send(201, store.create(plural, namespace, self._body()))
+                return self._send(201, store.create(plural, namespace, body))
             if method == "PUT":
-                return self._send(200, store.replace(plural, namespace, name, self._body()))
+                return self._send(200, store.replace(plural, namespace, name, body))
             if method == "DELETE":
-                body = self._body()
                 propagation = query.get("propagationPolicy", [body.get("propagationPolicy", "Background")])[0]
                 return self._send(200, store.delete(plural, namespace, name, propagation))
             raise ApiError(405, "MethodNotAllowed", method)
