@@ -115,7 +115,11 @@ class ComposeBackend(Backend):
         return True
 
     def _start_supervisor(self, workdir: Path) -> None:
-        """Start the detached supervisor and wait until it reports the cluster started (or fails)."""
+        """Start the detached supervisor and wait until it reports the cluster running.
+
+        A job that goes from pending straight to failed could not start its
+        tasks: that is a failed launch (the caller cleans up).
+        """
         with open(workdir / runtime.LOG_FILE, "ab") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "launcher.backends.compose_runtime", str(workdir)],
@@ -125,6 +129,8 @@ class ComposeBackend(Backend):
         ends = time.monotonic() + START_TIMEOUT
         while time.monotonic() < ends:
             job = runtime.read_status(workdir)
+            if job is not None and job.state is State.FAILED:
+                raise LaunchError(job.message)  # failed before running: the tasks could not be started
             if job is not None and job.state is not State.PENDING:
                 return
             if process.poll() is not None:
