@@ -120,13 +120,15 @@ class Rules:
             return (name,)
         return tuple(t.name for t in self.tasks if t.type is not RoleType.EVALUATOR)
 
+    def lead(self) -> str:
+        """The chief, or worker 0 when there is no chief: its events are the job's progress."""
+        return next(t.name for t in self.tasks if t.type in (RoleType.CHIEF, RoleType.WORKER))
+
     def deciding_tasks(self) -> tuple[str, ...]:
         """Tasks whose exit 0 makes the job succeed (all of them, for ``all-workers``)."""
-        chiefs = [t.name for t in self.tasks if t.type is RoleType.CHIEF]
-        workers = [t.name for t in self.tasks if t.type is RoleType.WORKER]
         if self.success_policy is SuccessPolicy.ALL_WORKERS:
-            return (*chiefs, *workers)
-        return tuple(chiefs or workers[:1])
+            return tuple(t.name for t in self.tasks if t.type in (RoleType.CHIEF, RoleType.WORKER))
+        return (self.lead(),)
 
     def decide(self, name: str, exit_code: int, exited: Mapping[str, int], restarts_used: int, last_error: str) -> Decision:
         """Decide after task ``name``'s current run exited with ``exit_code``.
@@ -204,7 +206,7 @@ class Supervisor:
         self.poll_seconds = poll_seconds
         self.grace_seconds = grace_seconds
         self._runs = {t.name: _Run(t, TaskStatus(t.name, State.PENDING)) for t in plan.tasks}
-        self._job = JobStatus(plan.name, plan.backend, State.PENDING)
+        self._job = JobStatus(plan.name, plan.backend, State.PENDING, progress={"epochs": plan.run_config.training.epochs})
         self._published: JobStatus | None = None
         self._cancelled = threading.Event()
 
@@ -344,7 +346,7 @@ class Supervisor:
             run.status.message = f"restored at epoch {event.get('epoch')} step {event.get('step')}"
         elif kind is EventKind.EVALUATION:
             self._job.progress["evaluation"] = event.get("metrics")
-        if kind in PROGRESS_EVENTS:
+        if kind in PROGRESS_EVENTS and run.task.name == self.rules.lead():
             self._job.progress.update(fields, event=kind.value)
 
     def _set_job(self, state: State, message: str) -> None:
