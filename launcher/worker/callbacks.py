@@ -26,6 +26,13 @@ INPUT_BOUND_FRACTION = 0.5
 log = logging.getLogger("launcher.worker")
 
 
+def _fetched(logs: Any) -> dict[str, Any]:
+    """Batch logs as a dict: under PSS they arrive as one RemoteValue (fetching waits for the step)."""
+    if hasattr(logs, "fetch"):
+        logs = logs.fetch()
+    return dict(logs or {})
+
+
 class InputWaitMeter:
     """Accumulates step time and inter-step gaps for one epoch."""
 
@@ -70,7 +77,7 @@ class ProgressCallback(tf.keras.callbacks.Callback):
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self.meter.batch_end()
         if (batch + 1) % self.every == 0 or batch + 1 == self.steps_per_epoch:
-            loss = scalar((logs or {}).get("loss"))
+            loss = scalar(_fetched(logs).get("loss"))
             self.reporter.chief(
                 EventKind.STEP,
                 epoch=self.epoch,
@@ -83,7 +90,7 @@ class ProgressCallback(tf.keras.callbacks.Callback):
         fraction = round(self.meter.fraction(), 4)
         if fraction > INPUT_BOUND_FRACTION:
             log.warning("epoch %d: %.0f%% of step time waiting for input: input-bound", epoch, fraction * 100)
-        metrics = {k: scalar(v) for k, v in (logs or {}).items()}
+        metrics = {k: scalar(v) for k, v in _fetched(logs).items()}
         self.reporter.chief(
             EventKind.EPOCH,
             epoch=epoch,
