@@ -179,12 +179,16 @@ def test_gang_restart_is_mwms_only(fake: FakeKubernetes) -> None:
     assert backend.supervise("pss") == []
 
 
-def test_chief_success_ends_the_servers_after_a_grace_period(fake: FakeKubernetes) -> None:
-    backend = backend_for(fake, linger=30)
+def launch_pss_until_chief_succeeds(fake: FakeKubernetes, backend: KubernetesBackend) -> None:
     backend.submit(plan_for(PSS))
     start_all(fake, "pss-chief", "pss-worker", "pss-ps", "pss-evaluator")
     fake.finish_pod(running(fake, "pss-chief-0"), 0)
     fake.reconcile("pss-chief")
+
+
+def test_chief_success_ends_the_servers_after_a_grace_period(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake, linger=30)
+    launch_pss_until_chief_succeeds(fake, backend)
     assert backend.describe("pss").state is State.SUCCEEDED
     assert backend.supervise("pss") == []  # the others may still exit by themselves (completion marker)
     fake.finish_pod(running(fake, "pss-ps-0"), 0)
@@ -250,6 +254,14 @@ def test_logs_of_a_task_all_tasks_and_follow(fake: FakeKubernetes) -> None:
 
     threading.Timer(0.2, finish).start()
     assert list(stream) == ["epoch 1", "bye"]  # ends when the pod ends
+
+    everyone = backend.logs("demo", follow=True)
+    for task in ("demo-worker-0", "demo-worker-1"):
+        threading.Timer(0.2, fake.finish_pod, args=(running(fake, task), 0)).start()
+    assert sorted(everyone) == [
+        "demo-chief-0 | bye", "demo-chief-0 | epoch 1", "demo-chief-0 | hello from demo-chief-0",
+        "demo-worker-0 | hello from demo-worker-0", "demo-worker-1 | hello from demo-worker-1",
+    ]
 
 
 def test_unknown_cluster(fake: FakeKubernetes) -> None:
@@ -338,9 +350,6 @@ def test_cli_up_detached_status_logs_down_via_kubeconfig(fake: FakeKubernetes, c
 
 def test_watch_runs_supervise_until_the_run_ends(fake: FakeKubernetes) -> None:
     backend = backend_for(fake, linger=0)
-    backend.submit(plan_for(PSS))
-    start_all(fake, "pss-chief", "pss-worker", "pss-ps", "pss-evaluator")
-    fake.finish_pod(running(fake, "pss-chief-0"), 0)
-    fake.reconcile("pss-chief")
+    launch_pss_until_chief_succeeds(fake, backend)
     assert watch(backend, "pss") == 0
     assert fake.get("jobs", "pss-ps") is None and fake.get("jobs", "pss-worker") is None

@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from launcher import k8s_status, naming
 from launcher.backends.api import Backend, BackendUnavailable, JobStatus, LaunchError
 from launcher.events import parse_event
 from launcher.k8s_manifests import CONTAINER, LABEL_CLUSTER, manifests, render, render_tfjob
+from launcher.log_streams import interleave
 from launcher.plan import Plan
 from launcher.spec import RoleType
 from launcher.supervisor import PROGRESS_EVENTS
@@ -215,27 +215,7 @@ class KubernetesBackend(Backend):
             for task_name, pod in latest.items():
                 yield from (f"{task_name} | {line}" for line in self._log_lines(pod, namespace, False))
             return
-        yield from self._follow_all(latest, namespace)
-
-    def _follow_all(self, pods: dict[str, str], namespace: str) -> Iterator[str]:
-        lines: queue.Queue[str | None] = queue.Queue()
-
-        def pump(task_name: str, pod: str) -> None:
-            try:
-                for line in self._log_lines(pod, namespace, True):
-                    lines.put(f"{task_name} | {line}")
-            finally:
-                lines.put(None)
-
-        for task_name, pod in pods.items():
-            threading.Thread(target=pump, args=(task_name, pod), daemon=True).start()
-        open_streams = len(pods)
-        while open_streams:
-            line = lines.get()
-            if line is None:
-                open_streams -= 1
-            else:
-                yield line
+        yield from interleave({task_name: partial(self._log_lines, pod, namespace, True) for task_name, pod in latest.items()})
 
     def _log_lines(self, pod: str, namespace: str, follow: bool, tail: int | None = None) -> Iterator[str]:
         with self._api_errors(f"read logs of {pod}"):

@@ -1,0 +1,104 @@
+"""The demo on a real Kubernetes cluster (>= 1.33): opt-in, skipped unless TFCLUSTER_E2E_KUBECONFIG is set.
+
+What only this covers: scheduling, pod DNS (``<task>.<cluster>``), the real
+Job controller (backoffLimitPerIndex, podFailurePolicy, podReplacementPolicy),
+the NetworkPolicy letting the TF ports through, a ReadWriteMany claim shared
+by all tasks, and real training with a gang restart.
+
+Environment: TFCLUSTER_E2E_KUBECONFIG (path), TFCLUSTER_E2E_IMAGE (the
+worker image, pullable by the cluster; default tfcluster-worker:latest),
+TFCLUSTER_E2E_NAMESPACE (default "default"), TFCLUSTER_E2E_STORAGE_CLASS
+(a ReadWriteMany class, e.g. nfs-client; default: the cluster's default).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from launcher import api
+from launcher.backends.api import JobStatus, State
+from launcher.backends.kubernetes import KubernetesBackend, create
+from launcher.events import parse_event
+from launcher.loader import validate_data
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not os.environ.get("TFCLUSTER_E2E_KUBECONFIG"), reason="needs a real cluster: set TFCLUSTER_E2E_KUBECONFIG"),
+]
+TIMEOUT_SECONDS = 20 * 60
+
+
+NAMESPACE = os.environ.get("TFCLUSTER_E2E_NAMESPACE", "default")
+
+
+@pytest.fixture
+def backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[KubernetesBackend]:
+    monkeypatch.setenv("KUBECONFIG", os.environ["TFCLUSTER_E2E_KUBECONFIG"])
+    runner = create(namespace=NAMESPACE)
+    yield runner
+    for name in ("e2e-demo", "e2e-gang"):
+        runner.cancel(name, volumes=True)
+
+
+def demo_plan(name: str):
+    claim = {"size": "1Gi"}
+    if os.environ.get("TFCLUSTER_E2E_STORAGE_CLASS"):
+        claim["storage_class"] = os.environ["TFCLUSTER_E2E_STORAGE_CLASS"]
+    spec = validate_data(
+        {
+            "name": name,
+            "image": os.environ.get("TFCLUSTER_E2E_IMAGE", "tfcluster-worker:latest"),
+            "roles": {"chief": {}, "worker": {"replicas": 2}},
+            "training": {"epochs": 2, "steps_per_epoch": 30, "batch_size_per_replica": 16},
+            "checkpoint": {"backup_every_steps": 5},
+            "restart": {"policy": "exit-code", "max_restarts": 3},
+            "deadline_seconds": TIMEOUT_SECONDS,
+            "kubernetes": {"namespace": NAMESPACE, "volume_claim": claim},
+        }
+    )
+    return api.plan(spec, "k8s", api.new_run_id())
+
+
+def supervise_until(backend: KubernetesBackend, name: str, done, timeout: float = TIMEOUT_SECONDS) -> JobStatus:
+    """The `up` loop without the live view: supervise, describe, until ``done(status)``."""
+    deadline = time.monotonic() + timeout
+    status = None
+    while time.monotonic() < deadline:
+        backend.supervise(name)
+        status = backend.describe(name)
+        assert status is not None
+        if done(status):
+            return status
+        time.sleep(2)
+    pytest.fail(f"timed out; last status: {status}")
+
+
+def test_demo_trains_to_success_and_goes_away(backend: KubernetesBackend) -> None:
+    backend.submit(demo_plan("e2e-demo"))
+    status = supervise_until(backend, "e2e-demo", lambda s: s.state.terminal)
+    assert status.state is State.SUCCEEDED, status
+    events = [parse_event(line) for line in backend.logs("e2e-demo", "e2e-demo-chief-0")]
+    assert any(e and e["event"] == "finished" for e in events)
+    backend.cancel("e2e-demo")
+    supervise_gone = time.monotonic() + 120
+    while backend.describe("e2e-demo") is not None and time.monotonic() < supervise_gone:
+        time.sleep(2)
+    assert backend.describe("e2e-demo") is None
+
+
+def test_killed_worker_restarts_the_gang_and_resumes(backend: KubernetesBackend) -> None:
+    backend.submit(demo_plan("e2e-gang"))
+    supervise_until(backend, "e2e-gang", lambda s: s.progress.get("step", 0) >= 10)
+    from kubernetes import client, config
+
+    core = client.CoreV1Api(config.new_client_from_config(config_file=os.environ["TFCLUSTER_E2E_KUBECONFIG"]))
+    pods = core.list_namespaced_pod(NAMESPACE, label_selector="tfcluster.io/cluster=e2e-gang").items
+    victim = next(p.metadata.name for p in pods if p.metadata.name.startswith("e2e-gang-worker-1-"))
+    core.delete_namespaced_pod(victim, NAMESPACE, grace_period_seconds=0)  # a crash: the Job counts it as a failure
+    status = supervise_until(backend, "e2e-gang", lambda s: s.state.terminal)
+    assert status.state is State.SUCCEEDED, status
+    assert status.restarts >= 1
