@@ -88,8 +88,9 @@ def build_image(
     ca_bundle: Path | None = None,
     host_network: bool = False,
     echo: Callable[[str], None] = print,
+    no_cache: bool = False,
 ) -> str:
-    """Build ``tag`` from ``worker_image/Dockerfile``; layers are reused from Docker's cache."""
+    """Build ``tag`` from ``worker_image/Dockerfile``; layers are reused from Docker's cache unless ``no_cache``."""
     client = docker_client()
     build_args = {"BASE_IMAGE": base_image} if base_image else None
     stream = client.api.build(
@@ -99,6 +100,7 @@ def build_image(
         tag=tag,
         buildargs=build_args,
         network_mode="host" if host_network else None,
+        nocache=no_cache,
         rm=True,
         forcerm=True,
         decode=True,

@@ -28,7 +28,7 @@ for pid in filter(str.isdigit, os.listdir('/proc')):
         uid = next(l.split()[1] for l in open(f'/proc/{pid}/status') if l.startswith('Uid:'))
     except OSError:
         continue
-    if b'launcher.worker' in argv and b'-c' not in argv:
+    if os.path.basename(argv[0]).startswith(b'python') and b'launcher.worker' in argv:
         print(pid, uid)
 """
 
@@ -47,7 +47,7 @@ def tf_spec(name: str, roles: dict[str, Any], **fields: Any) -> dict[str, Any]:
         "name": name,
         "roles": roles,
         "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
-        "training": {"epochs": 2, "steps_per_epoch": 12, "batch_size_per_replica": 16,
+        "training": {"epochs": 3, "steps_per_epoch": 25, "batch_size_per_replica": 16,
                      "args": {"train_examples": 512, "test_examples": 128}},
         "checkpoint": {"backup_every_steps": 3},
         "deadline_seconds": 400,
@@ -128,8 +128,10 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
     clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}))
     pid, uid = trainer(docker_engine, f"{name}-worker-1")
     assert uid != 0, "the training process runs as root"
-    clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 6)
-    docker_engine.containers.get(f"{name}-worker-1").exec_run(["python", "-c", f"import os; os.kill({pid}, 9)"])
+    running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 8)
+    assert not running.state.terminal, f"finished before the kill: {running.message}"
+    killed = docker_engine.containers.get(f"{name}-worker-1").exec_run(["python", "-c", f"import os; os.kill({pid}, 9)"])
+    assert killed.exit_code == 0, killed.output
     job = clusters.wait(name, timeout=300)
     assert job.state is State.SUCCEEDED, job.message
     assert job.restarts >= 1, "the kill was not noticed"
@@ -142,7 +144,8 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
 def test_docker_kill_of_a_worker_recovers_the_group_in_bounded_time(clusters: Clusters, docker_engine) -> None:  # noqa: F811
     name = "ckill"
     clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, restart={"max_restarts": 2}))
-    clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 3)
+    running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 8)
+    assert not running.state.terminal, f"finished before the kill: {running.message}"
     docker_engine.containers.get(f"{name}-worker-0").kill()
     job = clusters.wait(name, timeout=300)
     assert job.state is State.SUCCEEDED, job.message

@@ -1,0 +1,176 @@
+"""Compose backend benchmark (not run in CI): python bench/bench_compose.py [--cold] [--runs N]
+
+Prints one table of ratios against hand-written baselines measured in the same run:
+
+- launch: ``ComposeBackend.submit`` of demo-sized MWMS (chief + 2 workers) until the
+  chief's first training step, vs ``docker compose up -d`` of a hand-written compose
+  file running the same image and the same training settings;
+- image: size, and build time cached (a launcher-only change) and, with ``--cold``,
+  without Docker's cache (downloads TensorFlow again: minutes);
+- recovery: kill -9 of a worker's training process until the chief's next step
+  after the resumed restart, vs the time to the first step of a fresh launch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import docker
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from launcher import api  # noqa: E402
+from launcher.backends.compose_backend import ComposeBackend, compose_command  # noqa: E402
+from launcher.events import parse_event  # noqa: E402
+from launcher.image import build_image  # noqa: E402
+from launcher.loader import validate_data  # noqa: E402
+
+IMAGE = "tfcluster-worker:latest"
+BASE_IMAGE = "tfcluster-base:bookworm"
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+TRAINING = {"epochs": 50, "steps_per_epoch": 20, "batch_size_per_replica": 16,
+            "args": {"train_examples": 512, "test_examples": 128}}
+
+# The baseline a user would write by hand: three services, TF_CONFIG and the job settings inline.
+HAND_WRITTEN = """
+name: handmade
+services:
+{services}
+networks:
+  handmade: {{}}
+volumes:
+  handmade-ckpt: {{}}
+"""
+HAND_SERVICE = """  {host}:
+    image: {image}
+    hostname: {host}
+    command: [python, -m, launcher.worker]
+    user: "1000:1000"
+    networks: [handmade]
+    volumes: [handmade-ckpt:/checkpoints]
+    environment:
+      TF_USE_LEGACY_KERAS: "1"
+      TF_CPP_MIN_LOG_LEVEL: "2"
+      TFCLUSTER_TASK_NAME: {host}
+      TFCLUSTER_JOB: '{job}'
+      TF_CONFIG: '{tf_config}'
+"""
+
+
+def first_step(client: docker.DockerClient, container: str, after: float = 0.0, timeout: float = 600) -> float:
+    """Wall time when ``container`` logged its first training step event with time > ``after``."""
+    ends = time.time() + timeout
+    while time.time() < ends:
+        try:
+            stream = client.containers.get(container).logs(stream=True, follow=True)
+        except docker.errors.NotFound:
+            time.sleep(0.2)
+            continue
+        for raw in stream:
+            event = parse_event(raw.decode(errors="replace"))
+            if event and event["event"] == "step" and event["time"] > after:
+                return time.time()
+        time.sleep(0.2)
+    raise TimeoutError(f"{container}: no training step")
+
+
+def spec(name: str) -> dict:
+    return {"name": name, "roles": {"chief": {}, "worker": {"replicas": 2}}, "training": TRAINING,
+            "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}, "checkpoint": {"backup_every_steps": 5}}
+
+
+def launch_tfcluster(client, backend: ComposeBackend, name: str) -> float:
+    start = time.time()
+    plan = api.plan(validate_data(spec(name)), "compose", api.new_run_id(), launching=True)
+    backend.submit(plan)
+    return first_step(client, f"{name}-chief-0") - start
+
+
+def launch_by_hand(client, workdir: Path) -> float:
+    cluster = {"chief": ["chief:2222"], "worker": ["worker0:2222", "worker1:2222"]}
+    job = {"name": "handmade", "run_id": "hand", "strategy": "multi_worker_mirrored", "training": TRAINING,
+           "checkpoint_dir": "/checkpoints", "backup_every_steps": 5}
+    services = "".join(
+        HAND_SERVICE.format(host=host, image=IMAGE, job=json.dumps(job),
+                            tf_config=json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}}))
+        for host, kind, index in (("chief", "chief", 0), ("worker0", "worker", 0), ("worker1", "worker", 1))
+    )
+    (workdir / "docker-compose.yaml").write_text(HAND_WRITTEN.format(services=services))
+    start = time.time()
+    subprocess.run([*compose_command(), "up", "-d", "--quiet-pull"], cwd=workdir, check=True, capture_output=True)
+    took = first_step(client, "handmade-chief-1") - start
+    subprocess.run([*compose_command(), "down", "--volumes"], cwd=workdir, check=True, capture_output=True)
+    return took
+
+
+def recovery(client, backend: ComposeBackend, name: str) -> float:
+    """Seconds from kill -9 of worker-1's trainer to the chief's next step after the group restart."""
+    worker = client.containers.get(f"{name}-worker-1")
+    find = "import os; print(next(p for p in os.listdir('/proc') if p.isdigit() and b'launcher.worker' in open(f'/proc/{p}/cmdline','rb').read()))"
+    pid = worker.exec_run(["python", "-c", find]).output.decode().strip()
+    killed = time.time()
+    worker.exec_run(["python", "-c", f"import os; os.kill({pid}, 9)"])
+    while backend.describe(name).restarts == 0:
+        time.sleep(0.2)
+    return first_step(client, f"{name}-chief-0", after=killed) - killed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cold", action="store_true", help="also time a build without Docker's cache")
+    parser.add_argument("--runs", type=int, default=2)
+    options = parser.parse_args()
+    client = docker.from_env()
+    ca = CA_BUNDLE if CA_BUNDLE.is_file() else None
+    base = BASE_IMAGE if client.images.list(name=BASE_IMAGE) else None
+    rows = []
+
+    def build(no_cache: bool) -> float:
+        start = time.time()
+        build_image(IMAGE, base_image=base, ca_bundle=ca, host_network=True, echo=lambda line: None, no_cache=no_cache)
+        return time.time() - start
+
+    if options.cold:
+        rows.append(("build, no cache (s)", build(True), None))
+    build(False)
+    marker = REPO / "launcher" / "_bench_marker.py"
+    marker.write_text(f"# {time.time()}\n")  # a launcher-only change: only the small layers rebuild
+    try:
+        rows.append(("build, launcher changed (s)", build(False), None))
+    finally:
+        marker.unlink()
+    rows.append(("image size (MB)", client.images.get(IMAGE).attrs["Size"] / 1e6, None))
+
+    backend = ComposeBackend()
+    ours, theirs = [], []
+    with tempfile.TemporaryDirectory() as scratch:
+        for run in range(options.runs):
+            theirs.append(launch_by_hand(client, Path(scratch)))
+            name = f"bench-{run}"
+            try:
+                ours.append(launch_tfcluster(client, backend, name))
+                if run == 0:
+                    recovered = recovery(client, backend, name)
+            finally:
+                backend.cancel(name, volumes=True)
+    launch, baseline = min(ours), min(theirs)
+    rows.append(("up -> first step (s)", launch, baseline))
+    rows.append(("recovery: kill -9 -> next step (s)", recovered, baseline))
+
+    print(f"{'measure':38} {'tfcluster':>10} {'baseline':>10} {'ratio':>7}")
+    for label, value, reference in rows:
+        ratio = f"{value / reference:7.2f}" if reference else f"{'':7}"
+        shown = f"{reference:10.1f}" if reference else f"{'':10}"
+        print(f"{label:38} {value:10.1f} {shown} {ratio}")
+    print("baseline: docker compose up -d of a hand-written file (same image, same settings), time to first step")
+
+
+if __name__ == "__main__":
+    main()
