@@ -52,7 +52,6 @@ class _Kind:
     suffix: str
 
 
-#: In apply order, reversed for teardown. Jobs go first in teardown so no pod outlives its config.
 _KINDS = {
     "ServiceAccount": _Kind("core", "service_account"),
     "ConfigMap": _Kind("core", "config_map"),
@@ -60,7 +59,10 @@ _KINDS = {
     "NetworkPolicy": _Kind("networking", "network_policy"),
     "PersistentVolumeClaim": _Kind("core", "persistent_volume_claim"),
     "Job": _Kind("batch", "job"),
+    "Pod": _Kind("core", "pod"),
 }
+#: What ``submit`` creates, in apply order; ``cancel`` deletes in reverse, Jobs first, so no pod outlives its config.
+_APPLIED = ("ServiceAccount", "ConfigMap", "Service", "NetworkPolicy", "PersistentVolumeClaim", "Job")
 #: Kept when it exists (it holds checkpoints); deleted only by ``cancel(volumes=True)``.
 _KEPT = frozenset({"PersistentVolumeClaim"})
 
@@ -193,10 +195,13 @@ class KubernetesBackend(Backend):
         if latest.phase == "Pending":
             return {}
         progress: dict[str, Any] = {}
-        for line in self._log_lines(latest.name, namespace, follow=False, tail=PROGRESS_TAIL_LINES):
-            event = parse_event(line)
-            if event and event.get("event") in {k.value for k in PROGRESS_EVENTS}:
-                progress.update({k: v for k, v in event.items() if k != "time"})
+        try:
+            for line in self._log_lines(latest.name, namespace, follow=False, tail=PROGRESS_TAIL_LINES):
+                event = parse_event(line)
+                if event and event.get("event") in {k.value for k in PROGRESS_EVENTS}:
+                    progress.update({k: v for k, v in event.items() if k != "time"})
+        except LaunchError:
+            return {}  # e.g. the container is not started yet or was replaced: status without progress
         return progress
 
     # --- logs ------------------------------------------------------------
@@ -238,7 +243,7 @@ class KubernetesBackend(Backend):
     def cancel(self, name: str, volumes: bool = False) -> None:
         """Delete the cluster's objects, Jobs first (Foreground: a Job is gone only after its pods)."""
         namespace = self._ns()
-        for kind in reversed(_KINDS):
+        for kind in reversed(_APPLIED):
             if kind in _KEPT and not volumes:
                 continue
             for obj in self._list(kind, namespace, name):
@@ -250,7 +255,7 @@ class KubernetesBackend(Backend):
         return self.namespace or DEFAULT_NAMESPACE
 
     def _method(self, kind: str, verb: str) -> Callable[..., Any]:
-        spec = _KINDS.get(kind, _Kind("core", "pod"))
+        spec = _KINDS[kind]
         return getattr(self._apis[spec.api], f"{verb}_namespaced_{spec.suffix}")
 
     def _call(self, kind: str, verb: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
