@@ -2,8 +2,10 @@
 
 Contract: ``evaluate(ctx)`` polls ``<checkpoint_dir>/checkpoints`` (the
 ``checkpoint`` state file, via ``tf.train.latest_checkpoint``) every
-``poll`` seconds, loads each new checkpoint into the user's model, evaluates
-it on ``make_eval_dataset`` and emits an ``evaluation`` event. It returns
+``poll`` seconds, loads the newest checkpoint when it changed into the user's
+model, evaluates it on ``make_eval_dataset`` and emits an ``evaluation``
+event (like TF's SidecarEvaluator, checkpoints written faster than they are
+evaluated are skipped). It returns
 after evaluating the latest checkpoint seen once the run's DONE marker
 exists, so the final checkpoint is always evaluated. It is outside the
 training cluster and uses the default strategy.
