@@ -40,6 +40,7 @@ import yaml
 
 from launcher import naming
 from launcher.plan import Plan, Task
+from launcher.problems import Problem, SpecError
 from launcher.runconfig import JOB_ENV, TASK_NAME_ENV
 from launcher.spec import ClusterSpec, RestartPolicy, RoleType, SuccessPolicy
 from launcher.supervisor import SIGNAL_EXIT_BASE
@@ -139,9 +140,14 @@ def config_map(plan: Plan, groups: list[RoleGroup], *, with_cluster: bool = True
     data = {JOB_KEY: groups[0].first.env[JOB_ENV]}
     if with_cluster:
         data[CLUSTER_KEY] = json.dumps(plan.cluster, indent=2) + "\n"
-    size = sum(len(v) for v in data.values())
+    size = sum(len(v.encode()) for v in data.values())
     if size > CONFIG_MAP_LIMIT:
-        raise ValueError(f"the cluster description is {size} bytes, over the ConfigMap limit of 1 MiB; use fewer tasks")
+        problem = Problem(
+            "roles.worker.replicas",
+            f"the cluster description is {size} bytes, over the 1 MiB a ConfigMap holds; "
+            "use fewer tasks or a shorter name",
+        )
+        raise SpecError([problem])
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(plan, naming.config_map_name(plan.name)), "data": data}
 
 

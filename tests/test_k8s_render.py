@@ -15,6 +15,7 @@ import yaml
 from k8s_specs import DEMO, KUBERNETES_VERSIONS, REPO, SPECS, all_plans, expand, plan_for, workers
 
 from launcher import naming
+from launcher.cli import main
 from launcher.k8s_manifests import CONFIG_DIR, INDEX_KEY, manifests, render, render_tfjob
 from launcher.plan import Plan
 from launcher.worker.tfconfig import resolve_tf_config
@@ -351,3 +352,20 @@ def test_spec_catalogue_covers_every_role_mix() -> None:
     mixes = {tuple(sorted(_role_counts(p))) for p in PLANS.values()}
     assert {("chief", "worker"), ("worker",), ("chief", "evaluator", "worker"), ("chief", "evaluator", "ps", "worker")} <= mixes
     assert set(SPECS) <= set(PLANS)
+
+
+@pytest.mark.parametrize("fmt", ["native", "tfjob"])
+def test_cli_render_writes_an_applyable_directory(fmt: str, cli, tmp_path: Path) -> None:
+    result = cli.invoke(main, ["render", str(DEMO), "-b", "k8s", "-d", str(tmp_path), "--format", fmt])
+    assert result.exit_code == 0, result.output
+    kustomization = yaml.safe_load((tmp_path / "kustomization.yaml").read_text())
+    assert all((tmp_path / name).is_file() for name in kustomization["resources"])
+    assert ("tfjob.yaml" in kustomization["resources"]) == (fmt == "tfjob")
+
+
+def test_a_cluster_too_big_for_a_config_map_is_a_spec_error(write_spec, cli) -> None:
+    name = "x" * (63 - len("-worker-9999"))  # the longest name 10,000 workers allow
+    spec = write_spec({"name": name, "roles": {"chief": {}, "worker": {"replicas": 10000}}})
+    result = cli.invoke(main, ["dry-run", str(spec), "-b", "k8s", "-o", "json"])
+    assert result.exit_code == 2
+    assert "roles.worker.replicas: the cluster description is" in result.output and "Traceback" not in result.output
