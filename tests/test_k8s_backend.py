@@ -58,7 +58,9 @@ def start_all(fake: FakeKubernetes, *jobs: str) -> None:
 
 def test_submit_applies_exactly_the_planned_manifests(fake: FakeKubernetes) -> None:
     plan = plan_for(DEMO, "run-1")
-    backend_for(fake, namespace="team-a").submit(plan)
+    backend = backend_for(fake, namespace="team-a")
+    backend.submit(plan)
+    assert backend.describe("demo").state is State.PENDING
     expected = manifests(plan)
     assert len(fake.objects) == len(expected)
     plurals = {"ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps", "Service": "services",
@@ -70,6 +72,13 @@ def test_submit_applies_exactly_the_planned_manifests(fake: FakeKubernetes) -> N
             del stored["metadata"][key]
         stored.pop("status")
         assert stored == {**obj, "metadata": {**obj["metadata"], "namespace": "team-a"}}
+
+
+def test_a_backend_without_namespace_follows_the_spec_namespace(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(plan_for({"name": "ns", "roles": {"worker": {"replicas": 1}}, "kubernetes": {"namespace": "ml"}}))
+    assert fake.get("jobs", "ns-worker", "ml") is not None
+    assert backend.describe("ns").state is State.PENDING
 
 
 def test_mwms_lifecycle_fail_restart_succeed_down(fake: FakeKubernetes) -> None:

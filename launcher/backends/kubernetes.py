@@ -21,6 +21,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -120,6 +121,7 @@ class KubernetesBackend(Backend):
 
     def submit(self, plan: Plan) -> None:
         namespace = self.namespace or plan.spec.kubernetes.namespace
+        self.namespace = namespace  # describe/logs/cancel then look where this launch went
         existing = self._list("Job", namespace, plan.name)
         if existing:
             being_deleted = any(j["metadata"].get("deletionTimestamp") for j in existing)
@@ -182,10 +184,10 @@ class KubernetesBackend(Backend):
         jobs, pods = self._list("Job", namespace, name), self._list("Pod", namespace, name)
         status = k8s_status.job_status(name, jobs, pods)
         if status is not None:
-            status.progress = self._progress(name, namespace, pods)
+            status.progress = self._progress(namespace, pods)
         return status
 
-    def _progress(self, name: str, namespace: str, pods: list[dict[str, Any]]) -> dict[str, Any]:
+    def _progress(self, namespace: str, pods: list[dict[str, Any]]) -> dict[str, Any]:
         """The latest progress events of the deciding task (chief, else worker 0), merged."""
         runs = k8s_status.runs_by_task(pods)
         deciders = [key for key in _task_order(runs) if key[0] in (RoleType.CHIEF, RoleType.WORKER)]
@@ -281,34 +283,23 @@ class KubernetesBackend(Backend):
                 if exc.status != 404:
                     raise
 
-    def _api_errors(self, action: str) -> "_ApiErrors":
-        return _ApiErrors(action, self._host)
+    @contextmanager
+    def _api_errors(self, action: str) -> Iterator[None]:
+        """Turns client errors into ``LaunchError`` naming the action, the API server and its answer."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            yield
+        except ApiException as exc:
+            raise LaunchError(f"cannot {action}: {_api_reason(exc)}") from None
+        except HTTPError as exc:
+            raise LaunchError(f"cannot {action}: Kubernetes API at {self._host} unreachable ({exc.__class__.__name__})") from None
 
 
 def _task_order(runs: dict[tuple[RoleType, int], Any]) -> list[tuple[RoleType, int]]:
     """Task keys in plan order: chief, workers, ps, evaluator, by index."""
     return sorted(runs, key=lambda key: (list(RoleType).index(key[0]), key[1]))
-
-
-class _ApiErrors:
-    """Turns client errors into ``LaunchError`` naming the action, the API server and its answer."""
-
-    def __init__(self, action: str, host: str):
-        self.action = action
-        self.host = host
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
-
-        if isinstance(exc, ApiException):
-            raise LaunchError(f"cannot {self.action}: {_api_reason(exc)}") from None
-        if isinstance(exc, HTTPError):
-            raise LaunchError(f"cannot {self.action}: Kubernetes API at {self.host} unreachable ({exc.__class__.__name__})") from None
-        return False
 
 
 def _api_reason(exc: Any) -> str:
