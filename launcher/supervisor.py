@@ -34,7 +34,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Protocol
 
@@ -176,7 +176,6 @@ class _Run:
     running: bool = False
     last_error: str = ""
     failed_reason: str = ""
-    exit_codes: list[int] = field(default_factory=list)
 
     def error(self) -> str:
         return self.failed_reason or self.last_error or "(no output)"
@@ -268,7 +267,6 @@ class Supervisor:
             self._read(run)
             if code is not None:
                 run.running = False
-                run.exit_codes.append(code)
                 run.status.exit_code = code
                 ended.append((name, code))
         return ended
@@ -292,15 +290,14 @@ class Supervisor:
     def _linger(self) -> None:
         """After success: let the remaining tasks exit by themselves for ``grace_seconds``."""
         ends = time.monotonic() + self.grace_seconds
-        while any(r.running for r in self._runs.values()) and time.monotonic() < ends:
-            if self._cancelled.is_set():
-                return
+        while True:
             for name, code in self._poll():
                 self._runs[name].status.state = State.SUCCEEDED if code == 0 else State.FAILED
             self._publish()
-            self._cancelled.wait(min(self.poll_seconds, max(ends - time.monotonic(), 0)))
-        for name, code in self._poll():
-            self._runs[name].status.state = State.SUCCEEDED if code == 0 else State.FAILED
+            left = ends - time.monotonic()
+            if not any(r.running for r in self._runs.values()) or left <= 0 or self._cancelled.is_set():
+                return
+            self._cancelled.wait(min(self.poll_seconds, left))
 
     # -- actions ----------------------------------------------------------------------------------
 

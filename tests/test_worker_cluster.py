@@ -99,6 +99,16 @@ def test_custom_loop_runs_the_users_train_step_under_mwms(tmp_path: Path) -> Non
     assert held_out_accuracy(chief.of("finished")[0]["model_path"]) > 0.4
 
 
+def test_single_task_auto_picks_the_default_strategy_on_cpu(tmp_path: Path) -> None:
+    spec = cluster_spec("one", {"chief": 1}, tmp_path, training={"epochs": 1, "steps_per_epoch": 8, "batch_size_per_replica": 32, "loop": "custom"})
+    results = run_cluster(spec, "run1")
+    assert_all_ok(results)
+    chief = results["one-chief-0"]
+    assert chief.of("started")[0]["strategy"] == "_DefaultDistributionStrategy"
+    assert [e["step"] for e in chief.of("step")] == [2, 4, 6, 8]
+    assert Path(chief.of("finished")[0]["model_path"]).is_file() and (tmp_path / "_tfcluster" / "run1" / "DONE").is_file()
+
+
 def wait_for_step(cluster, task: str, step: int, timeout: float = 150) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

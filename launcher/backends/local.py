@@ -140,10 +140,11 @@ class LocalBackend(Backend):
     def _await_start(self, files: ClusterDir) -> None:
         ends = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < ends:
+            alive = files.daemon() is not None  # before reading the state: a daemon may finish in between
             status = files.read_status()
             if status is not None and status.state is not State.PENDING:
                 return
-            if files.daemon_pid.exists() and files.daemon() is None and status is None:
+            if not alive:
                 break
             time.sleep(0.05)
         reason = _tail(files.daemon_log) or "the supervisor did not start in time"

@@ -7,5 +7,6 @@ and ``TFCLUSTER_TASK_NAME``; it trains, serves (PSS ps/worker), or evaluates
 with one of the codes in ``launcher.worker.exitcodes``.
 
 Only this package and ``launcher.examples`` import TensorFlow; the pure
-modules here (``tfconfig``, ``paths``, ``selection``, ``exitcodes``) do not.
+modules here (``tfconfig``, ``paths``, ``selection``, ``peers``, ``usercode``,
+``exitcodes``) do not.
 """

@@ -8,6 +8,7 @@ polling every ``poll`` seconds (``server.join()`` would block forever).
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import time
 from typing import Any
@@ -18,6 +19,7 @@ from launcher.worker import paths
 from launcher.worker.selection import Selection
 
 POLL_S = 1.0
+log = logging.getLogger("launcher.worker")
 
 
 def mark_done(checkpoint_dir: str, run_id: str) -> str:
@@ -36,6 +38,6 @@ def serve_until_done(selection: Selection, tf_config: dict[str, Any], checkpoint
     cluster = tf.train.ClusterSpec(tf_config["cluster"])
     role = selection.role.value if selection.role else "worker"
     server = tf.distribute.Server(cluster, job_name=role, task_index=selection.index, protocol="grpc", start=True)
+    log.info("%s %d serving at %s until %s", role, selection.index, server.target, paths.done_marker(checkpoint_dir, run_id))
     while not is_done(checkpoint_dir, run_id):
         time.sleep(poll)
-    del server

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import tensorflow as tf
@@ -54,11 +55,23 @@ def train(ctx: TaskContext) -> None:
         ctx.reporter, training.steps_per_epoch, training.epochs, training.steps_per_epoch // STEP_EVENTS_PER_EPOCH
     )
     loop = fit_loop if training.loop is TrainingLoop.FIT else custom_loop
-    metrics = loop(ctx, strategy, model, global_batch, progress, resume)
+    metrics = loop(TrainingRun(ctx, strategy, model, global_batch, progress, resume))
     model_path = chief_or_scratch(ctx, paths.model_path(run_config.checkpoint_dir), model.save)
     if ctx.selection.is_chief:
         lifecycle.mark_done(run_config.checkpoint_dir, run_config.run_id)
     ctx.reporter.emit(EventKind.FINISHED, metrics=metrics, model_path=model_path)
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """What a training loop gets: the task, its strategy, the model built in its scope, where to resume."""
+
+    ctx: TaskContext
+    strategy: tf.distribute.Strategy
+    model: tf.keras.Model
+    global_batch: int
+    progress: ProgressCallback
+    resume: ResumePoint | None
 
 
 def _dataset_fn(ctx: TaskContext, global_batch: int) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
@@ -69,14 +82,8 @@ def _is_pss(ctx: TaskContext) -> bool:
     return ctx.selection.strategy is Strategy.PARAMETER_SERVER
 
 
-def fit_loop(
-    ctx: TaskContext,
-    strategy: tf.distribute.Strategy,
-    model: tf.keras.Model,
-    global_batch: int,
-    progress: ProgressCallback,
-    resume: ResumePoint | None,
-) -> dict[str, float]:
+def fit_loop(run: TrainingRun) -> dict[str, float]:
+    ctx, model, global_batch, progress = run.ctx, run.model, run.global_batch, run.progress
     run_config, training = ctx.run_config, ctx.run_config.training
     if _is_pss(ctx):
         # tf_keras fit under PSS takes a DatasetCreator: each worker builds its own pipeline.
@@ -131,15 +138,9 @@ class _Backup:
             tf.io.gfile.rmtree(self.directory)
 
 
-def custom_loop(
-    ctx: TaskContext,
-    strategy: tf.distribute.Strategy,
-    model: tf.keras.Model,
-    global_batch: int,
-    progress: ProgressCallback,
-    resume: ResumePoint | None,
-) -> dict[str, float]:
+def custom_loop(run: TrainingRun) -> dict[str, float]:
     """The user's ``train_step`` under ``strategy.run``; replicas' losses summed by ``strategy.reduce``."""
+    ctx, strategy, model, global_batch, progress = run.ctx, run.strategy, run.model, run.global_batch, run.progress
     run_config, training = ctx.run_config, ctx.run_config.training
     optimizer, user_step = model.optimizer, ctx.user.train_step
 
@@ -166,7 +167,7 @@ def custom_loop(
     backup.restore()
     every = run_config.backup_every_steps
     pattern = paths.checkpoint_pattern(run_config.checkpoint_dir)
-    start = resume or ResumePoint(0, 0, 0)
+    start = run.resume or ResumePoint(0, 0, 0)
     loss: Any = None
     for epoch in range(start.epoch, training.epochs):
         progress.on_epoch_begin(epoch)

@@ -1,0 +1,105 @@
+"""Local backend launch overhead (not run in CI): python bench/bench_local_startup.py [--runs N]
+
+Time from launch to the chief's first training step of a demo-sized MWMS
+cluster (chief + 2 workers), ``tfcluster up --detach`` vs starting the
+same planned processes by hand (``Popen`` with each task's env), as a ratio
+table measured in one run. The helpers here are shared with
+``bench_recovery.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from common import print_table  # noqa: E402
+
+from launcher import api  # noqa: E402
+from launcher.backends.local import ClusterDir, LocalBackend  # noqa: E402
+from launcher.events import parse_event  # noqa: E402
+from launcher.loader import validate_data  # noqa: E402
+
+CLI = [sys.executable, "-c", "from launcher.cli import main; main()"]
+SPEC: dict[str, Any] = {
+    "name": "bench",
+    "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
+    "training": {"epochs": 20, "steps_per_epoch": 20, "batch_size_per_replica": 32},
+    "checkpoint": {"backup_every_steps": 5},
+    "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
+}
+
+
+def wait_event(log: Path, kind: str, after: float = 0.0, timeout: float = 300.0, min_step: int = 0) -> dict[str, Any]:
+    """The first ``kind`` event in ``log`` stamped after ``after`` and at ``min_step`` or later."""
+    ends = time.monotonic() + timeout
+    while time.monotonic() < ends:
+        if log.exists():
+            for event in filter(None, map(parse_event, log.read_text(errors="replace").splitlines())):
+                late = int(event.get("step", 0)) >= min_step
+                if event["event"] == kind and event["time"] > after and late:
+                    return event
+        time.sleep(0.1)
+    raise TimeoutError(f"no {kind} event in {log} within {timeout} s")
+
+
+def launch_with_tfcluster(workdir: Path, spec: dict[str, Any]) -> tuple[float, Path]:
+    """Seconds from ``up --detach`` to the chief's first step; the cluster is still running."""
+    path = workdir / "spec.json"
+    path.write_text(json.dumps(spec))
+    start = time.time()
+    subprocess.run([*CLI, "up", "--detach", str(path)], cwd=workdir, check=True, capture_output=True)
+    chief = ClusterDir.of(spec["name"]).log(f"{spec['name']}-chief-0")
+    return wait_event(chief, "step", after=start)["time"] - start, chief
+
+
+def launch_by_hand(workdir: Path, spec: dict[str, Any]) -> float:
+    """Seconds from starting the planned processes directly to the chief's first step."""
+    checkpoint = {**spec["checkpoint"], "dir": str(workdir / "by-hand")}
+    plan = api.plan(validate_data({**spec, "name": f"{spec['name']}-hand", "checkpoint": checkpoint}), "local",
+                    launching=True)
+    start = time.time()
+    procs = []
+    for task in plan.tasks:
+        with open(workdir / f"{task.name}.log", "wb") as log:
+            procs.append(subprocess.Popen(task.command, env={**os.environ, **plan.task_env(task)}, cwd=workdir,
+                                          stdout=log, stderr=subprocess.STDOUT))
+    try:
+        return wait_event(workdir / f"{plan.tasks[0].name}.log", "step", after=start)["time"] - start
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=2)
+    runs = parser.parse_args().runs
+    hand, tool = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["TFCLUSTER_HOME"] = str(Path(tmp) / "home")
+        for run in range(runs):
+            workdir = Path(tmp) / f"run{run}"
+            workdir.mkdir()
+            hand.append(launch_by_hand(workdir, SPEC))
+            tool.append(launch_with_tfcluster(workdir, SPEC)[0])
+            LocalBackend().cancel(SPEC["name"], volumes=True)
+    print_table("launch to first training step (MWMS chief + 2 workers, local)",
+                ("processes started by hand", statistics.median(hand)),
+                [("tfcluster up --detach", statistics.median(tool))])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Training throughput through the shared entrypoint vs a hand-written tf_keras script.
+
+Both run the same MultiWorkerMirroredStrategy cluster (chief + 1 worker on
+loopback, TF_CONFIG from the same local plan), the same model and dataset
+(``launcher.examples.mnist``) and the same global batch. Throughput is
+examples/s over steps 10..40 of the second epoch (after tracing and warm-up,
+away from epoch-end checkpoints), read from the chief's ``step`` events for
+the entrypoint and from a batch-end callback for the baseline. Goal: ratio >= 0.97.
+
+Run: python bench/bench_throughput.py [--repeat N]   (not run in CI; ~1-2 min per run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(REPO / "tests"))
+from common import print_table  # noqa: E402
+from tf_cluster_helpers import TF_QUIET, cluster_spec, describe, run_cluster  # noqa: E402
+
+from launcher.api import plan as make_plan  # noqa: E402
+
+EPOCHS, STEPS, BATCH = 3, 40, 64
+WINDOW = (10, 40)  # steps within the measured epoch (1-based, at batch end)
+MEASURED_EPOCH = 1
+
+BASELINE = f"""
+import json, os, sys, time
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import tensorflow as tf
+from launcher.examples import mnist
+
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+global_batch = {BATCH} * strategy.num_replicas_in_sync
+with strategy.scope():
+    model = mnist.build_model()
+options = tf.data.Options()
+options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+dataset = mnist.make_dataset(None, global_batch).with_options(options).prefetch(tf.data.AUTOTUNE)
+marks = {{}}
+
+class Clock(tf.keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+    def on_train_batch_end(self, batch, logs=None):
+        if self.epoch == {MEASURED_EPOCH} and batch + 1 in {WINDOW}:
+            marks[batch + 1] = time.time()
+
+model.fit(dataset, epochs={EPOCHS}, steps_per_epoch={STEPS}, callbacks=[Clock()], verbose=0)
+(first, last) = {WINDOW}
+print("BASELINE", json.dumps({{"seconds": marks[last] - marks[first], "steps": last - first, "global_batch": global_batch}}))
+"""
+
+
+def _spec(checkpoint_dir: Path, backup_every_steps: int | None):
+    return cluster_spec(
+        "bench", {"chief": 1, "worker": 1}, checkpoint_dir,
+        checkpoint={"dir": str(checkpoint_dir), "backup_every_steps": backup_every_steps},
+        training={"epochs": EPOCHS, "steps_per_epoch": STEPS, "batch_size_per_replica": BATCH},
+    )
+
+
+def entrypoint_throughput(backup_every_steps: int | None) -> float:
+    with TemporaryDirectory() as tmp:
+        results = run_cluster(_spec(Path(tmp), backup_every_steps), "bench", timeout=600)
+        chief = results["bench-chief-0"]
+        if any(r.returncode != 0 for r in results.values()):
+            raise SystemExit(describe(results))
+        global_batch = chief.of("started")[0]["global_batch_size"]
+        first, last = (MEASURED_EPOCH * STEPS + s for s in WINDOW)
+        times = {e["step"]: e["time"] for e in chief.of("step")}
+        if first not in times or last not in times:
+            raise SystemExit(f"no step events at {first} and {last}: step events every {STEPS // 4} steps expected")
+        return (last - first) * global_batch / (times[last] - times[first])
+
+
+def baseline_throughput() -> float:
+    with TemporaryDirectory() as tmp:
+        plan = make_plan(_spec(Path(tmp), None), "local", "bench", launching=True)
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", BASELINE],
+                env={**os.environ, **TF_QUIET, **plan.task_env(task)},
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO,
+            )
+            for task in plan.training_tasks()
+        ]
+        outputs = [p.communicate(timeout=600)[0] for p in procs]
+    line = next(l for l in outputs[0].splitlines() if l.startswith("BASELINE "))
+    result = json.loads(line.removeprefix("BASELINE "))
+    return result["steps"] * result["global_batch"] / result["seconds"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=1, help="runs per measurement (median)")
+    repeat = parser.parse_args().repeat
+    if STEPS % 4 or any(s % (STEPS // 4) for s in WINDOW):
+        raise SystemExit("WINDOW must fall on step events (every STEPS // 4 steps)")
+
+    def median(measure, *args) -> float:
+        return statistics.median(measure(*args) for _ in range(repeat))
+
+    baseline = ("hand-written tf_keras MWMS", median(baseline_throughput))
+    rows = [
+        ("entrypoint, backup per epoch", median(entrypoint_throughput, None)),
+        ("entrypoint, backup every 10 steps", median(entrypoint_throughput, 10)),
+    ]
+    print_table(
+        f"MWMS chief+1 worker, MNIST CNN, global batch {BATCH * 2}: examples/s (higher is better, goal ratio >= 0.97)",
+        baseline, rows, unit=" ex/s",
+    )
+
+
+if __name__ == "__main__":
+    main()
