@@ -248,7 +248,6 @@ class Supervisor:
                 if decision.action is Action.RESTART:
                     self._restart(decision)
                     continue
-                self._runs[name].status.state = State.FAILED if code else State.SUCCEEDED
                 if decision.action is Action.SUCCEED:
                     return State.SUCCEEDED, decision.message
                 if decision.action is Action.FAIL:
@@ -258,7 +257,7 @@ class Supervisor:
             self._cancelled.wait(self.poll_seconds)
 
     def _poll(self) -> list[tuple[str, int]]:
-        """Read new output of every running task and collect the runs that ended, in plan order."""
+        """Read new output of every running task; record and return the runs that ended, in plan order."""
         ended = []
         for name, run in self._runs.items():
             if not run.running:
@@ -268,6 +267,7 @@ class Supervisor:
             if code is not None:
                 run.running = False
                 run.status.exit_code = code
+                run.status.state = State.FAILED if code else State.SUCCEEDED
                 ended.append((name, code))
         return ended
 
@@ -291,8 +291,7 @@ class Supervisor:
         """After success: let the remaining tasks exit by themselves for ``grace_seconds``."""
         ends = time.monotonic() + self.grace_seconds
         while True:
-            for name, code in self._poll():
-                self._runs[name].status.state = State.SUCCEEDED if code == 0 else State.FAILED
+            self._poll()
             self._publish()
             left = ends - time.monotonic()
             if not any(r.running for r in self._runs.values()) or left <= 0 or self._cancelled.is_set():
