@@ -74,7 +74,7 @@ def test_mwms_chief_and_two_workers_train_and_export_a_model_that_scores(tmp_pat
 
 def test_pss_servers_stop_at_done_and_the_evaluator_evaluates_the_final_checkpoint(tmp_path: Path) -> None:
     spec = cluster_spec("pss", {"chief": 1, "worker": 2, "ps": 1, "evaluator": 1}, tmp_path)
-    results = run_cluster(spec, "run1", timeout=200)
+    results = run_cluster(spec, "run1", timeout=200, cluster_file=True)  # evaluator: TFCLUSTER_TASK_ADDRESS
     assert_all_ok(results)  # ps, workers and evaluator exited 0 on their own: the helper kills only at the timeout
     chief = results["pss-chief-0"]
     assert chief.of("started")[0]["strategy"] == "ParameterServerStrategyV2"
@@ -85,14 +85,15 @@ def test_pss_servers_stop_at_done_and_the_evaluator_evaluates_the_final_checkpoi
     assert 0 <= evaluations[-1]["metrics"]["accuracy"] <= 1
 
 
-def test_custom_loop_runs_the_users_train_step_under_mwms(tmp_path: Path) -> None:
+def test_custom_loop_runs_the_users_train_step_under_mwms_from_the_cluster_file(tmp_path: Path) -> None:
     spec = cluster_spec(
         "cl", {"chief": 1, "worker": 1}, tmp_path,
         training={"epochs": 2, "steps_per_epoch": 15, "batch_size_per_replica": 32, "loop": "custom", "args": ARGS},
     )
-    results = run_cluster(spec, "run1")
+    results = run_cluster(spec, "run1", cluster_file=True)  # no TF_CONFIG: built from TFCLUSTER_CLUSTER_FILE
     assert_all_ok(results)
     chief = results["cl-chief-0"]
+    assert chief.of("started")[0]["num_replicas_in_sync"] == 2
     losses = [e["loss"] for e in chief.of("step")]
     assert len(losses) >= 4 and losses[-1] < losses[0], losses
     assert len(chief.of("checkpoint")) == 2

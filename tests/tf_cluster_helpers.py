@@ -3,13 +3,15 @@
 Contract: ``run_cluster(spec, run_id)`` plans ``spec`` for the local backend
 (``launcher.api.plan(..., launching=True)``), starts every task with
 ``subprocess.Popen(task.command, env={**os.environ, **plan.task_env(task)})``
-and waits for all of them (killing the rest after ``timeout``). It returns
+and waits for all of them (killing the rest after ``timeout``);
+``cluster_file=True`` starts them from ``TFCLUSTER_CLUSTER_FILE`` instead. It returns
 each task's exit code, output and parsed events. ``start_cluster`` returns
 the running processes for tests that interrupt them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -22,7 +24,7 @@ from typing import Any
 from launcher.api import plan as make_plan
 from launcher.events import parse_event
 from launcher.loader import validate_data
-from launcher.plan import Plan
+from launcher.plan import Plan, Task
 
 TF_QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2"}
 
@@ -78,24 +80,40 @@ def cluster_spec(name: str, roles: dict[str, int], checkpoint_dir: Path, **field
     return validate_data(data)
 
 
-def start_cluster(spec, run_id: str) -> RunningCluster:
+def cluster_file_env(plan: Plan, task: Task, directory: Path) -> dict[str, str]:
+    """The task's environment with TF_CONFIG replaced by the shared cluster file (as on Kubernetes)."""
+    path = directory / "cluster.json"
+    path.write_text(json.dumps(plan.cluster))
+    return {
+        **task.env,
+        "TFCLUSTER_CLUSTER_FILE": str(path),
+        "TFCLUSTER_TASK_TYPE": task.type.value,
+        "JOB_COMPLETION_INDEX": str(task.index),
+        "TFCLUSTER_TASK_ADDRESS": task.address,
+    }
+
+
+def start_cluster(spec, run_id: str, *, cluster_file: bool = False) -> RunningCluster:
+    """Start every task; ``cluster_file`` gives them the cluster file instead of TF_CONFIG."""
     plan = make_plan(spec, "local", run_id, launching=True)
     logdir = Path(tempfile.mkdtemp(prefix=f"{spec.name}-logs-"))
+    environ = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     procs, logs = {}, {}
     for task in plan.tasks:
+        task_env = cluster_file_env(plan, task, logdir) if cluster_file else plan.task_env(task)
         logs[task.name] = logdir / f"{task.name}.log"
         with logs[task.name].open("w") as out:
             procs[task.name] = subprocess.Popen(
                 task.command,
-                env={**os.environ, **TF_QUIET, **plan.task_env(task)},
+                env={**environ, **TF_QUIET, **task_env},
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
     return RunningCluster(plan, procs, logs)
 
 
-def run_cluster(spec, run_id: str, timeout: float = 240) -> dict[str, TaskResult]:
-    return start_cluster(spec, run_id).wait(timeout)
+def run_cluster(spec, run_id: str, timeout: float = 240, *, cluster_file: bool = False) -> dict[str, TaskResult]:
+    return start_cluster(spec, run_id, cluster_file=cluster_file).wait(timeout)
 
 
 def describe(results: dict[str, TaskResult]) -> str:
