@@ -144,6 +144,24 @@ def test_dead_peer_exits_175_and_a_restart_resumes_from_the_backup(tmp_path: Pat
     assert (tmp_path / "_tfcluster" / "run2" / "DONE").is_file()
 
 
+def test_custom_loop_restart_resumes_from_its_own_backup(tmp_path: Path) -> None:
+    spec = cluster_spec(
+        "cr", {"chief": 1}, tmp_path,
+        checkpoint={"dir": str(tmp_path), "backup_every_steps": 5},
+        training={"epochs": 2, "steps_per_epoch": 200, "batch_size_per_replica": 16, "loop": "custom"},
+    )
+    first = start_cluster(spec, "run1")
+    wait_for_step(first, "cr-chief-0", 50)
+    first.kill()
+    second = run_cluster(spec, "run2")
+    assert_all_ok(second)
+    chief = second["cr-chief-0"]
+    [restored] = chief.of("restored")
+    assert restored["step"] >= 50 and restored["step"] % 5 == 0
+    assert min(e["step"] for e in chief.of("step")) > restored["step"]
+    assert not list((tmp_path / "backup").rglob("*.index")), "backup left after success"
+
+
 def test_missing_job_config_exits_2_with_a_failed_event() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("TFCLUSTER_JOB", "TF_CONFIG")}
     proc = subprocess.run(
