@@ -24,7 +24,9 @@ from pathlib import Path
 import docker
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from docker_fixtures import trainer  # noqa: E402
 
 from launcher import api  # noqa: E402
 from launcher.backends.compose_backend import ComposeBackend, compose_command  # noqa: E402
@@ -113,11 +115,12 @@ def launch_by_hand(client, workdir: Path) -> float:
 def recovery(client, backend: ComposeBackend, name: str) -> float:
     """Seconds from kill -9 of worker-1's trainer to the chief's next step after the group restart."""
     worker = client.containers.get(f"{name}-worker-1")
-    find = "import os; print(next(p for p in os.listdir('/proc') if p.isdigit() and b'launcher.worker' in open(f'/proc/{p}/cmdline','rb').read()))"
-    pid = worker.exec_run(["python", "-c", find]).output.decode().strip()
+    pid, _ = trainer(worker)
     killed = time.time()
     worker.exec_run(["python", "-c", f"import os; os.kill({pid}, 9)"])
     while backend.describe(name).restarts == 0:
+        if time.time() - killed > 60:
+            raise TimeoutError("the kill was not noticed")
         time.sleep(0.2)
     return first_step(client, f"{name}-chief-0", after=killed) - killed
 

@@ -29,6 +29,32 @@ BASE_IMAGE = os.environ.get("TFCLUSTER_BASE_IMAGE", "tfcluster-base:bookworm")
 CA_BUNDLE = Path(os.environ.get("TFCLUSTER_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt"))
 
 
+#: Finds the task's training process (``python -m launcher.worker``) inside its container.
+FIND_TRAINER = """
+import os, sys
+for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+        argv = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')
+        uid = next(l.split()[1] for l in open(f'/proc/{pid}/status') if l.startswith('Uid:'))
+    except OSError:
+        continue
+    if os.path.basename(argv[0]).startswith(b'python') and b'launcher.worker' in argv:
+        print(pid, uid)
+"""
+
+
+
+def trainer(container: Any, timeout: float = 30) -> tuple[int, int]:
+    """(pid, uid) of the training process (``python -m launcher.worker``) in ``container``, once it runs."""
+    ends = time.monotonic() + timeout
+    while time.monotonic() < ends:
+        found = container.exec_run(["python", "-c", FIND_TRAINER]).output.decode().split()
+        if found:
+            return int(found[0]), int(found[1])
+        time.sleep(0.5)
+    raise TimeoutError(f"no training process in {container.name}")
+
+
 def unavailable(reason: str) -> None:
     """Fail under CI (docker tests are required there), skip elsewhere."""
     if os.environ.get("CI"):

@@ -7,30 +7,20 @@ TF settings are tiny (synthetic digits, a few steps) to fit the CI budget.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from typing import Any
 
 import pytest
-from docker_fixtures import IMAGE, Clusters, clusters, compose_cli, docker_engine, worker_image  # noqa: F401
+from docker_fixtures import IMAGE, Clusters, clusters, compose_cli, docker_engine, trainer, worker_image  # noqa: F401
 
-from launcher import naming
+from launcher import api, naming
 from launcher.backends.api import BackendUnavailable, LaunchError, State
+from launcher.backends.compose import COMPOSE_FILE
 from launcher.backends.compose_backend import compose_command
+from launcher.loader import validate_data
 
 pytestmark = pytest.mark.docker
-
-#: Finds the task's training process (``python -m launcher.worker``) inside its container.
-FIND_TRAINER = """
-import os, sys
-for pid in filter(str.isdigit, os.listdir('/proc')):
-    try:
-        argv = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')
-        uid = next(l.split()[1] for l in open(f'/proc/{pid}/status') if l.startswith('Uid:'))
-    except OSError:
-        continue
-    if os.path.basename(argv[0]).startswith(b'python') and b'launcher.worker' in argv:
-        print(pid, uid)
-"""
 
 # Each task checks it is not root, resolves every peer by name, and leaves a file in the volume.
 PROBE = [
@@ -69,16 +59,6 @@ def project_objects(engine, cluster: str) -> tuple[list, list, list]:
             engine.volumes.list(filters=label))
 
 
-def trainer(engine, task: str) -> tuple[int, int]:
-    """(pid, uid) of the training process in ``task``'s container, waiting for it to appear."""
-    for _ in range(60):
-        found = engine.containers.get(task).exec_run(["python", "-c", FIND_TRAINER]).output.decode().split()
-        if found:
-            return int(found[0]), int(found[1])
-        time.sleep(0.5)
-    pytest.fail(f"no training process in {task}")
-
-
 def test_two_clusters_side_by_side_private_non_root_and_down_removes_them(clusters: Clusters, docker_engine) -> None:  # noqa: F811
     roles = {"chief": {"command": PROBE}, "worker": {"replicas": 1, "command": PROBE}}
     for name in ("plumb-a", "plumb-b"):
@@ -104,6 +84,20 @@ def test_two_clusters_side_by_side_private_non_root_and_down_removes_them(cluste
     assert project_objects(docker_engine, "plumb-a") == ([], [], [])
 
 
+def test_rendered_file_runs_with_plain_compose_and_is_seen_without_supervision(
+    clusters: Clusters, compose_cli, tmp_path  # noqa: F811
+) -> None:
+    spec = {"name": "byhand", "strategy": "multi_worker_mirrored",
+            "roles": {"chief": {"command": PROBE}, "worker": {"replicas": 1, "command": PROBE}}}
+    plan = api.plan(validate_data(spec), "compose")
+    (tmp_path / COMPOSE_FILE).write_text(plan.artifacts[COMPOSE_FILE])
+    clusters.launched.append("byhand")
+    subprocess.run([*compose_cli, "up", "-d"], cwd=tmp_path, check=True, capture_output=True)
+    job = clusters.wait("byhand", timeout=90)
+    assert job.state is State.SUCCEEDED and "no supervision" in job.message
+    assert [t.exit_code for t in job.tasks] == [0, 0]
+
+
 def test_failed_launch_leaves_nothing_behind(clusters: Clusters, docker_engine, tmp_path) -> None:  # noqa: F811
     spec = {"name": "nolaunch", "roles": {"worker": {"replicas": 2, "image": "tfcluster-missing:never"}}}
     with pytest.raises(LaunchError, match="tfcluster-missing:never"):
@@ -126,7 +120,7 @@ def test_missing_compose_v2_names_what_to_install(monkeypatch, tmp_path) -> None
 def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters, docker_engine) -> None:  # noqa: F811
     name = "cmwms"
     clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}))
-    pid, uid = trainer(docker_engine, f"{name}-worker-1")
+    pid, uid = trainer(docker_engine.containers.get(f"{name}-worker-1"))
     assert uid != 0, "the training process runs as root"
     running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 8)
     assert not running.state.terminal, f"finished before the kill: {running.message}"
