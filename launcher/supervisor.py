@@ -252,7 +252,6 @@ class Supervisor:
                     return State.SUCCEEDED, decision.message
                 if decision.action is Action.FAIL:
                     return State.FAILED, decision.message
-                self._runs[name].status.message = "finished"
             self._publish()
             self._cancelled.wait(self.poll_seconds)
 

@@ -31,9 +31,10 @@ TRAINING = {"epochs": 2, "steps_per_epoch": 15, "batch_size_per_replica": 32}
 BACKUP_EVERY = 5
 
 
-def launch(tmp_path: Path, spec: dict[str, Any]) -> str:
+def launch(tmp_path: Path, spec: dict[str, Any], epochs: int = 2) -> str:
     path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump({**spec, "training": TRAINING, "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}}))
+    training = {**TRAINING, "epochs": epochs}
+    path.write_text(yaml.safe_dump({**spec, "training": training, "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}}))
     result = subprocess.run([*CLI, "up", "--detach", str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return spec["name"]
@@ -46,6 +47,7 @@ def wait_for(name: str, done: Callable[[JobStatus], bool], timeout: float) -> Jo
         assert status is not None
         if done(status):
             return status
+        assert not status.state.terminal, f"ended before expected: {status}"
         time.sleep(0.2)
     raise AssertionError(f"timed out; last status: {status}")
 
@@ -81,8 +83,9 @@ def test_mwms_survives_a_killed_worker_and_resumes_from_the_backup(tmp_path: Pat
 
 def test_pss_restarts_every_training_task_when_the_ps_is_killed(tmp_path: Path) -> None:
     name = launch(tmp_path, {"name": "psk", "strategy": "parameter_server",
-                             "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}}})
-    wait_for(name, lambda s: s.progress.get("event") == "epoch", timeout=180)
+                             "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}}},
+                  epochs=3)
+    wait_for(name, lambda s: s.progress.get("epoch", 0) >= 1, timeout=180)  # epoch 0 is backed up
     kill_task(name, f"{name}-ps-0")
     status = finish(name)
     assert status.restarts >= 1 and all(t.restarts >= 1 for t in status.tasks)
