@@ -51,7 +51,8 @@ def _progress_line(progress: dict[str, Any]) -> str:
     if step is not None and total:
         done = min(int(30 * step / total), 30)
         bar = f"[{'#' * done}{'.' * (30 - done)}] step {step}/{total} "
-    parts = [bar + (f"epoch {epoch}/{epochs}" if epoch is not None else "")]
+    shown = epoch + 1 if isinstance(epoch, int) else epoch  # events count epochs from 0
+    parts = [bar + (f"epoch {shown}" + (f"/{epochs}" if epochs else "") if epoch is not None else "")]
     parts += [f"{k} {v:.4f}" for k, v in progress.items() if k in ("loss", "accuracy") and isinstance(v, float)]
     return "  ".join(p for p in parts if p)
 
