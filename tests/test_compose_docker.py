@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
+import sys
 from typing import Any
 
 import pytest
@@ -82,6 +82,24 @@ def test_two_clusters_side_by_side_private_non_root_and_down_removes_them(cluste
     assert clusters.backend.describe("plumb-b").state is State.SUCCEEDED, "down of one cluster touched the other"
     clusters.backend.cancel("plumb-a", volumes=True)
     assert project_objects(docker_engine, "plumb-a") == ([], [], [])
+
+
+def test_cli_up_status_logs_down(clusters: Clusters, docker_engine, tmp_path) -> None:  # noqa: F811
+    spec = tmp_path / "clitest.yaml"
+    spec.write_text(json.dumps({"name": "clitest", "roles": {"worker": {"replicas": 2, "command": PROBE}}}))
+    clusters.launched.append("clitest")
+
+    def tfcluster(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", "from launcher.cli import main; main()", *args], capture_output=True, text=True, timeout=120)
+
+    assert tfcluster("up", str(spec), "--backend", "compose").returncode == 0
+    status = json.loads(tfcluster("status", "clitest", "-o", "json").stdout)
+    assert (status["backend"], status["state"]) == ("compose", "succeeded")
+    assert "probe ok 1000" in tfcluster("logs", "clitest", "clitest-worker-1").stdout
+    assert tfcluster("down", "clitest").returncode == 0
+    assert project_objects(docker_engine, "clitest")[:2] == ([], [])
+    failed = tfcluster("status", "clitest")
+    assert failed.returncode == 1 and "no cluster named 'clitest'" in failed.stderr
 
 
 def test_rendered_file_runs_with_plain_compose_and_is_seen_without_supervision(
