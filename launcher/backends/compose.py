@@ -60,7 +60,12 @@ def memory_bytes(quantity: str) -> int:
 
 
 def docker_restart_policy(plan: Plan) -> str:
-    """The spec's restart policy as Docker sees it (the closest Docker has, see the module doc)."""
+    """The spec's restart policy in Docker's terms, for runs of the file by hand.
+
+    ``never`` (or a zero budget) is ``no``; ``on-failure``, ``exit-code`` and
+    ``always`` become ``on-failure:<max_restarts>``: Docker cannot retry by
+    exit code, and its ``always`` would restart a chief that finished.
+    """
     restart = plan.spec.restart
     if restart.policy is RestartPolicy.NEVER or restart.max_restarts == 0:
         return "no"
