@@ -102,11 +102,13 @@ def test_memory_quantities_in_bytes(quantity: str, expected: int) -> None:
     assert memory_bytes(quantity) == expected
 
 
-def test_docker_compose_config_accepts_every_rendered_file(compose_cli: list[str], tmp_path: Path) -> None:  # noqa: F811
-    for mix, fields in ROLE_MIXES.items():
+def test_docker_compose_config_accepts_every_rendered_file_and_the_examples(compose_cli: list[str], tmp_path: Path) -> None:  # noqa: F811
+    plans = {mix: plan_of(mix, fields) for mix, fields in ROLE_MIXES.items()}
+    plans.update({path.stem: api.plan(path, "compose") for path in sorted((REPO / "examples").glob("*.yaml"))})
+    for mix, plan in plans.items():
         workdir = tmp_path / mix
         workdir.mkdir()
-        (workdir / COMPOSE_FILE).write_text(render(plan_of(mix, fields))[COMPOSE_FILE])
+        (workdir / COMPOSE_FILE).write_text(render(plan)[COMPOSE_FILE])
         result = subprocess.run([*compose_cli, "config", "--format", "json"], cwd=workdir,
                                 capture_output=True, text=True, check=False)
         assert result.returncode == 0, f"{mix}: {result.stderr}"
