@@ -8,57 +8,29 @@ group are checked with signal 0.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import yaml
+from local_cluster_helpers import CLI, assert_nothing_left, processes, tfcluster, wait_status, write_spec
 
 from launcher import registry
-from launcher.backends.local import ClusterDir, daemon_alive
+from launcher.backends.api import State
+from launcher.backends.local import ClusterDir
 from launcher.backends.local_processes import group_alive
 
-CLI = [sys.executable, "-c", "from launcher.cli import main; main()"]
 SLEEP = [sys.executable, "-c", "import time; print('serving', flush=True); time.sleep(120)"]
 
 
-def tfcluster(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
-
-
 def write(tmp_path: Path, name: str, roles: dict[str, Any], **fields: Any) -> Path:
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"name": name, "roles": roles, **fields}))
-    return path
-
-
-def processes(name: str) -> tuple[int | None, list[int]]:
-    """The daemon pid and the task process groups recorded for cluster ``name``."""
-    files = ClusterDir.of(name)
-    pid = int(files.daemon_pid.read_text()) if files.daemon_pid.exists() else None
-    return pid, list(files.read_groups().values())
-
-
-def assert_nothing_left(daemon: int | None, groups: list[int]) -> None:
-    ends = time.monotonic() + 10
-    while time.monotonic() < ends and ((daemon and daemon_alive(daemon)) or any(map(group_alive, groups))):
-        time.sleep(0.1)
-    assert daemon is None or not daemon_alive(daemon), "the supervisor daemon is still running"
-    assert not [g for g in groups if group_alive(g)], "task processes are still running"
+    return write_spec(tmp_path, {"name": name, "roles": roles, **fields})
 
 
 def wait_running(name: str, tasks: int) -> None:
-    ends = time.monotonic() + 30
-    while time.monotonic() < ends:
-        status = ClusterDir.of(name).read_status()
-        if status and status.state.value == "running" and len(ClusterDir.of(name).read_groups()) == tasks:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{name} did not start")
+    wait_status(name, lambda s: s.state is State.RUNNING and len(ClusterDir.of(name).read_groups()) == tasks, 30)
 
 
 def test_up_runs_to_success_and_keeps_logs(tmp_path: Path) -> None:
@@ -140,3 +112,16 @@ def test_unknown_task_and_cluster_are_one_line_errors(tmp_path: Path) -> None:
     assert result.returncode == 1 and "no task 'one-worker-7'" in result.stderr and "Traceback" not in result.stderr
     result = tfcluster("down", "nope", cwd=tmp_path)
     assert result.returncode == 1 and "no local cluster named 'nope'" in result.stderr
+
+
+def test_down_cleans_up_after_a_killed_supervisor(tmp_path: Path) -> None:
+    spec = write(tmp_path, "orphan", {"chief": {"command": SLEEP}, "worker": {"command": SLEEP}})
+    assert tfcluster("up", "-d", str(spec), cwd=tmp_path).returncode == 0
+    wait_running("orphan", 2)
+    daemon, groups = processes("orphan")
+    os.kill(daemon, signal.SIGKILL)
+    status = json.loads(tfcluster("status", "orphan", "-o", "json", cwd=tmp_path).stdout)
+    assert status["state"] == "failed" and "daemon is gone" in status["message"]
+    assert all(map(group_alive, groups)), "the tasks outlive their supervisor until `down`"
+    assert tfcluster("down", "orphan", cwd=tmp_path).returncode == 0
+    assert_nothing_left(daemon, groups)

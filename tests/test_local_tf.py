@@ -10,46 +10,28 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-import yaml
+from local_cluster_helpers import assert_nothing_left, processes, tfcluster, wait_status, write_spec
 
 from launcher.backends.api import JobStatus, State
-from launcher.backends.local import ClusterDir, LocalBackend
+from launcher.backends.local import ClusterDir
 from launcher.events import parse_event
 
 pytestmark = pytest.mark.tf
 
-CLI = [sys.executable, "-c", "from launcher.cli import main; main()"]
 TRAINING = {"epochs": 2, "steps_per_epoch": 15, "batch_size_per_replica": 32}
 BACKUP_EVERY = 5
 
 
 def launch(tmp_path: Path, spec: dict[str, Any], epochs: int = 2) -> str:
-    path = tmp_path / "spec.yaml"
     training = {**TRAINING, "epochs": epochs}
-    path.write_text(yaml.safe_dump({**spec, "training": training, "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}}))
-    result = subprocess.run([*CLI, "up", "--detach", str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    path = write_spec(tmp_path, {**spec, "training": training, "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}})
+    result = tfcluster("up", "--detach", str(path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     return spec["name"]
-
-
-def wait_for(name: str, done: Callable[[JobStatus], bool], timeout: float) -> JobStatus:
-    ends = time.monotonic() + timeout
-    while time.monotonic() < ends:
-        status = LocalBackend().describe(name)
-        assert status is not None
-        if done(status):
-            return status
-        assert not status.state.terminal, f"ended before expected: {status}"
-        time.sleep(0.2)
-    raise AssertionError(f"timed out; last status: {status}")
 
 
 def kill_task(name: str, task: str) -> None:
@@ -61,15 +43,18 @@ def events(name: str, task: str) -> list[dict[str, Any]]:
 
 
 def finish(name: str) -> JobStatus:
-    status = wait_for(name, lambda s: s.state.terminal, timeout=240)
-    assert status.state is State.SUCCEEDED, f"{status.message}\n{ClusterDir.of(name).log(f'{name}-chief-0').read_text()[-3000:]}"
+    """Wait for the job to end; it must have succeeded and left no process behind."""
+    status = wait_status(name, lambda s: s.state.terminal, timeout=240)
+    chief_log = ClusterDir.of(name).log(f"{name}-chief-0").read_text()[-3000:]
+    assert status.state is State.SUCCEEDED, f"{status.message}\n{chief_log}"
+    assert_nothing_left(*processes(name))
     return status
 
 
 def test_mwms_survives_a_killed_worker_and_resumes_from_the_backup(tmp_path: Path) -> None:
     name = launch(tmp_path, {"name": "mwk", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
                              "checkpoint": {"backup_every_steps": BACKUP_EVERY}})
-    wait_for(name, lambda s: s.progress.get("step", 0) >= 2 * BACKUP_EVERY, timeout=180)
+    wait_status(name, lambda s: s.progress.get("step", 0) >= 2 * BACKUP_EVERY, timeout=180)
     kill_task(name, f"{name}-worker-1")
     status = finish(name)
     assert status.restarts == 1 and all(t.restarts == 1 for t in status.tasks)
@@ -85,7 +70,7 @@ def test_pss_restarts_every_training_task_when_the_ps_is_killed(tmp_path: Path) 
     name = launch(tmp_path, {"name": "psk", "strategy": "parameter_server",
                              "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}}},
                   epochs=3)
-    wait_for(name, lambda s: s.progress.get("epoch", 0) >= 1, timeout=180)  # epoch 0 is backed up
+    wait_status(name, lambda s: s.progress.get("epoch", 0) >= 1, timeout=180)  # epoch 0 is backed up
     kill_task(name, f"{name}-ps-0")
     status = finish(name)
     assert status.restarts >= 1 and all(t.restarts >= 1 for t in status.tasks)

@@ -149,6 +149,7 @@ class LocalBackend(Backend):
             time.sleep(0.05)
         reason = _tail(files.daemon_log) or "the supervisor did not start in time"
         self._teardown(files)
+        shutil.rmtree(files.root, ignore_errors=True)
         raise LaunchError(f"cannot start cluster {files.root.name!r}: {reason}")
 
     def describe(self, name: str) -> JobStatus | None:
@@ -156,7 +157,8 @@ class LocalBackend(Backend):
         if not files.exists():
             return None
         status = files.read_status() or JobStatus(name, self.kind, State.PENDING)
-        if not status.state.terminal and files.daemon() is None:
+        launched = files.daemon_pid.exists()  # before that, ``submit`` is still starting the daemon
+        if launched and not status.state.terminal and files.daemon() is None:
             status.state = State.FAILED
             status.message = f"the supervisor daemon is gone; see {files.daemon_log}"
         return status
