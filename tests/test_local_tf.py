@@ -1,6 +1,6 @@
 """Real TensorFlow clusters on the local backend: recovery from a task killed with SIGKILL.
 
-Each test launches with ``tfcluster up --detach``, waits for training to be
+Each test launches with ``tfcluster up``, waits for training to be
 under way (progress in ``state.json``), kills one task's process with
 SIGKILL and checks that the supervisor restarts what the strategy needs,
 that training resumes from the backup, and that the job completes.
@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from local_cluster_helpers import assert_nothing_left, processes, tfcluster, wait_status, write_spec
+from local_cluster_helpers import CLI, assert_nothing_left, processes, tfcluster, wait_status, write_spec
 
 from launcher.backends.api import JobStatus, State
 from launcher.backends.local import ClusterDir
@@ -26,7 +27,7 @@ TRAINING = {"epochs": 2, "steps_per_epoch": 15, "batch_size_per_replica": 32}
 BACKUP_EVERY = 5
 
 
-def launch(tmp_path: Path, spec: dict[str, Any], epochs: int = 2) -> str:
+def launch(tmp_path: Path, spec: dict[str, Any], epochs: int) -> str:
     training = {**TRAINING, "epochs": epochs}
     path = write_spec(tmp_path, {**spec, "training": training, "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}})
     result = tfcluster("up", "--detach", str(path), cwd=tmp_path)
@@ -52,10 +53,16 @@ def finish(name: str) -> JobStatus:
 
 
 def test_mwms_survives_a_killed_worker_and_resumes_from_the_backup(tmp_path: Path) -> None:
-    name = launch(tmp_path, {"name": "mwk", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
-                             "checkpoint": {"backup_every_steps": BACKUP_EVERY}})
+    """``tfcluster up`` (watching, not detached) of chief + 2 workers exits 0 despite the kill."""
+    spec = {"name": "mwk", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
+            "checkpoint": {"backup_every_steps": BACKUP_EVERY}, "training": TRAINING,
+            "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}}
+    up = subprocess.Popen([*CLI, "up", str(write_spec(tmp_path, spec))], cwd=tmp_path,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    name = spec["name"]
     wait_status(name, lambda s: s.progress.get("step", 0) >= 2 * BACKUP_EVERY, timeout=180)
     kill_task(name, f"{name}-worker-1")
+    assert up.wait(timeout=240) == 0, up.stderr.read()
     status = finish(name)
     assert status.restarts == 1 and all(t.restarts == 1 for t in status.tasks)
     chief = events(name, f"{name}-chief-0")
