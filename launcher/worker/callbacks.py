@@ -1,7 +1,8 @@
 """Keras callbacks of the entrypoint: progress events and input-wait measurement.
 
 Contract: ``ProgressCallback`` emits ``step`` events (chief, every
-``every`` steps and at the end of each epoch) and ``epoch`` events with the
+``every`` steps and at the end of each epoch; the loss is the running mean of
+the epoch, per replica) and ``epoch`` events with the
 epoch's logs and ``input_wait_fraction``: the share of the epoch's wall time
 spent between one batch's end and the next batch's begin, i.e. host time
 outside the compiled step. It logs a warning when that share exceeds
@@ -66,6 +67,15 @@ class ProgressCallback(tf.keras.callbacks.Callback):
         self.every = max(every, 1)
         self.meter = InputWaitMeter()
         self.epoch = 0
+        self.batch_loss_scale = 1.0  # custom loop: its loss is already reduced by strategy.reduce
+
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        # tf_keras reduces batch-level outputs with distribute_reduction_method, "auto" = "sum"
+        # (except on TPU): each replica's running-mean loss is summed. Epoch logs are exact.
+        strategy = self.model.distribute_strategy
+        method = self.model.distribute_reduction_method
+        summed = method == "sum" or (method == "auto" and not isinstance(strategy, tf.distribute.TPUStrategy))
+        self.batch_loss_scale = 1.0 / strategy.num_replicas_in_sync if summed else 1.0
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.epoch = epoch
@@ -76,6 +86,7 @@ class ProgressCallback(tf.keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self.meter.batch_end()
+        batch = int(batch)  # a numpy integer when fit resumes mid-epoch
         if (batch + 1) % self.every == 0 or batch + 1 == self.steps_per_epoch:
             loss = scalar(_fetched(logs).get("loss"))
             self.reporter.chief(
@@ -83,7 +94,7 @@ class ProgressCallback(tf.keras.callbacks.Callback):
                 epoch=self.epoch,
                 step=self.epoch * self.steps_per_epoch + batch + 1,
                 total_steps=self.total_steps,
-                loss=loss,
+                loss=None if loss is None else loss * self.batch_loss_scale,
             )
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:

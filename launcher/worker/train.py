@@ -174,10 +174,10 @@ def custom_loop(run: TrainingRun) -> dict[str, float]:
         for batch in range(start.step_in_epoch if epoch == start.epoch else 0, training.steps_per_epoch):
             progress.on_train_batch_begin(batch)
             loss = run_step()
-            progress.on_train_batch_end(batch, {"loss": loss})
             last = batch == training.steps_per_epoch - 1
             if every and not last and (epoch * training.steps_per_epoch + batch + 1) % every == 0:
                 backup.save(epoch, batch)
+            progress.on_train_batch_end(batch, {"loss": loss})  # after the backup, as with fit's callbacks
         wait_for_steps()
         backup.save(epoch, training.steps_per_epoch - 1)
         weights = pattern.format(epoch=epoch + 1)
