@@ -18,6 +18,7 @@ from launcher import api, naming
 from launcher.backends.api import BackendUnavailable, LaunchError, State
 from launcher.backends.compose import COMPOSE_FILE
 from launcher.backends.compose_backend import compose_command
+from launcher.events import parse_event
 from launcher.loader import validate_data
 
 pytestmark = pytest.mark.docker
@@ -147,8 +148,9 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
     job = clusters.wait(name, timeout=300)
     assert job.state is State.SUCCEEDED, job.message
     assert job.restarts >= 1, "the kill was not noticed"
-    restored = [line for line in clusters.backend.logs(name, f"{name}-chief-0") if '"event":"restored"' in line]
-    assert restored and json.loads(restored[-1].split(" ", 1)[1])["step"] > 0, "training did not resume from a backup"
+    events = [parse_event(line) for line in clusters.backend.logs(name, f"{name}-chief-0")]
+    restored = [e for e in events if e and e["event"] == "restored"]
+    assert restored and restored[-1]["step"] > 0, "training did not resume from a backup"
     assert "model/model.keras" in volume_files(docker_engine, name)
 
 
