@@ -49,6 +49,8 @@ def test_up_runs_to_success_and_keeps_logs(tmp_path: Path) -> None:
     assert tfcluster("logs", "ok", "ok-worker-1", cwd=tmp_path).stdout.strip() == "index 1"
     assert (tmp_path / "tfcluster-runs" / "ok").is_dir()  # the local checkpoint dir
     assert_nothing_left(*processes("ok"))
+    assert tfcluster("down", "ok", "--volumes", cwd=tmp_path).returncode == 0
+    assert not (tmp_path / "tfcluster-runs" / "ok").exists() and not ClusterDir.of("ok").root.exists()
 
 
 def test_failed_job_exits_1_and_names_the_task(tmp_path: Path) -> None:
