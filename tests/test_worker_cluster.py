@@ -146,6 +146,26 @@ def test_dead_peer_exits_175_and_a_restart_resumes_from_the_backup(tmp_path: Pat
     assert (tmp_path / "_tfcluster" / "run2" / "DONE").is_file()
 
 
+def test_pss_coordinator_exit_code_is_the_one_its_failed_event_names(tmp_path: Path) -> None:
+    """A dead ps ends the coordinator with exactly the code of its ``failed`` event (175).
+
+    The restart policies read the process exit code; the entrypoint leaves with
+    ``os._exit`` so TF's teardown (seen aborting with SIGABRT once) cannot replace it.
+    """
+    spec = cluster_spec(
+        "pk", {"chief": 1, "worker": 1, "ps": 1}, tmp_path,
+        training={"epochs": 50, "steps_per_epoch": 10, "batch_size_per_replica": 32},
+    )
+    cluster = start_cluster(spec, "run1")
+    wait_for_step(cluster, "pk-chief-0", 5)
+    cluster.procs["pk-ps-0"].send_signal(signal.SIGKILL)
+    chief = cluster.procs["pk-chief-0"]
+    chief.wait(timeout=120)
+    results = cluster.wait(timeout=1)
+    [failed] = results["pk-chief-0"].of("failed")
+    assert results["pk-chief-0"].returncode == failed["exit_code"] == 175, describe(results)
+
+
 def test_custom_loop_restart_resumes_from_its_own_backup(tmp_path: Path) -> None:
     spec = cluster_spec(
         "cr", {"chief": 1}, tmp_path,

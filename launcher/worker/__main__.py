@@ -8,4 +8,9 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 from launcher.worker.main import main  # noqa: E402  (TensorFlow is imported from here on)
 
-sys.exit(main())
+code = main()
+sys.stdout.flush()
+sys.stderr.flush()
+# Skip interpreter teardown: TensorFlow's gRPC shutdown can abort (SIGABRT, 134) after a
+# failed PSS run, which would replace the exit code the restart policy must see.
+os._exit(code)
