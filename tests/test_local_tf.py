@@ -73,14 +73,21 @@ def test_mwms_survives_a_killed_worker_and_resumes_from_the_backup(tmp_path: Pat
     assert any(e["event"] == "finished" for e in chief[chief.index(restored[0]):])
 
 
-def test_pss_restarts_every_training_task_when_the_ps_is_killed(tmp_path: Path) -> None:
+def test_pss_with_evaluator_restarts_every_training_task_when_the_ps_is_killed(tmp_path: Path) -> None:
     name = launch(tmp_path, {"name": "psk", "strategy": "parameter_server",
-                             "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}}},
+                             "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1},
+                                       "evaluator": {"replicas": 1}}},
                   epochs=3)
     wait_status(name, lambda s: s.progress.get("epoch", 0) >= 1, timeout=180)  # epoch 0 is backed up
     kill_task(name, f"{name}-ps-0")
     status = finish(name)
-    assert status.restarts >= 1 and all(t.restarts >= 1 for t in status.tasks)
+    training = [t for t in status.tasks if not t.name.endswith("evaluator-0")]
+    assert status.restarts >= 1 and all(t.restarts >= 1 for t in training)
+    # Every task ended by itself with 0 (none was stopped after the grace period): the ps and
+    # workers saw the completion marker, the evaluator evaluated the final checkpoint.
+    assert all(t.state is State.SUCCEEDED and t.exit_code == 0 for t in status.tasks), status.tasks
     chief = events(name, f"{name}-chief-0")
     restored = [e for e in chief if e["event"] == "restored"]
     assert restored and restored[-1]["epoch"] >= 1, restored
+    evaluations = [e for e in events(name, f"{name}-evaluator-0") if e["event"] == "evaluation"]
+    assert evaluations and evaluations[-1]["metrics"]["accuracy"] > 0.1, evaluations

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +25,7 @@ from launcher.backends import compose_runtime as runtime
 from launcher.backends.api import Backend, BackendUnavailable, JobStatus, LaunchError, State, TaskStatus
 from launcher.backends.compose import COMPOSE_FILE, LABEL_PREFIX, PROJECT_LABEL, render
 from launcher.image import docker_client
+from launcher.log_streams import interleave
 from launcher.plan import Plan
 from launcher.spec import RoleType
 from launcher.targets import BackendKind
@@ -181,28 +180,11 @@ class ComposeBackend(Backend):
         if not follow:
             for container in containers:
                 for line in runtime.iter_lines(container.logs(stream=True, follow=False)):
-                    yield f"{container.name}: {line}"
+                    yield f"{container.name} | {line}"
             return
-        yield from self._follow_all(containers)
-
-    @staticmethod
-    def _follow_all(containers: list[Any]) -> Iterator[str]:
-        lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-
-        def follow(container: Any) -> None:
-            for line in runtime.iter_lines(container.logs(stream=True, follow=True)):
-                lines.put(f"{container.name}: {line}")
-            lines.put(None)
-
-        for container in containers:
-            threading.Thread(target=follow, args=(container,), daemon=True).start()
-        running = len(containers)
-        while running:
-            line = lines.get()
-            if line is None:
-                running -= 1
-            else:
-                yield line
+        yield from interleave({
+            c.name: (lambda c=c: runtime.iter_lines(c.logs(stream=True, follow=True))) for c in containers
+        })
 
     # -- cancel -----------------------------------------------------------------------------------
 
