@@ -21,6 +21,8 @@ def render_text(document: dict[str, Any], console: Console | None = None) -> Non
         row = [task["name"], task["type"], str(task["index"]), task["address"]]
         table.add_row(*row, *([task["image"]] if containers else []))
     console.print(table)
+    if not containers:
+        console.print("(local ports are a preview: `up` picks free loopback ports)")
     for task in document["tasks"]:
         console.print(f"\n[bold]{task['name']}[/bold]")
         console.print(f"  command: {json.dumps(task['command'])}")

@@ -54,6 +54,8 @@ def _progress_line(progress: dict[str, Any]) -> str:
     shown = epoch + 1 if isinstance(epoch, int) else epoch  # events count epochs from 0
     parts = [bar + (f"epoch {shown}" + (f"/{epochs}" if epochs else "") if epoch is not None else "")]
     parts += [f"{k} {v:.4f}" for k, v in progress.items() if k in ("loss", "accuracy") and isinstance(v, float)]
+    if progress.get("model_path"):
+        parts.append(f"model: {progress['model_path']}")
     return "  ".join(p for p in parts if p)
 
 
