@@ -1,10 +1,12 @@
 """The course's MNIST CNN as a ``training.module`` for the shared entrypoint.
 
 Data: real MNIST when a local ``mnist.npz`` exists (``$TFCLUSTER_MNIST_NPZ``
-or ``~/.keras/datasets/mnist.npz``; nothing is downloaded), otherwise the
-deterministic synthetic digits of ``launcher.examples.digits`` with a
-held-out test split. ``training.args`` accepted: ``train_examples``,
-``test_examples`` (synthetic sizes), ``seed``, ``learning_rate``.
+or ``~/.keras/datasets/mnist.npz``), or when ``download: true`` is set and
+the network allows (``tf.keras.datasets.mnist.load_data``, cached in
+``~/.keras/datasets``); otherwise the deterministic synthetic digits of
+``launcher.examples.digits`` with a held-out test split. Nothing is
+downloaded unless asked. ``training.args`` accepted: ``train_examples``,
+``test_examples`` (synthetic sizes), ``seed``, ``learning_rate``, ``download``.
 """
 
 from __future__ import annotations
@@ -26,12 +28,16 @@ def mnist_file() -> Path | None:
     return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
 
 
-def load_split(train: bool, train_examples: int = 8192, test_examples: int = 2048, seed: int = 0):
+def load_split(train: bool, train_examples: int = 8192, test_examples: int = 2048, seed: int = 0,
+               download: bool = False):
     """(images float32 [n,28,28,1] in [0,1], labels int64 [n]) of the train or test split."""
     path = mnist_file()
     if path is not None:
         with np.load(path) as data:
             images, labels = (data["x_train"], data["y_train"]) if train else (data["x_test"], data["y_test"])
+    elif download:
+        (x_train, y_train), (x_test, y_test) = tf.keras.datasets.mnist.load_data()
+        images, labels = (x_train, y_train) if train else (x_test, y_test)
     else:
         # Different seeds keep the test split disjoint from the training one.
         images, labels = synthetic_digits(train_examples if train else test_examples, seed * 2 + (0 if train else 1))
@@ -63,9 +69,10 @@ def make_dataset(
     train_examples: int = 8192,
     test_examples: int = 2048,
     seed: int = 0,
+    download: bool = False,
     **_: object,
 ) -> tf.data.Dataset:
-    images, labels = load_split(True, train_examples, test_examples, seed)
+    images, labels = load_split(True, train_examples, test_examples, seed, download)
     dataset = tf.data.Dataset.from_tensor_slices((images, labels))
     batch_size = global_batch_size
     if input_context is not None:
@@ -75,9 +82,10 @@ def make_dataset(
 
 
 def make_eval_dataset(
-    global_batch_size: int, train_examples: int = 8192, test_examples: int = 2048, seed: int = 0, **_: object
+    global_batch_size: int, train_examples: int = 8192, test_examples: int = 2048, seed: int = 0,
+    download: bool = False, **_: object
 ) -> tf.data.Dataset:
-    images, labels = load_split(False, train_examples, test_examples, seed)
+    images, labels = load_split(False, train_examples, test_examples, seed, download)
     return tf.data.Dataset.from_tensor_slices((images, labels)).batch(global_batch_size)
 
 
