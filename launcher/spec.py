@@ -180,10 +180,13 @@ class CheckpointSpec(_Model):
 
     dir: str | None = Field(None, min_length=1)
     backup_every_steps: int | None = Field(
-        20,
+        100,
         ge=1,
         le=10_000_000,
-        description="BackupAndRestore every N steps (MWMS); null = every epoch. PSS always backs up per epoch.",
+        description=(
+            "BackupAndRestore every N steps (MWMS); null = every epoch. PSS always backs up per epoch. "
+            "Each backup pauses training: small N repeats less work after a failure but trains slower."
+        ),
     )
 
 
