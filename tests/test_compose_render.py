@@ -44,6 +44,11 @@ def document(plan) -> dict[str, Any]:
     return yaml.safe_load(render(plan)[COMPOSE_FILE])
 
 
+def unescape(value: str) -> str:
+    """What Compose makes of a rendered string (``$$`` is a literal ``$``)."""
+    return value.replace("$$", "$")
+
+
 def test_root_compose_file_is_the_rendered_demo() -> None:
     rendered = api.plan(REPO / "examples" / "demo.yaml", "compose").artifacts[COMPOSE_FILE]
     assert (REPO / "docker-compose.yaml").read_text() == rendered, \
@@ -58,8 +63,8 @@ def test_every_task_is_one_service_applying_the_plan(mix: str) -> None:
     for task in plan.tasks:
         service = services[task.name]
         assert service["hostname"] == service["container_name"] == task.name
-        assert service["command"] == task.command
-        assert service["environment"] == plan.task_env(task)
+        assert [unescape(arg) for arg in service["command"]] == task.command
+        assert {k: unescape(v) for k, v in service["environment"].items()} == plan.task_env(task)
         assert service["user"] == TASK_USER and not service["user"].startswith("0")
         assert service["init"] is True
         assert service["networks"] == [naming.network_name(mix)]
@@ -114,3 +119,8 @@ def test_docker_compose_config_accepts_every_rendered_file_and_the_examples(comp
         assert result.returncode == 0, f"{mix}: {result.stderr}"
         services = yaml.safe_load(result.stdout)["services"]
         assert all(not s.get("ports") for s in services.values()), f"{mix}: a port is published"
+        for task in plan.tasks:  # after Compose's interpolation (its output re-escapes $), exactly the plan
+            got = services[task.name]
+            assert [unescape(a) for a in got["command"]] == task.command, f"{mix}: {task.name} command changed"
+            assert {k: unescape(v) for k, v in got["environment"].items()} == plan.task_env(task), f"{mix}: env changed"
+            assert unescape(got["image"]) == task.image

@@ -100,15 +100,21 @@ def checkpoint_mount(plan: Plan) -> str | None:
     return None if "://" in directory else directory
 
 
+def literal(value: str) -> str:
+    """``value`` as Compose must see it to pass it on unchanged: ``$`` escaped, so no interpolation."""
+    return value.replace("$", "$$")
+
+
 def service(plan: Plan, task: Task) -> dict[str, Any]:
+    """One task's service. Strings from the spec pass through ``literal``: Compose would expand ``$VAR``."""
     network = naming.network_name(plan.name)
     mount = checkpoint_mount(plan)
     definition: dict[str, Any] = {
-        "image": task.image,
+        "image": literal(task.image),
         "container_name": task.name,
         "hostname": task.name,
-        "command": list(task.command),
-        "environment": plan.task_env(task),
+        "command": [literal(arg) for arg in task.command],
+        "environment": {key: literal(value) for key, value in plan.task_env(task).items()},
         "user": TASK_USER,
         "init": True,
         "restart": docker_restart_policy(plan),
