@@ -39,6 +39,7 @@ from typing import Any
 import yaml
 
 from launcher import naming
+from launcher.literal import literal
 from launcher.plan import Plan, Task
 from launcher.problems import Problem, SpecError
 from launcher.runconfig import JOB_ENV, TASK_NAME_ENV
@@ -288,7 +289,8 @@ def _job_env(plan: Plan) -> list[dict[str, Any]]:
 
 
 def _plain_env(group: RoleGroup) -> list[dict[str, Any]]:
-    return [{"name": k, "value": v} for k, v in group.env.items() if k != JOB_ENV]
+    """The plan's env as literal values (``$`` escaped: Kubernetes would expand ``$(VAR)``)."""
+    return [{"name": k, "value": literal(v)} for k, v in group.env.items() if k != JOB_ENV]
 
 
 def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, cluster_file: bool = True) -> Manifest:
@@ -311,7 +313,8 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, clu
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": group.first.image,
-        "command": list(group.first.command),
+        # args, not command: the image's ENTRYPOINT (tini, PID 1: signals, reaping) stays in front.
+        "args": [literal(arg) for arg in group.first.command],
         "ports": [{"name": "tf", "containerPort": group.first.port, "protocol": "TCP"}],
         "env": env + _plain_env(group),
     }

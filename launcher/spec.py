@@ -126,7 +126,11 @@ class RoleSpec(_Model):
     replicas: int = Field(1, ge=0, le=10000, description="Number of tasks of this role.")
     image: str | None = Field(None, min_length=1, description="Container image; defaults to the cluster's.")
     command: list[str] | None = Field(
-        None, description="Replaces the shared entrypoint (argument list, never a shell string)."
+        None,
+        description=(
+            "Replaces the shared entrypoint (argument list, never a shell string). In containers it "
+            "replaces the image's CMD; the image's ENTRYPOINT (tini in the worker image) still runs it."
+        ),
     )
     args: list[str] = Field(default_factory=list, description="Extra arguments appended to the command.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")

@@ -32,9 +32,10 @@ SPECS: dict[str, dict[str, Any]] = {
     "every-option": {
         "name": "opts",
         "image": "registry.example.com/team/tf:1.0",
-        "env": {"LOG_LEVEL": "debug"},
+        "env": {"LOG_LEVEL": "debug", "LITERAL": "p$ss $(HOME) $$x"},
         "roles": {
-            "chief": {"resources": {"cpu": 0.5, "memory": "2Gi"}},
+            "chief": {"resources": {"cpu": 0.5, "memory": "2Gi"},
+                      "command": ["python", "-m", "launcher.worker"], "args": ["--tag", "$(TFCLUSTER_TASK_TYPE)"]},
             "worker": {"replicas": 2, "resources": {"cpu": 4, "memory": "8Gi", "gpu": 1}, "env": {"NCCL_DEBUG": "INFO"}},
         },
         "collective": "nccl",
@@ -77,5 +78,11 @@ def all_plans() -> dict[str, Plan]:
 
 
 def expand(value: str, env: dict[str, str]) -> str:
-    """Kubernetes' ``$(VAR)`` expansion of a variable defined earlier in the container's env."""
-    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m.group(1), m.group(0)), value)
+    """Kubernetes' expansion of env values, command and args: ``$(VAR)`` of a variable defined
+    earlier, ``$$`` is a literal ``$``, any other ``$`` stays (k8s.io/kubernetes third_party expansion)."""
+    def one(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        return env.get(match.group(1), match.group(0))
+
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", one, value)

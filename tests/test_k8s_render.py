@@ -90,7 +90,8 @@ def test_every_task_gets_the_planned_name_address_env_and_tf_config(name: str, t
         del planned["TF_CONFIG"]
         assert {k: env[k] for k in planned} == planned
         container = pod["containers"][0]
-        assert container["image"] == task.image and container["command"] == task.command
+        assert "command" not in container  # the image's ENTRYPOINT (tini) stays PID 1
+        assert container["image"] == task.image and [expand(a, env) for a in container["args"]] == task.command
         assert container["ports"][0]["containerPort"] == task.port
 
 

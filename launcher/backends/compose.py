@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from launcher import naming
+from launcher.literal import literal
 from launcher.plan import Plan, Task
 from launcher.spec import Resources, RestartPolicy
 
@@ -98,11 +99,6 @@ def checkpoint_mount(plan: Plan) -> str | None:
     """Where the checkpoint volume is mounted; None for object-store dirs (gs://, s3://)."""
     directory = plan.run_config.checkpoint_dir
     return None if "://" in directory else directory
-
-
-def literal(value: str) -> str:
-    """``value`` as Compose must see it to pass it on unchanged: ``$`` escaped, so no interpolation."""
-    return value.replace("$", "$$")
 
 
 def service(plan: Plan, task: Task) -> dict[str, Any]:
