@@ -167,6 +167,17 @@ class Rules:
         )
 
 
+def _decision_order(exit: tuple[str, int]) -> tuple[bool, bool]:
+    """Order of the exits of one poll round: successes, then signal deaths, then 1-127.
+
+    Tasks that died together are decided root cause first: a killed worker
+    (137) restarts the group before its peer's follow-on failure (e.g. 1) can
+    fail the job under the ``exit-code`` policy.
+    """
+    code = exit[1]
+    return code != 0, 0 < code < SIGNAL_EXIT_BASE
+
+
 @dataclass
 class _Run:
     """Supervision state of one task."""
@@ -241,7 +252,7 @@ class Supervisor:
                 return State.CANCELLED, "cancelled"
             if ends is not None and time.monotonic() >= ends:
                 return State.FAILED, f"failed: deadline of {deadline} s exceeded"
-            for name, code in self._poll():
+            for name, code in sorted(self._poll(), key=_decision_order):
                 if self._runs[name].running:
                     continue  # restarted by an earlier decision of this round
                 decision = self.rules.decide(name, code, self._exited(), self._job.restarts, self._runs[name].error())

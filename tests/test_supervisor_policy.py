@@ -8,7 +8,8 @@ import pytest
 
 from launcher import api
 from launcher.loader import validate_data
-from launcher.supervisor import Action, Rules
+from launcher.backends.api import State
+from launcher.supervisor import Action, Rules, Supervisor
 
 MWMS = {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "evaluator": {"replicas": 1}}
 PSS = {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {"replicas": 1}}
@@ -109,3 +110,36 @@ def test_evaluator_failure_restarts_only_the_evaluator(roles: dict[str, Any]) ->
 def test_restart_message_counts_against_the_budget() -> None:
     decision = decide(rules(MWMS, restart={"max_restarts": 3}), "job-worker-0", 137, used=1)
     assert "restart 2/3" in decision.message and "job-worker-0" in decision.message
+
+
+class ScriptedRuntime:
+    """A Runtime whose runs end with scripted exit codes: ``exits[task][run]`` (None = keeps running)."""
+
+    def __init__(self, exits: dict[str, list[int | None]]):
+        self.exits = exits
+        self.runs: dict[str, int] = {}
+
+    def start(self, task) -> None:
+        self.runs[task.name] = self.runs.get(task.name, -1) + 1
+
+    def poll(self, task) -> int | None:
+        script = self.exits[task.name]
+        return script[min(self.runs[task.name], len(script) - 1)]
+
+    def stop(self, tasks) -> None:
+        pass
+
+    def output(self, task) -> list[str]:
+        return []
+
+
+def test_exits_of_one_round_are_decided_root_cause_first() -> None:
+    """Chief exits 1 (lost its peer) in the same poll round as the killed worker (137):
+    under exit-code the 137 must restart the group, not the 1 fail the job."""
+    spec = validate_data({"name": "ord", "roles": {"chief": {}, "worker": {"replicas": 1}},
+                          "restart": {"policy": "exit-code", "max_restarts": 1}})
+    plan = api.plan(spec, "local")
+    runtime = ScriptedRuntime({"ord-chief-0": [1, 0], "ord-worker-0": [137, 0]})
+    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0).run()
+    assert status.state is State.SUCCEEDED, status.message
+    assert status.restarts == 1 and runtime.runs == {"ord-chief-0": 1, "ord-worker-0": 1}
