@@ -229,10 +229,14 @@ def stale_gang_pods(jobs: list[Obj], pods: list[Obj], now: float, grace: float) 
     """MultiWorkerMirrored pods that outlived a failed peer by ``grace`` seconds: to delete so their Job recreates them.
 
     A lost collective never recovers, and the peer's replacement cannot join
-    the old group: every chief/worker running since before the latest
-    failure must start again too (``Strategy`` docs, verified in the local
-    backend). Normally the survivors fail by themselves within seconds and
-    the Job controller replaces them; this catches the ones that hang.
+    the old group: every chief/worker of the gang that lost a member must
+    start again too (``Strategy`` docs, verified in the local backend).
+    Normally the survivors fail by themselves within seconds and the Job
+    controller replaces them; this catches the ones that hang.
+
+    Staleness is judged by generation (see ``gang_round_start``): only a pod
+    started before the latest round began is stale, never a replacement
+    started after it, even when a survivor of that round fails later.
     """
     gang_roles = {
         job_role(j)
@@ -242,15 +246,36 @@ def stale_gang_pods(jobs: list[Obj], pods: list[Obj], now: float, grace: float) 
         and not (job_failed(j) or job_complete(j) or _deleting(j))
     }
     views = [PodView(p) for p in pods if PodView(p).role in gang_roles]
-    failures = [v.finished() for v in views if v.phase == "Failed"]
-    last_failure = max((f for f in failures if f is not None), default=None)
-    if last_failure is None or now - last_failure < grace:
+    round_start = gang_round_start(views)
+    if round_start is None or now - round_start < grace:
         return []
     return sorted(
         v.name
         for v in views
-        if v.phase == "Running" and not v.deleting and v.started is not None and v.started < last_failure
+        if v.phase == "Running" and not v.deleting and v.started is not None and v.started < round_start
     )
+
+
+def gang_round_start(views: list[PodView]) -> float | None:
+    """When the gang last lost a member: the start of the latest restart round, None if it never did.
+
+    Failures are taken in time order. A failed pod that started at or after
+    the current round's start (or the first failure) is a member of the
+    current gang and begins a new round; one that started before it is a
+    survivor of that round exiting (exit 175, or deleted by ``supervise``)
+    and only ends the old gang. Pods without a start time use their
+    creation time.
+    """
+    failures = sorted(
+        (finished, v.started or parse_time(v.created) or 0.0)
+        for v in views
+        if v.phase == "Failed" and (finished := v.finished()) is not None
+    )
+    round_start: float | None = None
+    for finished, started in failures:
+        if round_start is None or started >= round_start:
+            round_start = finished
+    return round_start
 
 
 def leftover_jobs(jobs: list[Obj], status: JobStatus, now: float, linger: float) -> list[str]:

@@ -48,7 +48,11 @@ def pods(fake: FakeKubernetes, prefix: str) -> list[str]:
 
 def running(fake: FakeKubernetes, task: str) -> str:
     """The current pod of ``task`` (e.g. demo-worker-1)."""
-    return max((p for p in pods(fake, task + "-")), key=lambda p: int(fake.get("pods", p)["metadata"]["annotations"]["batch.kubernetes.io/job-index-failure-count"]))
+    return max(pods(fake, task + "-"), key=lambda p: failure_count(fake, p))
+
+
+def failure_count(fake: FakeKubernetes, pod: str) -> int:
+    return int(fake.get("pods", pod)["metadata"]["annotations"]["batch.kubernetes.io/job-index-failure-count"])
 
 
 def start_all(fake: FakeKubernetes, *jobs: str) -> None:
@@ -174,8 +178,41 @@ def test_gang_restart_deletes_survivors_that_hang(fake: FakeKubernetes) -> None:
     fake.now += 31
     actions = backend.supervise("demo")
     assert [a.split()[3] for a in actions] == survivors
-    assert all(fake.get("pods", p) is None for p in survivors)
+    # a deleted Job pod is killed (SIGTERM, 143) and, without DisruptionTarget, counts as a failure of its index
+    assert [fake.get("pods", p)["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] for p in survivors] == [143, 143]
+    fake.now += 61
+    assert backend.supervise("demo") == []  # their own failures do not start another round
+    for job in ("demo-chief", "demo-worker"):
+        fake.reconcile(job)
+    assert all(fake.get("pods", p) is None for p in survivors)  # accounted, so the Job controller lets them go
+    status = backend.describe("demo")
+    assert status.state is State.RUNNING and [t.restarts for t in status.tasks] == [1, 1, 1]
+    assert [failure_count(fake, running(fake, t)) for t in ("demo-chief-0", "demo-worker-0", "demo-worker-1")] == [1, 1, 1]
+    fake.now += 100
     assert backend.supervise("demo") == []
+
+
+def test_gang_restart_spares_the_replacements_of_the_failed_round(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake, gang_grace=60)
+    backend.submit(plan_for(DEMO))
+    start_all(fake, "demo-chief", "demo-worker")
+    fake.now += 10
+    fake.finish_pod(running(fake, "demo-worker-1"), 137)
+    fake.reconcile("demo-worker")  # worker-1 is replaced before the survivors notice
+    fake.now += 20
+    fake.finish_pod(running(fake, "demo-chief-0"), 175)
+    fake.finish_pod(running(fake, "demo-worker-0"), 175)
+    for job in ("demo-chief", "demo-worker"):
+        fake.reconcile(job)
+    assert backend.describe("demo").state is State.RUNNING  # the new gang: worker-1's replacement and two fresh pods
+    fake.now += 61
+    assert backend.supervise("demo") == []
+    fake.now += 10
+    fake.finish_pod(running(fake, "demo-worker-0"), 137)  # a member of the new gang fails: a new round
+    fake.reconcile("demo-worker")
+    others = [running(fake, "demo-chief-0"), running(fake, "demo-worker-1")]
+    fake.now += 61
+    assert [a.split()[3] for a in backend.supervise("demo")] == others
 
 
 def test_gang_restart_is_mwms_only(fake: FakeKubernetes) -> None:
@@ -295,7 +332,7 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
     fake.now += 5
     fake.finish_pod(running(fake, "demo-worker-1"), 137)
     assert backend.supervise("demo")  # deletes the survivors' pods
-    fake.start_pods("demo-chief")  # the Job controller recreates the deleted chief
+    fake.reconcile("demo-chief")  # the Job controller replaces the deleted chief
     fake.finish_pod(running(fake, "demo-chief-0"), 0)
     fake.reconcile("demo-chief")
     assert backend.supervise("demo") == ["run succeeded: deleted Job demo-worker"]

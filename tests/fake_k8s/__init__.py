@@ -6,7 +6,8 @@ persistentvolumeclaims, pods (core/v1), jobs (batch/v1) and networkpolicies
 (networking.k8s.io/v1); ``409 AlreadyExists`` on create, optimistic
 concurrency on replace (``resourceVersion``), ``404 NotFound``, list with an
 equality ``labelSelector``, delete cascading to owned pods unless
-``propagationPolicy=Orphan``, and ``pods/<name>/log`` (with ``follow``:
+``propagationPolicy=Orphan`` (a Job's running pod is killed, not removed:
+see ``delete``), and ``pods/<name>/log`` (with ``follow``:
 streamed until the pod ends).
 
 No controllers run by themselves. The test drives state through
@@ -136,11 +137,24 @@ class FakeKubernetes:
             return copy.deepcopy(obj)
 
     def delete(self, plural: str, namespace: str, name: str, propagation: str) -> Obj:
+        """Remove the object (and, unless ``Orphan``, what it owns).
+
+        A running pod of a Job is not removed but killed: like the kubelet
+        after SIGTERM it ends ``Failed`` with exit 143 and no
+        ``DisruptionTarget`` condition, so ``reconcile`` counts it against
+        its index, replaces it and only then lets it go (the Job's tracking
+        finalizer).
+        """
         with self._lock:
-            obj = self.objects.pop((plural, namespace, name), None)
+            obj = self.objects.get((plural, namespace, name))
             if obj is None:
                 raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
             self.deletions.append((plural, name, propagation))
+            if plural == "pods" and _job_owned(obj) and obj["status"].get("phase") in ("Pending", "Running"):
+                obj["metadata"]["deletionTimestamp"] = self.stamp()
+                self.finish_pod(name, 143, namespace=namespace)
+                return copy.deepcopy(obj)
+            del self.objects[plural, namespace, name]
             if propagation != "Orphan":
                 uid = obj["metadata"]["uid"]
                 for key, other in list(self.objects.items()):
@@ -213,12 +227,11 @@ class FakeKubernetes:
                 count = int(latest["metadata"]["annotations"][FAILURE_COUNT_KEY])
                 if action == "FailJob":
                     return self._finish(job, "Failed", "PodFailurePolicy", f"pod {latest['metadata']['name']} matched a FailJob rule")
-                if action == "Ignore":
-                    self._new_pod(job, index, failures=count)
-                elif count + 1 > spec.get("backoffLimitPerIndex", 0):
+                if action != "Ignore" and count + 1 > spec.get("backoffLimitPerIndex", 0):
                     return self._finish(job, "Failed", "FailedIndexes", f"index {index} used its {spec.get('backoffLimitPerIndex', 0)} retries")
-                else:
-                    self._new_pod(job, index, failures=count + 1)
+                self._new_pod(job, index, failures=count if action == "Ignore" else count + 1)
+                if latest["metadata"].get("deletionTimestamp"):  # accounted: the tracking finalizer is released
+                    del self.objects["pods", namespace, latest["metadata"]["name"]]
             rules = (spec.get("successPolicy") or {}).get("rules", [])
             wanted = [{int(i) for i in rule["succeededIndexes"].split(",")} for rule in rules]
             if any(w <= done for w in wanted) or len(done) == spec["completions"]:
@@ -291,6 +304,10 @@ class ApiError(Exception):
 def _matches(obj: Obj, selector: dict[str, str]) -> bool:
     labels = obj["metadata"].get("labels") or {}
     return all(labels.get(k) == v for k, v in selector.items())
+
+
+def _job_owned(obj: Obj) -> bool:
+    return any(ref.get("kind") == "Job" for ref in obj["metadata"].get("ownerReferences", []))
 
 
 def _finished(job: Obj) -> bool:
