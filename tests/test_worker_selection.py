@@ -84,3 +84,39 @@ def test_malformed_task_is_a_config_error() -> None:
 def test_peers_are_everyone_but_me() -> None:
     assert peer_addresses(tf_config(MWMS_CLUSTER, "worker", 1)) == ["h-c:1", "h-w0:1"]
     assert peer_addresses({}) == []
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ([], "TF_CONFIG must be a JSON object"),
+        ("chief", "TF_CONFIG must be a JSON object"),
+        ({"cluster": [], "task": {"type": "chief"}}, "TF_CONFIG cluster must be"),
+        ({"cluster": {"chief": "h-c:1"}, "task": {"type": "chief"}}, "TF_CONFIG cluster.chief must be a list"),
+        ({"cluster": {"chief": [1]}, "task": {"type": "chief"}}, "TF_CONFIG cluster.chief must be a list of 'host:port'"),
+        ({"cluster": {"chief": ["h-c"]}, "task": {"type": "chief"}}, "TF_CONFIG cluster.chief must be a list of 'host:port'"),
+        ({"cluster": {"chief": ["h-c:port"]}, "task": {"type": "chief"}}, "TF_CONFIG cluster.chief must be a list of 'host:port'"),
+        ({"cluster": MWMS_CLUSTER, "task": "chief"}, "TF_CONFIG task must be"),
+        ({"cluster": MWMS_CLUSTER, "task": {"type": "worker", "index": -1}}, "TF_CONFIG task.index -1"),
+        ({"cluster": MWMS_CLUSTER, "task": {"type": "worker", "index": 2}}, r"TF_CONFIG task.index 2 .*2 worker"),
+        ({"cluster": MWMS_CLUSTER, "task": {"type": "worker", "index": "1"}}, "TF_CONFIG task.index must be an integer"),
+        ({"cluster": MWMS_CLUSTER, "task": {"type": "worker", "index": True}}, "TF_CONFIG task.index must be an integer"),
+        ({"cluster": MWMS_CLUSTER, "task": {"type": "ps", "index": 0}}, "TF_CONFIG task.type ps is not in cluster"),
+        ({"cluster": {"evaluator": ["h-e:1"]}, "task": {"type": "evaluator", "index": 1}}, "TF_CONFIG task.index 1"),
+    ],
+)
+def test_inconsistent_tf_config_is_a_config_error_naming_the_field(config, field: str) -> None:
+    with pytest.raises(ConfigError, match=field):
+        select(run_config(Strategy.MULTI_WORKER_MIRRORED), config, 0)
+    with pytest.raises(ConfigError, match=field):
+        peer_addresses(config)
+
+
+def test_an_evaluator_may_be_outside_its_cluster() -> None:
+    """TF's convention: the evaluator need not be listed; tfcluster's plans list it alone."""
+    selection = select(run_config(Strategy.MULTI_WORKER_MIRRORED), tf_config(MWMS_CLUSTER, "evaluator"), 0)
+    assert selection.action is Action.EVALUATE
+
+
+def test_ipv6_addresses_are_host_port() -> None:
+    assert peer_addresses(tf_config({"worker": ["[::1]:2222", "[::1]:2223"]}, "worker", 0)) == ["[::1]:2223"]

@@ -2,7 +2,11 @@
 
 Contract: ``select(run_config, tf_config, gpu_count)`` returns a
 ``Selection``; it imports no TensorFlow and never fails on a plan made by
-``launcher.plan`` (a hand-made inconsistent config raises ``ConfigError``).
+``launcher.plan`` (a hand-made inconsistent config raises ``ConfigError``
+naming the field: TF_CONFIG must be an object, ``cluster`` an object of
+lists of ``host:port`` strings, ``task.type`` a role listed in ``cluster``
+(an evaluator may be left out, TF's convention) and ``0 <= task.index <``
+the length of that role's list).
 
 - evaluator task -> ``Action.EVALUATE`` (default strategy, sidecar);
 - ``parameter_server``: chief -> ``Action.COORDINATE`` with
@@ -72,21 +76,50 @@ def select(run_config: RunConfig, tf_config: dict[str, Any], gpu_count: int) -> 
     return Selection(Action.TRAIN, strategy, role, index, is_chief, run_config.collective, run_config.tpu)
 
 
-def _task(tf_config: dict[str, Any]) -> tuple[RoleType | None, int]:
+def _task(tf_config: Any) -> tuple[RoleType | None, int]:
+    """This task's role and index after checking TF_CONFIG is consistent; (None, 0) without a task."""
+    if not isinstance(tf_config, dict):
+        raise ConfigError(f"TF_CONFIG must be a JSON object with cluster and task, got {type(tf_config).__name__}")
+    cluster = _cluster(tf_config.get("cluster", {}))
     task = tf_config.get("task")
     if not task:
         return None, 0
     try:
-        return RoleType(task["type"]), int(task.get("index", 0))
-    except (KeyError, TypeError, ValueError):
+        role, index = RoleType(task["type"]), task.get("index", 0)
+    except (KeyError, TypeError, ValueError, AttributeError):
         raise ConfigError(f"TF_CONFIG task must be {{'type': chief|worker|ps|evaluator, 'index': n}}, got {task!r}") from None
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise ConfigError(f"TF_CONFIG task.index must be an integer, got {index!r}")
+    if role.value not in cluster and role is not RoleType.EVALUATOR:
+        raise ConfigError(f"TF_CONFIG task.type {role.value} is not in cluster (roles: {', '.join(cluster) or 'none'})")
+    members = cluster.get(role.value)
+    if index < 0 or (members is not None and index >= len(members)):
+        size = "no" if members is None else len(members)
+        raise ConfigError(f"TF_CONFIG task.index {index} is out of range: cluster has {size} {role.value} task(s)")
+    return role, index
+
+
+def _cluster(cluster: Any) -> dict[str, list[str]]:
+    if not isinstance(cluster, dict):
+        raise ConfigError(f"TF_CONFIG cluster must be an object of role -> list of host:port, got {type(cluster).__name__}")
+    for role, members in cluster.items():
+        if not isinstance(members, list):
+            raise ConfigError(f"TF_CONFIG cluster.{role} must be a list of 'host:port', got {members!r}")
+        if not all(_is_host_port(member) for member in members):
+            raise ConfigError(f"TF_CONFIG cluster.{role} must be a list of 'host:port' strings, got {members!r}")
+    return cluster
+
+
+def _is_host_port(member: Any) -> bool:
+    if not isinstance(member, str):
+        return False
+    host, _, port = member.rpartition(":")
+    return bool(host) and port.isdigit()
 
 
 def peer_addresses(tf_config: dict[str, Any]) -> list[str]:
     """Every host:port of the cluster except this task's own."""
     role, index = _task(tf_config)
-    own = None
-    if role is not None:
-        members = tf_config.get("cluster", {}).get(role.value, [])
-        own = members[index] if index < len(members) else None
-    return [a for members in tf_config.get("cluster", {}).values() for a in members if a != own]
+    cluster = tf_config.get("cluster", {})
+    own = cluster[role.value][index] if role is not None and role.value in cluster else None
+    return [a for members in cluster.values() for a in members if a != own]
