@@ -121,7 +121,9 @@ def _backend_for(name: str, backend: str | None, **options) -> Backend:
 @click.option("--context", help="k8s: kubeconfig context.")
 def up(spec: Path, backend: str, detach: bool, namespace: str | None, context: str | None) -> None:
     """Launch SPEC and watch it until it ends (exit 0 if the job succeeded)."""
-    from launcher.watch import watch
+    from rich.console import Console
+
+    from launcher.watch import stop_after_interrupt, watch
 
     plan = api.plan(spec, backend, api.new_run_id(), launching=True)
     if plan.backend is BackendKind.K8S and namespace is None:
@@ -136,10 +138,9 @@ def up(spec: Path, backend: str, detach: bool, namespace: str | None, context: s
                        f"see `tfcluster status {plan.name}`")
             return
         code = watch(runner, plan.name)
-    except KeyboardInterrupt:  # before the watch took over: tear down whatever was started
-        click.echo(f"interrupted: tearing down {plan.name}", err=True)
+    except KeyboardInterrupt:  # before the watch took over: stop whatever was started
         if runner.describe(plan.name) is not None:
-            runner.cancel(plan.name)
+            stop_after_interrupt(runner, plan.name, Console(stderr=True))
         code = 130
     sys.exit(code)
 

@@ -63,6 +63,12 @@ def print_status(job: JobStatus) -> None:
     Console().print(status_view(job))
 
 
+def stop_after_interrupt(backend: Backend, name: str, console: Console) -> None:
+    """Ctrl-C: stop every task, keep logs and status where the backend can."""
+    console.print(f"interrupted: stopping {name} (`tfcluster logs {name}` still works; `tfcluster down {name}` removes it)")
+    backend.stop(name)
+
+
 def watch(backend: Backend, name: str) -> int:
     console = Console()
     job: JobStatus | None = None
@@ -80,7 +86,6 @@ def watch(backend: Backend, name: str) -> int:
                     break
                 time.sleep(POLL_SECONDS)
     except KeyboardInterrupt:
-        console.print(f"interrupted: tearing down {name}")
-        backend.cancel(name)
+        stop_after_interrupt(backend, name, console)
         return 130
     return 0 if job.state is State.SUCCEEDED else 1

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from local_cluster_helpers import CLI, assert_nothing_left, processes, tfcluster
 
 from launcher import registry
 from launcher.backends.api import State
-from launcher.backends.local import ClusterDir
+from launcher.backends.local import ClusterDir, write_json
 from launcher.backends.local_processes import group_alive
 
 SLEEP = [sys.executable, "-c", "import time; print('serving', flush=True); time.sleep(120)"]
@@ -87,16 +88,46 @@ def test_detach_status_second_up_logs_and_down(tmp_path: Path) -> None:
     assert registry.lookup("bg") is None
 
 
-def test_ctrl_c_on_up_tears_the_cluster_down(tmp_path: Path) -> None:
-    spec = write(tmp_path, "intr", {"chief": {"command": SLEEP}, "worker": {"command": SLEEP}})
+def test_ctrl_c_on_up_stops_every_process_and_keeps_the_logs(tmp_path: Path) -> None:
+    chatty = [sys.executable, "-c", "import time; print('task started', flush=True); time.sleep(60)"]
+    spec = write(tmp_path, "intr", {"chief": {"command": chatty}, "worker": {"command": SLEEP}})
     up = subprocess.Popen([*CLI, "up", str(spec)], cwd=tmp_path,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wait_running("intr", 2)
+    chief_log = ClusterDir.of("intr").log("intr-chief-0")
+    wait_for(lambda: "task started" in chief_log.read_text())
     left = processes("intr")
     up.send_signal(signal.SIGINT)
     output, _ = up.communicate(timeout=30)
     assert up.returncode == 130, output
     assert_nothing_left(*left)
+    assert "task started" in tfcluster("logs", "intr", "intr-chief-0", cwd=tmp_path).stdout
+    status = json.loads(tfcluster("status", "intr", "-o", "json", cwd=tmp_path).stdout)
+    assert status["state"] == "cancelled"
+    assert tfcluster("down", "intr", cwd=tmp_path).returncode == 0
+    assert tfcluster("logs", "intr", cwd=tmp_path).returncode == 1
+
+
+def wait_for(condition, timeout: float = 30) -> None:
+    ends = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < ends, "timed out"
+        time.sleep(0.05)
+
+
+def test_down_never_kills_a_process_group_that_is_no_longer_the_clusters(tmp_path: Path) -> None:
+    spec = write(tmp_path, "reuse", {"worker": {"command": [sys.executable, "-c", "pass"]}})
+    assert tfcluster("up", str(spec), cwd=tmp_path).returncode == 0
+    files = ClusterDir.of("reuse")
+    wait_for(lambda: files.daemon() is None)  # the daemon's last word must not overwrite ours
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)  # stands for a reused group id
+    try:
+        write_json(files.groups, {"reuse-worker-0": stranger.pid})
+        assert tfcluster("down", "reuse", cwd=tmp_path).returncode == 0
+        assert stranger.poll() is None, "down killed a process that is not the cluster's"
+    finally:
+        stranger.kill()
+        stranger.wait()
 
 
 def test_logs_follow_ends_with_the_job(tmp_path: Path) -> None:

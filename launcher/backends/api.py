@@ -90,6 +90,11 @@ class Backend(ABC):
     def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
         """Log lines of one task, or of all tasks prefixed with the task name."""
 
+    def stop(self, name: str) -> None:
+        """Stop every task of ``name`` after Ctrl-C, keeping what ``status``/``logs`` need where the
+        backend can (``down`` removes it). The default is ``cancel``."""
+        self.cancel(name)
+
     @abstractmethod
     def cancel(self, name: str, volumes: bool = False) -> None:
         """Stop and remove everything of cluster ``name`` (checkpoints stay unless ``volumes``)."""

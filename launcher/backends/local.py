@@ -28,7 +28,7 @@ from typing import Any
 
 from launcher import registry
 from launcher.backends.api import Backend, JobStatus, LaunchError, State, TaskStatus
-from launcher.backends.local_processes import LineReader, group_alive, kill_group
+from launcher.backends.local_processes import LineReader, group_runs_task, kill_group
 from launcher.plan import Plan
 from launcher.targets import BackendKind
 
@@ -182,6 +182,10 @@ class LocalBackend(Backend):
                 return
             time.sleep(FOLLOW_POLL_SECONDS)
 
+    def stop(self, name: str) -> None:
+        """Stop the daemon and every task; the plan, status and logs stay for ``status``/``logs``."""
+        self._teardown(self._existing(name))
+
     def cancel(self, name: str, volumes: bool = False) -> None:
         files = self._existing(name)
         checkpoint_dir = files.read_plan().run_config.checkpoint_dir
@@ -206,8 +210,8 @@ class LocalBackend(Backend):
                 time.sleep(0.05)
             if daemon_alive(pid):
                 os.kill(pid, signal.SIGKILL)
-        for pgid in files.read_groups().values():
-            if group_alive(pgid):
+        for task_name, pgid in files.read_groups().items():
+            if group_runs_task(pgid, task_name):
                 kill_group(pgid)
 
 

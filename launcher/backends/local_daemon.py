@@ -36,6 +36,7 @@ def main(root: Path) -> None:
         signal.signal(sig, lambda signum, frame: supervisor.cancel())
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     supervisor.run()
+    write_json(files.groups, {})  # every task is stopped: no group id left for `down` to kill later
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from launcher.backends.api import LaunchError
 from launcher.plan import Plan, Task
+from launcher.runconfig import TASK_NAME_ENV
 from launcher.supervisor import SIGNAL_EXIT_BASE
 
 #: How long ``stop`` waits after SIGTERM before SIGKILL.
@@ -31,6 +32,25 @@ def kill_group(pgid: int, sig: signal.Signals = signal.SIGKILL) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def group_runs_task(pgid: int, task_name: str) -> bool:
+    """True if a live process of group ``pgid`` is task ``task_name`` (its environment says so).
+
+    Guards against process-group ids reused by the system after the task ended.
+    """
+    marker = f"{TASK_NAME_ENV}={task_name}".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2]) != pgid:
+                continue
+            if marker in (proc / "environ").read_bytes().split(b"\0"):
+                return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False
 
 
 def group_alive(pgid: int) -> bool:
