@@ -259,7 +259,7 @@ def test_worker_zero_decides_without_a_chief(fake: FakeKubernetes) -> None:
 def test_failed_launch_removes_what_it_created_and_keeps_an_existing_claim(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     fake.create("persistentvolumeclaims", "default", {"metadata": {"name": "demo-checkpoints"}, "spec": {"accessModes": ["ReadWriteMany"]}})
-    fake.create("configmaps", "default", {"metadata": {"name": "demo-tfconfig", "labels": {"tfcluster.io/cluster": "demo"}}, "data": {}})
+    fake.create("configmaps", "default", {"metadata": {"name": "demo-tfconfig", "labels": {"tfcluster.io/cluster": "demo", "app.kubernetes.io/managed-by": "tfcluster"}}, "data": {}})
     fake.fail_next("POST", "jobs", 403)
     with pytest.raises(LaunchError, match="cannot create Job demo-chief: 403 Forbidden"):
         backend.submit(plan_for(DEMO))
@@ -268,6 +268,18 @@ def test_failed_launch_removes_what_it_created_and_keeps_an_existing_claim(fake:
     backend.submit(plan_for(DEMO))  # the leftover ConfigMap is replaced, the claim kept
     assert "cluster.json" in fake.get("configmaps", "demo-tfconfig")["data"]
     assert fake.get("persistentvolumeclaims", "demo-checkpoints")["spec"] == {"accessModes": ["ReadWriteMany"]}
+
+
+def test_an_object_of_the_same_name_that_is_not_ours_is_never_replaced_or_deleted(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    theirs = {"metadata": {"name": "demo", "labels": {"app": "shop-frontend"}},
+              "spec": {"selector": {"app": "shop"}, "ports": [{"port": 80}]}}
+    fake.create("services", "default", theirs)
+    with pytest.raises(LaunchError, match="Service demo already exists in namespace default and was not made by tfcluster"):
+        backend.submit(plan_for(DEMO))
+    service = fake.get("services", "demo")
+    assert service["metadata"]["labels"] == {"app": "shop-frontend"} and service["spec"]["selector"] == {"app": "shop"}
+    assert sorted(key[0] for key in fake.objects) == ["services"], "the failed launch removed what it created"
 
 
 def test_second_launch_of_a_running_cluster_is_refused(fake: FakeKubernetes) -> None:
@@ -326,7 +338,7 @@ def test_unreachable_api_server_is_a_launch_error() -> None:
 
 def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKubernetes) -> None:
     backend = backend_for(fake, gang_grace=0, linger=0)
-    fake.create("configmaps", "default", {"metadata": {"name": "demo-tfconfig"}, "data": {}})  # exercises replace
+    fake.create("configmaps", "default", {"metadata": {"name": "demo-tfconfig", "labels": {"tfcluster.io/cluster": "demo", "app.kubernetes.io/managed-by": "tfcluster"}}, "data": {}})  # exercises replace
     backend.submit(plan_for(DEMO))
     start_all(fake, "demo-chief", "demo-worker")
     fake.now += 5

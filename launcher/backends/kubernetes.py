@@ -29,7 +29,7 @@ from typing import Any
 from launcher import k8s_status, naming
 from launcher.backends.api import Backend, BackendUnavailable, JobStatus, LaunchError
 from launcher.events import parse_event
-from launcher.k8s_manifests import CONTAINER, LABEL_CLUSTER, manifests, render, render_tfjob
+from launcher.k8s_manifests import CONTAINER, LABEL_CLUSTER, LABEL_MANAGED, manifests, render, render_tfjob
 from launcher.log_streams import interleave
 from launcher.plan import Plan
 from launcher.spec import RoleType
@@ -66,6 +66,12 @@ _KINDS = {
 _APPLIED = ("ServiceAccount", "ConfigMap", "Service", "NetworkPolicy", "PersistentVolumeClaim", "Job")
 #: Kept when it exists (it holds checkpoints); deleted only by ``cancel(volumes=True)``.
 _KEPT = frozenset({"PersistentVolumeClaim"})
+
+
+def _owned_by(existing: dict[str, Any], obj: dict[str, Any]) -> bool:
+    """True if the existing object's metadata carries ``obj``'s cluster and managed-by labels."""
+    have, want = existing.get("labels") or {}, obj["metadata"]["labels"]
+    return all(have.get(key) == want[key] for key in (LABEL_MANAGED, LABEL_CLUSTER))
 
 
 def create(namespace: str | None = None, context: str | None = None) -> "KubernetesBackend":
@@ -144,7 +150,11 @@ class KubernetesBackend(Backend):
             raise LaunchError(f"{exc}; {cleanup}") from None
 
     def _apply(self, obj: dict[str, Any], namespace: str) -> bool:
-        """Create ``obj``; replace it if it exists (except kept kinds). True if this call created it."""
+        """Create ``obj``; replace it if it exists (except kept kinds). True if this call created it.
+
+        Only an object left by this cluster (its tfcluster labels) is replaced;
+        anything else of the same name is someone else's and fails the launch.
+        """
         from kubernetes.client.exceptions import ApiException
 
         kind, name = obj["kind"], obj["metadata"]["name"]
@@ -156,7 +166,13 @@ class KubernetesBackend(Backend):
                 if exc.status != 409 or kind == "Job":
                     raise
             if kind not in _KEPT:
-                version = self._call(kind, "read", name, namespace)["metadata"]["resourceVersion"]
+                existing = self._call(kind, "read", name, namespace)["metadata"]
+                if not _owned_by(existing, obj):
+                    raise LaunchError(
+                        f"{kind} {name} already exists in namespace {namespace} and was not made by tfcluster "
+                        f"for cluster {obj['metadata']['labels'][LABEL_CLUSTER]}; rename the cluster or remove it"
+                    )
+                version = existing["resourceVersion"]
                 self._call(kind, "replace", name, namespace, body={**obj, "metadata": {**obj["metadata"], "resourceVersion": version}})
             return False
 
