@@ -6,6 +6,7 @@ No Docker engine needed; ``docker compose config`` needs only the Compose v2 CLI
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +125,19 @@ def test_docker_compose_config_accepts_every_rendered_file_and_the_examples(comp
             assert [unescape(a) for a in got["command"]] == task.command, f"{mix}: {task.name} command changed"
             assert {k: unescape(v) for k, v in got["environment"].items()} == plan.task_env(task), f"{mix}: env changed"
             assert unescape(got["image"]) == task.image
+
+
+def test_checkpoint_dir_below_the_volume_is_mounted_at_the_volume_root() -> None:
+    plan = plan_of("sub", {"roles": {"worker": {"replicas": 2}}, "checkpoint": {"dir": "/checkpoints/run-a"}})
+    for service in document(plan)["services"].values():
+        assert service["volumes"][0]["target"] == "/checkpoints"
+        assert '"checkpoint_dir":"/checkpoints/run-a"' in service["environment"]["TFCLUSTER_JOB"]
+
+
+def test_checkpoint_dir_outside_the_volume_is_a_spec_error(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: out\nroles: {worker: {}}\ncheckpoint: {dir: /mnt/ckpt}\n")
+    for command in (["dry-run", str(spec), "-b", "compose"], ["render", str(spec), "-b", "compose", "--output-dir", str(tmp_path)]):
+        result = subprocess.run([sys.executable, "-m", "launcher", *command], capture_output=True, text=True)
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr.startswith("checkpoint.dir: on compose must be /checkpoints or a path below it"), result.stderr

@@ -29,6 +29,7 @@ what a user gets when running the file with ``docker compose`` by hand.
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 from typing import Any
 
 import yaml
@@ -36,7 +37,9 @@ import yaml
 from launcher import naming
 from launcher.literal import literal
 from launcher.plan import Plan, Task
+from launcher.problems import Problem, SpecError
 from launcher.spec import Resources, RestartPolicy
+from launcher.targets import CONTAINER_CHECKPOINT_DIR
 
 COMPOSE_FILE = "docker-compose.yaml"
 #: The image's non-root user (worker_image/Dockerfile), owner of /checkpoints.
@@ -96,9 +99,24 @@ def _limits(resources: Resources) -> dict[str, Any]:
 
 
 def checkpoint_mount(plan: Plan) -> str | None:
-    """Where the checkpoint volume is mounted; None for object-store dirs (gs://, s3://)."""
+    """Where the checkpoint volume is mounted: always ``/checkpoints``; None for object-store dirs.
+
+    The image makes ``/checkpoints`` for the non-root user, and a fresh named
+    volume takes its owner from the mount point; mounted anywhere else it
+    would be root's and unwritable. A local ``checkpoint.dir`` must therefore
+    lie below it (``SpecError`` otherwise).
+    """
     directory = plan.run_config.checkpoint_dir
-    return None if "://" in directory else directory
+    if "://" in directory:
+        return None
+    root = PurePosixPath(CONTAINER_CHECKPOINT_DIR)
+    if root != PurePosixPath(directory) and root not in PurePosixPath(directory).parents:
+        raise SpecError([Problem(
+            "checkpoint.dir",
+            f"on compose must be {CONTAINER_CHECKPOINT_DIR} or a path below it (the checkpoint volume, "
+            f"writable by the non-root tasks), or a gs:// or s3:// URL; got {directory!r}",
+        )])
+    return CONTAINER_CHECKPOINT_DIR
 
 
 def service(plan: Plan, task: Task) -> dict[str, Any]:
