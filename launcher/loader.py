@@ -148,7 +148,7 @@ def _index_lines(node: yaml.Node, path: tuple[str, ...], lines: LineMap, problem
 
 
 def _to_problem(err: dict[str, Any], lines: LineMap) -> Problem:
-    loc = tuple(str(p) for p in err["loc"])
+    loc = tuple(str(p) for p in err["loc"] if p != "[key]")  # pydantic marks dict-key errors with "[key]"
     message = err["msg"]
     kind = err["type"]
     if kind == "extra_forbidden":

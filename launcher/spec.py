@@ -13,18 +13,19 @@ import re
 from enum import Enum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from launcher.quantities import BYTES, byte_count
 
 DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PY_MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
-K8S_QUANTITY = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$"
 
 #: What each pattern means, for error messages people can act on.
 PATTERN_MEANINGS = {
     DNS_LABEL: "must be a DNS-1123 label: lowercase letters, digits and '-', starting with a letter",
     PY_MODULE: "must be a dotted Python module name, e.g. mypackage.train",
-    K8S_QUANTITY: "must be a quantity such as 512Mi or 4Gi",
+    BYTES: "must be a byte quantity such as 512Mi or 4Gi (Mi = MiB; 'm' would mean 1/1000 byte)",
 }
 
 #: Environment variables the launcher owns; a spec may not set them.
@@ -32,6 +33,7 @@ RESERVED_ENV = frozenset(
     {"TF_CONFIG", "TF_USE_LEGACY_KERAS", "GRPC_FAIL_FAST", "JOB_COMPLETION_INDEX"}
 )
 RESERVED_ENV_PREFIX = "TFCLUSTER_"
+MIN_MEMORY_BYTES = 6 * 2**20
 
 
 class Strategy(str, Enum):
@@ -99,13 +101,22 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
 
 
-def _check_env(env: dict[str, str]) -> dict[str, str]:
-    for key in env:
-        if not ENV_NAME.match(key):
-            raise ValueError(f"{key!r} is not a valid environment variable name")
-        if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIX):
-            raise ValueError(f"{key!r} is set by tfcluster and cannot be overridden")
-    return env
+def _check_env_name(key: str) -> str:
+    if not ENV_NAME.match(key):
+        raise ValueError("is not a valid environment variable name")
+    if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIX):
+        raise ValueError("is set by tfcluster and cannot be overridden")
+    return key
+
+
+#: An environment variable name a spec may set (each bad key is reported at its own path).
+EnvName = Annotated[str, AfterValidator(_check_env_name)]
+
+
+def _at_least_6mi(memory: str) -> str:
+    if byte_count(memory) < MIN_MEMORY_BYTES:
+        raise ValueError(f"is {byte_count(memory)} bytes; a task needs at least 6Mi (Docker's minimum)")
+    return memory
 
 
 class Resources(_Model):
@@ -114,7 +125,7 @@ class Resources(_Model):
     cpu: Annotated[float, Field(gt=0, le=1024)] | None = Field(
         None, description="CPU cores, e.g. 0.5 or 4."
     )
-    memory: Annotated[str, Field(pattern=K8S_QUANTITY)] | None = Field(
+    memory: Annotated[str, Field(pattern=BYTES), AfterValidator(_at_least_6mi)] | None = Field(
         None, description="Memory as a Kubernetes quantity, e.g. 512Mi or 4Gi."
     )
     gpu: int = Field(0, ge=0, le=16, description="GPUs (nvidia.com/gpu).")
@@ -133,11 +144,10 @@ class RoleSpec(_Model):
         ),
     )
     args: list[str] = Field(default_factory=list, description="Extra arguments appended to the command.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+    env: dict[EnvName, str] = Field(default_factory=dict, description="Extra environment variables.")
     resources: Resources = Field(default_factory=Resources)
     port: int = Field(2222, ge=1024, le=65535, description="gRPC port inside a container (local picks free ports).")
 
-    _env = field_validator("env")(_check_env)
 
 
 class Roles(_Model):
@@ -222,7 +232,7 @@ class VolumeClaim(_Model):
     """The ReadWriteMany claim that holds checkpoints on Kubernetes."""
 
     name: str | None = Field(None, pattern=DNS_LABEL, description="Existing claim; when unset one is created.")
-    size: str = Field("10Gi", pattern=K8S_QUANTITY)
+    size: str = Field("10Gi", pattern=BYTES)
     storage_class: str | None = None
 
 
@@ -253,7 +263,7 @@ class ClusterSpec(_Model):
     strategy: Strategy = Strategy.AUTO
     collective: Collective = Collective.AUTO
     image: str = Field("tfcluster-worker:latest", min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[EnvName, str] = Field(default_factory=dict)
     roles: Roles
     training: TrainingSpec = Field(default_factory=TrainingSpec)
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
@@ -263,4 +273,3 @@ class ClusterSpec(_Model):
     tpu: TPUSpec | None = None
     kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
 
-    _env = field_validator("env")(_check_env)

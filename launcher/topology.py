@@ -101,7 +101,7 @@ def _strategy_fit(spec: ClusterSpec, strategy: Strategy) -> list[Problem]:
 
 def _name_lengths(spec: ClusterSpec) -> list[Problem]:
     longest = max(
-        [naming.task_name(spec.name, r, max(spec.roles.replicas(r) - 1, 0)) for r in RoleType]
+        [naming.task_name(spec.name, r, spec.roles.replicas(r) - 1) for r in RoleType if spec.roles.replicas(r)]
         + naming.cluster_scoped_names(spec.name),
         key=len,
     )

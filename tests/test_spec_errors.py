@@ -61,8 +61,11 @@ def test_minimal_spec_from_the_issue_plans_parameter_server() -> None:
         ("name: d\ncollective: ring\nroles: {worker: {}}\n", "collective: only applies to multi_worker_mirrored"),
         ("name: d\ncollective: nccl\nroles: {worker: {replicas: 2}}\n", "collective: nccl needs GPUs"),
         ("name: d\nstrategy: multi_worker_mirored\nroles: {worker: {}}\n", "did you mean 'multi_worker_mirrored'?"),
-        ("name: d\nroles: {worker: {resources: {memory: lots}}}\n", "roles.worker.resources.memory: must be a quantity such as 512Mi or 4Gi (got 'lots')"),
-        ("name: d\nenv: {TF_CONFIG: x}\nroles: {worker: {}}\n", "env: 'TF_CONFIG' is set by tfcluster and cannot be overridden"),
+        ("name: d\nroles: {worker: {resources: {memory: lots}}}\n", "roles.worker.resources.memory: must be a byte quantity such as 512Mi or 4Gi"),
+        ("name: d\nroles: {worker: {resources: {memory: 512m}}}\n", "(Mi = MiB; 'm' would mean 1/1000 byte) (got '512m')"),
+        ("name: d\nroles: {worker: {resources: {memory: 1Ki}}}\n", "roles.worker.resources.memory: is 1024 bytes; a task needs at least 6Mi"),
+        ("name: d\nenv: {TF_CONFIG: x}\nroles: {worker: {}}\n", "s.yaml:2: env.TF_CONFIG: is set by tfcluster and cannot be overridden"),
+        ("name: d\nroles: {worker: {env: {TFCLUSTER_JOB: x}}}\n", "roles.worker.env.TFCLUSTER_JOB: is set by tfcluster"),
         ("name: d\nroles: {worker: {}}\nroles: {chief: {}}\n", "s.yaml:3: roles: duplicate key"),
         ("name: d\nroles: [\n", "not valid YAML"),
         ("- 1\n", "the spec must be a mapping of fields, not a list"),
@@ -73,6 +76,17 @@ def test_minimal_spec_from_the_issue_plans_parameter_server() -> None:
 )
 def test_each_rule_has_its_own_message(text: str, expected: str) -> None:
     assert any(expected in line for line in problems(text)), problems(text)
+
+
+def test_every_bad_env_key_has_its_own_line() -> None:
+    lines = problems('name: d\nenv: {TF_CONFIG: a, "bad name": b, OK: c}\nroles: {worker: {}}\n')
+    assert lines == ['s.yaml:2: env.TF_CONFIG: is set by tfcluster and cannot be overridden',
+                     's.yaml:2: env."bad name": is not a valid environment variable name']
+
+
+def test_name_too_long_names_a_task_that_exists() -> None:
+    [line] = problems("name: " + "a" * 52 + "\nroles: {worker: {replicas: 2}}\n")
+    assert "-checkpoints' is 64 chars" in line and "evaluator" not in line
 
 
 def test_all_problems_are_reported_at_once() -> None:

@@ -28,7 +28,6 @@ what a user gets when running the file with ``docker compose`` by hand.
 
 from __future__ import annotations
 
-import re
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -38,6 +37,7 @@ from launcher import naming
 from launcher.literal import literal
 from launcher.plan import Plan, Task
 from launcher.problems import Problem, SpecError
+from launcher.quantities import byte_count
 from launcher.spec import Resources, RestartPolicy
 from launcher.targets import CONTAINER_CHECKPOINT_DIR
 
@@ -46,23 +46,6 @@ COMPOSE_FILE = "docker-compose.yaml"
 TASK_USER = "1000:1000"
 LABEL_PREFIX = "tfcluster."
 PROJECT_LABEL = "com.docker.compose.project"
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)$")
-_FACTORS = {
-    "": 1, "m": 1e-3,
-    "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-}
-
-
-def memory_bytes(quantity: str) -> int:
-    """A Kubernetes memory quantity (``512Mi``, ``4G``, ``1.5Gi``) in bytes, rounded up."""
-    match = _QUANTITY.match(quantity)
-    if match is None or match.group(2) not in _FACTORS:
-        raise ValueError(f"not a memory quantity: {quantity!r}")
-    value = float(match.group(1)) * _FACTORS[match.group(2)]
-    return int(value) + (value % 1 > 0)
-
-
 def docker_restart_policy(plan: Plan) -> str:
     """The spec's restart policy in Docker's terms, for runs of the file by hand.
 
@@ -91,7 +74,7 @@ def _limits(resources: Resources) -> dict[str, Any]:
     if resources.cpu is not None:
         limits["cpus"] = resources.cpu
     if resources.memory is not None:
-        limits["mem_limit"] = memory_bytes(resources.memory)
+        limits["mem_limit"] = byte_count(resources.memory)
     if resources.gpu:
         device = {"driver": "nvidia", "count": resources.gpu, "capabilities": ["gpu"]}
         limits["deploy"] = {"resources": {"reservations": {"devices": [device]}}}
