@@ -17,7 +17,7 @@ from launcher.plan import Plan, make_plan
 from launcher.spec import ClusterSpec
 from launcher.targets import BackendKind, target_for
 
-__all__ = ["load_spec", "parse_spec", "plan", "dry_run", "new_run_id"]
+__all__ = ["load_spec", "parse_spec", "plan", "dry_run", "plan_document", "new_run_id"]
 
 
 def new_run_id() -> str:
@@ -46,24 +46,25 @@ def plan(
 
 
 def dry_run(plan_: Plan) -> dict[str, Any]:
-    """The dry-run document: ``{"tasks": [{name, type, index, address, tf_config, ...}], ...}``.
-
-    The ``tasks`` entries and their first five keys are a stable contract.
-    """
+    """The dry-run contract other tools rely on, exactly:
+    ``{"tasks": [{"name", "type", "index", "address", "tf_config"}, ...]}`` (``dry-run -o json``)."""
     return {
         "tasks": [
-            {
-                "name": t.name,
-                "type": t.type.value,
-                "index": t.index,
-                "address": t.address,
-                "tf_config": plan_.tf_config(t),
-                "image": t.image,
-                "command": t.command,
-                "env": t.env,
-            }
+            {"name": t.name, "type": t.type.value, "index": t.index, "address": t.address, "tf_config": plan_.tf_config(t)}
             for t in plan_.tasks
-        ],
+        ]
+    }
+
+
+def plan_document(plan_: Plan) -> dict[str, Any]:
+    """Everything that would be launched (``dry-run -o plan`` and the text view): the dry-run
+    tasks with their image, command and environment, plus the cluster's settings and rendered files."""
+    tasks = [
+        {**entry, "image": t.image, "command": t.command, "env": t.env}
+        for entry, t in zip(dry_run(plan_)["tasks"], plan_.tasks, strict=True)
+    ]
+    return {
+        "tasks": tasks,
         "name": plan_.name,
         "backend": plan_.backend.value,
         "strategy": plan_.strategy.value,

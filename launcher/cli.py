@@ -58,19 +58,20 @@ def validate(spec: Path) -> None:
 @main.command("dry-run")
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--backend", "-b", type=BACKENDS, default="local", show_default=True)
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--output", "-o", type=click.Choice(["text", "json", "plan"]), default="text", show_default=True,
+              help="json: only {\"tasks\": [{name, type, index, address, tf_config}]}; "
+                   "plan: also images, commands, env and rendered files.")
 def dry_run(spec: Path, backend: str, output: str) -> None:
-    """Print every task's TF_CONFIG and what would be launched, without launching.
-
-    `--output json` prints only the JSON document {"tasks": [...], ...}.
-    """
-    document = api.dry_run(api.plan(spec, backend))
+    """Print every task's TF_CONFIG and what would be launched, without launching."""
+    plan = api.plan(spec, backend)
     if output == "json":
-        click.echo(json.dumps(document, indent=2))
+        click.echo(json.dumps(api.dry_run(plan), indent=2))
+    elif output == "plan":
+        click.echo(json.dumps(api.plan_document(plan), indent=2))
     else:
         from launcher.dry_run_text import render_text
 
-        render_text(document)
+        render_text(api.plan_document(plan))
 
 
 @main.command()

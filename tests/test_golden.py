@@ -25,7 +25,7 @@ def _normalise(text: str) -> str:
 
 
 @pytest.mark.parametrize("backend", ["local", "compose", "k8s"])
-@pytest.mark.parametrize("output", ["text", "json"])
+@pytest.mark.parametrize("output", ["text", "json", "plan"])
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_dry_run_matches_golden(example: Path, output: str, backend: str, cli, monkeypatch) -> None:
     monkeypatch.chdir(REPO)

@@ -112,8 +112,12 @@ def test_dry_run_json_is_the_only_stdout(cli, write_spec) -> None:
     result = cli.invoke(main, ["dry-run", str(write_spec(MINIMAL)), "--output", "json"])
     assert result.exit_code == 0
     document = json.loads(result.stdout)
-    assert [set(t) >= {"name", "type", "index", "address", "tf_config"} for t in document["tasks"]] == [True] * 5
+    assert list(document) == ["tasks"]
+    assert [list(t) for t in document["tasks"]] == [["name", "type", "index", "address", "tf_config"]] * 5
     assert document == dry_run(plan(parse_spec(MINIMAL)))
+    full = json.loads(cli.invoke(main, ["dry-run", str(write_spec(MINIMAL)), "--output", "plan"]).stdout)
+    assert [{k: t[k] for k in ("name", "type", "index", "address", "tf_config")} for t in full["tasks"]] == document["tasks"]
+    assert {"command", "env", "image"} <= set(full["tasks"][0]) and full["strategy"] == "parameter_server"
 
 
 def test_schema_is_json_schema_of_the_spec(cli) -> None:
