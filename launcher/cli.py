@@ -90,11 +90,11 @@ def schema() -> None:
               help="k8s only: `tfjob` writes a Kubeflow TFJob instead of Jobs.")
 def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
     """Write the files the backend would apply (compose file, Kubernetes manifests) to DIR."""
+    if fmt == "tfjob" and backend != "k8s":
+        raise click.UsageError("--format tfjob needs --backend k8s")
     plan = api.plan(spec, backend)
     files = plan.artifacts
     if fmt == "tfjob":
-        if backend != "k8s":
-            raise click.UsageError("--format tfjob needs --backend k8s")
         from launcher.backends.kubernetes import render_tfjob
 
         files = render_tfjob(plan)
@@ -136,7 +136,10 @@ def up(spec: Path, backend: str, detach: bool, namespace: str | None, context: s
         registry.record(plan.name, plan.backend, options)
         if detach:
             click.echo(f"started {plan.name} on {plan.backend.value} (run {plan.run_id}); "
-                       f"see `tfcluster status {plan.name}`")
+                       f"see `tfcluster status {plan.name}`, or `tfcluster watch {plan.name}`")
+            if runner.supervises_only_when_watched(plan):
+                click.echo(f"warning: nothing supervises {plan.name} while detached and it has no "
+                           f"deadline_seconds; `tfcluster watch {plan.name}` does", err=True)
             return
         code = watch(runner, plan.name)
     except KeyboardInterrupt:  # before the watch took over: stop whatever was started
@@ -163,10 +166,27 @@ def status(name: str, backend: str | None, output: str) -> None:
         print_status(job)
 
 
+@main.command("watch")
+@click.argument("name")
+@click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
+def watch_command(name: str, backend: str | None) -> None:
+    """Follow cluster NAME (started with `up --detach`) in the live view until it ends.
+
+    Exits like `up`: 0 if the job succeeded. On Kubernetes this also runs the
+    launcher's part of supervision (MWMS gang restart, cleanup after success).
+    """
+    from launcher.watch import watch
+
+    runner = _backend_for(name, backend)
+    if runner.describe(name) is None:
+        raise LaunchError(f"no cluster named {name!r}")
+    sys.exit(watch(runner, name))
+
+
 @main.command()
 @click.argument("name")
 @click.argument("task", required=False)
-@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the task ends.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the job ends.")
 @click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
 def logs(name: str, task: str | None, follow: bool, backend: str | None) -> None:
     """Print the logs of one TASK of NAME, or of all its tasks.

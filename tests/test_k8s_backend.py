@@ -396,6 +396,7 @@ def test_cli_up_detached_status_logs_down_via_kubeconfig(fake: FakeKubernetes, c
     spec = write_spec({"name": "cli", "roles": {"chief": {}, "worker": {"replicas": 1}}, "kubernetes": {"namespace": "ml"}})
     result = cli.invoke(main, ["up", str(spec), "--backend", "k8s", "--detach"])
     assert result.exit_code == 0, result.output
+    assert "warning: nothing supervises cli while detached and it has no deadline_seconds" in result.output
     assert registry.lookup("cli")[1] == {"namespace": "ml"}
     fake.start_pods("cli-chief", "ml")
     result = cli.invoke(main, ["status", "cli", "-o", "json"])
@@ -404,6 +405,8 @@ def test_cli_up_detached_status_logs_down_via_kubeconfig(fake: FakeKubernetes, c
     assert result.exit_code == 1 and "already exists in namespace 'ml'" in result.output
     result = cli.invoke(main, ["down", "cli", "--volumes"])
     assert result.exit_code == 0 and not fake.objects
+    result = cli.invoke(main, ["watch", "cli", "-b", "k8s"])
+    assert result.exit_code == 1 and "no cluster named 'cli'" in result.output
 
 
 def test_watch_runs_supervise_until_the_run_ends(fake: FakeKubernetes) -> None:

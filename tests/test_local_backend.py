@@ -76,8 +76,8 @@ def test_detach_status_second_up_logs_and_down(tmp_path: Path) -> None:
     assert again.returncode == 1 and "already running" in again.stderr
     status = json.loads(tfcluster("status", "bg", "-o", "json", cwd=tmp_path).stdout)
     assert status["state"] == "running" and [t["state"] for t in status["tasks"]] == ["running"] * 3
-    ports = {json.loads(ClusterDir.of(n).plan.read_text())["tasks"][0]["port"] for n in ("bg", "bg2")}
-    assert len(ports) == 2
+    ports = [t["port"] for n in ("bg", "bg2") for t in json.loads(ClusterDir.of(n).plan.read_text())["tasks"]]
+    assert len(ports) == 4 and len(set(ports)) == 4, f"the two clusters' ports overlap: {ports}"
     assert "bg-worker-1 | serving" in tfcluster("logs", "bg", cwd=tmp_path).stdout
     for name in ("bg", "bg2"):
         left = processes(name)
@@ -158,3 +158,14 @@ def test_down_cleans_up_after_a_killed_supervisor(tmp_path: Path) -> None:
     assert all(map(group_alive, groups)), "the tasks outlive their supervisor until `down`"
     assert tfcluster("down", "orphan", cwd=tmp_path).returncode == 0
     assert_nothing_left(daemon, groups)
+
+
+def test_watch_reattaches_to_a_detached_cluster_and_exits_with_its_result(tmp_path: Path) -> None:
+    ok = write(tmp_path, "att", {"worker": {"command": [sys.executable, "-c", "import time; time.sleep(1)"]}})
+    assert tfcluster("up", "-d", str(ok), cwd=tmp_path).returncode == 0
+    watched = tfcluster("watch", "att", cwd=tmp_path)
+    assert watched.returncode == 0 and "att [local]: succeeded" in watched.stdout
+    bad = write(tmp_path, "attf", {"worker": {"command": [sys.executable, "-c", "import sys; sys.exit(3)"]}},
+                restart={"policy": "never"})
+    assert tfcluster("up", "-d", str(bad), cwd=tmp_path).returncode == 0
+    assert tfcluster("watch", "attf", cwd=tmp_path).returncode == 1

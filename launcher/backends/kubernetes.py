@@ -32,7 +32,7 @@ from launcher.events import parse_event
 from launcher.k8s_manifests import CONTAINER, LABEL_CLUSTER, LABEL_MANAGED, manifests, render, render_tfjob
 from launcher.log_streams import interleave
 from launcher.plan import Plan
-from launcher.spec import RoleType
+from launcher.spec import RoleType, Strategy
 from launcher.supervisor import PROGRESS_EVENTS
 from launcher.targets import BackendKind
 
@@ -177,6 +177,10 @@ class KubernetesBackend(Backend):
             return False
 
     # --- supervise / describe ---------------------------------------------
+
+    def supervises_only_when_watched(self, plan: Plan) -> bool:
+        """The MWMS gang-restart safety net runs in ``supervise``: unwatched, a hung gang waits for the deadline."""
+        return plan.strategy is Strategy.MULTI_WORKER_MIRRORED and plan.spec.deadline_seconds is None
 
     def supervise(self, name: str) -> list[str]:
         """One supervision step; returns what it did (one line per deleted pod or Job)."""
