@@ -1,29 +1,39 @@
-"""Keras callbacks of the entrypoint: progress events and input-wait measurement.
+"""Keras callbacks of the entrypoint: progress events and the input-wait fraction.
 
 Contract: ``ProgressCallback`` emits ``step`` events (chief, every
 ``every`` steps and at the end of each epoch; the loss is the running mean of
-the epoch, per replica) and ``epoch`` events with the
-epoch's logs and ``input_wait_fraction``: the share of the epoch's wall time
-spent between one batch's end and the next batch's begin, i.e. host time
-outside the compiled step. It logs a warning when that share exceeds
-``INPUT_BOUND_FRACTION``. Under tf_keras ``fit`` the iterator's ``next`` runs
-inside the compiled train function, so a pipeline that cannot keep up shows
-as slower steps, not as a gap; the fraction therefore flags host-side stalls
-(Python input, callbacks, PSS scheduling) and is a lower bound of input wait.
+the epoch, per replica) and ``epoch`` events with the epoch's logs and
+``input_wait_fraction`` = min(1, input seconds per batch / step seconds):
+
+- step seconds: the epoch's mean wall time per step, first step (tracing)
+  left out when the epoch ran more than one;
+- input seconds per batch: at the epoch's end, ``PROBE_BATCHES`` batches
+  pulled from a fresh iterator of ``input_probe`` (the task's finalized
+  input, distributed as training sees it) by ``data.seconds_per_batch``.
+
+Under tf_keras ``fit`` the iterator's ``next`` runs inside the compiled step,
+so only a probe of the input side shows a pipeline that cannot keep up. Near
+1 the accelerator mostly waits for data: every task (each has its own
+pipeline) logs a warning above ``INPUT_BOUND_FRACTION``. ``input_probe`` None
+(the ParameterServerStrategy coordinator: the pipelines live on the workers)
+gives ``input_wait_fraction`` null and no warning.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import tensorflow as tf
 
 from launcher.events import EventKind
+from launcher.worker.data import seconds_per_batch
 from launcher.worker.reporter import Reporter, scalar
 
 INPUT_BOUND_FRACTION = 0.5
+PROBE_BATCHES = 5
 log = logging.getLogger("launcher.worker")
 
 
@@ -34,38 +44,53 @@ def _fetched(logs: Any) -> dict[str, Any]:
     return dict(logs or {})
 
 
-class InputWaitMeter:
-    """Accumulates step time and inter-step gaps for one epoch."""
+class StepTimer:
+    """Mean wall seconds per training step over one epoch."""
 
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
-        self.epoch_start = time.perf_counter()
+        self.first_begin: float | None = None
+        self.first_end: float | None = None
         self.last_end: float | None = None
-        self.waiting = 0.0
+        self.steps = 0
 
     def batch_begin(self) -> None:
-        if self.last_end is not None:
-            self.waiting += time.perf_counter() - self.last_end
+        if self.first_begin is None:
+            self.first_begin = time.perf_counter()
 
     def batch_end(self) -> None:
         self.last_end = time.perf_counter()
+        if self.first_end is None:
+            self.first_end = self.last_end
+        self.steps += 1
 
-    def fraction(self) -> float:
-        total = time.perf_counter() - self.epoch_start
-        return self.waiting / total if total > 0 else 0.0
+    def mean(self) -> float | None:
+        """Steps after the first when there are some (the first traces the step), else the only one."""
+        if self.steps > 1 and self.first_end is not None and self.last_end is not None:
+            return (self.last_end - self.first_end) / (self.steps - 1)
+        if self.steps == 1 and self.first_begin is not None and self.first_end is not None:
+            return self.first_end - self.first_begin
+        return None
+
+
+def input_wait_fraction(input_seconds: float, step_seconds: float) -> float:
+    return round(min(1.0, input_seconds / step_seconds), 4) if step_seconds > 0 else 0.0
 
 
 class ProgressCallback(tf.keras.callbacks.Callback):
-    def __init__(self, reporter: Reporter, steps_per_epoch: int, epochs: int, every: int):
+    def __init__(
+        self, reporter: Reporter, steps_per_epoch: int, epochs: int, every: int, input_probe: Iterable[Any] | None
+    ):
         super().__init__()
         self._supports_tf_logs = True  # do not force a sync of PSS RemoteValues every batch
         self.reporter = reporter
         self.steps_per_epoch = steps_per_epoch
         self.total_steps = steps_per_epoch * epochs
         self.every = max(every, 1)
-        self.meter = InputWaitMeter()
+        self.timer = StepTimer()
+        self.input_probe = input_probe
         self.epoch = 0
         self.batch_loss_scale = 1.0  # custom loop: its loss is already reduced by strategy.reduce
 
@@ -79,13 +104,13 @@ class ProgressCallback(tf.keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.epoch = epoch
-        self.meter.reset()
+        self.timer.reset()
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        self.meter.batch_begin()
+        self.timer.batch_begin()
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        self.meter.batch_end()
+        self.timer.batch_end()
         batch = int(batch)  # a numpy integer when fit resumes mid-epoch
         if (batch + 1) % self.every == 0 or batch + 1 == self.steps_per_epoch:
             loss = scalar(_fetched(logs).get("loss"))
@@ -98,9 +123,7 @@ class ProgressCallback(tf.keras.callbacks.Callback):
             )
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        fraction = round(self.meter.fraction(), 4)
-        if fraction > INPUT_BOUND_FRACTION:
-            log.warning("epoch %d: %.0f%% of step time waiting for input: input-bound", epoch, fraction * 100)
+        fraction = self._input_wait_fraction(epoch)
         metrics = {k: scalar(v) for k, v in _fetched(logs).items()}
         self.reporter.chief(
             EventKind.EPOCH,
@@ -109,6 +132,19 @@ class ProgressCallback(tf.keras.callbacks.Callback):
             input_wait_fraction=fraction,
             **metrics,
         )
+
+    def _input_wait_fraction(self, epoch: int) -> float | None:
+        step_seconds = self.timer.mean()
+        if self.input_probe is None or step_seconds is None:
+            return None
+        input_seconds = seconds_per_batch(self.input_probe, PROBE_BATCHES)
+        fraction = input_wait_fraction(input_seconds, step_seconds)
+        if fraction > INPUT_BOUND_FRACTION:
+            log.warning(
+                "epoch %d: input-bound: the input pipeline needs %.1f ms per batch, %.0f%% of the %.1f ms step",
+                epoch, input_seconds * 1000, fraction * 100, step_seconds * 1000,
+            )
+        return fraction
 
 
 class CheckpointEvents(tf.keras.callbacks.Callback):

@@ -6,9 +6,14 @@ training dataset: it keeps an auto-shard policy the user set (e.g. with
 prefetches with AUTOTUNE. Users reading files call
 ``shard_by_files(dataset, num_files, num_workers)``: ``FILE`` when every
 worker gets at least one file, ``DATA`` otherwise.
+``seconds_per_batch(dataset, batches)`` times the input side alone.
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
 
 import tensorflow as tf
 
@@ -34,3 +39,19 @@ def finalize(dataset: tf.data.Dataset) -> tf.data.Dataset:
     if dataset.options().experimental_distribute.auto_shard_policy == Policy.AUTO:
         dataset = with_shard_policy(dataset, Policy.DATA)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def seconds_per_batch(dataset: Iterable[Any], batches: int) -> float:
+    """Mean wall seconds per ``next()`` on a fresh iterator of ``dataset`` (tf.data or distributed).
+
+    The first batch is left out (pipeline start, shuffle-buffer fill); the
+    others are pulled back to back, so the result is what the pipeline needs
+    per batch when nothing else waits on it. A fresh iterator is used because
+    an idle one fills its prefetch buffers and would answer instantly.
+    """
+    iterator = iter(dataset)
+    next(iterator)
+    start = time.perf_counter()
+    for _ in range(batches):
+        next(iterator)
+    return (time.perf_counter() - start) / batches

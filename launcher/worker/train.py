@@ -13,7 +13,7 @@ set (MWMS / single task), per epoch otherwise (PSS).
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,11 +51,8 @@ def train(ctx: TaskContext) -> None:
     )
     if resume is not None:
         ctx.reporter.emit(EventKind.RESTORED, epoch=resume.epoch, step_in_epoch=resume.step_in_epoch, step=resume.step)
-    progress = ProgressCallback(
-        ctx.reporter, training.steps_per_epoch, training.epochs, training.steps_per_epoch // STEP_EVENTS_PER_EPOCH
-    )
     loop = fit_loop if training.loop is TrainingLoop.FIT else custom_loop
-    metrics = loop(TrainingRun(ctx, strategy, model, global_batch, progress, resume))
+    metrics = loop(TrainingRun(ctx, strategy, model, global_batch, resume))
     model_path = chief_or_scratch(ctx, paths.model_path(run_config.checkpoint_dir), model.save)
     if ctx.selection.is_chief:
         lifecycle.mark_done(run_config.checkpoint_dir, run_config.run_id)
@@ -70,8 +67,13 @@ class TrainingRun:
     strategy: tf.distribute.Strategy
     model: tf.keras.Model
     global_batch: int
-    progress: ProgressCallback
     resume: ResumePoint | None
+
+    def progress(self, input_probe: Iterable[Any] | None) -> ProgressCallback:
+        """Progress events; ``input_probe``: the distributed input to time, None under PSS."""
+        training = self.ctx.run_config.training
+        every = training.steps_per_epoch // STEP_EVENTS_PER_EPOCH
+        return ProgressCallback(self.ctx.reporter, training.steps_per_epoch, training.epochs, every, input_probe)
 
 
 def _dataset_fn(ctx: TaskContext, global_batch: int) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
@@ -83,13 +85,15 @@ def _is_pss(ctx: TaskContext) -> bool:
 
 
 def fit_loop(run: TrainingRun) -> dict[str, float]:
-    ctx, model, global_batch, progress = run.ctx, run.model, run.global_batch, run.progress
+    ctx, model, global_batch = run.ctx, run.model, run.global_batch
     run_config, training = ctx.run_config, ctx.run_config.training
     if _is_pss(ctx):
         # tf_keras fit under PSS takes a DatasetCreator: each worker builds its own pipeline.
         inputs: Any = tf.keras.utils.experimental.DatasetCreator(_dataset_fn(ctx, global_batch))
+        progress = run.progress(input_probe=None)
     else:
         inputs = data.finalize(ctx.user.make_dataset(None, global_batch))
+        progress = run.progress(input_probe=run.strategy.experimental_distribute_dataset(inputs))
     pattern = paths.checkpoint_pattern(run_config.checkpoint_dir)
     callbacks = [
         tf.keras.callbacks.BackupAndRestore(
@@ -140,7 +144,7 @@ class _Backup:
 
 def custom_loop(run: TrainingRun) -> dict[str, float]:
     """The user's ``train_step`` under ``strategy.run``; replicas' losses summed by ``strategy.reduce``."""
-    ctx, strategy, model, global_batch, progress = run.ctx, run.strategy, run.model, run.global_batch, run.progress
+    ctx, strategy, model, global_batch = run.ctx, run.strategy, run.model, run.global_batch
     run_config, training = ctx.run_config, ctx.run_config.training
     optimizer, user_step = model.optimizer, ctx.user.train_step
 
@@ -157,11 +161,13 @@ def custom_loop(run: TrainingRun) -> dict[str, float]:
         iterator = iter(per_worker)
         run_step: Callable[[], Any] = lambda: coordinator.schedule(distributed_step, args=(iterator,))
         wait_for_steps: Callable[[], None] = coordinator.join
+        progress = run.progress(input_probe=None)  # the pipelines live on the workers
     else:
         distributed = strategy.experimental_distribute_dataset(data.finalize(ctx.user.make_dataset(None, global_batch)))
         iterator = iter(distributed)
         run_step = lambda: distributed_step(iterator)
         wait_for_steps = lambda: None
+        progress = run.progress(input_probe=distributed)
 
     backup = _Backup(ctx, model, optimizer)
     backup.restore()
