@@ -155,13 +155,13 @@ def up(spec: Path, backend: str, detach: bool, namespace: str | None, context: s
 @click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def status(name: str, backend: str | None, output: str) -> None:
     """Show the state of cluster NAME and of each of its tasks."""
-    from launcher.watch import print_status, status_document
+    from launcher.watch import print_status
 
     job = _backend_for(name, backend).describe(name)
     if job is None:
         raise LaunchError(f"no cluster named {name!r}")
     if output == "json":
-        click.echo(json.dumps(status_document(job), indent=2))
+        click.echo(json.dumps(job.to_dict(), indent=2))
     else:
         print_status(job)
 

@@ -8,7 +8,6 @@ the cluster first, so nothing is left running).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console, Group
@@ -19,15 +18,6 @@ from rich.text import Text
 from launcher.backends.api import Backend, JobStatus, State
 
 POLL_SECONDS = 1.0
-
-
-def status_document(job: JobStatus) -> dict[str, Any]:
-    document = asdict(job)
-    document["backend"] = job.backend.value
-    document["state"] = job.state.value
-    for task in document["tasks"]:
-        task["state"] = task["state"].value
-    return document
 
 
 def status_view(job: JobStatus) -> Group:

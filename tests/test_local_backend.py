@@ -20,8 +20,9 @@ from local_cluster_helpers import CLI, assert_nothing_left, processes, tfcluster
 
 from launcher import registry
 from launcher.backends.api import State
-from launcher.backends.local import ClusterDir, write_json
+from launcher.backends.local import ClusterDir
 from launcher.backends.local_processes import group_alive
+from launcher.state_files import write_json
 
 SLEEP = [sys.executable, "-c", "import time; print('serving', flush=True); time.sleep(120)"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -61,6 +61,21 @@ class JobStatus:
     message: str = ""
     restarts: int = 0
     progress: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data (enums as their values): ``status -o json`` and the backends' state files."""
+        document = asdict(self)
+        document["backend"] = self.backend.value
+        document["state"] = self.state.value
+        for task in document["tasks"]:
+            task["state"] = task["state"].value
+        return document
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "JobStatus":
+        """The inverse of ``to_dict``."""
+        tasks = [TaskStatus(**{**t, "state": State(t["state"])}) for t in data["tasks"]]
+        return cls(**{**data, "backend": BackendKind(data["backend"]), "state": State(data["state"]), "tasks": tasks})
 
 
 class Backend(ABC):

@@ -10,9 +10,7 @@ containers and the network (and the checkpoint volume with ``volumes``).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -20,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from launcher import naming, registry
+from launcher import naming, procfs, registry
 from launcher.backends import compose_runtime as runtime
 from launcher.backends.api import Backend, BackendUnavailable, JobStatus, LaunchError, State, TaskStatus
 from launcher.backends.compose import COMPOSE_FILE, LABEL_PREFIX, PROJECT_LABEL, render
@@ -70,7 +68,7 @@ class ComposeBackend(Backend):
 
     def submit(self, plan: Plan) -> None:
         workdir = state_dir(plan.name)
-        if self._containers(plan.name) or runtime.supervisor_alive(workdir):
+        if self._containers(plan.name) or runtime.supervisor_pid(workdir) is not None:
             raise LaunchError(f"cluster {plan.name!r} already exists on compose: `tfcluster down {plan.name}` first")
         self._check_images(plan)
         compose = compose_command()
@@ -121,7 +119,7 @@ class ComposeBackend(Backend):
         """
         with open(workdir / runtime.LOG_FILE, "ab") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "launcher.backends.compose_runtime", str(workdir)],
+                [sys.executable, "-m", runtime.SUPERVISOR_MODULE, str(workdir)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
         (workdir / runtime.PID_FILE).write_text(str(process.pid))
@@ -146,7 +144,7 @@ class ComposeBackend(Backend):
         if job is None:
             containers = self._containers(name)
             return self._unsupervised(name, containers) if containers else None
-        if not job.state.terminal and not runtime.supervisor_alive(workdir):
+        if not job.state.terminal and runtime.supervisor_pid(workdir) is None:
             job.state = State.FAILED
             job.message = f"the supervisor process is gone (see {workdir / runtime.LOG_FILE}); last: {job.message}"
         return job
@@ -199,15 +197,9 @@ class ComposeBackend(Backend):
     @staticmethod
     def _stop_supervisor(workdir: Path) -> None:
         """SIGTERM the supervisor (it stops every task), SIGKILL it if it has not exited in time."""
-        if not runtime.supervisor_alive(workdir):
-            return
-        pid = int((workdir / runtime.PID_FILE).read_text())
-        os.kill(pid, signal.SIGTERM)
-        ends = time.monotonic() + SUPERVISOR_STOP_TIMEOUT
-        while runtime.supervisor_alive(workdir) and time.monotonic() < ends:
-            time.sleep(0.2)
-        if runtime.supervisor_alive(workdir):
-            os.kill(pid, signal.SIGKILL)
+        pid = runtime.supervisor_pid(workdir)
+        if pid is not None:
+            procfs.terminate(pid, runtime.SUPERVISOR_MODULE, SUPERVISOR_STOP_TIMEOUT)
 
     def _remove(self, name: str, volumes: bool) -> None:
         for container in self._containers(name):

@@ -22,7 +22,6 @@ supervisor through STATE_DIR.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import signal
 import subprocess
@@ -34,10 +33,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from launcher.backends.api import JobStatus, LaunchError, State, TaskStatus
+from launcher import procfs
+from launcher.backends.api import JobStatus, LaunchError, State
 from launcher.plan import Plan, Task
-from launcher.targets import BackendKind
+from launcher.state_files import read_json, write_json
 
+SUPERVISOR_MODULE = "launcher.backends.compose_runtime"
 PLAN_FILE = "plan.json"
 STATUS_FILE = "status.json"
 PID_FILE = "supervisor.pid"
@@ -171,39 +172,21 @@ def override_document(plan: Plan) -> str:
 
 
 def write_status(workdir: Path, job: JobStatus) -> None:
-    from launcher.watch import status_document
-
-    document = status_document(job)
-    temporary = workdir / f".{STATUS_FILE}.tmp"
-    temporary.write_text(json.dumps(document))
-    temporary.replace(workdir / STATUS_FILE)
+    write_json(workdir / STATUS_FILE, job.to_dict())
 
 
 def read_status(workdir: Path) -> JobStatus | None:
-    try:
-        document = json.loads((workdir / STATUS_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    tasks = [TaskStatus(**{**t, "state": State(t["state"])}) for t in document.pop("tasks")]
-    return JobStatus(
-        **{**document, "backend": BackendKind(document["backend"]), "state": State(document["state"]), "tasks": tasks}
-    )
+    data = read_json(workdir / STATUS_FILE)
+    return None if data is None else JobStatus.from_dict(data)
 
 
-def supervisor_alive(workdir: Path) -> bool:
+def supervisor_pid(workdir: Path) -> int | None:
+    """Pid of the cluster's running supervisor process (never a pid reused by another program), or None."""
     try:
         pid = int((workdir / PID_FILE).read_text())
-        os.kill(pid, 0)
     except (OSError, ValueError):
-        return False
-    return not _zombie(pid)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return False
+        return None
+    return pid if procfs.runs(pid, SUPERVISOR_MODULE) else None
 
 
 # -- the detached supervisor --------------------------------------------------------------------

@@ -14,22 +14,19 @@ process group, so nothing of the cluster is left.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from launcher import registry
-from launcher.backends.api import Backend, JobStatus, LaunchError, State, TaskStatus
+from launcher import procfs, registry
+from launcher.backends.api import Backend, JobStatus, LaunchError, State
 from launcher.backends.local_processes import LineReader, group_runs_task, kill_group
 from launcher.plan import Plan
+from launcher.state_files import read_json, write_json
 from launcher.targets import BackendKind
 
 DAEMON_MODULE = "launcher.backends.local_daemon"
@@ -74,21 +71,14 @@ class ClusterDir:
         return Plan.model_validate_json(self.plan.read_text())
 
     def read_status(self) -> JobStatus | None:
-        try:
-            data = json.loads(self.state.read_text())
-        except (OSError, ValueError):
-            return None
-        tasks = [TaskStatus(**{**t, "state": State(t["state"])}) for t in data.pop("tasks")]
-        return JobStatus(**{**data, "backend": BackendKind(data["backend"]), "state": State(data["state"]), "tasks": tasks})
+        data = read_json(self.state)
+        return None if data is None else JobStatus.from_dict(data)
 
     def write_status(self, status: JobStatus) -> None:
-        write_json(self.state, asdict(status))
+        write_json(self.state, status.to_dict())
 
     def read_groups(self) -> dict[str, int]:
-        try:
-            return json.loads(self.groups.read_text())
-        except (OSError, ValueError):
-            return {}
+        return read_json(self.groups) or {}
 
     def daemon(self) -> int | None:
         """Pid of this cluster's running daemon, or None."""
@@ -99,21 +89,9 @@ class ClusterDir:
         return pid if daemon_alive(pid) else None
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Replace ``path`` atomically, so readers in other processes never see half a file."""
-    partial = path.with_suffix(".tmp")
-    partial.write_text(json.dumps(data, default=lambda value: value.value))
-    os.replace(partial, path)
-
-
 def daemon_alive(pid: int) -> bool:
     """True if ``pid`` is a live (not zombie) local supervisor daemon."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return DAEMON_MODULE.encode() in cmdline and stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return procfs.runs(pid, DAEMON_MODULE)
 
 
 class LocalBackend(Backend):
@@ -204,12 +182,7 @@ class LocalBackend(Backend):
         """Stop the daemon (it stops its tasks), then kill whatever is left, daemon included."""
         pid = files.daemon()
         if pid is not None:
-            os.kill(pid, signal.SIGTERM)
-            ends = time.monotonic() + CANCEL_TIMEOUT_SECONDS
-            while daemon_alive(pid) and time.monotonic() < ends:
-                time.sleep(0.05)
-            if daemon_alive(pid):
-                os.kill(pid, signal.SIGKILL)
+            procfs.terminate(pid, DAEMON_MODULE, CANCEL_TIMEOUT_SECONDS)
         for task_name, pgid in files.read_groups().items():
             if group_runs_task(pgid, task_name):
                 kill_group(pgid)

@@ -15,8 +15,9 @@ import signal
 import sys
 from pathlib import Path
 
-from launcher.backends.local import ClusterDir, write_json
+from launcher.backends.local import ClusterDir
 from launcher.backends.local_processes import ProcessRuntime
+from launcher.state_files import write_json
 from launcher.supervisor import Supervisor
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from launcher.backends.api import LaunchError
 from launcher.plan import Plan, Task
+from launcher.procfs import stat_fields
 from launcher.runconfig import TASK_NAME_ENV
 from launcher.supervisor import SIGNAL_EXIT_BASE
 
@@ -41,14 +42,13 @@ def group_runs_task(pgid: int, task_name: str) -> bool:
     """
     marker = f"{TASK_NAME_ENV}={task_name}".encode()
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
+        fields = stat_fields(int(proc.name)) if proc.name.isdigit() else None
+        if fields is None or fields[2] != str(pgid):
             continue
         try:
-            if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2]) != pgid:
-                continue
             if marker in (proc / "environ").read_bytes().split(b"\0"):
                 return True
-        except (OSError, ValueError, IndexError):
+        except OSError:
             continue
     return False
 
