@@ -26,13 +26,12 @@ import docker
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from docker_fixtures import trainer  # noqa: E402
-
+from helpers.docker_engine import trainer  # noqa: E402
 from launcher import api  # noqa: E402
-from launcher.backends.compose_backend import ComposeBackend, compose_command  # noqa: E402
-from launcher.events import parse_event  # noqa: E402
-from launcher.image import build_image  # noqa: E402
-from launcher.loader import validate_data  # noqa: E402
+from launcher.api import validate_data  # noqa: E402
+from launcher.backends.compose.backend import ComposeBackend, compose_command  # noqa: E402
+from launcher.backends.images import build_image  # noqa: E402
+from launcher.protocol.events import parse_event  # noqa: E402
 
 IMAGE = "tfcluster-worker:latest"
 BASE_IMAGE = "tfcluster-base:bookworm"
@@ -90,8 +89,7 @@ def spec(name: str) -> dict:
 
 def launch_tfcluster(client, backend: ComposeBackend, name: str) -> float:
     start = time.time()
-    plan = api.plan(validate_data(spec(name)), "compose", api.new_run_id(), launching=True)
-    backend.submit(plan)
+    backend.submit(api.dry_run(validate_data(spec(name)), "compose", api.new_run_id(), launching=True))
     return first_step(client, f"{name}-chief-0") - start
 
 
@@ -151,7 +149,7 @@ def main() -> None:
         marker.unlink()
     rows.append(("image size (MB)", client.images.get(IMAGE).attrs["Size"] / 1e6, None))
 
-    backend = ComposeBackend()
+    backend = ComposeBackend.create()
     ours, theirs = [], []
     with tempfile.TemporaryDirectory() as scratch:
         for run in range(options.runs):

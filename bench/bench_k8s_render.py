@@ -23,9 +23,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from launcher import api  # noqa: E402
-from launcher.k8s_manifests import render  # noqa: E402
-from launcher.loader import validate_data  # noqa: E402
-from launcher.plan import Plan  # noqa: E402
+from launcher.api import validate_data  # noqa: E402
+from launcher.backends.kubernetes.manifests import render  # noqa: E402
+from launcher.plan.planner import Plan  # noqa: E402
 
 SIZES = (10, 100, 1_000, 10_000)
 

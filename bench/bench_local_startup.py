@@ -27,11 +27,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import print_table  # noqa: E402
 
 from launcher import api  # noqa: E402
-from launcher.backends.local import ClusterDir, LocalBackend  # noqa: E402
-from launcher.events import parse_event  # noqa: E402
-from launcher.loader import validate_data  # noqa: E402
+from launcher.api import validate_data  # noqa: E402
+from launcher.backends.local.backend import LocalBackend
+from launcher.backends.local.state import LocalState  # noqa: E402
+from launcher.protocol.events import parse_event  # noqa: E402
 
-CLI = [sys.executable, "-c", "from launcher.cli import main; main()"]
+CLI = [sys.executable, "-c", "from launcher.cli.commands import main; main()"]
 SPEC: dict[str, Any] = {
     "name": "bench",
     "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
@@ -60,7 +61,7 @@ def launch_with_tfcluster(workdir: Path, spec: dict[str, Any]) -> tuple[float, P
     path.write_text(json.dumps(spec))
     start = time.time()
     subprocess.run([*CLI, "up", "--detach", str(path)], cwd=workdir, check=True, capture_output=True)
-    chief = ClusterDir.of(spec["name"]).log(f"{spec['name']}-chief-0")
+    chief = LocalState.named(spec["name"]).log(f"{spec['name']}-chief-0")
     return wait_event(chief, "step", after=start)["time"] - start, chief
 
 

@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_local_startup import SPEC, launch_with_tfcluster, wait_event  # noqa: E402
 from common import print_table  # noqa: E402
 
-from launcher.backends.local import ClusterDir, LocalBackend  # noqa: E402
+from launcher.backends.local.backend import LocalBackend
+from launcher.backends.local.state import LocalState  # noqa: E402
 
 
 def main() -> None:
@@ -31,7 +32,7 @@ def main() -> None:
         fresh, chief = launch_with_tfcluster(Path(tmp), SPEC)
         wait_event(chief, "step", min_step=12)
         killed = time.time()
-        os.kill(ClusterDir.of(name).read_groups()[f"{name}-worker-1"], signal.SIGKILL)
+        os.kill(LocalState.named(name).read_groups()[f"{name}-worker-1"], signal.SIGKILL)
         restored = wait_event(chief, "restored", after=killed)
         resumed = wait_event(chief, "step", after=restored["time"])
         LocalBackend().cancel(name, volumes=True)

@@ -28,10 +28,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(REPO / "tests"))
 from common import print_table  # noqa: E402
-from tf_cluster_helpers import TF_QUIET, cluster_spec, describe, run_cluster  # noqa: E402
 
+from helpers.tf_cluster import TF_QUIET, cluster_spec, describe, run_cluster  # noqa: E402
 from launcher.api import plan as make_plan  # noqa: E402
-from launcher.spec import CheckpointSpec  # noqa: E402
+from launcher.spec.models import CheckpointSpec  # noqa: E402
 
 EPOCHS, STEPS, BATCH = 1, 200, 64
 WINDOW = (50, 150)  # steps within the measured epoch (1-based, at batch end)

@@ -1,7 +1,11 @@
-"""The Python API under the CLI: load a spec, plan it, dry-run it, launch it.
+"""The Python API under the CLI: load a spec, plan it, dry-run it for a backend.
 
-Contract: everything the CLI does is a call here, so notebooks and other
-tools get the same behaviour. Nothing here imports TensorFlow.
+Contract: everything the CLI does is a call here or on a backend, so
+notebooks and other tools get the same behaviour. ``load_spec(path,
+backend)`` reports every problem of the spec, the planner's and that
+backend's at once, located by file and line; ``plan`` is pure;
+``dry_run`` adds the backend's rendered files and is exactly what
+``Backend.submit`` applies. Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -9,15 +13,42 @@ from __future__ import annotations
 import secrets
 import time
 from pathlib import Path
-from typing import Any
 
-from launcher.backends import backend_module
-from launcher.loader import load_spec, parse_spec
-from launcher.plan import Plan, make_plan
-from launcher.spec import ClusterSpec
-from launcher.targets import BackendKind, target_for
+from launcher.backends import backend_class, get_backend
+from launcher.plan.checks import plan_problems
+from launcher.plan.dryrun import DryRun, plan_document, tasks_document
+from launcher.plan.planner import Plan, make_plan
+from launcher.plan.targets import BackendKind
+from launcher.spec import loader
+from launcher.spec.models import ClusterSpec
+from launcher.spec.problems import SpecCheck
 
-__all__ = ["load_spec", "parse_spec", "plan", "dry_run", "plan_document", "new_run_id"]
+__all__ = [
+    "load_spec", "parse_spec", "validate_data", "plan", "dry_run", "tasks_document", "plan_document",
+    "new_run_id", "get_backend", "BackendKind",
+]
+
+
+def checks(backend: BackendKind | str | None = None) -> list[SpecCheck]:
+    """The rules above the spec's own: the planner's, and ``backend``'s when one is named."""
+    found: list[SpecCheck] = [plan_problems]
+    if backend is not None:
+        found.append(backend_class(BackendKind(backend)).validate)
+    return found
+
+
+def load_spec(path: str | Path, backend: BackendKind | str | None = None) -> ClusterSpec:
+    """Read and validate the spec file at ``path`` (for ``backend`` too, when given)."""
+    return loader.load_spec(path, checks(backend))
+
+
+def parse_spec(text: str, source: str | None = None, backend: BackendKind | str | None = None) -> ClusterSpec:
+    return loader.parse_spec(text, source, checks(backend))
+
+
+def validate_data(data: object, backend: BackendKind | str | None = None) -> ClusterSpec:
+    """Validate an already-parsed mapping (e.g. built in a notebook)."""
+    return loader.validate_data(data, checks=checks(backend))
 
 
 def new_run_id() -> str:
@@ -32,44 +63,25 @@ def plan(
     *,
     launching: bool = False,
 ) -> Plan:
-    """The full plan for ``spec`` on ``backend``, with the backend's rendered files.
+    """The plan for ``spec`` on ``backend``: pure, no files rendered.
 
-    ``launching`` picks free local ports; previews use sequential ones so
-    dry-run output is reproducible.
+    A path is loaded and validated for ``backend``; a ``ClusterSpec`` must
+    already be valid. ``launching`` picks free local ports; previews use
+    sequential ones so dry-run output is reproducible.
     """
-    if not isinstance(spec, ClusterSpec):
-        spec = load_spec(spec)
     kind = BackendKind(backend)
-    result = make_plan(spec, target_for(kind, spec, free_ports=launching), run_id)
-    artifacts = backend_module(kind).render(result)
-    return result.model_copy(update={"artifacts": artifacts}) if artifacts else result
+    if not isinstance(spec, ClusterSpec):
+        spec = load_spec(spec, kind)
+    return make_plan(spec, backend_class(kind).target(spec, launching=launching), run_id)
 
 
-def dry_run(plan_: Plan) -> dict[str, Any]:
-    """The dry-run contract other tools rely on, exactly:
-    ``{"tasks": [{"name", "type", "index", "address", "tf_config"}, ...]}`` (``dry-run -o json``)."""
-    return {
-        "tasks": [
-            {"name": t.name, "type": t.type.value, "index": t.index, "address": t.address, "tf_config": plan_.tf_config(t)}
-            for t in plan_.tasks
-        ]
-    }
-
-
-def plan_document(plan_: Plan) -> dict[str, Any]:
-    """Everything that would be launched (``dry-run -o plan`` and the text view): the dry-run
-    tasks with their image, command and environment, plus the cluster's settings and rendered files."""
-    tasks = [
-        {**entry, "image": t.image, "command": t.command, "env": t.env}
-        for entry, t in zip(dry_run(plan_)["tasks"], plan_.tasks, strict=True)
-    ]
-    return {
-        "tasks": tasks,
-        "name": plan_.name,
-        "backend": plan_.backend.value,
-        "strategy": plan_.strategy.value,
-        "strategy_note": plan_.strategy_note,
-        "run_id": plan_.run_id,
-        "checkpoint_dir": plan_.run_config.checkpoint_dir,
-        "artifacts": plan_.artifacts,
-    }
+def dry_run(
+    spec: ClusterSpec | str | Path,
+    backend: BackendKind | str = BackendKind.LOCAL,
+    run_id: str = "manual",
+    *,
+    launching: bool = False,
+) -> DryRun:
+    """The plan and the backend's rendered files: what ``dry-run`` shows and ``submit`` applies."""
+    planned = plan(spec, backend, run_id, launching=launching)
+    return backend_class(planned.backend).dry_run(planned)

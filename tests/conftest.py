@@ -9,7 +9,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers.paths import REPO  # noqa: I001
+
 EXAMPLES = REPO / "examples"
 
 

@@ -1,8 +1,15 @@
-"""The backend interface (shaped after TorchX's schedulers): render, submit, describe, logs, cancel.
+"""The backend interface (shaped after TorchX's schedulers): validate, dry-run, submit, describe, logs, cancel.
 
-Contract: a backend applies a ``Plan``; it never re-derives tasks or
-TF_CONFIGs. ``submit`` either leaves a running cluster that ``describe`` can
-find by name, or cleans up everything it started and raises ``LaunchError``.
+Contract: a backend is one package under ``launcher.backends`` whose
+``Backend`` subclass answers, without touching any runtime (class methods,
+pure): ``target`` (how its tasks are addressed), ``validate`` (the spec
+rules only this backend has, as located ``Problem``s) and ``dry_run``
+(the plan with its rendered files). An instance (``create``, which may
+connect to Docker or Kubernetes) applies a ``DryRun`` with ``submit``
+exactly as rendered: it never re-renders or re-derives tasks, TF_CONFIGs
+or policies. ``submit`` either leaves a running cluster that ``describe``
+can find by name, or cleans up everything it started and raises
+``LaunchError``; a task that cannot be started fails the submit.
 ``describe`` returns None for a cluster it does not know. Backends import
 their SDKs (docker, kubernetes) lazily so the CLI stays fast.
 """
@@ -11,86 +18,53 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
-from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
-from launcher.plan import Plan
-from launcher.targets import BackendKind
-
-
-class LaunchError(RuntimeError):
-    """A launch failed; whatever it had started is already cleaned up. The message says why."""
-
-
-class BackendUnavailable(RuntimeError):
-    """The backend's runtime (Docker, Compose v2, a kubeconfig) is missing; the message says what to install."""
-
-
-class State(str, Enum):
-    PENDING = "pending"
-    RUNNING = "running"
-    RESTARTING = "restarting"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    UNKNOWN = "unknown"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (State.SUCCEEDED, State.FAILED, State.CANCELLED)
-
-
-@dataclass
-class TaskStatus:
-    name: str
-    state: State
-    restarts: int = 0
-    exit_code: int | None = None
-    message: str = ""
-
-
-@dataclass
-class JobStatus:
-    """A cluster as a backend sees it. ``progress`` is the latest training event (see launcher.events)."""
-
-    name: str
-    backend: BackendKind
-    state: State
-    tasks: list[TaskStatus] = field(default_factory=list)
-    message: str = ""
-    restarts: int = 0
-    progress: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready data (enums as their values): ``status -o json`` and the backends' state files."""
-        document = asdict(self)
-        document["backend"] = self.backend.value
-        document["state"] = self.state.value
-        for task in document["tasks"]:
-            task["state"] = task["state"].value
-        return document
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "JobStatus":
-        """The inverse of ``to_dict``."""
-        tasks = [TaskStatus(**{**t, "state": State(t["state"])}) for t in data["tasks"]]
-        return cls(**{**data, "backend": BackendKind(data["backend"]), "state": State(data["state"]), "tasks": tasks})
+from launcher.plan.dryrun import DryRun
+from launcher.plan.planner import Plan
+from launcher.plan.targets import BackendKind, Target
+from launcher.spec.models import ClusterSpec
+from launcher.spec.problems import Problem
+from launcher.supervision.status import JobStatus
 
 
 class Backend(ABC):
-    kind: BackendKind
+    kind: ClassVar[BackendKind]
 
-    def render(self, plan: Plan) -> dict[str, str]:
-        """Files this backend would apply (name -> content). Pure; empty for backends without files."""
+    # -- pure: no runtime needed ---------------------------------------------------------------
+
+    @classmethod
+    @abstractmethod
+    def target(cls, spec: ClusterSpec, *, launching: bool = False) -> Target:
+        """How tasks are addressed; ``launching`` may reserve real resources (local: free ports)."""
+
+    @classmethod
+    def validate(cls, spec: ClusterSpec) -> list[Problem]:
+        """Problems of a field-valid ``spec`` that only this backend has (none by default)."""
+        return []
+
+    @classmethod
+    def render(cls, plan: Plan) -> dict[str, str]:
+        """Files this backend applies (name -> content); empty for backends without files."""
         return {}
 
+    @classmethod
+    def dry_run(cls, plan: Plan) -> DryRun:
+        return DryRun(plan=plan, files=cls.render(plan))
+
+    # -- needs the runtime --------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, **options: Any) -> Backend:
+        """A backend connected to its runtime; options are backend-specific (namespace, context)."""
+        return cls()
+
     @abstractmethod
-    def submit(self, plan: Plan) -> None:
-        """Start the cluster and return once it is started (supervision goes on without the caller)."""
+    def submit(self, dry_run: DryRun) -> None:
+        """Start the cluster exactly as ``dry_run`` shows it; return once every task is started."""
 
     def supervise(self, name: str) -> list[str]:
-        """One supervision step of a watching launcher (``launcher.watch`` calls it before each ``describe``).
+        """One supervision step of a watching launcher (``launcher.cli.watch`` calls it before each ``describe``).
 
         For backends whose runtime supervises only part of the policy (Kubernetes);
         returns one line per action taken. The default does nothing.

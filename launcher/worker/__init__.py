@@ -3,10 +3,10 @@
 Contract: a task reads ``TFCLUSTER_JOB`` (``RunConfig``), its TF_CONFIG (or
 builds it from ``TFCLUSTER_CLUSTER_FILE``, see ``launcher.worker.tfconfig``)
 and ``TFCLUSTER_TASK_NAME``; it trains, serves (PSS ps/worker), or evaluates
-(evaluator), reports progress as ``launcher.events`` lines on stdout and exits
-with one of the codes in ``launcher.worker.exitcodes``.
+(evaluator), reports progress as ``launcher.protocol.events`` lines on stdout and exits
+with one of the codes in ``launcher.protocol.exitcodes``.
 
 Only this package and ``launcher.examples`` import TensorFlow; the pure
-modules here (``tfconfig``, ``paths``, ``selection``, ``peers``, ``usercode``,
-``exitcodes``) do not.
+modules here (``tfconfig``, ``selection``, ``peers``, ``usercode``, ``errors``)
+do not. It imports only ``launcher.protocol`` and ``launcher.spec`` of the controller.
 """

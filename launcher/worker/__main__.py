@@ -4,7 +4,9 @@ import os
 import sys
 
 # tf_keras, not Keras 3 (which cannot fit() under MWMS/PSS): must be set before TensorFlow is imported.
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+from launcher.protocol import env  # noqa: E402  (imports no TensorFlow)
+
+os.environ.setdefault(env.LEGACY_KERAS, "1")
 
 from launcher.worker.main import main  # noqa: E402  (TensorFlow is imported from here on)
 

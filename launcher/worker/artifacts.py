@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from launcher.worker import paths
+from launcher.protocol import paths
 from launcher.worker.context import TaskContext
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from launcher.events import EventKind
+from launcher.protocol.events import EventKind
 from launcher.worker.data import seconds_per_batch
 from launcher.worker.reporter import Reporter, scalar
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.runconfig import RunConfig
+from launcher.protocol.runconfig import RunConfig
 from launcher.worker.reporter import Reporter
 from launcher.worker.selection import Selection
 from launcher.worker.usercode import UserCode

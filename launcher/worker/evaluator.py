@@ -17,10 +17,11 @@ import time
 
 import tensorflow as tf
 
-from launcher.events import EventKind
-from launcher.worker import lifecycle, paths
+from launcher.protocol import paths
+from launcher.protocol.events import EventKind
+from launcher.worker import lifecycle
 from launcher.worker.context import TaskContext
-from launcher.worker.exitcodes import ConfigError
+from launcher.worker.errors import ConfigError
 
 POLL_S = 2.0
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from launcher.worker import paths
+from launcher.protocol import paths
 from launcher.worker.selection import Selection
 
 POLL_S = 1.0

@@ -19,17 +19,19 @@ from collections.abc import Mapping
 import tensorflow as tf
 from pydantic import ValidationError
 
-from launcher.events import EventKind
-from launcher.runconfig import TASK_NAME_ENV, RunConfig
+from launcher.protocol import env
+from launcher.protocol.events import EventKind
+from launcher.protocol.exitcodes import ExitCode
+from launcher.protocol.runconfig import RunConfig
 from launcher.worker import lifecycle, usercode
 from launcher.worker.context import TaskContext
+from launcher.worker.errors import ConfigError, PeerUnavailable
 from launcher.worker.evaluator import evaluate
-from launcher.worker.exitcodes import ConfigError, ExitCode, PeerUnavailable
 from launcher.worker.peers import wait_for_peers
 from launcher.worker.reporter import Reporter
 from launcher.worker.selection import MULTI_WORKER, Action, peer_addresses, select
 from launcher.worker.strategies import gpu_count
-from launcher.worker.tfconfig import TF_CONFIG_ENV, resolve_tf_config
+from launcher.worker.tfconfig import resolve_tf_config
 from launcher.worker.train import train
 
 log = logging.getLogger("launcher.worker")
@@ -47,7 +49,7 @@ PEER_ERRORS = (
 def main(environ: Mapping[str, str] = os.environ) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     log.setLevel(logging.INFO)
-    reporter = Reporter(environ.get(TASK_NAME_ENV) or socket.gethostname(), is_chief=False)
+    reporter = Reporter(environ.get(env.TASK_NAME) or socket.gethostname(), is_chief=False)
     try:
         ctx = _context(environ, reporter)
         _run(ctx)
@@ -68,7 +70,7 @@ def _context(environ: Mapping[str, str], reporter: Reporter) -> TaskContext:
         raise ConfigError(str(exc)) from None
     tf_config = resolve_tf_config(environ)
     if tf_config:
-        os.environ[TF_CONFIG_ENV] = json.dumps(tf_config)  # the cluster resolvers read it from here
+        os.environ[env.TF_CONFIG] = json.dumps(tf_config)  # the cluster resolvers read it from here
     selection = select(run_config, tf_config, gpu_count())
     reporter.is_chief = selection.is_chief
     return TaskContext(reporter.task, run_config, tf_config, selection, usercode.load(run_config.training), reporter)

@@ -1,4 +1,4 @@
-"""Progress events of one task (``launcher.events`` lines on stdout).
+"""Progress events of one task (``launcher.protocol.events`` lines on stdout).
 
 Contract: ``Reporter(task).emit(kind, **fields)`` writes one event line;
 ``chief_only`` events are dropped on other tasks so the launcher sees each
@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from launcher.events import EventKind, emit
+from launcher.protocol.events import EventKind, emit
 
 
 @dataclass

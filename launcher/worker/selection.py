@@ -19,8 +19,9 @@ the length of that role's list).
 - explicit ``mirrored``, ``one_device``, ``default``, ``central_storage``,
   ``tpu`` -> ``Action.TRAIN`` with that strategy.
 
-``is_chief``: the chief, or worker 0 when the cluster has no chief, or a task
-without a cluster. Only the chief writes checkpoints, the model and the marker.
+``is_chief``: the lead task (``launcher.protocol.roles.lead_task``: the
+chief, or worker 0 when the cluster has no chief), or a task without a
+cluster. Only the chief writes checkpoints, the model and the marker.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from launcher.runconfig import RunConfig
-from launcher.spec import Collective, RoleType, Strategy, TPUSpec
-from launcher.worker.exitcodes import ConfigError
+from launcher.protocol.roles import lead_task
+from launcher.protocol.runconfig import RunConfig
+from launcher.spec.models import Collective, RoleType, Strategy, TPUSpec
+from launcher.worker.errors import ConfigError
 
 
 class Action(str, Enum):
@@ -58,9 +60,7 @@ MULTI_WORKER = frozenset({Strategy.MULTI_WORKER_MIRRORED, Strategy.PARAMETER_SER
 def select(run_config: RunConfig, tf_config: dict[str, Any], gpu_count: int) -> Selection:
     role, index = _task(tf_config)
     cluster = tf_config.get("cluster", {})
-    is_chief = role is None or role is RoleType.CHIEF or (
-        role is RoleType.WORKER and index == 0 and not cluster.get(RoleType.CHIEF.value)
-    )
+    is_chief = role is None or (role, index) == lead_task(r for r in RoleType if cluster.get(r.value))
     strategy = run_config.strategy
     if strategy is Strategy.AUTO:
         strategy = Strategy.MIRRORED if gpu_count > 1 else Strategy.ONE_DEVICE if gpu_count == 1 else Strategy.DEFAULT

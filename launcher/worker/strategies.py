@@ -13,8 +13,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from launcher.spec import Collective, Strategy, TPUSpec
-from launcher.worker.exitcodes import ConfigError
+from launcher.spec.models import Collective, Strategy, TPUSpec
+from launcher.worker.errors import ConfigError
 from launcher.worker.selection import Selection
 
 COLLECTIVES = {

@@ -23,15 +23,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from launcher.spec import RoleType
-from launcher.worker.exitcodes import ConfigError
+from launcher.protocol import env
+from launcher.spec.models import RoleType
+from launcher.worker.errors import ConfigError
 
-TF_CONFIG_ENV = "TF_CONFIG"
-CLUSTER_FILE_ENV = "TFCLUSTER_CLUSTER_FILE"
-TASK_TYPE_ENV = "TFCLUSTER_TASK_TYPE"
-TASK_INDEX_ENV = "TFCLUSTER_TASK_INDEX"
-JOB_INDEX_ENV = "JOB_COMPLETION_INDEX"
-TASK_ADDRESS_ENV = "TFCLUSTER_TASK_ADDRESS"
+TF_CONFIG_ENV = env.TF_CONFIG
+CLUSTER_FILE_ENV = env.CLUSTER_FILE
+TASK_TYPE_ENV = env.TASK_TYPE
+TASK_INDEX_ENV = env.TASK_INDEX
+JOB_INDEX_ENV = env.JOB_COMPLETION_INDEX
+TASK_ADDRESS_ENV = env.TASK_ADDRESS
 
 SINGLETON_ROLES = (RoleType.CHIEF, RoleType.EVALUATOR)
 

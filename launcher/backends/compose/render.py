@@ -1,0 +1,140 @@
+"""Docker Compose backend: one container per task on a private network, supervised by tfcluster.
+
+Contract:
+
+- ``checkpoint_problems(spec)``: the spec rule only compose has (a local
+  ``checkpoint.dir`` must lie in the checkpoint volume at ``/checkpoints``),
+  reported by ``validate`` like every spec problem; rendering never raises.
+- ``render(plan)`` is pure and deterministic: ``{"docker-compose.yaml": ...}``
+  with one service per task (service = container name = hostname = task
+  name, so TF_CONFIG addresses resolve), the task's command and full
+  environment, one network per cluster that publishes no port on the host,
+  the checkpoint volume mounted at the checkpoint dir, resource limits,
+  the restart policy mapped from the plan's policy, the labels of
+  ``launcher.plan.naming``, a non-root ``user`` and ``init: true``. The
+  compose project is the cluster name.
+
+Who restarts: under ``tfcluster up`` the shared supervisor
+(``launcher.supervision``) is the only restarter. An override file sets
+``restart: "no"`` on every service, because Docker's policy restarts one
+container at a time (MultiWorkerMirrored needs the whole group restarted),
+counts per container instead of per job, cannot tell exit codes apart
+(``exit-code``), and ignores ``docker kill``/``docker stop`` (after which the
+surviving MWMS workers would wait forever). The supervisor sees such a stop
+as an exit 137/143 and applies the spec's policy. The rendered policy is
+what a user gets when running the file with ``docker compose`` by hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Any
+
+import yaml
+
+from launcher.backends.escaping import literal
+from launcher.plan import naming
+from launcher.plan.planner import Plan, Task
+from launcher.plan.targets import CONTAINER_CHECKPOINT_DIR
+from launcher.protocol.paths import is_object_store
+from launcher.spec.models import ClusterSpec, Resources
+from launcher.spec.problems import Problem
+from launcher.spec.quantities import byte_count
+
+COMPOSE_FILE = "docker-compose.yaml"
+#: The image's non-root user (worker_image/Dockerfile), owner of /checkpoints.
+TASK_USER = "1000:1000"
+PROJECT_LABEL = "com.docker.compose.project"
+
+
+def docker_restart_policy(plan: Plan) -> str:
+    """The spec's restart policy in Docker's terms, for runs of the file by hand.
+
+    ``never`` (or a zero budget) is ``no``; ``on-failure``, ``exit-code`` and
+    ``always`` become ``on-failure:<max_restarts>``: Docker cannot retry by
+    exit code, and its ``always`` would restart a chief that finished.
+    """
+    budget = plan.policy.budget()
+    return "no" if budget == 0 else f"on-failure:{budget}"
+
+
+def _limits(resources: Resources) -> dict[str, Any]:
+    limits: dict[str, Any] = {}
+    if resources.cpu is not None:
+        limits["cpus"] = resources.cpu
+    if resources.memory is not None:
+        limits["mem_limit"] = byte_count(resources.memory)
+    if resources.gpu:
+        device = {"driver": "nvidia", "count": resources.gpu, "capabilities": ["gpu"]}
+        limits["deploy"] = {"resources": {"reservations": {"devices": [device]}}}
+    return limits
+
+
+def checkpoint_problems(spec: ClusterSpec) -> list[Problem]:
+    """A local ``checkpoint.dir`` must be ``/checkpoints`` or below it.
+
+    The image makes ``/checkpoints`` for the non-root user, and a fresh named
+    volume takes its owner from the mount point; mounted anywhere else it
+    would be root's and unwritable. Object-store URLs mount nothing.
+    """
+    directory = spec.checkpoint.dir
+    if directory is None or is_object_store(directory):
+        return []
+    root = PurePosixPath(CONTAINER_CHECKPOINT_DIR)
+    if root == PurePosixPath(directory) or root in PurePosixPath(directory).parents:
+        return []
+    return [Problem(
+        "checkpoint.dir",
+        f"on compose must be {CONTAINER_CHECKPOINT_DIR} or a path below it (the checkpoint volume, "
+        f"writable by the non-root tasks), or a gs:// or s3:// URL; got {directory!r}",
+    )]
+
+
+def checkpoint_mount(plan: Plan) -> str | None:
+    """Where the checkpoint volume is mounted: always ``/checkpoints``; None for object-store dirs."""
+    return None if is_object_store(plan.run_config.checkpoint_dir) else CONTAINER_CHECKPOINT_DIR
+
+
+def service(plan: Plan, task: Task) -> dict[str, Any]:
+    """One task's service. Strings from the spec pass through ``literal``: Compose would expand ``$VAR``."""
+    network = naming.network_name(plan.name)
+    mount = checkpoint_mount(plan)
+    definition: dict[str, Any] = {
+        "image": literal(task.image),
+        "container_name": task.name,
+        "hostname": task.name,
+        "command": [literal(arg) for arg in task.command],
+        "environment": {key: literal(value) for key, value in plan.task_env(task).items()},
+        "user": TASK_USER,
+        "init": True,
+        "restart": docker_restart_policy(plan),
+        "networks": [network],
+        "labels": naming.labels(plan.name, plan.run_id, task.type, task.index),
+    }
+    if mount is not None:
+        source = naming.checkpoint_volume_name(plan.name)
+        definition["volumes"] = [{"type": "volume", "source": source, "target": mount}]
+    return {**definition, **_limits(task.resources)}
+
+
+def compose_document(plan: Plan) -> dict[str, Any]:
+    network = naming.network_name(plan.name)
+    document: dict[str, Any] = {
+        "name": plan.name,
+        "services": {task.name: service(plan, task) for task in plan.tasks},
+        # No `ports:` anywhere: the TensorFlow gRPC ports stay inside this network.
+        "networks": {network: {"name": network, "labels": naming.labels(plan.name, plan.run_id)}},
+    }
+    if checkpoint_mount(plan) is not None:
+        volume = naming.checkpoint_volume_name(plan.name)
+        document["volumes"] = {volume: {"name": volume, "labels": naming.labels(plan.name, plan.run_id)}}
+    return document
+
+
+def render(plan: Plan) -> dict[str, str]:
+    header = (
+        f"# tfcluster {plan.name} (run {plan.run_id}): one service per task, generated from the spec.\n"
+        f"# `tfcluster up` applies it with restarts handed to its supervisor; by hand:\n"
+        f"#   docker compose -f {COMPOSE_FILE} up\n"
+    )
+    return {COMPOSE_FILE: header + yaml.safe_dump(compose_document(plan), sort_keys=False, width=1000)}

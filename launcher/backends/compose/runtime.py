@@ -1,0 +1,151 @@
+"""Containers as a supervisor ``Runtime``, and ``docker compose`` as the compose backend calls it.
+
+Contract: ``ContainerRuntime`` starts, polls, stops and reads the task
+containers that ``docker compose up --no-start`` created (container name =
+task name). A container that is gone (``docker rm -f``) is created again
+through compose when started. ``poll`` reports a ``docker kill``/``docker
+stop`` as the exit it caused (137/143), so the supervisor applies the spec's
+restart policy to it, where Docker itself would not restart anything.
+Docker API errors propagate: the supervisor retries a poll round that
+raised and fails the job when they persist.
+
+``run_compose`` runs ``docker compose`` on the cluster's rendered file plus
+``OVERRIDE_FILE`` (Docker restarts nothing under supervision: see
+``launcher.backends.compose.render``).
+"""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from launcher.backends.compose.render import COMPOSE_FILE
+from launcher.backends.lines import iter_lines
+from launcher.errors import LaunchError
+from launcher.plan.planner import Plan, Task
+
+OVERRIDE_FILE = "supervised.yaml"
+COMPOSE_COMMAND_FILE = "compose-command.json"
+#: Seconds a stopped container gets between SIGTERM and SIGKILL.
+STOP_TIMEOUT = 5
+#: Exit code reported for a container that vanished (as if SIGKILLed).
+GONE_EXIT = 137
+
+
+class ContainerRuntime:
+    """One task = one container named after the task; output is followed by one thread per running container."""
+
+    def __init__(self, client: Any, compose: list[str], workdir: Path):
+        self.client = client
+        self.compose = compose
+        self.workdir = workdir
+        self._lines: dict[str, queue.SimpleQueue[str]] = {}
+        self._followers: dict[str, threading.Thread] = {}
+
+    def start(self, task: Task) -> None:
+        import docker.errors
+
+        container = self._container(task) or self._recreate(task)
+        since = time.time()
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            raise LaunchError(f"cannot start {task.name}: {exc.explanation or exc}") from exc
+        follower = threading.Thread(target=self._follow, args=(container, since), daemon=True)
+        self._followers[task.name] = follower
+        follower.start()
+
+    def poll(self, task: Task) -> int | None:
+        container = self._container(task)
+        if container is None:
+            self._queue(task.name).put(f"container {task.name} is gone (removed outside tfcluster)")
+            return GONE_EXIT
+        state = container.attrs["State"]
+        if state["Status"] not in ("exited", "dead"):
+            return None
+        self._join(task.name)
+        return int(state["ExitCode"])
+
+    def stop(self, tasks: Sequence[Task]) -> None:
+        def stop_one(task: Task) -> None:
+            container = self._container(task)
+            if container is not None and container.status in ("running", "restarting", "paused"):
+                container.stop(timeout=STOP_TIMEOUT)
+            self._join(task.name)
+
+        with ThreadPoolExecutor(max_workers=max(len(tasks), 1)) as pool:
+            list(pool.map(stop_one, tasks))
+
+    def close(self) -> None:
+        for name in list(self._followers):
+            self._join(name)
+
+    def output(self, task: Task) -> list[str]:
+        lines, pending = [], self._queue(task.name)
+        while not pending.empty():
+            lines.append(pending.get_nowait())
+        return lines
+
+    def _queue(self, name: str) -> queue.SimpleQueue[str]:
+        return self._lines.setdefault(name, queue.SimpleQueue())
+
+    def _follow(self, container: Any, since: float) -> None:
+        """Copy the container's output lines (from ``since``) to its queue until the container stops.
+
+        A stream the engine breaks just ends: the next ``poll`` meets the same fault and the supervisor handles it.
+        """
+        pending = self._queue(container.name)
+        try:
+            for line in iter_lines(container.logs(stream=True, follow=True, since=since)):
+                pending.put(line)
+        except Exception:  # noqa: BLE001 - see the docstring
+            return
+
+    def _join(self, name: str) -> None:
+        follower = self._followers.pop(name, None)
+        if follower is not None:
+            follower.join(timeout=5)
+
+    def _container(self, task: Task) -> Any | None:
+        import docker.errors
+
+        try:
+            return self.client.containers.get(task.name)
+        except docker.errors.NotFound:
+            return None
+
+    def _recreate(self, task: Task) -> Any:
+        """Create a removed task container again from the compose files."""
+        run_compose(self.compose, self.workdir, "up", "--no-start", "--no-deps", task.name)
+        container = self._container(task)
+        if container is None:
+            raise LaunchError(f"compose did not create {task.name}")
+        return container
+
+
+def compose_files() -> list[str]:
+    return ["-f", COMPOSE_FILE, "-f", OVERRIDE_FILE]
+
+
+def run_compose(compose: list[str], workdir: Path, *args: str) -> str:
+    """Run ``docker compose -f ... ARGS`` in ``workdir``; raise LaunchError with its stderr if it fails."""
+    result = subprocess.run(
+        [*compose, *compose_files(), *args], cwd=workdir, capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        raise LaunchError(f"`{' '.join(compose)} {' '.join(args)}` failed: {detail[-1] if detail else result.returncode}")
+    return result.stdout
+
+
+def override_document(plan: Plan) -> str:
+    """The override under supervision: Docker restarts nothing, the supervisor does (see compose module doc)."""
+    return yaml.safe_dump({"services": {t.name: {"restart": "no"} for t in plan.tasks}}, sort_keys=False)

@@ -1,0 +1,344 @@
+"""The Kubernetes backend: apply a plan's manifests, supervise, report, stream logs, tear down.
+
+Contract (besides ``launcher.backends.api``): ``validate``, ``render`` and
+``render_tfjob`` are pure (``launcher.backends.kubernetes.manifests``); the
+official ``kubernetes`` client is imported only by ``create``. ``submit``
+creates every object of the dry run's files, exactly as rendered
+(objects other than Jobs and the checkpoint claim are replaced if they
+exist; an existing claim is kept with its checkpoints; existing Jobs of the
+same cluster refuse the launch), and deletes what it created if any step
+fails. ``supervise`` is one step of the launcher's watch loop: the Job
+controller already retries, fails and times out tasks; ``supervise`` adds
+what it cannot express (MultiWorkerMirrored gang restarts of survivors that
+hang, and deleting the Jobs left running once the run ended).
+
+Every object carries ``tfcluster.io/cluster=<name>``; ``describe``, ``logs``
+and ``cancel`` find the cluster by that label in the backend's namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from launcher.backends.api import Backend
+from launcher.backends.kubernetes import status as k8s_status
+from launcher.backends.kubernetes.manifests import CONTAINER, config_map_problems, objects, render
+from launcher.backends.kubernetes.target import KubernetesTarget, target
+from launcher.backends.lines import interleave, iter_lines
+from launcher.errors import BackendUnavailable, LaunchError
+from launcher.plan import naming
+from launcher.plan.dryrun import DryRun
+from launcher.plan.planner import Plan
+from launcher.plan.targets import BackendKind
+from launcher.protocol.events import PROGRESS_EVENTS, parse_event
+from launcher.spec.models import ClusterSpec, RoleType, Strategy
+from launcher.spec.problems import Problem
+from launcher.supervision.status import JobStatus
+
+DEFAULT_NAMESPACE = "default"
+#: A MultiWorkerMirrored survivor still running this long after a peer failed is restarted (survivors normally fail in seconds).
+GANG_GRACE_SECONDS = 60.0
+#: After success, the other Jobs get this long to exit by themselves before they are deleted.
+LINGER_SECONDS = 30.0
+#: Log lines read from the deciding task to show progress.
+PROGRESS_TAIL_LINES = 50
+
+
+@dataclass(frozen=True)
+class _Kind:
+    api: str
+    suffix: str
+
+
+_KINDS = {
+    "ServiceAccount": _Kind("core", "service_account"),
+    "ConfigMap": _Kind("core", "config_map"),
+    "Service": _Kind("core", "service"),
+    "NetworkPolicy": _Kind("networking", "network_policy"),
+    "PersistentVolumeClaim": _Kind("core", "persistent_volume_claim"),
+    "Job": _Kind("batch", "job"),
+    "Pod": _Kind("core", "pod"),
+}
+#: What ``submit`` creates, in apply order; ``cancel`` deletes in reverse, Jobs first, so no pod outlives its config.
+_APPLIED = ("ServiceAccount", "ConfigMap", "Service", "NetworkPolicy", "PersistentVolumeClaim", "Job")
+#: Kept when it exists (it holds checkpoints); deleted only by ``cancel(volumes=True)``.
+_KEPT = frozenset({"PersistentVolumeClaim"})
+
+
+def _owned_by(existing: dict[str, Any], obj: dict[str, Any]) -> bool:
+    """True if the existing object's metadata carries ``obj``'s cluster and managed-by labels."""
+    have, want = existing.get("labels") or {}, obj["metadata"]["labels"]
+    return all(have.get(key) == want[key] for key in (naming.LABEL_MANAGED, naming.LABEL_CLUSTER))
+
+
+def _connect(context: str | None) -> Any:
+    """An API client for the kubeconfig's cluster (``context``), or the in-cluster config inside a pod."""
+    from kubernetes import client, config
+
+    where = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    try:
+        if context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            configuration = client.Configuration()
+            config.load_incluster_config(client_configuration=configuration)
+            api_client = client.ApiClient(configuration)
+        else:
+            # Read KUBECONFIG now (the client's default is frozen when it is first imported); a ':' list is merged.
+            api_client = config.new_client_from_config(config_file=where, context=context)
+    except (config.ConfigException, OSError) as exc:
+        raise BackendUnavailable(
+            f"no usable Kubernetes configuration ({where}): {exc}. Point KUBECONFIG at a kubeconfig "
+            "(e.g. from your cloud's `get-credentials`), or run inside a cluster."
+        ) from None
+    return api_client
+
+
+class KubernetesBackend(Backend):
+    kind = BackendKind.K8S
+
+    def __init__(
+        self,
+        api_client: Any,
+        namespace: str | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        gang_grace: float = GANG_GRACE_SECONDS,
+        linger: float = LINGER_SECONDS,
+    ):
+        from kubernetes import client
+
+        self._apis = {
+            "core": client.CoreV1Api(api_client),
+            "batch": client.BatchV1Api(api_client),
+            "networking": client.NetworkingV1Api(api_client),
+        }
+        self._host = api_client.configuration.host
+        self.namespace = namespace
+        self._clock = clock
+        self._gang_grace = gang_grace
+        self._linger = linger
+
+    @classmethod
+    def target(cls, spec: ClusterSpec, *, launching: bool = False) -> KubernetesTarget:
+        return target(spec, launching=launching)
+
+    @classmethod
+    def validate(cls, spec: ClusterSpec) -> list[Problem]:
+        return config_map_problems(spec)
+
+    @classmethod
+    def render(cls, plan: Plan) -> dict[str, str]:
+        return render(plan)
+
+    @classmethod
+    def create(cls, **options: Any) -> KubernetesBackend:
+        """A backend talking to the cluster of the kubeconfig (option ``context``) in ``namespace``."""
+        return cls(_connect(options.get("context")), options.get("namespace"))
+
+    # --- submit ----------------------------------------------------------
+
+    def submit(self, dry_run: DryRun) -> None:
+        plan = dry_run.plan
+        namespace = self.namespace or plan.spec.kubernetes.namespace
+        self.namespace = namespace  # describe/logs/cancel then look where this launch went
+        existing = self._list("Job", namespace, plan.name)
+        if existing:
+            being_deleted = any(j["metadata"].get("deletionTimestamp") for j in existing)
+            hint = "it is still shutting down, retry in a few seconds" if being_deleted else f"run `tfcluster down {plan.name}` first"
+            raise LaunchError(f"cluster {plan.name!r} already exists in namespace {namespace!r}: {hint}")
+        created: list[dict[str, Any]] = []
+        try:
+            for obj in objects(dry_run.files):
+                obj = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
+                if self._apply(obj, namespace):
+                    created.append(obj)
+        except LaunchError as exc:
+            left = []
+            for obj in reversed(created):
+                try:
+                    self._delete(obj["kind"], obj["metadata"]["name"], namespace)
+                except LaunchError:
+                    left.append(f"{obj['kind']} {obj['metadata']['name']}")
+            cleanup = f"could not remove {', '.join(left)}" if left else f"removed the {len(created)} object(s) it had created"
+            raise LaunchError(f"{exc}; {cleanup}") from None
+
+    def _apply(self, obj: dict[str, Any], namespace: str) -> bool:
+        """Create ``obj``; replace it if it exists (except kept kinds). True if this call created it.
+
+        Only an object left by this cluster (its tfcluster labels) is replaced;
+        anything else of the same name is someone else's and fails the launch.
+        """
+        from kubernetes.client.exceptions import ApiException
+
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        with self._api_errors(f"create {kind} {name}"):
+            try:
+                self._call(kind, "create", namespace, body=obj)
+                return True
+            except ApiException as exc:
+                if exc.status != 409 or kind == "Job":
+                    raise
+            if kind not in _KEPT:
+                existing = self._call(kind, "read", name, namespace)["metadata"]
+                if not _owned_by(existing, obj):
+                    raise LaunchError(
+                        f"{kind} {name} already exists in namespace {namespace} and was not made by tfcluster "
+                        f"for cluster {obj['metadata']['labels'][naming.LABEL_CLUSTER]}; rename the cluster or remove it"
+                    )
+                version = existing["resourceVersion"]
+                self._call(kind, "replace", name, namespace, body={**obj, "metadata": {**obj["metadata"], "resourceVersion": version}})
+            return False
+
+    # --- supervise / describe ---------------------------------------------
+
+    def supervises_only_when_watched(self, plan: Plan) -> bool:
+        """The MWMS gang-restart safety net runs in ``supervise``: unwatched, a hung gang waits for the deadline."""
+        return plan.strategy is Strategy.MULTI_WORKER_MIRRORED and plan.policy.deadline_seconds is None
+
+    def supervise(self, name: str) -> list[str]:
+        """One supervision step; returns what it did (one line per deleted pod or Job)."""
+        namespace = self._ns()
+        jobs, pods = self._list("Job", namespace, name), self._list("Pod", namespace, name)
+        status = k8s_status.job_status(name, jobs, pods)
+        if status is None:
+            return []
+        now = self._clock()
+        actions = []
+        for pod in k8s_status.stale_gang_pods(jobs, pods, now, self._gang_grace):
+            self._delete("Pod", pod, namespace)
+            actions.append(f"gang restart: deleted {pod} (it outlived a failed peer; its Job recreates it)")
+        for job in k8s_status.leftover_jobs(jobs, status, now, self._linger):
+            self._delete("Job", job, namespace)
+            actions.append(f"run {status.state.value}: deleted Job {job}")
+        return actions
+
+    def describe(self, name: str) -> JobStatus | None:
+        namespace = self._ns()
+        jobs, pods = self._list("Job", namespace, name), self._list("Pod", namespace, name)
+        status = k8s_status.job_status(name, jobs, pods)
+        if status is not None:
+            status.progress = self._progress(namespace, jobs, pods)
+        return status
+
+    def _progress(self, namespace: str, jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any]:
+        """The latest progress events of the lead task (the policy's: chief, else worker 0), merged."""
+        runs = k8s_status.runs_by_task(pods)
+        lead = k8s_status.job_policy(jobs[0]).lead
+        if lead not in runs:
+            return {}
+        latest = runs[lead][-1]
+        if latest.phase == "Pending":
+            return {}
+        progress: dict[str, Any] = {}
+        try:
+            for line in self._log_lines(latest.name, namespace, follow=False, tail=PROGRESS_TAIL_LINES):
+                event = parse_event(line)
+                if event and event.get("event") in {k.value for k in PROGRESS_EVENTS}:
+                    progress.update({k: v for k, v in event.items() if k != "time"})
+        except LaunchError:
+            return {}  # e.g. the container is not started yet or was replaced: status without progress
+        return progress
+
+    # --- logs ------------------------------------------------------------
+
+    def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
+        namespace = self._ns()
+        runs = k8s_status.runs_by_task(self._list("Pod", namespace, name))
+        latest = {naming.task_name(name, role, index): runs[role, index][-1].name for role, index in _task_order(runs)}
+        if task is not None:
+            if task not in latest:
+                known = ", ".join(latest) or "none has started yet"
+                raise LaunchError(f"no pod for task {task!r} of cluster {name!r} (tasks: {known})")
+            yield from self._log_lines(latest[task], namespace, follow)
+            return
+        if not follow:
+            for task_name, pod in latest.items():
+                yield from (f"{task_name} | {line}" for line in self._log_lines(pod, namespace, False))
+            return
+        yield from interleave({task_name: partial(self._log_lines, pod, namespace, True) for task_name, pod in latest.items()})
+
+    def _log_lines(self, pod: str, namespace: str, follow: bool, tail: int | None = None) -> Iterator[str]:
+        with self._api_errors(f"read logs of {pod}"):
+            response = self._apis["core"].read_namespaced_pod_log(
+                pod, namespace, container=CONTAINER, follow=follow, tail_lines=tail, _preload_content=False
+            )
+        try:
+            yield from iter_lines(response.stream(4096))
+        finally:
+            response.release_conn()
+
+    # --- cancel ----------------------------------------------------------
+
+    def cancel(self, name: str, volumes: bool = False) -> None:
+        """Delete the cluster's objects, Jobs first (Foreground: a Job is gone only after its pods)."""
+        namespace = self._ns()
+        for kind in reversed(_APPLIED):
+            if kind in _KEPT and not volumes:
+                continue
+            for obj in self._list(kind, namespace, name):
+                self._delete(kind, obj["metadata"]["name"], namespace)
+
+    # --- API helpers -----------------------------------------------------
+
+    def _ns(self) -> str:
+        return self.namespace or DEFAULT_NAMESPACE
+
+    def _method(self, kind: str, verb: str) -> Callable[..., Any]:
+        spec = _KINDS[kind]
+        return getattr(self._apis[spec.api], f"{verb}_namespaced_{spec.suffix}")
+
+    def _call(self, kind: str, verb: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """One API call, answered as JSON (no model deserialization)."""
+        response = self._method(kind, verb)(*args, _preload_content=False, **kwargs)
+        try:
+            return json.loads(response.data or b"{}")
+        finally:
+            response.release_conn()
+
+    def _list(self, kind: str, namespace: str, cluster: str) -> list[dict[str, Any]]:
+        with self._api_errors(f"list {kind}s"):
+            return self._call(kind, "list", namespace, label_selector=f"{naming.LABEL_CLUSTER}={cluster}").get("items", [])
+
+    def _delete(self, kind: str, name: str, namespace: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        propagation = "Foreground" if kind == "Job" else "Background"
+        with self._api_errors(f"delete {kind} {name}"):
+            try:
+                self._call(kind, "delete", name, namespace, propagation_policy=propagation)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+    @contextmanager
+    def _api_errors(self, action: str) -> Iterator[None]:
+        """Turns client errors into ``LaunchError`` naming the action, the API server and its answer."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            yield
+        except ApiException as exc:
+            raise LaunchError(f"cannot {action}: {_api_reason(exc)}") from None
+        except HTTPError as exc:
+            raise LaunchError(f"cannot {action}: Kubernetes API at {self._host} unreachable ({exc.__class__.__name__})") from None
+
+
+def _task_order(runs: dict[tuple[RoleType, int], Any]) -> list[tuple[RoleType, int]]:
+    """Task keys in plan order: chief, workers, ps, evaluator, by index."""
+    return sorted(runs, key=lambda key: (key[0].order, key[1]))
+
+
+def _api_reason(exc: Any) -> str:
+    try:
+        body = json.loads(exc.body)
+        return f"{exc.status} {body.get('reason', '')}: {body.get('message', '')}".strip()
+    except (TypeError, ValueError):
+        return f"{exc.status} {exc.reason}"
+

@@ -1,0 +1,492 @@
+"""Kubernetes manifests for a plan: pure functions, no Kubernetes client import.
+
+Contract: ``manifests(plan)`` returns the objects ``submit`` applies, in
+apply order; ``render(plan)`` writes the same objects as YAML files plus a
+``kustomization.yaml`` (``kubectl apply -k DIR``); ``render_tfjob(plan)``
+exports the cluster as a Kubeflow ``TFJob`` instead. Output is a
+deterministic function of the plan, and its size grows linearly with the
+number of tasks: the only per-task data is the training ``cluster`` dict,
+written once into a ConfigMap (never one TF_CONFIG per task).
+
+Why one Indexed Job per role (not a StatefulSet, not a pod per task):
+
+- an Indexed Job whose pods set ``subdomain`` to a headless Service gets
+  pod hostnames ``<job>-<index>``; with the job named ``<cluster>-<role>``
+  that is exactly the task name, so ``<task>.<cluster>:<port>`` (the
+  addresses ``KubernetesTarget`` planned) resolves, and a replacement pod of
+  the same index keeps the same name;
+- a Job runs to completion (a StatefulSet restarts a finished chief forever);
+- the Job controller enforces the restart budget per task
+  (``backoffLimitPerIndex``), the exit-code policy (``podFailurePolicy``) and
+  the deadline (``activeDeadlineSeconds``) even when no launcher is watching
+  (``up --detach``);
+- one template per role keeps 10,000 workers as small as 1: the index comes
+  from ``JOB_COMPLETION_INDEX`` and the cluster from the shared ConfigMap.
+
+Kubernetes version: every Job field used is GA in 1.33 (``podFailurePolicy``
+1.31, ``backoffLimitPerIndex`` and ``successPolicy`` 1.33) except
+``podReplacementPolicy`` (GA 1.34, beta and on by default since 1.29), so
+the minimum is 1.33; the manifests are validated against the 1.33-1.37
+OpenAPI schemas (tests/test_k8s_render.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import yaml
+
+from launcher.backends.escaping import literal
+from launcher.backends.kubernetes.target import KubernetesTarget
+from launcher.plan import naming
+from launcher.plan.planner import Plan, Task, make_plan
+from launcher.plan.policy import JobPolicy
+from launcher.protocol import env as task_env
+from launcher.protocol.paths import is_object_store
+from launcher.spec.models import ClusterSpec, RestartPolicy, RoleType, SuccessPolicy
+from launcher.spec.problems import Problem
+
+MIN_KUBERNETES_VERSION = "1.33"
+
+#: Set by the Job controller on each pod (label since 1.28, annotation since 1.21).
+INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+#: On every Job: the plan's ``JobPolicy`` (JSON), what ``supervise``/``describe`` need to know without the plan.
+ANNOTATION_POLICY = "tfcluster.io/policy"
+
+CONTAINER = "tensorflow"
+CONFIG_DIR = "/etc/tfcluster"
+CLUSTER_KEY = "cluster.json"
+JOB_KEY = "job.json"
+#: uid/gid of the ``tfcluster`` user in the worker image (worker_image/Dockerfile).
+TASK_UID = 1000
+KUSTOMIZATION = "kustomization.yaml"
+#: A ConfigMap holds at most 1 MiB.
+CONFIG_MAP_LIMIT = 1024 * 1024
+
+TFJOB_REPLICA_TYPES = {RoleType.CHIEF: "Chief", RoleType.WORKER: "Worker", RoleType.PS: "PS", RoleType.EVALUATOR: "Evaluator"}
+TFJOB_RESTART = {
+    RestartPolicy.NEVER: "Never",
+    RestartPolicy.ON_FAILURE: "OnFailure",
+    RestartPolicy.EXIT_CODE: "ExitCode",
+    RestartPolicy.ALWAYS: "Always",
+}
+
+Manifest = dict[str, Any]
+
+
+class RoleGroup:
+    """The tasks of one role, which share everything but their index (checked, since one template serves all)."""
+
+    def __init__(self, cluster: str, role: RoleType, tasks: list[Task]):
+        first = tasks[0]
+        shared = _shared_env(first)
+        for task in tasks:
+            if task.name != naming.task_name(cluster, role, task.index) or (
+                task.image, task.command, task.port, task.resources, _shared_env(task)
+            ) != (first.image, first.command, first.port, first.resources, shared):
+                raise ValueError(f"task {task.name} differs from {first.name}: one Job template cannot run both")
+        self.role = role
+        self.tasks = tasks
+        self.first = first
+        self.env = shared
+
+    @property
+    def replicas(self) -> int:
+        return len(self.tasks)
+
+
+def role_groups(plan: Plan) -> list[RoleGroup]:
+    by_role: dict[RoleType, list[Task]] = {}
+    for task in plan.tasks:
+        by_role.setdefault(task.type, []).append(task)
+    return [RoleGroup(plan.name, role, tasks) for role, tasks in by_role.items()]
+
+
+def _shared_env(task: Task) -> dict[str, str]:
+    return {k: v for k, v in task.env.items() if k != task_env.TASK_NAME}
+
+
+# --- objects -----------------------------------------------------------------
+
+
+def _meta(plan: Plan, name: str, role: RoleType | None = None) -> dict[str, Any]:
+    return {"name": name, "namespace": plan.spec.kubernetes.namespace, "labels": naming.labels(plan.name, plan.run_id, role)}
+
+
+def service_account(plan: Plan) -> Manifest:
+    """The pods' identity: no RBAC binding and no API token mounted."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _meta(plan, naming.service_account_name(plan.name)),
+        "automountServiceAccountToken": False,
+    }
+
+
+def _config_data(plan: Plan, *, with_cluster: bool = True) -> dict[str, str]:
+    """``job.json`` = TFCLUSTER_JOB (same for every task); ``cluster.json`` = the training cluster, once."""
+    data = {JOB_KEY: plan.tasks[0].env[task_env.JOB]}
+    if with_cluster:
+        data[CLUSTER_KEY] = json.dumps(plan.cluster, indent=2) + "\n"
+    return data
+
+
+def config_map_problems(spec: ClusterSpec) -> list[Problem]:
+    """The cluster must fit one ConfigMap (1 MiB): a problem naming the largest role otherwise."""
+    plan = make_plan(spec, KubernetesTarget())
+    size = sum(len(v.encode()) for v in _config_data(plan).values())
+    if size <= CONFIG_MAP_LIMIT:
+        return []
+    largest = max((r for r in RoleType if spec.roles.replicas(r)), key=spec.roles.replicas)
+    return [Problem(
+        f"roles.{largest.value}.replicas",
+        f"the cluster description is {size} bytes, over the 1 MiB a ConfigMap holds; use fewer tasks or a shorter name",
+    )]
+
+
+def config_map(plan: Plan, *, with_cluster: bool = True) -> Manifest:
+    data = _config_data(plan, with_cluster=with_cluster)
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(plan, naming.config_map_name(plan.name)), "data": data}
+
+
+def headless_service(plan: Plan, groups: list[RoleGroup]) -> Manifest:
+    """The pods' DNS subdomain: ``<task>.<cluster>`` resolves, also before a pod is ready."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(plan, naming.service_name(plan.name)),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {naming.LABEL_CLUSTER: plan.name},
+            "ports": [{"name": f"tf-{port}", "port": port, "targetPort": port} for port in _ports(groups)],
+        },
+    }
+
+
+def network_policy(plan: Plan, groups: list[RoleGroup]) -> Manifest:
+    """Only the cluster's own pods may connect to its pods, and only on the TF ports."""
+    own_pods = {"matchLabels": {naming.LABEL_CLUSTER: plan.name}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(plan, naming.network_policy_name(plan.name)),
+        "spec": {
+            "podSelector": own_pods,
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [{"podSelector": own_pods}],
+                    "ports": [{"protocol": "TCP", "port": port} for port in _ports(groups)],
+                }
+            ],
+        },
+    }
+
+
+def checkpoint_claim(plan: Plan) -> Manifest | None:
+    """The ReadWriteMany claim to create, or None (object-store URL, or an existing claim named in the spec)."""
+    claim = plan.spec.kubernetes.volume_claim
+    if is_object_store(plan.run_config.checkpoint_dir) or claim.name:
+        return None
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": claim.size}}}
+    if claim.storage_class:
+        spec["storageClassName"] = claim.storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _meta(plan, naming.checkpoint_volume_name(plan.name)),
+        "spec": spec,
+    }
+
+
+def job(plan: Plan, group: RoleGroup) -> Manifest:
+    """The Indexed Job running every task of one role."""
+    spec = plan.spec
+    n = group.replicas
+    job_spec: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": n,
+        "parallelism": n,
+        **_failure_handling(plan.policy, n),
+        # TF refuses a second task with the same name: never start a replacement while the old pod terminates.
+        "podReplacementPolicy": "Failed",
+    }
+    policy = plan.policy
+    if group.role is policy.lead.role and policy.lead_decides_alone():
+        # No chief: worker 0 leads, and its success ends the Job (the other workers are stopped).
+        job_spec["successPolicy"] = {"rules": [{"succeededIndexes": str(policy.lead.index)}]}
+    if policy.deadline_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = policy.deadline_seconds
+    if spec.kubernetes.ttl_seconds_after_finished is not None:
+        job_spec["ttlSecondsAfterFinished"] = spec.kubernetes.ttl_seconds_after_finished
+    job_spec["template"] = pod_template(plan, group, _native_env(plan, group))
+    metadata = _meta(plan, naming.role_job_name(plan.name, group.role), group.role)
+    metadata["annotations"] = {ANNOTATION_POLICY: plan.policy.model_dump_json()}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
+
+
+def _failure_handling(policy: JobPolicy, replicas: int) -> dict[str, Any]:
+    """Job policy -> Job failure fields.
+
+    Pods use ``restartPolicy: Never`` (required by ``podFailurePolicy``; each
+    failure is a new pod whose exit code ``describe`` reports). A restart of
+    the whole job (a gang restart) fails and replaces every pod once, so
+    ``restart.max_restarts`` becomes the per-index budget, and the Job fails
+    as soon as one index exhausts it (``maxFailedIndexes: 0``). ``always``
+    behaves as ``on-failure``: a Job never restarts a pod that exited 0.
+    Evictions and preemptions (``DisruptionTarget``) never use up the budget,
+    except under ``never``.
+    """
+    budget = policy.budget()
+    rules: list[dict[str, Any]] = []
+    if policy.restart is not RestartPolicy.NEVER:
+        rules.append({"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]})
+    fatal = policy.fatal_exit_codes()
+    if fatal:
+        rules.append(
+            {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": fatal}}
+        )
+    handling: dict[str, Any] = {
+        "backoffLimit": budget * replicas,
+        "backoffLimitPerIndex": budget,
+        "maxFailedIndexes": 0,
+    }
+    if rules:
+        handling["podFailurePolicy"] = {"rules": rules}
+    return handling
+
+
+def _native_env(plan: Plan, group: RoleGroup) -> list[dict[str, Any]]:
+    """Env of the Job's pods: the entrypoint builds TF_CONFIG from these (launcher.worker.tfconfig)."""
+    index_ref = {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_KEY}']"}}
+    env: list[dict[str, Any]] = [
+        {"name": task_env.TASK_INDEX, "valueFrom": index_ref},
+        {"name": task_env.TASK_TYPE, "value": group.role.value},
+        # Kubernetes expands $(VAR) of a variable defined earlier in the list.
+        {"name": task_env.TASK_NAME, "value": f"{naming.role_job_name(plan.name, group.role)}-$({task_env.TASK_INDEX})"},
+    ]
+    # The file's presence selects the file-based TF_CONFIG; the evaluator then uses only its own address.
+    env.append({"name": task_env.CLUSTER_FILE, "value": f"{CONFIG_DIR}/{CLUSTER_KEY}"})
+    if group.role is RoleType.EVALUATOR:
+        env.append({"name": task_env.TASK_ADDRESS, "value": group.first.address})
+    return env + _job_env(plan)
+
+
+def _job_env(plan: Plan) -> list[dict[str, Any]]:
+    ref = {"configMapKeyRef": {"name": naming.config_map_name(plan.name), "key": JOB_KEY}}
+    return [{"name": task_env.JOB, "valueFrom": ref}]
+
+
+def _plain_env(group: RoleGroup) -> list[dict[str, Any]]:
+    """The plan's env as literal values (``$`` escaped: Kubernetes would expand ``$(VAR)``)."""
+    return [{"name": k, "value": literal(v)} for k, v in group.env.items() if k != task_env.JOB]
+
+
+def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, cluster_file: bool = True) -> Manifest:
+    """The pod of one task of ``group``: hardened, with the spec's scheduling and resource settings.
+
+    ``/tmp`` is the only writable path besides the checkpoint dir (TF needs a
+    writable tmp); ``cluster_file`` mounts the ConfigMap's cluster JSON.
+    """
+    k8s = plan.spec.kubernetes
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    if cluster_file:
+        items = [{"key": CLUSTER_KEY, "path": CLUSTER_KEY}]
+        mounts.append({"name": "tfcluster", "mountPath": CONFIG_DIR, "readOnly": True})
+        volumes.append({"name": "tfcluster", "configMap": {"name": naming.config_map_name(plan.name), "items": items}})
+    claim = checkpoint_claim_name(plan)
+    if claim is not None:
+        mounts.append({"name": "checkpoints", "mountPath": plan.run_config.checkpoint_dir})
+        volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": claim}})
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": group.first.image,
+        # args, not command: the image's ENTRYPOINT (tini, PID 1: signals, reaping) stays in front.
+        "args": [literal(arg) for arg in group.first.command],
+        "ports": [{"name": "tf", "containerPort": group.first.port, "protocol": "TCP"}],
+        "env": env + _plain_env(group),
+    }
+    if k8s.env_from_secrets:
+        container["envFrom"] = [{"secretRef": {"name": name}} for name in k8s.env_from_secrets]
+    resources = _resources(group)
+    if resources:
+        container["resources"] = resources
+    container["securityContext"] = {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    container["volumeMounts"] = mounts
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "subdomain": naming.service_name(plan.name),
+        "serviceAccountName": naming.service_account_name(plan.name),
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": TASK_UID,
+            "runAsGroup": TASK_UID,
+            "fsGroup": TASK_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if k8s.node_selector:
+        pod["nodeSelector"] = dict(k8s.node_selector)
+    if k8s.tolerations:
+        pod["tolerations"] = [_camel(t.model_dump(exclude_none=True)) for t in k8s.tolerations]
+    if k8s.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": name} for name in k8s.image_pull_secrets]
+    if k8s.scheduler_name:
+        pod["schedulerName"] = k8s.scheduler_name
+    metadata: dict[str, Any] = {"labels": naming.labels(plan.name, plan.run_id, group.role)}
+    if k8s.pod_annotations:
+        metadata["annotations"] = dict(k8s.pod_annotations)
+    return {"metadata": metadata, "spec": pod}
+
+
+def _resources(group: RoleGroup) -> dict[str, Any]:
+    """Requests = limits (guaranteed QoS for the set values); GPUs are limits only."""
+    res = group.first.resources
+    amounts: dict[str, str] = {}
+    if res.cpu is not None:
+        amounts["cpu"] = str(int(res.cpu)) if float(res.cpu).is_integer() else f"{round(res.cpu * 1000)}m"
+    if res.memory is not None:
+        amounts["memory"] = res.memory
+    result: dict[str, Any] = {}
+    if amounts:
+        result = {"requests": dict(amounts), "limits": dict(amounts)}
+    if res.gpu:
+        result.setdefault("limits", {})["nvidia.com/gpu"] = str(res.gpu)
+    return result
+
+
+def _camel(fields: dict[str, Any]) -> dict[str, Any]:
+    def convert(key: str) -> str:
+        head, *rest = key.split("_")
+        return head + "".join(word.title() for word in rest)
+
+    return {convert(k): v for k, v in fields.items()}
+
+
+def _ports(groups: Iterable[RoleGroup]) -> list[int]:
+    return sorted({g.first.port for g in groups})
+
+
+def checkpoint_claim_name(plan: Plan) -> str | None:
+    """The claim mounted at the checkpoint dir: the spec's existing one, the created one, or None for URLs."""
+    if is_object_store(plan.run_config.checkpoint_dir):
+        return None
+    return plan.spec.kubernetes.volume_claim.name or naming.checkpoint_volume_name(plan.name)
+
+
+# --- plan -> objects -> files -------------------------------------------------
+
+
+def manifests(plan: Plan) -> list[Manifest]:
+    """Every object of the cluster, in apply order (what a pod needs exists before the Jobs)."""
+    return [obj for objects in _files(plan).values() for obj in objects]
+
+
+def objects(files: dict[str, str]) -> list[Manifest]:
+    """The objects of rendered ``files`` in apply order (the kustomization's), exactly as the files hold them."""
+    order = yaml.safe_load(files[KUSTOMIZATION])["resources"]
+    return [obj for name in order for obj in yaml.safe_load_all(files[name]) if obj]
+
+
+def _files(plan: Plan) -> dict[str, list[Manifest]]:
+    groups = role_groups(plan)
+    claim = checkpoint_claim(plan)
+    files = {
+        "config.yaml": [service_account(plan), config_map(plan)],
+        "network.yaml": [headless_service(plan, groups), network_policy(plan, groups)],
+        "storage.yaml": [claim] if claim else [],
+        "jobs.yaml": [job(plan, g) for g in groups],
+    }
+    return {name: objects for name, objects in files.items() if objects}
+
+
+def render(plan: Plan) -> dict[str, str]:
+    """``<file>.yaml`` (multi-document) per group of objects, plus ``kustomization.yaml`` listing them."""
+    return _as_files(plan, _files(plan))
+
+
+def render_tfjob(plan: Plan) -> dict[str, str]:
+    """The cluster as a Kubeflow ``TFJob`` (kubeflow.org/v1) plus the objects it needs.
+
+    The training operator sets TF_CONFIG itself (addresses
+    ``<cluster>-<role>-<index>.<namespace>.svc``, one Service per pod), so
+    the ConfigMap carries only TFCLUSTER_JOB; pods keep the same hardening,
+    volumes and scheduling settings as the native Jobs. Restart policies map
+    one to one (TFJob has ``ExitCode``); the budget is ``runPolicy.backoffLimit``.
+    """
+    groups = role_groups(plan)
+    claim = checkpoint_claim(plan)
+    spec, policy = plan.spec, plan.policy
+    run_policy: dict[str, Any] = {"backoffLimit": policy.max_restarts, "cleanPodPolicy": "Running"}
+    if policy.deadline_seconds is not None:
+        run_policy["activeDeadlineSeconds"] = policy.deadline_seconds
+    if spec.kubernetes.ttl_seconds_after_finished is not None:
+        run_policy["ttlSecondsAfterFinished"] = spec.kubernetes.ttl_seconds_after_finished
+    replica_specs = {}
+    for group in groups:
+        task_name = {"name": task_env.TASK_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+        template = pod_template(plan, group, [task_name, *_job_env(plan)], cluster_file=False)
+        template["spec"]["containers"][0]["ports"][0]["name"] = "tfjob-port"  # the operator's default port name
+        for owned_by_operator in ("subdomain", "restartPolicy"):  # per-pod Services; replica restartPolicy
+            del template["spec"][owned_by_operator]
+        replica_specs[TFJOB_REPLICA_TYPES[group.role]] = {
+            "replicas": group.replicas,
+            "restartPolicy": TFJOB_RESTART[policy.restart],
+            "template": template,
+        }
+    tfjob_spec: dict[str, Any] = {"runPolicy": run_policy, "tfReplicaSpecs": replica_specs}
+    if policy.success is SuccessPolicy.ALL_WORKERS:
+        tfjob_spec["successPolicy"] = "AllWorkers"
+    tfjob = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": _meta(plan, plan.name), "spec": tfjob_spec}
+    files = {
+        "config.yaml": [service_account(plan), config_map(plan, with_cluster=False)],
+        "network.yaml": [network_policy(plan, groups)],
+        "storage.yaml": [claim] if claim else [],
+        "tfjob.yaml": [tfjob],
+    }
+    return _as_files(plan, {name: objects for name, objects in files.items() if objects})
+
+
+def _as_files(plan: Plan, files: dict[str, list[Manifest]]) -> dict[str, str]:
+    header = f"# Rendered by tfcluster from cluster {plan.name!r} (run {plan.run_id}); regenerate, do not edit.\n"
+    rendered = {name: header + _dump(objects) for name, objects in files.items()}
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": list(files),
+    }
+    rendered[KUSTOMIZATION] = header + _dump([kustomization])
+    return rendered
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the cluster JSON) as literal blocks, and no YAML anchors, so the files stay readable."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def _dump(objects: list[Manifest]) -> str:
+    return yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+

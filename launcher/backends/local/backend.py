@@ -1,0 +1,109 @@
+"""The local backend: every task is a process on this machine, on loopback ports.
+
+Contract: ``submit`` creates the cluster's ``StateDir``
+(``launcher.supervision.harness``; ``naming.state_dir("local", NAME)``) and
+starts the shared detached supervisor with local processes
+(``launcher.backends.local.supervise``); it returns once the tasks are
+started, and a task that cannot start fails it (nothing is left). Task logs
+are ``logs/<task>.log`` there, kept after the job ends and removed by
+``cancel``. A cluster whose supervisor still runs cannot be submitted again.
+``cancel`` stops the supervisor (which stops the tasks) and then kills every
+recorded process group that still runs one of the cluster's tasks, so
+nothing of the cluster is left.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from launcher.backends.api import Backend
+from launcher.backends.lines import LineReader
+from launcher.backends.local import supervise
+from launcher.backends.local.processes import group_runs_task, kill_group
+from launcher.backends.local.state import LocalState
+from launcher.backends.local.target import LocalTarget, target
+from launcher.errors import LaunchError
+from launcher.plan.dryrun import DryRun
+from launcher.plan.targets import BackendKind
+from launcher.protocol.paths import is_object_store
+from launcher.spec.models import ClusterSpec
+from launcher.supervision import harness
+from launcher.supervision.status import JobStatus
+
+FOLLOW_POLL_SECONDS = 0.3
+
+
+class LocalBackend(Backend):
+    kind = BackendKind.LOCAL
+
+    @classmethod
+    def target(cls, spec: ClusterSpec, *, launching: bool = False) -> LocalTarget:
+        return target(spec, launching=launching)
+
+    def submit(self, dry_run: DryRun) -> None:
+        plan = dry_run.plan
+        state = LocalState.of(self.kind, plan.name)
+        if state.supervisor() is not None:
+            raise LaunchError(f"cluster {plan.name!r} is already running locally; stop it first with "
+                              f"`tfcluster down {plan.name}`")
+        state.create(plan)
+        state.logs.mkdir()
+        if not is_object_store(plan.run_config.checkpoint_dir):
+            Path(plan.run_config.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            harness.start(state, supervise.__name__)
+        except BaseException:
+            self._teardown(state)
+            state.remove()
+            raise
+
+    def describe(self, name: str) -> JobStatus | None:
+        return harness.describe(LocalState.of(self.kind, name), self.kind)
+
+    def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
+        state = self._existing(name)
+        plan = state.read_plan()
+        if task is not None:
+            try:
+                plan.task(task)
+            except KeyError as exc:
+                raise LaunchError(exc.args[0]) from None
+        names = [task] if task is not None else [t.name for t in plan.tasks]
+        readers = {n: LineReader(state.log(n)) for n in names}
+        while True:
+            running = follow and state.supervisor() is not None
+            for n, reader in readers.items():
+                for line in reader.read(final=not running):
+                    yield line if task is not None else f"{n} | {line}"
+            if not running:
+                return
+            time.sleep(FOLLOW_POLL_SECONDS)
+
+    def stop(self, name: str) -> None:
+        """Stop the supervisor and every task; the plan, status and logs stay for ``status``/``logs``."""
+        self._teardown(self._existing(name))
+
+    def cancel(self, name: str, volumes: bool = False) -> None:
+        state = self._existing(name)
+        checkpoint_dir = state.read_plan().run_config.checkpoint_dir
+        self._teardown(state)
+        state.remove()
+        if volumes and not is_object_store(checkpoint_dir):
+            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+    def _existing(self, name: str) -> LocalState:
+        state = LocalState.of(self.kind, name)
+        if not state.exists():
+            raise LaunchError(f"no local cluster named {name!r}")
+        return state
+
+    @staticmethod
+    def _teardown(state: LocalState) -> None:
+        """Stop the supervisor (it stops its tasks), then kill whatever is left."""
+        harness.stop(state)
+        for task_name, pgid in state.read_groups().items():
+            if group_runs_task(pgid, task_name):
+                kill_group(pgid)

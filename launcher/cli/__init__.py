@@ -1,0 +1,5 @@
+"""The ``tfcluster`` command line (``launcher.cli.commands``), its live view (``watch``) and renderings (``views``)."""
+
+from launcher.cli.commands import main
+
+__all__ = ["main"]

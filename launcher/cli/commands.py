@@ -1,0 +1,232 @@
+"""The ``tfcluster`` commands: a thin layer over ``launcher.api`` and the backends.
+
+Exit codes, by error type: 0 success; 1 the job failed, or a
+``TfclusterError`` (launch, backend, image build); 2 the spec or the command
+line is wrong (``SpecError``: one line per problem, no traceback, nothing
+started); 130 interrupted (the cluster is stopped first).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from launcher import api
+from launcher.backends import get_backend
+from launcher.backends.api import Backend
+from launcher.cli.registry import forget, lookup, record
+from launcher.errors import LaunchError, TfclusterError
+from launcher.plan.dryrun import plan_document, tasks_document
+from launcher.plan.targets import BackendKind
+from launcher.spec.problems import SpecError
+
+BACKENDS = click.Choice([k.value for k in BackendKind])
+EXIT_SPEC = 2
+EXIT_FAILED = 1
+
+
+class _Cli(click.Group):
+    """Turns known errors into one-line messages and exit codes instead of tracebacks."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except SpecError as exc:
+            click.echo(str(exc), err=True)
+            sys.exit(EXIT_SPEC)
+        except TfclusterError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_FAILED)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tfcluster")
+def main() -> None:
+    """Plan, launch and supervise multi-worker TensorFlow training clusters.
+
+    Write one cluster spec (YAML), check it with `validate`, see every task's
+    TF_CONFIG with `dry-run`, then `up` on the local, compose or k8s backend.
+    """
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--backend", "-b", type=BACKENDS, default=None,
+              help="Also check the rules of this backend (e.g. compose's checkpoint volume).")
+def validate(spec: Path, backend: str | None) -> None:
+    """Check SPEC and report every problem (exit 2 if there are any)."""
+    loaded = api.load_spec(spec, backend)
+    click.echo(f"{spec}: ok ({loaded.name})")
+
+
+@main.command("dry-run")
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--backend", "-b", type=BACKENDS, default="local", show_default=True)
+@click.option("--output", "-o", type=click.Choice(["text", "json", "plan"]), default="text", show_default=True,
+              help="json: only {\"tasks\": [{name, type, index, address, tf_config}]}; "
+                   "plan: also images, commands, env and rendered files.")
+def dry_run(spec: Path, backend: str, output: str) -> None:
+    """Print every task's TF_CONFIG and what would be launched, without launching."""
+    dry_run_ = api.dry_run(spec, backend)
+    if output == "json":
+        click.echo(json.dumps(tasks_document(dry_run_.plan), indent=2))
+    elif output == "plan":
+        click.echo(json.dumps(plan_document(dry_run_), indent=2))
+    else:
+        from launcher.cli.views import render_text
+
+        render_text(plan_document(dry_run_))
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of the cluster spec (for editor completion)."""
+    from launcher.spec.models import ClusterSpec
+
+    click.echo(json.dumps(ClusterSpec.model_json_schema(), indent=2))
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--backend", "-b", type=click.Choice(["compose", "k8s"]), required=True)
+@click.option("--output-dir", "-d", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--format", "fmt", type=click.Choice(["native", "tfjob"]), default="native", show_default=True,
+              help="k8s only: `tfjob` writes a Kubeflow TFJob instead of Jobs.")
+def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
+    """Write the files the backend would apply (compose file, Kubernetes manifests) to DIR."""
+    if fmt == "tfjob" and backend != "k8s":
+        raise click.UsageError("--format tfjob needs --backend k8s")
+    dry_run_ = api.dry_run(spec, backend)
+    files = dry_run_.files
+    if fmt == "tfjob":
+        from launcher.backends.kubernetes.manifests import render_tfjob
+
+        files = render_tfjob(dry_run_.plan)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        (output_dir / name).write_text(content)
+        click.echo(output_dir / name)
+
+
+def _backend_for(name: str, backend: str | None, **options) -> Backend:
+    recorded = lookup(name)
+    if backend is None and recorded is None:
+        backend = BackendKind.LOCAL.value
+    if backend is None:
+        kind, saved = recorded
+        return get_backend(kind, **{**saved, **{k: v for k, v in options.items() if v is not None}})
+    return get_backend(BackendKind(backend), **{k: v for k, v in options.items() if v is not None})
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--backend", "-b", type=BACKENDS, default="local", show_default=True)
+@click.option("--detach", "-d", is_flag=True, help="Return once started; use status/logs/down later.")
+@click.option("--namespace", help="k8s: namespace (default: the spec's).")
+@click.option("--context", help="k8s: kubeconfig context.")
+def up(spec: Path, backend: str, detach: bool, namespace: str | None, context: str | None) -> None:
+    """Launch SPEC and watch it until it ends (exit 0 if the job succeeded)."""
+    from rich.console import Console
+
+    from launcher.cli.watch import stop_after_interrupt, watch
+
+    dry_run_ = api.dry_run(spec, backend, api.new_run_id(), launching=True)
+    plan = dry_run_.plan
+    if plan.backend is BackendKind.K8S and namespace is None:
+        namespace = plan.spec.kubernetes.namespace  # recorded, so status/logs/down find the cluster
+    options = {k: v for k, v in {"namespace": namespace, "context": context}.items() if v is not None}
+    runner = get_backend(plan.backend, **options)
+    try:
+        runner.submit(dry_run_)
+        record(plan.name, plan.backend, options)
+        if detach:
+            click.echo(f"started {plan.name} on {plan.backend.value} (run {plan.run_id}); "
+                       f"see `tfcluster status {plan.name}`, or `tfcluster watch {plan.name}`")
+            if runner.supervises_only_when_watched(plan):
+                click.echo(f"warning: nothing supervises {plan.name} while detached and it has no "
+                           f"deadline_seconds; `tfcluster watch {plan.name}` does", err=True)
+            return
+        code = watch(runner, plan.name)
+    except KeyboardInterrupt:  # before the watch took over: stop whatever was started
+        if runner.describe(plan.name) is not None:
+            stop_after_interrupt(runner, plan.name, Console(stderr=True))
+        code = 130
+    sys.exit(code)
+
+
+@main.command()
+@click.argument("name")
+@click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def status(name: str, backend: str | None, output: str) -> None:
+    """Show the state of cluster NAME and of each of its tasks."""
+    from launcher.cli.watch import print_status
+
+    job = _backend_for(name, backend).describe(name)
+    if job is None:
+        raise LaunchError(f"no cluster named {name!r}")
+    if output == "json":
+        click.echo(json.dumps(job.to_dict(), indent=2))
+    else:
+        print_status(job)
+
+
+@main.command("watch")
+@click.argument("name")
+@click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
+def watch_command(name: str, backend: str | None) -> None:
+    """Follow cluster NAME (started with `up --detach`) in the live view until it ends.
+
+    Exits like `up`: 0 if the job succeeded. On Kubernetes this also runs the
+    launcher's part of supervision (MWMS gang restart, cleanup after success).
+    """
+    from launcher.cli.watch import watch
+
+    runner = _backend_for(name, backend)
+    if runner.describe(name) is None:
+        raise LaunchError(f"no cluster named {name!r}")
+    sys.exit(watch(runner, name))
+
+
+@main.command()
+@click.argument("name")
+@click.argument("task", required=False)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the job ends.")
+@click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
+def logs(name: str, task: str | None, follow: bool, backend: str | None) -> None:
+    """Print the logs of one TASK of NAME, or of all its tasks.
+
+    TASK is a task name such as demo-worker-1.
+    """
+    try:
+        for line in _backend_for(name, backend).logs(name, task, follow):
+            click.echo(line)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+@main.command()
+@click.argument("name")
+@click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
+@click.option("--volumes", is_flag=True, help="Also delete the checkpoint volume.")
+def down(name: str, backend: str | None, volumes: bool) -> None:
+    """Stop cluster NAME and remove everything it started (checkpoints stay unless --volumes)."""
+    _backend_for(name, backend).cancel(name, volumes=volumes)
+    forget(name)
+    click.echo(f"{name}: down")
+
+
+@main.command()
+@click.option("--tag", "-t", default="tfcluster-worker:latest", show_default=True)
+@click.option("--base-image", help="Base image (build arg BASE_IMAGE); default: the Dockerfile's.")
+@click.option("--ca-bundle", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="CA bundle for pip inside the build (TLS-intercepting networks).")
+@click.option("--host-network", is_flag=True, help="Build with the host's network.")
+def build(tag: str, base_image: str | None, ca_bundle: Path | None, host_network: bool) -> None:
+    """Build the worker image every task runs, showing progress."""
+    from launcher.backends.images import build_image
+
+    build_image(tag=tag, base_image=base_image, ca_bundle=ca_bundle, host_network=host_network)

@@ -1,0 +1,82 @@
+"""Follow a running cluster through its backend: a live status view, then the job's exit code.
+
+Contract: ``watch`` polls ``Backend.describe`` until the job is terminal and
+returns 0 if it succeeded, 1 if it failed, 130 after Ctrl-C (having cancelled
+the cluster first, so nothing is left running).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from launcher.backends.api import Backend
+from launcher.supervision.status import JobStatus, State
+
+POLL_SECONDS = 1.0
+
+
+def status_view(job: JobStatus) -> Group:
+    table = Table("task", "state", "restarts", "exit", "message")
+    for task in job.tasks:
+        exit_code = "" if task.exit_code is None else str(task.exit_code)
+        table.add_row(task.name, task.state.value, str(task.restarts), exit_code, task.message)
+    header = Text(f"{job.name} [{job.backend.value}]: {job.state.value}", style="bold")
+    lines: list[Any] = [header, table]
+    if job.progress:
+        lines.append(Text(_progress_line(job.progress)))
+    if job.message:
+        lines.append(Text(job.message))
+    return Group(*lines)
+
+
+def _progress_line(progress: dict[str, Any]) -> str:
+    epoch, epochs = progress.get("epoch"), progress.get("epochs")
+    step, total = progress.get("step"), progress.get("total_steps")
+    bar = ""
+    if step is not None and total:
+        done = min(int(30 * step / total), 30)
+        bar = f"[{'#' * done}{'.' * (30 - done)}] step {step}/{total} "
+    shown = epoch + 1 if isinstance(epoch, int) else epoch  # events count epochs from 0
+    parts = [bar + (f"epoch {shown}" + (f"/{epochs}" if epochs else "") if epoch is not None else "")]
+    parts += [f"{k} {v:.4f}" for k, v in progress.items() if k in ("loss", "accuracy") and isinstance(v, float)]
+    if progress.get("model_path"):
+        parts.append(f"model: {progress['model_path']}")
+    return "  ".join(p for p in parts if p)
+
+
+def print_status(job: JobStatus) -> None:
+    Console().print(status_view(job))
+
+
+def stop_after_interrupt(backend: Backend, name: str, console: Console) -> None:
+    """Ctrl-C: stop every task, keep logs and status where the backend can."""
+    console.print(f"interrupted: stopping {name} (`tfcluster logs {name}` still works; `tfcluster down {name}` removes it)")
+    backend.stop(name)
+
+
+def watch(backend: Backend, name: str) -> int:
+    console = Console()
+    job: JobStatus | None = None
+    try:
+        with Live(console=console, refresh_per_second=2, transient=False) as live:
+            while True:
+                for action in backend.supervise(name):
+                    console.print(action)
+                job = backend.describe(name)
+                if job is None:
+                    console.print(f"{name}: no longer known to the backend")
+                    return 1
+                live.update(status_view(job))
+                if job.state.terminal:
+                    break
+                time.sleep(POLL_SECONDS)
+    except KeyboardInterrupt:
+        stop_after_interrupt(backend, name, console)
+        return 130
+    return 0 if job.state is State.SUCCEEDED else 1

@@ -1,0 +1,112 @@
+"""Every name derived from a cluster's name, and the one label scheme every backend puts on what it creates.
+
+Contract: a task's name is also its hostname on the container backends and
+its pod hostname on Kubernetes, so TF_CONFIG addresses resolve there. Every
+name here must fit a DNS-1123 label (63 chars): ``name_problems(spec)``
+reports a spec whose longest derived name would not, before anything is
+planned. The controller's own files live under ``state_dir(backend, name)``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from launcher.spec.models import ClusterSpec, RoleType
+from launcher.spec.problems import Problem
+
+MAX_DNS_LABEL = 63
+
+#: Labels on every object a backend creates (containers, networks, volumes, Kubernetes objects, pods).
+LABEL_CLUSTER = "tfcluster.io/cluster"
+LABEL_ROLE = "tfcluster.io/role"
+LABEL_INDEX = "tfcluster.io/index"
+LABEL_TASK = "tfcluster.io/task"
+LABEL_RUN = "tfcluster.io/run-id"
+LABEL_MANAGED = "app.kubernetes.io/managed-by"
+MANAGER = "tfcluster"
+
+
+def labels(cluster: str, run_id: str, role: RoleType | None = None, index: int | None = None) -> dict[str, str]:
+    """The labels of an object of ``cluster``: of one role's objects with ``role``, of one task's with ``index`` too."""
+    result = {LABEL_MANAGED: MANAGER, LABEL_CLUSTER: cluster, LABEL_RUN: run_id}
+    if role is not None:
+        result[LABEL_ROLE] = role.value
+        if index is not None:
+            result[LABEL_INDEX] = str(index)
+            result[LABEL_TASK] = task_name(cluster, role, index)
+    return result
+
+
+def task_name(cluster: str, role: RoleType, index: int) -> str:
+    return f"{cluster}-{role.value}-{index}"
+
+
+def role_job_name(cluster: str, role: RoleType) -> str:
+    """Kubernetes Indexed Job of one role; its pods are ``<job>-<index>`` = the task names."""
+    return f"{cluster}-{role.value}"
+
+
+def network_name(cluster: str) -> str:
+    return f"{cluster}-net"
+
+
+def checkpoint_volume_name(cluster: str) -> str:
+    return f"{cluster}-checkpoints"
+
+
+def config_map_name(cluster: str) -> str:
+    return f"{cluster}-tfconfig"
+
+
+def service_name(cluster: str) -> str:
+    """Headless Service whose name is the pods' DNS subdomain."""
+    return cluster
+
+
+def network_policy_name(cluster: str) -> str:
+    return f"{cluster}-policy"
+
+
+def service_account_name(cluster: str) -> str:
+    return f"{cluster}-runner"
+
+
+def cluster_scoped_names(cluster: str) -> list[str]:
+    """Every per-cluster (not per-task) name a backend may create."""
+    return [
+        network_name(cluster),
+        checkpoint_volume_name(cluster),
+        config_map_name(cluster),
+        service_name(cluster),
+        network_policy_name(cluster),
+        service_account_name(cluster),
+    ]
+
+
+def name_problems(spec: ClusterSpec) -> list[Problem]:
+    """A problem at ``name`` if some derived name would exceed the DNS label limit."""
+    longest = max(
+        [task_name(spec.name, r, spec.roles.replicas(r) - 1) for r in RoleType if spec.roles.replicas(r)]
+        + cluster_scoped_names(spec.name),
+        key=len,
+    )
+    if len(longest) <= MAX_DNS_LABEL:
+        return []
+    return [
+        Problem(
+            "name",
+            f"too long: derived name {longest!r} is {len(longest)} chars, over the DNS limit of "
+            f"{MAX_DNS_LABEL}; shorten the name by {len(longest) - MAX_DNS_LABEL}",
+        )
+    ]
+
+
+def home() -> Path:
+    """Where the controller keeps its state: ``$TFCLUSTER_HOME``, default ``~/.tfcluster``."""
+    return Path(os.environ.get("TFCLUSTER_HOME", Path.home() / ".tfcluster"))
+
+
+def state_dir(backend: str, cluster: str) -> Path:
+    """The controller's files of one cluster on one backend (plan, status, supervisor pid and log)."""
+    return home() / backend / cluster

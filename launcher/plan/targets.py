@@ -1,0 +1,42 @@
+"""Backend addressing: the interface the planner asks how a task is reached and what it runs.
+
+Contract: a ``Target`` answers, for a given spec, each task's address
+(host:port as other tasks dial it), its port, the default checkpoint dir
+and the entrypoint command. The planner asks only this interface; each
+backend package implements its own, so a new backend adds a ``Target``
+and the planner stays unchanged.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from enum import Enum
+
+from launcher.spec.models import ClusterSpec, RoleType
+
+#: Where the checkpoint volume is mounted in every container (owned by the image's non-root user).
+CONTAINER_CHECKPOINT_DIR = "/checkpoints"
+CONTAINER_ENTRYPOINT = ["python", "-m", "launcher.worker"]
+
+
+class BackendKind(str, Enum):
+    LOCAL = "local"
+    COMPOSE = "compose"
+    K8S = "k8s"
+
+
+class Target(ABC):
+    kind: BackendKind
+
+    @abstractmethod
+    def address(self, spec: ClusterSpec, role: RoleType, index: int, ordinal: int) -> str:
+        """Address of task ``role``/``index``; ``ordinal`` counts all tasks from 0 in plan order."""
+
+    def port(self, spec: ClusterSpec, role: RoleType, ordinal: int) -> int:
+        return spec.roles.role(role).port
+
+    def checkpoint_dir(self, spec: ClusterSpec) -> str:
+        return spec.checkpoint.dir or CONTAINER_CHECKPOINT_DIR
+
+    def entrypoint(self) -> list[str]:
+        return list(CONTAINER_ENTRYPOINT)

@@ -1,0 +1,37 @@
+"""Names of the environment variables the controller sets and the task reads: one definition each.
+
+Contract: the controller sets ``TF_CONFIG`` (or, on Kubernetes, the
+``TFCLUSTER_CLUSTER_FILE`` / ``TFCLUSTER_TASK_TYPE`` / ``TFCLUSTER_TASK_INDEX``
+trio the task builds it from), ``TFCLUSTER_JOB`` (``RunConfig``),
+``TFCLUSTER_TASK_NAME`` and ``BASE_TASK_ENV``; a spec may set none of
+``RESERVED`` nor anything starting with ``RESERVED_PREFIX``.
+"""
+
+from __future__ import annotations
+
+TF_CONFIG = "TF_CONFIG"
+#: ``RunConfig`` JSON, identical for every task of a cluster.
+JOB = "TFCLUSTER_JOB"
+#: This task's name (``<cluster>-<role>-<index>``); also marks the task's processes.
+TASK_NAME = "TFCLUSTER_TASK_NAME"
+#: File holding the training ``cluster`` dict (Kubernetes: one ConfigMap instead of one TF_CONFIG per pod).
+CLUSTER_FILE = "TFCLUSTER_CLUSTER_FILE"
+TASK_TYPE = "TFCLUSTER_TASK_TYPE"
+TASK_INDEX = "TFCLUSTER_TASK_INDEX"
+#: The evaluator's own host:port when TF_CONFIG is built from the cluster file.
+TASK_ADDRESS = "TFCLUSTER_TASK_ADDRESS"
+#: Set by the Kubernetes Job controller on each pod of an Indexed Job.
+JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
+LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
+GRPC_FAIL_FAST = "GRPC_FAIL_FAST"
+
+#: Environment every task gets, on every backend, before anything else runs.
+BASE_TASK_ENV = {
+    LEGACY_KERAS: "1",  # Keras 3 cannot fit() under MWMS or PSS; tf_keras can.
+    GRPC_FAIL_FAST: "use_caller",  # PSS: fail RPCs to dead peers fast so the coordinator reacts.
+    "PYTHONUNBUFFERED": "1",  # progress events reach the launcher as they happen.
+}
+
+#: Variables the launcher owns; a spec may not set them.
+RESERVED = frozenset({TF_CONFIG, LEGACY_KERAS, GRPC_FAIL_FAST, JOB_COMPLETION_INDEX})
+RESERVED_PREFIX = "TFCLUSTER_"

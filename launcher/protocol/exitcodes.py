@@ -1,0 +1,40 @@
+"""Exit codes of a task, chosen for the supervisor's restart policies: what the entrypoint exits with
+and what every backend reports (a task killed by signal N exits ``SIGNAL_EXIT_BASE`` + N, shell-style).
+
+==========  ===================================================================
+code        meaning
+==========  ===================================================================
+0           success (trained and exported, served until DONE, evaluated last)
+1           the training program failed (a bug: user code, NaN, ...); the
+            ``exit-code`` policy does not retry it, ``on-failure`` does
+2           bad configuration (TF_CONFIG, TFCLUSTER_JOB, user module contract);
+            retrying cannot help
+175         a peer is unreachable or died (``tf.errors.UnavailableError``,
+            ``CancelledError``/``AbortedError`` from collectives, peer host
+            never resolved): retried by ``exit-code`` (>= 128, like a signal
+            death) and by ``on-failure``; 175 = 128 + 47 is no signal that a
+            kill, OOM or preemption produces, so it is recognisable in logs
+==========  ===================================================================
+
+Contract: every non-zero exit of the entrypoint is preceded by a ``failed``
+event carrying the reason and the code.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+#: Exit codes at or above this mean "killed by a signal" (OOM, preemption, kill -9).
+SIGNAL_EXIT_BASE = 128
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1
+    CONFIG = 2
+    PEER_UNAVAILABLE = 175
+
+
+def killed_by_signal(code: int) -> bool:
+    """True for an exit a signal caused (128+N), as shells and every backend report it."""
+    return code >= SIGNAL_EXIT_BASE

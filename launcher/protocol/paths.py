@@ -1,0 +1,54 @@
+"""The layout of a run's checkpoint directory, shared by every task (and readable without TF).
+
+Contract (``dir`` = ``RunConfig.checkpoint_dir``, local path or ``gs://``/``s3://`` URL; the controller
+reads it too, so this module imports no TensorFlow)::
+
+    <dir>/backup/                      BackupAndRestore state (deleted after success)
+    <dir>/checkpoints/ckpt-<epoch>     weights after every epoch, written by the chief only
+    <dir>/model/model.keras            final model, exported by the chief (tf.keras.models.load_model)
+    <dir>/_tfcluster/<run_id>/DONE     completion marker, written by the chief after export
+    <dir>/_tfcluster/tmp/<task>/       scratch of non-chief tasks (removed by them)
+
+Joins use '/' so URLs work unchanged.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+CHECKPOINT_PREFIX = "ckpt"
+MODEL_FILE = "model.keras"
+
+
+def backup_dir(checkpoint_dir: str) -> str:
+    return posixpath.join(checkpoint_dir, "backup")
+
+
+def checkpoints_dir(checkpoint_dir: str) -> str:
+    return posixpath.join(checkpoint_dir, "checkpoints")
+
+
+def checkpoint_pattern(checkpoint_dir: str) -> str:
+    """``ModelCheckpoint`` file pattern: one weights checkpoint per epoch."""
+    return posixpath.join(checkpoints_dir(checkpoint_dir), CHECKPOINT_PREFIX + "-{epoch:04d}")
+
+
+def model_dir(checkpoint_dir: str) -> str:
+    return posixpath.join(checkpoint_dir, "model")
+
+
+def model_path(checkpoint_dir: str) -> str:
+    return posixpath.join(model_dir(checkpoint_dir), MODEL_FILE)
+
+
+def done_marker(checkpoint_dir: str, run_id: str) -> str:
+    return posixpath.join(checkpoint_dir, "_tfcluster", run_id, "DONE")
+
+
+def scratch_dir(checkpoint_dir: str, task_name: str) -> str:
+    return posixpath.join(checkpoint_dir, "_tfcluster", "tmp", task_name)
+
+
+def is_object_store(checkpoint_dir: str) -> bool:
+    """True for a URL (``gs://``, ``s3://``, ...): nothing to create or mount, tasks reach it themselves."""
+    return "://" in checkpoint_dir

@@ -1,0 +1,49 @@
+"""What the shared entrypoint needs besides TF_CONFIG: the job settings, as JSON in one env var.
+
+Contract: every task's environment holds ``TFCLUSTER_JOB`` = ``RunConfig``
+JSON, identical for all tasks of a cluster. The controller writes it; the
+entrypoint (``launcher.worker``) reads it with ``RunConfig.from_env``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict
+
+from launcher.protocol import env
+from launcher.spec.models import Collective, Strategy, TPUSpec, TrainingSpec
+
+
+class RunConfig(BaseModel):
+    """Job-wide settings for the entrypoint.
+
+    ``strategy`` is already resolved: ``auto`` here means a single task that
+    picks mirrored / one_device / default from its own devices.
+    ``backup_every_steps`` None means BackupAndRestore once per epoch.
+    ``run_id`` identifies one launch; the completion marker carries it so a
+    marker left by an earlier run is never taken for this one's.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    run_id: str
+    strategy: Strategy
+    collective: Collective = Collective.AUTO
+    training: TrainingSpec = TrainingSpec()
+    checkpoint_dir: str
+    backup_every_steps: int | None = None
+    tpu: TPUSpec | None = None
+
+    def to_env(self) -> dict[str, str]:
+        return {env.JOB: self.model_dump_json(exclude_none=True)}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> RunConfig:
+        try:
+            raw = environ[env.JOB]
+        except KeyError:
+            raise RuntimeError(f"{env.JOB} is not set: start tasks with tfcluster, or set it by hand") from None
+        return cls.model_validate_json(raw)

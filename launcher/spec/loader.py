@@ -1,0 +1,282 @@
+"""Load a cluster spec from YAML, reporting every problem with its path and line.
+
+Contract: ``load_spec`` returns a spec that passed field validation, the
+spec's own rules (``launcher.spec.rules``) and every ``SpecCheck`` in
+``checks`` (rules owned by higher layers: derived names, a backend's
+limits), or raises ``SpecError`` carrying *all* problems found, each with
+the YAML path and (where the parser knows it) the line number.
+
+Bounded input: a file over ``MAX_SPEC_BYTES``, YAML whose aliases would
+expand to more than ``MAX_NODES`` nodes, or nesting deeper than
+``MAX_DEPTH`` is refused with one problem, before anything is expanded,
+in memory proportional to the text.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+import types
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from launcher.spec import rules
+from launcher.spec.models import PATTERN_MEANINGS, ClusterSpec
+from launcher.spec.problems import Problem, SpecCheck, SpecError, join_path
+
+LineMap = dict[tuple[str, ...], int]
+
+#: A spec is a page of YAML; anything larger is not one.
+MAX_SPEC_BYTES = 1024 * 1024
+#: YAML nodes after expanding aliases (a 10,000-worker spec has a few hundred).
+MAX_NODES = 100_000
+MAX_DEPTH = 64
+
+
+def load_spec(path: str | Path, checks: Sequence[SpecCheck] = ()) -> ClusterSpec:
+    """Read and validate the spec file at ``path``."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_SPEC_BYTES + 1)
+        if len(raw) > MAX_SPEC_BYTES:
+            raise SpecError([Problem("", f"the file is over {MAX_SPEC_BYTES // 1024} KiB: not a cluster spec")], str(path))
+        text = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError([Problem("", f"cannot read spec: {exc}")], str(path)) from None
+    return parse_spec(text, source=str(path), checks=checks)
+
+
+def parse_spec(text: str, source: str | None = None, checks: Sequence[SpecCheck] = ()) -> ClusterSpec:
+    """Validate spec YAML given as text; ``source`` names it in messages."""
+    data, lines, problems = _parse_yaml(text)
+    if problems:
+        raise SpecError(problems, source)
+    return validate_data(data, lines, source, checks)
+
+
+def validate_data(
+    data: Any, lines: LineMap | None = None, source: str | None = None, checks: Sequence[SpecCheck] = ()
+) -> ClusterSpec:
+    """Validate an already-parsed mapping (e.g. built in a notebook) against the spec and ``checks``."""
+    lines = lines or {}
+    if not isinstance(data, dict):
+        raise SpecError([Problem("", f"the spec must be a mapping of fields, not {_kind(data)}", 1)], source)
+    try:
+        spec = ClusterSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = [_to_problem(err, lines) for err in exc.errors()]
+        salvaged = _salvage(data, exc)
+        if salvaged is not None:
+            strategy_known = not any(p.path in ("strategy", "collective", "tpu") for p in problems)
+            found = rules.check(salvaged, strategy_known=strategy_known) + _run(checks, salvaged)
+            problems += [_with_line(p, lines) for p in found if not _overlaps(p, problems)]
+        raise SpecError(problems, source) from None
+    problems = rules.check(spec) + _run(checks, spec)
+    if problems:
+        raise SpecError([_with_line(p, lines) for p in problems], source)
+    return spec
+
+
+def _run(checks: Sequence[SpecCheck], spec: ClusterSpec) -> list[Problem]:
+    return [problem for check in checks for problem in check(spec)]
+
+
+def _salvage(data: dict[str, Any], exc: ValidationError) -> ClusterSpec | None:
+    """The spec with every invalid field dropped (so defaults apply), to check the topology too.
+
+    Lets one run report both field errors and role/strategy errors. Returns
+    None when dropping fields does not give a valid spec.
+    """
+    data = copy.deepcopy(data)
+    for _ in range(3):
+        for err in exc.errors():
+            _drop(data, err["loc"])
+        data.setdefault("name", "salvaged")
+        data.setdefault("roles", {})
+        try:
+            return ClusterSpec.model_validate(data)
+        except ValidationError as again:
+            exc = again
+    return None
+
+
+def _drop(data: Any, loc: tuple[Any, ...]) -> None:
+    """Remove the value at ``loc`` (or the deepest mapping key on the way that exists)."""
+    parent = data
+    for part in loc[:-1]:
+        child = parent.get(part) if isinstance(parent, dict) else None
+        if not isinstance(child, dict):
+            break
+        parent = child
+    else:
+        if isinstance(parent, dict):
+            parent.pop(loc[-1], None)
+        return
+    if isinstance(parent, dict):
+        parent.pop(part, None)
+
+
+def _overlaps(problem: Problem, reported: list[Problem]) -> bool:
+    """True if ``problem`` is about a field (or a parent/child of one) already reported."""
+    return any(
+        problem.path == r.path or problem.path.startswith(r.path + ".") or r.path.startswith(problem.path + ".")
+        for r in reported
+    )
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else f"a {type(value).__name__}"
+
+
+def _parse_yaml(text: str) -> tuple[Any, LineMap, list[Problem]]:
+    if len(text.encode()) > MAX_SPEC_BYTES:
+        return None, {}, [Problem("", f"the text is over {MAX_SPEC_BYTES // 1024} KiB: not a cluster spec")]
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as exc:
+        return None, {}, [_yaml_problem(exc)]
+    try:
+        node = loader.get_single_node()
+        bound = _beyond_bounds(node)
+        if bound:
+            return None, {}, [Problem("", bound, node.start_mark.line + 1 if node is not None else None)]
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        return None, {}, [_yaml_problem(exc)]
+    except RecursionError:
+        return None, {}, [Problem("", f"not valid YAML: nested deeper than {MAX_DEPTH} levels")]
+    finally:
+        loader.dispose()
+    lines: LineMap = {}
+    problems: list[Problem] = []
+    if node is not None:
+        _index_lines(node, (), lines, problems)
+    return data, lines, problems
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> Problem:
+    mark = getattr(exc, "problem_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return Problem("", f"not valid YAML: {reason}", line)
+
+
+def _beyond_bounds(root: yaml.Node | None) -> str | None:
+    """Why ``root`` is too large or too deep once its aliases are expanded, or None.
+
+    Walks the node graph (aliases are shared nodes) once, memoizing each
+    node's expanded size, so a billion-laughs document costs its text, not
+    its expansion.
+    """
+    if root is None:
+        return None
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, expanded = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"not valid YAML for a spec: nested deeper than {MAX_DEPTH} levels"
+        children = _children(node)
+        if id(node) in sizes:
+            continue
+        if not expanded:
+            stack.append((node, depth, True))
+            stack.extend((child, depth + 1, False) for child in children if id(child) not in sizes)
+            continue
+        sizes[id(node)] = 1 + sum(sizes.get(id(child), 1) for child in children)
+        if sizes[id(node)] > MAX_NODES:
+            return f"YAML aliases expand to over {MAX_NODES} values: not a cluster spec"
+    return None
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _index_lines(node: yaml.Node, path: tuple[str, ...], lines: LineMap, problems: list[Problem]) -> None:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            name = str(key.value)
+            child = (*path, name)
+            if name in seen:
+                problems.append(Problem(join_path(child), "duplicate key", key.start_mark.line + 1))
+            seen.add(name)
+            lines[child] = key.start_mark.line + 1
+            _index_lines(value, child, lines, problems)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _index_lines(item, (*path, str(i)), lines, problems)
+
+
+def _to_problem(err: dict[str, Any], lines: LineMap) -> Problem:
+    loc = tuple(str(p) for p in err["loc"] if p != "[key]")  # pydantic marks dict-key errors with "[key]"
+    message = err["msg"]
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        message = "unknown field" + _did_you_mean(loc)
+    elif kind == "missing":
+        message = "required field is missing"
+    else:
+        if kind == "string_pattern_mismatch":
+            message = PATTERN_MEANINGS.get(err["ctx"]["pattern"], message)
+        elif kind == "enum" and isinstance(err.get("input"), str):
+            message += _closest(err["input"], re.findall(r"'([^']*)'", err["ctx"]["expected"]))
+        message = message.removeprefix("Value error, ")
+        if isinstance(err.get("input"), (str, int, float, bool)) and kind != "value_error":
+            message += f" (got {err['input']!r})"
+    return _with_line(Problem(join_path(loc), message), lines)
+
+
+def _with_line(problem: Problem, lines: LineMap) -> Problem:
+    path = tuple(problem.path.split(".")) if problem.path else ()
+    while path and path not in lines:
+        path = path[:-1]
+    return Problem(problem.path, problem.message, lines.get(path))
+
+
+def _did_you_mean(loc: tuple[str, ...]) -> str:
+    model = _model_at(ClusterSpec, loc[:-1])
+    if model is None:
+        return ""
+    known = list(model.model_fields)
+    return f"{_closest(loc[-1], known)} (allowed: {', '.join(known)})"
+
+
+def _closest(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _model_at(model: type[BaseModel], loc: tuple[str, ...]) -> type[BaseModel] | None:
+    """The model class found at ``loc`` below ``model`` (through Optional, list and dict)."""
+    current: Any = model
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel) and part in current.model_fields:
+            current = current.model_fields[part].annotation
+        elif typing.get_origin(current) in (list, dict):
+            current = typing.get_args(current)[-1]
+        else:
+            return None
+    current = _unwrap(current)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        models = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return models[0] if len(models) == 1 else annotation
+    return annotation

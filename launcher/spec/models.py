@@ -1,0 +1,279 @@
+"""The cluster spec: what a user writes in YAML, as typed pydantic models.
+
+Contract: a ``ClusterSpec`` that constructs without error is *field-valid*
+(types, ranges, names). Rules that relate several fields (which roles a
+strategy needs, ...) live in ``launcher.spec.rules`` and
+are checked by ``launcher.spec.loader.load_spec``; only a spec that passed both is
+handed to the planner.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from launcher.spec.quantities import BYTES, byte_count
+
+DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PY_MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+
+#: What each pattern means, for error messages people can act on.
+PATTERN_MEANINGS = {
+    DNS_LABEL: "must be a DNS-1123 label: lowercase letters, digits and '-', starting with a letter",
+    PY_MODULE: "must be a dotted Python module name, e.g. mypackage.train",
+    BYTES: "must be a byte quantity such as 512Mi or 4Gi (Mi = MiB; 'm' would mean 1/1000 byte)",
+}
+
+MIN_MEMORY_BYTES = 6 * 2**20
+
+
+class Strategy(str, Enum):
+    """tf.distribute strategy requested by the spec (``auto`` is resolved by the planner)."""
+
+    AUTO = "auto"
+    MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
+    PARAMETER_SERVER = "parameter_server"
+    MIRRORED = "mirrored"
+    ONE_DEVICE = "one_device"
+    DEFAULT = "default"
+    CENTRAL_STORAGE = "central_storage"
+    TPU = "tpu"
+
+
+class Collective(str, Enum):
+    """MultiWorkerMirrored all-reduce implementation (``tf.distribute.experimental.CommunicationImplementation``)."""
+
+    AUTO = "auto"
+    RING = "ring"
+    NCCL = "nccl"
+
+
+class RoleType(str, Enum):
+    """The four TF_CONFIG task types, in the order tasks are planned (and listed everywhere)."""
+
+    CHIEF = "chief"
+    WORKER = "worker"
+    PS = "ps"
+    EVALUATOR = "evaluator"
+
+    @property
+    def order(self) -> int:
+        """Position in plan order: sort roles (and tasks, with their index) by this."""
+        return list(RoleType).index(self)
+
+    @property
+    def trains(self) -> bool:
+        """True for the roles in the training cluster (chief, worker, ps); the evaluator stays out of it."""
+        return self is not RoleType.EVALUATOR
+
+
+class RestartPolicy(str, Enum):
+    """When a failed task is started again.
+
+    ``exit-code`` follows TFJob: exit codes >= 128 (killed by a signal,
+    e.g. OOM or preemption) are retried, 1-127 (a bug) fail the job.
+    """
+
+    NEVER = "never"
+    ON_FAILURE = "on-failure"
+    EXIT_CODE = "exit-code"
+    ALWAYS = "always"
+
+
+class SuccessPolicy(str, Enum):
+    """When the job counts as succeeded.
+
+    ``chief``: the chief (or worker 0 when there is no chief) exited 0;
+    ``all-workers``: the chief and every worker exited 0.
+    """
+
+    CHIEF = "chief"
+    ALL_WORKERS = "all-workers"
+
+
+class TrainingLoop(str, Enum):
+    """How the entrypoint trains: Keras ``fit`` or the user's custom step (``strategy.run``)."""
+
+    FIT = "fit"
+    CUSTOM = "custom"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+def _check_env_name(key: str) -> str:
+    if not ENV_NAME.match(key):
+        raise ValueError("is not a valid environment variable name")
+    return key
+
+
+#: An environment variable name (each bad key is reported at its own path; names the launcher
+#: owns are refused by ``launcher.plan.checks``, which knows them from ``launcher.protocol.env``).
+EnvName = Annotated[str, AfterValidator(_check_env_name)]
+
+
+def _at_least_6mi(memory: str) -> str:
+    if byte_count(memory) < MIN_MEMORY_BYTES:
+        raise ValueError(f"is {byte_count(memory)} bytes; a task needs at least 6Mi (Docker's minimum)")
+    return memory
+
+
+class Resources(_Model):
+    """Per-task resource requests (also used as limits by the container backends)."""
+
+    cpu: Annotated[float, Field(gt=0, le=1024)] | None = Field(
+        None, description="CPU cores, e.g. 0.5 or 4."
+    )
+    memory: Annotated[str, Field(pattern=BYTES), AfterValidator(_at_least_6mi)] | None = Field(
+        None, description="Memory as a Kubernetes quantity, e.g. 512Mi or 4Gi."
+    )
+    gpu: int = Field(0, ge=0, le=16, description="GPUs (nvidia.com/gpu).")
+
+
+class RoleSpec(_Model):
+    """One role (chief, worker, ps or evaluator): ``replicas`` identical tasks."""
+
+    replicas: int = Field(1, ge=0, le=10000, description="Number of tasks of this role.")
+    image: str | None = Field(None, min_length=1, description="Container image; defaults to the cluster's.")
+    command: list[str] | None = Field(
+        None,
+        description=(
+            "Replaces the shared entrypoint (argument list, never a shell string). In containers it "
+            "replaces the image's CMD; the image's ENTRYPOINT (tini in the worker image) still runs it."
+        ),
+    )
+    args: list[str] = Field(default_factory=list, description="Extra arguments appended to the command.")
+    env: dict[EnvName, str] = Field(default_factory=dict, description="Extra environment variables.")
+    resources: Resources = Field(default_factory=Resources)
+    port: int = Field(2222, ge=1024, le=65535, description="gRPC port inside a container (local picks free ports).")
+
+
+
+class Roles(_Model):
+    """The roles of the cluster; an absent role has no tasks."""
+
+    chief: RoleSpec | None = None
+    worker: RoleSpec | None = None
+    ps: RoleSpec | None = None
+    evaluator: RoleSpec | None = None
+
+    def replicas(self, role: RoleType) -> int:
+        spec = getattr(self, role.value)
+        return spec.replicas if spec is not None else 0
+
+    def role(self, role: RoleType) -> RoleSpec:
+        return getattr(self, role.value) or RoleSpec(replicas=0)
+
+
+class TrainingSpec(_Model):
+    """The training program the shared entrypoint runs (see ``launcher.worker.usercode``)."""
+
+    module: str = Field(
+        "launcher.examples.mnist",
+        pattern=PY_MODULE,
+        description="Python module providing build_model() and make_dataset(); see the README.",
+    )
+    args: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="Keyword arguments passed to the module's functions."
+    )
+    loop: TrainingLoop = TrainingLoop.FIT
+    epochs: int = Field(3, ge=1, le=100000)
+    steps_per_epoch: int = Field(50, ge=1, le=10_000_000)
+    batch_size_per_replica: int = Field(64, ge=1, le=1_000_000)
+
+
+class CheckpointSpec(_Model):
+    """Where checkpoints live and how often they are written.
+
+    ``dir`` must be reachable by every task: a local path for the local
+    backend (default ``./tfcluster-runs/<name>``), a path on the shared
+    volume for compose/Kubernetes (default ``/checkpoints``), or an object
+    store URL (``gs://``, ``s3://``).
+    """
+
+    dir: str | None = Field(None, min_length=1)
+    backup_every_steps: int | None = Field(
+        100,
+        ge=1,
+        le=10_000_000,
+        description=(
+            "BackupAndRestore every N steps (MWMS); null = every epoch. PSS always backs up per epoch. "
+            "Each backup pauses training: small N repeats less work after a failure but trains slower."
+        ),
+    )
+
+
+class RestartSpec(_Model):
+    """Restart policy and budget (restarts of the whole job, counted across tasks)."""
+
+    policy: RestartPolicy = RestartPolicy.ON_FAILURE
+    max_restarts: int = Field(3, ge=0, le=1000)
+
+
+class TPUSpec(_Model):
+    """TPU to connect to when ``strategy: tpu`` (TPUClusterResolver)."""
+
+    name: str | None = Field(None, min_length=1)
+    zone: str | None = Field(None, min_length=1)
+    project: str | None = Field(None, min_length=1)
+    address: str | None = Field(None, min_length=1, description="grpc://host:port instead of a name.")
+
+
+class Toleration(_Model):
+    key: str | None = None
+    operator: str | None = Field(None, pattern="^(Exists|Equal)$")
+    value: str | None = None
+    effect: str | None = Field(None, pattern="^(NoSchedule|PreferNoSchedule|NoExecute)$")
+    toleration_seconds: int | None = Field(None, ge=0)
+
+
+class VolumeClaim(_Model):
+    """The ReadWriteMany claim that holds checkpoints on Kubernetes."""
+
+    name: str | None = Field(None, pattern=DNS_LABEL, description="Existing claim; when unset one is created.")
+    size: str = Field("10Gi", pattern=BYTES)
+    storage_class: str | None = None
+
+
+class KubernetesSpec(_Model):
+    """Kubernetes-only settings; ignored by the other backends."""
+
+    namespace: str = Field("default", pattern=DNS_LABEL, max_length=63)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    image_pull_secrets: list[str] = Field(default_factory=list)
+    env_from_secrets: list[str] = Field(default_factory=list, description="Secrets whose keys become env vars.")
+    scheduler_name: str | None = Field(None, description="e.g. volcano, for gang scheduling.")
+    pod_annotations: dict[str, str] = Field(default_factory=dict, description="e.g. Kueue/Volcano PodGroup keys.")
+    volume_claim: VolumeClaim = Field(default_factory=VolumeClaim)
+    ttl_seconds_after_finished: int | None = Field(3600, ge=0)
+
+
+class ClusterSpec(_Model):
+    """A whole training cluster: roles, strategy, program, checkpoints, policies."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        json_schema_extra={"title": "tfcluster cluster spec"},
+    )
+
+    name: str = Field(..., pattern=DNS_LABEL, description="DNS-1123 label naming the cluster.")
+    strategy: Strategy = Strategy.AUTO
+    collective: Collective = Collective.AUTO
+    image: str = Field("tfcluster-worker:latest", min_length=1)
+    env: dict[EnvName, str] = Field(default_factory=dict)
+    roles: Roles
+    training: TrainingSpec = Field(default_factory=TrainingSpec)
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    restart: RestartSpec = Field(default_factory=RestartSpec)
+    success_policy: SuccessPolicy = SuccessPolicy.CHIEF
+    deadline_seconds: int | None = Field(None, ge=1, description="Fail the job after this long.")
+    tpu: TPUSpec | None = None
+    kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
+

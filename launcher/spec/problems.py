@@ -1,0 +1,54 @@
+"""Spec problems: one line each, naming the field, gathered before anything starts.
+
+Contract: a ``Problem`` names a dotted YAML path (and, once located by the
+loader, a line); a ``SpecCheck`` is any rule over a field-valid spec that
+returns problems (the spec's own rules, the planner's, each backend's); a
+``SpecError`` carries every problem found.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from launcher.errors import TfclusterError
+
+if TYPE_CHECKING:
+    from launcher.spec.models import ClusterSpec
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def join_path(parts: Iterable[object]) -> str:
+    """Dotted YAML path; keys that are not plain words are quoted (``env."my key"``)."""
+    return ".".join(p if _PLAIN_KEY.match(p) else json.dumps(p) for p in map(str, parts))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a spec. ``path`` is the dotted YAML path (``roles.ps.replicas``)."""
+
+    path: str
+    message: str
+    line: int | None = None
+
+    def render(self, source: str | None = None) -> str:
+        where = ":".join(str(p) for p in (source, self.line) if p is not None)
+        field = self.path or "(spec)"
+        return f"{where + ': ' if where else ''}{field}: {self.message}"
+
+
+#: A rule over a field-valid spec: every problem it finds (empty = none).
+SpecCheck = Callable[["ClusterSpec"], list[Problem]]
+
+
+class SpecError(TfclusterError):
+    """Raised with every problem found in a spec; ``str()`` is one line per problem."""
+
+    def __init__(self, problems: list[Problem], source: str | None = None):
+        self.problems = list(problems)
+        self.source = source
+        super().__init__("\n".join(p.render(source) for p in self.problems))

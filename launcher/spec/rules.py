@@ -1,0 +1,100 @@
+"""Rules that relate several fields of a spec, and resolution of ``strategy: auto``.
+
+Contract: ``check(spec)`` returns every problem of the spec's own fields
+(empty list = valid); rules that need what lies above the spec (derived
+names, reserved env, backend limits) are checked by the layers that own
+that knowledge and reported by ``launcher.spec.loader`` alongside these.
+``resolve_strategy(spec)`` is only meaningful for a spec with no problems.
+"""
+
+from __future__ import annotations
+
+from launcher.spec.models import ClusterSpec, Collective, RoleType, Strategy
+from launcher.spec.problems import Problem
+
+#: Strategies that train in a single task (one process, one or more local devices).
+SINGLE_TASK_STRATEGIES = frozenset(
+    {Strategy.MIRRORED, Strategy.ONE_DEVICE, Strategy.DEFAULT, Strategy.CENTRAL_STORAGE, Strategy.TPU}
+)
+
+
+def training_task_count(spec: ClusterSpec) -> int:
+    """Tasks that take part in training: chief + workers (+ ps under PSS)."""
+    return spec.roles.replicas(RoleType.CHIEF) + spec.roles.replicas(RoleType.WORKER)
+
+
+def resolve_strategy(spec: ClusterSpec) -> Strategy:
+    """The strategy the tasks will run.
+
+    ``auto``: ps present -> parameter_server; more than one training task ->
+    multi_worker_mirrored; a single task stays ``auto`` and the task picks
+    mirrored (>1 GPU), one_device (1 GPU) or default (CPU) from its devices.
+    """
+    if spec.strategy is not Strategy.AUTO:
+        return spec.strategy
+    if spec.roles.replicas(RoleType.PS) > 0:
+        return Strategy.PARAMETER_SERVER
+    if training_task_count(spec) > 1:
+        return Strategy.MULTI_WORKER_MIRRORED
+    return Strategy.AUTO
+
+
+def describe_resolution(spec: ClusterSpec) -> str:
+    """Human-readable statement of what ``strategy`` means for this spec."""
+    resolved = resolve_strategy(spec)
+    if resolved is Strategy.AUTO:
+        return "auto -> single task: mirrored (>1 GPU), one_device (1 GPU) or default (CPU), picked by the task"
+    if spec.strategy is Strategy.AUTO:
+        return f"auto -> {resolved.value}"
+    return resolved.value
+
+
+def check(spec: ClusterSpec, *, strategy_known: bool = True) -> list[Problem]:
+    """Every cross-field problem of ``spec``, each naming the field to fix.
+
+    ``strategy_known=False`` skips the rules that depend on the strategy (used
+    when the spec's strategy itself was invalid and a default stands in).
+    """
+    fit = _strategy_fit(spec, resolve_strategy(spec)) if strategy_known else []
+    return [*_role_counts(spec), *fit]
+
+
+def _role_counts(spec: ClusterSpec) -> list[Problem]:
+    problems = []
+    for role in (RoleType.CHIEF, RoleType.EVALUATOR):
+        if spec.roles.replicas(role) > 1:
+            problems.append(Problem(f"roles.{role.value}.replicas", f"at most one {role.value} is allowed"))
+    if training_task_count(spec) == 0:
+        problems.append(Problem("roles", "needs a chief or at least one worker to train"))
+    return problems
+
+
+def _strategy_fit(spec: ClusterSpec, strategy: Strategy) -> list[Problem]:
+    roles = spec.roles
+    ps, workers, chief = (roles.replicas(r) for r in (RoleType.PS, RoleType.WORKER, RoleType.CHIEF))
+    problems = []
+    name = strategy.value
+    if strategy is Strategy.PARAMETER_SERVER:
+        if ps < 1:
+            problems.append(Problem("roles.ps.replicas", f"{name} needs at least 1 ps"))
+        if workers < 1:
+            problems.append(Problem("roles.worker.replicas", f"{name} needs at least 1 worker"))
+        if chief != 1:
+            problems.append(Problem("roles.chief.replicas", f"{name} needs a chief (the coordinator)"))
+    elif ps > 0:
+        problems.append(Problem("roles.ps.replicas", f"{name} does not use parameter servers; remove ps"))
+    if strategy in SINGLE_TASK_STRATEGIES and training_task_count(spec) > 1:
+        problems.append(
+            Problem("strategy", f"{name} trains in one task, but the spec has {training_task_count(spec)} chief/worker tasks")
+        )
+    if strategy is Strategy.TPU and (spec.tpu is None or not (spec.tpu.name or spec.tpu.address)):
+        problems.append(Problem("tpu", "strategy tpu needs tpu.name (with tpu.zone) or tpu.address"))
+    if spec.tpu is not None and strategy is not Strategy.TPU:
+        problems.append(Problem("tpu", f"only used with strategy tpu, not {name}"))
+    if spec.collective is not Collective.AUTO and strategy is not Strategy.MULTI_WORKER_MIRRORED:
+        problems.append(Problem("collective", f"only applies to multi_worker_mirrored, not {name}"))
+    if spec.collective is Collective.NCCL and not any(
+        roles.role(r).resources.gpu for r in (RoleType.CHIEF, RoleType.WORKER)
+    ):
+        problems.append(Problem("collective", "nccl needs GPUs: set roles.worker.resources.gpu"))
+    return problems

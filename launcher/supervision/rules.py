@@ -1,0 +1,122 @@
+"""The supervisor's decisions: a typed exit in, an enum decision out, pure (after Ray Train's failure policy).
+
+Contract: ``Rules(policy, tasks).decide(name, exit_code, exited,
+restarts_used, last_error)`` says what to do after one task's run ended:
+continue, restart which tasks, succeed or fail (with a message naming the
+task and its last error). Every rule it applies is a question to the
+plan's ``JobPolicy`` (``launcher.plan.policy``); this module only orders
+them:
+
+- exit 0 of a task that decides success, with every other deciding task
+  done: succeed; exit 0 of a ps or evaluator under ``always``: restart it
+  (it is a server); other exits 0: continue;
+- a non-retryable exit: fail; a retryable one: restart its group while the
+  budget (restart *events* of the job, one gang restart = one) lasts, else fail.
+
+``decision_order`` orders the exits of one poll round root cause first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from launcher.plan.planner import Plan, Task
+from launcher.plan.policy import JobPolicy
+from launcher.protocol.exitcodes import killed_by_signal
+from launcher.protocol.roles import TaskRef
+from launcher.spec.models import RestartPolicy, RoleType
+
+
+class Action(str, Enum):
+    CONTINUE = "continue"
+    RESTART = "restart"
+    SUCCEED = "succeed"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do after one exit. ``restart`` lists task names (RESTART only); ``message`` is for people."""
+
+    action: Action
+    restart: tuple[str, ...] = ()
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Rules:
+    """A plan's policy applied to its tasks; ``decide`` is pure."""
+
+    policy: JobPolicy
+    tasks: tuple[Task, ...]
+
+    @classmethod
+    def from_plan(cls, plan: Plan) -> Rules:
+        return cls(plan.policy, tuple(plan.tasks))
+
+    def task(self, name: str) -> Task:
+        return next(t for t in self.tasks if t.name == name)
+
+    def restart_group(self, name: str) -> tuple[str, ...]:
+        """The tasks restarted together when ``name`` fails."""
+        task = self.task(name)
+        if self.policy.restarts_alone(task.type):
+            return (name,)
+        return tuple(t.name for t in self.tasks if t.type.trains)
+
+    def lead(self) -> str:
+        """The lead task's name: its events are the job's progress."""
+        return next(t.name for t in self.tasks if t.ref == self.policy.lead)
+
+    def deciding_tasks(self) -> tuple[str, ...]:
+        """Tasks whose exit 0 makes the job succeed (all of them together)."""
+        return tuple(t.name for t in self.tasks if self.policy.decides_success(TaskRef(t.type, t.index)))
+
+    def decide(self, name: str, exit_code: int, exited: Mapping[str, int], restarts_used: int, last_error: str) -> Decision:
+        """Decide after task ``name``'s current run exited with ``exit_code``.
+
+        ``exited`` holds the exit codes of every task whose current run has
+        ended (``name`` included); ``restarts_used`` counts restart events so
+        far; ``last_error`` is the task's last error line, for messages.
+        """
+        if exit_code == 0:
+            if all(exited.get(t) == 0 for t in self.deciding_tasks()):
+                return Decision(Action.SUCCEED, message=f"succeeded: {name} exited 0")
+            server = self.task(name).type in (RoleType.PS, RoleType.EVALUATOR)
+            if server and self.policy.restarts_servers():
+                return self._restart(name, "exited 0 before the job ended", restarts_used, last_error)
+            return Decision(Action.CONTINUE, message=f"{name} finished")
+        failure = f"exited with code {exit_code}"
+        if not self.policy.retryable(exit_code):
+            why = ("restart policy exit-code retries only codes >= 128"
+                   if self.policy.restart is RestartPolicy.EXIT_CODE else "restart policy never")
+            return Decision(Action.FAIL, message=f"failed: task {name} {failure} ({why}); last error: {last_error}")
+        return self._restart(name, failure, restarts_used, last_error)
+
+    def _restart(self, name: str, failure: str, restarts_used: int, last_error: str) -> Decision:
+        budget = self.policy.max_restarts
+        if restarts_used >= budget:
+            return Decision(
+                Action.FAIL,
+                message=f"failed: task {name} {failure} and the restart budget ({budget}) is used up; "
+                f"last error: {last_error}",
+            )
+        group = self.restart_group(name)
+        return Decision(
+            Action.RESTART,
+            restart=group,
+            message=f"task {name} {failure}: restarting {', '.join(group)} "
+            f"(restart {restarts_used + 1}/{budget}); last error: {last_error}",
+        )
+
+
+def decision_order(exits: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The exits of one poll round, in the order to decide them: successes, then signal deaths, then 1-127.
+
+    Tasks that died together are decided root cause first: a killed worker
+    (137) restarts the group before its peer's follow-on failure (e.g. 1) can
+    fail the job under the ``exit-code`` policy.
+    """
+    return sorted(exits, key=lambda exit: (exit[1] != 0, exit[1] != 0 and not killed_by_signal(exit[1])))

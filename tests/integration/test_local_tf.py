@@ -1,0 +1,93 @@
+"""Real TensorFlow clusters on the local backend: recovery from a task killed with SIGKILL.
+
+Each test launches with ``tfcluster up``, waits for training to be
+under way (progress in ``state.json``), kills one task's process with
+SIGKILL and checks that the supervisor restarts what the strategy needs,
+that training resumes from the backup, and that the job completes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.local_cluster import CLI, assert_nothing_left, processes, tfcluster, wait_status, write_spec
+from launcher.backends.local.state import LocalState
+from launcher.protocol.events import parse_event
+from launcher.supervision.status import JobStatus, State
+
+pytestmark = pytest.mark.tf
+
+TRAINING = {"epochs": 2, "steps_per_epoch": 15, "batch_size_per_replica": 32}
+BACKUP_EVERY = 5
+
+
+def launch(tmp_path: Path, spec: dict[str, Any], epochs: int) -> str:
+    training = {**TRAINING, "epochs": epochs}
+    path = write_spec(tmp_path, {**spec, "training": training, "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}})
+    result = tfcluster("up", "--detach", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return spec["name"]
+
+
+def kill_task(name: str, task: str) -> None:
+    os.kill(LocalState.named(name).read_groups()[task], signal.SIGKILL)
+
+
+def events(name: str, task: str) -> list[dict[str, Any]]:
+    return [e for e in map(parse_event, LocalState.named(name).log(task).read_text().splitlines()) if e]
+
+
+def finish(name: str) -> JobStatus:
+    """Wait for the job to end; it must have succeeded and left no process behind."""
+    status = wait_status(name, lambda s: s.state.terminal, timeout=240)
+    chief_log = LocalState.named(name).log(f"{name}-chief-0").read_text()[-3000:]
+    assert status.state is State.SUCCEEDED, f"{status.message}\n{chief_log}"
+    assert_nothing_left(*processes(name))
+    return status
+
+
+def test_mwms_survives_a_killed_worker_and_resumes_from_the_backup(tmp_path: Path) -> None:
+    """``tfcluster up`` (watching, not detached) of chief + 2 workers exits 0 despite the kill."""
+    spec = {"name": "mwk", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
+            "checkpoint": {"backup_every_steps": BACKUP_EVERY}, "training": TRAINING,
+            "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}}
+    up = subprocess.Popen([*CLI, "up", str(write_spec(tmp_path, spec))], cwd=tmp_path,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    name = spec["name"]
+    wait_status(name, lambda s: s.progress.get("step", 0) >= 2 * BACKUP_EVERY, timeout=180)
+    kill_task(name, f"{name}-worker-1")
+    assert up.wait(timeout=240) == 0, up.stderr.read()
+    status = finish(name)
+    assert status.restarts == 1 and all(t.restarts == 1 for t in status.tasks)
+    chief = events(name, f"{name}-chief-0")
+    restored = [e for e in chief if e["event"] == "restored"]
+    assert len(restored) == 1 and restored[0]["step"] > 0, restored
+    before = max(e["step"] for e in chief[: chief.index(restored[0])] if e["event"] == "step")
+    assert restored[0]["step"] >= before - BACKUP_EVERY, f"repeated {before - restored[0]['step']} steps"
+    assert any(e["event"] == "finished" for e in chief[chief.index(restored[0]):])
+
+
+def test_pss_with_evaluator_restarts_every_training_task_when_the_ps_is_killed(tmp_path: Path) -> None:
+    name = launch(tmp_path, {"name": "psk", "strategy": "parameter_server",
+                             "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1},
+                                       "evaluator": {"replicas": 1}}},
+                  epochs=3)
+    wait_status(name, lambda s: s.progress.get("epoch", 0) >= 1, timeout=180)  # epoch 0 is backed up
+    kill_task(name, f"{name}-ps-0")
+    status = finish(name)
+    training = [t for t in status.tasks if not t.name.endswith("evaluator-0")]
+    assert status.restarts >= 1 and all(t.restarts >= 1 for t in training)
+    # Every task ended by itself with 0 (none was stopped after the grace period): the ps and
+    # workers saw the completion marker, the evaluator evaluated the final checkpoint.
+    assert all(t.state is State.SUCCEEDED and t.exit_code == 0 for t in status.tasks), status.tasks
+    chief = events(name, f"{name}-chief-0")
+    restored = [e for e in chief if e["event"] == "restored"]
+    assert restored and restored[-1]["epoch"] >= 1, restored
+    evaluations = [e for e in events(name, f"{name}-evaluator-0") if e["event"] == "evaluation"]
+    assert evaluations and evaluations[-1]["metrics"]["accuracy"] > 0.1, evaluations

@@ -1,0 +1,152 @@
+"""The supervisor driving real local processes (command overrides running small Python scripts).
+
+Each task's command is ``python -c SCRIPT``; scripts use marker files in
+``tmp_path`` to behave differently on their first and later runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from launcher import api
+from launcher.api import validate_data
+from launcher.backends.local.processes import ProcessRuntime, group_alive
+from launcher.supervision.status import JobStatus, State
+from launcher.supervision.supervisor import Supervisor
+
+SLEEP = "import time; time.sleep(60)"
+OK = "print('done')"
+
+
+def fail_first_run(marker: Path, how: str = "sys.exit(3)") -> str:
+    """A script that fails on its first run (``how``) and exits 0 on the next."""
+    return (f"import os, signal, sys, pathlib; m = pathlib.Path({str(marker)!r})\n"
+            f"if not m.exists():\n    m.touch(); print('first run fails', flush=True); {how}\nprint('second run ok')")
+
+
+def role(script: str, replicas: int = 1) -> dict[str, Any]:
+    return {"replicas": replicas, "command": [sys.executable, "-c", script]}
+
+
+def supervise(tmp_path: Path, roles: dict[str, Any], grace: float = 0.5, **fields: Any) -> tuple[JobStatus, ProcessRuntime]:
+    spec = validate_data({"name": "sup", "roles": roles, "checkpoint": {"dir": str(tmp_path / "ckpt")}, **fields})
+    plan = api.plan(spec, "local", launching=True)
+    groups: dict[str, int] = {}
+    runtime = ProcessRuntime(plan, tmp_path / "logs", on_groups=groups.update)
+    status = Supervisor(plan, runtime, poll_seconds=0.1, grace_seconds=grace).run()
+    assert groups and not any(group_alive(pgid) for pgid in groups.values()), "a task outlived the supervisor"
+    return status, runtime
+
+
+def task(status: JobStatus, name: str):
+    return next(t for t in status.tasks if t.name == name)
+
+
+def log(tmp_path: Path, name: str) -> str:
+    return (tmp_path / "logs" / f"{name}.log").read_text()
+
+
+def test_failed_worker_gang_restarts_everyone_then_succeeds(tmp_path: Path) -> None:
+    roles = {"chief": role("import time; print('chief up', flush=True); time.sleep(1.5)"),
+             "worker": role(fail_first_run(tmp_path / "w1"), replicas=1)}
+    status, _ = supervise(tmp_path, roles)
+    assert status.state is State.SUCCEEDED, status.message
+    assert status.restarts == 1
+    assert task(status, "sup-chief-0").restarts == 1 and task(status, "sup-worker-0").restarts == 1
+    assert log(tmp_path, "sup-chief-0").count("chief up") == 2
+
+
+def test_exit_code_policy_fails_on_a_bug(tmp_path: Path) -> None:
+    roles = {"worker": role(fail_first_run(tmp_path / "m"))}
+    status, _ = supervise(tmp_path, roles, restart={"policy": "exit-code"})
+    assert status.state is State.FAILED and status.restarts == 0
+    assert "sup-worker-0" in status.message and "code 3" in status.message
+
+
+def test_exit_code_policy_retries_a_killed_task(tmp_path: Path) -> None:
+    roles = {"worker": role(fail_first_run(tmp_path / "m", "os.kill(os.getpid(), signal.SIGKILL)"))}
+    status, _ = supervise(tmp_path, roles, restart={"policy": "exit-code"})
+    assert status.state is State.SUCCEEDED, status.message
+    assert status.restarts == 1
+
+
+def test_budget_exhausted_names_the_task_and_its_last_error(tmp_path: Path) -> None:
+    script = "import sys; print('training...'); print('OSError: disk on fire', file=sys.stderr); sys.exit(4)"
+    roles = {"chief": role(SLEEP), "worker": role(script)}
+    status, _ = supervise(tmp_path, roles, restart={"max_restarts": 2})
+    assert status.state is State.FAILED
+    assert status.restarts == 2
+    assert "sup-worker-0" in status.message and "OSError: disk on fire" in status.message
+    assert task(status, "sup-worker-0").exit_code == 4
+
+
+def test_failed_event_reason_is_the_last_error(tmp_path: Path) -> None:
+    event = 'TFCLUSTER_EVENT {"event":"failed","task":"sup-worker-0","time":0,"reason":"dataset is empty"}'
+    roles = {"worker": role(f"import sys; print({event!r}); print('Traceback tail'); sys.exit(1)")}
+    status, _ = supervise(tmp_path, roles, restart={"policy": "never"})
+    assert status.state is State.FAILED and "dataset is empty" in status.message
+
+
+def test_deadline_fails_and_stops_everything(tmp_path: Path) -> None:
+    status, _ = supervise(tmp_path, {"chief": role(SLEEP), "worker": role(SLEEP)}, deadline_seconds=1)
+    assert status.state is State.FAILED and "deadline" in status.message
+    assert all(t.state is State.CANCELLED for t in status.tasks)
+
+
+def test_pss_worker_failure_restarts_only_that_worker(tmp_path: Path) -> None:
+    roles = {"chief": role("import time; time.sleep(2)"), "worker": role(fail_first_run(tmp_path / "w")),
+             "ps": role(SLEEP)}
+    status, _ = supervise(tmp_path, roles, strategy="parameter_server")
+    assert status.state is State.SUCCEEDED, status.message
+    assert [task(status, n).restarts for n in ("sup-chief-0", "sup-worker-0", "sup-ps-0")] == [0, 1, 0]
+    assert task(status, "sup-ps-0").state is State.CANCELLED  # outlived the grace period, then stopped
+
+
+def test_pss_ps_failure_restarts_every_training_task(tmp_path: Path) -> None:
+    roles = {"chief": role("import time; time.sleep(1.5)"), "worker": role(SLEEP),
+             "ps": role(fail_first_run(tmp_path / "ps", "os.kill(os.getpid(), signal.SIGKILL)") + "\nimport time; time.sleep(60)")}
+    status, _ = supervise(tmp_path, roles, strategy="parameter_server")
+    assert status.state is State.SUCCEEDED, status.message
+    assert [task(status, n).restarts for n in ("sup-chief-0", "sup-worker-0", "sup-ps-0")] == [1, 1, 1]
+
+
+def test_evaluator_failure_restarts_only_the_evaluator(tmp_path: Path) -> None:
+    roles = {"chief": role("import time; time.sleep(1.5)"), "worker": role("import time; time.sleep(1.5)"),
+             "evaluator": role(fail_first_run(tmp_path / "e") + "\nimport time; time.sleep(60)")}
+    status, _ = supervise(tmp_path, roles)
+    assert status.state is State.SUCCEEDED, status.message
+    assert [task(status, n).restarts for n in ("sup-chief-0", "sup-worker-0", "sup-evaluator-0")] == [0, 0, 1]
+
+
+def test_chief_policy_succeeds_without_waiting_for_workers(tmp_path: Path) -> None:
+    status, _ = supervise(tmp_path, {"chief": role(OK), "worker": role(SLEEP)})
+    assert status.state is State.SUCCEEDED
+    assert task(status, "sup-worker-0").state is State.CANCELLED
+
+
+def test_all_workers_policy_waits_for_the_workers(tmp_path: Path) -> None:
+    roles = {"chief": role(OK), "worker": role("import time; time.sleep(1)", replicas=2)}
+    status, _ = supervise(tmp_path, roles, success_policy="all-workers")
+    assert status.state is State.SUCCEEDED
+    assert all(t.state is State.SUCCEEDED and t.exit_code == 0 for t in status.tasks)
+
+
+def test_tasks_exiting_by_themselves_in_the_grace_period_count_as_done(tmp_path: Path) -> None:
+    roles = {"chief": role(OK), "ps": role("import time; time.sleep(0.5)"), "worker": role("import time; time.sleep(0.5)")}
+    status, _ = supervise(tmp_path, roles, grace=10, strategy="parameter_server")
+    assert status.state is State.SUCCEEDED
+    assert all(t.state is State.SUCCEEDED for t in status.tasks), status.tasks
+
+
+def test_progress_events_reach_the_job_status(tmp_path: Path) -> None:
+    event = 'TFCLUSTER_EVENT {"event":"step","task":"sup-chief-0","time":0,"epoch":1,"step":7,"total_steps":30,"loss":0.5}'
+    status, _ = supervise(tmp_path, {"chief": role(f"print({event!r})")})
+    assert status.progress["step"] == 7 and status.progress["loss"] == 0.5
+
+
+def test_a_command_that_cannot_start_fails_the_job(tmp_path: Path) -> None:
+    roles = {"chief": role(SLEEP), "worker": {"replicas": 1, "command": [str(tmp_path / "no-such-program")]}}
+    status, _ = supervise(tmp_path, roles)
+    assert status.state is State.FAILED and "sup-worker-0" in status.message

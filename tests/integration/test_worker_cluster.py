@@ -1,0 +1,195 @@
+"""The shared entrypoint in real loopback clusters: MWMS, PSS with an evaluator, custom loop, restart.
+
+Every task is a real ``python -m launcher.worker`` process started from the
+local plan (``tests/helpers/tf_cluster.py``); no supervisor is involved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers.tf_cluster import TaskResult, cluster_spec, describe, run_cluster, start_cluster
+from launcher.protocol.events import parse_event
+
+pytestmark = pytest.mark.tf
+
+ARGS = {"learning_rate": 0.003}
+SCORE = """
+import json, os, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import tensorflow as tf
+from launcher.examples import mnist
+model = tf.keras.models.load_model(sys.argv[1])
+print(json.dumps(model.evaluate(mnist.make_eval_dataset(256, learning_rate=0.003), verbose=0, return_dict=True)))
+"""
+
+
+def held_out_accuracy(model_path: str) -> float:
+    proc = subprocess.run(
+        [sys.executable, "-c", SCORE, model_path],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])["accuracy"]
+
+
+def assert_all_ok(results: dict[str, TaskResult]) -> None:
+    assert all(r.returncode == 0 for r in results.values()), describe(results)
+
+
+def test_mwms_chief_and_two_workers_train_and_export_a_model_that_scores(tmp_path: Path) -> None:
+    spec = cluster_spec(
+        "mw", {"chief": 1, "worker": 2}, tmp_path,
+        training={"epochs": 2, "steps_per_epoch": 15, "batch_size_per_replica": 32, "args": ARGS},
+    )
+    results = run_cluster(spec, "run1")
+    assert_all_ok(results)
+    chief = results["mw-chief-0"]
+    [started] = chief.of("started")
+    assert (started["strategy"], started["num_replicas_in_sync"], started["global_batch_size"]) == ("CollectiveAllReduceStrategy", 3, 96)
+    steps = [e["step"] for e in chief.of("step")]
+    assert steps == sorted(steps) and steps[-1] == 30 and all(e["total_steps"] == 30 for e in chief.of("step"))
+    epochs = chief.of("epoch")
+    assert [e["epoch"] for e in epochs] == [0, 1]
+    last_step = chief.of("step")[-1]  # tf_keras sums batch-level losses over replicas; events must not
+    assert last_step["loss"] == pytest.approx(epochs[-1]["loss"], rel=0.05)
+    assert all(0 <= e["input_wait_fraction"] <= 1 and "accuracy" in e and "loss" in e for e in epochs)
+    assert [e["path"] for e in chief.of("checkpoint")] == [str(tmp_path / "checkpoints" / f"ckpt-000{n}") for n in (1, 2)]
+    [finished] = chief.of("finished")
+    assert finished["model_path"] == str(tmp_path / "model" / "model.keras")
+    for worker in ("mw-worker-0", "mw-worker-1"):  # progress is reported once, by the chief
+        assert not results[worker].of("step") and not results[worker].of("checkpoint")
+        assert results[worker].of("finished")[0]["model_path"] is None
+    assert (tmp_path / "_tfcluster" / "run1" / "DONE").is_file()
+    assert not list((tmp_path / "backup").rglob("*.index")), "BackupAndRestore backup left after success"
+    assert not list((tmp_path / "_tfcluster" / "tmp").rglob("*")), "non-chief scratch copies left behind"
+    assert held_out_accuracy(finished["model_path"]) > 0.4
+
+
+def test_pss_servers_stop_at_done_and_the_evaluator_evaluates_the_final_checkpoint(tmp_path: Path) -> None:
+    spec = cluster_spec("pss", {"chief": 1, "worker": 2, "ps": 1, "evaluator": 1}, tmp_path)
+    results = run_cluster(spec, "run1", timeout=200, cluster_file=True)  # evaluator: TFCLUSTER_TASK_ADDRESS
+    assert_all_ok(results)  # ps, workers and evaluator exited 0 on their own: the helper kills only at the timeout
+    chief = results["pss-chief-0"]
+    assert chief.of("started")[0]["strategy"] == "ParameterServerStrategyV2"
+    assert [e["epoch"] for e in chief.of("epoch")] == [0, 1]
+    assert chief.of("step") and chief.of("finished")[0]["model_path"]
+    evaluations = results["pss-evaluator-0"].of("evaluation")
+    assert evaluations and evaluations[-1]["checkpoint"] == str(tmp_path / "checkpoints" / "ckpt-0002")
+    assert 0 <= evaluations[-1]["metrics"]["accuracy"] <= 1
+
+
+def test_custom_loop_runs_the_users_train_step_under_mwms_from_the_cluster_file(tmp_path: Path) -> None:
+    spec = cluster_spec(
+        "cl", {"chief": 1, "worker": 1}, tmp_path,
+        training={"epochs": 2, "steps_per_epoch": 15, "batch_size_per_replica": 32, "loop": "custom", "args": ARGS},
+    )
+    results = run_cluster(spec, "run1", cluster_file=True)  # no TF_CONFIG: built from TFCLUSTER_CLUSTER_FILE
+    assert_all_ok(results)
+    chief = results["cl-chief-0"]
+    assert chief.of("started")[0]["num_replicas_in_sync"] == 2
+    losses = [e["loss"] for e in chief.of("step")]
+    assert len(losses) >= 4 and losses[-1] < losses[0], losses
+    assert len(chief.of("checkpoint")) == 2
+    assert held_out_accuracy(chief.of("finished")[0]["model_path"]) > 0.4
+
+
+def test_single_task_auto_picks_the_default_strategy_on_cpu(tmp_path: Path) -> None:
+    spec = cluster_spec("one", {"chief": 1}, tmp_path, training={"epochs": 1, "steps_per_epoch": 8, "batch_size_per_replica": 32, "loop": "custom"})
+    results = run_cluster(spec, "run1")
+    assert_all_ok(results)
+    chief = results["one-chief-0"]
+    assert chief.of("started")[0]["strategy"] == "_DefaultDistributionStrategy"
+    assert [e["step"] for e in chief.of("step")] == [2, 4, 6, 8]
+    assert Path(chief.of("finished")[0]["model_path"]).is_file() and (tmp_path / "_tfcluster" / "run1" / "DONE").is_file()
+
+
+def wait_for_step(cluster, task: str, step: int, timeout: float = 150) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events = [e for e in map(parse_event, cluster.output(task).splitlines()) if e]
+        if any(e["event"] == "step" and e["step"] >= step for e in events):
+            return
+        assert all(p.poll() is None for p in cluster.procs.values()), "a task ended early"
+        time.sleep(0.2)
+    raise AssertionError(f"{task} did not reach step {step}")
+
+
+def test_dead_peer_exits_175_and_a_restart_resumes_from_the_backup(tmp_path: Path) -> None:
+    spec = cluster_spec(
+        "rs", {"chief": 1, "worker": 1}, tmp_path,
+        checkpoint={"dir": str(tmp_path), "backup_every_steps": 5},
+        training={"epochs": 2, "steps_per_epoch": 20, "batch_size_per_replica": 32},
+    )
+    first = start_cluster(spec, "run1")  # killed at step >= 10: 30 steps and a checkpoint left, so it cannot finish first
+    wait_for_step(first, "rs-chief-0", 10)
+    first.procs["rs-worker-0"].send_signal(signal.SIGKILL)
+    results = first.wait(timeout=120)
+    assert results["rs-chief-0"].returncode == 175, describe(results)
+    assert results["rs-chief-0"].of("failed")[0]["exit_code"] == 175
+
+    second = run_cluster(spec, "run2")
+    assert_all_ok(second)
+    for task in ("rs-chief-0", "rs-worker-0"):
+        [restored] = second[task].of("restored")
+        assert restored["step"] >= 10 and restored["step"] == restored["epoch"] * 20 + restored["step_in_epoch"]
+    chief = second["rs-chief-0"]
+    assert min(e["step"] for e in chief.of("step")) > 10  # no step was trained twice from scratch
+    assert (tmp_path / "_tfcluster" / "run2" / "DONE").is_file()
+
+
+def test_pss_coordinator_exit_code_is_the_one_its_failed_event_names(tmp_path: Path) -> None:
+    """A dead ps ends the coordinator with exactly the code of its ``failed`` event (175).
+
+    The restart policies read the process exit code; the entrypoint leaves with
+    ``os._exit`` so TF's teardown (seen aborting with SIGABRT once) cannot replace it.
+    """
+    spec = cluster_spec(
+        "pk", {"chief": 1, "worker": 1, "ps": 1}, tmp_path,
+        training={"epochs": 50, "steps_per_epoch": 10, "batch_size_per_replica": 32},
+    )
+    cluster = start_cluster(spec, "run1")
+    wait_for_step(cluster, "pk-chief-0", 5)
+    cluster.procs["pk-ps-0"].send_signal(signal.SIGKILL)
+    chief = cluster.procs["pk-chief-0"]
+    chief.wait(timeout=120)
+    results = cluster.wait(timeout=1)
+    [failed] = results["pk-chief-0"].of("failed")
+    assert results["pk-chief-0"].returncode == failed["exit_code"] == 175, describe(results)
+
+
+def test_custom_loop_restart_resumes_from_its_own_backup(tmp_path: Path) -> None:
+    spec = cluster_spec(
+        "cr", {"chief": 1}, tmp_path,
+        checkpoint={"dir": str(tmp_path), "backup_every_steps": 5},
+        training={"epochs": 2, "steps_per_epoch": 200, "batch_size_per_replica": 16, "loop": "custom"},
+    )
+    first = start_cluster(spec, "run1")
+    wait_for_step(first, "cr-chief-0", 50)
+    first.kill()
+    second = run_cluster(spec, "run2")
+    assert_all_ok(second)
+    chief = second["cr-chief-0"]
+    [restored] = chief.of("restored")
+    assert restored["step"] >= 50 and restored["step"] % 5 == 0
+    assert min(e["step"] for e in chief.of("step")) > restored["step"]
+    assert not list((tmp_path / "backup").rglob("*.index")), "backup left after success"
+
+
+def test_missing_job_config_exits_2_with_a_failed_event() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("TFCLUSTER_JOB", "TF_CONFIG")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "launcher.worker"], capture_output=True, text=True, timeout=120,
+        env={**env, "TFCLUSTER_TASK_NAME": "t-0", "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    assert proc.returncode == 2
+    [failed] = [e for e in map(parse_event, proc.stdout.splitlines()) if e]
+    assert failed["event"] == "failed" and "TFCLUSTER_JOB is not set" in failed["reason"] and failed["task"] == "t-0"

@@ -1,0 +1,148 @@
+"""The rendered compose file: pure, deterministic, accepted by ``docker compose config``, and safe.
+
+No Docker engine needed; ``docker compose config`` needs only the Compose v2 CLI.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from helpers.docker_engine import compose_cli  # noqa: F401  (fixture)
+from helpers.paths import REPO  # noqa: I001
+from launcher import api
+from launcher.api import validate_data
+from launcher.backends.compose.render import COMPOSE_FILE, TASK_USER, render
+from launcher.plan import naming
+from launcher.spec.quantities import byte_count
+
+ROLE_MIXES: dict[str, dict[str, Any]] = {
+    "mwms": {"roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}}},
+    "workers-only": {"roles": {"worker": {"replicas": 3}}},
+    "single-chief": {"roles": {"chief": {"replicas": 1}}},
+    "pss-evaluator": {"roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 2}, "evaluator": {}}},
+    "limits-gpu": {"roles": {"chief": {"resources": {"cpu": 0.5, "memory": "1.5Gi", "gpu": 1}},
+                             "worker": {"replicas": 1, "resources": {"cpu": 2, "memory": "512M"}}}},
+    "restart-never": {"roles": {"worker": {"replicas": 2}}, "restart": {"policy": "never"}},
+    "exit-code-no-budget": {"roles": {"worker": {"replicas": 2}}, "restart": {"policy": "exit-code", "max_restarts": 0}},
+    "object-store": {"roles": {"worker": {"replicas": 2}}, "checkpoint": {"dir": "gs://bucket/run"}},
+    "overrides": {"roles": {"chief": {"command": ["python", "-c", "print('$HOME ${X} \"quoted\"')"],
+                                      "args": ["--flag", "a b"], "env": {"X": "1 $Y"}, "image": "my/img:1"},
+                            "worker": {"replicas": 1, "port": 5000}},
+                  "env": {"SHARED": "yes"}},
+}
+
+
+def plan_of(name: str, fields: dict[str, Any]):
+    return api.plan(validate_data({"name": name, **fields}), "compose", "run-1")
+
+
+def document(plan) -> dict[str, Any]:
+    return yaml.safe_load(render(plan)[COMPOSE_FILE])
+
+
+def unescape(value: str) -> str:
+    """What Compose makes of a rendered string (``$$`` is a literal ``$``)."""
+    return value.replace("$$", "$")
+
+
+def test_root_compose_file_is_the_rendered_demo() -> None:
+    rendered = api.dry_run(REPO / "examples" / "demo.yaml", "compose").files[COMPOSE_FILE]
+    assert (REPO / "docker-compose.yaml").read_text() == rendered, \
+        "docker-compose.yaml is stale: tfcluster render examples/demo.yaml --backend compose -d ."
+
+
+@pytest.mark.parametrize("mix", sorted(ROLE_MIXES))
+def test_every_task_is_one_service_applying_the_plan(mix: str) -> None:
+    plan = plan_of(mix, ROLE_MIXES[mix])
+    services = document(plan)["services"]
+    assert list(services) == [t.name for t in plan.tasks]
+    for task in plan.tasks:
+        service = services[task.name]
+        assert service["hostname"] == service["container_name"] == task.name
+        assert [unescape(arg) for arg in service["command"]] == task.command
+        assert {k: unescape(v) for k, v in service["environment"].items()} == plan.task_env(task)
+        assert service["user"] == TASK_USER and not service["user"].startswith("0")
+        assert service["init"] is True
+        assert service["networks"] == [naming.network_name(mix)]
+        assert service["labels"][naming.LABEL_RUN] == "run-1"
+        assert (service["labels"][naming.LABEL_ROLE], service["labels"][naming.LABEL_INDEX]) == (task.type.value, str(task.index))
+        assert "ports" not in service and "expose" not in service and "network_mode" not in service
+
+
+def test_file_is_deterministic_and_names_the_project() -> None:
+    first, second = (render(plan_of("mwms", ROLE_MIXES["mwms"])) for _ in range(2))
+    assert first == second
+    assert yaml.safe_load(first[COMPOSE_FILE])["name"] == "mwms"
+
+
+def test_checkpoint_volume_is_mounted_at_the_checkpoint_dir_except_object_stores() -> None:
+    plan = plan_of("mwms", ROLE_MIXES["mwms"])
+    doc = document(plan)
+    volume = naming.checkpoint_volume_name("mwms")
+    assert doc["volumes"] == {volume: {"name": volume, "labels": naming.labels("mwms", "run-1")}}
+    for service in doc["services"].values():
+        assert service["volumes"] == [{"type": "volume", "source": volume, "target": plan.run_config.checkpoint_dir}]
+    remote = document(plan_of("object-store", ROLE_MIXES["object-store"]))
+    assert "volumes" not in remote and all("volumes" not in s for s in remote["services"].values())
+
+
+def test_resources_and_restart_policy_are_mapped() -> None:
+    services = document(plan_of("limits-gpu", ROLE_MIXES["limits-gpu"]))["services"]
+    chief, worker = services["limits-gpu-chief-0"], services["limits-gpu-worker-0"]
+    assert (chief["cpus"], chief["mem_limit"]) == (0.5, 1536 * 2**20)
+    assert chief["deploy"]["resources"]["reservations"]["devices"][0]["count"] == 1
+    assert (worker["cpus"], worker["mem_limit"], "deploy" in worker) == (2, 512_000_000, False)
+    assert chief["restart"] == "on-failure:3"
+    assert {s["restart"] for s in document(plan_of("restart-never", ROLE_MIXES["restart-never"]))["services"].values()} == {"no"}
+    assert {s["restart"] for s in document(plan_of("x", ROLE_MIXES["exit-code-no-budget"]))["services"].values()} == {"no"}
+
+
+@pytest.mark.parametrize("quantity, expected", [("512Mi", 512 * 2**20), ("1G", 10**9), ("1.5Gi", 3 * 2**29),
+                                                ("100", 100), ("1k", 1000)])
+def test_memory_quantities_in_bytes(quantity: str, expected: int) -> None:
+    assert byte_count(quantity) == expected
+
+
+def test_docker_compose_config_accepts_every_rendered_file_and_the_examples(compose_cli: list[str], tmp_path: Path) -> None:  # noqa: F811
+    plans = {mix: plan_of(mix, fields) for mix, fields in ROLE_MIXES.items()}
+    plans.update({path.stem: api.plan(path, "compose") for path in sorted((REPO / "examples").glob("*.yaml"))})
+    for mix, plan in plans.items():
+        workdir = tmp_path / mix
+        workdir.mkdir()
+        (workdir / COMPOSE_FILE).write_text(render(plan)[COMPOSE_FILE])
+        result = subprocess.run([*compose_cli, "config", "--format", "json"], cwd=workdir,
+                                capture_output=True, text=True, check=False)
+        assert result.returncode == 0, f"{mix}: {result.stderr}"
+        services = yaml.safe_load(result.stdout)["services"]
+        assert all(not s.get("ports") for s in services.values()), f"{mix}: a port is published"
+        for task in plan.tasks:  # after Compose's interpolation (its output re-escapes $), exactly the plan
+            got = services[task.name]
+            assert [unescape(a) for a in got["command"]] == task.command, f"{mix}: {task.name} command changed"
+            assert {k: unescape(v) for k, v in got["environment"].items()} == plan.task_env(task), f"{mix}: env changed"
+            assert unescape(got["image"]) == task.image
+
+
+def test_checkpoint_dir_below_the_volume_is_mounted_at_the_volume_root() -> None:
+    plan = plan_of("sub", {"roles": {"worker": {"replicas": 2}}, "checkpoint": {"dir": "/checkpoints/run-a"}})
+    for service in document(plan)["services"].values():
+        assert service["volumes"][0]["target"] == "/checkpoints"
+        assert '"checkpoint_dir":"/checkpoints/run-a"' in service["environment"]["TFCLUSTER_JOB"]
+
+
+def test_checkpoint_dir_outside_the_volume_is_a_spec_error(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: out\nroles: {worker: {}}\ncheckpoint: {dir: /mnt/ckpt}\n")
+    commands = (["validate", str(spec), "-b", "compose"], ["dry-run", str(spec), "-b", "compose"],
+                ["up", str(spec), "-b", "compose"], ["render", str(spec), "-b", "compose", "--output-dir", str(tmp_path)])
+    for command in commands:
+        result = subprocess.run([sys.executable, "-m", "launcher", *command], capture_output=True, text=True)
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr == f"{spec}:3: checkpoint.dir: on compose must be /checkpoints or a path below it (the " \
+            "checkpoint volume, writable by the non-root tasks), or a gs:// or s3:// URL; got '/mnt/ckpt'\n", result.stderr
+    assert subprocess.run([sys.executable, "-m", "launcher", "validate", str(spec)], capture_output=True).returncode == 0

@@ -1,0 +1,417 @@
+"""The Kubernetes backend through the real ``kubernetes`` client over HTTP, against the stateful fake API server.
+
+The fake stores what the client sends; the tests act as the Job controller
+(``FakeKubernetes.reconcile``, a model of the documented Job semantics) and
+the kubelet (``finish_pod``). What only a real cluster shows (scheduling,
+DNS, the real controller's timing) is in tests/e2e/test_k8s_e2e.py.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from fakes.kubernetes_api import FakeKubernetes
+from helpers.k8s_specs import DEMO, REPO, dry_run_for, plan_for
+from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.manifests import manifests
+from launcher.cli import registry
+from launcher.cli.commands import main
+from launcher.cli.watch import watch
+from launcher.errors import BackendUnavailable, LaunchError
+from launcher.supervision.status import State
+
+PSS = {"name": "pss", "roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {}}}
+SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp")
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKubernetes]:
+    server = FakeKubernetes()
+    server.url = server.start()
+    yield server
+    server.stop()
+
+
+def backend_for(fake: FakeKubernetes, namespace: str | None = None, **options: float) -> KubernetesBackend:
+    api_client = client.ApiClient(client.Configuration(host=fake.url))
+    return KubernetesBackend(api_client, namespace, clock=lambda: fake.now, **options)
+
+
+def pods(fake: FakeKubernetes, prefix: str) -> list[str]:
+    return sorted(name for (plural, _, name) in fake.objects if plural == "pods" and name.startswith(prefix))
+
+
+def running(fake: FakeKubernetes, task: str) -> str:
+    """The current pod of ``task`` (e.g. demo-worker-1)."""
+    return max(pods(fake, task + "-"), key=lambda p: failure_count(fake, p))
+
+
+def failure_count(fake: FakeKubernetes, pod: str) -> int:
+    return int(fake.get("pods", pod)["metadata"]["annotations"]["batch.kubernetes.io/job-index-failure-count"])
+
+
+def start_all(fake: FakeKubernetes, *jobs: str) -> None:
+    for job in jobs:
+        fake.start_pods(job)
+
+
+def test_submit_applies_exactly_the_planned_manifests(fake: FakeKubernetes) -> None:
+    plan = plan_for(DEMO, "run-1")
+    backend = backend_for(fake, namespace="team-a")
+    backend.submit(KubernetesBackend.dry_run(plan))
+    assert backend.describe("demo").state is State.PENDING
+    expected = manifests(plan)
+    assert len(fake.objects) == len(expected)
+    plurals = {"ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps", "Service": "services",
+               "NetworkPolicy": "networkpolicies", "PersistentVolumeClaim": "persistentvolumeclaims", "Job": "jobs"}
+    for obj in expected:
+        stored = fake.get(plurals[obj["kind"]], obj["metadata"]["name"], "team-a")
+        assert stored is not None, obj["kind"]
+        for key in SERVER_FIELDS:
+            del stored["metadata"][key]
+        stored.pop("status")
+        assert stored == {**obj, "metadata": {**obj["metadata"], "namespace": "team-a"}}
+
+
+def test_a_backend_without_namespace_follows_the_spec_namespace(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for({"name": "ns", "roles": {"worker": {"replicas": 1}}, "kubernetes": {"namespace": "ml"}}))
+    assert fake.get("jobs", "ns-worker", "ml") is not None
+    assert backend.describe("ns").state is State.PENDING
+
+
+def test_mwms_lifecycle_fail_restart_succeed_down(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO))
+    assert backend.describe("demo").state is State.PENDING
+    start_all(fake, "demo-chief", "demo-worker")
+    status = backend.describe("demo")
+    assert status.state is State.RUNNING and [t.name for t in status.tasks] == ["demo-chief-0", "demo-worker-0", "demo-worker-1"]
+
+    fake.now += 10
+    fake.finish_pod(running(fake, "demo-worker-1"), 137, "OOMKilled")
+    status = backend.describe("demo")
+    assert status.state is State.RESTARTING
+    assert (status.tasks[2].exit_code, status.tasks[2].message) == (137, "OOMKilled")
+    # the survivors lose their collective and exit "peer unavailable" (175); the Job controller replaces all three
+    fake.finish_pod(running(fake, "demo-chief-0"), 175)
+    fake.finish_pod(running(fake, "demo-worker-0"), 175)
+    fake.now += 10
+    for job in ("demo-chief", "demo-worker"):
+        fake.reconcile(job)
+    status = backend.describe("demo")
+    assert status.state is State.RUNNING and status.restarts == 1
+    assert [t.restarts for t in status.tasks] == [1, 1, 1]
+    assert backend.supervise("demo") == []
+
+    fake.pod_logs["default", running(fake, "demo-chief-0")] = (
+        'TFCLUSTER_EVENT {"event":"restored","task":"demo-chief-0","time":1,"epoch":1,"step":20}\n'
+        'TFCLUSTER_EVENT {"event":"epoch","task":"demo-chief-0","time":2,"epoch":3,"step":120,"loss":0.25}\n'
+    )
+    assert backend.describe("demo").progress["loss"] == 0.25
+    for task in ("demo-chief-0", "demo-worker-0", "demo-worker-1"):
+        fake.finish_pod(running(fake, task), 0)
+    for job in ("demo-chief", "demo-worker"):
+        fake.reconcile(job)
+    status = backend.describe("demo")
+    assert status.state is State.SUCCEEDED and "demo-chief: Complete" in status.message
+    assert backend.supervise("demo") == []  # every Job finished by itself
+
+    backend.cancel("demo")
+    assert [key[0] for key in fake.objects] == ["persistentvolumeclaims"]  # checkpoints stay
+    assert ("jobs", "demo-chief", "Foreground") in fake.deletions
+    assert backend.describe("demo") is None
+    backend.cancel("demo", volumes=True)
+    assert not fake.objects
+
+
+def test_exit_code_policy_fails_the_job_and_cleans_up_the_rest(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake, linger=30)
+    backend.submit(dry_run_for({"name": "ec", "roles": {"chief": {}, "worker": {"replicas": 2}}, "restart": {"policy": "exit-code"}}))
+    start_all(fake, "ec-chief", "ec-worker")
+    fake.finish_pod(running(fake, "ec-worker-0"), 1)  # a bug: 1-127 fails the job
+    fake.reconcile("ec-worker")
+    status = backend.describe("ec")
+    assert status.state is State.FAILED and "PodFailurePolicy" in status.message
+    assert backend.supervise("ec") == ["run failed: deleted Job ec-chief"]
+    assert fake.get("jobs", "ec-chief") is None and not pods(fake, "ec-chief")
+
+
+def test_signal_exit_is_retried_until_the_budget_is_spent(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for({"name": "bud", "roles": {"worker": {"replicas": 2}}, "restart": {"policy": "exit-code", "max_restarts": 1}}))
+    fake.start_pods("bud-worker")
+    fake.finish_pod(running(fake, "bud-worker-1"), 137)
+    fake.reconcile("bud-worker")
+    assert backend.describe("bud").state is State.RUNNING
+    fake.finish_pod(running(fake, "bud-worker-1"), 143)
+    fake.reconcile("bud-worker")
+    status = backend.describe("bud")
+    assert status.state is State.FAILED and "FailedIndexes" in status.message
+    assert status.tasks[1].restarts == 1 and status.tasks[1].exit_code == 143
+
+
+def test_preemption_does_not_use_the_budget(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for({"name": "pre", "roles": {"worker": {"replicas": 1}}, "restart": {"max_restarts": 0}}))
+    fake.start_pods("pre-worker")
+    fake.finish_pod(running(fake, "pre-worker-0"), 143, "Preempted", disrupted=True)
+    fake.reconcile("pre-worker")
+    assert backend.describe("pre").state is State.RUNNING
+
+
+def test_gang_restart_deletes_survivors_that_hang(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake, gang_grace=60)
+    backend.submit(dry_run_for(DEMO))
+    start_all(fake, "demo-chief", "demo-worker")
+    survivors = [running(fake, "demo-chief-0"), running(fake, "demo-worker-0")]
+    fake.now += 100
+    fake.finish_pod(running(fake, "demo-worker-1"), 137)
+    fake.reconcile("demo-worker")  # worker-1 comes back; the two survivors hang instead of failing
+    fake.now += 30
+    assert backend.supervise("demo") == []
+    fake.now += 31
+    actions = backend.supervise("demo")
+    assert [a.split()[3] for a in actions] == survivors
+    # a deleted Job pod is killed (SIGTERM, 143) and, without DisruptionTarget, counts as a failure of its index
+    assert [fake.get("pods", p)["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] for p in survivors] == [143, 143]
+    fake.now += 61
+    assert backend.supervise("demo") == []  # their own failures do not start another round
+    for job in ("demo-chief", "demo-worker"):
+        fake.reconcile(job)
+    assert all(fake.get("pods", p) is None for p in survivors)  # accounted, so the Job controller lets them go
+    status = backend.describe("demo")
+    assert status.state is State.RUNNING and [t.restarts for t in status.tasks] == [1, 1, 1]
+    assert [failure_count(fake, running(fake, t)) for t in ("demo-chief-0", "demo-worker-0", "demo-worker-1")] == [1, 1, 1]
+    fake.now += 100
+    assert backend.supervise("demo") == []
+
+
+def test_gang_restart_spares_the_replacements_of_the_failed_round(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake, gang_grace=60)
+    backend.submit(dry_run_for(DEMO))
+    start_all(fake, "demo-chief", "demo-worker")
+    fake.now += 10
+    fake.finish_pod(running(fake, "demo-worker-1"), 137)
+    fake.reconcile("demo-worker")  # worker-1 is replaced before the survivors notice
+    fake.now += 20
+    fake.finish_pod(running(fake, "demo-chief-0"), 175)
+    fake.finish_pod(running(fake, "demo-worker-0"), 175)
+    for job in ("demo-chief", "demo-worker"):
+        fake.reconcile(job)
+    assert backend.describe("demo").state is State.RUNNING  # the new gang: worker-1's replacement and two fresh pods
+    fake.now += 61
+    assert backend.supervise("demo") == []
+    fake.now += 10
+    fake.finish_pod(running(fake, "demo-worker-0"), 137)  # a member of the new gang fails: a new round
+    fake.reconcile("demo-worker")
+    others = [running(fake, "demo-chief-0"), running(fake, "demo-worker-1")]
+    fake.now += 61
+    assert [a.split()[3] for a in backend.supervise("demo")] == others
+
+
+def test_gang_restart_is_mwms_only(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake, gang_grace=0)
+    backend.submit(dry_run_for(PSS))
+    start_all(fake, "pss-chief", "pss-worker", "pss-ps", "pss-evaluator")
+    fake.now += 10
+    fake.finish_pod(running(fake, "pss-worker-1"), 137)  # PSS tolerates a lost worker
+    fake.now += 100
+    assert backend.supervise("pss") == []
+
+
+def launch_pss_until_chief_succeeds(fake: FakeKubernetes, backend: KubernetesBackend) -> None:
+    backend.submit(dry_run_for(PSS))
+    start_all(fake, "pss-chief", "pss-worker", "pss-ps", "pss-evaluator")
+    fake.finish_pod(running(fake, "pss-chief-0"), 0)
+    fake.reconcile("pss-chief")
+
+
+def test_chief_success_ends_the_servers_after_a_grace_period(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake, linger=30)
+    launch_pss_until_chief_succeeds(fake, backend)
+    assert backend.describe("pss").state is State.SUCCEEDED
+    assert backend.supervise("pss") == []  # the others may still exit by themselves (completion marker)
+    fake.finish_pod(running(fake, "pss-ps-0"), 0)
+    fake.reconcile("pss-ps")
+    fake.now += 31
+    deleted = backend.supervise("pss")
+    assert deleted == ["run succeeded: deleted Job pss-worker", "run succeeded: deleted Job pss-evaluator"]
+    status = backend.describe("pss")
+    assert status.state is State.SUCCEEDED and [t.name for t in status.tasks] == ["pss-chief-0", "pss-ps-0"]
+
+
+def test_worker_zero_decides_without_a_chief(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for({"name": "wz", "roles": {"worker": {"replicas": 3}}}))
+    fake.start_pods("wz-worker")
+    fake.finish_pod(running(fake, "wz-worker-0"), 0)
+    fake.reconcile("wz-worker")  # successPolicy succeededIndexes "0"
+    assert backend.describe("wz").state is State.SUCCEEDED
+    assert pods(fake, "wz-worker") == [running(fake, "wz-worker-0")]
+
+
+def test_failed_launch_removes_what_it_created_and_keeps_an_existing_claim(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    fake.create("persistentvolumeclaims", "default", {"metadata": {"name": "demo-checkpoints"}, "spec": {"accessModes": ["ReadWriteMany"]}})
+    fake.create("configmaps", "default", {"metadata": {"name": "demo-tfconfig", "labels": {"tfcluster.io/cluster": "demo", "app.kubernetes.io/managed-by": "tfcluster"}}, "data": {}})
+    fake.fail_next("POST", "jobs", 403)
+    with pytest.raises(LaunchError, match="cannot create Job demo-chief: 403 Forbidden"):
+        backend.submit(dry_run_for(DEMO))
+    assert sorted(key[0] for key in fake.objects) == ["configmaps", "persistentvolumeclaims"]
+    assert fake.get("persistentvolumeclaims", "demo-checkpoints")["spec"] == {"accessModes": ["ReadWriteMany"]}
+    backend.submit(dry_run_for(DEMO))  # the leftover ConfigMap is replaced, the claim kept
+    assert "cluster.json" in fake.get("configmaps", "demo-tfconfig")["data"]
+    assert fake.get("persistentvolumeclaims", "demo-checkpoints")["spec"] == {"accessModes": ["ReadWriteMany"]}
+
+
+def test_an_object_of_the_same_name_that_is_not_ours_is_never_replaced_or_deleted(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    theirs = {"metadata": {"name": "demo", "labels": {"app": "shop-frontend"}},
+              "spec": {"selector": {"app": "shop"}, "ports": [{"port": 80}]}}
+    fake.create("services", "default", theirs)
+    with pytest.raises(LaunchError, match="Service demo already exists in namespace default and was not made by tfcluster"):
+        backend.submit(dry_run_for(DEMO))
+    service = fake.get("services", "demo")
+    assert service["metadata"]["labels"] == {"app": "shop-frontend"} and service["spec"]["selector"] == {"app": "shop"}
+    assert sorted(key[0] for key in fake.objects) == ["services"], "the failed launch removed what it created"
+
+
+def test_second_launch_of_a_running_cluster_is_refused(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO))
+    before = dict(fake.objects)
+    with pytest.raises(LaunchError, match="already exists in namespace 'default'.*tfcluster down demo"):
+        backend.submit(dry_run_for(DEMO))
+    assert fake.objects.keys() == before.keys()
+
+
+def test_logs_of_a_task_all_tasks_and_follow(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO))
+    start_all(fake, "demo-chief", "demo-worker")
+    for task in ("demo-chief-0", "demo-worker-0", "demo-worker-1"):
+        fake.pod_logs["default", running(fake, task)] = f"hello from {task}\n"
+    assert list(backend.logs("demo", "demo-worker-1")) == ["hello from demo-worker-1"]
+    assert list(backend.logs("demo"))[0] == "demo-chief-0 | hello from demo-chief-0"
+    with pytest.raises(LaunchError, match="no pod for task 'demo-worker-7'"):
+        list(backend.logs("demo", "demo-worker-7"))
+
+    pod = running(fake, "demo-chief-0")
+    stream = backend.logs("demo", "demo-chief-0", follow=True)
+    assert next(stream) == "hello from demo-chief-0"
+
+    def finish() -> None:
+        fake.pod_logs["default", pod] += "epoch 1\nbye\n"
+        fake.finish_pod(pod, 0)
+
+    threading.Timer(0.2, finish).start()
+    assert list(stream) == ["epoch 1", "bye"]  # ends when the pod ends
+
+    everyone = backend.logs("demo", follow=True)
+    for task in ("demo-worker-0", "demo-worker-1"):
+        threading.Timer(0.2, fake.finish_pod, args=(running(fake, task), 0)).start()
+    assert sorted(everyone) == [
+        "demo-chief-0 | bye", "demo-chief-0 | epoch 1", "demo-chief-0 | hello from demo-chief-0",
+        "demo-worker-0 | hello from demo-worker-0", "demo-worker-1 | hello from demo-worker-1",
+    ]
+
+
+def test_unknown_cluster(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    assert backend.describe("nope") is None
+    assert backend.supervise("nope") == []
+    backend.cancel("nope")
+
+
+def test_unreachable_api_server_is_a_launch_error() -> None:
+    api_client = client.ApiClient(client.Configuration(host="http://127.0.0.1:9"))
+    api_client.configuration.retries = 0
+    with pytest.raises(LaunchError, match="unreachable"):
+        KubernetesBackend(api_client).describe("demo")
+
+
+def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake, gang_grace=0, linger=0)
+    fake.create("configmaps", "default", {"metadata": {"name": "demo-tfconfig", "labels": {"tfcluster.io/cluster": "demo", "app.kubernetes.io/managed-by": "tfcluster"}}, "data": {}})  # exercises replace
+    backend.submit(dry_run_for(DEMO))
+    start_all(fake, "demo-chief", "demo-worker")
+    fake.now += 5
+    fake.finish_pod(running(fake, "demo-worker-1"), 137)
+    assert backend.supervise("demo")  # deletes the survivors' pods
+    fake.reconcile("demo-chief")  # the Job controller replaces the deleted chief
+    fake.finish_pod(running(fake, "demo-chief-0"), 0)
+    fake.reconcile("demo-chief")
+    assert backend.supervise("demo") == ["run succeeded: deleted Job demo-worker"]
+    list(backend.logs("demo"))
+    backend.cancel("demo", volumes=True)
+    role = next(d for d in yaml.safe_load_all((REPO / "k8s" / "rbac-launcher.yaml").read_text()) if d["kind"] == "Role")
+    allowed = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    used = {_rbac_request(method, path) for method, path in fake.requests}
+    assert used <= allowed, used - allowed
+    assert {("", "pods", "delete"), ("batch", "jobs", "delete"), ("", "pods/log", "get"), ("", "configmaps", "update")} <= used
+    unused = {(g, r, v) for g, r, v in allowed} - used
+    assert unused <= {("", "serviceaccounts", "update"), ("", "services", "update"), ("networking.k8s.io", "networkpolicies", "update"),
+                      ("", "serviceaccounts", "get"), ("", "services", "get"), ("networking.k8s.io", "networkpolicies", "get"),
+                      ("", "persistentvolumeclaims", "get"), ("", "persistentvolumeclaims", "update")}, unused
+
+
+def _rbac_request(method: str, path: str) -> tuple[str, str, str]:
+    parts = path.split("?")[0].strip("/").split("/")
+    group = "" if parts[0] == "api" else parts[1]
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    resource = rest[2] + ("/" + rest[4] if len(rest) > 4 else "")
+    verb = {"POST": "create", "PUT": "update", "DELETE": "delete"}.get(method) or ("get" if len(rest) > 3 else "list")
+    return group, resource, verb
+
+
+def test_no_kubeconfig_is_backend_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(BackendUnavailable, match="KUBECONFIG"):
+        KubernetesBackend.create()
+
+
+def _kubeconfig(fake: FakeKubernetes, path: Path) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
+        "users": [{"name": "dev", "user": {"token": "not-a-secret"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "dev"}}],
+        "current-context": "fake",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_cli_up_detached_status_logs_down_via_kubeconfig(fake: FakeKubernetes, cli, write_spec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(fake, tmp_path / "config")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    spec = write_spec({"name": "cli", "roles": {"chief": {}, "worker": {"replicas": 1}}, "kubernetes": {"namespace": "ml"}})
+    result = cli.invoke(main, ["up", str(spec), "--backend", "k8s", "--detach"])
+    assert result.exit_code == 0, result.output
+    assert "warning: nothing supervises cli while detached and it has no deadline_seconds" in result.output
+    assert registry.lookup("cli")[1] == {"namespace": "ml"}
+    fake.start_pods("cli-chief", "ml")
+    result = cli.invoke(main, ["status", "cli", "-o", "json"])
+    assert result.exit_code == 0 and '"state": "pending"' in result.output  # worker not started yet
+    result = cli.invoke(main, ["up", str(spec), "--backend", "k8s", "--detach"])
+    assert result.exit_code == 1 and "already exists in namespace 'ml'" in result.output
+    result = cli.invoke(main, ["down", "cli", "--volumes"])
+    assert result.exit_code == 0 and not fake.objects
+    result = cli.invoke(main, ["watch", "cli", "-b", "k8s"])
+    assert result.exit_code == 1 and "no cluster named 'cli'" in result.output
+
+
+def test_watch_runs_supervise_until_the_run_ends(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake, linger=0)
+    launch_pss_until_chief_succeeds(fake, backend)
+    assert watch(backend, "pss") == 0
+    assert fake.get("jobs", "pss-ps") is None and fake.get("jobs", "pss-worker") is None

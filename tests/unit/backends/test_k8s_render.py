@@ -1,0 +1,372 @@
+"""The Kubernetes manifests: valid for recent Kubernetes versions, faithful to the plan, hardened, linear in size."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from helpers.k8s_specs import DEMO, KUBERNETES_VERSIONS, REPO, SPECS, all_plans, expand, plan_for, workers
+from launcher.backends.kubernetes.manifests import CONFIG_DIR, INDEX_KEY, manifests, render, render_tfjob
+from launcher.cli.commands import main
+from launcher.plan import naming
+from launcher.plan.planner import Plan
+from launcher.worker.tfconfig import resolve_tf_config
+
+PLANS = all_plans()
+K8S_DIR = REPO / "k8s"
+
+
+def _docs(files: dict[str, str]) -> list[dict[str, Any]]:
+    return [doc for text in files.values() for doc in yaml.safe_load_all(text) if doc["kind"] != "Kustomization"]
+
+
+def _by_kind(plan: Plan, kind: str) -> list[dict[str, Any]]:
+    return [o for o in manifests(plan) if o["kind"] == kind]
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_manifests_validate_against_kubernetes_openapi(name: str, version: str) -> None:
+    for doc in _docs(render(PLANS[name])):
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_schema_validation_rejects_a_broken_job() -> None:
+    job = _by_kind(PLANS["demo"], "Job")[0]
+    typo = {**job, "spec": {**job["spec"], "backoffLimitPerIndx": 1}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(typo, KUBERNETES_VERSIONS[0], strict=True)
+    wrong_type = {**job, "spec": {**job["spec"], "completions": "two"}}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(wrong_type, KUBERNETES_VERSIONS[0], strict=True)
+
+
+def _pod_env(plan: Plan, job: dict[str, Any], index: int, cluster_file: Path) -> dict[str, str]:
+    """The container env as the kubelet builds it for pod ``index`` of ``job`` (downward API, ConfigMap refs, $(VAR))."""
+    config = _by_kind(plan, "ConfigMap")[0]["data"]
+    env: dict[str, str] = {}
+    for var in job["spec"]["template"]["spec"]["containers"][0]["env"]:
+        source = var.get("valueFrom")
+        if source is None:
+            value = expand(var["value"], env)
+        elif "fieldRef" in source:
+            assert source["fieldRef"]["fieldPath"] == f"metadata.annotations['{INDEX_KEY}']"
+            value = str(index)
+        else:
+            value = config[source["configMapKeyRef"]["key"]]
+        env[var["name"]] = value
+    env["JOB_COMPLETION_INDEX"] = str(index)  # added by the Job controller
+    if "TFCLUSTER_CLUSTER_FILE" in env:
+        assert env["TFCLUSTER_CLUSTER_FILE"].startswith(CONFIG_DIR + "/")
+        env["TFCLUSTER_CLUSTER_FILE"] = str(cluster_file)
+    return env
+
+
+@pytest.mark.parametrize("name", ["demo", "pss", "mwms-evaluator", "workers-only", "every-option", "1000-workers"])
+def test_every_task_gets_the_planned_name_address_env_and_tf_config(name: str, tmp_path: Path) -> None:
+    plan = PLANS[name]
+    cluster_file = tmp_path / "cluster.json"
+    cluster_file.write_text(_by_kind(plan, "ConfigMap")[0]["data"]["cluster.json"])
+    jobs = {j["metadata"]["name"]: j for j in _by_kind(plan, "Job")}
+    service = _by_kind(plan, "Service")[0]
+    for task in plan.tasks:
+        job = jobs[naming.role_job_name(plan.name, task.type)]
+        pod = job["spec"]["template"]["spec"]
+        hostname = f"{job['metadata']['name']}-{task.index}"  # Indexed Job pod hostname
+        assert f"{hostname}.{pod['subdomain']}:{task.port}" == task.address
+        assert pod["subdomain"] == service["metadata"]["name"]
+        env = _pod_env(plan, job, task.index, cluster_file)
+        assert env["TFCLUSTER_TASK_NAME"] == task.name
+        assert resolve_tf_config(env) == plan.tf_config(task)
+        planned = plan.task_env(task)
+        del planned["TF_CONFIG"]
+        assert {k: env[k] for k in planned} == planned
+        container = pod["containers"][0]
+        assert "command" not in container  # the image's ENTRYPOINT (tini) stays PID 1
+        assert container["image"] == task.image and [expand(a, env) for a in container["args"]] == task.command
+        assert container["ports"][0]["containerPort"] == task.port
+
+
+def test_job_per_role_indexed_with_replacement_after_termination() -> None:
+    plan = PLANS["pss"]
+    jobs = _by_kind(plan, "Job")
+    assert [j["metadata"]["name"] for j in jobs] == ["pss-chief", "pss-worker", "pss-ps", "pss-evaluator"]
+    for job in jobs:
+        spec = job["spec"]
+        assert spec["completionMode"] == "Indexed"
+        assert spec["completions"] == spec["parallelism"] == sum(t.type.value == job["metadata"]["labels"]["tfcluster.io/role"] for t in plan.tasks)
+        assert spec["podReplacementPolicy"] == "Failed"
+        assert spec["template"]["spec"]["restartPolicy"] == "Never"
+
+
+@pytest.mark.parametrize(
+    ("policy", "per_index", "rules"),
+    [
+        ("never", 0, []),
+        ("on-failure", 3, ["Ignore"]),
+        ("always", 3, ["Ignore"]),
+        ("exit-code", 3, ["Ignore", "FailJob"]),
+    ],
+)
+def test_restart_policy_maps_to_job_failure_fields(policy: str, per_index: int, rules: list[str]) -> None:
+    plan = plan_for({"name": "r", "roles": {"chief": {}, "worker": {"replicas": 4}}, "restart": {"policy": policy, "max_restarts": 3}})
+    worker_job = _by_kind(plan, "Job")[1]["spec"]
+    assert worker_job["backoffLimitPerIndex"] == per_index
+    assert worker_job["backoffLimit"] == per_index * 4
+    assert worker_job["maxFailedIndexes"] == 0
+    actual = worker_job.get("podFailurePolicy", {}).get("rules", [])
+    assert [r["action"] for r in actual] == rules
+    if policy == "exit-code":
+        codes = actual[1]["onExitCodes"]
+        assert codes["operator"] == "In" and codes["values"] == list(range(1, 128))
+        assert 175 not in codes["values"]  # launcher.worker.exitcodes.PEER_UNAVAILABLE is retried
+
+
+def test_deadline_ttl_and_worker_zero_success_policy() -> None:
+    job = _by_kind(PLANS["mwms-evaluator"], "Job")[0]["spec"]
+    assert job["activeDeadlineSeconds"] == 3600 and job["ttlSecondsAfterFinished"] == 3600
+    assert "successPolicy" not in job
+    workers_only = _by_kind(PLANS["workers-only"], "Job")[0]["spec"]
+    assert workers_only["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
+    assert all("ttlSecondsAfterFinished" not in j["spec"] for j in _by_kind(PLANS["every-option"], "Job"))
+    assert all("successPolicy" not in j["spec"] for j in _by_kind(PLANS["pss"], "Job"))  # all-workers
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_pods_are_hardened_and_isolated(name: str) -> None:
+    plan = PLANS[name]
+    (account,) = _by_kind(plan, "ServiceAccount")
+    assert account["automountServiceAccountToken"] is False
+    assert not [o for o in manifests(plan) if o["kind"] in ("Role", "RoleBinding", "ClusterRoleBinding")]
+    for job in _by_kind(plan, "Job"):
+        pod = job["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == account["metadata"]["name"]
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        (container,) = pod["containers"]
+        context = container["securityContext"]
+        assert context["readOnlyRootFilesystem"] is True and context["allowPrivilegeEscalation"] is False
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        tmp = next(m for m in container["volumeMounts"] if m["mountPath"] == "/tmp")
+        assert next(v for v in pod["volumes"] if v["name"] == tmp["name"]) == {"name": tmp["name"], "emptyDir": {}}
+        assert all("hostPort" not in p for p in container["ports"])
+    (policy,) = _by_kind(plan, "NetworkPolicy")
+    own = {"matchLabels": {"tfcluster.io/cluster": plan.name}}
+    assert policy["spec"]["podSelector"] == own and policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [{"podSelector": own}]
+    assert sorted(p["port"] for p in rule["ports"]) == sorted({t.port for t in plan.tasks})
+    (service,) = _by_kind(plan, "Service")
+    assert service["spec"]["clusterIP"] == "None"  # headless: no virtual IP, no exposure
+
+
+def _checkpoint_mounts(plan: Plan) -> set[tuple[str, str | None]]:
+    result = set()
+    for job in _by_kind(plan, "Job"):
+        pod = job["spec"]["template"]["spec"]
+        claims = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in pod["volumes"]}
+        for mount in pod["containers"][0]["volumeMounts"]:
+            if claims.get(mount["name"]):
+                result.add((mount["mountPath"], claims[mount["name"]]))
+    return result
+
+
+def test_checkpoint_storage_choices() -> None:
+    created = PLANS["created-claim"]
+    (claim,) = _by_kind(created, "PersistentVolumeClaim")
+    assert claim["spec"] == {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "50Gi"}}, "storageClassName": "nfs-client"}
+    assert _checkpoint_mounts(created) == {("/checkpoints", "rwx-checkpoints")}
+    existing = PLANS["every-option"]
+    assert not _by_kind(existing, "PersistentVolumeClaim")
+    assert _checkpoint_mounts(existing) == {("/mnt/ckpt", "shared-ckpt")}
+    url = PLANS["object-store"]
+    assert not _by_kind(url, "PersistentVolumeClaim") and not _checkpoint_mounts(url)
+    assert url.run_config.checkpoint_dir == "gs://bucket/runs"
+
+
+def test_kubernetes_options_reach_every_pod() -> None:
+    plan = PLANS["every-option"]
+    chief, worker = (j["spec"]["template"] for j in _by_kind(plan, "Job"))
+    for template in (chief, worker):
+        pod = template["spec"]
+        assert template["metadata"]["annotations"] == {"scheduling.k8s.io/group-name": "opts", "kueue.x-k8s.io/queue-name": "gpu"}
+        assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+        assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 60}]
+        assert pod["imagePullSecrets"] == [{"name": "regcred"}] and pod["schedulerName"] == "volcano"
+        assert pod["containers"][0]["envFrom"] == [{"secretRef": {"name": "wandb"}}]
+    assert chief["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "500m", "memory": "2Gi"}}
+    assert worker["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": "4", "memory": "8Gi"},
+        "limits": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"},
+    }
+    assert all(o["metadata"]["namespace"] == "team-a" for o in manifests(plan))
+
+
+def test_labels_identify_cluster_role_and_run() -> None:
+    plan = plan_for(DEMO, run_id="20261122-abc")
+    for obj in manifests(plan):
+        assert obj["metadata"]["labels"]["tfcluster.io/cluster"] == "demo"
+        assert obj["metadata"]["labels"]["tfcluster.io/run-id"] == "20261122-abc"
+    for job in _by_kind(plan, "Job"):
+        role = job["metadata"]["labels"]["tfcluster.io/role"]
+        assert job["spec"]["template"]["metadata"]["labels"]["tfcluster.io/role"] == role
+
+
+def test_size_grows_linearly_and_no_per_task_tf_config() -> None:
+    sizes = {n: sum(map(len, render(plan_for(workers(n))).values())) for n in (10, 100, 1000)}
+    per_task_small = (sizes[100] - sizes[10]) / 90
+    per_task_large = (sizes[1000] - sizes[100]) / 900
+    assert per_task_large < 1.2 * per_task_small  # a few digits longer per address, nothing more
+    assert per_task_large < 60  # one cluster.json entry per task
+    text = "".join(render(plan_for(workers(1000))).values())
+    assert "TF_CONFIG" not in text and text.count("big-worker-999.big:2222") == 1
+
+
+def test_render_is_pure_and_does_not_import_the_client() -> None:
+    code = (
+        "import sys; from launcher import api; "
+        "d = api.dry_run('examples/demo.yaml', 'k8s'); p = d.plan; assert d.files; "
+        "from launcher.backends.kubernetes.manifests import render_tfjob; render_tfjob(p); "
+        "assert 'kubernetes' not in sys.modules, 'client imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+    assert render(PLANS["demo"]) == render(plan_for(DEMO))
+
+
+def test_k8s_directory_is_the_rendered_demo() -> None:
+    rendered = render(plan_for(DEMO))
+    on_disk = {p.name: p.read_text() for p in K8S_DIR.glob("*.yaml") if p.name != "rbac-launcher.yaml"}
+    assert on_disk == rendered, "k8s/ is stale: run `tfcluster render examples/demo.yaml -b k8s -d k8s`"
+    kustomization = yaml.safe_load(rendered["kustomization.yaml"])
+    assert kustomization["kind"] == "Kustomization"
+    assert sorted(kustomization["resources"]) == sorted(set(rendered) - {"kustomization.yaml"})
+    assert "rbac-launcher.yaml" not in kustomization["resources"]
+
+
+def test_launcher_rbac_role_is_valid() -> None:
+    docs = list(yaml.safe_load_all((K8S_DIR / "rbac-launcher.yaml").read_text()))
+    assert [d["kind"] for d in docs] == ["Role", "RoleBinding"]
+    for doc in docs:
+        for version in KUBERNETES_VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+# --- TFJob export -------------------------------------------------------------
+
+#: The non-pod part of the kubeflow.org/v1 TFJob CRD schema, transcribed from
+#: kubeflow/training-operator manifests/base/crds/kubeflow.org_tfjobs.yaml
+#: (controller-gen v0.14.0); the pod templates are core PodTemplateSpecs, checked below with the Kubernetes schemas.
+TFJOB_SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "kubeflow.org/v1"},
+        "kind": {"const": "TFJob"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["tfReplicaSpecs"],
+            "properties": {
+                "enableDynamicWorker": {"type": "boolean"},
+                "runPolicy": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "activeDeadlineSeconds": {"type": "integer"},
+                        "backoffLimit": {"type": "integer"},
+                        "cleanPodPolicy": {"enum": ["All", "Running", "None"]},
+                        "schedulingPolicy": {"type": "object"},
+                        "suspend": {"type": "boolean"},
+                        "ttlSecondsAfterFinished": {"type": "integer"},
+                    },
+                },
+                "successPolicy": {"enum": ["", "AllWorkers"]},
+                "tfReplicaSpecs": {
+                    "type": "object",
+                    "propertyNames": {"enum": ["Chief", "Worker", "PS", "Evaluator", "Master"]},
+                    "additionalProperties": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["template"],
+                        "properties": {
+                            "replicas": {"type": "integer", "minimum": 1},
+                            "restartPolicy": {"enum": ["Always", "OnFailure", "Never", "ExitCode"]},
+                            "template": {"type": "object"},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("name", ["demo", "pss", "every-option", "mwms-evaluator"])
+def test_tfjob_export_is_well_formed(name: str) -> None:
+    plan = PLANS[name]
+    files = render_tfjob(plan)
+    docs = _docs(files)
+    (tfjob,) = [d for d in docs if d["kind"] == "TFJob"]
+    jsonschema.validate(tfjob, TFJOB_SCHEMA)
+    for doc in docs:
+        if doc["kind"] != "TFJob":
+            kubernetes_validate.validate(doc, KUBERNETES_VERSIONS[-1], strict=True)
+    replicas = tfjob["spec"]["tfReplicaSpecs"]
+    counts = {role.title() if role != "ps" else "PS": n for role, n in _role_counts(plan).items()}
+    assert {k: v["replicas"] for k, v in replicas.items()} == counts
+    for replica in replicas.values():
+        for version in KUBERNETES_VERSIONS:
+            wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": replica["template"]}
+            kubernetes_validate.validate(wrapped, version, strict=True)
+        (container,) = replica["template"]["spec"]["containers"]
+        assert container["name"] == "tensorflow"  # the operator's default container name
+        assert "TF_CONFIG" not in json.dumps(container)  # the operator sets it
+    kustomization = yaml.safe_load(files["kustomization.yaml"])
+    assert sorted(kustomization["resources"]) == sorted(set(files) - {"kustomization.yaml"})
+
+
+def test_tfjob_rejects_what_the_crd_rejects() -> None:
+    tfjob = next(d for d in _docs(render_tfjob(PLANS["demo"])) if d["kind"] == "TFJob")
+    tfjob["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = "Sometimes"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(tfjob, TFJOB_SCHEMA)
+
+
+def _role_counts(plan: Plan) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for task in plan.tasks:
+        counts[task.type.value] = counts.get(task.type.value, 0) + 1
+    return counts
+
+
+def test_spec_catalogue_covers_every_role_mix() -> None:
+    mixes = {tuple(sorted(_role_counts(p))) for p in PLANS.values()}
+    assert {("chief", "worker"), ("worker",), ("chief", "evaluator", "worker"), ("chief", "evaluator", "ps", "worker")} <= mixes
+    assert set(SPECS) <= set(PLANS)
+
+
+@pytest.mark.parametrize("fmt", ["native", "tfjob"])
+def test_cli_render_writes_an_applyable_directory(fmt: str, cli, tmp_path: Path) -> None:
+    result = cli.invoke(main, ["render", str(DEMO), "-b", "k8s", "-d", str(tmp_path), "--format", fmt])
+    assert result.exit_code == 0, result.output
+    kustomization = yaml.safe_load((tmp_path / "kustomization.yaml").read_text())
+    assert all((tmp_path / name).is_file() for name in kustomization["resources"])
+    assert ("tfjob.yaml" in kustomization["resources"]) == (fmt == "tfjob")
+
+
+def test_a_cluster_too_big_for_a_config_map_is_a_spec_error(write_spec, cli) -> None:
+    name = "x" * (63 - len("-worker-9999"))  # the longest name 10,000 workers allow
+    spec = write_spec({"name": name, "roles": {"chief": {}, "worker": {"replicas": 10000}}})
+    result = cli.invoke(main, ["dry-run", str(spec), "-b", "k8s", "-o", "json"])
+    assert result.exit_code == 2
+    assert "roles.worker.replicas: the cluster description is" in result.output and "Traceback" not in result.output
