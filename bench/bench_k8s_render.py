@@ -17,6 +17,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import yaml
@@ -52,8 +53,8 @@ def main() -> None:
         spec = validate_data({"name": "bench", "roles": {"chief": {}, "worker": {"replicas": workers}}})
         plan = api.plan(spec, "k8s")
         repeat = 5 if workers <= 1_000 else 3
-        seconds = median_call(lambda: render(plan), repeat)
-        base = median_call(lambda: baseline(plan), repeat)
+        seconds = median_call(partial(render, plan), repeat)
+        base = median_call(partial(baseline, plan), repeat)
         size = sum(len(text.encode()) for text in render(plan).values())
         marginal = f"{(size - previous[1]) / (workers - previous[0]):>12.1f}" if previous else f"{'':>12}"
         previous = (workers, size)

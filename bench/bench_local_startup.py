@@ -28,7 +28,7 @@ from common import print_table  # noqa: E402
 
 from launcher import api  # noqa: E402
 from launcher.api import validate_data  # noqa: E402
-from launcher.backends.local.backend import LocalBackend
+from launcher.backends.local.backend import LocalBackend  # noqa: E402
 from launcher.backends.local.state import LocalState  # noqa: E402
 from launcher.protocol.events import parse_event  # noqa: E402
 
@@ -61,7 +61,7 @@ def launch_with_tfcluster(workdir: Path, spec: dict[str, Any]) -> tuple[float, P
     path.write_text(json.dumps(spec))
     start = time.time()
     subprocess.run([*CLI, "up", "--detach", str(path)], cwd=workdir, check=True, capture_output=True)
-    chief = LocalState.named(spec["name"]).log(f"{spec['name']}-chief-0")
+    chief = LocalState.named(spec["name"]).task_log(f"{spec['name']}-chief-0")
     return wait_event(chief, "step", after=start)["time"] - start, chief
 
 

@@ -101,7 +101,7 @@ def baseline_throughput() -> float:
             for task in plan.training_tasks()
         ]
         outputs = [p.communicate(timeout=600)[0] for p in procs]
-    line = next(l for l in outputs[0].splitlines() if l.startswith("BASELINE "))
+    line = next(text for text in outputs[0].splitlines() if text.startswith("BASELINE "))
     result = json.loads(line.removeprefix("BASELINE "))
     return result["steps"] * result["global_batch"] / result["seconds"]
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The test suite, from a fresh machine: install tfcluster with its worker and test
-# extras into ./.venv, bring up Docker and the worker image where this machine can
-# (root with apt: installs docker.io, starts dockerd, builds the images), then pytest.
+# extras into ./.venv, lint (ruff) and type-check (mypy) the code, bring up Docker
+# and the worker image where this machine can (root with apt: installs docker.io,
+# starts dockerd, builds the images), then pytest.
 # Docker tests are required when CI is set and skipped with a reason otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-venv.sh worker,test
 export PATH="$PWD/.venv/bin:$PATH"
+ruff check .
+mypy
 if [ -n "${CI:-}" ] || [ "${TFCLUSTER_DOCKER_SETUP:-}" = 1 ]; then
   bash .ci/docker.sh
 fi

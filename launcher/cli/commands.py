@@ -111,14 +111,16 @@ def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
         click.echo(output_dir / name)
 
 
-def _backend_for(name: str, backend: str | None, **options) -> Backend:
+def _backend_for(name: str, backend: str | None, **options: str | None) -> Backend:
+    """The backend cluster ``name`` was launched on (``-b`` overrides; local when nothing is recorded)."""
+    given = {k: v for k, v in options.items() if v is not None}
     recorded = lookup(name)
-    if backend is None and recorded is None:
-        backend = BackendKind.LOCAL.value
-    if backend is None:
-        kind, saved = recorded
-        return get_backend(kind, **{**saved, **{k: v for k, v in options.items() if v is not None}})
-    return get_backend(BackendKind(backend), **{k: v for k, v in options.items() if v is not None})
+    if backend is not None:
+        return get_backend(BackendKind(backend), **given)
+    if recorded is None:
+        return get_backend(BackendKind.LOCAL, **given)
+    kind, saved = recorded
+    return get_backend(kind, **{**saved, **given})
 
 
 @main.command()

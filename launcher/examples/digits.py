@@ -35,7 +35,7 @@ def synthetic_digits(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     labels = rng.integers(0, 10, size=count).astype(np.uint8)
     scales = rng.integers(2, 4, size=count)
     images = np.zeros((count, SIZE, SIZE), dtype=np.float32)
-    for i, (label, scale) in enumerate(zip(labels, scales)):
+    for i, (label, scale) in enumerate(zip(labels, scales, strict=True)):
         glyph = np.kron(BITMAPS[int(label)], np.ones((scale, scale), dtype=np.float32))
         height, width = glyph.shape
         top = (SIZE - height) // 2 + rng.integers(-MAX_SHIFT, MAX_SHIFT + 1)

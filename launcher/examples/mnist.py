@@ -97,5 +97,5 @@ def train_step(model: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer, 
         per_example = tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
         loss = tf.nn.compute_average_loss(per_example)
     gradients = tape.gradient(loss, model.trainable_variables)
-    optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+    optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
     return loss

@@ -105,7 +105,7 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual") -> Plan
         tpu=spec.tpu,
     )
     job_env = {**env.BASE_TASK_ENV, **run_config.to_env()}
-    tasks = []
+    tasks: list[Task] = []
     for role in RoleType:
         role_spec = spec.roles.role(role)
         for index in range(role_spec.replicas):

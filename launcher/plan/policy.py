@@ -82,6 +82,7 @@ class JobPolicy(BaseModel):
 def make_policy(spec: ClusterSpec, strategy: Strategy) -> JobPolicy:
     roles = [role for role in RoleType if spec.roles.replicas(role)]
     lead = lead_task(roles)
+    success_roles: tuple[RoleType, ...]
     if spec.success_policy is SuccessPolicy.ALL_WORKERS:
         success_roles = tuple(r for r in roles if r in (RoleType.CHIEF, RoleType.WORKER))
     else:

@@ -10,12 +10,13 @@ under success policy ``chief``, its exit 0 ends the job
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from launcher.spec.models import RoleType
 
 
-class TaskRef(NamedTuple):
+@dataclass(frozen=True)
+class TaskRef:
     """One task of a cluster by role and index."""
 
     role: RoleType

@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from launcher.spec import rules
 from launcher.spec.models import PATTERN_MEANINGS, ClusterSpec
@@ -221,7 +222,7 @@ def _index_lines(node: yaml.Node, path: tuple[str, ...], lines: LineMap, problem
             _index_lines(item, (*path, str(i)), lines, problems)
 
 
-def _to_problem(err: dict[str, Any], lines: LineMap) -> Problem:
+def _to_problem(err: ErrorDetails, lines: LineMap) -> Problem:
     loc = tuple(str(p) for p in err["loc"] if p != "[key]")  # pydantic marks dict-key errors with "[key]"
     message = err["msg"]
     kind = err["type"]

@@ -17,15 +17,15 @@ from typing import Any
 
 import tensorflow as tf
 
-Policy = tf.data.experimental.AutoShardPolicy
+Policy: Any = tf.data.experimental.AutoShardPolicy
 
 
-def shard_policy(num_files: int | None, num_workers: int) -> Policy:
+def shard_policy(num_files: int | None, num_workers: int) -> Any:
     """FILE when there are at least as many files as workers, else DATA."""
     return Policy.FILE if num_files is not None and num_files >= max(num_workers, 1) else Policy.DATA
 
 
-def with_shard_policy(dataset: tf.data.Dataset, policy: Policy) -> tf.data.Dataset:
+def with_shard_policy(dataset: tf.data.Dataset, policy: Any) -> tf.data.Dataset:
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = policy
     return dataset.with_options(options)

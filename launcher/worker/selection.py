@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from launcher.protocol.roles import lead_task
+from launcher.protocol.roles import TaskRef, lead_task
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import Collective, RoleType, Strategy, TPUSpec
 from launcher.worker.errors import ConfigError
@@ -60,7 +60,7 @@ MULTI_WORKER = frozenset({Strategy.MULTI_WORKER_MIRRORED, Strategy.PARAMETER_SER
 def select(run_config: RunConfig, tf_config: dict[str, Any], gpu_count: int) -> Selection:
     role, index = _task(tf_config)
     cluster = tf_config.get("cluster", {})
-    is_chief = role is None or (role, index) == lead_task(r for r in RoleType if cluster.get(r.value))
+    is_chief = role is None or TaskRef(role, index) == lead_task(r for r in RoleType if cluster.get(r.value))
     strategy = run_config.strategy
     if strategy is Strategy.AUTO:
         strategy = Strategy.MIRRORED if gpu_count > 1 else Strategy.ONE_DEVICE if gpu_count == 1 else Strategy.DEFAULT

@@ -14,13 +14,16 @@ from typing import Any
 import pytest
 
 from helpers.docker_engine import IMAGE, Clusters, clusters, compose_cli, docker_engine, trainer, worker_image  # noqa: F401
+from helpers.socket_proxy import SocketProxy
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.compose.backend import compose_command
 from launcher.backends.compose.render import COMPOSE_FILE
 from launcher.errors import BackendUnavailable, LaunchError
 from launcher.plan import naming
+from launcher.plan.targets import BackendKind
 from launcher.protocol.events import parse_event
+from launcher.supervision.harness import StateDir
 from launcher.supervision.status import State
 
 pytestmark = pytest.mark.docker
@@ -93,7 +96,7 @@ def test_cli_up_status_logs_down(clusters: Clusters, docker_engine, tmp_path) ->
     clusters.launched.append("clitest")
 
     def tfcluster(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", "from launcher.cli.commands import main; main()", *args], capture_output=True, text=True, timeout=120)
+        return subprocess.run([sys.executable, "-m", "launcher", *args], capture_output=True, text=True, timeout=120)
 
     assert tfcluster("up", str(spec), "--backend", "compose").returncode == 0
     status = json.loads(tfcluster("status", "clitest", "-o", "json").stdout)
@@ -177,3 +180,26 @@ def test_pss_with_evaluator_completes_and_servers_exit_by_themselves(clusters: C
     states = {t.name: (t.state, t.exit_code) for t in job.tasks}
     assert states[f"{name}-ps-0"] == (State.SUCCEEDED, 0), f"ps did not exit by itself: {states}"
     assert "model/model.keras" in volume_files(docker_engine, name)
+
+
+def test_a_broken_engine_connection_fails_the_job_with_a_message_not_a_traceback(
+    clusters: Clusters, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """The supervisor talks to Docker through a proxy that the test cuts mid-run (injected fault)."""
+    proxy = SocketProxy("/var/run/docker.sock")
+    monkeypatch.setenv("DOCKER_HOST", proxy.url)  # the submit, `docker compose` and the detached supervisor use it
+    sleeper = ["python", "-c", "import time; print('up', flush=True); time.sleep(300)"]
+    spec = {"name": "cut", "roles": {"chief": {"command": sleeper}, "worker": {"replicas": 1, "command": sleeper}}}
+    through_proxy = Clusters(clusters.tmp_path)
+    clusters.launched.append("cut")  # torn down by the fixture, through the real socket
+    through_proxy.up(spec)
+    through_proxy.wait("cut", timeout=60, until=lambda job: job.state is State.RUNNING)
+    proxy.cut()
+    monkeypatch.delenv("DOCKER_HOST")
+    job = clusters.wait("cut", timeout=90)
+    assert job.state is State.FAILED
+    assert "the runtime failed" in job.message and "Connection" in job.message, job.message
+    state = StateDir.of(BackendKind.COMPOSE, "cut")
+    log = state.log.read_text()
+    assert "supervisor: runtime error (1/" in log and "Traceback" not in log, log
+    assert state.supervisor() is None, "the supervisor ended"

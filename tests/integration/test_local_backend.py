@@ -94,7 +94,7 @@ def test_ctrl_c_on_up_stops_every_process_and_keeps_the_logs(tmp_path: Path) -> 
     up = subprocess.Popen([*CLI, "up", str(spec)], cwd=tmp_path,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wait_running("intr", 2)
-    chief_log = LocalState.named("intr").log("intr-chief-0")
+    chief_log = LocalState.named("intr").task_log("intr-chief-0")
     wait_for(lambda: "task started" in chief_log.read_text())
     left = processes("intr")
     up.send_signal(signal.SIGINT)
@@ -119,7 +119,7 @@ def test_down_never_kills_a_process_group_that_is_no_longer_the_clusters(tmp_pat
     spec = write(tmp_path, "reuse", {"worker": {"command": [sys.executable, "-c", "pass"]}})
     assert tfcluster("up", str(spec), cwd=tmp_path).returncode == 0
     files = LocalState.named("reuse")
-    wait_for(lambda: files.daemon() is None)  # the daemon's last word must not overwrite ours
+    wait_for(lambda: files.supervisor() is None)  # the supervisor's last word must not overwrite ours
     stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)  # stands for a reused group id
     try:
         write_json(files.groups, {"reuse-worker-0": stranger.pid})
@@ -154,7 +154,7 @@ def test_down_cleans_up_after_a_killed_supervisor(tmp_path: Path) -> None:
     daemon, groups = processes("orphan")
     os.kill(daemon, signal.SIGKILL)
     status = json.loads(tfcluster("status", "orphan", "-o", "json", cwd=tmp_path).stdout)
-    assert status["state"] == "failed" and "daemon is gone" in status["message"]
+    assert status["state"] == "failed" and "supervisor is gone" in status["message"]
     assert all(map(group_alive, groups)), "the tasks outlive their supervisor until `down`"
     assert tfcluster("down", "orphan", cwd=tmp_path).returncode == 0
     assert_nothing_left(daemon, groups)

@@ -40,13 +40,13 @@ def kill_task(name: str, task: str) -> None:
 
 
 def events(name: str, task: str) -> list[dict[str, Any]]:
-    return [e for e in map(parse_event, LocalState.named(name).log(task).read_text().splitlines()) if e]
+    return [e for e in map(parse_event, LocalState.named(name).task_log(task).read_text().splitlines()) if e]
 
 
 def finish(name: str) -> JobStatus:
     """Wait for the job to end; it must have succeeded and left no process behind."""
     status = wait_status(name, lambda s: s.state.terminal, timeout=240)
-    chief_log = LocalState.named(name).log(f"{name}-chief-0").read_text()[-3000:]
+    chief_log = LocalState.named(name).task_log(f"{name}-chief-0").read_text()[-3000:]
     assert status.state is State.SUCCEEDED, f"{status.message}\n{chief_log}"
     assert_nothing_left(*processes(name))
     return status

@@ -19,6 +19,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from launcher.backends.api import Backend
@@ -39,6 +40,10 @@ from launcher.supervision.status import JobStatus, State, TaskStatus
 
 _CONTAINER_STATES = {"created": State.PENDING, "running": State.RUNNING, "restarting": State.RESTARTING,
                      "paused": State.RUNNING}
+
+
+def _follow_logs(container: Any) -> Iterator[str]:
+    return iter_lines(container.logs(stream=True, follow=True))
 
 
 def compose_command() -> list[str]:
@@ -164,9 +169,7 @@ class ComposeBackend(Backend):
                 for line in iter_lines(container.logs(stream=True, follow=False)):
                     yield f"{container.name} | {line}"
             return
-        yield from interleave({
-            c.name: (lambda c=c: iter_lines(c.logs(stream=True, follow=True))) for c in containers
-        })
+        yield from interleave({c.name: partial(_follow_logs, c) for c in containers})
 
     # -- cancel -----------------------------------------------------------------------------------
 

@@ -113,7 +113,7 @@ class KubernetesBackend(Backend):
     ):
         from kubernetes import client
 
-        self._apis = {
+        self._apis: dict[str, Any] = {
             "core": client.CoreV1Api(api_client),
             "batch": client.BatchV1Api(api_client),
             "networking": client.NetworkingV1Api(api_client),
@@ -230,9 +230,9 @@ class KubernetesBackend(Backend):
         """The latest progress events of the lead task (the policy's: chief, else worker 0), merged."""
         runs = k8s_status.runs_by_task(pods)
         lead = k8s_status.job_policy(jobs[0]).lead
-        if lead not in runs:
+        if (lead.role, lead.index) not in runs:
             return {}
-        latest = runs[lead][-1]
+        latest = runs[lead.role, lead.index][-1]
         if latest.phase == "Pending":
             return {}
         progress: dict[str, Any] = {}

@@ -72,7 +72,7 @@ class LocalBackend(Backend):
             except KeyError as exc:
                 raise LaunchError(exc.args[0]) from None
         names = [task] if task is not None else [t.name for t in plan.tasks]
-        readers = {n: LineReader(state.log(n)) for n in names}
+        readers = {n: LineReader(state.task_log(n)) for n in names}
         while True:
             running = follow and state.supervisor() is not None
             for n, reader in readers.items():

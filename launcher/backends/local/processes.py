@@ -96,7 +96,7 @@ class ProcessRuntime:
     def poll(self, task: Task) -> int | None:
         proc = self._procs.get(task.name)
         code = None if proc is None else proc.poll()
-        if code is None:
+        if proc is None or code is None:
             return None
         kill_group(proc.pid)  # whatever the task left behind in its group
         return SIGNAL_EXIT_BASE - code if code < 0 else code

@@ -22,14 +22,14 @@ class LocalState(StateDir):
         self.groups = root / "groups.json"
 
     @classmethod
-    def of(cls, backend: BackendKind, name: str) -> "LocalState":
+    def of(cls, backend: BackendKind, name: str) -> LocalState:
         return cls(StateDir.of(backend, name).root)
 
     @classmethod
-    def named(cls, name: str) -> "LocalState":
+    def named(cls, name: str) -> LocalState:
         return cls.of(BackendKind.LOCAL, name)
 
-    def log(self, task: str) -> Path:
+    def task_log(self, task: str) -> Path:
         return self.logs / f"{task}.log"
 
     def read_groups(self) -> dict[str, int]:

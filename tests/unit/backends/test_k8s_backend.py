@@ -24,10 +24,14 @@ from launcher.cli import registry
 from launcher.cli.commands import main
 from launcher.cli.watch import watch
 from launcher.errors import BackendUnavailable, LaunchError
+from launcher.plan import naming
 from launcher.supervision.status import State
 
 PSS = {"name": "pss", "roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {}}}
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp")
+
+#: A ConfigMap a previous run of cluster demo left (our labels): replaced, not refused.
+OUR_CONFIG_MAP = {"metadata": {"name": "demo-tfconfig", "labels": naming.labels("demo", "old")}, "data": {}}
 
 
 @pytest.fixture
@@ -260,7 +264,7 @@ def test_worker_zero_decides_without_a_chief(fake: FakeKubernetes) -> None:
 def test_failed_launch_removes_what_it_created_and_keeps_an_existing_claim(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     fake.create("persistentvolumeclaims", "default", {"metadata": {"name": "demo-checkpoints"}, "spec": {"accessModes": ["ReadWriteMany"]}})
-    fake.create("configmaps", "default", {"metadata": {"name": "demo-tfconfig", "labels": {"tfcluster.io/cluster": "demo", "app.kubernetes.io/managed-by": "tfcluster"}}, "data": {}})
+    fake.create("configmaps", "default", OUR_CONFIG_MAP)
     fake.fail_next("POST", "jobs", 403)
     with pytest.raises(LaunchError, match="cannot create Job demo-chief: 403 Forbidden"):
         backend.submit(dry_run_for(DEMO))
@@ -339,7 +343,7 @@ def test_unreachable_api_server_is_a_launch_error() -> None:
 
 def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKubernetes) -> None:
     backend = backend_for(fake, gang_grace=0, linger=0)
-    fake.create("configmaps", "default", {"metadata": {"name": "demo-tfconfig", "labels": {"tfcluster.io/cluster": "demo", "app.kubernetes.io/managed-by": "tfcluster"}}, "data": {}})  # exercises replace
+    fake.create("configmaps", "default", OUR_CONFIG_MAP)  # exercises replace
     backend.submit(dry_run_for(DEMO))
     start_all(fake, "demo-chief", "demo-worker")
     fake.now += 5
@@ -391,7 +395,9 @@ def _kubeconfig(fake: FakeKubernetes, path: Path) -> Path:
     return path
 
 
-def test_cli_up_detached_status_logs_down_via_kubeconfig(fake: FakeKubernetes, cli, write_spec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_up_detached_status_logs_down_via_kubeconfig(
+    fake: FakeKubernetes, cli, write_spec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(fake, tmp_path / "config")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     spec = write_spec({"name": "cli", "roles": {"chief": {}, "worker": {"replicas": 1}}, "kubernetes": {"namespace": "ml"}})

@@ -1,4 +1,4 @@
-"""The supervisor's pure policy: every branch of ``Rules.decide`` and the restart groups."""
+"""The supervisor's pure decisions: every branch of ``Rules.decide`` and the restart groups."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ from typing import Any
 
 import pytest
 
+from fakes.scripted_runtime import ScriptedRuntime
 from launcher import api
 from launcher.api import validate_data
+from launcher.supervision.rules import Action, Rules
 from launcher.supervision.status import State
-from launcher.supervision.supervisor import Action, Rules, Supervisor
+from launcher.supervision.supervisor import Supervisor
 
 MWMS = {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "evaluator": {"replicas": 1}}
 PSS = {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {"replicas": 1}}
@@ -110,27 +112,6 @@ def test_evaluator_failure_restarts_only_the_evaluator(roles: dict[str, Any]) ->
 def test_restart_message_counts_against_the_budget() -> None:
     decision = decide(rules(MWMS, restart={"max_restarts": 3}), "job-worker-0", 137, used=1)
     assert "restart 2/3" in decision.message and "job-worker-0" in decision.message
-
-
-class ScriptedRuntime:
-    """A Runtime whose runs end with scripted exit codes: ``exits[task][run]`` (None = keeps running)."""
-
-    def __init__(self, exits: dict[str, list[int | None]]):
-        self.exits = exits
-        self.runs: dict[str, int] = {}
-
-    def start(self, task) -> None:
-        self.runs[task.name] = self.runs.get(task.name, -1) + 1
-
-    def poll(self, task) -> int | None:
-        script = self.exits[task.name]
-        return script[min(self.runs[task.name], len(script) - 1)]
-
-    def stop(self, tasks) -> None:
-        pass
-
-    def output(self, task) -> list[str]:
-        return []
 
 
 def test_exits_of_one_round_are_decided_root_cause_first() -> None:

@@ -69,7 +69,7 @@ def train_step(model: tf.keras.Model, optimizer, batch) -> tf.Tensor:
     features, labels = batch
     with tf.GradientTape() as tape:
         loss = tf.nn.compute_average_loss(tf.keras.losses.mean_squared_error(labels, model(features, training=True)))
-    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables, strict=True))
     return loss
 
 

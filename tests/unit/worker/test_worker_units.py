@@ -81,7 +81,8 @@ def test_finalize_sets_data_unless_the_user_chose() -> None:
     assert data.finalize(by_files).options().experimental_distribute.auto_shard_policy == Policy.FILE
 
 
-@pytest.mark.parametrize(("save_freq", "steps_done", "expected"), [(3, 7, ResumePoint(1, 1, 6)), (5, 11, ResumePoint(2, 0, 10)), ("epoch", 7, ResumePoint(1, 0, 5))])
+@pytest.mark.parametrize(("save_freq", "steps_done", "expected"),
+                         [(3, 7, ResumePoint(1, 1, 6)), (5, 11, ResumePoint(2, 0, 10)), ("epoch", 7, ResumePoint(1, 0, 5))])
 def test_resume_point_matches_tf_keras_backup(tmp_path, save_freq, steps_done: int, expected: ResumePoint) -> None:
     """Interrupt a real BackupAndRestore fit after ``steps_done`` steps (5 per epoch) and read its backup."""
 

@@ -1,0 +1,65 @@
+"""A supervisor ``Runtime`` whose tasks follow a script: no processes, no containers.
+
+``ScriptedRuntime(exits)``: ``exits[task][run]`` is how that run of the task
+ends: an exit code at once, ``(polls, code)`` after that many polls, or None
+(runs until stopped); the last entry repeats. So a test states "worker 0
+dies with 137 on its first run, then succeeds".
+``faults`` makes ``poll`` raise for the given number of calls, like a Docker
+API error or a broken engine connection; ``unstartable`` makes ``start``
+raise ``LaunchError`` for those tasks. Every call is recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from launcher.errors import LaunchError
+from launcher.plan.planner import Task
+
+
+class ScriptedRuntime:
+    def __init__(
+        self,
+        exits: dict[str, list[int | tuple[int, int] | None]],
+        *,
+        output: dict[str, list[str]] | None = None,
+        faults: int = 0,
+        fault: Exception | None = None,
+        unstartable: Sequence[str] = (),
+    ):
+        self.exits = exits
+        self.lines = dict(output or {})
+        self.faults = faults
+        self.fault = fault or ConnectionError("Connection aborted: the engine went away")
+        self.unstartable = set(unstartable)
+        self.runs: dict[str, int] = {}
+        self.polls: dict[str, int] = {}
+        self.stopped: list[str] = []
+        self.closed = False
+
+    def start(self, task: Task) -> None:
+        if task.name in self.unstartable:
+            raise LaunchError(f"cannot start {task.name}: no such image")
+        self.runs[task.name] = self.runs.get(task.name, -1) + 1
+        self.polls[task.name] = 0
+
+    def poll(self, task: Task) -> int | None:
+        if self.faults:
+            self.faults -= 1
+            raise self.fault
+        script = self.exits.get(task.name, [None])
+        end = script[min(self.runs[task.name], len(script) - 1)]
+        self.polls[task.name] += 1
+        if isinstance(end, tuple):
+            polls, code = end
+            return code if self.polls[task.name] > polls else None
+        return end
+
+    def stop(self, tasks: Sequence[Task]) -> None:
+        self.stopped.extend(t.name for t in tasks)
+
+    def output(self, task: Task) -> list[str]:
+        return self.lines.pop(task.name, [])
+
+    def close(self) -> None:
+        self.closed = True

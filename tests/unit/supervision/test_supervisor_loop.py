@@ -1,0 +1,109 @@
+"""The supervision loop over a scripted runtime: deadline, linger, cancel, start failures and runtime faults."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from fakes.scripted_runtime import ScriptedRuntime
+from launcher import api
+from launcher.supervision.status import JobStatus, State
+from launcher.supervision.supervisor import Supervisor
+
+MWMS = {"chief": {}, "worker": {"replicas": 2}}
+PSS = {"chief": {}, "worker": {"replicas": 1}, "ps": {}}
+
+
+def supervise(runtime: ScriptedRuntime, roles: dict[str, Any] = MWMS, **kwargs: Any) -> tuple[JobStatus, list[JobStatus]]:
+    fields = {k: kwargs.pop(k) for k in ("deadline_seconds", "restart") if k in kwargs}
+    plan = api.plan(api.validate_data({"name": "job", "roles": roles, **fields}))
+    published: list[JobStatus] = []
+    options = {"poll_seconds": 0.01, "grace_seconds": 0.0, "fault_pause": 0.0, **kwargs}
+    status = Supervisor(plan, runtime, on_status=published.append, **options).run()
+    return status, published
+
+
+def test_deadline_fails_the_job_and_stops_every_task() -> None:
+    runtime = ScriptedRuntime({})  # every task runs forever
+    status, _ = supervise(runtime, deadline_seconds=1)
+    assert status.state is State.FAILED and "deadline of 1 s exceeded" in status.message
+    assert sorted(runtime.stopped) == ["job-chief-0", "job-worker-0", "job-worker-1"]
+    assert all(t.state is State.CANCELLED for t in status.tasks)
+
+
+def test_after_success_the_others_linger_then_are_stopped() -> None:
+    runtime = ScriptedRuntime({"job-chief-0": [0]})
+    status, _ = supervise(runtime, grace_seconds=0.3)
+    assert status.state is State.SUCCEEDED
+    assert sorted(runtime.stopped) == ["job-worker-0", "job-worker-1"]
+    assert {t.name: t.state for t in status.tasks}["job-chief-0"] is State.SUCCEEDED
+
+
+def test_tasks_that_end_by_themselves_during_the_linger_are_not_stopped() -> None:
+    runtime = ScriptedRuntime({"job-chief-0": [0], "job-worker-0": [(5, 0)], "job-worker-1": [0]})
+    status, _ = supervise(runtime, grace_seconds=5.0)
+    assert status.state is State.SUCCEEDED and runtime.stopped == []
+
+
+def test_cancel_from_another_thread_stops_everything() -> None:
+    runtime = ScriptedRuntime({})
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS}))
+    supervisor = Supervisor(plan, runtime, poll_seconds=0.01)
+    threading.Timer(0.2, supervisor.cancel).start()
+    status = supervisor.run()
+    assert status.state is State.CANCELLED
+    assert sorted(runtime.stopped) == ["job-chief-0", "job-worker-0", "job-worker-1"]
+
+
+def test_a_task_that_cannot_start_fails_the_job_before_it_runs() -> None:
+    started: list[bool] = []
+    runtime = ScriptedRuntime({}, unstartable=["job-worker-1"])
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS}))
+    status = Supervisor(plan, runtime, on_started=lambda: started.append(True), poll_seconds=0.01).run()
+    assert status.state is State.FAILED and "cannot start job-worker-1" in status.message
+    assert not started, "on_started must not be called when a task could not start"
+
+
+def test_a_transient_runtime_fault_is_retried_without_failing_the_job() -> None:
+    runtime = ScriptedRuntime({"job-chief-0": [0]}, faults=2)
+    status, _ = supervise(runtime, fault_retries=3)
+    assert status.state is State.SUCCEEDED, status.message
+
+
+def test_a_persistent_runtime_fault_fails_the_job_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    runtime = ScriptedRuntime({}, faults=100)
+    status, published = supervise(runtime, fault_retries=3)
+    assert status.state is State.FAILED
+    assert "the runtime failed 3 times in a row: ConnectionError: Connection aborted" in status.message
+    assert published[-1].state is State.FAILED
+    err = capsys.readouterr().err
+    assert err.count("supervisor: runtime error") == 3 and "Traceback" not in err
+    assert runtime.stopped, "the supervisor still tries to stop the tasks"
+
+
+def test_a_fault_while_stopping_is_logged_not_raised(capsys: pytest.CaptureFixture[str]) -> None:
+    class BrokenStop(ScriptedRuntime):
+        def stop(self, tasks: Any) -> None:
+            raise ConnectionError("engine gone")
+
+    status, _ = supervise(BrokenStop({}), deadline_seconds=1)
+    assert status.state is State.FAILED and "deadline" in status.message
+    assert "cannot stop the remaining tasks: ConnectionError: engine gone" in capsys.readouterr().err
+
+
+def test_pss_worker_restart_leaves_the_others_running() -> None:
+    runtime = ScriptedRuntime({"job-worker-0": [137, None], "job-chief-0": [(20, 0)]})
+    status, published = supervise(runtime, PSS)
+    assert status.state is State.SUCCEEDED
+    assert runtime.runs == {"job-chief-0": 0, "job-worker-0": 1, "job-ps-0": 0}
+    assert any(p.state is State.RESTARTING for p in published)
+
+
+def test_progress_comes_from_the_lead_task_only() -> None:
+    event = 'TFCLUSTER_EVENT {"event":"step","task":"%s","time":1,"step":%d,"loss":0.5}'
+    runtime = ScriptedRuntime({"job-chief-0": [(3, 0)]},
+                              output={"job-chief-0": [event % ("job-chief-0", 7)], "job-worker-0": [event % ("job-worker-0", 99)]})
+    status, _ = supervise(runtime)
+    assert status.progress["step"] == 7
