@@ -1,7 +1,7 @@
 """Run one task: read its configuration, pick its action, map failures to exit codes.
 
 Contract: ``main(environ)`` returns the process exit code
-(``launcher.worker.exitcodes``) and emits ``failed`` before any non-zero
+(``launcher.protocol.exitcodes``) and emits ``failed`` before any non-zero
 one. Peers of a multi-worker task are awaited (DNS) before the strategy is
 built. Imported only by ``launcher.worker.__main__``, after
 ``TF_USE_LEGACY_KERAS`` is set.
