@@ -1,8 +1,11 @@
 """Follow a running cluster through its backend: a live status view, then the job's exit code.
 
 Contract: ``watch`` polls ``Backend.describe`` until the job is terminal and
-returns 0 if it succeeded, 1 if it failed, 130 after Ctrl-C (having cancelled
-the cluster first, so nothing is left running).
+returns 0 if it succeeded, 1 if it failed, 130 after Ctrl-C (having stopped
+the cluster first, so nothing is left running). A backend error (an API
+server or engine that does not answer) is retried ``FAULT_RETRIES`` times
+in a row before the watch gives up with exit 1, saying the cluster may
+still run and how to re-attach.
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ from rich.table import Table
 from rich.text import Text
 
 from launcher.backends.api import Backend
+from launcher.errors import TfclusterError
 from launcher.supervision.status import JobStatus, State
 
 POLL_SECONDS = 1.0
+#: Poll rounds in a row that may fail on a backend error before the watch gives up.
+FAULT_RETRIES = 10
 
 
 def status_view(job: JobStatus) -> Group:
@@ -60,23 +66,34 @@ def stop_after_interrupt(backend: Backend, name: str, console: Console) -> None:
     backend.stop(name)
 
 
-def watch(backend: Backend, name: str) -> int:
+def watch(backend: Backend, name: str, poll_seconds: float = POLL_SECONDS) -> int:
     console = Console()
     job: JobStatus | None = None
+    faults = 0
     try:
         with Live(console=console, refresh_per_second=2, transient=False) as live:
             while True:
-                for action in backend.supervise(name):
-                    console.print(action)
-                job = backend.describe(name)
+                try:
+                    for action in backend.supervise(name):
+                        console.print(action)
+                    job = backend.describe(name)
+                except TfclusterError as exc:
+                    faults += 1
+                    console.print(f"{name}: {exc} (attempt {faults}/{FAULT_RETRIES})")
+                    if faults >= FAULT_RETRIES:
+                        console.print(f"giving up watching {name}; it may still run: `tfcluster watch {name}` re-attaches")
+                        return 1
+                    time.sleep(poll_seconds)
+                    continue
+                faults = 0
                 if job is None:
                     console.print(f"{name}: no longer known to the backend")
                     return 1
                 live.update(status_view(job))
                 if job.state.terminal:
                     break
-                time.sleep(POLL_SECONDS)
+                time.sleep(poll_seconds)
     except KeyboardInterrupt:
         stop_after_interrupt(backend, name, console)
         return 130
-    return 0 if job.state is State.SUCCEEDED else 1
+    return 0 if job is not None and job.state is State.SUCCEEDED else 1

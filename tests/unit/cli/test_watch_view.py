@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from launcher.cli.watch import status_view
+from launcher.cli.watch import FAULT_RETRIES, status_view, watch
+from launcher.errors import LaunchError
 from launcher.plan.targets import BackendKind
 from launcher.supervision.status import JobStatus, State, TaskStatus
 
@@ -30,3 +31,29 @@ def test_progress_bar_epochs_from_one_metrics_and_model_path() -> None:
 def test_no_progress_yet_shows_no_bar() -> None:
     text = render(JobStatus("demo", BackendKind.LOCAL, State.PENDING, progress={"epochs": 3}))
     assert "step" not in text and "demo [local]: pending" in text
+
+
+class FlakyBackend:
+    """describe fails ``faults`` times (an API server that does not answer), then reports success."""
+
+    def __init__(self, faults: int):
+        self.faults = faults
+
+    def supervise(self, name: str) -> list[str]:
+        return []
+
+    def describe(self, name: str) -> JobStatus:
+        if self.faults:
+            self.faults -= 1
+            raise LaunchError("cannot list Jobs: Kubernetes API at https://k8s unreachable (ProtocolError)")
+        return JobStatus(name, BackendKind.K8S, State.SUCCEEDED)
+
+
+def test_watch_rides_out_transient_backend_errors() -> None:
+    assert watch(FlakyBackend(faults=3), "demo", poll_seconds=0) == 0  # type: ignore[arg-type]
+
+
+def test_watch_gives_up_on_a_backend_that_stays_down_and_says_how_to_reattach(capsys) -> None:
+    assert watch(FlakyBackend(faults=FAULT_RETRIES), "demo", poll_seconds=0) == 1  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert f"attempt {FAULT_RETRIES}/{FAULT_RETRIES}" in out and "`tfcluster watch demo` re-attaches" in out
