@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -200,6 +201,9 @@ def test_a_broken_engine_connection_fails_the_job_with_a_message_not_a_traceback
     assert job.state is State.FAILED
     assert "the runtime failed" in job.message and "Connection" in job.message, job.message
     state = StateDir.of(BackendKind.COMPOSE, "cut")
+    ends = time.monotonic() + 60  # the status is written before the supervisor tries to stop the tasks and exits
+    while state.supervisor() is not None and time.monotonic() < ends:
+        time.sleep(0.5)
+    assert state.supervisor() is None, "the supervisor did not end"
     log = state.log.read_text()
     assert "supervisor: runtime error (1/" in log and "Traceback" not in log, log
-    assert state.supervisor() is None, "the supervisor ended"
