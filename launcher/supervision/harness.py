@@ -90,7 +90,7 @@ class StateDir:
             pid = int(self.pid.read_text())
         except (OSError, ValueError):
             return None
-        return pid if procfs.runs(pid, self._marker()) else None
+        return pid if procfs.runs(pid, self.marker) else None
 
     def launched(self) -> bool:
         """True once a supervisor was started (before that, ``submit`` is still setting up)."""
@@ -103,7 +103,9 @@ class StateDir:
             return ""
         return lines[-1] if lines else ""
 
-    def _marker(self) -> str:
+    @property
+    def marker(self) -> str:
+        """What the supervisor's command line holds, and no other process's: its state dir."""
         return str(self.root)
 
 
@@ -133,7 +135,7 @@ def stop(state: StateDir, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
     """SIGTERM the supervisor (it stops every task), SIGKILL it if it has not exited in time."""
     pid = state.supervisor()
     if pid is not None:
-        procfs.terminate(pid, state._marker(), timeout)
+        procfs.terminate(pid, state.marker, timeout)
 
 
 def describe(state: StateDir, backend: BackendKind) -> JobStatus | None:

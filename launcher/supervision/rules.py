@@ -25,7 +25,6 @@ from enum import Enum
 from launcher.plan.planner import Plan, Task
 from launcher.plan.policy import JobPolicy
 from launcher.protocol.exitcodes import killed_by_signal
-from launcher.protocol.roles import TaskRef
 from launcher.spec.models import RestartPolicy, RoleType
 
 
@@ -66,13 +65,9 @@ class Rules:
             return (name,)
         return tuple(t.name for t in self.tasks if t.type.trains)
 
-    def lead(self) -> str:
-        """The lead task's name: its events are the job's progress."""
-        return next(t.name for t in self.tasks if t.ref == self.policy.lead)
-
     def deciding_tasks(self) -> tuple[str, ...]:
         """Tasks whose exit 0 makes the job succeed (all of them together)."""
-        return tuple(t.name for t in self.tasks if self.policy.decides_success(TaskRef(t.type, t.index)))
+        return tuple(t.name for t in self.tasks if self.policy.decides_success(t.ref))
 
     def decide(self, name: str, exit_code: int, exited: Mapping[str, int], restarts_used: int, last_error: str) -> Decision:
         """Decide after task ``name``'s current run exited with ``exit_code``.

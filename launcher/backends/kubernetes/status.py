@@ -227,11 +227,12 @@ def stale_gang_pods(jobs: list[Obj], pods: list[Obj], now: float, grace: float) 
     started before the latest round began is stale, never a replacement
     started after it, even when a survivor of that round fails later.
     """
+    policy = job_policy(jobs[0]) if jobs else None  # the same plan's policy on every Job
     gang_roles = {
         job_role(j)
         for j in jobs
-        if job_policy(j).strategy is Strategy.MULTI_WORKER_MIRRORED
-        and not job_policy(j).restarts_alone(job_role(j))
+        if policy is not None and policy.strategy is Strategy.MULTI_WORKER_MIRRORED
+        and not policy.restarts_alone(job_role(j))
         and job_role(j) in (RoleType.CHIEF, RoleType.WORKER)
         and not (job_failed(j) or job_complete(j) or _deleting(j))
     }
