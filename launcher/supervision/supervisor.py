@@ -43,8 +43,9 @@ class Runtime(Protocol):
     """How a backend runs one task. Every method gets the plan's ``Task``; all are called from one thread.
 
     ``start`` begins a fresh run of the task (a stopped or exited run may be
-    started again); it raises ``launcher.errors.LaunchError`` if it cannot. ``poll`` returns the exit code of the current run once it has
-    ended (128+N for signal N), else None. ``stop`` ends the current runs of
+    started again); it raises ``launcher.errors.LaunchError`` if it cannot.
+    ``poll`` returns the exit code of the current run once it has ended
+    (128+N for signal N), else None. ``stop`` ends the current runs of
     ``tasks`` (terminate, then kill after a short wait) and returns once
     they are gone; it must not make the runtime restart them by itself, and
     is a no-op for tasks not running. ``output`` returns the lines (stdout
@@ -97,7 +98,6 @@ class Supervisor:
         grace_seconds: float = 30.0,
         fault_retries: int = FAULT_RETRIES,
         fault_pause: float = FAULT_PAUSE_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
     ):
         self.plan = plan
         self.rules = Rules.from_plan(plan)
@@ -108,7 +108,6 @@ class Supervisor:
         self.grace_seconds = grace_seconds
         self.fault_retries = fault_retries
         self.fault_pause = fault_pause
-        self.clock = clock
         self._runs = {t.name: _Run(t, TaskStatus(t.name, State.PENDING)) for t in plan.tasks}
         self._job = JobStatus(plan.name, plan.backend, State.PENDING, progress={"epochs": plan.run_config.training.epochs})
         self._published: JobStatus | None = None
@@ -148,12 +147,12 @@ class Supervisor:
 
     def _supervise(self) -> tuple[State, str]:
         deadline = self.plan.policy.deadline_seconds
-        ends = None if deadline is None else self.clock() + deadline
+        ends = None if deadline is None else time.monotonic() + deadline
         faults = 0
         while True:
             if self._cancelled.is_set():
                 return State.CANCELLED, "cancelled"
-            if ends is not None and self.clock() >= ends:
+            if ends is not None and time.monotonic() >= ends:
                 return State.FAILED, f"failed: deadline of {deadline} s exceeded"
             try:
                 exits = decision_order(self._poll())
@@ -214,11 +213,11 @@ class Supervisor:
 
     def _linger(self) -> None:
         """After success: let the remaining tasks exit by themselves for ``grace_seconds``."""
-        ends = self.clock() + self.grace_seconds
+        ends = time.monotonic() + self.grace_seconds
         while True:
             self._poll()
             self._publish()
-            left = ends - self.clock()
+            left = ends - time.monotonic()
             if not any(r.running for r in self._runs.values()) or left <= 0 or self._cancelled.is_set():
                 return
             self._cancelled.wait(min(self.poll_seconds, left))
