@@ -9,22 +9,25 @@ handed to the planner.
 
 from __future__ import annotations
 
+import difflib
 import re
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from launcher.spec.quantities import BYTES, byte_count
 
 DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PY_MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+ABSOLUTE_PATH = r"^/"
 
 #: What each pattern means, for error messages people can act on.
 PATTERN_MEANINGS = {
     DNS_LABEL: "must be a DNS-1123 label: lowercase letters, digits and '-', starting with a letter",
     PY_MODULE: "must be a dotted Python module name, e.g. mypackage.train",
+    ABSOLUTE_PATH: "must be an absolute path (starting with /)",
     BYTES: "must be a byte quantity such as 512Mi or 4Gi (Mi = MiB; 'm' would mean 1/1000 byte)",
 }
 
@@ -280,6 +283,56 @@ class VolumeClaim(_Model):
     storage_class: str | None = None
 
 
+#: The sources a Kubernetes pod volume may name (``core/v1 Volume``, every field but ``name``).
+VOLUME_SOURCES = frozenset({
+    "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "configMap", "csi", "downwardAPI",
+    "emptyDir", "ephemeral", "fc", "flexVolume", "flocker", "gcePersistentDisk", "gitRepo", "glusterfs",
+    "hostPath", "image", "iscsi", "nfs", "persistentVolumeClaim", "photonPersistentDisk", "portworxVolume",
+    "projected", "quobyte", "rbd", "scaleIO", "secret", "storageos", "vsphereVolume",
+})
+
+
+class PodVolume(BaseModel):
+    """A pod volume written as Kubernetes spells it: ``name`` plus exactly one source, e.g.
+    ``{name: data, persistentVolumeClaim: {claimName: imagenet, readOnly: true}}``.
+
+    The source's own fields are passed to the API server as written (it checks them when the run is launched).
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True, json_schema_extra={
+        "minProperties": 2, "maxProperties": 2, "propertyNames": {"enum": ["name", *sorted(VOLUME_SOURCES)]},
+    })
+
+    name: str = Field(..., pattern=DNS_LABEL, max_length=63)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PodVolume:
+        sources = sorted(self.model_extra or {})
+        if len(sources) != 1 or sources[0] not in VOLUME_SOURCES:
+            found = f"found {', '.join(sources)}" if sources else "found none"
+            close = [m for s in sources for m in difflib.get_close_matches(s, VOLUME_SOURCES, 1) if s != m]
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ValueError(f"a volume needs exactly one source such as persistentVolumeClaim, nfs, secret, "
+                             f"configMap or emptyDir ({found}){hint}")
+        if not isinstance((self.model_extra or {})[sources[0]], dict):
+            raise ValueError(f"{sources[0]} must be a mapping of the source's fields (an empty one: {{}})")
+        return self
+
+    @property
+    def source(self) -> dict[str, Any]:
+        """``{<source kind>: {<its fields>}}``."""
+        return dict(self.model_extra or {})
+
+
+class VolumeMount(_Model):
+    """Where a volume of ``kubernetes.volumes`` appears in every task's container."""
+
+    name: str = Field(..., pattern=DNS_LABEL, max_length=63, description="A volume of kubernetes.volumes.")
+    mount_path: str = Field(..., pattern=ABSOLUTE_PATH, description="Absolute path in the container.")
+    read_only: bool = False
+    sub_path: str | None = Field(None, min_length=1, pattern=r"^[^/]", description="A path inside the volume.")
+
+
 class KubernetesSpec(_Model):
     """Kubernetes-only settings; ignored by the other backends."""
 
@@ -292,6 +345,17 @@ class KubernetesSpec(_Model):
     pod_annotations: dict[str, str] = Field(default_factory=dict, description="e.g. Kueue/Volcano PodGroup keys.")
     volume_claim: VolumeClaim = Field(default_factory=VolumeClaim)
     ttl_seconds_after_finished: int | None = Field(3600, ge=0)
+    service_account: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        max_length=253,
+        description="An existing ServiceAccount the pods run as (its own automountServiceAccountToken applies); "
+        "when unset tfcluster creates <name>-runner, with no API token.",
+    )
+    volumes: list[PodVolume] = Field(default_factory=list, description="Pod volumes, as Kubernetes spells them.")
+    volume_mounts: list[VolumeMount] = Field(
+        default_factory=list, description="Mounts of those volumes in every task's container (not TensorBoard's)."
+    )
     registry: str | None = Field(
         None,
         min_length=1,

@@ -56,7 +56,7 @@ def check(spec: ClusterSpec, *, strategy_known: bool = True) -> list[Problem]:
     when the spec's strategy itself was invalid and a default stands in).
     """
     fit = _strategy_fit(spec, resolve_strategy(spec)) if strategy_known else []
-    return [*_role_counts(spec), *fit]
+    return [*_role_counts(spec), *fit, *_volumes(spec)]
 
 
 def _role_counts(spec: ClusterSpec) -> list[Problem]:
@@ -97,4 +97,26 @@ def _strategy_fit(spec: ClusterSpec, strategy: Strategy) -> list[Problem]:
         roles.role(r).resources.gpu for r in (RoleType.CHIEF, RoleType.WORKER)
     ):
         problems.append(Problem("collective", "nccl needs GPUs: set roles.worker.resources.gpu"))
+    return problems
+
+
+def _volumes(spec: ClusterSpec) -> list[Problem]:
+    """``kubernetes.volumes`` have distinct names; each mount names one of them at its own path."""
+    k8s = spec.kubernetes
+    problems = []
+    names: set[str] = set()
+    for i, volume in enumerate(k8s.volumes):
+        if volume.name in names:
+            problems.append(Problem(f"kubernetes.volumes.{i}.name", f"a second volume named {volume.name!r}"))
+        names.add(volume.name)
+    paths: set[str] = set()
+    for i, mount in enumerate(k8s.volume_mounts):
+        if mount.name not in names:
+            known = ", ".join(sorted(names)) or "none"
+            problems.append(Problem(f"kubernetes.volume_mounts.{i}.name",
+                                    f"names no volume of kubernetes.volumes (defined: {known})"))
+        path = mount.mount_path.rstrip("/") or "/"
+        if path in paths:
+            problems.append(Problem(f"kubernetes.volume_mounts.{i}.mount_path", f"a second mount at {path}"))
+        paths.add(path)
     return problems

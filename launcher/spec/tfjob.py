@@ -7,8 +7,9 @@ of its fields came from (``origins``, so problems name the TFJob's own field
 and line), the fields tfcluster does not carry (``dropped``, one problem
 each: refused by ``validate``/``dry-run``/``up``, comments in ``convert``)
 and the pod-template fields only the Kubernetes backend carries
-(``kubernetes_only``: nodeSelector, tolerations, imagePullSecrets; refused
-on the other backends). The mapping (README: migration table):
+(``kubernetes_only``: nodeSelector, tolerations, imagePullSecrets,
+serviceAccountName, volumes and the container's volumeMounts; refused on the
+other backends). The mapping (README: migration table):
 
 - replica specs Chief/Master, Worker, PS, Evaluator -> roles; ``replicas``;
 - the container named ``tensorflow`` (else the first): ``image``; ``command``
@@ -41,10 +42,15 @@ ROLES = {"Chief": "chief", "Master": "chief", "Worker": "worker", "PS": "ps", "E
 RESTART = {"Never": "never", "OnFailure": "on-failure", "Always": "always", "ExitCode": "exit-code"}
 SUCCESS = {"": "chief", "ChiefWorker": "chief", "AllWorkers": "all-workers"}
 #: Pod-spec fields carried into ``kubernetes:`` (the same for every role).
-POD_FIELDS = {"nodeSelector": "node_selector", "tolerations": "tolerations", "imagePullSecrets": "image_pull_secrets"}
+POD_FIELDS = {"nodeSelector": "node_selector", "tolerations": "tolerations", "imagePullSecrets": "image_pull_secrets",
+              "serviceAccountName": "service_account", "volumes": "volumes"}
+#: Container fields carried into ``kubernetes:`` (the same for every role).
+CONTAINER_POD_FIELDS = {"volumeMounts": "volume_mounts"}
 TOLERATION_FIELDS = {"key": "key", "operator": "operator", "value": "value", "effect": "effect",
                      "tolerationSeconds": "toleration_seconds"}
-CONTAINER_FIELDS = {"name", "image", "command", "args", "env", "resources", "ports", "imagePullPolicy"}
+MOUNT_FIELDS = {"name": "name", "mountPath": "mount_path", "readOnly": "read_only", "subPath": "sub_path"}
+CONTAINER_FIELDS = {"name", "image", "command", "args", "env", "resources", "ports", "imagePullPolicy",
+                    *CONTAINER_POD_FIELDS}
 RUN_POLICY_FIELDS = {"backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "cleanPodPolicy"}
 Path = tuple[str, ...]
 
@@ -115,7 +121,7 @@ def convert(data: dict[str, Any]) -> Converted:
         _replica(out, role, _mapping(replica), where, restarts, pod_fields)
     _restart_policy(out, restarts)
     for name, (value, origin) in pod_fields.items():
-        out.put(("kubernetes", POD_FIELDS[name]), value, origin)
+        out.put(("kubernetes", {**POD_FIELDS, **CONTAINER_POD_FIELDS}[name]), value, origin)
         out.kubernetes_only.append(Problem(join_path(origin), "only the Kubernetes backend carries it (-b k8s)"))
     _run_policy(out, _mapping(spec.get("runPolicy")))
     if "successPolicy" in spec:
@@ -145,18 +151,26 @@ def _replica(out: Converted, role: str, replica: dict[str, Any], where: Path,
         out.drop((*where, "template", "spec", key), "tfcluster does not carry this pod field yet")
     for name in POD_FIELDS:
         if name in pod:
-            value = _pod_field(name, pod[name])
-            origin = (*where, "template", "spec", name)
-            if name in pod_fields and pod_fields[name][0] != value:
-                out.drop(origin, f"differs from {join_path(pod_fields[name][1])}; tfcluster sets it for every role")
-            pod_fields.setdefault(name, (value, origin))
+            _shared_field(out, pod_fields, name, pod[name], (*where, "template", "spec", name))
     for i in range(len(containers)):
         if i != at:
             out.drop((*where, "template", "spec", "containers", str(i)), "only the TensorFlow container is run")
     if not containers:
         out.dropped.append(Problem(join_path((*where, "template", "spec", "containers")), "a replica needs a container"))
         return
-    _container(out, role, _mapping(containers[at]), (*where, "template", "spec", "containers", str(at)))
+    container, container_path = _mapping(containers[at]), (*where, "template", "spec", "containers", str(at))
+    for name in CONTAINER_POD_FIELDS:
+        if name in container:
+            _shared_field(out, pod_fields, name, container[name], (*container_path, name))
+    _container(out, role, container, container_path)
+
+
+def _shared_field(out: Converted, pod_fields: dict[str, tuple[Any, Path]], name: str, value: Any, origin: Path) -> None:
+    """Record a field tfcluster sets for every role; a role whose value differs from the first one is reported."""
+    value = _pod_field(name, value)
+    if name in pod_fields and pod_fields[name][0] != value:
+        out.drop(origin, f"differs from {join_path(pod_fields[name][1])}; tfcluster sets it for every role")
+    pod_fields.setdefault(name, (value, origin))
 
 
 def _container(out: Converted, role: str, container: dict[str, Any], where: Path) -> None:
@@ -223,8 +237,9 @@ def _run_policy(out: Converted, run_policy: dict[str, Any]) -> None:
 def _pod_field(name: str, value: Any) -> Any:
     if name == "imagePullSecrets" and isinstance(value, list):
         return [s.get("name") if isinstance(s, dict) else s for s in value]
-    if name == "tolerations" and isinstance(value, list):
-        return [{TOLERATION_FIELDS.get(k, k): v for k, v in t.items()} if isinstance(t, dict) else t for t in value]
+    renamed = {"tolerations": TOLERATION_FIELDS, "volumeMounts": MOUNT_FIELDS}.get(name)
+    if renamed is not None and isinstance(value, list):
+        return [{renamed.get(k, k): v for k, v in item.items()} if isinstance(item, dict) else item for item in value]
     return value
 
 

@@ -13,7 +13,11 @@ streamed until the pod ends), deployments (apps/v1), and
 ``v4.channel.k8s.io`` framing the API server speaks (per port a data and
 an error channel, each opened by a frame holding the port number), bytes
 relayed to the address ``pod_ports`` maps that pod's port to, standing in
-for the pod's network.
+for the pod's network. Creating a pod passes the ServiceAccount admission
+the API server runs: a pod naming an account that does not exist is
+``403 Forbidden`` (only ``default`` exists unless created), and the
+account's API token is mounted (a ``kube-api-access-*`` projected volume)
+unless the pod's, else the account's, ``automountServiceAccountToken`` is false.
 
 No controllers run by themselves. The test drives state through
 ``FakeKubernetes`` methods: ``roll_out`` stands in for the Deployment
@@ -56,6 +60,8 @@ WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 PORT_FORWARD_PROTOCOL = "v4.channel.k8s.io"
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 FAILURE_COUNT_KEY = "batch.kubernetes.io/job-index-failure-count"
+#: Where the ServiceAccount admission mounts the account's API token.
+TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 class FakeKubernetes:
@@ -118,6 +124,8 @@ class FakeKubernetes:
             if (plural, namespace, name) in self.objects:
                 raise ApiError(409, "AlreadyExists", f'{plural} "{name}" already exists')
             obj = copy.deepcopy(obj)
+            if plural == "pods":
+                self._admit_pod(namespace, obj)
             meta = obj["metadata"]
             meta.update(
                 namespace=namespace,
@@ -129,6 +137,23 @@ class FakeKubernetes:
             obj.setdefault("status", {})
             self.objects[plural, namespace, name] = obj
             return copy.deepcopy(obj)
+
+    def _admit_pod(self, namespace: str, pod: Obj) -> None:
+        """The ServiceAccount admission plugin (see the module docstring); changes ``pod`` in place."""
+        spec = pod["spec"]
+        account_name = spec.setdefault("serviceAccountName", "default")
+        account = self.objects.get(("serviceaccounts", namespace, account_name))
+        if account is None and account_name != "default":
+            raise ApiError(403, "Forbidden", f'pods "{pod["metadata"]["name"]}" is forbidden: error looking up service '
+                           f'account {namespace}/{account_name}: serviceaccount "{account_name}" not found')
+        automount = spec.get("automountServiceAccountToken", (account or {}).get("automountServiceAccountToken", True))
+        if automount:
+            volume = f"kube-api-access-{next(self._names):05d}"
+            spec.setdefault("volumes", []).append({"name": volume, "projected": {"sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}]}})
+            for container in spec["containers"]:
+                container.setdefault("volumeMounts", []).append(
+                    {"name": volume, "mountPath": TOKEN_PATH, "readOnly": True})
 
     def update(self, plural: str, namespace: str, name: str, change: Any) -> Obj:
         """Apply ``change(obj)`` in place (the test's controller/kubelet writes)."""

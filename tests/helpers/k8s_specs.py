@@ -20,6 +20,12 @@ KUBERNETES_VERSIONS = ("1.33", "1.35", "1.37")
 SPECS: dict[str, dict[str, Any]] = {
     "workers-only": {"name": "wo", "roles": {"worker": {"replicas": 3}}},
     "single-task": {"name": "one", "roles": {"worker": {"replicas": 1}}},
+    "user-program-workers": {
+        "name": "byow",
+        "command": ["python", "train.py", "--note", "$(HOME) $x \"q\"; exit 3"],
+        "roles": {"worker": {"replicas": 3}},
+        "kubernetes": {"service_account": "trainer"},
+    },
     "user-program": {
         "name": "byo",
         "command": ["python", "train.py"],
@@ -57,6 +63,12 @@ SPECS: dict[str, dict[str, Any]] = {
             "scheduler_name": "volcano",
             "pod_annotations": {"scheduling.k8s.io/group-name": "opts", "kueue.x-k8s.io/queue-name": "gpu"},
             "volume_claim": {"name": "shared-ckpt"},
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "imagenet", "readOnly": True}},
+                        {"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}},
+                        {"name": "creds", "secret": {"secretName": "gcs-key", "defaultMode": 0o400}}],
+            "volume_mounts": [{"name": "data", "mount_path": "/data", "read_only": True},
+                              {"name": "cache", "mount_path": "/home/tfcluster/.cache", "sub_path": "tf"},
+                              {"name": "creds", "mount_path": "/var/secrets/gcs", "read_only": True}],
             "ttl_seconds_after_finished": None,
         },
     },

@@ -6,8 +6,8 @@ official ``kubernetes`` client is imported only by ``create``. ``submit``
 creates every object of the dry run's files, exactly as rendered
 (objects other than Jobs and the checkpoint claim are replaced if they
 exist; an existing claim is kept with its checkpoints; existing Jobs of the
-same cluster refuse the launch), and deletes what it created if any step
-fails. ``supervise`` is one step of the launcher's watch loop: the Job
+same cluster refuse the launch; a ``kubernetes.service_account`` that does
+not exist refuses it too), and deletes what it created if any step fails. ``supervise`` is one step of the launcher's watch loop: the Job
 controller already retries, fails and times out tasks; ``supervise`` adds
 what it cannot express (MultiWorkerMirrored gang restarts of survivors that
 hang, and deleting the Jobs left running once the run ended).
@@ -43,6 +43,7 @@ from launcher.backends.kubernetes.manifests import (
     config_map_problems,
     objects,
     render,
+    volume_problems,
 )
 from launcher.backends.kubernetes.portforward import PortForwarder
 from launcher.backends.kubernetes.target import KubernetesTarget, registry_problems, target
@@ -154,8 +155,9 @@ class KubernetesBackend(Backend):
 
     @classmethod
     def validate(cls, spec: ClusterSpec) -> list[Problem]:
-        return [*config_map_problems(spec), *registry_problems(spec),
-                *logdir.outside_volume_problems(spec, target(spec).checkpoint_dir(spec))]
+        checkpoint_dir = target(spec).checkpoint_dir(spec)
+        return [*config_map_problems(spec), *registry_problems(spec), *volume_problems(spec, checkpoint_dir),
+                *logdir.outside_volume_problems(spec, checkpoint_dir)]
 
     @classmethod
     def render(cls, plan: Plan) -> dict[str, str]:
@@ -177,6 +179,8 @@ class KubernetesBackend(Backend):
             being_deleted = any(j["metadata"].get("deletionTimestamp") for j in existing)
             hint = "it is still shutting down, retry in a few seconds" if being_deleted else f"run `tfcluster down {plan.name}` first"
             raise LaunchError(f"cluster {plan.name!r} already exists in namespace {namespace!r}: {hint}")
+        if plan.spec.kubernetes.service_account:
+            self._require_account(plan.spec.kubernetes.service_account, namespace)
         if plan.workspace:
             ensure_images(plan.workspace)  # built here and pushed to the registry the nodes pull from
         created: list[dict[str, Any]] = []
@@ -194,6 +198,19 @@ class KubernetesBackend(Backend):
                     left.append(f"{obj['kind']} {obj['metadata']['name']}")
             cleanup = f"could not remove {', '.join(left)}" if left else f"removed the {len(created)} object(s) it had created"
             raise LaunchError(f"{exc}; {cleanup}") from None
+
+    def _require_account(self, account: str, namespace: str) -> None:
+        """The spec's own ServiceAccount must exist: the API server refuses every pod of a missing one."""
+        from kubernetes.client.exceptions import ApiException
+
+        with self._api_errors(f"read ServiceAccount {account}"):
+            try:
+                self._call("ServiceAccount", "read", account, namespace)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                raise LaunchError(f"kubernetes.service_account: no ServiceAccount {account!r} in namespace "
+                                  f"{namespace!r}; create it (tfcluster uses it, never creates or deletes it)") from None
 
     def _apply(self, obj: dict[str, Any], namespace: str) -> bool:
         """Create ``obj``; replace it if it exists (except kept kinds). True if this call created it.

@@ -45,8 +45,9 @@ from launcher.plan import naming
 from launcher.plan.planner import Plan, Task, make_plan
 from launcher.plan.policy import JobPolicy
 from launcher.plan.targets import CONTAINER_ENTRYPOINT
+from launcher.plan.workspace import CONTAINER_WORKSPACE
 from launcher.protocol import env as task_env
-from launcher.protocol.paths import is_object_store
+from launcher.protocol.paths import is_object_store, is_within
 from launcher.spec.models import ClusterSpec, RestartPolicy, RoleType, SuccessPolicy
 from launcher.spec.problems import Problem
 
@@ -63,6 +64,8 @@ CLUSTER_KEY = "cluster.json"
 JOB_KEY = "job.json"
 TENSORBOARD_KEY = "tensorboard.json"
 TENSORBOARD_CONTAINER = "tensorboard"
+#: The pod volumes tfcluster itself mounts: scratch at /tmp, the cluster file, the checkpoint claim.
+TMP_VOLUME, CONFIG_VOLUME, CHECKPOINT_VOLUME = "tmp", "tfcluster", "checkpoints"
 #: uid/gid of the ``tfcluster`` user in the worker image (worker_image/Dockerfile).
 TASK_UID = 1000
 KUSTOMIZATION = "kustomization.yaml"
@@ -122,6 +125,25 @@ def _lead_env(group: RoleGroup) -> list[dict[str, Any]]:
     return [{"name": task_env.IS_CHIEF, "value": values.pop()}] if len(values) == 1 and None not in values else []
 
 
+#: Run as ``sh -c LEAD_SCRIPT <lead index> <program...>`` where one template serves the lead and other
+#: tasks (a chief-less cluster's workers): sets ``TFCLUSTER_IS_CHIEF`` from the pod's index, then execs the
+#: program in its place. A constant: spec values reach the shell only as arguments, never as code.
+LEAD_SCRIPT = (
+    f'if [ "${task_env.TASK_INDEX}" = "$0" ]; then {task_env.IS_CHIEF}=1; else {task_env.IS_CHIEF}=0; fi; '
+    f'export {task_env.IS_CHIEF}; exec "$@"'
+)
+
+
+def _program(plan: Plan, group: RoleGroup, *, indexed: bool) -> list[str]:
+    """The container's args: the task's command, behind ``LEAD_SCRIPT`` when ``_lead_env`` cannot say who
+    leads and the pod knows its index (``indexed``). The entrypoint knows from TF_CONFIG, and the image's
+    own command (an empty one) cannot be wrapped; both run as they are."""
+    command = group.first.command
+    if not indexed or not command or command == CONTAINER_ENTRYPOINT or _lead_env(group):
+        return command
+    return ["sh", "-c", LEAD_SCRIPT, str(plan.policy.lead.index), *command]
+
+
 # --- objects -----------------------------------------------------------------
 
 
@@ -129,14 +151,16 @@ def _meta(plan: Plan, name: str, role: RoleType | None = None) -> dict[str, Any]
     return {"name": name, "namespace": plan.spec.kubernetes.namespace, "labels": naming.labels(plan.name, plan.run_id, role)}
 
 
-def service_account(plan: Plan) -> Manifest:
-    """The pods' identity: no RBAC binding and no API token mounted."""
-    return {
+def service_accounts(plan: Plan) -> list[Manifest]:
+    """The pods' identity: tfcluster's own (no RBAC binding, no API token mounted), none for the spec's own."""
+    if plan.spec.kubernetes.service_account:
+        return []
+    return [{
         "apiVersion": "v1",
         "kind": "ServiceAccount",
         "metadata": _meta(plan, naming.service_account_name(plan.name)),
         "automountServiceAccountToken": False,
-    }
+    }]
 
 
 def _config_data(plan: Plan, *, with_cluster: bool = True) -> dict[str, str]:
@@ -162,6 +186,28 @@ def config_map_problems(spec: ClusterSpec) -> list[Problem]:
         f"roles.{largest.value}.replicas",
         f"the cluster description is {size} bytes, over the 1 MiB a ConfigMap holds; use fewer tasks or a shorter name",
     )]
+
+
+def volume_problems(spec: ClusterSpec, checkpoint_dir: str) -> list[Problem]:
+    """``kubernetes.volumes``/``volume_mounts`` must leave the pod's own volumes alone: not their names,
+    and no mount at, above or below their paths (nor over the workspace the image carries)."""
+    k8s = spec.kubernetes
+    own_paths = {"/tmp": "the tasks' scratch space", CONFIG_DIR: "the cluster file"}
+    if not is_object_store(checkpoint_dir):
+        own_paths[checkpoint_dir] = "the checkpoint volume"
+    if spec.workspace:
+        own_paths[CONTAINER_WORKSPACE] = "the workspace"
+    problems = [
+        Problem(f"kubernetes.volumes.{i}.name", f"{volume.name!r} is a volume tfcluster mounts itself; rename it")
+        for i, volume in enumerate(k8s.volumes)
+        if volume.name in (TMP_VOLUME, CONFIG_VOLUME, CHECKPOINT_VOLUME)
+    ]
+    for i, mount in enumerate(k8s.volume_mounts):
+        for path, what in own_paths.items():
+            if is_within(mount.mount_path, path) or is_within(path, mount.mount_path):
+                problems.append(Problem(f"kubernetes.volume_mounts.{i}.mount_path",
+                                        f"{mount.mount_path} overlaps {path}, {what}; mount it elsewhere"))
+    return problems
 
 
 def config_map(plan: Plan, *, with_cluster: bool = True) -> Manifest:
@@ -323,29 +369,34 @@ def _plain_env(group: RoleGroup) -> list[dict[str, Any]]:
     return [{"name": k, "value": literal(v)} for k, v in group.env.items() if k != task_env.JOB]
 
 
-def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, cluster_file: bool = True) -> Manifest:
-    """The pod of one task of ``group``: hardened, with the spec's scheduling and resource settings.
+def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, native: bool = True) -> Manifest:
+    """The pod of one task of ``group``: hardened, with the spec's scheduling, resource and volume settings.
 
-    ``/tmp`` is the only writable path besides the checkpoint dir (TF needs a
-    writable tmp); ``cluster_file`` mounts the ConfigMap's cluster JSON.
+    ``/tmp``, the checkpoint dir and the spec's ``kubernetes.volume_mounts``
+    are the only writable paths (TF needs a writable tmp). ``native``: a pod
+    of tfcluster's Indexed Job, which mounts the ConfigMap's cluster JSON and
+    knows its index; otherwise a TFJob replica's pod (the operator sets TF_CONFIG).
     """
     k8s = plan.spec.kubernetes
-    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
-    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
-    if cluster_file:
+    program = _program(plan, group, indexed=native)
+    mounts: list[dict[str, Any]] = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
+    volumes: list[dict[str, Any]] = [{"name": TMP_VOLUME, "emptyDir": {}}]
+    if native:
         items = [{"key": CLUSTER_KEY, "path": CLUSTER_KEY}]
-        mounts.append({"name": "tfcluster", "mountPath": CONFIG_DIR, "readOnly": True})
-        volumes.append({"name": "tfcluster", "configMap": {"name": naming.config_map_name(plan.name), "items": items}})
+        mounts.append({"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True})
+        volumes.append({"name": CONFIG_VOLUME, "configMap": {"name": naming.config_map_name(plan.name), "items": items}})
     claim = checkpoint_claim_name(plan)
     if claim is not None:
-        mounts.append({"name": "checkpoints", "mountPath": plan.run_config.checkpoint_dir})
-        volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": claim}})
+        mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": plan.run_config.checkpoint_dir})
+        volumes.append({"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": claim}})
+    volumes += [{"name": volume.name, **volume.source} for volume in k8s.volumes]
+    mounts += [_camel(mount.model_dump(exclude_none=True)) for mount in k8s.volume_mounts]
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": group.first.image,
         # args, not command: the image's ENTRYPOINT (tini, PID 1: signals, reaping) stays in front;
         # an empty command keeps the image's own CMD too.
-        **({"args": [literal(arg) for arg in group.first.command]} if group.first.command else {}),
+        **({"args": [literal(arg) for arg in program]} if program else {}),
         "ports": [{"name": "tf", "containerPort": group.first.port, "protocol": "TCP"}],
         "env": env + _plain_env(group),
     }
@@ -381,11 +432,15 @@ def _container_security() -> dict[str, Any]:
 
 
 def _hardened_pod(plan: Plan, containers: list[Manifest], volumes: list[Manifest]) -> dict[str, Any]:
-    """The pod fields every pod of a run shares: no API token, non-root, the spec's node settings."""
+    """The pod fields every pod of a run shares: non-root, the spec's node settings, and tfcluster's
+    service account with no API token (or the spec's own service account, whose token setting applies)."""
     k8s = plan.spec.kubernetes
+    identity: dict[str, Any] = (
+        {"serviceAccountName": k8s.service_account} if k8s.service_account
+        else {"serviceAccountName": naming.service_account_name(plan.name), "automountServiceAccountToken": False}
+    )
     pod: dict[str, Any] = {
-        "serviceAccountName": naming.service_account_name(plan.name),
-        "automountServiceAccountToken": False,
+        **identity,
         "enableServiceLinks": False,
         "securityContext": {
             "runAsNonRoot": True,
@@ -421,12 +476,12 @@ def tensorboard_objects(plan: Plan) -> list[Manifest]:
         return []
     name, labels = naming.tensorboard_name(plan.name), naming.tensorboard_labels(plan.name)
     lead = plan.lead()
-    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
-    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    mounts: list[dict[str, Any]] = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
+    volumes: list[dict[str, Any]] = [{"name": TMP_VOLUME, "emptyDir": {}}]
     claim = checkpoint_claim_name(plan)
     if claim is not None:
-        mounts.append({"name": "checkpoints", "mountPath": plan.run_config.checkpoint_dir, "readOnly": True})
-        volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+        mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": plan.run_config.checkpoint_dir, "readOnly": True})
+        volumes.append({"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
     container: dict[str, Any] = {
         "name": TENSORBOARD_CONTAINER,
         "image": lead.image,
@@ -522,7 +577,7 @@ def _files(plan: Plan) -> dict[str, list[Manifest]]:
     groups = role_groups(plan)
     claim = checkpoint_claim(plan)
     files = {
-        "config.yaml": [service_account(plan), config_map(plan)],
+        "config.yaml": [*service_accounts(plan), config_map(plan)],
         "network.yaml": [headless_service(plan, groups), network_policy(plan, groups)],
         "storage.yaml": [claim] if claim else [],
         "jobs.yaml": [job(plan, g) for g in groups],
@@ -555,7 +610,7 @@ def render_tfjob(plan: Plan) -> dict[str, str]:
     replica_specs = {}
     for group in groups:
         task_name = {"name": task_env.TASK_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
-        template = pod_template(plan, group, [task_name, *_lead_env(group), *_job_env(plan)], cluster_file=False)
+        template = pod_template(plan, group, [task_name, *_lead_env(group), *_job_env(plan)], native=False)
         template["spec"]["containers"][0]["ports"][0]["name"] = "tfjob-port"  # the operator's default port name
         for owned_by_operator in ("subdomain", "restartPolicy"):  # per-pod Services; replica restartPolicy
             del template["spec"][owned_by_operator]
@@ -569,7 +624,7 @@ def render_tfjob(plan: Plan) -> dict[str, str]:
         tfjob_spec["successPolicy"] = "AllWorkers"
     tfjob = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": _meta(plan, plan.name), "spec": tfjob_spec}
     files = {
-        "config.yaml": [service_account(plan), config_map(plan, with_cluster=False)],
+        "config.yaml": [*service_accounts(plan), config_map(plan, with_cluster=False)],
         "network.yaml": [network_policy(plan, groups)],
         "storage.yaml": [claim] if claim else [],
         "tfjob.yaml": [tfjob],

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from fakes.kubernetes_api import FakeKubernetes
+from fakes.kubernetes_api import TOKEN_PATH, FakeKubernetes
 from helpers.k8s_specs import DEMO, REPO, dry_run_for, plan_for
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.manifests import manifests
@@ -310,6 +310,46 @@ def test_failed_launch_removes_what_it_created_and_keeps_an_existing_claim(fake:
     backend.submit(dry_run_for(DEMO))  # the leftover ConfigMap is replaced, the claim kept
     assert "cluster.json" in fake.get("configmaps", "demo-tfconfig")["data"]
     assert fake.get("persistentvolumeclaims", "demo-checkpoints")["spec"] == {"accessModes": ["ReadWriteMany"]}
+
+
+OWN_ACCOUNT = {
+    "name": "own",
+    "command": ["python", "train.py"],
+    "roles": {"worker": {"replicas": 2}},
+    "kubernetes": {
+        "service_account": "trainer",
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "imagenet", "readOnly": True}}],
+        "volume_mounts": [{"name": "data", "mount_path": "/data", "read_only": True}],
+    },
+}
+
+
+def test_pods_run_as_the_spec_account_which_tfcluster_never_creates_or_deletes(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    with pytest.raises(LaunchError, match="^kubernetes.service_account: no ServiceAccount 'trainer' in namespace 'default'"):
+        backend.submit(dry_run_for(OWN_ACCOUNT))
+    assert not fake.objects, "nothing is created for a run whose pods the API server would refuse"
+    trainer = {"metadata": {"name": "trainer", "annotations": {"iam.gke.io/gcp-service-account": "t@p.iam"}}}
+    fake.create("serviceaccounts", "default", trainer)
+    backend.submit(dry_run_for(OWN_ACCOUNT))
+    assert [key[2] for key in fake.objects if key[0] == "serviceaccounts"] == ["trainer"]  # no own-runner
+    first, _ = fake.start_pods("own-worker")  # admitted: the account exists
+    pod = fake.get("pods", first)["spec"]
+    assert pod["serviceAccountName"] == "trainer"
+    mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["/data"] == {"name": "data", "mountPath": "/data", "readOnly": True}
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "imagenet", "readOnly": True}} in pod["volumes"]
+    assert TOKEN_PATH in mounts  # the account's own token setting applies (it does not opt out)
+    backend.cancel("own", volumes=True)
+    assert fake.get("serviceaccounts", "trainer")["metadata"]["annotations"] == trainer["metadata"]["annotations"]
+
+
+def test_tfcluster_own_account_mounts_no_api_token(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO))
+    pod = fake.get("pods", fake.start_pods("demo-worker")[0])["spec"]
+    assert pod["serviceAccountName"] == "demo-runner"
+    assert TOKEN_PATH not in {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
 
 
 def test_an_object_of_the_same_name_that_is_not_ours_is_never_replaced_or_deleted(fake: FakeKubernetes) -> None:

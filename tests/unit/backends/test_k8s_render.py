@@ -26,7 +26,7 @@ from launcher.cli.commands import main
 from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.plan.targets import CONTAINER_ENTRYPOINT
-from launcher.spec.models import RoleType
+from launcher.spec.models import VOLUME_SOURCES, RoleType
 from launcher.worker.tfconfig import resolve_tf_config
 
 PLANS = all_plans()
@@ -80,7 +80,7 @@ def _pod_env(plan: Plan, job: dict[str, Any], index: int, cluster_file: Path) ->
 
 
 @pytest.mark.parametrize("name", ["demo", "pss", "mwms-evaluator", "workers-only", "every-option", "1000-workers",
-                                  "user-program"])
+                                  "user-program", "user-program-workers"])
 def test_every_task_gets_the_planned_name_address_env_and_tf_config(name: str, tmp_path: Path) -> None:
     plan = PLANS[name]
     cluster_file = tmp_path / "cluster.json"
@@ -98,18 +98,29 @@ def test_every_task_gets_the_planned_name_address_env_and_tf_config(name: str, t
         assert resolve_tf_config(env) == plan.tf_config(task)
         planned = plan.task_env(task)
         del planned["TF_CONFIG"]
-        if task.type is RoleType.WORKER and not plan.spec.roles.replicas(RoleType.CHIEF):
-            # One template serves worker 0 (the lead) and the others: documented as not set there.
-            assert "TFCLUSTER_IS_CHIEF" not in env
+        container = pod["containers"][0]
+        args = [expand(a, env) for a in container.get("args", [])]
+        if args[:2] == ["sh", "-c"]:
+            # One template serves a chief-less cluster's lead (worker 0) and the other workers: the
+            # constant wrapper script tells them apart by index; run it for real, in front of a probe.
+            assert task.command != CONTAINER_ENTRYPOINT and args[4:] == task.command
+            probe = [sys.executable, "-c", "import os, sys; print(os.environ['TFCLUSTER_IS_CHIEF'], sys.argv[1:])"]
+            shown = subprocess.run([*args[:4], *probe, *task.command[1:]], env=env, capture_output=True, text=True)
+            flag, argv = shown.stdout.split(" ", 1)
+            assert shown.returncode == 0 and argv.strip() == repr(task.command[1:]), shown.stderr
+            env["TFCLUSTER_IS_CHIEF"] = flag
+            args = args[4:]
+        elif task.type is RoleType.WORKER and not plan.spec.roles.replicas(RoleType.CHIEF):
+            # The entrypoint tells the lead from TF_CONFIG itself (and the image's own command is not wrapped).
+            assert "TFCLUSTER_IS_CHIEF" not in env and task.command in (CONTAINER_ENTRYPOINT, [])
             del planned["TFCLUSTER_IS_CHIEF"]
         assert {k: env[k] for k in planned} == planned
         # A program other than the entrypoint (which reads the cluster file) gets TF_CONFIG itself.
         assert ("TF_CONFIG" in env) is (task.command != CONTAINER_ENTRYPOINT)
         if "TF_CONFIG" in env:
             assert json.loads(env["TF_CONFIG"]) == plan.tf_config(task)
-        container = pod["containers"][0]
         assert "command" not in container  # the image's ENTRYPOINT (tini) stays PID 1
-        assert container["image"] == task.image and [expand(a, env) for a in container.get("args", [])] == task.command
+        assert container["image"] == task.image and args == task.command
         assert container["ports"][0]["containerPort"] == task.port
 
 
@@ -172,13 +183,19 @@ def test_deadline_ttl_and_worker_zero_success_policy() -> None:
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_pods_are_hardened_and_isolated(name: str) -> None:
     plan = PLANS[name]
-    (account,) = _by_kind(plan, "ServiceAccount")
-    assert account["automountServiceAccountToken"] is False
+    accounts = _by_kind(plan, "ServiceAccount")
+    own = plan.spec.kubernetes.service_account
+    if own:  # the user's existing account: not created, not changed; its own token setting applies
+        assert not accounts
+        identity = {"serviceAccountName": own}
+    else:
+        (account,) = accounts
+        assert account["automountServiceAccountToken"] is False
+        identity = {"serviceAccountName": account["metadata"]["name"], "automountServiceAccountToken": False}
     assert not [o for o in manifests(plan) if o["kind"] in ("Role", "RoleBinding", "ClusterRoleBinding")]
     for job in _by_kind(plan, "Job"):
         pod = job["spec"]["template"]["spec"]
-        assert pod["serviceAccountName"] == account["metadata"]["name"]
-        assert pod["automountServiceAccountToken"] is False
+        assert {k: v for k, v in pod.items() if k in ("serviceAccountName", "automountServiceAccountToken")} == identity
         assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         (container,) = pod["containers"]
@@ -216,7 +233,7 @@ def test_checkpoint_storage_choices() -> None:
     assert _checkpoint_mounts(created) == {("/checkpoints", "rwx-checkpoints")}
     existing = PLANS["every-option"]
     assert not _by_kind(existing, "PersistentVolumeClaim")
-    assert _checkpoint_mounts(existing) == {("/mnt/ckpt", "shared-ckpt")}
+    assert _checkpoint_mounts(existing) == {("/mnt/ckpt", "shared-ckpt"), ("/data", "imagenet")}  # + the user's
     url = PLANS["object-store"]
     assert not _by_kind(url, "PersistentVolumeClaim") and not _checkpoint_mounts(url)
     assert url.run_config.checkpoint_dir == "gs://bucket/runs"
@@ -232,6 +249,17 @@ def test_kubernetes_options_reach_every_pod() -> None:
         assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 60}]
         assert pod["imagePullSecrets"] == [{"name": "regcred"}] and pod["schedulerName"] == "volcano"
         assert pod["containers"][0]["envFrom"] == [{"secretRef": {"name": "wandb"}}]
+        own = ("tmp", "tfcluster", "checkpoints")
+        assert [v for v in pod["volumes"] if v["name"] not in own] == [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "imagenet", "readOnly": True}},
+            {"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}},
+            {"name": "creds", "secret": {"secretName": "gcs-key", "defaultMode": 0o400}}]
+        assert [m for m in pod["containers"][0]["volumeMounts"] if m["name"] not in own] == [
+            {"name": "data", "mountPath": "/data", "readOnly": True},
+            {"name": "cache", "mountPath": "/home/tfcluster/.cache", "readOnly": False, "subPath": "tf"},
+            {"name": "creds", "mountPath": "/var/secrets/gcs", "readOnly": True}]
+    (board, *_) = tensorboard_objects(plan)  # TensorBoard reads the log dir only
+    assert {v["name"] for v in board["spec"]["template"]["spec"]["volumes"]} == {"tmp", "checkpoints"}
     assert chief["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "500m", "memory": "2Gi"}}
     assert worker["spec"]["containers"][0]["resources"] == {
         "requests": {"cpu": "4", "memory": "8Gi"},
@@ -434,3 +462,73 @@ def test_no_tensorboard_objects_when_tensorboard_is_off() -> None:
     plan = plan_for({"name": "off", "roles": {"worker": {"replicas": 2}}, "tensorboard": {"enabled": False}})
     assert tensorboard_objects(plan) == []
     assert "tensorboard.json" not in _by_kind(plan, "ConfigMap")[0]["data"]
+
+
+def test_volumes_that_cannot_be_mounted_as_written_are_one_line_each_before_anything_starts(write_spec) -> None:
+    spec = write_spec({
+        "name": "vols",
+        "workspace": ".",
+        "roles": {"worker": {"replicas": 2}},
+        "kubernetes": {
+            "registry": "registry.example.com",
+            "volumes": [
+                {"name": "data", "nfs": {"server": "nfs.example.com", "path": "/exports"}},
+                {"name": "data", "emptyDir": {}},
+                {"name": "checkpoints", "emptyDir": {}},
+                {"name": "none"},
+                {"name": "two", "emptyDir": {}, "secret": {"secretName": "s"}},
+                {"name": "typo", "persistentVolumeclaim": {"claimName": "c"}},
+                {"name": "flat", "hostPath": "/srv"},
+            ],
+            "volume_mounts": [
+                {"name": "data", "mount_path": "/checkpoints/data"},
+                {"name": "data", "mount_path": "/etc"},
+                {"name": "data", "mount_path": "/workspace"},
+                {"name": "data", "mount_path": "/data"},
+                {"name": "missing", "mount_path": "/data/"},
+                {"name": "data", "mount_path": "relative"},
+            ],
+        },
+    })
+    lines = spec.read_text().splitlines()
+    result = subprocess.run([sys.executable, "-m", "launcher", "validate", str(spec), "-b", "k8s"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    errors = result.stderr.splitlines()
+    found = {e.split(": ", 2)[1]: (int(e.split(":")[1]), e.split(": ", 2)[2]) for e in errors}
+    expected = {
+        "kubernetes.volumes.3": "exactly one source",
+        "kubernetes.volumes.4": "(found emptyDir, secret)",
+        "kubernetes.volumes.5": "(found persistentVolumeclaim); did you mean persistentVolumeClaim?",
+        "kubernetes.volumes.6": "hostPath must be a mapping",
+        "kubernetes.volume_mounts.5.mount_path": "must be an absolute path",
+    }
+    assert len(errors) == len(expected), errors  # field errors first: the rules run on a field-valid spec
+    for path, text in expected.items():
+        line, message = found[path]
+        assert text in message, (path, message)
+        assert path.rsplit(".", 1)[-1].isdigit() or lines[line - 1].strip().startswith(("-", path.rsplit(".", 1)[-1]))
+    data = yaml.safe_load(spec.read_text())
+    data["kubernetes"]["volumes"][3:] = []
+    data["kubernetes"]["volume_mounts"][5:] = []
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = subprocess.run([sys.executable, "-m", "launcher", "validate", str(spec), "-b", "k8s"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert [e.split(": ", 1)[1] for e in result.stderr.splitlines()] == [
+        "kubernetes.volumes.1.name: a second volume named 'data'",
+        "kubernetes.volume_mounts.4.name: names no volume of kubernetes.volumes (defined: checkpoints, data)",
+        "kubernetes.volume_mounts.4.mount_path: a second mount at /data",
+        "kubernetes.volumes.2.name: 'checkpoints' is a volume tfcluster mounts itself; rename it",
+        "kubernetes.volume_mounts.0.mount_path: /checkpoints/data overlaps /checkpoints, the checkpoint volume; "
+        "mount it elsewhere",
+        "kubernetes.volume_mounts.1.mount_path: /etc overlaps /etc/tfcluster, the cluster file; mount it elsewhere",
+        "kubernetes.volume_mounts.2.mount_path: /workspace overlaps /workspace, the workspace; mount it elsewhere",
+    ]
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_the_volume_sources_a_spec_may_name_are_the_official_schemas(version: str) -> None:
+    schema_dir = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{version}.0-local-strict"
+    properties = json.loads((schema_dir / "volume-v1.json").read_text())["properties"]
+    assert VOLUME_SOURCES == set(properties) - {"name"}

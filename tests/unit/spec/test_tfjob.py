@@ -73,26 +73,82 @@ def test_convert_prints_an_equivalent_spec_with_its_image_and_command(cli, tmp_p
     assert worker["command"] == ["python", "/app/train.py", "--epochs", "3"]
 
 
+def _with_storage_and_identity(replica: dict) -> None:
+    pod = replica["template"]["spec"]
+    pod["serviceAccountName"] = "trainer"
+    pod["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "imagenet", "readOnly": True}},
+                      {"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}}]
+    pod["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data", "readOnly": True},
+                                            {"name": "cache", "mountPath": "/cache", "subPath": "tf"}]
+
+
 def test_convert_comments_every_field_it_does_not_carry(cli, tmp_path: Path) -> None:
     def extras(replica: dict) -> None:
         pod = replica["template"]["spec"]
-        pod["volumes"] = [{"name": "data", "emptyDir": {}}]
-        pod["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+        pod["hostNetwork"] = True
+        pod["containers"][0]["livenessProbe"] = {"exec": {"command": ["true"]}}
 
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(_tfjob(Worker=extras)))
     result = cli.invoke(main, ["convert", str(path)])
     comments = [line for line in result.stdout.splitlines() if line.startswith("# not carried")]
     assert comments == [
-        "# not carried: spec.tfReplicaSpecs.Worker.template.spec.volumes: tfcluster does not carry this pod field yet",
-        "# not carried: spec.tfReplicaSpecs.Worker.template.spec.containers.0.volumeMounts: "
+        "# not carried: spec.tfReplicaSpecs.Worker.template.spec.hostNetwork: tfcluster does not carry this pod "
+        "field yet",
+        "# not carried: spec.tfReplicaSpecs.Worker.template.spec.containers.0.livenessProbe: "
         "tfcluster does not carry this container field"]
+
+
+def test_volumes_mounts_and_service_account_are_carried_to_kubernetes(cli, tmp_path: Path) -> None:
+    data = _tfjob(Chief=_with_storage_and_identity, PS=_with_storage_and_identity, Worker=_with_storage_and_identity)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    k8s = api.load_spec(path, "k8s").kubernetes
+    assert k8s.service_account == "trainer"
+    assert [(v.name, v.source) for v in k8s.volumes] == [
+        ("data", {"persistentVolumeClaim": {"claimName": "imagenet", "readOnly": True}}),
+        ("cache", {"emptyDir": {"sizeLimit": "1Gi"}})]
+    assert [(m.name, m.mount_path, m.read_only, m.sub_path) for m in k8s.volume_mounts] == [
+        ("data", "/data", True, None), ("cache", "/cache", False, "tf")]
+    result = cli.invoke(main, ["convert", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "# not carried" not in result.stdout
+    assert "# Kubernetes only (-b k8s): spec.tfReplicaSpecs.Chief.template.spec.containers.0.volumeMounts" in result.stdout
+    converted = tmp_path / "converted.yaml"
+    converted.write_text(result.stdout)
+    assert api.load_spec(converted, "k8s") == api.load_spec(path, "k8s")
+    for backend in ("local", "compose"):
+        errors = _errors(tmp_path, data, "dry-run", "-b", backend)
+        assert sorted(e.split(": ", 1)[1] for e in errors) == [
+            f"spec.tfReplicaSpecs.Chief.template.spec.{field}: only the Kubernetes backend carries it (-b k8s)"
+            for field in ("containers.0.volumeMounts", "serviceAccountName", "volumes")]
+
+
+def test_pod_fields_that_differ_between_replicas_are_reported(tmp_path: Path) -> None:
+    def other_mount(replica: dict) -> None:
+        _with_storage_and_identity(replica)
+        replica["template"]["spec"]["containers"][0]["volumeMounts"][0]["mountPath"] = "/elsewhere"
+
+    data = _tfjob(Chief=_with_storage_and_identity, Worker=other_mount)
+    [error] = _errors(tmp_path, data, "validate")
+    assert error.endswith("spec.tfReplicaSpecs.Worker.template.spec.containers.0.volumeMounts: not carried: differs "
+                          "from spec.tfReplicaSpecs.Chief.template.spec.containers.0.volumeMounts; tfcluster sets it "
+                          "for every role")
+
+
+def test_a_mount_field_tfcluster_lacks_is_named_by_its_tfjob_path(tmp_path: Path) -> None:
+    def propagating(replica: dict) -> None:
+        _with_storage_and_identity(replica)
+        replica["template"]["spec"]["containers"][0]["volumeMounts"][1]["mountPropagation"] = "HostToContainer"
+
+    [error] = _errors(tmp_path, _tfjob(Chief=propagating), "validate")
+    assert "spec.tfReplicaSpecs.Chief.template.spec.containers.0.volumeMounts.1.mountPropagation:" in error
 
 
 def test_problems_name_the_tfjob_file_line_and_field(tmp_path: Path) -> None:
     def bad_worker(replica: dict) -> None:
         replica["replicas"] = -1
-        replica["template"]["spec"]["serviceAccountName"] = "trainer"
+        replica["template"]["spec"]["hostNetwork"] = True
 
     data = _tfjob(Worker=bad_worker)
     data["spec"]["tfReplicaSpecs"]["Launcher"] = {"replicas": 1}
@@ -101,13 +157,13 @@ def test_problems_name_the_tfjob_file_line_and_field(tmp_path: Path) -> None:
     lines = path.read_text().splitlines()
     assert len(errors) == 2
     assert errors[0].startswith(f"{path}:") and errors[0].endswith(
-        "spec.tfReplicaSpecs.Worker.template.spec.serviceAccountName: not carried: tfcluster does not carry this pod "
+        "spec.tfReplicaSpecs.Worker.template.spec.hostNetwork: not carried: tfcluster does not carry this pod "
         "field yet")
     assert "spec.tfReplicaSpecs.Launcher: unknown replica type" in errors[1]
     line = int(errors[1].split(":")[1])
     assert lines[line - 1].strip() == "Launcher:"
     del data["spec"]["tfReplicaSpecs"]["Launcher"]
-    del data["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["serviceAccountName"]
+    del data["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["hostNetwork"]
     [error] = _errors(tmp_path, data, "validate")
     line = int(error.split(":")[1])
     assert "spec.tfReplicaSpecs.Worker.replicas: Input should be greater than or equal to 0" in error
