@@ -6,8 +6,9 @@ Contract: in a task started by tfcluster, ``ProgressCallback`` (Keras
 through the entrypoint's own ``Reporter`` and callback, so the live view,
 ``status -o json`` and the job's progress read them unchanged. Only the
 job's lead task (``TFCLUSTER_IS_CHIEF=1``: the chief, or worker 0 without
-one) reports steps and epochs, so every step is seen once; calling them on
-other tasks is harmless. Outside tfcluster the task is named after the host.
+one; where that is unset, the lead by ``TF_CONFIG``) reports steps and
+epochs, so every step is seen once; calling them on other tasks is
+harmless. Outside tfcluster the task is named after the host and leads.
 Imports TensorFlow (the Keras callback); of tfcluster only the worker side.
 
     from launcher.progress import ProgressCallback
@@ -20,6 +21,7 @@ Imports TensorFlow (the Keras callback); of tfcluster only the worker side.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from functools import cache
@@ -27,6 +29,8 @@ from typing import Any
 
 from launcher.protocol import env
 from launcher.protocol.events import EventKind
+from launcher.protocol.roles import TaskRef, lead_task
+from launcher.spec.models import RoleType
 from launcher.worker import callbacks
 from launcher.worker.reporter import Reporter, scalar
 
@@ -39,8 +43,19 @@ EVERY_STEPS = 10
 @cache
 def reporter() -> Reporter:
     """This task's reporter, from the environment tfcluster set."""
-    return Reporter(os.environ.get(env.TASK_NAME) or socket.gethostname(),
-                    is_chief=os.environ.get(env.IS_CHIEF, "1") == "1")
+    return Reporter(os.environ.get(env.TASK_NAME) or socket.gethostname(), is_chief=_leads())
+
+
+def _leads() -> bool:
+    """``TFCLUSTER_IS_CHIEF``; unset (e.g. an image's own command), the lead by ``TF_CONFIG``; neither: True."""
+    if env.IS_CHIEF in os.environ:
+        return os.environ[env.IS_CHIEF] == "1"
+    try:
+        config = json.loads(os.environ.get(env.TF_CONFIG) or "{}")
+        task = TaskRef(RoleType(config["task"]["type"]), int(config["task"]["index"]))
+        return task == lead_task(RoleType(role) for role in config["cluster"])
+    except (ValueError, KeyError, TypeError):
+        return True
 
 
 class ProgressCallback(callbacks.ProgressCallback):
