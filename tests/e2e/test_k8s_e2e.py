@@ -41,7 +41,7 @@ def backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[KubernetesBackend]:
     monkeypatch.setenv("KUBECONFIG", os.environ["TFCLUSTER_E2E_KUBECONFIG"])
     runner = KubernetesBackend.create(namespace=NAMESPACE)
     yield runner
-    for name in ("e2e-demo", "e2e-gang"):
+    for name in ("e2e-demo", "e2e-gang", "e2e-own"):
         runner.cancel(name, volumes=True)
 
 
@@ -107,3 +107,27 @@ def test_killed_worker_restarts_the_gang_and_resumes(backend: KubernetesBackend)
     status = supervise_until(backend, "e2e-gang", lambda s: s.state.terminal)
     assert status.state is State.SUCCEEDED, status
     assert status.restarts >= 1
+
+
+def test_a_user_program_on_workers_sees_its_volume_and_who_leads(backend: KubernetesBackend) -> None:
+    probe = "import os; print('probe', os.environ['TFCLUSTER_IS_CHIEF'], sorted(os.listdir('/data')), flush=True)"
+    spec = validate_data({
+        "name": "e2e-own",
+        "image": os.environ.get("TFCLUSTER_E2E_IMAGE", "tfcluster-worker:latest"),
+        "command": ["python", "-c", probe],
+        "roles": {"worker": {"replicas": 2}},
+        "restart": {"policy": "never"},
+        "success_policy": "all-workers",
+        "kubernetes": {
+            "namespace": NAMESPACE,
+            "volumes": [{"name": "data", "configMap": {"name": "e2e-own-tfconfig", "items": [{"key": "job.json",
+                                                                                           "path": "job.json"}]}}],
+            "volume_mounts": [{"name": "data", "mount_path": "/data", "read_only": True}],
+        },
+    })
+    backend.submit(KubernetesBackend.dry_run(api.plan(spec, "k8s", api.new_run_id())))
+    status = supervise_until(backend, "e2e-own", lambda s: s.state.terminal)
+    assert status.state is State.SUCCEEDED, status
+    for index, lead in ((0, "1"), (1, "0")):
+        lines = [line for line in backend.logs("e2e-own", f"e2e-own-worker-{index}") if line.startswith("probe")]
+        assert lines == [f"probe {lead} ['job.json']"], lines
