@@ -6,7 +6,10 @@ apply order; ``render(plan)`` writes the same objects as YAML files plus a
 exports the cluster as a Kubeflow ``TFJob`` instead. Output is a
 deterministic function of the plan, and its size grows linearly with the
 number of tasks: the only per-task data is the training ``cluster`` dict,
-written once into a ConfigMap (never one TF_CONFIG per task).
+written once into a ConfigMap (never one TF_CONFIG per task). The
+ConfigMap also stores the run's TensorBoard (``tensorboard_objects``);
+``shared_board`` makes one board of several launched runs from what their
+ConfigMaps store.
 
 Why one Indexed Job per role (not a StatefulSet, not a pod per task):
 
