@@ -312,9 +312,9 @@ def tensorboard(name: tuple[str, ...], port: int, host: str, backend: str | None
 
     Local: reads each run's log dir. Compose: a TensorBoard container of the
     worker image reads the checkpoint volumes, its port published on HOST
-    only. Kubernetes: a TensorBoard Deployment for the run (one run per board),
-    reached through a port-forward. gs:// and s3:// log dirs: TensorBoard runs
-    here. Ctrl-C stops it and removes what it started.
+    only. Kubernetes: one TensorBoard Deployment (each run's volume claim
+    mounted read-only), reached through a port-forward. Only gs:// and s3://
+    log dirs: TensorBoard runs here. Ctrl-C stops it and removes what it started.
     """
     runs = list(dict.fromkeys(name))
     runner = _one_backend_for(runs, backend)

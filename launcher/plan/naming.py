@@ -9,8 +9,10 @@ planned. The controller's own files live under ``state_dir(backend, name)``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from launcher.spec.models import ClusterSpec, RoleType
@@ -30,6 +32,8 @@ LABEL_MANAGED = "app.kubernetes.io/managed-by"
 MANAGER = "tfcluster"
 #: On a run's TensorBoard container / pods instead of ``LABEL_CLUSTER`` (which would put them among the run's tasks).
 LABEL_TENSORBOARD = "tfcluster.io/tensorboard"
+#: Hex digits of the hash naming a board shared by several runs.
+SHARED_BOARD_HASH = 10
 
 
 def labels(cluster: str, run_id: str, role: RoleType | None = None, index: int | None = None) -> dict[str, str]:
@@ -83,8 +87,16 @@ def tensorboard_name(cluster: str) -> str:
 
 
 def tensorboard_labels(cluster: str) -> dict[str, str]:
-    """Labels of a run's TensorBoard container and pods (not ``LABEL_CLUSTER``: they are not tasks)."""
+    """Labels of a run's TensorBoard container and pods (not ``LABEL_CLUSTER``: they are not tasks);
+    ``cluster`` is a shared board's ``shared_tensorboard_name`` for a board of several runs."""
     return {LABEL_MANAGED: MANAGER, LABEL_TENSORBOARD: cluster}
+
+
+def shared_tensorboard_name(clusters: Iterable[str]) -> str:
+    """The Kubernetes TensorBoard showing several runs: one fixed-length DNS label per set of run names
+    (``tfcluster-tensorboard-<10 hex>``, a hash of the sorted names; the order they are given in does not matter)."""
+    digest = hashlib.sha256("\n".join(sorted(set(clusters))).encode()).hexdigest()
+    return f"{MANAGER}-tensorboard-{digest[:SHARED_BOARD_HASH]}"
 
 
 def cluster_scoped_names(cluster: str) -> list[str]:

@@ -3,7 +3,8 @@
 What only this covers: scheduling, pod DNS (``<task>.<cluster>``), the real
 Job controller (backoffLimitPerIndex, podFailurePolicy, podReplacementPolicy),
 the NetworkPolicy letting the TF ports through, a ReadWriteMany claim shared
-by all tasks, and real training with a gang restart.
+by all tasks, real training with a gang restart, and TensorBoard pods
+reading the runs' claims (one run, and two runs on one shared board).
 
 Environment: TFCLUSTER_E2E_KUBECONFIG (path), TFCLUSTER_E2E_IMAGE (the
 worker image, pullable by the cluster; default tfcluster-worker:latest),
@@ -23,6 +24,7 @@ from helpers.boards import free_port, scalar_curves
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.plan import naming
 from launcher.protocol.events import parse_event
 from launcher.supervision.status import JobStatus, State
 
@@ -34,6 +36,8 @@ TIMEOUT_SECONDS = 20 * 60
 
 
 NAMESPACE = os.environ.get("TFCLUSTER_E2E_NAMESPACE", "default")
+#: Two small runs shown on one TensorBoard, each read from its own claim.
+BOARD_RUNS = ("e2e-board-a", "e2e-board-b")
 
 
 @pytest.fixture
@@ -41,11 +45,11 @@ def backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[KubernetesBackend]:
     monkeypatch.setenv("KUBECONFIG", os.environ["TFCLUSTER_E2E_KUBECONFIG"])
     runner = KubernetesBackend.create(namespace=NAMESPACE)
     yield runner
-    for name in ("e2e-demo", "e2e-gang", "e2e-own"):
+    for name in ("e2e-demo", "e2e-gang", "e2e-own", *BOARD_RUNS):
         runner.cancel(name, volumes=True)
 
 
-def demo_plan(name: str):
+def demo_plan(name: str, workers: int = 2):
     claim = {"size": "1Gi"}
     if os.environ.get("TFCLUSTER_E2E_STORAGE_CLASS"):
         claim["storage_class"] = os.environ["TFCLUSTER_E2E_STORAGE_CLASS"]
@@ -53,7 +57,7 @@ def demo_plan(name: str):
         {
             "name": name,
             "image": os.environ.get("TFCLUSTER_E2E_IMAGE", "tfcluster-worker:latest"),
-            "roles": {"chief": {}, "worker": {"replicas": 2}},
+            "roles": {"chief": {}, "worker": {"replicas": workers}},
             "training": {"epochs": 2, "steps_per_epoch": 30, "batch_size_per_replica": 16},
             "checkpoint": {"backup_every_steps": 5},
             "restart": {"policy": "exit-code", "max_restarts": 3},
@@ -131,3 +135,21 @@ def test_a_user_program_on_workers_sees_its_volume_and_who_leads(backend: Kubern
     for index, lead in ((0, "1"), (1, "0")):
         lines = [line for line in backend.logs("e2e-own", f"e2e-own-worker-{index}") if line.startswith("probe")]
         assert lines == [f"probe {lead} ['job.json']"], lines
+
+
+def test_two_runs_side_by_side_on_one_board_read_from_their_claims(backend: KubernetesBackend) -> None:
+    for name in BOARD_RUNS:
+        backend.submit(KubernetesBackend.dry_run(demo_plan(name, workers=1)))
+    for name in BOARD_RUNS:
+        status = supervise_until(backend, name, lambda s: s.state.terminal)
+        assert status.state is State.SUCCEEDED, status
+    port = free_port()  # one TensorBoard Deployment mounting both claims, through a real port-forward
+    with backend.tensorboard(list(BOARD_RUNS), "127.0.0.1", port) as board:
+        curves = scalar_curves(board.url, [f"{name}/train" for name in BOARD_RUNS], "loss", timeout=300)
+        for name in BOARD_RUNS:
+            assert [int(step) for _, step, _ in curves[f"{name}/train"]][-1] == 60, name
+    from kubernetes import client, config
+
+    apps = client.AppsV1Api(config.new_client_from_config(config_file=os.environ["TFCLUSTER_E2E_KUBECONFIG"]))
+    shared = naming.shared_tensorboard_name(BOARD_RUNS)
+    assert shared not in [d.metadata.name for d in apps.list_namespaced_deployment(NAMESPACE).items]

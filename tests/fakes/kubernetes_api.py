@@ -6,8 +6,9 @@ persistentvolumeclaims, pods (core/v1), jobs (batch/v1) and networkpolicies
 (networking.k8s.io/v1); ``409 AlreadyExists`` on create, optimistic
 concurrency on replace (``resourceVersion``), ``404 NotFound``, list with an
 equality ``labelSelector``, delete cascading to owned objects unless
-``propagationPolicy=Orphan`` (a Job's running pod is killed, not removed:
-see ``delete``), ``pods/<name>/log`` (with ``follow``:
+``propagationPolicy=Orphan`` (as the garbage collector: an object with
+several owners goes with the last of them; a Job's running pod is killed,
+not removed: see ``delete``), ``pods/<name>/log`` (with ``follow``:
 streamed until the pod ends), deployments (apps/v1), and
 ``pods/<name>/portforward``: the websocket upgrade and the
 ``v4.channel.k8s.io`` framing the API server speaks (per port a data and
@@ -178,7 +179,7 @@ class FakeKubernetes:
             return copy.deepcopy(obj)
 
     def delete(self, plural: str, namespace: str, name: str, propagation: str) -> Obj:
-        """Remove the object (and, unless ``Orphan``, what it owns).
+        """Remove the object (and, unless ``Orphan``, what only it owns: ``_collect_garbage``).
 
         A running pod of a Job is not removed but killed: like the kubelet
         after SIGTERM it ends ``Failed`` with exit 143 and no
@@ -197,11 +198,25 @@ class FakeKubernetes:
                 return copy.deepcopy(obj)
             del self.objects[plural, namespace, name]
             if propagation != "Orphan":
-                uid = obj["metadata"]["uid"]
-                for key, other in list(self.objects.items()):
-                    if any(ref.get("uid") == uid for ref in other["metadata"].get("ownerReferences", [])):
-                        del self.objects[key]
+                self._collect_garbage(obj["metadata"]["uid"])
             return obj
+
+    def _collect_garbage(self, gone: str) -> None:
+        """The garbage collector after the object with uid ``gone`` was deleted: a dependent goes (and then
+        its own dependents) once none of its owners exists any more; one with another owner left only loses
+        the reference to the deleted one."""
+        uids = {other["metadata"]["uid"] for other in self.objects.values()}
+        for key, other in list(self.objects.items()):
+            refs = other["metadata"].get("ownerReferences", [])
+            if key not in self.objects or not any(ref.get("uid") == gone for ref in refs):
+                continue
+            left = [ref for ref in refs if ref.get("uid") in uids]
+            if left:
+                other["metadata"]["ownerReferences"] = left
+                other["metadata"]["resourceVersion"] = str(next(self._versions))
+            else:
+                del self.objects[key]
+                self._collect_garbage(other["metadata"]["uid"])
 
     # --- the test's stand-ins for the Job controller and the kubelet --------
 

@@ -13,10 +13,12 @@ what it cannot express (MultiWorkerMirrored gang restarts of survivors that
 hang, and deleting the Jobs left running once the run ended).
 
 ``tensorboard`` applies the run's TensorBoard objects that the rendered
-ConfigMap holds (owned by that ConfigMap, so ``down`` and the garbage
-collector remove them with the run), waits for a ready pod, forwards
-``host:port`` to it through the API server (``pods/<pod>/portforward``)
-and deletes them when left.
+ConfigMap holds, or for several runs one board mounting each run's claim
+(``manifests.shared_board``), owned by every shown run's ConfigMap (so
+``down`` of any of them and the garbage collector, once all are gone,
+remove it), waits for a ready pod, forwards ``host:port`` to it through
+the API server (``pods/<pod>/portforward``) and deletes it when left.
+When every log dir is a bucket, TensorBoard runs here instead.
 
 Every object carries ``tfcluster.io/cluster=<name>``; ``describe``, ``logs``
 and ``cancel`` find the cluster by that label in the backend's namespace.
@@ -39,10 +41,12 @@ from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.manifests import (
     CONTAINER,
     JOB_KEY,
-    TENSORBOARD_KEY,
+    BoardRun,
     config_map_problems,
     objects,
     render,
+    shared_board,
+    stored_board,
     volume_problems,
 )
 from launcher.backends.kubernetes.portforward import PortForwarder
@@ -87,8 +91,8 @@ _KINDS = {
 }
 #: What ``submit`` creates, in apply order; ``cancel`` deletes in reverse, Jobs first, so no pod outlives its config.
 _APPLIED = ("ServiceAccount", "ConfigMap", "Service", "NetworkPolicy", "PersistentVolumeClaim", "Job")
-#: A run's TensorBoard (``tensorboard``): ``cancel`` deletes a Deployment left by a killed command first.
-_BOARD = ("Deployment",)
+#: A TensorBoard (``tensorboard``): ``cancel`` deletes one a killed command left first, Deployment first.
+_BOARD = ("Deployment", "Service", "NetworkPolicy")
 #: How long the TensorBoard Deployment may take to have a ready pod (image pull, scheduling).
 BOARD_READY_SECONDS = 300.0
 #: Kept when it exists (it holds checkpoints); deleted only by ``cancel(volumes=True)``.
@@ -321,17 +325,27 @@ class KubernetesBackend(Backend):
     # --- tensorboard -------------------------------------------------------
 
     def tensorboard(self, names: Sequence[str], host: str, port: int) -> AbstractContextManager[Board]:
-        """The run's TensorBoard Deployment reached through a port-forward; TensorBoard here for bucket dirs."""
+        """A TensorBoard Deployment reached through a port-forward; TensorBoard here when every log dir is a bucket.
+
+        One run: the objects its ConfigMap stores. Several (a name given
+        twice counts once): one ``manifests.shared_board`` of the runs in
+        name order (the same board whatever order they are given in), owned
+        by every run's ConfigMap. ``LaunchError`` for a run not in the
+        backend's namespace or without summaries.
+        """
         namespace = self._ns()
-        configs = {name: self._config_map(name, namespace) for name in names}
+        runs = sorted(set(names))
+        configs = {name: self._config_map(name, namespace) for name in runs}
         dirs = {name: log_dir_of(name, RunConfig.model_validate_json(c["data"][JOB_KEY]).tensorboard_dir)
                 for name, c in configs.items()}
         if all(is_object_store(d) for d in dirs.values()):
             return serve_locally(dirs, host, port)
-        if len(names) > 1:
-            raise LaunchError("on Kubernetes each run's TensorBoard reads its own volume claim: open one board per "
-                              "run (another --port each), or write the runs' summaries to a gs:// or s3:// dir")
-        return self._board(configs[names[0]], namespace, host, port)
+        owners = [_owner(c) for c in configs.values()]
+        first = stored_board(runs[0], configs[runs[0]]["data"])
+        if len(runs) == 1:
+            return self._board(first, owners, namespace, host, port)
+        board = shared_board([BoardRun.stored(name, c["data"]) for name, c in configs.items()], first)
+        return self._board(board, owners, namespace, host, port)
 
     def _config_map(self, name: str, namespace: str) -> dict[str, Any]:
         from kubernetes.client.exceptions import ApiException
@@ -346,21 +360,17 @@ class KubernetesBackend(Backend):
                 raise
 
     @contextmanager
-    def _board(self, config_map: dict[str, Any], namespace: str, host: str, port: int) -> Iterator[Board]:
-        """Apply the run's TensorBoard objects (owned by its ConfigMap), forward to its ready pod, delete them after."""
-        meta = config_map["metadata"]
-        if TENSORBOARD_KEY not in config_map["data"]:
-            raise LaunchError(f"ConfigMap {meta['name']} holds no TensorBoard objects (launched by an older "
-                              "tfcluster?): launch the run again, or write its summaries to a gs:// or s3:// dir")
-        owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": meta["name"], "uid": meta["uid"]}
+    def _board(self, board: list[dict[str, Any]], owners: list[dict[str, Any]], namespace: str, host: str,
+               port: int) -> Iterator[Board]:
+        """Apply a TensorBoard's objects (Deployment first) owned by ``owners``, forward to its ready pod, delete them after."""
         applied: list[dict[str, Any]] = []
         try:
-            for obj in json.loads(config_map["data"][TENSORBOARD_KEY]):
-                obj = {**obj, "metadata": {**obj["metadata"], "namespace": namespace, "ownerReferences": [owner]}}
+            for obj in board:
+                obj = {**obj, "metadata": {**obj["metadata"], "namespace": namespace, "ownerReferences": owners}}
                 self._apply(obj, namespace)
                 applied.append(obj)
-            name = applied[0]["metadata"]["name"]
-            pod = self._ready_board_pod(name, meta["labels"][naming.LABEL_CLUSTER], namespace)
+            deployment = applied[0]
+            pod = self._ready_board_pod(deployment["metadata"]["name"], deployment["spec"]["selector"]["matchLabels"], namespace)
             with PortForwarder(partial(self._open_forward, pod, namespace), PORT, host, port) as forward:
                 address = url(host, port)
                 wait_until_serving(address, forward.running, lambda: f"pod {pod} does not answer on port {PORT}")
@@ -375,10 +385,10 @@ class KubernetesBackend(Backend):
         with self._stream_lock:
             return portforward(self._apis["core"].connect_get_namespaced_pod_portforward, pod, namespace, ports=str(PORT))
 
-    def _ready_board_pod(self, deployment: str, cluster: str, namespace: str) -> str:
-        """The name of a ready pod of the TensorBoard Deployment, once it has one."""
+    def _ready_board_pod(self, deployment: str, labels: dict[str, str], namespace: str) -> str:
+        """The name of a ready pod (one with ``labels``) of the TensorBoard Deployment, once it has one."""
         ends = time.monotonic() + BOARD_READY_SECONDS
-        selector = f"{naming.LABEL_TENSORBOARD}={cluster}"
+        selector = ",".join(f"{key}={value}" for key, value in labels.items())
         waiting = "no pod yet"
         while time.monotonic() < ends:
             with self._api_errors(f"read TensorBoard {deployment}"):
@@ -395,9 +405,19 @@ class KubernetesBackend(Backend):
     # --- cancel ----------------------------------------------------------
 
     def cancel(self, name: str, volumes: bool = False) -> None:
-        """Delete the cluster's objects, Jobs first (Foreground: a Job is gone only after its pods)."""
+        """Delete the cluster's objects, Jobs first (Foreground: a Job is gone only after its pods).
+
+        Every TensorBoard showing the run (its own, or one shared with other
+        runs) that a killed ``tensorboard`` command left goes first.
+        """
         namespace = self._ns()
-        for kind in (*_BOARD, *reversed(_APPLIED)):
+        owner = naming.config_map_name(name)
+        for kind in _BOARD:
+            for obj in self._select(kind, namespace, f"{naming.LABEL_MANAGED}={naming.MANAGER}"):
+                refs = obj["metadata"].get("ownerReferences") or []
+                if any(ref.get("kind") == "ConfigMap" and ref.get("name") == owner for ref in refs):
+                    self._delete(kind, obj["metadata"]["name"], namespace)
+        for kind in reversed(_APPLIED):
             if kind in _KEPT and not volumes:
                 continue
             for obj in self._list(kind, namespace, name):
@@ -421,8 +441,11 @@ class KubernetesBackend(Backend):
             response.release_conn()
 
     def _list(self, kind: str, namespace: str, cluster: str) -> list[dict[str, Any]]:
+        return self._select(kind, namespace, f"{naming.LABEL_CLUSTER}={cluster}")
+
+    def _select(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
         with self._api_errors(f"list {kind}s"):
-            return self._call(kind, "list", namespace, label_selector=f"{naming.LABEL_CLUSTER}={cluster}").get("items", [])
+            return self._call(kind, "list", namespace, label_selector=selector).get("items", [])
 
     def _delete(self, kind: str, name: str, namespace: str) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -447,6 +470,12 @@ class KubernetesBackend(Backend):
             raise LaunchError(f"cannot {action}: {_api_reason(exc)}") from None
         except HTTPError as exc:
             raise LaunchError(f"cannot {action}: Kubernetes API at {self._host} unreachable ({exc.__class__.__name__})") from None
+
+
+def _owner(config_map: dict[str, Any]) -> dict[str, Any]:
+    """An owner reference to a run's ConfigMap: what it owns goes with the run (the garbage collector)."""
+    meta = config_map["metadata"]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": meta["name"], "uid": meta["uid"]}
 
 
 def _task_order(runs: dict[tuple[RoleType, int], Any]) -> list[tuple[RoleType, int]]:

@@ -24,7 +24,7 @@ from kubernetes import client
 from fakes.kubernetes_api import TOKEN_PATH, FakeKubernetes
 from helpers.k8s_specs import DEMO, REPO, dry_run_for, plan_for
 from launcher.backends.kubernetes.backend import KubernetesBackend
-from launcher.backends.kubernetes.manifests import manifests
+from launcher.backends.kubernetes.manifests import BoardRun, manifests, shared_board, stored_board
 from launcher.cli import registry
 from launcher.cli.commands import main
 from launcher.cli.watch import watch
@@ -517,18 +517,19 @@ class _PodTensorBoard(http.server.BaseHTTPRequestHandler):
         return
 
 
-def _open_board(fake: FakeKubernetes, backend: KubernetesBackend) -> tuple[str, int, dict[str, object]]:
-    """``backend.tensorboard(["demo"])`` with the test as Deployment controller; returns the pod, the port and
-    what the board answered on the data API (through the forward) while it ran."""
+def _open_board(fake: FakeKubernetes, backend: KubernetesBackend, names: tuple[str, ...] = ("demo",),
+                board_name: str = "demo-tensorboard") -> tuple[str, int, dict[str, object]]:
+    """``backend.tensorboard(names)`` with the test as Deployment controller of ``board_name``; returns the pod,
+    the port and what the board answered on the data API (through the forward) and its objects while it ran."""
     pod_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _PodTensorBoard)
     threading.Thread(target=pod_server.serve_forever, daemon=True).start()
     rolled: list[str] = []
 
     def deployment_controller() -> None:  # the Deployment controller and kubelet, once the command applied it
-        while fake.get("deployments", "demo-tensorboard") is None:
+        while fake.get("deployments", board_name) is None:
             time.sleep(0.05)
         time.sleep(1.5)  # not ready at first: the command must wait for readiness
-        pod = fake.roll_out("demo-tensorboard")
+        pod = fake.roll_out(board_name)
         fake.pod_ports["default", pod, 6006] = pod_server.server_address[:2]
         rolled.append(pod)
 
@@ -536,11 +537,11 @@ def _open_board(fake: FakeKubernetes, backend: KubernetesBackend) -> tuple[str, 
     port = _free_port()
     seen: dict[str, object] = {}
     try:
-        with backend.tensorboard(["demo"], "127.0.0.1", port) as board:
+        with backend.tensorboard(list(names), "127.0.0.1", port) as board:
             assert board.url == f"http://127.0.0.1:{port}/" and board.running()
             with urllib.request.urlopen(board.url + "data/plugin/scalars/tags", timeout=10) as response:
                 seen["answer"] = json.loads(response.read())
-            seen["objects"] = {p: fake.get(p, "demo-tensorboard") for p in ("deployments", "services", "networkpolicies")}
+            seen["objects"] = {p: fake.get(p, board_name) for p in ("deployments", "services", "networkpolicies")}
             seen["tasks"] = backend.describe("demo").tasks
     finally:
         pod_server.shutdown()
@@ -564,6 +565,90 @@ def test_tensorboard_deployment_is_owned_by_the_run_and_reached_through_a_port_f
     assert fake.get("pods", pod) is None
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", port)) != 0, "the forwarded port is still open"
+
+
+OTHER = {"name": "other", "roles": {"chief": {}, "worker": {"replicas": 1}}}
+
+
+def _owner(fake: FakeKubernetes, run: str) -> dict[str, str]:
+    uid = fake.get("configmaps", f"{run}-tfconfig")["metadata"]["uid"]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": f"{run}-tfconfig", "uid": uid}
+
+
+def test_a_board_of_two_runs_reads_both_claims_is_owned_by_both_and_leaves_nothing(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO, "run-1"))
+    backend.submit(dry_run_for(OTHER, "run-2"))
+    board_name = naming.shared_tensorboard_name(["demo", "other"])
+    # Any order, a name twice: the same board of the two runs.
+    pod, port, seen = _open_board(fake, backend, ("other", "demo", "other"), board_name)
+    assert seen["answer"] == {"path": "/data/plugin/scalars/tags", "served-by": "the pod"}
+    owners = [_owner(fake, "demo"), _owner(fake, "other")]
+    for plural, obj in seen["objects"].items():
+        assert obj is not None and obj["metadata"]["ownerReferences"] == owners, plural
+    spec = seen["objects"]["deployments"]["spec"]["template"]["spec"]
+    claims = {v["persistentVolumeClaim"]["claimName"]: v["name"] for v in spec["volumes"] if "persistentVolumeClaim" in v}
+    assert claims == {"demo-checkpoints": "demo-checkpoints", "other-checkpoints": "other-checkpoints"}
+    [container] = spec["containers"]
+    assert container["args"][3:5] == ["--logdir_spec", "demo:/runs/demo/tensorboard,other:/runs/other/tensorboard"]
+    assert seen["tasks"] == describe_without_board(fake)  # the board's pod is no task of either run
+    forwards = [path for method, path in fake.requests if "/portforward" in path]
+    assert forwards and all(path == f"/api/v1/namespaces/default/pods/{pod}/portforward?ports=6006" for path in forwards)
+    for plural in ("deployments", "services", "networkpolicies"):  # leaving the board leaves nothing of it
+        assert fake.get(plural, board_name) is None, plural
+    assert fake.get("pods", pod) is None
+    assert not [key for key in fake.objects if key[0] in ("deployments", "services", "networkpolicies") and
+                key[2].startswith("tfcluster-tensorboard")]
+    with socket.socket() as sock:
+        assert sock.connect_ex(("127.0.0.1", port)) != 0, "the forwarded port is still open"
+
+
+def _leave_shared_board(fake: FakeKubernetes, runs: list[str]) -> str:
+    """What a killed ``tfcluster tensorboard RUNS`` leaves: the shared board, owned by every run, with a ready pod."""
+    data = {run: fake.get("configmaps", f"{run}-tfconfig")["data"] for run in runs}
+    board = shared_board([BoardRun.stored(run, data[run]) for run in runs], stored_board(runs[0], data[runs[0]]))
+    owners = [_owner(fake, run) for run in runs]
+    for obj in board:
+        plural = {"Deployment": "deployments", "Service": "services", "NetworkPolicy": "networkpolicies"}[obj["kind"]]
+        fake.create(plural, "default", {**obj, "metadata": {**obj["metadata"], "ownerReferences": owners}})
+    name = board[0]["metadata"]["name"]
+    fake.roll_out(name)
+    return name
+
+
+def test_down_of_any_shown_run_removes_a_shared_board_a_killed_command_left(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO, "run-1"))
+    backend.submit(dry_run_for(OTHER, "run-2"))
+    board = _leave_shared_board(fake, ["demo", "other"])
+    backend.cancel("other")  # not the run whose labels the board carries
+    left = [key for key in fake.objects if key[2].startswith((board, "other"))]
+    assert left == [("persistentvolumeclaims", "default", "other-checkpoints")], left  # kept: its checkpoints
+    assert fake.get("jobs", "demo-chief") is not None and fake.get("configmaps", "demo-tfconfig") is not None
+
+
+def test_the_garbage_collector_removes_a_shared_board_with_the_last_of_its_runs(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO, "run-1"))
+    backend.submit(dry_run_for(OTHER, "run-2"))
+    board = _leave_shared_board(fake, ["demo", "other"])
+    other = _owner(fake, "other")
+    fake.delete("configmaps", "default", "demo-tfconfig", "Background")
+    for plural in ("deployments", "services", "networkpolicies"):  # still shows the other run
+        assert fake.get(plural, board)["metadata"]["ownerReferences"] == [other], plural
+    fake.delete("configmaps", "default", "other-tfconfig", "Background")
+    assert not [key for key in fake.objects if key[2].startswith(board)], list(fake.objects)  # its pod too
+
+
+def test_a_board_of_several_runs_names_the_run_it_cannot_show(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO, "run-1"))
+    with pytest.raises(LaunchError, match="no cluster named 'nope' in namespace 'default'"):
+        backend.tensorboard(["demo", "nope"], "127.0.0.1", _free_port())
+    backend.submit(dry_run_for({**PSS, "tensorboard": {"enabled": False}}, "run-2"))
+    with pytest.raises(LaunchError, match="run 'pss' writes no TensorBoard summaries"):
+        backend.tensorboard(["demo", "pss"], "127.0.0.1", _free_port())
+    assert not [key for key in fake.objects if key[0] == "deployments"]
 
 
 def describe_without_board(fake: FakeKubernetes) -> list[object]:

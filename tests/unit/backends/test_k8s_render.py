@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,12 +18,16 @@ from helpers.k8s_specs import DEMO, KUBERNETES_VERSIONS, REPO, SPECS, all_plans,
 from launcher.backends.kubernetes.manifests import (
     CONFIG_DIR,
     INDEX_KEY,
+    BoardRun,
     manifests,
     render,
     render_tfjob,
+    shared_board,
+    stored_board,
     tensorboard_objects,
 )
 from launcher.cli.commands import main
+from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.plan.targets import CONTAINER_ENTRYPOINT
@@ -532,3 +537,90 @@ def test_the_volume_sources_a_spec_may_name_are_the_official_schemas(version: st
     schema_dir = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{version}.0-local-strict"
     properties = json.loads((schema_dir / "volume-v1.json").read_text())["properties"]
     assert VOLUME_SOURCES == set(properties) - {"name"}
+
+
+#: Three runs on one board: the demo (default log dir on its created claim), one with every Kubernetes option
+#: (an existing claim at /mnt/ckpt, a relative log dir), one whose summaries go to a bucket (its credentials secret).
+BOARD_RUNS = {
+    "demo": plan_for(DEMO),
+    "opts": plan_for({**SPECS["every-option"], "tensorboard": {"dir": "curves/tb"}, "kubernetes": {
+        **SPECS["every-option"]["kubernetes"], "namespace": "default"}}),
+    "bucket": plan_for({"name": "bucket", "roles": {"worker": {"replicas": 1}}, "tensorboard": {"dir": "gs://logs/bucket"},
+                        "kubernetes": {"env_from_secrets": ["gcs-key", "wandb"]}}),
+}
+
+
+def _shared_board(names: list[str]) -> list[dict[str, Any]]:
+    """``shared_board`` as the backend calls it: each run read back from its ConfigMap, the first one's board as template."""
+    data = {name: _by_kind(BOARD_RUNS[name], "ConfigMap")[0]["data"] for name in names}
+    return shared_board([BoardRun.stored(name, data[name]) for name in names], stored_board(names[0], data[names[0]]))
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_shared_board_validates_against_kubernetes_openapi(version: str) -> None:
+    board = _shared_board(sorted(BOARD_RUNS))
+    assert [o["kind"] for o in board] == ["Deployment", "Service", "NetworkPolicy"]
+    for obj in board:
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_shared_board_mounts_each_claim_read_only_at_its_own_path_and_reads_buckets_as_they_are() -> None:
+    deployment, service, policy = _shared_board(["bucket", "demo", "opts"])
+    name = naming.shared_tensorboard_name(["opts", "demo", "bucket"])
+    assert re.fullmatch(r"tfcluster-tensorboard-[0-9a-f]{10}", name)
+    assert {o["metadata"]["name"] for o in (deployment, service, policy)} == {name}
+    pod = deployment["spec"]["template"]
+    [container] = pod["spec"]["containers"]
+    assert container["args"][3:5] == [
+        "--logdir_spec", "bucket:gs://logs/bucket,demo:/runs/demo/tensorboard,opts:/runs/opts/curves/tb"]
+    assert [m for m in container["volumeMounts"] if m["name"] != "tmp"] == [
+        {"name": "demo-checkpoints", "mountPath": "/runs/demo", "readOnly": True},
+        {"name": "opts-checkpoints", "mountPath": "/runs/opts", "readOnly": True},
+    ]
+    assert [v for v in pod["spec"]["volumes"] if v["name"] != "tmp"] == [
+        {"name": "demo-checkpoints", "persistentVolumeClaim": {"claimName": "demo-checkpoints", "readOnly": True}},
+        {"name": "opts-checkpoints", "persistentVolumeClaim": {"claimName": "shared-ckpt", "readOnly": True}},
+    ]
+    assert container["envFrom"] == [{"secretRef": {"name": n}} for n in ("gcs-key", "wandb")]  # union, once each
+    # The pods are a board's, selected by the board's own labels, hardened as a single run's board.
+    labels = naming.tensorboard_labels(name)
+    assert pod["metadata"]["labels"] == labels == deployment["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
+    assert policy["spec"]["podSelector"]["matchLabels"] == labels
+    assert policy["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 6006}]}]
+    assert container["securityContext"]["readOnlyRootFilesystem"] and pod["spec"]["securityContext"]["runAsNonRoot"]
+    assert not pod["spec"]["automountServiceAccountToken"]
+    # The first run's stored board is the template: its pod settings and its objects' labels (so `down bucket` finds it).
+    [template] = [o for o in tensorboard_objects(BOARD_RUNS["bucket"]) if o["kind"] == "Deployment"]
+    assert deployment["metadata"]["labels"] == template["metadata"]["labels"]
+    assert {k: v for k, v in pod["spec"].items() if k not in ("containers", "volumes")} == {
+        k: v for k, v in template["spec"]["template"]["spec"].items() if k not in ("containers", "volumes")}
+    assert container["image"] == template["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+def test_shared_board_takes_the_node_settings_of_the_first_run() -> None:
+    deployment = _shared_board(["opts", "demo"])[0]
+    spec = deployment["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}] and spec["serviceAccountName"] == "opts-runner"
+    assert spec["containers"][0]["image"] == "registry.example.com/team/tf:1.0"
+    assert deployment["metadata"]["labels"][naming.LABEL_CLUSTER] == "opts"
+
+
+def test_shared_board_refuses_a_log_dir_it_cannot_mount() -> None:
+    outside = BoardRun("stray", "/elsewhere/tb", "/checkpoints", "stray-checkpoints")
+    template = tensorboard_objects(BOARD_RUNS["demo"])
+    with pytest.raises(LaunchError, match="'stray' writes its summaries to /elsewhere/tb, outside its checkpoint claim"):
+        shared_board([BoardRun("demo", "/checkpoints/tensorboard", "/checkpoints", "demo-checkpoints"), outside], template)
+    off = plan_for({"name": "off", "roles": {"worker": {"replicas": 1}}, "tensorboard": {"enabled": False}})
+    with pytest.raises(LaunchError, match="tensorboard.enabled: false"):
+        BoardRun.stored("off", _by_kind(off, "ConfigMap")[0]["data"])
+    older = {"job.json": _by_kind(BOARD_RUNS["demo"], "ConfigMap")[0]["data"]["job.json"]}  # launched before boards
+    with pytest.raises(LaunchError, match="ConfigMap demo-tfconfig holds no TensorBoard objects"):
+        BoardRun.stored("demo", older)
+
+
+def test_a_shared_board_is_named_by_the_set_of_runs() -> None:
+    assert naming.shared_tensorboard_name(["a", "b"]) == naming.shared_tensorboard_name(["b", "a", "b"])
+    assert naming.shared_tensorboard_name(["a", "b"]) != naming.shared_tensorboard_name(["a", "bc"])
+    assert naming.shared_tensorboard_name(["a", "b"]) != naming.shared_tensorboard_name(["ab"])
+    assert len(naming.shared_tensorboard_name(["x" * 50] * 3 + ["y"])) == len("tfcluster-tensorboard-") + 10
