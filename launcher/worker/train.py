@@ -111,6 +111,9 @@ def fit_loop(run: TrainingRun) -> dict[str, float]:
         progress = run.progress(input_probe=run.strategy.experimental_distribute_dataset(inputs))
     pattern = paths.checkpoint_pattern(run_config.checkpoint_dir)
     callbacks = [
+        # First: a step's curve point is on disk before a backup or a preemption save makes the step one a
+        # restart does not train again (the step event then precedes the save).
+        progress,
         tf.keras.callbacks.BackupAndRestore(
             backup_dir=paths.backup_dir(run_config.checkpoint_dir),
             save_freq=run_config.backup_every_steps or "epoch",
@@ -120,7 +123,6 @@ def fit_loop(run: TrainingRun) -> dict[str, float]:
         # ModelCheckpoint writes non-chief copies to temporary paths and removes them itself.
         tf.keras.callbacks.ModelCheckpoint(pattern, save_weights_only=True),
         CheckpointEvents(ctx.reporter, pattern),
-        progress,
     ]
     history = model.fit(
         inputs, epochs=training.epochs, steps_per_epoch=training.steps_per_epoch, callbacks=callbacks, verbose=0
@@ -198,19 +200,21 @@ def custom_loop(run: TrainingRun) -> dict[str, float]:
         for batch in range(start.step_in_epoch if epoch == start.epoch else 0, training.steps_per_epoch):
             progress.on_train_batch_begin(batch)
             loss = run_step()
+            # Before the backup and a preemption save, as in fit: a step's curve point is on disk before
+            # a save makes the step one a restart does not train again.
+            progress.on_train_batch_end(batch, {"loss": loss})
             last = batch == training.steps_per_epoch - 1
             if every and not last and (epoch * training.steps_per_epoch + batch + 1) % every == 0:
                 backup.save(epoch, batch)
             if preemption is not None:
                 done[:] = epoch, batch
                 preemption.after_step(epoch * training.steps_per_epoch + batch + 1)
-            progress.on_train_batch_end(batch, {"loss": loss})  # after the backup, as with fit's callbacks
         wait_for_steps()
+        progress.on_epoch_end(epoch, {"loss": loss})
         backup.save(epoch, training.steps_per_epoch - 1)
         weights = pattern.format(epoch=epoch + 1)
         chief_or_scratch(ctx, weights, model.save_weights)
         ctx.reporter.chief(EventKind.CHECKPOINT, epoch=epoch, path=weights)
-        progress.on_epoch_end(epoch, {"loss": loss})
     backup.delete()
     final = scalar(loss)
     return {"loss": final} if final is not None else {}

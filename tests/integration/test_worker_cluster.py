@@ -146,8 +146,10 @@ def test_dead_peer_exits_175_and_a_restart_resumes_from_the_backup(tmp_path: Pat
         training={"epochs": 2, "steps_per_epoch": 20, "batch_size_per_replica": 32},
         tensorboard={"update_steps": 2},
     )
-    first = start_cluster(spec, "run1")  # killed at step >= 10: 30 steps and a checkpoint left, so it cannot finish first
-    wait_for_step(first, "rs-chief-0", 10)
+    # Killed past step 10 (a step's event precedes its backup; the backup of step 10 precedes step 11): 29 steps
+    # and a checkpoint left, so it cannot finish first.
+    first = start_cluster(spec, "run1")
+    wait_for_step(first, "rs-chief-0", 11)
     first.procs["rs-worker-0"].send_signal(signal.SIGKILL)
     results = first.wait(timeout=120)
     assert results["rs-chief-0"].returncode == 175, describe(results)
@@ -194,7 +196,7 @@ def test_custom_loop_restart_resumes_from_its_own_backup(tmp_path: Path) -> None
         tensorboard={"update_steps": 3},  # points after the last backup, which the resumed run trains again
     )
     first = start_cluster(spec, "run1")
-    wait_for_step(first, "cr-chief-0", 50)
+    wait_for_step(first, "cr-chief-0", 51)  # the backup of step 50 precedes step 51
     first.kill()
     second = run_cluster(spec, "run2")
     assert_all_ok(second)
