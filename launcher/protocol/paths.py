@@ -8,6 +8,7 @@ reads it too, so this module imports no TensorFlow)::
     <dir>/model/model.keras            final model, exported by the chief (tf.keras.models.load_model)
     <dir>/tensorboard/{train,validation}/  TensorBoard summaries (the default log dir, ``RunConfig.tensorboard_dir``)
     <dir>/_tfcluster/<run_id>/DONE     completion marker, written by the chief after export
+    <dir>/_tfcluster/<run_id>/EVALUATOR  written by the evaluator when it first starts in that launch
     <dir>/_tfcluster/tmp/<task>/       scratch of non-chief tasks (removed by them)
 
 Joins use '/' so URLs work unchanged.
@@ -64,6 +65,10 @@ def summaries_dir(log_dir: str, which: str) -> str:
 
 def done_marker(checkpoint_dir: str, run_id: str) -> str:
     return posixpath.join(checkpoint_dir, "_tfcluster", run_id, "DONE")
+
+
+def evaluator_marker(checkpoint_dir: str, run_id: str) -> str:
+    return posixpath.join(checkpoint_dir, "_tfcluster", run_id, "EVALUATOR")
 
 
 def scratch_dir(checkpoint_dir: str, task_name: str) -> str:

@@ -10,6 +10,13 @@ evaluated are skipped). It returns
 after evaluating the latest checkpoint seen once the run's DONE marker
 exists, so the final checkpoint is always evaluated. It is outside the
 training cluster and uses the default strategy.
+
+The first evaluator of a launch (``lifecycle.first_evaluator_start``)
+belongs to the training the launch resumes (from its backup, else from
+scratch): a checkpoint already there past that step is an earlier launch's,
+which this launch writes again, so it is not evaluated, and validation
+points past that step go (``ValidationSummaries.open``). A restarted
+evaluator keeps the launch's curve and evaluates the latest checkpoint.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from launcher.protocol.events import EventKind
 from launcher.worker import lifecycle
 from launcher.worker.context import TaskContext
 from launcher.worker.errors import ConfigError
+from launcher.worker.restore import resume_point
 from launcher.worker.summaries import ValidationSummaries
 
 POLL_S = 2.0
@@ -36,8 +44,17 @@ def evaluate(ctx: TaskContext, poll: float = POLL_S) -> None:
     model = ctx.user.build_model()
     dataset = ctx.user.make_eval_dataset(run_config.training.batch_size_per_replica)
     directory = paths.checkpoints_dir(run_config.checkpoint_dir)
-    summaries = ValidationSummaries.open(run_config)
+    steps_per_epoch = run_config.training.steps_per_epoch
     evaluated: str | None = None
+    resume_step: int | None = None
+    if lifecycle.first_evaluator_start(run_config.checkpoint_dir, run_config.run_id):
+        resume = resume_point(paths.backup_dir(run_config.checkpoint_dir), steps_per_epoch,
+                              run_config.backup_every_steps is not None)
+        resume_step = 0 if resume is None else resume.step
+        earlier = tf.train.latest_checkpoint(directory)
+        if earlier is not None and (paths.checkpoint_epoch(earlier) or 0) * steps_per_epoch > resume_step:
+            evaluated = earlier
+    summaries = ValidationSummaries.open(run_config, resume_step)
     metrics: dict[str, float] = {}
     while True:
         done = lifecycle.is_done(run_config.checkpoint_dir, run_config.run_id)  # before looking: then the last one is seen
@@ -48,7 +65,7 @@ def evaluate(ctx: TaskContext, poll: float = POLL_S) -> None:
             ctx.reporter.emit(EventKind.EVALUATION, checkpoint=latest, metrics=metrics)
             epoch = paths.checkpoint_epoch(latest)
             if summaries is not None and epoch is not None:
-                summaries.write(epoch * run_config.training.steps_per_epoch, metrics)
+                summaries.write(epoch * steps_per_epoch, metrics)
             evaluated = latest
         if done:
             break

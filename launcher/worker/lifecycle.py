@@ -1,7 +1,8 @@
-"""End of a run: the chief's DONE marker, and the PSS servers that wait for it.
+"""A launch's markers: the chief's DONE, the evaluator's first start; the PSS servers that wait for DONE.
 
 Contract: ``mark_done`` writes ``paths.done_marker`` (via ``tf.io.gfile``, so
-``gs://`` works); ``serve_until_done`` starts this task's
+``gs://`` works); ``first_evaluator_start`` writes ``paths.evaluator_marker``
+and tells whether it was the first to; ``serve_until_done`` starts this task's
 ``tf.distribute.Server`` and returns once the marker of this run exists,
 polling every ``poll`` seconds (``server.join()`` would block forever).
 """
@@ -23,12 +24,24 @@ POLL_S = 1.0
 log = logging.getLogger("launcher.worker")
 
 
-def mark_done(checkpoint_dir: str, run_id: str) -> str:
-    marker = paths.done_marker(checkpoint_dir, run_id)
+def _mark(marker: str) -> str:
     tf.io.gfile.makedirs(posixpath.dirname(marker))
     with tf.io.gfile.GFile(marker, "w") as handle:
         handle.write(f"{time.time():.3f}\n")
     return marker
+
+
+def mark_done(checkpoint_dir: str, run_id: str) -> str:
+    return _mark(paths.done_marker(checkpoint_dir, run_id))
+
+
+def first_evaluator_start(checkpoint_dir: str, run_id: str) -> bool:
+    """True when no evaluator of launch ``run_id`` started before (a restarted one gets False)."""
+    marker = paths.evaluator_marker(checkpoint_dir, run_id)
+    if tf.io.gfile.exists(marker):
+        return False
+    _mark(marker)
+    return True
 
 
 def is_done(checkpoint_dir: str, run_id: str) -> bool:

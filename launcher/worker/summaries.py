@@ -11,10 +11,13 @@ Contract (``log dir`` = ``RunConfig.tensorboard_dir``; None writes nothing):
   so the curve continues at the restored step without going back or
   holding two points at one step. A run that starts from scratch
   (``resume_step`` 0) starts its training curve again.
-- ``ValidationSummaries.open(run_config)`` (the evaluator) writes each
-  evaluated checkpoint's metrics to ``<log dir>/validation`` at that
-  checkpoint's step, and never a step at or before the last one already
-  written (an evaluator restarted re-evaluates the latest checkpoint).
+- ``ValidationSummaries.open(run_config, resume_step)`` (the evaluator)
+  writes each evaluated checkpoint's metrics to ``<log dir>/validation`` at
+  that checkpoint's step, and never a step at or before the last one already
+  written (an evaluator restarted re-evaluates the latest checkpoint). The
+  first evaluator of a launch passes the step the launch resumes training
+  from (0 from scratch): the points past it, an earlier launch's, go first,
+  as the training curve's do.
 
 Training and validation use the same tags (``loss`` and each compiled
 metric), so TensorBoard draws them in one chart; training also has
@@ -163,9 +166,15 @@ class ValidationSummaries(_Writer):
         super().__init__(directory)
 
     @classmethod
-    def open(cls, run_config: RunConfig) -> ValidationSummaries | None:
+    def open(cls, run_config: RunConfig, resume_step: int | None) -> ValidationSummaries | None:
+        """The writer, after dropping the points past ``resume_step`` (None keeps them: a restarted evaluator)."""
         log_dir = _log_dir(run_config)
-        return None if log_dir is None else cls(paths.summaries_dir(log_dir, paths.VALIDATION_SUMMARIES))
+        if log_dir is None:
+            return None
+        directory = paths.summaries_dir(log_dir, paths.VALIDATION_SUMMARIES)
+        if resume_step is not None:
+            truncate_after(directory, resume_step)
+        return cls(directory)
 
     def write(self, step: int, metrics: Mapping[str, float]) -> None:
         if self.written is not None and step <= self.written:

@@ -102,6 +102,24 @@ def test_pss_servers_stop_at_done_and_the_evaluator_evaluates_the_final_checkpoi
     assert len(train) >= 2 and train[-1][0] == 2 * steps_per_epoch
 
 
+def test_a_new_launch_from_scratch_replaces_the_validation_curve_of_an_earlier_one(tmp_path: Path) -> None:
+    """A finished run launched again (3 epochs, then 2): the evaluator skips the earlier launch's last
+    checkpoint and the validation curve holds only the new launch's points, as the training curve does."""
+    first = run_cluster(cluster_spec("again", {"chief": 1, "evaluator": 1}, tmp_path,
+                                     training={"epochs": 3, "steps_per_epoch": 10, "batch_size_per_replica": 32}), "run1")
+    assert_all_ok(first)
+    assert curve(tmp_path / "tensorboard" / "validation", "loss")[-1][0] == 30
+    second = run_cluster(cluster_spec("again", {"chief": 1, "evaluator": 1}, tmp_path), "run2")
+    assert_all_ok(second)
+    evaluations = second["again-evaluator-0"].of("evaluation")
+    assert evaluations and not [e for e in evaluations if e["checkpoint"].endswith("ckpt-0003")], evaluations
+    evaluated = {int(e["checkpoint"][-4:]) * 10: e["metrics"]["loss"] for e in evaluations}
+    validation = curve(tmp_path / "tensorboard" / "validation", "loss")
+    assert validation and validation[-1][0] == 20, validation
+    assert validation == [(step, pytest.approx(evaluated[step])) for step, _ in validation]
+    assert [step for step, _ in curve(tmp_path / "tensorboard" / "train", "loss")][-1] == 20
+
+
 def test_custom_loop_runs_the_users_train_step_under_mwms_from_the_cluster_file(tmp_path: Path) -> None:
     spec = cluster_spec(
         "cl", {"chief": 1, "worker": 1}, tmp_path,

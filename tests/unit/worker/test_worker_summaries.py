@@ -50,7 +50,7 @@ def test_without_tensorboard_a_task_warns_and_writes_nothing(monkeypatch: pytest
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name, *a))
     with caplog.at_level(logging.WARNING, logger="launcher.worker"):
         assert summaries.TrainSummaries.open(run_config, True, 0, 32, None) is None
-        assert summaries.ValidationSummaries.open(run_config) is None
+        assert summaries.ValidationSummaries.open(run_config, 0) is None
     assert "not installed" in caplog.text
 
 
