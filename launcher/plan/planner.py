@@ -106,6 +106,10 @@ class Plan(BaseModel):
         """The task that leads the job (``launcher.protocol.roles.lead_task``)."""
         return next(t for t in self.tasks if t.ref == self.policy.lead)
 
+    def board_image(self) -> str:
+        """The image a container backend runs the run's TensorBoard in: ``tensorboard.image``, else the lead task's."""
+        return self.spec.tensorboard.image or self.lead().image
+
 
 def runs_program(role: RoleType, strategy: Strategy) -> bool:
     """True if tasks of ``role`` run the spec's cluster-level ``command``.

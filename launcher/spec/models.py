@@ -227,13 +227,20 @@ class TensorBoardSpec(_Model):
 
     ``dir`` None means ``<checkpoint dir>/tensorboard``; a relative ``dir`` is
     relative to the checkpoint dir (so it stays on the shared volume in
-    containers); ``gs://``/``s3://`` URLs work.
+    containers); ``gs://``/``s3://`` URLs work. ``image`` is read by
+    ``Plan.board_image``.
     """
 
     enabled: bool = Field(True, description="Write training and validation summaries.")
     dir: str | None = Field(None, min_length=1, description="Log dir; default <checkpoint dir>/tensorboard.")
     update_steps: int = Field(
         10, ge=1, le=10_000_000, description="Write the training scalars every N steps (and at each epoch's end)."
+    )
+    image: str | None = Field(
+        None,
+        min_length=1,
+        description="Image of the TensorBoard container (compose) or pod (k8s); default: the lead task's image "
+        "(the worker image and workspace layers have TensorBoard; name one when your own image lacks it).",
     )
 
 

@@ -49,7 +49,7 @@ def container_options(plans: Mapping[str, Plan], host: str, port: int) -> dict[s
         for name, directory in dirs.items() if not is_object_store(directory)
     }
     return {
-        "image": plans[first].lead().image,
+        "image": plans[first].board_image(),
         "command": tensorboard.command({n: _in_container(n, d) for n, d in dirs.items()}, "0.0.0.0", tensorboard.PORT),
         "name": naming.tensorboard_name(first),
         "labels": labels,

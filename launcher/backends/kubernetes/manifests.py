@@ -490,7 +490,7 @@ def tensorboard_objects(plan: Plan) -> list[Manifest]:
         _meta(plan, naming.tensorboard_name(plan.name)),
         naming.tensorboard_labels(plan.name),
         {"restartPolicy": "Always", **_hardened_pod(plan, [], [])},
-        plan.lead().image,
+        plan.board_image(),
         {plan.name: log_dir},
         plan.spec.kubernetes.env_from_secrets,  # credentials for a gs:// or s3:// log dir
         claims,

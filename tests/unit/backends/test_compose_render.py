@@ -165,3 +165,13 @@ def test_tensorboard_container_reads_the_volumes_read_only_and_publishes_only_it
     assert options["name"] == naming.tensorboard_name("a")
     assert options["labels"][f"{naming.LABEL_TENSORBOARD}.a"] == options["labels"][f"{naming.LABEL_TENSORBOARD}.b"] == "true"
     assert "network" not in options and "network_mode" not in options  # outside the runs' networks
+
+
+def test_the_tensorboard_container_runs_the_image_tensorboard_image_names() -> None:
+    from launcher.backends.compose.tensorboard import container_options
+
+    spec = {"name": "a", "image": "mine/own:1", "roles": {"worker": {}}}
+    assert container_options({"a": api.plan(validate_data(spec), "compose")}, "127.0.0.1", 7000)["image"] == "mine/own:1"
+    spec["tensorboard"] = {"image": "tfcluster-worker:latest"}
+    plans = {"a": api.plan(validate_data(spec), "compose")}
+    assert container_options(plans, "127.0.0.1", 7000)["image"] == "tfcluster-worker:latest"

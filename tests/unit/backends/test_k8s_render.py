@@ -624,3 +624,11 @@ def test_a_shared_board_is_named_by_the_set_of_runs() -> None:
     assert naming.shared_tensorboard_name(["a", "b"]) != naming.shared_tensorboard_name(["a", "bc"])
     assert naming.shared_tensorboard_name(["a", "b"]) != naming.shared_tensorboard_name(["ab"])
     assert len(naming.shared_tensorboard_name(["x" * 50] * 3 + ["y"])) == len("tfcluster-tensorboard-") + 10
+
+
+def test_the_board_runs_in_the_lead_tasks_image_unless_tensorboard_image_names_one() -> None:
+    roles = {"chief": {"image": "mine/chief:1"}, "worker": {"replicas": 2, "image": "mine/worker:1"}}
+    for board, image in [({}, "mine/chief:1"), ({"image": "tfcluster-worker:latest"}, "tfcluster-worker:latest")]:
+        plan = plan_for({"name": "img", "roles": roles, "tensorboard": board})
+        [deployment] = [o for o in tensorboard_objects(plan) if o["kind"] == "Deployment"]
+        assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
