@@ -95,3 +95,18 @@ def test_a_script_with_the_progress_callback_reports_like_the_entrypoint(tmp_pat
     events = [e for e in map(parse_event, LocalState.named("keras-progress").task_log("keras-progress-worker-0")
                              .read_text().splitlines()) if e]
     assert [e["step"] for e in events if e["event"] == "step"] == [4, 8, 12, 16]
+
+
+def test_a_custom_loop_reporting_with_the_two_functions_shows_like_the_entrypoint(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, SCRIPTS / "custom_progress.py")
+    result = tfcluster("run", "--workers", "2", *QUIET, "custom_progress.py", cwd=ws, timeout=300)
+    assert result.returncode == 0, tfcluster("logs", "custom-progress", cwd=ws).stdout[-3000:]
+    progress = json.loads(tfcluster("status", "custom-progress", "-o", "json", cwd=ws).stdout)["progress"]
+    assert (progress["event"], progress["epoch"], progress["step"], progress["total_steps"]) == ("finished", 1, 16, 16)
+    assert isinstance(progress["metrics"]["loss"], float)
+    state = LocalState.named("custom-progress")
+    lead, other = ([e for e in map(parse_event, state.task_log(f"custom-progress-worker-{i}").read_text().splitlines()) if e]
+                   for i in (0, 1))
+    assert [e["step"] for e in lead if e["event"] == "step"] == [4, 8, 12, 16]
+    assert [(e["epoch"], type(e["loss"])) for e in lead if e["event"] == "epoch"] == [(0, float), (1, float)]
+    assert not [e for e in other if e["event"] in ("step", "epoch")]  # worker 1 does not lead: each step is seen once
