@@ -129,4 +129,5 @@ def make_policy(spec: ClusterSpec, strategy: Strategy) -> JobPolicy:
 
 
 def _runs_user_program(spec: ClusterSpec) -> bool:
-    return bool(spec.command) or any(spec.roles.role(role).command for role in RoleType)
+    """True when some task runs another program than the entrypoint: a ``command``, or ``[]`` (the image's own)."""
+    return bool(spec.command) or any(spec.roles.role(role).command is not None for role in RoleType)

@@ -29,6 +29,8 @@ def test_under_parameter_server_ps_and_workers_run_the_built_in_server() -> None
     assert by_role[RoleType.PS][1:] == by_role[RoleType.WORKER][1:] == ["-m", "launcher.worker"]
     built_in = _plan(roles={"chief": {}, "worker": {}, "ps": {}})
     assert plan.policy.linger_seconds < built_in.policy.linger_seconds
+    own = _plan(roles={"chief": {"command": []}, "worker": {}, "ps": {}})  # [] runs the image's own program
+    assert own.policy.linger_seconds == plan.policy.linger_seconds
     assert (plan.epochs, built_in.epochs) == (None, built_in.spec.training.epochs)  # the job's progress counts to
 
 
