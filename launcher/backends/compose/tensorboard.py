@@ -5,7 +5,9 @@ Contract: ``container_options(plans, host, port)`` is pure: the Docker
 named ``naming.tensorboard_name`` of the first run and labelled
 ``naming.tensorboard_labels`` of each run (so ``down NAME`` removes it).
 Each run's checkpoint volume is mounted read-only at ``/runs/<name>``;
-its log dir is read there (a ``gs://``/``s3://`` one as it is). Only
+its log dir is read there (a ``gs://``/``s3://`` one as it is, with the
+spec-level ``env`` of the runs that write to buckets: their credentials;
+``LaunchError`` when two of them set a variable differently). Only
 TensorBoard's port is published, on ``host`` (127.0.0.1 by default); the
 container runs as the image's non-root user with a read-only root
 filesystem, no capabilities and a tmpfs ``/tmp``, outside the runs'
@@ -50,6 +52,7 @@ def container_options(plans: Mapping[str, Plan], host: str, port: int) -> dict[s
     }
     return {
         "image": plans[first].board_image(),
+        "environment": _bucket_env({name: plan for name, plan in plans.items() if is_object_store(dirs[name])}),
         "command": tensorboard.command({n: _in_container(n, d) for n, d in dirs.items()}, "0.0.0.0", tensorboard.PORT),
         "name": naming.tensorboard_name(first),
         "labels": labels,
@@ -62,6 +65,17 @@ def container_options(plans: Mapping[str, Plan], host: str, port: int) -> dict[s
         "security_opt": ["no-new-privileges"],
         "detach": True,
     }
+
+
+def _bucket_env(plans: Mapping[str, Plan]) -> dict[str, str]:
+    """The spec-level ``env`` of the runs whose log dir is a bucket, merged (the credentials to read it)."""
+    merged: dict[str, tuple[str, str]] = {}
+    for name, plan in plans.items():
+        for key, value in plan.spec.env.items():
+            other, seen = merged.setdefault(key, (name, value))
+            if seen != value:
+                raise LaunchError(f"runs {other!r} and {name!r} set {key} differently: open them on separate boards")
+    return {key: value for key, (_, value) in merged.items()}
 
 
 def board_filters(name: str) -> dict[str, str]:

@@ -18,6 +18,7 @@ from helpers.paths import REPO  # noqa: I001
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.compose.render import COMPOSE_FILE, TASK_USER, render
+from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.spec.quantities import byte_count
 
@@ -175,3 +176,17 @@ def test_the_tensorboard_container_runs_the_image_tensorboard_image_names() -> N
     spec["tensorboard"] = {"image": "tfcluster-worker:latest"}
     plans = {"a": api.plan(validate_data(spec), "compose")}
     assert container_options(plans, "127.0.0.1", 7000)["image"] == "tfcluster-worker:latest"
+
+
+def test_the_tensorboard_container_gets_the_env_of_the_runs_on_buckets_and_refuses_a_clash() -> None:
+    from launcher.backends.compose.tensorboard import container_options
+
+    def plan(name: str, directory: str, env: dict[str, str]) -> Any:
+        spec = {"name": name, "roles": {"worker": {}}, "checkpoint": {"dir": directory}, "env": env}
+        return api.plan(validate_data(spec), "compose")
+
+    plans = {"a": plan("a", "/checkpoints", {"LOCAL_ONLY": "1"}), "b": plan("b", "s3://bucket/b", {"AWS_REGION": "eu-west-1"})}
+    assert container_options(plans, "127.0.0.1", 7000)["environment"] == {"AWS_REGION": "eu-west-1"}
+    plans["c"] = plan("c", "s3://bucket/c", {"AWS_REGION": "us-east-1"})
+    with pytest.raises(LaunchError, match="runs 'b' and 'c' set AWS_REGION differently"):
+        container_options(plans, "127.0.0.1", 7000)
