@@ -17,7 +17,8 @@ The name is ``--name``, else the base spec's, else derived from the
 program (``naming.name_for_program``). The current directory is the
 spec's ``workspace`` (unless ``-f`` names one): local tasks start there, and
 on compose and Kubernetes it ships as the workspace image layer, on top of
-``--image`` when given; ``--registry`` is where Kubernetes pulls it from.
+``--image`` when given (every task's base image, a base spec's role images
+too); ``--registry`` is where Kubernetes pulls it from.
 """
 
 from __future__ import annotations
@@ -64,22 +65,23 @@ def script_spec_data(run: ScriptRun, base: dict[str, Any] | None = None) -> dict
     """The spec mapping of ``run`` (see the module contract); ``base`` is a spec's ``model_dump(mode="json")``."""
     data: dict[str, Any] = dict(base) if base is not None else {"roles": _roles(run)}
     if base is not None:  # the script is the program of every role the spec's program ran on
-        data["roles"] = {role: _without_program(spec) for role, spec in base["roles"].items()}
+        data["roles"] = {role: _without(spec, "command", "args") for role, spec in base["roles"].items()}
     if base is None and run.ps:
         data["strategy"] = Strategy.PARAMETER_SERVER.value
     data["name"] = run.name or (base or {}).get("name") or naming.name_for_program(run.program)
     data["command"] = run.command()
     data["env"] = {**data.get("env", {}), **dict(item.split("=", 1) for item in run.env)}
-    if run.image:
+    if run.image:  # the command line wins over the file: every task runs it
         data["image"] = run.image
+        data["roles"] = {role: _without(spec, "image") for role, spec in data["roles"].items()}
     data["workspace"] = data.get("workspace") or "."
     if run.registry:
         data["kubernetes"] = {**data.get("kubernetes", {}), "registry": run.registry}
     return data
 
 
-def _without_program(role: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if role is None else {k: v for k, v in role.items() if k not in ("command", "args")}
+def _without(role: dict[str, Any] | None, *fields: str) -> dict[str, Any] | None:
+    return None if role is None else {k: v for k, v in role.items() if k not in fields}
 
 
 def _roles(run: ScriptRun) -> dict[str, dict[str, int]]:

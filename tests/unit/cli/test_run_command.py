@@ -46,6 +46,13 @@ def test_a_spec_given_with_f_keeps_its_roles_and_name(write_spec) -> None:
     assert spec.command == ["py", "t.py"]
 
 
+def test_image_is_every_tasks_base_image_even_where_the_spec_names_role_images(write_spec) -> None:
+    base = api.load_spec(write_spec({"name": "own", "roles": {"chief": {"image": "a:1"}, "worker": {"image": "b:1"}}}))
+    run = ScriptRun(program="t.py", python="py", image="mine:2")
+    spec = api.validate_data(script_spec_data(run, base.model_dump(mode="json")))
+    assert spec.image == "mine:2" and {spec.roles.role(r).image for r in (RoleType.CHIEF, RoleType.WORKER)} == {None}
+
+
 def test_everything_after_the_script_reaches_it_unchanged(tmp_path: Path) -> None:
     (tmp_path / "t.py").write_text("import sys; print(sys.argv[1:])\n")
     result = subprocess.run([*CLI, "run", "--workers", "1", "t.py", "--workers", "9", "-d", "--", "x"],
