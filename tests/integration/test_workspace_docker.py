@@ -78,6 +78,27 @@ def test_layer_is_pushed_to_and_pulled_from_a_real_registry_by_the_kubernetes_ba
     docker_engine.images.pull(tag)
     found = run_in(docker_engine, tag, "import os, tabulate; print(os.getcwd(), sorted(os.listdir()), os.getuid())")
     assert found.split("\n")[0] == f"/workspace {sorted(['.dockerignore', 'requirements.txt', 'train.py'])} 1000"
+    assert run_as_the_pod(docker_engine, job["spec"]["template"]["spec"]) == sorted(
+        [".dockerignore", "model.keras", "requirements.txt", "train.py"])
+
+
+def run_as_the_pod(engine: Any, pod: dict[str, Any]) -> list[str]:
+    """The pod's init container and task container on a real engine, read-only roots as uid 1000 sharing one
+    volume as the emptyDir (0777, as the kubelet makes it): what the task lists after writing in its workdir."""
+    [seed], [task] = pod["initContainers"], pod["containers"]
+    [seed_mount] = seed["volumeMounts"]
+    [work_mount] = [m for m in task["volumeMounts"] if m["name"] == seed_mount["name"]]
+    volume = engine.volumes.create()
+    options: dict[str, Any] = {"remove": True, "user": "1000", "read_only": True, "tmpfs": {"/tmp": ""}}
+    try:
+        engine.containers.run(task["image"], ["chmod", "0777", "/v"], remove=True, user="root", volumes={volume.name: {"bind": "/v"}})
+        engine.containers.run(task["image"], seed["command"], volumes={volume.name: {"bind": seed_mount["mountPath"]}}, **options)
+        script = "import os; open('model.keras', 'w').write('saved'); print(sorted(os.listdir()))"
+        listed = engine.containers.run(task["image"], ["python", "-c", script],
+                                       volumes={volume.name: {"bind": work_mount["mountPath"]}}, **options)
+    finally:
+        volume.remove(force=True)
+    return json.loads(listed.decode().strip().replace("'", '"'))
 
 
 def test_an_unchanged_workspace_is_not_rebuilt_and_a_change_is(tmp_path: Path, worker_image: str) -> None:  # noqa: F811

@@ -72,8 +72,11 @@ CLUSTER_KEY = "cluster.json"
 JOB_KEY = "job.json"
 TENSORBOARD_KEY = "tensorboard.json"
 TENSORBOARD_CONTAINER = "tensorboard"
-#: The pod volumes tfcluster itself mounts: scratch at /tmp, the cluster file, the checkpoint claim.
-TMP_VOLUME, CONFIG_VOLUME, CHECKPOINT_VOLUME = "tmp", "tfcluster", "checkpoints"
+#: The pod volumes tfcluster itself mounts: scratch at /tmp, the cluster file, the checkpoint claim,
+#: the writable copy of the workspace.
+TMP_VOLUME, CONFIG_VOLUME, CHECKPOINT_VOLUME, WORKSPACE_VOLUME = "tmp", "tfcluster", "checkpoints", "workspace"
+#: Where the init container sees the workspace volume while it copies the image's workspace into it.
+WORKSPACE_SEED = "/tfcluster-workspace"
 #: Where a TensorBoard shared by several runs mounts each run's claim: ``<dir>/<run name>``.
 BOARD_RUNS_DIR = "/runs"
 #: uid/gid of the ``tfcluster`` user in the worker image (worker_image/Dockerfile).
@@ -210,7 +213,7 @@ def volume_problems(spec: ClusterSpec, checkpoint_dir: str) -> list[Problem]:
     problems = [
         Problem(f"kubernetes.volumes.{i}.name", f"{volume.name!r} is a volume tfcluster mounts itself; rename it")
         for i, volume in enumerate(k8s.volumes)
-        if volume.name in (TMP_VOLUME, CONFIG_VOLUME, CHECKPOINT_VOLUME)
+        if volume.name in (TMP_VOLUME, CONFIG_VOLUME, CHECKPOINT_VOLUME, WORKSPACE_VOLUME)
     ]
     for i, mount in enumerate(k8s.volume_mounts):
         for path, what in own_paths.items():
@@ -382,8 +385,11 @@ def _plain_env(group: RoleGroup) -> list[dict[str, Any]]:
 def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, native: bool = True) -> Manifest:
     """The pod of one task of ``group``: hardened, with the spec's scheduling, resource and volume settings.
 
-    ``/tmp``, the checkpoint dir and the spec's ``kubernetes.volume_mounts``
-    are the only writable paths (TF needs a writable tmp). ``native``: a pod
+    ``/tmp``, the checkpoint dir, the spec's ``kubernetes.volume_mounts``
+    and, for a plan with a workspace, the workspace are the only writable
+    paths (TF needs a writable tmp; a user program writes where it runs, as
+    on the user's machine): an init container copies the image's workspace
+    into an ``emptyDir`` mounted over it. ``native``: a pod
     of tfcluster's Indexed Job, which mounts the ConfigMap's cluster JSON and
     knows its index; otherwise a TFJob replica's pod (the operator sets TF_CONFIG).
     """
@@ -399,8 +405,12 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
     if claim is not None:
         mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": plan.run_config.checkpoint_dir})
         volumes.append({"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": claim}})
+    if plan.workspace is not None:
+        mounts.append({"name": WORKSPACE_VOLUME, "mountPath": CONTAINER_WORKSPACE})
+        volumes.append({"name": WORKSPACE_VOLUME, "emptyDir": {}})
     volumes += [{"name": volume.name, **volume.source} for volume in k8s.volumes]
     mounts += [_camel(mount.model_dump(exclude_none=True)) for mount in k8s.volume_mounts]
+    resources = _resources(group)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": group.first.image,
@@ -412,7 +422,6 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
     }
     if k8s.env_from_secrets:
         container["envFrom"] = [{"secretRef": {"name": name}} for name in k8s.env_from_secrets]
-    resources = _resources(group)
     if resources:
         container["resources"] = resources
     container["securityContext"] = _container_security()
@@ -424,12 +433,28 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
         "subdomain": naming.service_name(plan.name),
         **_hardened_pod(plan, [container], volumes),
     }
+    if plan.workspace is not None:
+        pod["initContainers"] = [_workspace_seed(group.first.image, resources)]
     if k8s.scheduler_name:
         pod["schedulerName"] = k8s.scheduler_name
     metadata: dict[str, Any] = {"labels": naming.labels(plan.name, plan.run_id, group.role)}
     if k8s.pod_annotations:
         metadata["annotations"] = dict(k8s.pod_annotations)
     return {"metadata": metadata, "spec": pod}
+
+
+def _workspace_seed(image: str, resources: dict[str, Any]) -> Manifest:
+    """The init container that copies the workspace ``image`` carries into the pod's writable workspace volume."""
+    seed: dict[str, Any] = {
+        "name": WORKSPACE_VOLUME,
+        "image": image,
+        "command": ["cp", "-R", f"{CONTAINER_WORKSPACE}/.", f"{WORKSPACE_SEED}/"],  # the copies are uid 1000's
+    }
+    if resources:
+        seed["resources"] = resources
+    seed["securityContext"] = _container_security()
+    seed["volumeMounts"] = [{"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_SEED}]
+    return seed
 
 
 def _container_security() -> dict[str, Any]:

@@ -632,3 +632,23 @@ def test_the_board_runs_in_the_lead_tasks_image_unless_tensorboard_image_names_o
         plan = plan_for({"name": "img", "roles": roles, "tensorboard": board})
         [deployment] = [o for o in tensorboard_objects(plan) if o["kind"] == "Deployment"]
         assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_a_workspace_is_writable_through_a_copy_the_init_container_makes(tmp_path: Path, version: str) -> None:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    plan = plan_for({"name": "ws", "workspace": str(tmp_path), "command": ["python", "train.py"],
+                     "roles": {"worker": {"replicas": 2, "resources": {"cpu": 1}}},
+                     "kubernetes": {"registry": "registry.example.com"}})
+    for doc in _docs(render(plan)):
+        kubernetes_validate.validate(doc, version, strict=True)
+    [job] = _by_kind(plan, "Job")
+    pod = job["spec"]["template"]["spec"]
+    [seed], [task] = pod["initContainers"], pod["containers"]
+    assert seed["image"] == task["image"] == plan.tasks[0].image and seed["resources"] == task["resources"]
+    assert seed["securityContext"] == task["securityContext"] and task["securityContext"]["readOnlyRootFilesystem"]
+    assert seed["command"] == ["cp", "-R", "/workspace/.", f"{seed['volumeMounts'][0]['mountPath']}/"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == seed["volumeMounts"][0]["name"]]
+    assert volume == {"name": "workspace", "emptyDir": {}}
+    assert {"name": "workspace", "mountPath": "/workspace"} in task["volumeMounts"]
+    assert "initContainers" not in _by_kind(PLANS["demo"], "Job")[0]["spec"]["template"]["spec"]  # no workspace
