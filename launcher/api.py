@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.backends import backend_class, get_backend
-from launcher.backends.workspace import scan
+from launcher.backends.workspace import scan, script_problem
 from launcher.plan.checks import plan_problems
 from launcher.plan.dryrun import DryRun, plan_document, tasks_document
 from launcher.plan.planner import Plan, make_plan
@@ -76,21 +76,28 @@ def convert_tfjob(path: str | Path) -> str:
 def script_spec(run: ScriptRun, spec_file: str | Path | None = None, workdir: Path | None = None) -> ClusterSpec:
     """The validated spec ``tfcluster run`` launches (``launcher.plan.script``).
 
-    ``run.program`` is a script path relative to ``workdir`` (default: the
-    current directory), which must exist there for the local backend, or a module; ``spec_file`` (``-f``)
-    gives the roles, resources and policies. Local tasks run this
-    interpreter; containers run the image's ``python``.
+    ``run.program`` is a module, or a script path relative to the workspace
+    (``workdir``, default the current directory, unless ``spec_file``, which
+    gives the roles, resources and policies, names another), where the tasks
+    start: it must be a file there and, on container backends, one that
+    ships in the workspace layer (``script_problem``; not checked with
+    ``run.image``, which may carry it). Local tasks run this interpreter;
+    containers run the image's ``python``.
     """
     workdir = workdir or Path.cwd()
-    python = sys.executable if run.backend is BackendKind.LOCAL else CONTAINER_PYTHON
-    run = run.model_copy(update={"python": python})
+    local = run.backend is BackendKind.LOCAL
+    run = run.model_copy(update={"python": sys.executable if local else CONTAINER_PYTHON})
     problems = script_problems(run, from_spec=spec_file is not None)
-    if not run.module and run.program.endswith(".py") and not (workdir / run.program).is_file() and not run.image:
-        problems.append(Problem("SCRIPT", f"{run.program}: no such file in {workdir}"))
     if problems:
         raise SpecError(problems, SOURCE)
     base = load_spec(spec_file, run.backend).model_dump(mode="json") if spec_file is not None else None
-    return validate_data(script_spec_data(run, base), run.backend, SOURCE)
+    spec = validate_data(script_spec_data(run, base), run.backend, SOURCE)
+    # With --image the script may be the image's own (e.g. /app/train.py).
+    if not run.module and not run.image and spec.workspace is not None:
+        problem = script_problem((workdir / spec.workspace).resolve(), run.program, shipped=not local)
+        if problem is not None:
+            raise SpecError([Problem("SCRIPT", problem)], SOURCE)
+    return spec
 
 
 def new_run_id() -> str:

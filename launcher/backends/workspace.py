@@ -64,7 +64,10 @@ def _pattern(line: str) -> tuple[re.Pattern[str], bool] | None:
     regex = ""
     i = 0
     while i < len(body):
-        if body.startswith("**", i):
+        if body.startswith("**/", i):  # any directories, none too: ``**/x`` matches a top-level ``x``
+            regex += "(.*/)?"
+            i += 3
+        elif body.startswith("**", i):
             regex += ".*"
             i += 2
         elif body[i] == "*":
@@ -88,17 +91,38 @@ def _ignored(relative: str, patterns: list[tuple[re.Pattern[str], bool]]) -> boo
     return ignored
 
 
-def shipped_files(directory: Path) -> Iterator[tuple[str, Path]]:
-    """(relative posix path, path) of every regular file that ships, in a stable order."""
+def _patterns(directory: Path) -> list[tuple[re.Pattern[str], bool]]:
     ignore_file = directory / ".dockerignore"
-    patterns = [p for p in map(_pattern, ignore_file.read_text().splitlines()) if p] if ignore_file.is_file() else []
+    return [p for p in map(_pattern, ignore_file.read_text().splitlines()) if p] if ignore_file.is_file() else []
+
+
+def shipped_files(directory: Path) -> Iterator[tuple[str, Path]]:
+    """(relative posix path, path) of every regular file that ships, in a stable order: not under (nor
+    itself) a ``NEVER_SHIPPED`` name (a ``.git`` file of a worktree too), not ignored by ``.dockerignore``."""
+    patterns = _patterns(directory)
     for root, dirs, files in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if d not in NEVER_SHIPPED)
-        for name in sorted(files):
+        for name in sorted(f for f in files if f not in NEVER_SHIPPED):
             path = Path(root) / name
             relative = path.relative_to(directory).as_posix()
             if path.is_file() and not path.is_symlink() and not _ignored(relative, patterns):
                 yield relative, path
+
+
+def script_problem(directory: Path, script: str, shipped: bool) -> str | None:
+    """Why ``script`` (a path relative to the workspace ``directory``) cannot run there, or None: it is
+    no file there, or (``shipped``: the tasks run a layer of the workspace) one ``shipped_files`` leaves out."""
+    path = (directory / script).resolve()
+    if not path.is_file():
+        return f"{script}: no such file in the workspace {directory}"
+    if not shipped:
+        return None
+    if not path.is_relative_to(directory):
+        return f"{script}: outside the workspace {directory}, which is all that ships to the tasks"
+    relative = path.relative_to(directory).as_posix()
+    if any(part in NEVER_SHIPPED for part in relative.split("/")) or _ignored(relative, _patterns(directory)):
+        return f"{script}: left out of the workspace image (.dockerignore, or one of {', '.join(NEVER_SHIPPED)})"
+    return None
 
 
 def scan(directory: str | Path, contents: bool = True) -> WorkspaceSource:

@@ -27,8 +27,8 @@ def shipped(root: Path) -> list[str]:
 
 def test_vcs_venv_runs_and_caches_never_ship(tmp_path: Path) -> None:
     make(tmp_path, {"train.py": "", ".git/HEAD": "", ".venv/bin/python": "", "tfcluster-runs/x/ckpt": "",
-                    "pkg/__pycache__/m.pyc": "", "pkg/m.py": ""})
-    assert shipped(tmp_path) == ["pkg/m.py", "train.py"]
+                    "pkg/__pycache__/m.pyc": "", "pkg/m.py": "", "sub/.git": "gitdir: ../.git/worktrees/sub\n"})
+    assert shipped(tmp_path) == ["pkg/m.py", "train.py"]  # sub/.git: a worktree's or submodule's pointer file
 
 
 def test_dockerignore_patterns_exceptions_and_double_star(tmp_path: Path) -> None:
@@ -36,6 +36,30 @@ def test_dockerignore_patterns_exceptions_and_double_star(tmp_path: Path) -> Non
                     "data/a.csv": "", "x.log": "", "keep.log": "", "src/deep/y.tmp": "", "build/out": "",
                     "src/build/kept.py": "", "train.py": ""})
     assert shipped(tmp_path) == [".dockerignore", "keep.log", "src/build/kept.py", "train.py"]
+
+
+def test_a_double_star_slash_pattern_matches_at_the_top_too(tmp_path: Path) -> None:
+    make(tmp_path, {".dockerignore": "**/node_modules\n**/*.pyc\n", "node_modules/a.js": "", "web/node_modules/b.js": "",
+                    "top.pyc": "", "pkg/m.pyc": "", "pkg/m.py": ""})
+    assert shipped(tmp_path) == [".dockerignore", "pkg/m.py"]
+
+
+@pytest.mark.parametrize(("script", "shipped_too", "problem"), [
+    ("train.py", True, None),
+    ("missing.py", False, "missing.py: no such file in the workspace"),
+    ("../outside.py", False, None),  # local tasks run it where it is
+    ("../outside.py", True, "../outside.py: outside the workspace"),
+    ("data/prep.py", True, "data/prep.py: left out of the workspace image (.dockerignore"),
+    (".venv/tool.py", True, ".venv/tool.py: left out of the workspace image"),
+])
+def test_a_script_must_be_in_the_workspace_and_in_its_image(tmp_path: Path, script: str, shipped_too: bool,
+                                                            problem: str | None) -> None:
+    from launcher.backends.workspace import script_problem
+
+    root = make(tmp_path / "ws", {"train.py": "", ".dockerignore": "data\n", "data/prep.py": "", ".venv/tool.py": ""})
+    make(tmp_path, {"outside.py": ""})
+    found = script_problem(root, script, shipped=shipped_too)
+    assert found == problem if problem is None else found is not None and found.startswith(problem), found
 
 
 def test_digest_follows_content_names_and_exec_bits_only(tmp_path: Path) -> None:

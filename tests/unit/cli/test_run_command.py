@@ -90,6 +90,15 @@ def test_bad_input_is_one_line_exit_2_and_starts_nothing(tmp_path: Path, args: l
     assert not LocalState.named(naming.name_for_program(args[-1] if args else "t.py")).exists()
 
 
+def test_a_script_outside_the_workspace_is_refused_where_only_the_workspace_ships(tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text("")
+    (tmp_path / "ws").mkdir()
+    result = subprocess.run([*CLI, "run", "-b", "compose", "../t.py"], cwd=tmp_path / "ws", capture_output=True,
+                            text=True, timeout=60)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("tfcluster run: SCRIPT: ../t.py: outside the workspace") and result.stderr.count("\n") == 1
+
+
 def test_a_module_gets_its_options_even_those_run_also_has_after_double_dash(tmp_path: Path) -> None:
     result = subprocess.run([*CLI, "run", "--workers", "1", "--name", "mod", "-d", "-m", "json.tool", "--sort-keys",
                              "--", "--workers"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
