@@ -5,11 +5,14 @@ from a tfcluster spec. ``convert(data)`` is pure and returns a ``Converted``:
 the equivalent spec mapping (validated afterwards like any spec), where each
 of its fields came from (``origins``, so problems name the TFJob's own field
 and line), the fields tfcluster does not carry (``dropped``, one problem
-each: refused by ``validate``/``dry-run``/``up``, comments in ``convert``)
-and the pod-template fields only the Kubernetes backend carries
+each: refused by ``validate``/``dry-run``/``up``, comments in ``convert``),
+the fields tfcluster sets itself and so ignores (``ignored``: the TFJob's
+labels and annotations, pod labels, container ``ports`` and
+``imagePullPolicy``; comments in ``convert``, not refused) and the
+pod-template fields only the Kubernetes backend carries
 (``kubernetes_only``: nodeSelector, tolerations, imagePullSecrets,
-serviceAccountName, volumes and the container's volumeMounts; refused on the
-other backends). The mapping (README: migration table):
+serviceAccountName, volumes, pod annotations and the container's
+volumeMounts; refused on the other backends). The mapping (README: migration table):
 
 - replica specs Chief/Master, Worker, PS, Evaluator -> roles; ``replicas``;
 - the container named ``tensorflow`` (else the first): ``image``; ``command``
@@ -46,11 +49,19 @@ POD_FIELDS = {"nodeSelector": "node_selector", "tolerations": "tolerations", "im
               "serviceAccountName": "service_account", "volumes": "volumes"}
 #: Container fields carried into ``kubernetes:`` (the same for every role).
 CONTAINER_POD_FIELDS = {"volumeMounts": "volume_mounts"}
+#: Pod-template metadata carried into ``kubernetes:`` (the same for every role).
+POD_METADATA_FIELDS = {"annotations": "pod_annotations"}
+#: Fields tfcluster sets itself: ignored (a comment in ``convert``), and why.
+IGNORED = {
+    "labels": "tfcluster labels its objects itself",
+    "annotations": "tfcluster annotates its objects itself",
+    "ports": "tfcluster sets the TensorFlow port (roles.<role>.port, 2222 by default)",
+    "imagePullPolicy": "the cluster's default pull policy applies (Always for :latest, else IfNotPresent)",
+}
 TOLERATION_FIELDS = {"key": "key", "operator": "operator", "value": "value", "effect": "effect",
                      "tolerationSeconds": "toleration_seconds"}
 MOUNT_FIELDS = {"name": "name", "mountPath": "mount_path", "readOnly": "read_only", "subPath": "sub_path"}
-CONTAINER_FIELDS = {"name", "image", "command", "args", "env", "resources", "ports", "imagePullPolicy",
-                    *CONTAINER_POD_FIELDS}
+CONTAINER_FIELDS = {"name", "image", "command", "args", "env", "resources", *CONTAINER_POD_FIELDS}
 RUN_POLICY_FIELDS = {"backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "cleanPodPolicy"}
 Path = tuple[str, ...]
 
@@ -66,6 +77,7 @@ class Converted:
     data: dict[str, Any] = field(default_factory=dict)
     origins: dict[Path, Path] = field(default_factory=dict)
     dropped: list[Problem] = field(default_factory=list)
+    ignored: list[Problem] = field(default_factory=list)
     kubernetes_only: list[Problem] = field(default_factory=list)
 
     def put(self, spec_path: Path, value: Any, origin: Path) -> None:
@@ -77,6 +89,9 @@ class Converted:
 
     def drop(self, origin: Path, why: str) -> None:
         self.dropped.append(Problem(join_path(origin), f"not carried: {why}"))
+
+    def ignore(self, origin: Path) -> None:
+        self.ignored.append(Problem(join_path(origin), IGNORED[origin[-1]]))
 
     def origin(self, spec_path: str) -> str:
         """The TFJob field a spec path came from (its longest converted prefix); the path itself if none."""
@@ -95,6 +110,7 @@ def to_yaml(converted: Converted, source: str) -> str:
     """The spec as YAML (``tfcluster convert``), headed by one comment per TFJob field it does not carry."""
     header = [f"# tfcluster spec converted from the TFJob {source}"]
     header += [f"# not carried: {p.path}: {p.message.removeprefix('not carried: ')}" for p in converted.dropped]
+    header += [f"# ignored: {p.path}: {p.message}" for p in converted.ignored]
     header += [f"# Kubernetes only (-b k8s): {p.path}" for p in converted.kubernetes_only]
     return "\n".join(header) + "\n" + yaml.safe_dump(converted.data, sort_keys=False)
 
@@ -105,6 +121,11 @@ def convert(data: dict[str, Any]) -> Converted:
     out.put(("name",), metadata.get("name"), ("metadata", "name"))
     if "namespace" in metadata:
         out.put(("kubernetes", "namespace"), metadata["namespace"], ("metadata", "namespace"))
+    for key in sorted(set(metadata) - {"name", "namespace"}):
+        if key in ("labels", "annotations"):
+            out.ignore(("metadata", key))
+        else:
+            out.drop(("metadata", key), "set by the Kubernetes API server, not by a manifest")
     for key in sorted(set(data) - {"apiVersion", "kind", "metadata", "spec"}):
         out.drop((key,), "not part of a TFJob's definition")
     replicas = _mapping(spec.get("tfReplicaSpecs"))
@@ -121,7 +142,7 @@ def convert(data: dict[str, Any]) -> Converted:
         _replica(out, role, _mapping(replica), where, restarts, pod_fields)
     _restart_policy(out, restarts)
     for name, (value, origin) in pod_fields.items():
-        out.put(("kubernetes", {**POD_FIELDS, **CONTAINER_POD_FIELDS}[name]), value, origin)
+        out.put(("kubernetes", {**POD_FIELDS, **CONTAINER_POD_FIELDS, **POD_METADATA_FIELDS}[name]), value, origin)
         out.kubernetes_only.append(Problem(join_path(origin), "only the Kubernetes backend carries it (-b k8s)"))
     _run_policy(out, _mapping(spec.get("runPolicy")))
     if "successPolicy" in spec:
@@ -142,8 +163,17 @@ def _replica(out: Converted, role: str, replica: dict[str, Any], where: Path,
         restarts[role] = (replica["restartPolicy"], (*where, "restartPolicy"))
     template = _mapping(replica.get("template"))
     pod = _mapping(template.get("spec"))
-    for key in sorted(set(template) - {"spec"}):
-        out.drop((*where, "template", key), "pod metadata is set by tfcluster")
+    for key in sorted(set(template) - {"spec", "metadata"}):
+        out.drop((*where, "template", key), "not part of a pod template")
+    pod_metadata = _mapping(template.get("metadata"))
+    for key in sorted(pod_metadata):
+        origin = (*where, "template", "metadata", key)
+        if key in POD_METADATA_FIELDS:
+            _shared_field(out, pod_fields, key, pod_metadata[key], origin)
+        elif key == "labels":
+            out.ignore(origin)
+        else:
+            out.drop(origin, "tfcluster names its pods itself")
     found = pod.get("containers")
     containers: list[Any] = found if isinstance(found, list) else []
     at = next((i for i, c in enumerate(containers) if isinstance(c, dict) and c.get("name") == CONTAINER), 0)
@@ -202,7 +232,10 @@ def _container(out: Converted, role: str, container: dict[str, Any], where: Path
         else:
             out.drop(origin, "only cpu, memory and nvidia.com/gpu are carried")
     for key in sorted(set(container) - CONTAINER_FIELDS):
-        out.drop((*where, key), "tfcluster does not carry this container field")
+        if key in ("ports", "imagePullPolicy"):
+            out.ignore((*where, key))
+        else:
+            out.drop((*where, key), "tfcluster does not carry this container field")
 
 
 def _restart_policy(out: Converted, restarts: dict[str, tuple[str, Path]]) -> None:

@@ -99,6 +99,34 @@ def test_convert_comments_every_field_it_does_not_carry(cli, tmp_path: Path) -> 
         "tfcluster does not carry this container field"]
 
 
+def test_fields_tfcluster_sets_itself_are_commented_not_refused_and_pod_annotations_are_carried(
+        cli, tmp_path: Path) -> None:
+    def own(replica: dict) -> None:
+        replica["template"]["metadata"] = {"labels": {"app": "mnist"}, "annotations": {"sidecar.istio.io/inject": "false"}}
+        container = replica["template"]["spec"]["containers"][0]
+        container["ports"] = [{"name": "tfjob-port", "containerPort": 8888}]
+        container["imagePullPolicy"] = "Always"
+
+    data = _tfjob(Chief=own, Worker=own, PS=own)
+    data["metadata"].update(labels={"team": "vision"}, annotations={"note": "x"}, uid="123")
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = cli.invoke(main, ["convert", str(path)]).stdout
+    ignored = [line for line in out.splitlines() if line.startswith("# ignored")]
+    assert "# ignored: metadata.labels: tfcluster labels its objects itself" in ignored
+    assert "# ignored: metadata.annotations: tfcluster annotates its objects itself" in ignored
+    assert ("# ignored: spec.tfReplicaSpecs.Worker.template.spec.containers.0.imagePullPolicy: the cluster's default "
+            "pull policy applies (Always for :latest, else IfNotPresent)") in ignored
+    assert any(line.endswith("containers.0.ports: tfcluster sets the TensorFlow port (roles.<role>.port, 2222 by default)")
+               for line in ignored)
+    assert len(ignored) == 2 + 3 * 3  # the TFJob's labels and annotations; each replica's pod labels, ports, pull policy
+    assert "# not carried: metadata.uid: set by the Kubernetes API server, not by a manifest" in out
+    del data["metadata"]["uid"]
+    path.write_text(yaml.safe_dump(data))
+    spec = api.load_spec(path, "k8s")
+    assert spec.kubernetes.pod_annotations == {"sidecar.istio.io/inject": "false"}
+
+
 def test_volumes_mounts_and_service_account_are_carried_to_kubernetes(cli, tmp_path: Path) -> None:
     data = _tfjob(Chief=_with_storage_and_identity, PS=_with_storage_and_identity, Worker=_with_storage_and_identity)
     path = tmp_path / "job.yaml"
