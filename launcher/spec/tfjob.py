@@ -16,8 +16,10 @@ volumeMounts; refused on the other backends). The mapping (README: migration tab
 
 - replica specs Chief/Master, Worker, PS, Evaluator -> roles; ``replicas``;
 - the container named ``tensorflow`` (else the first): ``image``; ``command``
-  + ``args`` -> the role's ``command``; neither -> ``[]``, the image's own
-  command; ``env`` values; ``resources`` (limits, else requests) cpu,
+  + ``args`` -> the role's ``command`` with ``replaces_entrypoint`` (it runs
+  in place of the image's ENTRYPOINT, as in Kubernetes); ``args`` alone ->
+  the role's ``command`` (after the ENTRYPOINT); neither -> ``[]``, the
+  image's own command; ``env`` values; ``resources`` (limits, else requests) cpu,
   memory, ``nvidia.com/gpu``;
 - ``restartPolicy`` -> ``restart.policy`` (one for the job: the chief's, else
   the workers'); ``runPolicy``: ``backoffLimit`` -> ``restart.max_restarts``,
@@ -207,9 +209,7 @@ def _container(out: Converted, role: str, container: dict[str, Any], where: Path
     base = ("roles", role)
     if "image" in container:
         out.put((*base, "image"), container["image"], (*where, "image"))
-    command = [*(container.get("command") or []), *(container.get("args") or [])]
-    origin = (*where, "args") if "args" in container and "command" not in container else (*where, "command")
-    out.put((*base, "command"), command, origin)
+    _program(out, base, container, where)
     env = {}
     for i, var in enumerate(container.get("env") or []):
         if isinstance(var, dict) and "value" in var and "valueFrom" not in var:
@@ -236,6 +236,14 @@ def _container(out: Converted, role: str, container: dict[str, Any], where: Path
             out.ignore((*where, key))
         else:
             out.drop((*where, key), "tfcluster does not carry this container field")
+
+
+def _program(out: Converted, base: Path, container: dict[str, Any], where: Path) -> None:
+    """Kubernetes' rule: ``command`` replaces the image's ENTRYPOINT (and CMD), ``args`` alone replace its CMD."""
+    command, args = container.get("command") or [], container.get("args") or []
+    out.put((*base, "command"), [*command, *args], (*where, "args") if args and not command else (*where, "command"))
+    if command:
+        out.put((*base, "replaces_entrypoint"), True, (*where, "command"))
 
 
 def _restart_policy(out: Converted, restarts: dict[str, tuple[str, Path]]) -> None:

@@ -12,6 +12,10 @@ import yaml
 
 from helpers.paths import REPO
 from launcher import api
+from launcher.backends.compose.render import COMPOSE_FILE
+from launcher.backends.compose.render import render as compose_render
+from launcher.backends.kubernetes.manifests import manifests as k8s_manifests
+from launcher.backends.kubernetes.manifests import render_tfjob
 from launcher.cli.commands import main
 from launcher.plan.script import ScriptRun
 from launcher.spec.models import RestartPolicy, RoleType, Strategy
@@ -226,6 +230,55 @@ def test_no_command_runs_the_image_own_command_in_containers_only(tmp_path: Path
     assert "args:" not in "".join(manifests.values())
 
 
+def _containers(data: dict, tmp_path: Path) -> tuple[list[dict], list[dict]]:
+    """The Kubernetes containers (Indexed Jobs, then the TFJob export) and compose services the TFJob renders to."""
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(data))
+    k8s = api.plan(api.load_spec(path, "k8s"), "k8s")
+    pods = [o["spec"]["template"]["spec"] for o in k8s_manifests(k8s) if o["kind"] == "Job"]
+    exported = yaml.safe_load_all(render_tfjob(k8s)["tfjob.yaml"])
+    pods += [r["template"]["spec"] for doc in exported if doc["kind"] == "TFJob"
+             for r in doc["spec"]["tfReplicaSpecs"].values()]
+    compose = yaml.safe_load(compose_render(api.plan(api.load_spec(path, "compose"), "compose"))[COMPOSE_FILE])
+    return [pod["containers"][0] for pod in pods], list(compose["services"].values())
+
+
+def test_a_tfjob_command_replaces_the_image_entrypoint_as_in_kubernetes(tmp_path: Path) -> None:
+    containers, services = _containers(_tfjob(), tmp_path)
+    program = ["python", "/app/train.py", "--epochs", "3"]
+    assert len(containers) == 6 and all(c["command"] == program and "args" not in c for c in containers)
+    assert len(services) == 4 and all(s["entrypoint"] == program and "command" not in s for s in services)
+    assert api.convert_tfjob(TFJOB).count("replaces_entrypoint: true") == 3
+
+
+def test_tfjob_args_alone_run_after_the_image_entrypoint(cli, tmp_path: Path) -> None:
+    def args_only(replica: dict) -> None:
+        del replica["template"]["spec"]["containers"][0]["command"]
+
+    data = _tfjob(Chief=args_only, PS=args_only, Worker=args_only)
+    containers, services = _containers(data, tmp_path)
+    assert all(c["args"] == ["--epochs", "3"] and "command" not in c for c in containers)
+    assert all(s["command"] == ["--epochs", "3"] and "entrypoint" not in s for s in services)
+    plan = cli.invoke(main, ["dry-run", str(tmp_path / "job.yaml"), "-b", "k8s", "-o", "plan"]).stdout
+    assert "replaces_entrypoint" not in plan
+
+
+def test_dry_run_says_a_command_replaces_the_image_entrypoint(cli) -> None:
+    text = cli.invoke(main, ["dry-run", str(TFJOB), "-b", "compose"]).stdout
+    assert 'command (in place of the image\'s ENTRYPOINT): ["python", "/app/train.py", "--epochs", "3"]' in text
+    local = cli.invoke(main, ["dry-run", str(TFJOB), "-b", "local"]).stdout
+    assert "ENTRYPOINT" not in local
+
+
+def test_replaces_entrypoint_needs_a_command_of_the_role(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({"name": "x", "roles": {"worker": {"replicas": 1, "replaces_entrypoint": True}}}))
+    result = subprocess.run([*CLI, "validate", str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert ("roles.worker.replaces_entrypoint: needs a non-empty roles.worker.command to run in place of the "
+            "image's ENTRYPOINT") in result.stderr
+
+
 def test_run_f_takes_roles_and_resources_from_a_tfjob_and_runs_the_script(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("")
     spec = api.script_spec(ScriptRun(program="train.py", args=("--fast",)), TFJOB, tmp_path)
@@ -235,3 +288,4 @@ def test_run_f_takes_roles_and_resources_from_a_tfjob_and_runs_the_script(tmp_pa
     chief = plan.task("mnist-pss-chief-0")
     assert chief.command == [sys.executable, "train.py", "--fast"]
     assert plan.task("mnist-pss-ps-0").command[1:] == ["-m", "launcher.worker"]  # PSS: tfcluster serves
+    assert not any(task.replaces_entrypoint for task in plan.tasks)  # the script runs as a native spec's program
