@@ -103,32 +103,75 @@ def test_convert_comments_every_field_it_does_not_carry(cli, tmp_path: Path) -> 
         "tfcluster does not carry this container field"]
 
 
-def test_fields_tfcluster_sets_itself_are_commented_not_refused_and_pod_annotations_are_carried(
-        cli, tmp_path: Path) -> None:
+def test_labels_annotations_and_a_pull_policy_tfcluster_would_not_honour_are_refused(cli, tmp_path: Path) -> None:
     def own(replica: dict) -> None:
         replica["template"]["metadata"] = {"labels": {"app": "mnist"}, "annotations": {"sidecar.istio.io/inject": "false"}}
-        container = replica["template"]["spec"]["containers"][0]
-        container["ports"] = [{"name": "tfjob-port", "containerPort": 8888}]
-        container["imagePullPolicy"] = "Always"
+        replica["template"]["spec"]["containers"][0]["imagePullPolicy"] = "Always"  # the tag is 1.0: not the default
 
     data = _tfjob(Chief=own, Worker=own, PS=own)
-    data["metadata"].update(labels={"team": "vision"}, annotations={"note": "x"}, uid="123")
+    data["metadata"].update(labels={"kueue.x-k8s.io/queue-name": "q"}, annotations={"note": "x"}, uid="123")
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(data))
     out = cli.invoke(main, ["convert", str(path)]).stdout
-    ignored = [line for line in out.splitlines() if line.startswith("# ignored")]
-    assert "# ignored: metadata.labels: tfcluster labels its objects itself" in ignored
-    assert "# ignored: metadata.annotations: tfcluster annotates its objects itself" in ignored
-    assert ("# ignored: spec.tfReplicaSpecs.Worker.template.spec.containers.0.imagePullPolicy: the cluster's default "
-            "pull policy applies (Always for :latest, else IfNotPresent)") in ignored
-    assert any(line.endswith("containers.0.ports: tfcluster sets the TensorFlow port (roles.<role>.port, 2222 by default)")
-               for line in ignored)
-    assert len(ignored) == 2 + 3 * 3  # the TFJob's labels and annotations; each replica's pod labels, ports, pull policy
+    assert ("# not carried: metadata.labels: tfcluster sets its own on its objects; yours (e.g. a queue's) would be "
+            "lost") in out
+    assert "# not carried: metadata.annotations: tfcluster sets its own" in out
+    assert ("# not carried: spec.tfReplicaSpecs.PS.template.metadata.labels: tfcluster sets its own pod labels; "
+            "yours (selectors, policies) would be lost") in out
+    assert ("# not carried: spec.tfReplicaSpecs.Worker.template.spec.containers.0.imagePullPolicy: tfcluster's pods "
+            "get Kubernetes' default for this image, IfNotPresent") in out
     assert "# not carried: metadata.uid: set by the Kubernetes API server, not by a manifest" in out
-    del data["metadata"]["uid"]
-    path.write_text(yaml.safe_dump(data))
+    errors = _errors(tmp_path, data, "validate", "-b", "k8s")
+    assert len(errors) == 3 + 2 * 3  # the TFJob's labels, annotations, uid; each replica's pod labels and pull policy
+    assert any(e.endswith("spec.tfReplicaSpecs.Chief.template.metadata.labels: not carried: tfcluster sets its own "
+                          "pod labels; yours (selectors, policies) would be lost") for e in errors)
+
+
+def test_pod_annotations_tfjob_port_and_a_default_pull_policy_are_carried_other_ports_noted(
+        cli, tmp_path: Path) -> None:
+    def own(replica: dict) -> None:
+        replica["template"]["metadata"] = {"annotations": {"sidecar.istio.io/inject": "false"}}
+        container = replica["template"]["spec"]["containers"][0]
+        container["ports"] = [{"name": "tfjob-port", "containerPort": 8888}, {"name": "metrics", "containerPort": 9090}]
+        container["imagePullPolicy"] = "IfNotPresent"
+
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(_tfjob(Chief=own, Worker=own, PS=own)))
     spec = api.load_spec(path, "k8s")
     assert spec.kubernetes.pod_annotations == {"sidecar.istio.io/inject": "false"}
+    assert {spec.roles.role(role).port for role in (RoleType.CHIEF, RoleType.WORKER, RoleType.PS)} == {8888}
+    notes = [line for line in cli.invoke(main, ["convert", str(path)]).stdout.splitlines() if line.startswith("# note")]
+    assert ("# note: spec.tfReplicaSpecs.Worker.template.spec.containers.0.ports.1: ignored: a declaration only, "
+            "Kubernetes opens or closes no port by it") in notes
+    assert ("# note: spec.tfReplicaSpecs.PS.template.spec.containers.0.imagePullPolicy: IfNotPresent is Kubernetes' "
+            "default for this image, which tfcluster's pods get") in notes
+    assert len(notes) == 2 * 3
+
+
+def test_a_host_port_is_refused(tmp_path: Path) -> None:
+    def host_port(replica: dict) -> None:
+        replica["template"]["spec"]["containers"][0]["ports"] = [{"containerPort": 2222, "hostPort": 2222}]
+
+    errors = _errors(tmp_path, _tfjob(Worker=host_port), "validate")
+    assert [e.split(": ", 1)[1] for e in errors] == [
+        "spec.tfReplicaSpecs.Worker.template.spec.containers.0.ports.0.hostPort: not carried: tfcluster does not "
+        "bind ports on the node"]
+
+
+def test_resources_take_limits_else_requests_and_convert_notes_what_becomes_a_limit(cli, tmp_path: Path) -> None:
+    def requests(replica: dict) -> None:
+        replica["template"]["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}
+
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(_tfjob(Worker=requests)))
+    worker = api.load_spec(path, "compose").roles.role(RoleType.WORKER)
+    assert (worker.resources.cpu, worker.resources.memory) == (1.0, "2Gi")
+    out = cli.invoke(main, ["convert", str(path)]).stdout
+    at = "spec.tfReplicaSpecs.Worker.template.spec.containers.0.resources"
+    assert (f"# note: {at}.requests.cpu: a request only: tfcluster renders requests = limits, so it is a limit too"
+            in out)
+    assert f"# note: {at}.requests.memory: raised to the limit: tfcluster renders requests = limits" in out
 
 
 def test_volumes_mounts_and_service_account_are_carried_to_kubernetes(cli, tmp_path: Path) -> None:
