@@ -106,8 +106,9 @@ def dry_run(spec: Path, backend: str, output: str, registry: str | None) -> None
 def convert(tfjob: Path) -> None:
     """Print the tfcluster spec equivalent to a Kubeflow TFJob manifest.
 
-    Each TFJob field that is not carried gets a comment line. validate, dry-run,
-    up and run -f also read a TFJob as it is.
+    Each TFJob field that is not carried gets a comment line (the other commands
+    refuse it), and so does each one carried with a difference or without effect.
+    validate, dry-run, up and run -f also read a TFJob as it is.
     """
     click.echo(api.convert_tfjob(tfjob), nl=False)
 

@@ -40,7 +40,8 @@ def render_text(document: dict[str, Any], console: Console | None = None) -> Non
         console.print("(local ports are a preview: `up` picks free loopback ports)")
     for task in document["tasks"]:
         console.print(f"\n[bold]{task['name']}[/bold]")
-        console.out(f"  command: {json.dumps(task['command'])}", highlight=False)
+        place = " (in place of the image's ENTRYPOINT)" if containers and task.get("replaces_entrypoint") else ""
+        console.out(f"  command{place}: {json.dumps(task['command'])}", highlight=False)
         console.out(f"  TF_CONFIG: {json.dumps(task['tf_config'], separators=(',', ':'))}", highlight=False)
     for name in document["artifacts"]:
         console.print(f"\nwould apply [bold]{name}[/bold] (see `tfcluster render`)")

@@ -18,7 +18,10 @@ the PSS coordinator hang); its own TF_CONFIG names only itself.
 A task's command is its role's ``command`` (``[]``: the image's own, in
 containers), else the spec's cluster-level ``command`` when its role runs
 the user's program (``runs_program``), else the built-in entrypoint; the
-role's ``args`` follow it.
+role's ``args`` follow it. In containers the command runs after the image's
+ENTRYPOINT (tini in the worker image), unless the role ``replaces_entrypoint``
+(a TFJob's ``command``): then ``Task.replaces_entrypoint`` and backends run
+it in the ENTRYPOINT's place (Kubernetes ``command``, compose ``entrypoint``).
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ class Task(BaseModel):
     port: int
     image: str
     command: list[str]
+    #: The command replaces the image's ENTRYPOINT (Kubernetes ``command``, compose ``entrypoint``) instead of
+    #: following it (``args``, compose ``command``); containers only.
+    replaces_entrypoint: bool = False
     env: dict[str, str]
     resources: Resources
 
@@ -177,6 +183,7 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
                     image=planned_workspace.image_of(base_images[role]) if planned_workspace and planned_workspace.images
                     else base_images[role],
                     command=[*_program(spec, role, strategy, target), *role_spec.args],
+                    replaces_entrypoint=role_spec.replaces_entrypoint,
                     env={**spec.env, **role_spec.env, **job_env,
                          **program_env(run_config, name, TaskRef(role, index) == policy.lead)},
                     resources=role_spec.resources,

@@ -65,7 +65,7 @@ def script_spec_data(run: ScriptRun, base: dict[str, Any] | None = None) -> dict
     """The spec mapping of ``run`` (see the module contract); ``base`` is a spec's ``model_dump(mode="json")``."""
     data: dict[str, Any] = dict(base) if base is not None else {"roles": _roles(run)}
     if base is not None:  # the script is the program of every role the spec's program ran on
-        data["roles"] = {role: _without(spec, "command", "args") for role, spec in base["roles"].items()}
+        data["roles"] = {role: _without(spec, "command", "replaces_entrypoint", "args") for role, spec in base["roles"].items()}
     if base is None and run.ps:
         data["strategy"] = Strategy.PARAMETER_SERVER.value
     data["name"] = run.name or (base or {}).get("name") or naming.name_for_program(run.program)

@@ -151,6 +151,13 @@ class RoleSpec(_Model):
             "[] runs the image's own command (containers only), with `args` as its CMD when given."
         ),
     )
+    replaces_entrypoint: bool = Field(
+        False,
+        description=(
+            "In containers, `command` (a non-empty one) replaces the image's ENTRYPOINT as well as its CMD, as "
+            "Kubernetes' `command` does (a TFJob's `command`); the local backend runs the command either way."
+        ),
+    )
     args: list[str] = Field(default_factory=list, description="Extra arguments appended to the command.")
     env: dict[EnvName, str] = Field(default_factory=dict, description="Extra environment variables.")
     resources: Resources = Field(default_factory=Resources)

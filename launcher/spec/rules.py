@@ -56,7 +56,7 @@ def check(spec: ClusterSpec, *, strategy_known: bool = True) -> list[Problem]:
     when the spec's strategy itself was invalid and a default stands in).
     """
     fit = _strategy_fit(spec, resolve_strategy(spec)) if strategy_known else []
-    return [*_role_counts(spec), *fit, *_volumes(spec)]
+    return [*_role_counts(spec), *fit, *_volumes(spec), *_entrypoints(spec)]
 
 
 def _role_counts(spec: ClusterSpec) -> list[Problem]:
@@ -67,6 +67,16 @@ def _role_counts(spec: ClusterSpec) -> list[Problem]:
     if training_task_count(spec) == 0:
         problems.append(Problem("roles", "needs a chief or at least one worker to train"))
     return problems
+
+
+def _entrypoints(spec: ClusterSpec) -> list[Problem]:
+    """``replaces_entrypoint`` needs a program of the role's own to run in the ENTRYPOINT's place."""
+    return [
+        Problem(f"roles.{role.value}.replaces_entrypoint",
+                f"needs a non-empty roles.{role.value}.command to run in place of the image's ENTRYPOINT")
+        for role in RoleType
+        if spec.roles.role(role).replaces_entrypoint and not spec.roles.role(role).command
+    ]
 
 
 def _strategy_fit(spec: ClusterSpec, strategy: Strategy) -> list[Problem]:

@@ -5,22 +5,27 @@ from a tfcluster spec. ``convert(data)`` is pure and returns a ``Converted``:
 the equivalent spec mapping (validated afterwards like any spec), where each
 of its fields came from (``origins``, so problems name the TFJob's own field
 and line), the fields tfcluster does not carry (``dropped``, one problem
-each: refused by ``validate``/``dry-run``/``up``, comments in ``convert``),
-the fields tfcluster sets itself and so ignores (``ignored``: the TFJob's
-labels and annotations, pod labels, container ``ports`` and
-``imagePullPolicy``; comments in ``convert``, not refused) and the
-pod-template fields only the Kubernetes backend carries
+each: refused by ``validate``/``dry-run``/``up``, comments in ``convert``;
+among them the TFJob's and the pods' labels, the TFJob's annotations and an
+``imagePullPolicy`` other than Kubernetes' default for the image), the
+fields carried with a difference or without effect (``notes``: comments in
+``convert``, not refused: a request-only resource that becomes a limit,
+container ``ports`` other than ``tfjob-port``, an ``imagePullPolicy`` equal
+to the default) and the pod-template fields only the Kubernetes backend carries
 (``kubernetes_only``: nodeSelector, tolerations, imagePullSecrets,
 serviceAccountName, volumes, pod annotations and the container's
 volumeMounts; refused on the other backends). The mapping (README: migration table):
 
 - replica specs Chief/Master, Worker, PS, Evaluator -> roles; ``replicas``;
 - the container named ``tensorflow`` (else the first): ``image``; ``command``
-  + ``args`` -> the role's ``command``; neither -> ``[]``, the image's own
-  command; ``env`` values; ``resources`` (limits, else requests) cpu,
-  memory, ``nvidia.com/gpu``;
+  + ``args`` -> the role's ``command`` with ``replaces_entrypoint`` (it runs
+  in place of the image's ENTRYPOINT, as in Kubernetes); ``args`` alone ->
+  the role's ``command`` (after the ENTRYPOINT); neither -> ``[]``, the
+  image's own command; ``env`` values; ``resources`` cpu, memory,
+  ``nvidia.com/gpu``, each from limits, else requests (tfcluster renders
+  requests = limits); the ``tfjob-port`` port -> the role's ``port``;
 - ``restartPolicy`` -> ``restart.policy`` (one for the job: the chief's, else
-  the workers'); ``runPolicy``: ``backoffLimit`` -> ``restart.max_restarts``,
+  the workers'; a replica with another one is refused); ``runPolicy``: ``backoffLimit`` -> ``restart.max_restarts``,
   ``activeDeadlineSeconds`` -> ``deadline_seconds``,
   ``ttlSecondsAfterFinished`` -> ``kubernetes.ttl_seconds_after_finished``,
   ``cleanPodPolicy: Running`` is what tfcluster does; ``successPolicy``
@@ -51,17 +56,15 @@ POD_FIELDS = {"nodeSelector": "node_selector", "tolerations": "tolerations", "im
 CONTAINER_POD_FIELDS = {"volumeMounts": "volume_mounts"}
 #: Pod-template metadata carried into ``kubernetes:`` (the same for every role).
 POD_METADATA_FIELDS = {"annotations": "pod_annotations"}
-#: Fields tfcluster sets itself: ignored (a comment in ``convert``), and why.
-IGNORED = {
-    "labels": "tfcluster labels its objects itself",
-    "annotations": "tfcluster annotates its objects itself",
-    "ports": "tfcluster sets the TensorFlow port (roles.<role>.port, 2222 by default)",
-    "imagePullPolicy": "the cluster's default pull policy applies (Always for :latest, else IfNotPresent)",
-}
+#: The container port the training operator builds TF_CONFIG's addresses from.
+TF_PORT_NAME = "tfjob-port"
+#: The resources carried (``roles.<role>.resources``).
+RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 TOLERATION_FIELDS = {"key": "key", "operator": "operator", "value": "value", "effect": "effect",
                      "tolerationSeconds": "toleration_seconds"}
 MOUNT_FIELDS = {"name": "name", "mountPath": "mount_path", "readOnly": "read_only", "subPath": "sub_path"}
-CONTAINER_FIELDS = {"name", "image", "command", "args", "env", "resources", *CONTAINER_POD_FIELDS}
+CONTAINER_FIELDS = {"name", "image", "command", "args", "env", "resources", "ports", "imagePullPolicy",
+                    *CONTAINER_POD_FIELDS}
 RUN_POLICY_FIELDS = {"backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "cleanPodPolicy"}
 Path = tuple[str, ...]
 
@@ -77,7 +80,7 @@ class Converted:
     data: dict[str, Any] = field(default_factory=dict)
     origins: dict[Path, Path] = field(default_factory=dict)
     dropped: list[Problem] = field(default_factory=list)
-    ignored: list[Problem] = field(default_factory=list)
+    notes: list[Problem] = field(default_factory=list)
     kubernetes_only: list[Problem] = field(default_factory=list)
 
     def put(self, spec_path: Path, value: Any, origin: Path) -> None:
@@ -90,8 +93,8 @@ class Converted:
     def drop(self, origin: Path, why: str) -> None:
         self.dropped.append(Problem(join_path(origin), f"not carried: {why}"))
 
-    def ignore(self, origin: Path) -> None:
-        self.ignored.append(Problem(join_path(origin), IGNORED[origin[-1]]))
+    def note(self, origin: Path, what: str) -> None:
+        self.notes.append(Problem(join_path(origin), what))
 
     def origin(self, spec_path: str) -> str:
         """The TFJob field a spec path came from (its longest converted prefix); the path itself if none."""
@@ -110,7 +113,7 @@ def to_yaml(converted: Converted, source: str) -> str:
     """The spec as YAML (``tfcluster convert``), headed by one comment per TFJob field it does not carry."""
     header = [f"# tfcluster spec converted from the TFJob {source}"]
     header += [f"# not carried: {p.path}: {p.message.removeprefix('not carried: ')}" for p in converted.dropped]
-    header += [f"# ignored: {p.path}: {p.message}" for p in converted.ignored]
+    header += [f"# note: {p.path}: {p.message}" for p in converted.notes]
     header += [f"# Kubernetes only (-b k8s): {p.path}" for p in converted.kubernetes_only]
     return "\n".join(header) + "\n" + yaml.safe_dump(converted.data, sort_keys=False)
 
@@ -123,7 +126,7 @@ def convert(data: dict[str, Any]) -> Converted:
         out.put(("kubernetes", "namespace"), metadata["namespace"], ("metadata", "namespace"))
     for key in sorted(set(metadata) - {"name", "namespace"}):
         if key in ("labels", "annotations"):
-            out.ignore(("metadata", key))
+            out.drop(("metadata", key), "tfcluster sets its own on its objects; yours (e.g. a queue's) would be lost")
         else:
             out.drop(("metadata", key), "set by the Kubernetes API server, not by a manifest")
     for key in sorted(set(data) - {"apiVersion", "kind", "metadata", "spec"}):
@@ -171,7 +174,7 @@ def _replica(out: Converted, role: str, replica: dict[str, Any], where: Path,
         if key in POD_METADATA_FIELDS:
             _shared_field(out, pod_fields, key, pod_metadata[key], origin)
         elif key == "labels":
-            out.ignore(origin)
+            out.drop(origin, "tfcluster sets its own pod labels; yours (selectors, policies) would be lost")
         else:
             out.drop(origin, "tfcluster names its pods itself")
     found = pod.get("containers")
@@ -207,9 +210,7 @@ def _container(out: Converted, role: str, container: dict[str, Any], where: Path
     base = ("roles", role)
     if "image" in container:
         out.put((*base, "image"), container["image"], (*where, "image"))
-    command = [*(container.get("command") or []), *(container.get("args") or [])]
-    origin = (*where, "args") if "args" in container and "command" not in container else (*where, "command")
-    out.put((*base, "command"), command, origin)
+    _program(out, base, container, where)
     env = {}
     for i, var in enumerate(container.get("env") or []):
         if isinstance(var, dict) and "value" in var and "valueFrom" not in var:
@@ -218,11 +219,25 @@ def _container(out: Converted, role: str, container: dict[str, Any], where: Path
             out.drop((*where, "env", str(i)), "only literal values are carried (valueFrom is not)")
     if env:
         out.put((*base, "env"), env, (*where, "env"))
-    resources = _mapping(container.get("resources"))
-    amounts = {**_mapping(resources.get("requests")), **_mapping(resources.get("limits"))}
-    source = "limits" if "limits" in resources else "requests"
+    _resources(out, base, _mapping(container.get("resources")), (*where, "resources"))
+    _ports(out, base, container.get("ports"), (*where, "ports"))
+    if "imagePullPolicy" in container:
+        _pull_policy(out, container, (*where, "imagePullPolicy"))
+    for key in sorted(set(container) - CONTAINER_FIELDS):
+        out.drop((*where, key), "tfcluster does not carry this container field")
+
+
+def _resources(out: Converted, base: Path, resources: dict[str, Any], where: Path) -> None:
+    """Each amount from ``limits``, else ``requests``; tfcluster renders requests = limits, so a request-only
+    amount becomes a limit too and a request below its limit is raised to it (both noted)."""
+    limits, requests = _mapping(resources.get("limits")), _mapping(resources.get("requests"))
+    amounts = {**requests, **limits}
     for name, value in amounts.items():
-        origin = (*where, "resources", source, name)
+        origin = (*where, "limits" if name in limits else "requests", name)
+        if name in RESOURCES and name not in limits:
+            out.note(origin, "a request only: tfcluster renders requests = limits, so it is a limit too")
+        elif name in RESOURCES and name in requests and requests[name] != value:
+            out.note((*where, "requests", name), "raised to the limit: tfcluster renders requests = limits")
         if name == "cpu":
             out.put((*base, "resources", "cpu"), _cpu(value), origin)
         elif name == "memory":
@@ -231,11 +246,41 @@ def _container(out: Converted, role: str, container: dict[str, Any], where: Path
             out.put((*base, "resources", "gpu"), value, origin)
         else:
             out.drop(origin, "only cpu, memory and nvidia.com/gpu are carried")
-    for key in sorted(set(container) - CONTAINER_FIELDS):
-        if key in ("ports", "imagePullPolicy"):
-            out.ignore((*where, key))
+
+
+def _ports(out: Converted, base: Path, ports: Any, where: Path) -> None:
+    """``tfjob-port`` -> the role's ``port``; other declarations have no effect in Kubernetes, a ``hostPort`` has."""
+    for i, port in enumerate(ports if isinstance(ports, list) else []):
+        entry, at = _mapping(port), (*where, str(i))
+        if "hostPort" in entry:
+            out.drop((*at, "hostPort"), "tfcluster does not bind ports on the node")
+        elif entry.get("name") == TF_PORT_NAME:
+            out.put((*base, "port"), entry.get("containerPort"), (*at, "containerPort"))
         else:
-            out.drop((*where, key), "tfcluster does not carry this container field")
+            out.note(at, "ignored: a declaration only, Kubernetes opens or closes no port by it")
+
+
+def _pull_policy(out: Converted, container: dict[str, Any], where: Path) -> None:
+    """tfcluster sets no pull policy: its pods get Kubernetes' default, so only that value is carried."""
+    policy, default = container["imagePullPolicy"], _default_pull_policy(str(container.get("image", "")))
+    if policy == default:
+        out.note(where, f"{default} is Kubernetes' default for this image, which tfcluster's pods get")
+    else:
+        out.drop(where, f"tfcluster's pods get Kubernetes' default for this image, {default}")
+
+
+def _default_pull_policy(image: str) -> str:
+    """Kubernetes' default: ``Always`` for an image without a digest whose tag is ``latest`` or none."""
+    tag = image.rsplit("/", 1)[-1].partition(":")[2]
+    return "Always" if "@" not in image and tag in ("", "latest") else "IfNotPresent"
+
+
+def _program(out: Converted, base: Path, container: dict[str, Any], where: Path) -> None:
+    """Kubernetes' rule: ``command`` replaces the image's ENTRYPOINT (and CMD), ``args`` alone replace its CMD."""
+    command, args = container.get("command") or [], container.get("args") or []
+    out.put((*base, "command"), [*command, *args], (*where, "args") if args and not command else (*where, "command"))
+    if command:
+        out.put((*base, "replaces_entrypoint"), True, (*where, "command"))
 
 
 def _restart_policy(out: Converted, restarts: dict[str, tuple[str, Path]]) -> None:

@@ -46,6 +46,8 @@ COMPOSE_FILE = "docker-compose.yaml"
 #: The image's non-root user (worker_image/Dockerfile), owner of /checkpoints.
 TASK_USER = "1000:1000"
 PROJECT_LABEL = "com.docker.compose.project"
+#: The service key of a task's command, by ``Task.replaces_entrypoint``: after the image's ENTRYPOINT or in its place.
+_COMMAND_KEY = {False: "command", True: "entrypoint"}
 
 
 def docker_restart_policy(plan: Plan) -> str:
@@ -103,7 +105,8 @@ def service(plan: Plan, task: Task) -> dict[str, Any]:
         "image": literal(task.image),
         "container_name": task.name,
         "hostname": task.name,
-        **({"command": [literal(arg) for arg in task.command]} if task.command else {}),  # none: the image's CMD
+        # after the image's ENTRYPOINT, or in its place (a TFJob's command); none: the image's own CMD
+        **({_COMMAND_KEY[task.replaces_entrypoint]: [literal(arg) for arg in task.command]} if task.command else {}),
         "environment": {key: literal(value) for key, value in plan.task_env(task).items()},
         "user": TASK_USER,
         "init": True,

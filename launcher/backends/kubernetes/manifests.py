@@ -67,6 +67,8 @@ INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 ANNOTATION_POLICY = "tfcluster.io/policy"
 
 CONTAINER = "tensorflow"
+#: The container key of a task's command, by ``Task.replaces_entrypoint``: after the image's ENTRYPOINT or in its place.
+_COMMAND_KEY = {False: "args", True: "command"}
 CONFIG_DIR = "/etc/tfcluster"
 CLUSTER_KEY = "cluster.json"
 JOB_KEY = "job.json"
@@ -414,9 +416,9 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": group.first.image,
-        # args, not command: the image's ENTRYPOINT (tini, PID 1: signals, reaping) stays in front;
-        # an empty command keeps the image's own CMD too.
-        **({"args": [literal(arg) for arg in program]} if program else {}),
+        # args: the image's ENTRYPOINT (tini, PID 1: signals, reaping) stays in front; command: in its place,
+        # as a TFJob's command (Task.replaces_entrypoint). An empty command keeps the image's own CMD too.
+        **({_COMMAND_KEY[group.first.replaces_entrypoint]: [literal(arg) for arg in program]} if program else {}),
         "ports": [{"name": "tf", "containerPort": group.first.port, "protocol": "TCP"}],
         "env": env + _plain_env(group),
     }

@@ -124,7 +124,8 @@ def test_docker_compose_config_accepts_every_rendered_file_and_the_examples(comp
         assert all(not s.get("ports") for s in services.values()), f"{mix}: a port is published"
         for task in plan.tasks:  # after Compose's interpolation (its output re-escapes $), exactly the plan
             got = services[task.name]
-            assert [unescape(a) for a in got["command"]] == task.command, f"{mix}: {task.name} command changed"
+            key = "entrypoint" if task.replaces_entrypoint else "command"  # a TFJob's command: in the ENTRYPOINT's place
+            assert [unescape(a) for a in got[key]] == task.command, f"{mix}: {task.name} command changed"
             assert {k: unescape(v) for k, v in got["environment"].items()} == plan.task_env(task), f"{mix}: env changed"
             assert unescape(got["image"]) == task.image
 

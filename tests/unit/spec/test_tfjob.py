@@ -12,6 +12,10 @@ import yaml
 
 from helpers.paths import REPO
 from launcher import api
+from launcher.backends.compose.render import COMPOSE_FILE
+from launcher.backends.compose.render import render as compose_render
+from launcher.backends.kubernetes.manifests import manifests as k8s_manifests
+from launcher.backends.kubernetes.manifests import render_tfjob
 from launcher.cli.commands import main
 from launcher.plan.script import ScriptRun
 from launcher.spec.models import RestartPolicy, RoleType, Strategy
@@ -99,32 +103,75 @@ def test_convert_comments_every_field_it_does_not_carry(cli, tmp_path: Path) -> 
         "tfcluster does not carry this container field"]
 
 
-def test_fields_tfcluster_sets_itself_are_commented_not_refused_and_pod_annotations_are_carried(
-        cli, tmp_path: Path) -> None:
+def test_labels_annotations_and_a_pull_policy_tfcluster_would_not_honour_are_refused(cli, tmp_path: Path) -> None:
     def own(replica: dict) -> None:
         replica["template"]["metadata"] = {"labels": {"app": "mnist"}, "annotations": {"sidecar.istio.io/inject": "false"}}
-        container = replica["template"]["spec"]["containers"][0]
-        container["ports"] = [{"name": "tfjob-port", "containerPort": 8888}]
-        container["imagePullPolicy"] = "Always"
+        replica["template"]["spec"]["containers"][0]["imagePullPolicy"] = "Always"  # the tag is 1.0: not the default
 
     data = _tfjob(Chief=own, Worker=own, PS=own)
-    data["metadata"].update(labels={"team": "vision"}, annotations={"note": "x"}, uid="123")
+    data["metadata"].update(labels={"kueue.x-k8s.io/queue-name": "q"}, annotations={"note": "x"}, uid="123")
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(data))
     out = cli.invoke(main, ["convert", str(path)]).stdout
-    ignored = [line for line in out.splitlines() if line.startswith("# ignored")]
-    assert "# ignored: metadata.labels: tfcluster labels its objects itself" in ignored
-    assert "# ignored: metadata.annotations: tfcluster annotates its objects itself" in ignored
-    assert ("# ignored: spec.tfReplicaSpecs.Worker.template.spec.containers.0.imagePullPolicy: the cluster's default "
-            "pull policy applies (Always for :latest, else IfNotPresent)") in ignored
-    assert any(line.endswith("containers.0.ports: tfcluster sets the TensorFlow port (roles.<role>.port, 2222 by default)")
-               for line in ignored)
-    assert len(ignored) == 2 + 3 * 3  # the TFJob's labels and annotations; each replica's pod labels, ports, pull policy
+    assert ("# not carried: metadata.labels: tfcluster sets its own on its objects; yours (e.g. a queue's) would be "
+            "lost") in out
+    assert "# not carried: metadata.annotations: tfcluster sets its own" in out
+    assert ("# not carried: spec.tfReplicaSpecs.PS.template.metadata.labels: tfcluster sets its own pod labels; "
+            "yours (selectors, policies) would be lost") in out
+    assert ("# not carried: spec.tfReplicaSpecs.Worker.template.spec.containers.0.imagePullPolicy: tfcluster's pods "
+            "get Kubernetes' default for this image, IfNotPresent") in out
     assert "# not carried: metadata.uid: set by the Kubernetes API server, not by a manifest" in out
-    del data["metadata"]["uid"]
-    path.write_text(yaml.safe_dump(data))
+    errors = _errors(tmp_path, data, "validate", "-b", "k8s")
+    assert len(errors) == 3 + 2 * 3  # the TFJob's labels, annotations, uid; each replica's pod labels and pull policy
+    assert any(e.endswith("spec.tfReplicaSpecs.Chief.template.metadata.labels: not carried: tfcluster sets its own "
+                          "pod labels; yours (selectors, policies) would be lost") for e in errors)
+
+
+def test_pod_annotations_tfjob_port_and_a_default_pull_policy_are_carried_other_ports_noted(
+        cli, tmp_path: Path) -> None:
+    def own(replica: dict) -> None:
+        replica["template"]["metadata"] = {"annotations": {"sidecar.istio.io/inject": "false"}}
+        container = replica["template"]["spec"]["containers"][0]
+        container["ports"] = [{"name": "tfjob-port", "containerPort": 8888}, {"name": "metrics", "containerPort": 9090}]
+        container["imagePullPolicy"] = "IfNotPresent"
+
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(_tfjob(Chief=own, Worker=own, PS=own)))
     spec = api.load_spec(path, "k8s")
     assert spec.kubernetes.pod_annotations == {"sidecar.istio.io/inject": "false"}
+    assert {spec.roles.role(role).port for role in (RoleType.CHIEF, RoleType.WORKER, RoleType.PS)} == {8888}
+    notes = [line for line in cli.invoke(main, ["convert", str(path)]).stdout.splitlines() if line.startswith("# note")]
+    assert ("# note: spec.tfReplicaSpecs.Worker.template.spec.containers.0.ports.1: ignored: a declaration only, "
+            "Kubernetes opens or closes no port by it") in notes
+    assert ("# note: spec.tfReplicaSpecs.PS.template.spec.containers.0.imagePullPolicy: IfNotPresent is Kubernetes' "
+            "default for this image, which tfcluster's pods get") in notes
+    assert len(notes) == 2 * 3
+
+
+def test_a_host_port_is_refused(tmp_path: Path) -> None:
+    def host_port(replica: dict) -> None:
+        replica["template"]["spec"]["containers"][0]["ports"] = [{"containerPort": 2222, "hostPort": 2222}]
+
+    errors = _errors(tmp_path, _tfjob(Worker=host_port), "validate")
+    assert [e.split(": ", 1)[1] for e in errors] == [
+        "spec.tfReplicaSpecs.Worker.template.spec.containers.0.ports.0.hostPort: not carried: tfcluster does not "
+        "bind ports on the node"]
+
+
+def test_resources_take_limits_else_requests_and_convert_notes_what_becomes_a_limit(cli, tmp_path: Path) -> None:
+    def requests(replica: dict) -> None:
+        replica["template"]["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}
+
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(_tfjob(Worker=requests)))
+    worker = api.load_spec(path, "compose").roles.role(RoleType.WORKER)
+    assert (worker.resources.cpu, worker.resources.memory) == (1.0, "2Gi")
+    out = cli.invoke(main, ["convert", str(path)]).stdout
+    at = "spec.tfReplicaSpecs.Worker.template.spec.containers.0.resources"
+    assert (f"# note: {at}.requests.cpu: a request only: tfcluster renders requests = limits, so it is a limit too"
+            in out)
+    assert f"# note: {at}.requests.memory: raised to the limit: tfcluster renders requests = limits" in out
 
 
 def test_volumes_mounts_and_service_account_are_carried_to_kubernetes(cli, tmp_path: Path) -> None:
@@ -226,6 +273,55 @@ def test_no_command_runs_the_image_own_command_in_containers_only(tmp_path: Path
     assert "args:" not in "".join(manifests.values())
 
 
+def _containers(data: dict, tmp_path: Path) -> tuple[list[dict], list[dict]]:
+    """The Kubernetes containers (Indexed Jobs, then the TFJob export) and compose services the TFJob renders to."""
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(data))
+    k8s = api.plan(api.load_spec(path, "k8s"), "k8s")
+    pods = [o["spec"]["template"]["spec"] for o in k8s_manifests(k8s) if o["kind"] == "Job"]
+    exported = yaml.safe_load_all(render_tfjob(k8s)["tfjob.yaml"])
+    pods += [r["template"]["spec"] for doc in exported if doc["kind"] == "TFJob"
+             for r in doc["spec"]["tfReplicaSpecs"].values()]
+    compose = yaml.safe_load(compose_render(api.plan(api.load_spec(path, "compose"), "compose"))[COMPOSE_FILE])
+    return [pod["containers"][0] for pod in pods], list(compose["services"].values())
+
+
+def test_a_tfjob_command_replaces_the_image_entrypoint_as_in_kubernetes(tmp_path: Path) -> None:
+    containers, services = _containers(_tfjob(), tmp_path)
+    program = ["python", "/app/train.py", "--epochs", "3"]
+    assert len(containers) == 6 and all(c["command"] == program and "args" not in c for c in containers)
+    assert len(services) == 4 and all(s["entrypoint"] == program and "command" not in s for s in services)
+    assert api.convert_tfjob(TFJOB).count("replaces_entrypoint: true") == 3
+
+
+def test_tfjob_args_alone_run_after_the_image_entrypoint(cli, tmp_path: Path) -> None:
+    def args_only(replica: dict) -> None:
+        del replica["template"]["spec"]["containers"][0]["command"]
+
+    data = _tfjob(Chief=args_only, PS=args_only, Worker=args_only)
+    containers, services = _containers(data, tmp_path)
+    assert all(c["args"] == ["--epochs", "3"] and "command" not in c for c in containers)
+    assert all(s["command"] == ["--epochs", "3"] and "entrypoint" not in s for s in services)
+    plan = cli.invoke(main, ["dry-run", str(tmp_path / "job.yaml"), "-b", "k8s", "-o", "plan"]).stdout
+    assert "replaces_entrypoint" not in plan
+
+
+def test_dry_run_says_a_command_replaces_the_image_entrypoint(cli) -> None:
+    text = cli.invoke(main, ["dry-run", str(TFJOB), "-b", "compose"]).stdout
+    assert 'command (in place of the image\'s ENTRYPOINT): ["python", "/app/train.py", "--epochs", "3"]' in text
+    local = cli.invoke(main, ["dry-run", str(TFJOB), "-b", "local"]).stdout
+    assert "ENTRYPOINT" not in local
+
+
+def test_replaces_entrypoint_needs_a_command_of_the_role(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({"name": "x", "roles": {"worker": {"replicas": 1, "replaces_entrypoint": True}}}))
+    result = subprocess.run([*CLI, "validate", str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert ("roles.worker.replaces_entrypoint: needs a non-empty roles.worker.command to run in place of the "
+            "image's ENTRYPOINT") in result.stderr
+
+
 def test_run_f_takes_roles_and_resources_from_a_tfjob_and_runs_the_script(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("")
     spec = api.script_spec(ScriptRun(program="train.py", args=("--fast",)), TFJOB, tmp_path)
@@ -235,3 +331,4 @@ def test_run_f_takes_roles_and_resources_from_a_tfjob_and_runs_the_script(tmp_pa
     chief = plan.task("mnist-pss-chief-0")
     assert chief.command == [sys.executable, "train.py", "--fast"]
     assert plan.task("mnist-pss-ps-0").command[1:] == ["-m", "launcher.worker"]  # PSS: tfcluster serves
+    assert not any(task.replaces_entrypoint for task in plan.tasks)  # the script runs as a native spec's program
