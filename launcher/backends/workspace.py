@@ -10,7 +10,10 @@ Contract:
   costs one lookup) and pushes the ones marked ``push``. A build runs with
   the host's network and CA bundle, like ``tfcluster build``, so it works
   without Docker Hub. Requirements that would replace the image's TensorFlow
-  stack (tensorflow*, tf-keras, tensorboard) are left out, with a line saying so.
+  stack (tensorflow*, tf-keras, tensorboard) are left out, with a line saying so;
+  the others are installed against the image's packages (never shadowing them),
+  importable (``PYTHONPATH``) and their scripts on ``PATH`` for any Python version
+  of the image; a failing install fails the build.
 """
 
 from __future__ import annotations
@@ -36,20 +39,27 @@ REQUIREMENTS = "requirements.txt"
 IMAGE_OWNED = re.compile(r"^\s*(tensorflow(-cpu|-gpu|-intel)?|tf-keras|tf_keras|tensorboard)\s*($|[\[<>=!~;\s])", re.I)
 CHUNK = 1 << 20
 
+#: Where the layer installs the workspace's requirements (``pip --prefix``: what the image has is reused, never
+#: shadowed) and the fixed names it gives them: ``site-packages`` links to the interpreter's own
+#: ``lib/pythonX.Y/site-packages`` there, so the layer works on an ``--image`` of any Python version.
+PACKAGES = "/opt/workspace-packages"
 LAYER_DOCKERFILE = """\
 FROM {base} AS requirements
 USER root
 COPY build/ /tmp/ws-build/
-RUN if [ -s /tmp/ws-build/requirements.txt ]; then \\
+RUN set -e; mkdir -p {packages}; cd {packages}; \\
+    if [ -s /tmp/ws-build/requirements.txt ]; then \\
       if [ -s /tmp/ws-build/ca.crt ]; then export PIP_CERT=/tmp/ws-build/ca.crt; fi; \\
-      python -m pip install --no-cache-dir --disable-pip-version-check -q --prefix /opt/workspace-packages \\
+      python -m pip install --no-cache-dir --disable-pip-version-check -q --prefix {packages} \\
         -r /tmp/ws-build/requirements.txt; \\
-    fi; mkdir -p /opt/workspace-packages
+    fi; \\
+    for site in lib/python*/site-packages; do if [ -d "$site" ]; then ln -s "$site" site-packages; fi; done; \\
+    mkdir -p site-packages
 
 FROM {base}
-COPY --from=requirements /opt/workspace-packages /opt/workspace-packages
+COPY --from=requirements {packages} {packages}
 COPY --chown=1000:1000 workspace/ {workdir}/
-ENV PYTHONPATH=/opt/workspace-packages/lib/python3.11/site-packages
+ENV PYTHONPATH={packages}/site-packages PATH={packages}/bin:$PATH
 WORKDIR {workdir}
 """
 
@@ -169,7 +179,7 @@ def layer_context(image: WorkspaceImage, source: WorkspaceSource, ca_bundle: Pat
     root = Path(source.directory)
     context = tempfile.SpooledTemporaryFile(max_size=64 << 20)
     with tarfile.open(fileobj=context, mode="w") as tar:
-        _add(tar, "Dockerfile", LAYER_DOCKERFILE.format(base=image.base, workdir=CONTAINER_WORKSPACE).encode())
+        _add(tar, "Dockerfile", LAYER_DOCKERFILE.format(base=image.base, packages=PACKAGES, workdir=CONTAINER_WORKSPACE).encode())
         _add(tar, "build/requirements.txt", _requirements(root, echo))
         _add(tar, "build/ca.crt", ca_bundle.read_bytes() if ca_bundle else b"")
         directory = tarfile.TarInfo("workspace")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tarfile
 from pathlib import Path
 
@@ -105,6 +106,14 @@ def test_requirements_never_replace_the_images_tensorflow(tmp_path: Path) -> Non
     assert len(said) == 3
     assert {"workspace/train.py", "workspace/requirements.txt"} <= set(names)
     assert "FROM base AS requirements" in dockerfile and f"WORKDIR {CONTAINER_WORKSPACE}" in dockerfile
+
+
+def test_the_layers_packages_are_found_whatever_the_images_python_version(tmp_path: Path) -> None:
+    source = scan(make(tmp_path, {"requirements.txt": "tabulate\n"}))
+    with tarfile.open(fileobj=layer_context(workspace_image("c", "base", source, None), source, None, print)) as tar:
+        dockerfile = tar.extractfile("Dockerfile").read().decode()  # type: ignore[union-attr]
+    assert "ENV PYTHONPATH=/opt/workspace-packages/site-packages PATH=/opt/workspace-packages/bin:$PATH" in dockerfile
+    assert not re.search(r"python3\.\d", dockerfile) and "RUN set -e;" in dockerfile  # a failed install fails
 
 
 def spec_file(tmp_path: Path, workspace: str) -> Path:
