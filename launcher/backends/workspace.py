@@ -119,20 +119,38 @@ def shipped_files(directory: Path) -> Iterator[tuple[str, Path]]:
                 yield relative, path
 
 
-def script_problem(directory: Path, script: str, shipped: bool) -> str | None:
-    """Why ``script`` (a path relative to the workspace ``directory``) cannot run there, or None: it is
-    no file there, or (``shipped``: the tasks run a layer of the workspace) one ``shipped_files`` leaves out."""
-    path = (directory / script).resolve()
-    if not path.is_file():
+def script_problem(directory: Path, script: str, shipped: bool, own_image: bool = False) -> str | None:
+    """Why the tasks cannot run ``script`` from the workspace ``directory``, or None.
+
+    Processes (not ``shipped``) run it in place: it must be a file there.
+    Containers (``shipped``) run the workspace layer: a relative ``script``
+    must be one of the ``shipped_files``; an absolute one names a file of
+    the image, which only an image of the user's (``own_image``) may hold
+    (not checked), never a path into ``directory`` on this machine.
+    """
+    if shipped and Path(script).is_absolute():
+        return _absolute_script_problem(directory, script, own_image)
+    if not (directory / script).is_file():
         return f"{script}: no such file in the workspace {directory}"
     if not shipped:
         return None
-    if not path.is_relative_to(directory):
+    relative = Path(os.path.normpath(script)).as_posix()
+    if relative.startswith("../"):
         return f"{script}: outside the workspace {directory}, which is all that ships to the tasks"
-    relative = path.relative_to(directory).as_posix()
-    if any(part in NEVER_SHIPPED for part in relative.split("/")) or _ignored(relative, _patterns(directory)):
-        return f"{script}: left out of the workspace image (.dockerignore, or one of {', '.join(NEVER_SHIPPED)})"
+    if not any(relative == name for name, _ in shipped_files(directory)):
+        return (f"{script}: left out of the workspace image (.dockerignore, one of {', '.join(NEVER_SHIPPED)}, "
+                "or a symbolic link)")
     return None
+
+
+def _absolute_script_problem(directory: Path, script: str, own_image: bool) -> str | None:
+    path = Path(script).resolve()
+    if path.is_relative_to(directory):
+        return (f"{script}: a path on this machine; the tasks have the workspace at {CONTAINER_WORKSPACE}: "
+                f"give the script relative to it ({path.relative_to(directory).as_posix()})")
+    if own_image:
+        return None
+    return f"{script}: outside the workspace {directory}, which is all that ships to the tasks"
 
 
 def scan(directory: str | Path, contents: bool = True) -> WorkspaceSource:

@@ -52,6 +52,8 @@ def test_a_double_star_slash_pattern_matches_at_the_top_too(tmp_path: Path) -> N
     ("../outside.py", True, "../outside.py: outside the workspace"),
     ("data/prep.py", True, "data/prep.py: left out of the workspace image (.dockerignore"),
     (".venv/tool.py", True, ".venv/tool.py: left out of the workspace image"),
+    ("./train.py", True, None),
+    ("link.py", True, "link.py: left out of the workspace image"),  # symbolic links do not ship
 ])
 def test_a_script_must_be_in_the_workspace_and_in_its_image(tmp_path: Path, script: str, shipped_too: bool,
                                                             problem: str | None) -> None:
@@ -59,6 +61,7 @@ def test_a_script_must_be_in_the_workspace_and_in_its_image(tmp_path: Path, scri
 
     root = make(tmp_path / "ws", {"train.py": "", ".dockerignore": "data\n", "data/prep.py": "", ".venv/tool.py": ""})
     make(tmp_path, {"outside.py": ""})
+    (root / "link.py").symlink_to(root / "train.py")
     found = script_problem(root, script, shipped=shipped_too)
     assert found == problem if problem is None else found is not None and found.startswith(problem), found
 
