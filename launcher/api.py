@@ -80,9 +80,9 @@ def script_spec(run: ScriptRun, spec_file: str | Path | None = None, workdir: Pa
     (``workdir``, default the current directory, unless ``spec_file``, which
     gives the roles, resources and policies, names another), where the tasks
     start: it must be a file there and, on container backends, one that
-    ships in the workspace layer (``script_problem``; not checked with
-    ``run.image``, which may carry it). Local tasks run this interpreter;
-    containers run the image's ``python``.
+    ships in the workspace layer, or an absolute path in ``run.image``
+    (``script_problem``). Local tasks run this interpreter; containers run
+    the image's ``python``.
     """
     workdir = workdir or Path.cwd()
     local = run.backend is BackendKind.LOCAL
@@ -92,9 +92,9 @@ def script_spec(run: ScriptRun, spec_file: str | Path | None = None, workdir: Pa
         raise SpecError(problems, SOURCE)
     base = load_spec(spec_file, run.backend).model_dump(mode="json") if spec_file is not None else None
     spec = validate_data(script_spec_data(run, base), run.backend, SOURCE)
-    # With --image the script may be the image's own (e.g. /app/train.py).
-    if not run.module and not run.image and spec.workspace is not None:
-        problem = script_problem((workdir / spec.workspace).resolve(), run.program, shipped=not local)
+    if not run.module and spec.workspace is not None:
+        problem = script_problem((workdir / spec.workspace).resolve(), run.program, shipped=not local,
+                                 own_image=run.image is not None)
         if problem is not None:
             raise SpecError([Problem("SCRIPT", problem)], SOURCE)
     return spec

@@ -10,7 +10,10 @@ Contract:
   costs one lookup) and pushes the ones marked ``push``. A build runs with
   the host's network and CA bundle, like ``tfcluster build``, so it works
   without Docker Hub. Requirements that would replace the image's TensorFlow
-  stack (tensorflow*, tf-keras, tensorboard) are left out, with a line saying so.
+  stack (tensorflow*, tf-keras, tensorboard) are left out, with a line saying so;
+  the others are installed against the image's packages (never shadowing them),
+  importable (``PYTHONPATH``) and their scripts on ``PATH`` for any Python version
+  of the image; a failing install fails the build.
 """
 
 from __future__ import annotations
@@ -36,20 +39,27 @@ REQUIREMENTS = "requirements.txt"
 IMAGE_OWNED = re.compile(r"^\s*(tensorflow(-cpu|-gpu|-intel)?|tf-keras|tf_keras|tensorboard)\s*($|[\[<>=!~;\s])", re.I)
 CHUNK = 1 << 20
 
+#: Where the layer installs the workspace's requirements (``pip --prefix``: what the image has is reused, never
+#: shadowed) and the fixed names it gives them: ``site-packages`` links to the interpreter's own
+#: ``lib/pythonX.Y/site-packages`` there, so the layer works on an ``--image`` of any Python version.
+PACKAGES = "/opt/workspace-packages"
 LAYER_DOCKERFILE = """\
 FROM {base} AS requirements
 USER root
 COPY build/ /tmp/ws-build/
-RUN if [ -s /tmp/ws-build/requirements.txt ]; then \\
+RUN set -e; mkdir -p {packages}; cd {packages}; \\
+    if [ -s /tmp/ws-build/requirements.txt ]; then \\
       if [ -s /tmp/ws-build/ca.crt ]; then export PIP_CERT=/tmp/ws-build/ca.crt; fi; \\
-      python -m pip install --no-cache-dir --disable-pip-version-check -q --prefix /opt/workspace-packages \\
+      python -m pip install --no-cache-dir --disable-pip-version-check -q --prefix {packages} \\
         -r /tmp/ws-build/requirements.txt; \\
-    fi; mkdir -p /opt/workspace-packages
+    fi; \\
+    for site in lib/python*/site-packages; do if [ -d "$site" ]; then ln -s "$site" site-packages; fi; done; \\
+    mkdir -p site-packages
 
 FROM {base}
-COPY --from=requirements /opt/workspace-packages /opt/workspace-packages
+COPY --from=requirements {packages} {packages}
 COPY --chown=1000:1000 workspace/ {workdir}/
-ENV PYTHONPATH=/opt/workspace-packages/lib/python3.11/site-packages
+ENV PYTHONPATH={packages}/site-packages PATH={packages}/bin:$PATH
 WORKDIR {workdir}
 """
 
@@ -109,20 +119,38 @@ def shipped_files(directory: Path) -> Iterator[tuple[str, Path]]:
                 yield relative, path
 
 
-def script_problem(directory: Path, script: str, shipped: bool) -> str | None:
-    """Why ``script`` (a path relative to the workspace ``directory``) cannot run there, or None: it is
-    no file there, or (``shipped``: the tasks run a layer of the workspace) one ``shipped_files`` leaves out."""
-    path = (directory / script).resolve()
-    if not path.is_file():
+def script_problem(directory: Path, script: str, shipped: bool, own_image: bool = False) -> str | None:
+    """Why the tasks cannot run ``script`` from the workspace ``directory``, or None.
+
+    Processes (not ``shipped``) run it in place: it must be a file there.
+    Containers (``shipped``) run the workspace layer: a relative ``script``
+    must be one of the ``shipped_files``; an absolute one names a file of
+    the image, which only an image of the user's (``own_image``) may hold
+    (not checked), never a path into ``directory`` on this machine.
+    """
+    if shipped and Path(script).is_absolute():
+        return _absolute_script_problem(directory, script, own_image)
+    if not (directory / script).is_file():
         return f"{script}: no such file in the workspace {directory}"
     if not shipped:
         return None
-    if not path.is_relative_to(directory):
+    relative = Path(os.path.normpath(script)).as_posix()
+    if relative.startswith("../"):
         return f"{script}: outside the workspace {directory}, which is all that ships to the tasks"
-    relative = path.relative_to(directory).as_posix()
-    if any(part in NEVER_SHIPPED for part in relative.split("/")) or _ignored(relative, _patterns(directory)):
-        return f"{script}: left out of the workspace image (.dockerignore, or one of {', '.join(NEVER_SHIPPED)})"
+    if not any(relative == name for name, _ in shipped_files(directory)):
+        return (f"{script}: left out of the workspace image (.dockerignore, one of {', '.join(NEVER_SHIPPED)}, "
+                "or a symbolic link)")
     return None
+
+
+def _absolute_script_problem(directory: Path, script: str, own_image: bool) -> str | None:
+    path = Path(script).resolve()
+    if path.is_relative_to(directory):
+        return (f"{script}: a path on this machine; the tasks have the workspace at {CONTAINER_WORKSPACE}: "
+                f"give the script relative to it ({path.relative_to(directory).as_posix()})")
+    if own_image:
+        return None
+    return f"{script}: outside the workspace {directory}, which is all that ships to the tasks"
 
 
 def scan(directory: str | Path, contents: bool = True) -> WorkspaceSource:
@@ -169,7 +197,7 @@ def layer_context(image: WorkspaceImage, source: WorkspaceSource, ca_bundle: Pat
     root = Path(source.directory)
     context = tempfile.SpooledTemporaryFile(max_size=64 << 20)
     with tarfile.open(fileobj=context, mode="w") as tar:
-        _add(tar, "Dockerfile", LAYER_DOCKERFILE.format(base=image.base, workdir=CONTAINER_WORKSPACE).encode())
+        _add(tar, "Dockerfile", LAYER_DOCKERFILE.format(base=image.base, packages=PACKAGES, workdir=CONTAINER_WORKSPACE).encode())
         _add(tar, "build/requirements.txt", _requirements(root, echo))
         _add(tar, "build/ca.crt", ca_bundle.read_bytes() if ca_bundle else b"")
         directory = tarfile.TarInfo("workspace")

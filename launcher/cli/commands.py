@@ -185,7 +185,7 @@ def up(spec: Path, backend: str, detach: bool, namespace: str | None, context: s
 @click.option("--file", "-f", "spec_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Take roles, resources and policies from this spec (or TFJob); the script is its program.")
 @click.option("--image", help="Base image of the tasks (default: the worker image); your directory is layered on it. "
-              "With --ps it must hold tfcluster: the ps and workers run its server.")
+              "With --ps it must hold tfcluster: the ps and workers run its server. An absolute SCRIPT is a file of it.")
 @click.option("--env", "env_vars", multiple=True, metavar="KEY=VALUE", help="Environment for every task (repeatable).")
 @click.option("--detach", "-d", is_flag=True, help="Return once started; use status/logs/down later.")
 @click.option("--namespace", help="k8s: namespace (default: the spec's).")

@@ -17,8 +17,9 @@ relayed to the address ``pod_ports`` maps that pod's port to, standing in
 for the pod's network. Creating a pod passes the ServiceAccount admission
 the API server runs: a pod naming an account that does not exist is
 ``403 Forbidden`` (only ``default`` exists unless created), and the
-account's API token is mounted (a ``kube-api-access-*`` projected volume)
-unless the pod's, else the account's, ``automountServiceAccountToken`` is false.
+account's API token is mounted in every container, init containers too
+(a ``kube-api-access-*`` projected volume) unless the pod's, else the
+account's, ``automountServiceAccountToken`` is false.
 
 No controllers run by themselves. The test drives state through
 ``FakeKubernetes`` methods: ``roll_out`` stands in for the Deployment
@@ -152,7 +153,7 @@ class FakeKubernetes:
             volume = f"kube-api-access-{next(self._names):05d}"
             spec.setdefault("volumes", []).append({"name": volume, "projected": {"sources": [
                 {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}]}})
-            for container in spec["containers"]:
+            for container in spec["containers"] + spec.get("initContainers", []):
                 container.setdefault("volumeMounts", []).append(
                     {"name": volume, "mountPath": TOKEN_PATH, "readOnly": True})
 

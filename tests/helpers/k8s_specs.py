@@ -73,6 +73,13 @@ SPECS: dict[str, dict[str, Any]] = {
         },
     },
     "object-store": {"name": "gcs", "roles": {"chief": {}, "worker": {"replicas": 1}}, "checkpoint": {"dir": "gs://bucket/runs"}},
+    "workspace": {  # shipped as a layer: pods get a writable copy of it from an init container
+        "name": "ws",
+        "workspace": str(REPO / "tests" / "data" / "workspace"),
+        "command": ["python", "train.py"],
+        "roles": {"chief": {}, "worker": {"replicas": 2, "resources": {"cpu": 1}}},
+        "kubernetes": {"registry": "registry.example.com"},
+    },
     "created-claim": {
         "name": "rwx",
         "roles": {"chief": {}, "worker": {"replicas": 1}},

@@ -78,6 +78,8 @@ def test_layer_is_pushed_to_and_pulled_from_a_real_registry_by_the_kubernetes_ba
     docker_engine.images.pull(tag)
     found = run_in(docker_engine, tag, "import os, tabulate; print(os.getcwd(), sorted(os.listdir()), os.getuid())")
     assert found.split("\n")[0] == f"/workspace {sorted(['.dockerignore', 'requirements.txt', 'train.py'])} 1000"
+    assert run_in(docker_engine, tag, "import shutil; print(shutil.which('tabulate'))").strip() == (
+        "/opt/workspace-packages/bin/tabulate")  # the requirements' commands are on PATH
     assert run_as_the_pod(docker_engine, job["spec"]["template"]["spec"]) == sorted(
         [".dockerignore", "model.keras", "requirements.txt", "train.py"])
 

@@ -203,10 +203,11 @@ def test_pods_are_hardened_and_isolated(name: str) -> None:
         assert {k: v for k, v in pod.items() if k in ("serviceAccountName", "automountServiceAccountToken")} == identity
         assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for any_container in pod["containers"] + pod.get("initContainers", []):
+            context = any_container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True and context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"] == {"drop": ["ALL"]}
         (container,) = pod["containers"]
-        context = container["securityContext"]
-        assert context["readOnlyRootFilesystem"] is True and context["allowPrivilegeEscalation"] is False
-        assert context["capabilities"] == {"drop": ["ALL"]}
         tmp = next(m for m in container["volumeMounts"] if m["mountPath"] == "/tmp")
         assert next(v for v in pod["volumes"] if v["name"] == tmp["name"]) == {"name": tmp["name"], "emptyDir": {}}
         assert all("hostPort" not in p for p in container["ports"])

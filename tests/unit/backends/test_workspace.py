@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tarfile
 from pathlib import Path
 
@@ -51,6 +52,8 @@ def test_a_double_star_slash_pattern_matches_at_the_top_too(tmp_path: Path) -> N
     ("../outside.py", True, "../outside.py: outside the workspace"),
     ("data/prep.py", True, "data/prep.py: left out of the workspace image (.dockerignore"),
     (".venv/tool.py", True, ".venv/tool.py: left out of the workspace image"),
+    ("./train.py", True, None),
+    ("link.py", True, "link.py: left out of the workspace image"),  # symbolic links do not ship
 ])
 def test_a_script_must_be_in_the_workspace_and_in_its_image(tmp_path: Path, script: str, shipped_too: bool,
                                                             problem: str | None) -> None:
@@ -58,6 +61,7 @@ def test_a_script_must_be_in_the_workspace_and_in_its_image(tmp_path: Path, scri
 
     root = make(tmp_path / "ws", {"train.py": "", ".dockerignore": "data\n", "data/prep.py": "", ".venv/tool.py": ""})
     make(tmp_path, {"outside.py": ""})
+    (root / "link.py").symlink_to(root / "train.py")
     found = script_problem(root, script, shipped=shipped_too)
     assert found == problem if problem is None else found is not None and found.startswith(problem), found
 
@@ -105,6 +109,14 @@ def test_requirements_never_replace_the_images_tensorflow(tmp_path: Path) -> Non
     assert len(said) == 3
     assert {"workspace/train.py", "workspace/requirements.txt"} <= set(names)
     assert "FROM base AS requirements" in dockerfile and f"WORKDIR {CONTAINER_WORKSPACE}" in dockerfile
+
+
+def test_the_layers_packages_are_found_whatever_the_images_python_version(tmp_path: Path) -> None:
+    source = scan(make(tmp_path, {"requirements.txt": "tabulate\n"}))
+    with tarfile.open(fileobj=layer_context(workspace_image("c", "base", source, None), source, None, print)) as tar:
+        dockerfile = tar.extractfile("Dockerfile").read().decode()  # type: ignore[union-attr]
+    assert "ENV PYTHONPATH=/opt/workspace-packages/site-packages PATH=/opt/workspace-packages/bin:$PATH" in dockerfile
+    assert not re.search(r"python3\.\d", dockerfile) and "RUN set -e;" in dockerfile  # a failed install fails
 
 
 def spec_file(tmp_path: Path, workspace: str) -> Path:

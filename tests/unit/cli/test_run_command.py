@@ -90,13 +90,34 @@ def test_bad_input_is_one_line_exit_2_and_starts_nothing(tmp_path: Path, args: l
     assert not LocalState.named(naming.name_for_program(args[-1] if args else "t.py")).exists()
 
 
-def test_a_script_outside_the_workspace_is_refused_where_only_the_workspace_ships(tmp_path: Path) -> None:
-    (tmp_path / "t.py").write_text("")
-    (tmp_path / "ws").mkdir()
-    result = subprocess.run([*CLI, "run", "-b", "compose", "../t.py"], cwd=tmp_path / "ws", capture_output=True,
-                            text=True, timeout=60)
+@pytest.mark.parametrize(("args", "message"), [
+    (["-b", "compose", "../t.py"], "../t.py: outside the workspace"),
+    (["-b", "compose", "--image", "mine:1", "../t.py"], "../t.py: outside the workspace"),  # the layer is still built
+    (["-b", "compose", "--image", "mine:1", "missing.py"], "missing.py: no such file in the workspace"),
+    (["-b", "compose", "{ws}/t.py"], "{ws}/t.py: a path on this machine; the tasks have the workspace at /workspace: "
+                                     "give the script relative to it (t.py)"),
+    (["-b", "compose", "--image", "mine:1", "{ws}/t.py"], "{ws}/t.py: a path on this machine"),
+    (["-b", "compose", "--image", "mine:1", "{ws}/../t.py"], None),  # taken as the image's own file
+    (["-b", "compose", "{ws}/../t.py"], "{ws}/../t.py: outside the workspace"),
+    (["-b", "compose", "skip/t.py"], "skip/t.py: left out of the workspace image (.dockerignore"),
+    (["--image", "mine:1", "missing.py"], "missing.py: no such file in the workspace"),  # local: run in place
+])
+def test_a_script_the_tasks_cannot_find_in_the_workspace_is_refused(tmp_path: Path, args: list[str],
+                                                                    message: str | None) -> None:
+    ws = tmp_path / "ws"
+    for path in (tmp_path / "t.py", ws / "t.py", ws / "skip" / "t.py"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("")
+    (ws / ".dockerignore").write_text("skip\n")
+    args = [arg.format(ws=ws) for arg in args]
+    if message is None:  # accepted: planned without starting anything
+        run = ScriptRun(program=args[-1], backend="compose", image="mine:1")
+        assert api.script_spec(run, workdir=ws).command == ["python", args[-1]]
+        return
+    result = subprocess.run([*CLI, "run", *args], cwd=ws, capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr.startswith("tfcluster run: SCRIPT: ../t.py: outside the workspace") and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"tfcluster run: SCRIPT: {message.format(ws=ws)}") and result.stderr.count("\n") == 1, (
+        result.stderr)
 
 
 def test_a_module_gets_its_options_even_those_run_also_has_after_double_dash(tmp_path: Path) -> None:
