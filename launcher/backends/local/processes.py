@@ -42,6 +42,9 @@ from launcher.supervision.procfs import stat_fields
 #: The trap defers SIGTERM/SIGINT sent to the group until COMMAND (which gets them too) has exited.
 WRAPPER = "trap 'true' INT TERM; \"$@\"; code=$?; echo \"$code\" > \"$0\"; exit \"$code\""
 
+#: How long ``start`` waits for a started shell to show its environment in /proc (a few ms in practice).
+OBSERVABLE_TIMEOUT_SECONDS = 5.0
+
 
 @dataclass(frozen=True)
 class TaskRun:
@@ -151,9 +154,21 @@ class ProcessRuntime:
                 )
             except OSError as exc:
                 raise LaunchError(f"cannot start {task.name} ({task.command[0]}): {exc}") from None
+        self._await_observable(task, process)
         self._runs[task.name] = _Run(TaskRun(process.pid, offset), process)
         self._reader(task, offset)
         self._record()
+
+    @staticmethod
+    def _await_observable(task: Task, process: subprocess.Popen[bytes]) -> None:
+        """Return once ``group_runs_task`` sees the task (or its shell ended), so a recorded run is never taken for lost.
+
+        ``Popen`` returns when ``execve`` closes its close-on-exec pipe, which the kernel does
+        before it sets the new image's environment: for a moment ``/proc/<pid>/environ`` is empty.
+        """
+        ends = time.monotonic() + OBSERVABLE_TIMEOUT_SECONDS
+        while process.poll() is None and not group_runs_task(process.pid, task.name) and time.monotonic() < ends:
+            time.sleep(0.001)
 
     def adopt(self, task: Task) -> bool:
         record = self.recorded.get(task.name)
