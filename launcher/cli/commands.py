@@ -68,6 +68,14 @@ def registry_override(registry: str | None) -> dict[str, dict[str, str]] | None:
     return {"kubernetes": {"registry": registry}} if registry else None
 
 
+def refuse_k8s_options(backend: str, **options: str | None) -> None:
+    """``--namespace``/``--context``/``--registry`` act on Kubernetes only: with another backend they are
+    refused (one line, exit 2), never ignored, so a forgotten ``-b k8s`` does not launch elsewhere."""
+    given = [f"--{name}" for name, value in options.items() if value is not None]
+    if given and backend != BackendKind.K8S.value:
+        raise click.UsageError(f"{', '.join(given)}: only with -b k8s (the backend is {backend})")
+
+
 @main.command()
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--backend", "-b", type=BACKENDS, default=None,
@@ -87,6 +95,7 @@ def validate(spec: Path, backend: str | None) -> None:
 @REGISTRY_OPTION
 def dry_run(spec: Path, backend: str, output: str, registry: str | None) -> None:
     """Print every task's TF_CONFIG and what would be launched, without launching."""
+    refuse_k8s_options(backend, registry=registry)
     dry_run_ = api.dry_run(spec, backend, overrides=registry_override(registry))
     if output in ("json", "plan"):  # streamed task by task: the output is quadratic in the tasks, memory is not
         plan = dry_run_.plan
@@ -167,6 +176,7 @@ def _backend_for(name: str, backend: str | None, **options: str | None) -> Backe
 def up(spec: Path, backend: str, detach: bool, namespace: str | None, context: str | None, force: bool,
        registry: str | None) -> None:
     """Launch SPEC and watch it until it ends (exit 0 if the job succeeded)."""
+    refuse_k8s_options(backend, namespace=namespace, context=context, registry=registry)
     dry_run_ = api.dry_run(spec, backend, api.new_run_id(), launching=True, overrides=registry_override(registry),
                            capacity=not force)
     _launch(dry_run_, detach, namespace, context)
@@ -206,6 +216,7 @@ def run(script: str | None, args: tuple[str, ...], module: str | None, workers: 
     tfcluster run --workers 3 train.py --epochs 5. With -m MODULE, `--` ends
     run's options: put the module's options named like run's after it.
     """
+    refuse_k8s_options(backend, namespace=namespace, context=context, registry=registry)
     if module is not None and script is not None:
         args = (script, *args)
     program = module if module is not None else script

@@ -79,6 +79,9 @@ def test_everything_after_the_script_reaches_it_unchanged(tmp_path: Path) -> Non
     (["-b", "k8s", "t.py"], "tfcluster run: kubernetes.registry: a workspace image must be pushed where the nodes pull from"),
     (["-f", "spec.yaml", "--workers", "3", "t.py"], "tfcluster run: --workers/--chief/--ps/--evaluator: roles come"),
     (["-m", "not a module"], "tfcluster run: -m: 'not a module' is not a dotted module name"),
+    (["--namespace", "ml", "t.py"], "tfcluster run: --namespace: only with -b k8s (the backend is local)"),
+    (["-b", "compose", "--context", "c", "--registry", "r:5000", "t.py"],
+     "tfcluster run: --context, --registry: only with -b k8s (the backend is compose)"),
     (["--workers", "0", "t.py"], "tfcluster run: roles: "),
 ])
 def test_bad_input_is_one_line_exit_2_and_starts_nothing(tmp_path: Path, args: list[str], message: str) -> None:
@@ -127,3 +130,14 @@ def test_a_module_gets_its_options_even_those_run_also_has_after_double_dash(tmp
     assert [t.command[1:] for t in LocalState.named("mod").read_plan().tasks] == [
         ["-m", "json.tool", "--sort-keys", "--workers"]]  # `--` ended run's options
     subprocess.run([*CLI, "down", "mod"], capture_output=True, timeout=60, check=True)
+
+
+@pytest.mark.parametrize(("args", "option"), [(["up", "spec.yaml", "--namespace", "ml"], "--namespace"),
+                                               (["dry-run", "spec.yaml", "-b", "compose", "--registry", "r:5000"], "--registry")])
+def test_kubernetes_options_with_another_backend_are_refused_by_up_and_dry_run_too(tmp_path: Path, args: list[str],
+                                                                                 option: str) -> None:
+    (tmp_path / "spec.yaml").write_text("name: t\nroles:\n  worker: {replicas: 1}\n")
+    result = subprocess.run([*CLI, *args], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout) == (2, "") and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"tfcluster {args[0]}: {option}: only with -b k8s"), result.stderr
+    assert not LocalState.named("t").exists()
