@@ -40,8 +40,12 @@ IMAGE_OWNED = re.compile(r"^\s*(tensorflow(-cpu|-gpu|-intel)?|tf-keras|tf_keras|
 CHUNK = 1 << 20
 
 #: Where the layer installs the workspace's requirements (``pip --prefix``: what the image has is reused, never
-#: shadowed) and the fixed names it gives them: ``site-packages`` links to the interpreter's own
-#: ``lib/pythonX.Y/site-packages`` there, so the layer works on an ``--image`` of any Python version.
+#: shadowed) and the fixed names it gives them, so the layer works on an ``--image`` of any Python: pip puts
+#: pure and platform packages under ``lib/pythonX.Y/site-packages`` (a venv, ``python:`` images),
+#: ``lib64/...`` beside it (Fedora's platlib) or ``local/lib/pythonX.Y/dist-packages`` and ``local/bin``
+#: (Debian's and Ubuntu's system Python, as in ``tensorflow/tensorflow`` images): ``site-packages-1`` and
+#: ``-2`` link to the (at most two) dirs it filled, ``bin`` to its scripts. The image's own ``PYTHONPATH``
+#: is kept after them.
 PACKAGES = "/opt/workspace-packages"
 LAYER_DOCKERFILE = """\
 FROM {base} AS requirements
@@ -53,13 +57,18 @@ RUN set -e; mkdir -p {packages}; cd {packages}; \\
       python -m pip install --no-cache-dir --disable-pip-version-check -q --prefix {packages} \\
         -r /tmp/ws-build/requirements.txt; \\
     fi; \\
-    for site in lib/python*/site-packages; do if [ -d "$site" ]; then ln -s "$site" site-packages; fi; done; \\
-    mkdir -p site-packages
+    n=0; for site in lib/python*/site-packages lib64/python*/site-packages local/lib/python*/dist-packages \\
+                     local/lib64/python*/dist-packages lib/python*/dist-packages; do \\
+      if [ -d "$site" ]; then n=$((n + 1)); ln -s "$site" "site-packages-$n"; fi; \\
+    done; \\
+    if [ -d local/bin ]; then ln -s local/bin bin; fi; \\
+    mkdir -p site-packages-1 site-packages-2 bin
 
 FROM {base}
 COPY --from=requirements {packages} {packages}
 COPY --chown=1000:1000 workspace/ {workdir}/
-ENV PYTHONPATH={packages}/site-packages PATH={packages}/bin:$PATH
+ENV PYTHONPATH={packages}/site-packages-1:{packages}/site-packages-2${{PYTHONPATH:+:$PYTHONPATH}} \\
+    PATH={packages}/bin:$PATH
 WORKDIR {workdir}
 """
 

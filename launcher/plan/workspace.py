@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 #: Where the workspace is in a workspace image, and the tasks' working directory there.
 CONTAINER_WORKSPACE = "/workspace"
 #: Bump when the layer's Dockerfile changes, so old layers are not reused.
-LAYER_FORMAT = "2"
+LAYER_FORMAT = "3"
 
 
 class WorkspaceSource(BaseModel):

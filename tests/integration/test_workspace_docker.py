@@ -1,10 +1,13 @@
 """The workspace image on a real Docker engine: built from a directory without a Dockerfile, rebuilt only on
-change, pushed to and pulled from a real registry (Kubernetes), and a plain MWMS script trained from it (compose)."""
+change, pushed to and pulled from a real registry (Kubernetes), its requirements importable on an image of Debian's
+system Python, and a plain MWMS script trained from it (compose)."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
+import tarfile
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +17,7 @@ import pytest
 from kubernetes import client
 
 from fakes.kubernetes_api import FakeKubernetes
-from helpers.docker_engine import Clusters, clusters, compose_cli, docker_engine, worker_image  # noqa: F401  (fixtures)
+from helpers.docker_engine import BASE_IMAGE, Clusters, clusters, compose_cli, docker_engine, worker_image  # noqa: F401  (fixtures)
 from helpers.paths import REPO
 from helpers.registry import local_registry  # noqa: F401  (fixture)
 from launcher import api
@@ -129,3 +132,35 @@ def test_a_plain_mwms_script_trains_on_compose_from_its_directory(tmp_path: Path
     assert job.state is State.SUCCEEDED, logs[-3000:]
     assert logs.count("trained in /workspace") == 2
     assert "worker" in logs and "loss" in logs
+
+
+#: An ``--image`` as ``tensorflow/tensorflow`` images are: Debian's own Python (pip ``--prefix`` installs under
+#: ``local/lib/python3.X/dist-packages`` and ``local/bin``) and a ``PYTHONPATH`` of its own.
+SYSTEM_PYTHON_IMAGE = """\
+FROM {base}
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-pip python-is-python3 >/dev/null \\
+    && rm -rf /var/lib/apt/lists/*
+RUN mkdir /opt/own && echo "NAME = 'own'" > /opt/own/ownmod.py
+ENV PYTHONPATH=/opt/own
+"""
+
+
+def test_requirements_are_importable_on_an_image_of_debians_system_python_which_keeps_its_pythonpath(
+    tmp_path: Path, docker_engine: Any  # noqa: F811
+) -> None:
+    base = BASE_IMAGE if docker_engine.images.list(name=BASE_IMAGE) else "debian:bookworm-slim"
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        dockerfile = SYSTEM_PYTHON_IMAGE.format(base=base).encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        tar.addfile(info, io.BytesIO(dockerfile))
+    context.seek(0)
+    own, _ = docker_engine.images.build(fileobj=context, custom_context=True, tag="tfcluster-test-system-python",
+                                        network_mode="host", rm=True)
+    plan = api.plan(api.validate_data(spec("wssys", workspace(tmp_path), 1, image=own.tags[0]), "compose"), "compose")
+    ensure_images(plan.workspace, lambda line: None)  # type: ignore[arg-type]
+    script = "import shutil, ownmod, tabulate; print(tabulate.__file__, ownmod.NAME, shutil.which('tabulate'))"
+    found = run_in(docker_engine, plan.tasks[0].image, script).split()
+    assert found[0].startswith("/opt/workspace-packages/site-packages-1/") and found[1:] == [
+        "own", "/opt/workspace-packages/bin/tabulate"]

@@ -115,7 +115,8 @@ def test_the_layers_packages_are_found_whatever_the_images_python_version(tmp_pa
     source = scan(make(tmp_path, {"requirements.txt": "tabulate\n"}))
     with tarfile.open(fileobj=layer_context(workspace_image("c", "base", source, None), source, None, print)) as tar:
         dockerfile = tar.extractfile("Dockerfile").read().decode()  # type: ignore[union-attr]
-    assert "ENV PYTHONPATH=/opt/workspace-packages/site-packages PATH=/opt/workspace-packages/bin:$PATH" in dockerfile
+    assert ("ENV PYTHONPATH=/opt/workspace-packages/site-packages-1:/opt/workspace-packages/site-packages-2"
+            "${PYTHONPATH:+:$PYTHONPATH}") in dockerfile and "PATH=/opt/workspace-packages/bin:$PATH" in dockerfile
     assert not re.search(r"python3\.\d", dockerfile) and "RUN set -e;" in dockerfile  # a failed install fails
 
 
