@@ -2,8 +2,9 @@
 
 Contract: ``plan_problems(spec)`` returns the problems of a field-valid
 spec that only the plan layer can see: environment variables the launcher
-sets itself (``launcher.protocol.env``) and derived names over the DNS
-limit (``launcher.plan.naming``). ``launcher.api`` hands it to the loader
+sets itself (``launcher.protocol.env``), Kubernetes labels that tfcluster or
+the Job controller set and derived names over the DNS limit
+(``launcher.plan.naming``). ``launcher.api`` hands it to the loader
 with the backend's own checks, so ``validate`` reports them with lines.
 """
 
@@ -27,5 +28,15 @@ def reserved_env_problems(spec: ClusterSpec) -> list[Problem]:
     ]
 
 
+def reserved_label_problems(spec: ClusterSpec) -> list[Problem]:
+    scopes = (("labels", spec.kubernetes.labels), ("pod_labels", spec.kubernetes.pod_labels))
+    return [
+        Problem(join_path(("kubernetes", field, key)), "is set by tfcluster or by Kubernetes' Job controller")
+        for field, labels in scopes
+        for key in labels
+        if key in naming.RESERVED_LABELS or key.startswith(naming.RESERVED_LABEL_PREFIXES)
+    ]
+
+
 def plan_problems(spec: ClusterSpec) -> list[Problem]:
-    return [*reserved_env_problems(spec), *naming.name_problems(spec)]
+    return [*reserved_env_problems(spec), *reserved_label_problems(spec), *naming.name_problems(spec)]

@@ -30,6 +30,10 @@ LABEL_TASK = "tfcluster.io/task"
 LABEL_RUN = "tfcluster.io/run-id"
 LABEL_MANAGED = "app.kubernetes.io/managed-by"
 MANAGER = "tfcluster"
+#: Label keys that tfcluster or Kubernetes' Job controller set (prefixes, then whole keys): the spec's own
+#: ``kubernetes.labels`` and ``pod_labels`` may not use them (selectors would break).
+RESERVED_LABEL_PREFIXES = ("tfcluster.io/", "batch.kubernetes.io/")
+RESERVED_LABELS = frozenset({LABEL_MANAGED, "job-name", "controller-uid"})
 #: On a run's TensorBoard container / pods instead of ``LABEL_CLUSTER`` (which would put them among the run's tasks).
 LABEL_TENSORBOARD = "tfcluster.io/tensorboard"
 #: Hex digits of the hash naming a board shared by several runs.

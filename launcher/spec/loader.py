@@ -29,7 +29,7 @@ from pydantic_core import ErrorDetails
 
 from launcher.spec import rules, tfjob
 from launcher.spec.models import PATTERN_MEANINGS, ClusterSpec
-from launcher.spec.problems import Problem, SpecCheck, SpecError, join_path
+from launcher.spec.problems import Problem, SpecCheck, SpecError, join_path, split_path
 
 LineMap = dict[tuple[str, ...], int]
 
@@ -296,7 +296,7 @@ def _to_problem(err: ErrorDetails, lines: LineMap) -> Problem:
 
 
 def _with_line(problem: Problem, lines: LineMap) -> Problem:
-    path = tuple(problem.path.split(".")) if problem.path else ()
+    path = split_path(problem.path)
     while path and path not in lines:
         path = path[:-1]
     return Problem(problem.path, problem.message, lines.get(path))

@@ -22,12 +22,18 @@ DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PY_MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 ABSOLUTE_PATH = r"^/"
+#: A Kubernetes label name (the part after an optional ``prefix/``) and value (which may be empty).
+LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{LABEL_NAME}$")
+LABEL_VALUE = rf"^({LABEL_NAME})?$"
 
 #: What each pattern means, for error messages people can act on.
 PATTERN_MEANINGS = {
     DNS_LABEL: "must be a DNS-1123 label: lowercase letters, digits and '-', starting with a letter",
     PY_MODULE: "must be a dotted Python module name, e.g. mypackage.train",
     ABSOLUTE_PATH: "must be an absolute path (starting with /)",
+    LABEL_VALUE: "must be a Kubernetes label value: letters, digits, '-', '_' and '.', starting and ending "
+                 "with a letter or digit (or empty)",
     BYTES: "must be a byte quantity such as 512Mi or 4Gi (Mi = MiB; 'm' would mean 1/1000 byte)",
 }
 
@@ -118,6 +124,20 @@ def _check_env_name(key: str) -> str:
 #: An environment variable name (each bad key is reported at its own path; names the launcher
 #: owns are refused by ``launcher.plan.checks``, which knows them from ``launcher.protocol.env``).
 EnvName = Annotated[str, AfterValidator(_check_env_name)]
+
+
+def _check_label_key(key: str) -> str:
+    prefix, _, name = key.rpartition("/")
+    if not LABEL_KEY.match(key) or len(name) > 63 or len(prefix) > 253:
+        raise ValueError("is not a Kubernetes label key: an optional DNS subdomain and '/', then at most 63 "
+                         "letters, digits, '-', '_' and '.', starting and ending with a letter or digit")
+    return key
+
+
+#: A Kubernetes label key (each bad key reported at its own path; the keys tfcluster sets itself are
+#: refused by ``launcher.plan.checks``, which knows them from ``launcher.plan.naming``).
+LabelKey = Annotated[str, AfterValidator(_check_label_key)]
+LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE)]
 
 
 def _at_least_6mi(memory: str) -> str:
@@ -356,6 +376,12 @@ class KubernetesSpec(_Model):
     image_pull_secrets: list[str] = Field(default_factory=list)
     env_from_secrets: list[str] = Field(default_factory=list, description="Secrets whose keys become env vars.")
     scheduler_name: str | None = Field(None, description="e.g. volcano, for gang scheduling.")
+    labels: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict, description="Labels on every object of the run (Jobs, Services, ConfigMap, ...)."
+    )
+    pod_labels: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict, description="Labels on every task's pod, e.g. for a policy's or a monitor's selector."
+    )
     pod_annotations: dict[str, str] = Field(default_factory=dict, description="e.g. Kueue/Volcano PodGroup keys.")
     volume_claim: VolumeClaim = Field(default_factory=VolumeClaim)
     ttl_seconds_after_finished: int | None = Field(3600, ge=0)

@@ -20,11 +20,17 @@ if TYPE_CHECKING:
     from launcher.spec.models import ClusterSpec
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_PATH_PART = re.compile(r'"(?:[^"\\]|\\.)*"|[^.]+')
 
 
 def join_path(parts: Iterable[object]) -> str:
     """Dotted YAML path; keys that are not plain words are quoted (``env."my key"``)."""
     return ".".join(p if _PLAIN_KEY.match(p) else json.dumps(p) for p in map(str, parts))
+
+
+def split_path(path: str) -> tuple[str, ...]:
+    """The keys of a ``join_path`` path, quoted ones unquoted (``kubernetes.labels."a.io/b"`` has three)."""
+    return tuple(json.loads(part) if part.startswith('"') else part for part in _PATH_PART.findall(path))
 
 
 @dataclass(frozen=True)

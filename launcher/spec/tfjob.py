@@ -6,15 +6,15 @@ the equivalent spec mapping (validated afterwards like any spec), where each
 of its fields came from (``origins``, so problems name the TFJob's own field
 and line), the fields tfcluster does not carry (``dropped``, one problem
 each: refused by ``validate``/``dry-run``/``up``, comments in ``convert``;
-among them the TFJob's and the pods' labels, the TFJob's annotations and an
-``imagePullPolicy`` other than Kubernetes' default for the image), the
+among them the TFJob's annotations and an ``imagePullPolicy`` other than
+Kubernetes' default for the image), the
 fields carried with a difference or without effect (``notes``: comments in
 ``convert``, not refused: a request-only resource that becomes a limit,
 container ``ports`` other than ``tfjob-port``, an ``imagePullPolicy`` equal
 to the default) and the pod-template fields only the Kubernetes backend carries
-(``kubernetes_only``: nodeSelector, tolerations, imagePullSecrets,
-serviceAccountName, volumes, pod annotations and the container's
-volumeMounts; refused on the other backends). The mapping (README: migration table):
+(``kubernetes_only``: the TFJob's labels, nodeSelector, tolerations,
+imagePullSecrets, serviceAccountName, volumes, pod labels and annotations
+and the container's volumeMounts; refused on the other backends). The mapping (README: migration table):
 
 - replica specs Chief/Master, Worker, PS, Evaluator -> roles; ``replicas``;
 - the container named ``tensorflow`` (else the first): ``image``; ``command``
@@ -30,7 +30,9 @@ volumeMounts; refused on the other backends). The mapping (README: migration tab
   ``ttlSecondsAfterFinished`` -> ``kubernetes.ttl_seconds_after_finished``,
   ``cleanPodPolicy: Running`` is what tfcluster does; ``successPolicy``
   ``AllWorkers`` -> ``all-workers``; ``metadata.namespace`` ->
-  ``kubernetes.namespace``.
+  ``kubernetes.namespace``, ``metadata.labels`` -> ``kubernetes.labels``,
+  the pod template's labels and annotations -> ``kubernetes.pod_labels`` and
+  ``kubernetes.pod_annotations``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from launcher.spec.problems import Problem, join_path
+from launcher.spec.problems import Problem, join_path, split_path
 
 API_VERSION = "kubeflow.org/v1"
 KIND = "TFJob"
@@ -55,7 +57,7 @@ POD_FIELDS = {"nodeSelector": "node_selector", "tolerations": "tolerations", "im
 #: Container fields carried into ``kubernetes:`` (the same for every role).
 CONTAINER_POD_FIELDS = {"volumeMounts": "volume_mounts"}
 #: Pod-template metadata carried into ``kubernetes:`` (the same for every role).
-POD_METADATA_FIELDS = {"annotations": "pod_annotations"}
+POD_METADATA_FIELDS = {"annotations": "pod_annotations", "labels": "pod_labels"}
 #: The container port the training operator builds TF_CONFIG's addresses from.
 TF_PORT_NAME = "tfjob-port"
 #: The resources carried (``roles.<role>.resources``).
@@ -98,7 +100,7 @@ class Converted:
 
     def origin(self, spec_path: str) -> str:
         """The TFJob field a spec path came from (its longest converted prefix); the path itself if none."""
-        parts = tuple(spec_path.split(".")) if spec_path else ()
+        parts = split_path(spec_path)
         for end in range(len(parts), 0, -1):
             if parts[:end] in self.origins:
                 return join_path(self.origins[parts[:end]] + parts[end:])
@@ -124,9 +126,13 @@ def convert(data: dict[str, Any]) -> Converted:
     out.put(("name",), metadata.get("name"), ("metadata", "name"))
     if "namespace" in metadata:
         out.put(("kubernetes", "namespace"), metadata["namespace"], ("metadata", "namespace"))
-    for key in sorted(set(metadata) - {"name", "namespace"}):
-        if key in ("labels", "annotations"):
-            out.drop(("metadata", key), "tfcluster sets its own on its objects; yours (e.g. a queue's) would be lost")
+    if "labels" in metadata:
+        out.put(("kubernetes", "labels"), metadata["labels"], ("metadata", "labels"))
+        out.kubernetes_only.append(Problem("metadata.labels", "only the Kubernetes backend carries it (-b k8s)"))
+    for key in sorted(set(metadata) - {"name", "namespace", "labels"}):
+        if key == "annotations":
+            out.drop(("metadata", key), "tfcluster has no annotations for its objects (pod template annotations "
+                                        "are carried)")
         else:
             out.drop(("metadata", key), "set by the Kubernetes API server, not by a manifest")
     for key in sorted(set(data) - {"apiVersion", "kind", "metadata", "spec"}):
@@ -173,8 +179,6 @@ def _replica(out: Converted, role: str, replica: dict[str, Any], where: Path,
         origin = (*where, "template", "metadata", key)
         if key in POD_METADATA_FIELDS:
             _shared_field(out, pod_fields, key, pod_metadata[key], origin)
-        elif key == "labels":
-            out.drop(origin, "tfcluster sets its own pod labels; yours (selectors, policies) would be lost")
         else:
             out.drop(origin, "tfcluster names its pods itself")
     found = pod.get("containers")

@@ -62,6 +62,8 @@ SPECS: dict[str, dict[str, Any]] = {
             "env_from_secrets": ["wandb"],
             "scheduler_name": "volcano",
             "pod_annotations": {"scheduling.k8s.io/group-name": "opts", "kueue.x-k8s.io/queue-name": "gpu"},
+            "labels": {"app.kubernetes.io/part-of": "vision", "cost-center": "ml-42"},
+            "pod_labels": {"app": "opts", "sidecar.istio.io/inject": "false"},
             "volume_claim": {"name": "shared-ckpt"},
             "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "imagenet", "readOnly": True}},
                         {"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}},

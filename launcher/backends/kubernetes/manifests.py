@@ -163,7 +163,9 @@ def _program(plan: Plan, group: RoleGroup, *, indexed: bool) -> list[str]:
 
 
 def _meta(plan: Plan, name: str, role: RoleType | None = None) -> dict[str, Any]:
-    return {"name": name, "namespace": plan.spec.kubernetes.namespace, "labels": naming.labels(plan.name, plan.run_id, role)}
+    """Name, namespace and labels of an object tfcluster creates: the spec's ``kubernetes.labels``, then its own."""
+    k8s = plan.spec.kubernetes
+    return {"name": name, "namespace": k8s.namespace, "labels": {**k8s.labels, **naming.labels(plan.name, plan.run_id, role)}}
 
 
 def service_accounts(plan: Plan) -> list[Manifest]:
@@ -439,7 +441,7 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
         pod["initContainers"] = [_workspace_seed(group.first.image, resources)]
     if k8s.scheduler_name:
         pod["schedulerName"] = k8s.scheduler_name
-    metadata: dict[str, Any] = {"labels": naming.labels(plan.name, plan.run_id, group.role)}
+    metadata: dict[str, Any] = {"labels": {**k8s.pod_labels, **naming.labels(plan.name, plan.run_id, group.role)}}
     if k8s.pod_annotations:
         metadata["annotations"] = dict(k8s.pod_annotations)
     return {"metadata": metadata, "spec": pod}

@@ -85,6 +85,15 @@ def test_every_bad_env_key_has_its_own_line() -> None:
                              's.yaml:2: env.TF_CONFIG: is set by tfcluster and cannot be overridden']
 
 
+def test_a_key_with_dots_is_located_at_its_own_line() -> None:
+    lines = problems('name: d\nroles: {worker: {}}\nkubernetes:\n  pod_labels:\n    app: ok\n'
+                     '    tfcluster.io/role: x\n    "a b": y\n')
+    assert sorted(lines) == [
+        's.yaml:6: kubernetes.pod_labels."tfcluster.io/role": is set by tfcluster or by Kubernetes\' Job controller',
+        's.yaml:7: kubernetes.pod_labels."a b": is not a Kubernetes label key: an optional DNS subdomain and \'/\', '
+        "then at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"]
+
+
 def test_name_too_long_names_a_task_that_exists() -> None:
     [line] = problems("name: " + "a" * 52 + "\nroles: {worker: {replicas: 2}}\n")
     assert "-checkpoints' is 64 chars" in line and "evaluator" not in line

@@ -103,28 +103,60 @@ def test_convert_comments_every_field_it_does_not_carry(cli, tmp_path: Path) -> 
         "tfcluster does not carry this container field"]
 
 
-def test_labels_annotations_and_a_pull_policy_tfcluster_would_not_honour_are_refused(cli, tmp_path: Path) -> None:
+def test_the_tfjobs_annotations_and_a_pull_policy_tfcluster_would_not_honour_are_refused(cli, tmp_path: Path) -> None:
     def own(replica: dict) -> None:
-        replica["template"]["metadata"] = {"labels": {"app": "mnist"}, "annotations": {"sidecar.istio.io/inject": "false"}}
         replica["template"]["spec"]["containers"][0]["imagePullPolicy"] = "Always"  # the tag is 1.0: not the default
 
     data = _tfjob(Chief=own, Worker=own, PS=own)
-    data["metadata"].update(labels={"kueue.x-k8s.io/queue-name": "q"}, annotations={"note": "x"}, uid="123")
+    data["metadata"].update(annotations={"note": "x"}, uid="123")
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(data))
     out = cli.invoke(main, ["convert", str(path)]).stdout
-    assert ("# not carried: metadata.labels: tfcluster sets its own on its objects; yours (e.g. a queue's) would be "
-            "lost") in out
-    assert "# not carried: metadata.annotations: tfcluster sets its own" in out
-    assert ("# not carried: spec.tfReplicaSpecs.PS.template.metadata.labels: tfcluster sets its own pod labels; "
-            "yours (selectors, policies) would be lost") in out
+    assert "# not carried: metadata.annotations: tfcluster has no annotations for its objects" in out
     assert ("# not carried: spec.tfReplicaSpecs.Worker.template.spec.containers.0.imagePullPolicy: tfcluster's pods "
             "get Kubernetes' default for this image, IfNotPresent") in out
     assert "# not carried: metadata.uid: set by the Kubernetes API server, not by a manifest" in out
     errors = _errors(tmp_path, data, "validate", "-b", "k8s")
-    assert len(errors) == 3 + 2 * 3  # the TFJob's labels, annotations, uid; each replica's pod labels and pull policy
-    assert any(e.endswith("spec.tfReplicaSpecs.Chief.template.metadata.labels: not carried: tfcluster sets its own "
-                          "pod labels; yours (selectors, policies) would be lost") for e in errors)
+    assert len(errors) == 2 + 3, errors  # the TFJob's annotations and uid; each replica's pull policy
+
+
+def test_labels_go_on_the_objects_and_pod_labels_on_the_pods_on_kubernetes_only(tmp_path: Path) -> None:
+    def own(replica: dict) -> None:
+        replica["template"]["metadata"] = {"labels": {"app": "mnist", "team": "vision"}}
+
+    data = _tfjob(Chief=own, Worker=own, PS=own)
+    data["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q", "app.kubernetes.io/part-of": "mnist"}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(data))
+    spec = api.load_spec(path, "k8s")
+    assert spec.kubernetes.labels == data["metadata"]["labels"]
+    assert spec.kubernetes.pod_labels == {"app": "mnist", "team": "vision"}
+    for obj in k8s_manifests(api.plan(spec, "k8s", run_id="r1")):
+        assert data["metadata"]["labels"].items() <= obj["metadata"]["labels"].items(), obj["metadata"]
+        if obj["kind"] == "Job":
+            pod_labels = obj["spec"]["template"]["metadata"]["labels"]
+            assert pod_labels["app"] == "mnist" and pod_labels["tfcluster.io/cluster"] == "mnist-pss"
+    tfjob = next(o for o in yaml.safe_load_all(render_tfjob(api.plan(spec, "k8s"))["tfjob.yaml"]) if o)
+    assert tfjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
+    errors = _errors(tmp_path, data, "validate", "-b", "local")
+    assert [e.split(": ", 1)[1] for e in errors] == [
+        "metadata.labels: only the Kubernetes backend carries it (-b k8s)",
+        "spec.tfReplicaSpecs.Chief.template.metadata.labels: only the Kubernetes backend carries it (-b k8s)"], errors
+
+
+def test_labels_tfcluster_or_the_job_controller_set_are_refused_at_the_tfjobs_line(tmp_path: Path) -> None:
+    def own(replica: dict) -> None:
+        replica["template"]["metadata"] = {"labels": {"job-name": "x"}}
+
+    data = _tfjob(Chief=own, Worker=own, PS=own)
+    data["metadata"]["labels"] = {"tfcluster.io/cluster": "other", "Bad Key": "v"}
+    errors = _errors(tmp_path, data, "validate", "-b", "k8s")
+    assert sorted(e.split(": ", 1)[1] for e in errors) == sorted([
+        'metadata.labels."Bad Key": is not a Kubernetes label key: an optional DNS subdomain and \'/\', then at most 63 '
+        "letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
+        'metadata.labels."tfcluster.io/cluster": is set by tfcluster or by Kubernetes\' Job controller',
+        "spec.tfReplicaSpecs.Chief.template.metadata.labels.job-name: is set by tfcluster or by Kubernetes' Job "
+        "controller"]), errors
 
 
 def test_pod_annotations_tfjob_port_and_a_default_pull_policy_are_carried_other_ports_noted(
