@@ -4,8 +4,9 @@ Contract: ``train(ctx)`` builds the strategy, the user's model inside its
 scope and the input, resumes from ``<checkpoint_dir>/backup`` when a backup
 exists (emitting ``restored``), trains with ``fit`` or the user's
 ``train_step`` (``training.loop``), writes per-epoch weights checkpoints
-(chief only keeps them), exports the final model and, on the chief, writes
-the DONE marker. Events: started, restored, step, epoch, checkpoint,
+(chief only keeps them), exports the final model and, on the chief, deletes
+the backup and writes the DONE marker: the backup outlives the export, so a
+task lost during it (a peer, the ps) resumes at the end, not from scratch. Events: started, restored, step, epoch, checkpoint,
 finished. The chief writes the training summaries (``launcher.worker.summaries``)
 in both loops, through the progress callback. Backups are step-granular when ``RunConfig.backup_every_steps`` is
 set (MWMS / single task), per epoch otherwise (PSS). Under MWMS and single
@@ -67,6 +68,7 @@ def train(ctx: TaskContext) -> None:
         summaries.close()
     model_path = chief_or_scratch(ctx, paths.model_path(run_config.checkpoint_dir), model.save)
     if ctx.selection.is_chief:
+        _delete_backup(run_config.checkpoint_dir)
         lifecycle.mark_done(run_config.checkpoint_dir, run_config.run_id)
     ctx.reporter.emit(EventKind.FINISHED, metrics=metrics, model_path=model_path)
 
@@ -117,7 +119,7 @@ def fit_loop(run: TrainingRun) -> dict[str, float]:
         tf.keras.callbacks.BackupAndRestore(
             backup_dir=paths.backup_dir(run_config.checkpoint_dir),
             save_freq=run_config.backup_every_steps or "epoch",
-            delete_checkpoint=True,
+            delete_checkpoint=False,  # the chief deletes it once the model is exported (``_delete_backup``)
         ),
         CoordinatorSave(training.steps_per_epoch) if _is_pss(ctx) else FitPreemption(training.steps_per_epoch),
         # ModelCheckpoint writes non-chief copies to temporary paths and removes them itself.
@@ -128,6 +130,13 @@ def fit_loop(run: TrainingRun) -> dict[str, float]:
         inputs, epochs=training.epochs, steps_per_epoch=training.steps_per_epoch, callbacks=callbacks, verbose=0
     )
     return {name: float(values[-1]) for name, values in history.history.items() if values}
+
+
+def _delete_backup(checkpoint_dir: str) -> None:
+    """The chief's last step, after the export: until then a task lost (a peer, the ps) resumes at the end."""
+    directory = paths.backup_dir(checkpoint_dir)
+    if tf.io.gfile.exists(directory):
+        tf.io.gfile.rmtree(directory)
 
 
 class _Backup:
@@ -154,10 +163,6 @@ class _Backup:
             self.manager.save()
         else:
             chief_or_scratch(self.ctx, posixpath.join(self.directory, "backup"), self.checkpoint.write)
-
-    def delete(self) -> None:
-        if self.ctx.selection.is_chief and tf.io.gfile.exists(self.directory):
-            tf.io.gfile.rmtree(self.directory)
 
 
 def custom_loop(run: TrainingRun) -> dict[str, float]:
@@ -215,6 +220,5 @@ def custom_loop(run: TrainingRun) -> dict[str, float]:
         weights = pattern.format(epoch=epoch + 1)
         chief_or_scratch(ctx, weights, model.save_weights)
         ctx.reporter.chief(EventKind.CHECKPOINT, epoch=epoch, path=weights)
-    backup.delete()
     final = scalar(loss)
     return {"loss": final} if final is not None else {}

@@ -86,7 +86,7 @@ def test_pss_with_evaluator_restarts_every_training_task_when_the_ps_is_killed(t
     name = launch(tmp_path, {"name": "psk", "strategy": "parameter_server",
                              "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1},
                                        "evaluator": {"replicas": 1}}},
-                  epochs=3)
+                  epochs=12)  # 3 epochs once ended (~1.5 s) between two looks at the status: the kill came too late
     wait_status(name, lambda s: s.progress.get("epoch", 0) >= 1, timeout=180)  # epoch 0 is backed up
     kill_task(name, f"{name}-ps-0")
     status = finish(name)

@@ -228,6 +228,22 @@ def test_custom_loop_restart_resumes_from_its_own_backup(tmp_path: Path) -> None
     assert [step for step, _ in loss] == sorted({*range(3, 401, 3), 200, 400})
 
 
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_a_task_lost_in_the_final_export_resumes_at_the_end_not_from_scratch(tmp_path: Path, loop: str) -> None:
+    spec = cluster_spec("ex", {"chief": 1}, tmp_path,
+                        training={"epochs": 2, "steps_per_epoch": 8, "batch_size_per_replica": 16, "loop": loop})
+    blocker = tmp_path / "model" / "model.keras"
+    blocker.mkdir(parents=True)  # the export fails after the last step, as when a peer or the ps is lost during it
+    [first] = run_cluster(spec, "run1").values()
+    assert first.returncode != 0 and first.of("failed") and first.of("step")[-1]["step"] == 16, first.output[-2000:]
+    blocker.rmdir()
+    [second] = run_cluster(spec, "run2").values()
+    assert second.returncode == 0, second.output[-2000:]
+    assert [e["step"] for e in second.of("restored")] == [16] and not second.of("step")  # nothing trained twice
+    assert Path(second.of("finished")[0]["model_path"]).is_file()
+    assert not list((tmp_path / "backup").rglob("*.index")), "backup left after success"
+
+
 def test_missing_job_config_exits_2_with_a_failed_event() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("TFCLUSTER_JOB", "TF_CONFIG")}
     proc = subprocess.run(
