@@ -15,7 +15,10 @@ The first evaluator of a launch (``lifecycle.first_evaluator_start``)
 belongs to the training the launch resumes (from its backup, else from
 scratch): a checkpoint already there past that step is an earlier launch's,
 which this launch writes again, so it is not evaluated, and validation
-points past that step go (``ValidationSummaries.open``). A restarted
+points past that step go (``ValidationSummaries.open``); unless the launch is
+already done (an evaluator that started late): its latest checkpoint is the
+launch's final one, evaluated as usual. The chief deletes the backup only
+after its export, right before DONE, so a late evaluator sees one or the other. A restarted
 evaluator keeps the launch's curve and evaluates the latest checkpoint.
 """
 
@@ -52,7 +55,8 @@ def evaluate(ctx: TaskContext, poll: float = POLL_S) -> None:
                               run_config.backup_every_steps is not None)
         resume_step = 0 if resume is None else resume.step
         earlier = tf.train.latest_checkpoint(directory)
-        if earlier is not None and (paths.checkpoint_epoch(earlier) or 0) * steps_per_epoch > resume_step:
+        finished = lifecycle.is_done(run_config.checkpoint_dir, run_config.run_id)  # then the latest is this launch's
+        if earlier is not None and not finished and (paths.checkpoint_epoch(earlier) or 0) * steps_per_epoch > resume_step:
             evaluated = earlier
     summaries = ValidationSummaries.open(run_config, resume_step)
     metrics: dict[str, float] = {}

@@ -93,13 +93,13 @@ def cluster_file_env(plan: Plan, task: Task, directory: Path) -> dict[str, str]:
     }
 
 
-def start_cluster(spec, run_id: str, *, cluster_file: bool = False) -> RunningCluster:
-    """Start every task; ``cluster_file`` gives them the cluster file instead of TF_CONFIG."""
+def start_cluster(spec, run_id: str, *, cluster_file: bool = False, only: set[str] | None = None) -> RunningCluster:
+    """Start every task (or those named in ``only``); ``cluster_file`` gives them the cluster file instead of TF_CONFIG."""
     plan = make_plan(spec, "local", run_id, launching=True)
     logdir = Path(tempfile.mkdtemp(prefix=f"{spec.name}-logs-"))
     environ = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     procs, logs = {}, {}
-    for task in plan.tasks:
+    for task in (t for t in plan.tasks if only is None or t.name in only):
         task_env = cluster_file_env(plan, task, logdir) if cluster_file else plan.task_env(task)
         logs[task.name] = logdir / f"{task.name}.log"
         with logs[task.name].open("w") as out:
@@ -112,8 +112,9 @@ def start_cluster(spec, run_id: str, *, cluster_file: bool = False) -> RunningCl
     return RunningCluster(plan, procs, logs)
 
 
-def run_cluster(spec, run_id: str, timeout: float = 240, *, cluster_file: bool = False) -> dict[str, TaskResult]:
-    return start_cluster(spec, run_id, cluster_file=cluster_file).wait(timeout)
+def run_cluster(spec, run_id: str, timeout: float = 240, *, cluster_file: bool = False,
+                only: set[str] | None = None) -> dict[str, TaskResult]:
+    return start_cluster(spec, run_id, cluster_file=cluster_file, only=only).wait(timeout)
 
 
 def describe(results: dict[str, TaskResult]) -> str:

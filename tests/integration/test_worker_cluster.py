@@ -120,6 +120,15 @@ def test_a_new_launch_from_scratch_replaces_the_validation_curve_of_an_earlier_o
     assert [step for step, _ in curve(tmp_path / "tensorboard" / "train", "loss")][-1] == 20
 
 
+def test_an_evaluator_that_starts_after_the_chief_finished_evaluates_the_final_checkpoint(tmp_path: Path) -> None:
+    spec = cluster_spec("late", {"chief": 1, "evaluator": 1}, tmp_path)  # 2 epochs of 10 steps
+    assert_all_ok(run_cluster(spec, "run1", only={"late-chief-0"}))
+    [evaluator] = run_cluster(spec, "run1", only={"late-evaluator-0"}).values()
+    assert evaluator.returncode == 0, evaluator.output[-3000:]
+    assert [e["checkpoint"][-4:] for e in evaluator.of("evaluation")] == ["0002"]
+    assert [step for step, _ in curve(tmp_path / "tensorboard" / "validation", "loss")] == [20]
+
+
 def test_custom_loop_runs_the_users_train_step_under_mwms_from_the_cluster_file(tmp_path: Path) -> None:
     spec = cluster_spec(
         "cl", {"chief": 1, "worker": 1}, tmp_path,
