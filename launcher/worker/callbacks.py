@@ -5,8 +5,10 @@ Contract: ``ProgressCallback`` emits ``step`` events (chief, every
 the epoch, per replica) and ``epoch`` events with the epoch's logs and
 ``input_wait_fraction``; given ``TrainSummaries`` (the chief's, see
 ``launcher.worker.summaries``) it writes the batch logs (running means, per
-replica) every ``summaries.every`` steps and the epoch's logs with the
-input-wait fraction at each epoch's end, at the global step.
+replica) every ``summaries.every`` steps and at each epoch's last step, and the
+input-wait fraction at each epoch's end, at the global step. Each point is
+written at its batch's end, before a backup of that step (put this callback
+first): a restart from that backup never lacks the point.
 ``input_wait_fraction`` = min(1, input seconds per batch / step seconds):
 
 - step seconds: the epoch's mean wall time per step, first step (tracing)
@@ -127,8 +129,8 @@ class ProgressCallback(tf.keras.callbacks.Callback):
         step = self.epoch * self.steps_per_epoch + batch + 1
         last = batch + 1 == self.steps_per_epoch
         report = (batch + 1) % self.every == 0 or last
-        summaries = self.summaries if self.summaries is not None and self.summaries.due(step) and not last else None
-        if not report and summaries is None:  # the epoch's end writes the last step's summaries
+        summaries = self.summaries if self.summaries is not None and (self.summaries.due(step) or last) else None
+        if not report and summaries is None:
             return
         values = self._batch_values(logs)
         if report:
@@ -153,8 +155,8 @@ class ProgressCallback(tf.keras.callbacks.Callback):
             input_wait_fraction=fraction,
             **metrics,
         )
-        if self.summaries is not None:
-            self.summaries.write((epoch + 1) * self.steps_per_epoch, metrics, input_wait_fraction=fraction)
+        if self.summaries is not None:  # the epoch's metrics went with its last step
+            self.summaries.scalars((epoch + 1) * self.steps_per_epoch, {"input_wait_fraction": fraction})
 
     def _input_wait_fraction(self, epoch: int) -> float | None:
         step_seconds = self.timer.mean()

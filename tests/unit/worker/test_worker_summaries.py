@@ -7,6 +7,7 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import importlib.util  # noqa: E402
+import io  # noqa: E402
 import logging  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -17,6 +18,8 @@ tf = pytest.importorskip("tensorflow")
 from helpers.summaries import curve  # noqa: E402
 from launcher.protocol.runconfig import RunConfig  # noqa: E402
 from launcher.worker import summaries  # noqa: E402
+from launcher.worker.callbacks import ProgressCallback  # noqa: E402
+from launcher.worker.reporter import Reporter  # noqa: E402
 
 
 def write(directory: Path, steps: range) -> None:
@@ -66,3 +69,20 @@ def test_several_runs_side_by_side_on_one_real_tensorboard(tmp_path: Path) -> No
         assert [int(s) for _, s, _ in curves["a/train"]] == [1, 2, 3]
         assert [int(s) for _, s, _ in curves["b/train"]] == [1, 2, 3, 4, 5]
     assert not board.running()
+
+
+def test_an_epochs_last_point_is_written_at_its_batch_end_before_a_backup_of_that_step(tmp_path: Path) -> None:
+    """BackupAndRestore saves at a batch's end, after this callback: a peer lost before the epoch's end
+    (its metrics need a collective) must not leave a backup of a step whose point was never written."""
+    directory = tmp_path / "train"
+    writer = summaries.TrainSummaries(str(directory), every=3, global_batch=8, optimizer=None, start_step=0)
+    progress = ProgressCallback(Reporter("t", is_chief=True, stream=io.StringIO()), steps_per_epoch=4, epochs=1,
+                                every=100, input_probe=None, summaries=writer)
+    progress.on_epoch_begin(0)
+    for batch in range(4):
+        progress.on_train_batch_begin(batch)
+        progress.on_train_batch_end(batch, {"loss": float(batch)})
+    assert [step for step, _ in curve(directory, "loss")] == [3, 4]
+    progress.on_epoch_end(0, {"loss": 3.0})
+    assert [step for step, _ in curve(directory, "loss")] == [3, 4]  # not a second point at step 4
+    writer.close()
