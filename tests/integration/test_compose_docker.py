@@ -42,12 +42,16 @@ PROBE = [
 ]
 
 
-def tf_spec(name: str, roles: dict[str, Any], **fields: Any) -> dict[str, Any]:
+#: Epochs of the runs a test kills something of: far from done when the kill comes (Docker's API is slow under load).
+KILLED_EPOCHS = 6
+
+
+def tf_spec(name: str, roles: dict[str, Any], epochs: int = 3, **fields: Any) -> dict[str, Any]:
     return {
         "name": name,
         "roles": roles,
         "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
-        "training": {"epochs": 3, "steps_per_epoch": 25, "batch_size_per_replica": 16,
+        "training": {"epochs": epochs, "steps_per_epoch": 25, "batch_size_per_replica": 16,
                      "args": {"train_examples": 512, "test_examples": 128}},
         "checkpoint": {"backup_every_steps": 3},
         "deadline_seconds": 400,
@@ -146,7 +150,7 @@ def test_missing_compose_v2_names_what_to_install(monkeypatch, tmp_path) -> None
 @pytest.mark.tf
 def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters, docker_engine) -> None:  # noqa: F811
     name = "cmwms"
-    clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}))
+    clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, epochs=KILLED_EPOCHS))
     pid, uid = trainer(docker_engine.containers.get(f"{name}-worker-1"))
     assert uid != 0, "the training process runs as root"
     running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 8)
@@ -165,7 +169,7 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
 @pytest.mark.tf
 def test_docker_kill_of_a_worker_recovers_the_group_in_bounded_time(clusters: Clusters, docker_engine) -> None:  # noqa: F811
     name = "ckill"
-    clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, restart={"max_restarts": 2}))
+    clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, restart={"max_restarts": 2}, epochs=KILLED_EPOCHS))
     running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 8)
     assert not running.state.terminal, f"finished before the kill: {running.message}"
     docker_engine.containers.get(f"{name}-worker-0").kill()
@@ -267,7 +271,7 @@ def test_mwms_survives_kill_9_of_the_supervisor_and_watch_adopts_the_containers(
     clusters: Clusters, docker_engine  # noqa: F811
 ) -> None:
     name = "cadopt"
-    clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 1}}, restart={"max_restarts": 0}))
+    clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 1}}, restart={"max_restarts": 0}, epochs=KILLED_EPOCHS))
     running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 3)
     assert not running.state.terminal, f"finished before the kill: {running.message}"
     started = {c.name: c.attrs["State"]["StartedAt"] for c in project_objects(docker_engine, name)[0]}
@@ -292,7 +296,7 @@ def test_after_a_reboot_of_the_controller_watch_restarts_the_stopped_containers_
     """A reboot kills the supervisor and the engine stops every container (SIGTERM, then SIGKILL): simulated
     here without restarting the shared engine. ``watch`` adopts the exited containers and applies the policy."""
     name = "creboot"
-    clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 1}}, restart={"max_restarts": 1}))
+    clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 1}}, restart={"max_restarts": 1}, epochs=KILLED_EPOCHS))
     running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 8)
     assert not running.state.terminal, f"finished before the kill: {running.message}"
     kill_supervisor(name)
