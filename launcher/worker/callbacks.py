@@ -45,17 +45,9 @@ log = logging.getLogger("launcher.worker")
 
 
 def fetched(logs: Any) -> dict[str, Any]:
-    """Batch logs as a dict: under PSS they arrive as one RemoteValue (fetching waits for the step).
-
-    Empty when the worker that ran the step is gone (preempted, lost): TensorFlow keeps a step's outputs on
-    its worker until they are fetched and does not retry the copy, while the step itself counted. The
-    coordinator trains on; only this report lacks its values.
-    """
+    """Batch logs as a dict: under PSS they arrive as one RemoteValue (fetching waits for the step)."""
     if hasattr(logs, "fetch"):
-        try:
-            logs = logs.fetch()
-        except (tf.errors.UnavailableError, tf.errors.CancelledError):
-            return {}
+        logs = logs.fetch()
     return dict(logs or {})
 
 

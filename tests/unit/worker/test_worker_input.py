@@ -116,21 +116,3 @@ def test_without_a_probe_the_fraction_is_null_and_nothing_is_claimed(caplog) -> 
         progress.on_epoch_end(0, {"loss": 1.0})
     [epoch] = [e for e in map(parse_event, stream.getvalue().splitlines()) if e and e["event"] == "epoch"]
     assert epoch["input_wait_fraction"] is None and "input-bound" not in caplog.text
-
-
-class _LostWorkersValue:
-    """A PSS step's logs whose worker is gone: TensorFlow cannot copy them to the coordinator any more."""
-
-    def fetch(self) -> dict:
-        raise tf.errors.UnavailableError(None, None, "recvmsg:Connection reset by peer [Op:Identity]")
-
-
-def test_a_step_whose_worker_is_gone_is_reported_without_values_and_training_goes_on() -> None:
-    stream = io.StringIO()
-    progress = ProgressCallback(Reporter("t", is_chief=True, stream=stream), steps_per_epoch=2, epochs=1, every=1,
-                                input_probe=None)
-    progress.on_epoch_begin(0)
-    progress.on_train_batch_begin(0)
-    progress.on_train_batch_end(0, _LostWorkersValue())
-    [step] = [e for e in map(parse_event, stream.getvalue().splitlines()) if e and e["event"] == "step"]
-    assert step["step"] == 1 and step["loss"] is None
