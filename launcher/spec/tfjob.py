@@ -92,6 +92,11 @@ class Converted:
         node[spec_path[-1]] = value
         self.origins[spec_path] = origin
 
+    def put_kubernetes_only(self, field_name: str, value: Any, origin: Path) -> None:
+        """``kubernetes.<field_name>``, which the other backends refuse (``kubernetes_only``)."""
+        self.put(("kubernetes", field_name), value, origin)
+        self.kubernetes_only.append(Problem(join_path(origin), "only the Kubernetes backend carries it (-b k8s)"))
+
     def drop(self, origin: Path, why: str) -> None:
         self.dropped.append(Problem(join_path(origin), f"not carried: {why}"))
 
@@ -127,8 +132,7 @@ def convert(data: dict[str, Any]) -> Converted:
     if "namespace" in metadata:
         out.put(("kubernetes", "namespace"), metadata["namespace"], ("metadata", "namespace"))
     if "labels" in metadata:
-        out.put(("kubernetes", "labels"), metadata["labels"], ("metadata", "labels"))
-        out.kubernetes_only.append(Problem("metadata.labels", "only the Kubernetes backend carries it (-b k8s)"))
+        out.put_kubernetes_only("labels", metadata["labels"], ("metadata", "labels"))
     for key in sorted(set(metadata) - {"name", "namespace", "labels"}):
         if key == "annotations":
             out.drop(("metadata", key), "tfcluster has no annotations for its objects (pod template annotations "
@@ -151,8 +155,7 @@ def convert(data: dict[str, Any]) -> Converted:
         _replica(out, role, _mapping(replica), where, restarts, pod_fields)
     _restart_policy(out, restarts)
     for name, (value, origin) in pod_fields.items():
-        out.put(("kubernetes", {**POD_FIELDS, **CONTAINER_POD_FIELDS, **POD_METADATA_FIELDS}[name]), value, origin)
-        out.kubernetes_only.append(Problem(join_path(origin), "only the Kubernetes backend carries it (-b k8s)"))
+        out.put_kubernetes_only({**POD_FIELDS, **CONTAINER_POD_FIELDS, **POD_METADATA_FIELDS}[name], value, origin)
     _run_policy(out, _mapping(spec.get("runPolicy")))
     if "successPolicy" in spec:
         policy = SUCCESS.get(str(spec["successPolicy"]))
