@@ -18,8 +18,9 @@ which this launch writes again, so it is not evaluated, and validation
 points past that step go (``ValidationSummaries.open``); unless the launch is
 already done (an evaluator that started late): its latest checkpoint is the
 launch's final one, evaluated as usual. The chief deletes the backup only
-after its export, right before DONE, so a late evaluator sees one or the other. A restarted
-evaluator keeps the launch's curve and evaluates the latest checkpoint.
+after its export, right before DONE, so a late evaluator sees one or the
+other. A restarted evaluator keeps the launch's curve and evaluates the
+latest checkpoint.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ exists (emitting ``restored``), trains with ``fit`` or the user's
 ``train_step`` (``training.loop``), writes per-epoch weights checkpoints
 (chief only keeps them), exports the final model and, on the chief, deletes
 the backup and writes the DONE marker: the backup outlives the export, so a
-task lost during it (a peer, the ps) resumes at the end, not from scratch. Events: started, restored, step, epoch, checkpoint,
-finished. The chief writes the training summaries (``launcher.worker.summaries``)
+task lost during it (a peer, the ps) resumes at the end, not from scratch.
+Events: started, restored, step, epoch, checkpoint, finished. The chief writes the training summaries (``launcher.worker.summaries``)
 in both loops, through the progress callback. Backups are step-granular when ``RunConfig.backup_every_steps`` is
 set (MWMS / single task), per epoch otherwise (PSS). Under MWMS and single
 tasks a SIGTERM to any training task makes all of them save at the same step
