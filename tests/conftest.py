@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,9 @@ EXAMPLES = REPO / "examples"
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test gets its own TFCLUSTER_HOME so registries and local state never leak between tests."""
-    if "TFCLUSTER_HOME" not in os.environ or os.environ["TFCLUSTER_HOME"].startswith(str(tmp_path_factory.getbasetemp())):
-        monkeypatch.setenv("TFCLUSTER_HOME", str(tmp_path_factory.mktemp("tfcluster-home")))
+    """Each test gets its own temporary TFCLUSTER_HOME, whatever the developer exported: tests never write
+    into a real home, and registries and local state never leak between tests."""
+    monkeypatch.setenv("TFCLUSTER_HOME", str(tmp_path_factory.mktemp("tfcluster-home")))
 
 
 @pytest.fixture
