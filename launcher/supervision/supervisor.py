@@ -47,6 +47,7 @@ from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol.events import PROGRESS_EVENTS, EventKind, parse_event
 from launcher.protocol.exitcodes import LOST_EXIT
+from launcher.supervision.noise import is_noise
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
 from launcher.supervision.status import JobStatus, State, TaskStatus
 
@@ -328,7 +329,7 @@ class Supervisor:
         for line in self.runtime.output(run.task):
             event = parse_event(line)
             if event is None:
-                if line.strip():
+                if line.strip() and not is_noise(line):
                     run.last_error = line.strip()
                     run.status.last_line = run.last_error[:LAST_LINE_CHARS]
                 continue
