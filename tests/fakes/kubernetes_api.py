@@ -2,14 +2,16 @@
 
 The server (stdlib ``http.server`` in a thread) keeps objects and answers
 like the API server: JSON CRUD for serviceaccounts, configmaps, services,
-persistentvolumeclaims, pods (core/v1), jobs (batch/v1) and networkpolicies
-(networking.k8s.io/v1); ``409 AlreadyExists`` on create, optimistic
-concurrency on replace (``resourceVersion``), ``404 NotFound``, list with an
-equality ``labelSelector``, delete cascading to owned objects unless
-``propagationPolicy=Orphan`` (as the garbage collector: an object with
-several owners goes with the last of them; a Job's running pod is killed,
-not removed: see ``delete``), ``pods/<name>/log`` (with ``follow``:
-streamed until the pod ends), deployments (apps/v1), and
+persistentvolumeclaims, pods (core/v1), jobs (batch/v1), deployments
+(apps/v1) and networkpolicies (networking.k8s.io/v1); ``409 AlreadyExists``
+on create, optimistic concurrency on replace (``resourceVersion``), ``404
+NotFound``, list with an equality ``labelSelector``, ``422 Invalid`` for
+what the API server's validation refuses in the fields tfcluster relies on
+(``kubernetes_checks``: required names, containers and images, a Job's
+template, ``restartPolicy``, Indexed-only fields, the ``successPolicy``
+grammar, ``podFailurePolicy`` with ``podReplacementPolicy``, and the
+immutability of a Job's template, ``completionMode`` and ``selector``).
+``pods/<name>/log`` (with ``follow``: streamed until the pod ends) and
 ``pods/<name>/portforward``: the websocket upgrade and the
 ``v4.channel.k8s.io`` framing the API server speaks (per port a data and
 an error channel, each opened by a frame holding the port number), bytes
@@ -21,13 +23,49 @@ account's API token is mounted in every container, init containers too
 (a ``kube-api-access-*`` projected volume) unless the pod's, else the
 account's, ``automountServiceAccountToken`` is false.
 
-No controllers run by themselves. The test drives state through
+Time is the fake's clock ``now``, which tests move; moving it runs the
+kubelet and the garbage collector (``settle``). Deletion takes time as on a
+real cluster (``delete``): a deleted running pod gets SIGTERM and its
+process decides its exit code (``on_sigterm``, per task: exits 143 at once
+by default; ``OnSigterm(seconds=...)`` saves for that long;
+``IGNORES_SIGTERM`` is killed with 137 when ``terminationGracePeriodSeconds``
+runs out); ``Foreground`` deletion keeps the owner, marked, until its
+dependents are gone; a Job's pods carry the Job controller's tracking
+finalizer until it counted them.
+
+No controller runs by itself. The test drives state through
 ``FakeKubernetes`` methods: ``roll_out`` stands in for the Deployment
-controller (one ready pod, owned directly by the Deployment where the real
-one puts a ReplicaSet in between), ``start_pods`` and ``reconcile`` for the
-Job controller (a model of the documented semantics of
-``backoffLimitPerIndex``, ``maxFailedIndexes``, ``podFailurePolicy`` and
-``successPolicy``, not the real controller), ``finish_pod`` for the kubelet.
+controller, ``start_pods`` and ``reconcile`` for the Job controller (a
+model of the documented semantics of ``backoffLimitPerIndex``,
+``maxFailedIndexes``, ``podFailurePolicy``, ``successPolicy``,
+``activeDeadlineSeconds`` and the ``SuccessCriteriaMet``/``FailureTarget``
+conditions that precede ``Complete``/``Failed`` until the pods stopped),
+``finish_pod`` for the kubelet.
+
+Where this fake still differs from a real API server (the one list):
+
+- controllers run only when a test calls them, so the order of events is
+  the test's; the real controllers' timing, retries and backoff delays
+  (``backoffLimit`` across indexes, the exponential pod backoff) are not
+  modelled, nor ``parallelism`` below ``completions``, ``suspend``, non-Indexed
+  Jobs or ``restartPolicy: OnFailure``;
+- the Deployment controller puts its one pod directly under the Deployment
+  (no ReplicaSet), ready at once; Deployments, Services, NetworkPolicies and
+  claims have no behaviour (no endpoints, no policy enforcement, no binding);
+- only the Job's own pods are stopped gracefully; other pods deleted or
+  collected go at once; every container of a pod ends with the same exit
+  code; a process's answer to SIGTERM is what the test configures, not
+  what a real program does;
+- no scheduler, no image pulls (no ``Pending`` reasons unless a test writes
+  them), no DNS, no node, no ``ttlSecondsAfterFinished``;
+- label selectors are equality only; no field selectors, watches, patch,
+  server-side apply, ``generateName``, ``dryRun``, defaulting (e.g. of
+  ``parallelism`` or ``backoffLimit``) or authentication/RBAC (the tests
+  check the requests against ``k8s/rbac-launcher.yaml`` instead);
+- validation covers only the fields listed above; the manifests' shape is
+  checked against the official OpenAPI schemas in ``test_k8s_render.py``;
+- ``pods/log`` ignores ``container``, ``sinceSeconds`` and ``timestamps``;
+  port-forwarding relays one port per connection.
 """
 
 from __future__ import annotations
@@ -41,10 +79,13 @@ import select
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from fakes.kubernetes_checks import immutable, invalid, success_rule_met
 
 Obj = dict[str, Any]
 
@@ -64,6 +105,31 @@ INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 FAILURE_COUNT_KEY = "batch.kubernetes.io/job-index-failure-count"
 #: Where the ServiceAccount admission mounts the account's API token.
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+#: The finalizer the Job controller puts on its pods until it has counted their end.
+TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+FOREGROUND_FINALIZER = "foregroundDeletion"
+#: The API's default ``terminationGracePeriodSeconds``.
+DEFAULT_GRACE_SECONDS = 30
+SIGKILL_EXIT = 137
+
+
+@dataclass(frozen=True)
+class OnSigterm:
+    """What a task's process does when its pod is deleted (SIGTERM): exits ``code`` after ``seconds``.
+
+    ``seconds=None``: it ignores SIGTERM (hangs, or saves slower than any
+    grace) and the kubelet kills it (SIGKILL, 137) when the grace runs out;
+    so does one that needs longer than the grace.
+    """
+
+    seconds: float | None = 0.0
+    code: int = 143
+
+
+#: The built-in entrypoint: saves and exits 143 at once.
+SAVES_AND_EXITS = OnSigterm()
+#: A hung MultiWorkerMirrored survivor: its collective never returns, SIGTERM changes nothing.
+IGNORES_SIGTERM = OnSigterm(None)
 
 
 class FakeKubernetes:
@@ -76,7 +142,11 @@ class FakeKubernetes:
         self._lock = threading.RLock()
         self._versions = itertools.count(1)
         self._names = itertools.count(1)
-        self.now = 1_800_000_000.0  # the fake's clock, advanced by tests
+        self._now = 1_800_000_000.0  # the fake's clock, advanced by tests (``now``)
+        #: Pod name prefix (a task: ``demo-worker-1``) -> what its processes do on SIGTERM; default ``SAVES_AND_EXITS``.
+        self.on_sigterm: dict[str, OnSigterm] = {}
+        #: (namespace, pod) -> (when, exit code): processes told to stop that have not exited yet.
+        self._exits: dict[tuple[str, str], tuple[float, int]] = {}
         #: (namespace, pod, port) -> (host, port) that a port-forward to that pod's port reaches.
         self.pod_ports: dict[tuple[str, str, int], tuple[str, int]] = {}
         self._server: ThreadingHTTPServer | None = None
@@ -102,6 +172,49 @@ class FakeKubernetes:
         """The next ``method`` on ``plural`` answers ``status`` (e.g. 403) instead of acting."""
         self._faults.append((method, plural, status))
 
+    # --- clock -----------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        return self._now
+
+    @now.setter
+    def now(self, value: float) -> None:
+        """Move the clock; then the kubelet and the garbage collector do what came due (``settle``)."""
+        with self._lock:
+            self._now = value
+            self.settle()
+
+    def settle(self) -> None:
+        """What the kubelet and the garbage collector do when time passes, in this order.
+
+        The processes told to stop whose time came exit (``_terminate``). A
+        deleted pod whose process ended goes once no finalizer holds it; the
+        Job controller releases its tracking finalizer when it counted the
+        pod (``reconcile``) or when its Job is gone, being deleted or over.
+        An object deleted in the foreground goes once nothing it owns is left.
+        """
+        with self._lock:
+            for (namespace, name), (when, code) in sorted(self._exits.items(), key=lambda item: item[1]):
+                if when <= self._now:
+                    del self._exits[namespace, name]
+                    self.finish_pod(name, code, namespace=namespace, at=when)
+            for key, pod in list(self.objects.items()):
+                meta = pod["metadata"]
+                if key[0] != "pods" or not meta.get("deletionTimestamp") or _active(pod):
+                    continue
+                job = self._owner_job(key[1], pod)
+                if job is None or job["metadata"].get("deletionTimestamp") or _finished(job):
+                    _release(pod, TRACKING_FINALIZER)
+                if not meta.get("finalizers"):
+                    self._remove(key)
+            for key, obj in list(self.objects.items()):
+                meta = obj["metadata"]
+                if key in self.objects and FOREGROUND_FINALIZER in meta.get("finalizers", []) and not self._dependents(meta["uid"]):
+                    _release(obj, FOREGROUND_FINALIZER)
+                    if not meta["finalizers"]:
+                        self._remove(key)
+
     # --- store -----------------------------------------------------------
 
     def stamp(self, offset: float = 0.0) -> str:
@@ -122,6 +235,9 @@ class FakeKubernetes:
 
     def create(self, plural: str, namespace: str, obj: Obj) -> Obj:
         with self._lock:
+            problems = invalid(plural, obj)
+            if problems:
+                raise _invalid(plural, (obj.get("metadata") or {}).get("name", ""), problems)
             name = obj["metadata"]["name"]
             if (plural, namespace, name) in self.objects:
                 raise ApiError(409, "AlreadyExists", f'{plural} "{name}" already exists')
@@ -172,6 +288,9 @@ class FakeKubernetes:
                 raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
             if obj["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
                 raise ApiError(409, "Conflict", "the object has been modified")
+            problems = invalid(plural, obj) + immutable(plural, current, obj)
+            if problems:
+                raise _invalid(plural, name, problems)
             kept = {k: current["metadata"][k] for k in ("uid", "creationTimestamp", "namespace")}
             obj = copy.deepcopy(obj)
             obj["metadata"].update(kept, resourceVersion=str(next(self._versions)))
@@ -179,33 +298,89 @@ class FakeKubernetes:
             self.objects[plural, namespace, name] = obj
             return copy.deepcopy(obj)
 
-    def delete(self, plural: str, namespace: str, name: str, propagation: str) -> Obj:
-        """Remove the object (and, unless ``Orphan``, what only it owns: ``_collect_garbage``).
+    def delete(self, plural: str, namespace: str, name: str, propagation: str, grace: float | None = None) -> Obj:
+        """Delete as the API server, the garbage collector and the kubelet do, over time (``settle``).
 
-        A running pod of a Job is not removed but killed: like the kubelet
-        after SIGTERM it ends ``Failed`` with exit 143 and no
-        ``DisruptionTarget`` condition, so ``reconcile`` counts it against
-        its index, replaces it and only then lets it go (the Job's tracking
-        finalizer).
+        A pod that runs is stopped, not removed: it gets a ``deletionTimestamp``
+        (now + its grace: ``grace``, else its ``terminationGracePeriodSeconds``,
+        else 30 s) and its process SIGTERM, which it answers as ``on_sigterm``
+        says (``_terminate``); it goes once it exited and the Job controller
+        counted it. ``Foreground``: the object stays, marked, until everything
+        it owns is gone; ``Background``: it goes now and what it alone owned
+        after it (``_collect_garbage``); ``Orphan``: its dependents stay.
+        Deleting what is already being deleted changes nothing.
         """
         with self._lock:
-            obj = self.objects.get((plural, namespace, name))
+            key = (plural, namespace, name)
+            obj = self.objects.get(key)
             if obj is None:
                 raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
             self.deletions.append((plural, name, propagation))
-            if plural == "pods" and _job_owned(obj) and obj["status"].get("phase") in ("Pending", "Running"):
-                obj["metadata"]["deletionTimestamp"] = self.stamp()
-                self.finish_pod(name, 143, namespace=namespace)
+            meta = obj["metadata"]
+            if meta.get("deletionTimestamp"):
                 return copy.deepcopy(obj)
-            del self.objects[plural, namespace, name]
+            if plural == "pods":
+                self._terminate(namespace, obj, grace)
+                if not meta.get("finalizers") and not _active(obj):
+                    self._remove(key)
+                return copy.deepcopy(obj)
+            if propagation == "Foreground":
+                meta.update(deletionTimestamp=self.stamp(), finalizers=[*meta.get("finalizers", []), FOREGROUND_FINALIZER])
+                meta["resourceVersion"] = str(next(self._versions))
+                for dependent in self._dependents(meta["uid"]):
+                    self.delete(dependent[0], dependent[1], dependent[2], "Background")
+                return copy.deepcopy(obj)
+            del self.objects[key]
             if propagation != "Orphan":
-                self._collect_garbage(obj["metadata"]["uid"])
+                self._collect_garbage(meta["uid"])
             return obj
+
+    def _remove(self, key: tuple[str, str, str]) -> None:
+        obj = self.objects.pop(key)
+        self._exits.pop((key[1], key[2]), None)
+        self._collect_garbage(obj["metadata"]["uid"])
+
+    def _dependents(self, uid: str) -> list[tuple[str, str, str]]:
+        return [key for key, other in self.objects.items()
+                if any(ref.get("uid") == uid for ref in other["metadata"].get("ownerReferences", []))]
+
+    def _owner_job(self, namespace: str, pod: Obj) -> Obj | None:
+        for ref in pod["metadata"].get("ownerReferences", []):
+            job = self.objects.get(("jobs", namespace, ref.get("name", "")))
+            if ref.get("kind") == "Job" and job is not None and job["metadata"]["uid"] == ref.get("uid"):
+                return job
+        return None
+
+    def _terminate(self, namespace: str, pod: Obj, grace: float | None) -> None:
+        """The kubelet stops a deleted pod: SIGTERM now; the process exits as ``on_sigterm`` says, or is
+        killed (137) when the grace runs out. An exit that is due now happens now."""
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp"):
+            return
+        if grace is None:
+            grace = pod["spec"].get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+        meta.update(deletionTimestamp=self.stamp(grace), deletionGracePeriodSeconds=int(grace))
+        meta["resourceVersion"] = str(next(self._versions))
+        if not _active(pod):
+            return
+        behaviour = self._sigterm_behaviour(meta["name"])
+        if behaviour.seconds is not None and behaviour.seconds <= grace:
+            self._exits[namespace, meta["name"]] = (self._now + behaviour.seconds, behaviour.code)
+        else:
+            self._exits[namespace, meta["name"]] = (self._now + grace, SIGKILL_EXIT)
+        when, code = self._exits[namespace, meta["name"]]
+        if when <= self._now:
+            del self._exits[namespace, meta["name"]]
+            self.finish_pod(meta["name"], code, namespace=namespace)
+
+    def _sigterm_behaviour(self, pod: str) -> OnSigterm:
+        matches = [prefix for prefix in self.on_sigterm if pod.startswith(prefix + "-")]
+        return self.on_sigterm[max(matches, key=len)] if matches else SAVES_AND_EXITS
 
     def _collect_garbage(self, gone: str) -> None:
         """The garbage collector after the object with uid ``gone`` was deleted: a dependent goes (and then
-        its own dependents) once none of its owners exists any more; one with another owner left only loses
-        the reference to the deleted one."""
+        its own dependents) once none of its owners exists any more, a running pod through ``_terminate``;
+        one with another owner left only loses the reference to the deleted one."""
         uids = {other["metadata"]["uid"] for other in self.objects.values()}
         for key, other in list(self.objects.items()):
             refs = other["metadata"].get("ownerReferences", [])
@@ -215,9 +390,10 @@ class FakeKubernetes:
             if left:
                 other["metadata"]["ownerReferences"] = left
                 other["metadata"]["resourceVersion"] = str(next(self._versions))
+            elif key[0] == "pods" and _job_owned(other):
+                self._terminate(key[1], other, None)
             else:
-                del self.objects[key]
-                self._collect_garbage(other["metadata"]["uid"])
+                self._remove(key)
 
     # --- the test's stand-ins for the Job controller and the kubelet --------
 
@@ -252,31 +428,38 @@ class FakeKubernetes:
             return name
 
     def start_pods(self, job_name: str, namespace: str = "default") -> list[str]:
-        """Create a Running pod for every index of the Job that has no active or finished pod."""
-        job = self.objects["jobs", namespace, job_name]
-        created = []
-        for index in range(job["spec"]["completions"]):
-            if not self._runs(job, index):
-                created.append(self._new_pod(job, index, failures=0))
-        return created
+        """Create a Running pod for every index of the Job that has no active or finished pod (the Job
+        controller's first sync also sets the Job's ``startTime``, from which ``activeDeadlineSeconds`` counts)."""
+        with self._lock:
+            job = self.objects["jobs", namespace, job_name]
+            if job["metadata"].get("deletionTimestamp") or _decided(job):
+                return []
+            job["status"].setdefault("startTime", self.stamp())
+            return [self._new_pod(job, index, failures=0)
+                    for index in range(job["spec"]["completions"]) if not self._runs(job, index)]
 
-    def finish_pod(self, pod: str, exit_code: int, reason: str = "", namespace: str = "default", disrupted: bool = False) -> None:
-        """The container exited: phase Succeeded (0) or Failed, with a terminated state (kubelet)."""
+    def finish_pod(self, pod: str, exit_code: int, reason: str = "", namespace: str = "default", disrupted: bool = False,
+                   at: float | None = None) -> None:
+        """The process exited (at ``at``, default now): phase Succeeded (0) or Failed, each container of the pod's
+        spec terminated with ``exit_code`` (kubelet). A process told to stop that exits by itself stops waiting."""
+        finished = self.stamp((at if at is not None else self._now) - self._now)
+        self._exits.pop((namespace, pod), None)
 
         def change(obj: Obj) -> None:
             obj["status"]["phase"] = "Succeeded" if exit_code == 0 else "Failed"
             obj["status"]["containerStatuses"] = [
                 {
-                    "name": "tensorflow",
+                    "name": container["name"],
                     "restartCount": 0,
                     "state": {
                         "terminated": {
                             "exitCode": exit_code,
                             "reason": reason or ("Completed" if exit_code == 0 else "Error"),
-                            "finishedAt": self.stamp(),
+                            "finishedAt": finished,
                         }
                     },
                 }
+                for container in obj["spec"]["containers"]
             ]
             if disrupted:
                 obj["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
@@ -286,19 +469,31 @@ class FakeKubernetes:
     def reconcile(self, job_name: str, namespace: str = "default") -> None:
         """One pass of a model of the Job controller over an Indexed Job with ``restartPolicy: Never``.
 
+        A Job being deleted is left alone. Past ``activeDeadlineSeconds``
+        (from ``status.startTime``) the Job fails (``DeadlineExceeded``).
         Per index, the newest pod decides: Succeeded -> index done; Failed ->
         ``podFailurePolicy`` rules in order (FailJob on exit codes; Ignore on
         a pod condition: replaced without counting), else counted: replaced
         while its failure count is below ``backoffLimitPerIndex``, otherwise
         the index fails and, with ``maxFailedIndexes: 0``, the Job fails.
-        ``successPolicy`` ``succeededIndexes`` or all indexes done completes
-        the Job; a finished Job's running pods are deleted.
+        Every ended pod of an index is then counted: its tracking finalizer
+        goes. The first ``successPolicy`` rule that holds
+        (``kubernetes_checks.success_rule_met``), or every index done,
+        completes the Job. A Job decided so gets ``SuccessCriteriaMet`` or
+        ``FailureTarget`` at once, its running pods are deleted, and it
+        gets ``Complete`` or ``Failed`` once none of them runs any more.
         """
         with self._lock:
             job = self.objects["jobs", namespace, job_name]
             spec = job["spec"]
-            if _finished(job):
+            if job["metadata"].get("deletionTimestamp") or _finished(job):
                 return
+            if _decided(job):
+                return self._conclude(job)
+            started = job["status"].get("startTime")
+            deadline = spec.get("activeDeadlineSeconds")
+            if deadline is not None and started is not None and self._now - _seconds(started) >= deadline:
+                return self._decide(job, "Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
             done: set[int] = set()
             for index in range(spec["completions"]):
                 runs = self._runs(job, index)
@@ -308,34 +503,47 @@ class FakeKubernetes:
                 phase = latest["status"].get("phase")
                 if phase == "Succeeded":
                     done.add(index)
-                if phase != "Failed":
-                    continue
-                action = _failure_action(spec, latest)
-                count = int(latest["metadata"]["annotations"][FAILURE_COUNT_KEY])
-                if action == "FailJob":
-                    return self._finish(job, "Failed", "PodFailurePolicy", f"pod {latest['metadata']['name']} matched a FailJob rule")
-                if action != "Ignore" and count + 1 > spec.get("backoffLimitPerIndex", 0):
-                    return self._finish(job, "Failed", "FailedIndexes", f"index {index} used its {spec.get('backoffLimitPerIndex', 0)} retries")
-                self._new_pod(job, index, failures=count if action == "Ignore" else count + 1)
-                if latest["metadata"].get("deletionTimestamp"):  # accounted: the tracking finalizer is released
-                    del self.objects["pods", namespace, latest["metadata"]["name"]]
+                if phase == "Failed":
+                    action = _failure_action(spec, latest)
+                    count = int(latest["metadata"]["annotations"][FAILURE_COUNT_KEY])
+                    if action == "FailJob":
+                        return self._decide(job, "Failed", "PodFailurePolicy", f"pod {latest['metadata']['name']} matched a FailJob rule")
+                    if action != "Ignore" and count + 1 > spec.get("backoffLimitPerIndex", 0):
+                        return self._decide(job, "Failed", "FailedIndexes",
+                                            f"index {index} used its {spec.get('backoffLimitPerIndex', 0)} retries")
+                    self._new_pod(job, index, failures=count if action == "Ignore" else count + 1)
+                for run in runs:
+                    if not _active(run):
+                        _release(run, TRACKING_FINALIZER)
             rules = (spec.get("successPolicy") or {}).get("rules", [])
-            wanted = [{int(i) for i in rule["succeededIndexes"].split(",")} for rule in rules]
-            if any(w <= done for w in wanted) or len(done) == spec["completions"]:
-                self._finish(job, "Complete", "", "")
+            if any(success_rule_met(rule, done, spec["completions"]) for rule in rules) or len(done) == spec["completions"]:
+                self._decide(job, "Complete", "", "")
 
-    def _finish(self, job: Obj, condition: str, reason: str, message: str) -> None:
-        status = job["status"]
-        status.setdefault("conditions", []).append(
-            {"type": condition, "status": "True", "reason": reason, "message": message, "lastTransitionTime": self.stamp()}
+    def _decide(self, job: Obj, outcome: str, reason: str, message: str) -> None:
+        """The Job met its success or failure criteria: the interim condition, its running pods deleted."""
+        interim = "SuccessCriteriaMet" if outcome == "Complete" else "FailureTarget"
+        job["status"].setdefault("conditions", []).append(
+            {"type": interim, "status": "True", "reason": reason, "message": message, "lastTransitionTime": self.stamp()}
         )
-        if condition == "Complete":
-            status["completionTime"] = self.stamp()
-        uid = job["metadata"]["uid"]
-        for key, pod in list(self.objects.items()):
-            owned = any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences", []))
-            if key[0] == "pods" and owned and pod["status"].get("phase") in ("Pending", "Running"):
-                del self.objects[key]
+        namespace = job["metadata"]["namespace"]
+        for key in self._dependents(job["metadata"]["uid"]):
+            pod = self.objects[key]
+            if key[0] == "pods" and _active(pod):
+                self._terminate(namespace, pod, None)
+        self._conclude(job)
+
+    def _conclude(self, job: Obj) -> None:
+        """The final condition (``Complete``/``Failed``) of a decided Job once none of its pods runs."""
+        pods = [self.objects[key] for key in self._dependents(job["metadata"]["uid"]) if key[0] == "pods"]
+        if any(_active(pod) for pod in pods):
+            return
+        interim = next(c for c in job["status"]["conditions"] if c["type"] in ("SuccessCriteriaMet", "FailureTarget"))
+        outcome = "Complete" if interim["type"] == "SuccessCriteriaMet" else "Failed"
+        job["status"]["conditions"].append({**interim, "type": outcome, "lastTransitionTime": self.stamp()})
+        if outcome == "Complete":
+            job["status"]["completionTime"] = self.stamp()
+        for pod in pods:
+            _release(pod, TRACKING_FINALIZER)
 
     def _runs(self, job: Obj, index: int) -> list[Obj]:
         uid = job["metadata"]["uid"]
@@ -362,6 +570,7 @@ class FakeKubernetes:
                 "labels": labels,
                 "annotations": annotations,
                 "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"], "controller": True}],
+                "finalizers": [TRACKING_FINALIZER],
             },
             "spec": {**template["spec"], "hostname": f"{meta['name']}-{index}"},
         }
@@ -373,7 +582,8 @@ class FakeKubernetes:
             lambda obj: obj["status"].update(
                 phase="Running",
                 startTime=self.stamp(),
-                containerStatuses=[{"name": "tensorflow", "restartCount": 0, "state": {"running": {"startedAt": self.stamp()}}}],
+                containerStatuses=[{"name": c["name"], "restartCount": 0, "state": {"running": {"startedAt": self.stamp()}}}
+                                   for c in obj["spec"]["containers"]],
             ),
         )
         return name
@@ -397,8 +607,36 @@ def _job_owned(obj: Obj) -> bool:
     return any(ref.get("kind") == "Job" for ref in obj["metadata"].get("ownerReferences", []))
 
 
+def _has_condition(job: Obj, types: tuple[str, ...]) -> bool:
+    return any(c["type"] in types and c["status"] == "True" for c in job["status"].get("conditions", []))
+
+
 def _finished(job: Obj) -> bool:
-    return any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in job["status"].get("conditions", []))
+    return _has_condition(job, ("Complete", "Failed"))
+
+
+def _decided(job: Obj) -> bool:
+    return _has_condition(job, ("SuccessCriteriaMet", "FailureTarget"))
+
+
+def _active(pod: Obj) -> bool:
+    return pod["status"].get("phase", "Pending") in ("Pending", "Running")
+
+
+def _release(obj: Obj, finalizer: str) -> None:
+    finalizers = obj["metadata"].get("finalizers", [])
+    if finalizer in finalizers:
+        finalizers.remove(finalizer)
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def _invalid(plural: str, name: str, problems: list[str]) -> ApiError:
+    """422 Invalid, worded as the API server words it."""
+    kind = KINDS[plural] + (".batch" if plural == "jobs" else ".apps" if plural == "deployments" else "")
+    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: [{", ".join(problems)}]')
 
 
 def _failure_action(spec: Obj, pod: Obj) -> str:
@@ -534,7 +772,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(200, store.replace(plural, namespace, name, body))
             if method == "DELETE":
                 propagation = query.get("propagationPolicy", [body.get("propagationPolicy", "Background")])[0]
-                return self._send(200, store.delete(plural, namespace, name, propagation))
+                grace = query.get("gracePeriodSeconds", [body.get("gracePeriodSeconds")])[0]
+                return self._send(200, store.delete(plural, namespace, name, propagation, None if grace is None else float(grace)))
             raise ApiError(405, "MethodNotAllowed", method)
         except ApiError as exc:
             self._send(exc.code, exc.body())

@@ -43,9 +43,12 @@ def parse_time(value: str | None) -> float | None:
 
 
 def _condition(job: Obj, types: tuple[str, ...]) -> Obj | None:
-    for cond in job.get("status", {}).get("conditions") or []:
-        if cond.get("type") in types and cond.get("status") == "True":
-            return cond
+    """The first of ``types`` the Job has (true): the final condition before the interim one that precedes it."""
+    conditions = job.get("status", {}).get("conditions") or []
+    for wanted in types:
+        for cond in conditions:
+            if cond.get("type") == wanted and cond.get("status") == "True":
+                return cond
     return None
 
 

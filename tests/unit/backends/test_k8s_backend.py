@@ -21,7 +21,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from fakes.kubernetes_api import TOKEN_PATH, FakeKubernetes
+from fakes.kubernetes_api import IGNORES_SIGTERM, TOKEN_PATH, FakeKubernetes, OnSigterm
 from helpers.k8s_specs import DEMO, REPO, dry_run_for, plan_for
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.manifests import BoardRun, manifests, shared_board, stored_board
@@ -133,8 +133,10 @@ def test_mwms_lifecycle_fail_restart_succeed_down(fake: FakeKubernetes) -> None:
     assert backend.supervise("demo") == []  # every Job finished by itself
 
     backend.cancel("demo")
-    assert [key[0] for key in fake.objects] == ["persistentvolumeclaims"]  # checkpoints stay
     assert ("jobs", "demo-chief", "Foreground") in fake.deletions
+    assert backend.describe("demo").message == "being deleted"  # Foreground: a Job goes after its pods
+    fake.now += 1
+    assert [key[0] for key in fake.objects] == ["persistentvolumeclaims"]  # checkpoints stay
     assert backend.describe("demo") is None
     backend.cancel("demo", volumes=True)
     assert not fake.objects
@@ -149,6 +151,7 @@ def test_exit_code_policy_fails_the_job_and_cleans_up_the_rest(fake: FakeKuberne
     status = backend.describe("ec")
     assert status.state is State.FAILED and "PodFailurePolicy" in status.message
     assert backend.supervise("ec") == ["run failed: deleted Job ec-chief"]
+    fake.now += 1
     assert fake.get("jobs", "ec-chief") is None and not pods(fake, "ec-chief")
 
 
@@ -203,11 +206,17 @@ def test_without_a_preemption_budget_a_preempted_pod_counts(fake: FakeKubernetes
     assert backend.describe("pz").state is State.FAILED
 
 
-def test_gang_restart_deletes_survivors_that_hang(fake: FakeKubernetes) -> None:
+@pytest.mark.parametrize(("survivor", "exit_code", "restarts"), [
+    (IGNORES_SIGTERM, 137, [1, 1, 1]),  # hung in its collective: killed when the grace runs out, a failure like any other
+    (OnSigterm(seconds=5), 143, [0, 0, 1]),  # answers the notice and saves within the grace: a preemption
+], ids=["hung-killed-after-the-grace", "saves-within-the-grace"])
+def test_gang_restart_deletes_survivors_that_hang(fake: FakeKubernetes, survivor: OnSigterm, exit_code: int,
+                                                  restarts: list[int]) -> None:
     backend = backend_for(fake, gang_grace=60)
-    backend.submit(dry_run_for(DEMO))
+    backend.submit(dry_run_for(DEMO))  # terminationGracePeriodSeconds: save_grace_seconds, 60
     start_all(fake, "demo-chief", "demo-worker")
     survivors = [running(fake, "demo-chief-0"), running(fake, "demo-worker-0")]
+    fake.on_sigterm.update({"demo-chief-0": survivor, "demo-worker-0": survivor})
     fake.now += 100
     fake.finish_pod(running(fake, "demo-worker-1"), 137)
     fake.reconcile("demo-worker")  # worker-1 comes back; the two survivors hang instead of failing
@@ -216,18 +225,56 @@ def test_gang_restart_deletes_survivors_that_hang(fake: FakeKubernetes) -> None:
     fake.now += 31
     actions = backend.supervise("demo")
     assert [a.split()[3] for a in actions] == survivors
-    # a deleted Job pod is killed (SIGTERM, 143): the preempted code, replaced without counting against its index
-    assert [fake.get("pods", p)["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] for p in survivors] == [143, 143]
-    fake.now += 61
+    fake.now += 4
+    assert [fake.get("pods", p)["status"]["phase"] for p in survivors] == ["Running", "Running"]  # told, not yet gone
+    assert backend.describe("demo").state is State.RESTARTING
+    assert backend.supervise("demo") == []  # being deleted: not deleted again
+    fake.now += 60
+    assert [fake.get("pods", p)["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] for p in survivors] == \
+        [exit_code] * 2
     assert backend.supervise("demo") == []  # their own failures do not start another round
     for job in ("demo-chief", "demo-worker"):
         fake.reconcile(job)
-    assert all(fake.get("pods", p) is None for p in survivors)  # accounted, so the Job controller lets them go
+    fake.now += 1
+    assert all(fake.get("pods", p) is None for p in survivors)  # counted, so the Job controller let them go
     status = backend.describe("demo")
-    assert status.state is State.RUNNING and [t.restarts for t in status.tasks] == [0, 0, 1]
-    assert [failure_count(fake, running(fake, t)) for t in ("demo-chief-0", "demo-worker-0", "demo-worker-1")] == [0, 0, 1]
+    assert status.state is State.RUNNING and [t.restarts for t in status.tasks] == restarts
+    assert [failure_count(fake, running(fake, t)) for t in ("demo-chief-0", "demo-worker-0", "demo-worker-1")] == restarts
     fake.now += 100
     assert backend.supervise("demo") == []
+
+
+def test_the_deadline_fails_the_job_and_stops_its_pods(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for({"name": "dl", "roles": {"chief": {}, "worker": {"replicas": 2}}, "deadline_seconds": 600}))
+    start_all(fake, "dl-chief", "dl-worker")
+    fake.now += 599
+    for job in ("dl-chief", "dl-worker"):
+        fake.reconcile(job)
+    assert backend.describe("dl").state is State.RUNNING
+    fake.now += 1
+    for job in ("dl-chief", "dl-worker"):
+        fake.reconcile(job)
+    status = backend.describe("dl")
+    assert status.state is State.FAILED and "dl-chief: Failed (DeadlineExceeded" in status.message, status.message
+    assert {t.exit_code for t in status.tasks} == {143}  # stopped by the Job controller: SIGTERM, saved
+    assert backend.supervise("dl") == []  # the Job controller ended every Job
+
+
+def test_down_waits_for_pods_that_are_saving_and_a_launch_meanwhile_is_refused(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO))
+    start_all(fake, "demo-chief", "demo-worker")
+    fake.on_sigterm["demo-chief-0"] = OnSigterm(seconds=20)  # its checkpoint takes 20 s to write
+    backend.cancel("demo")
+    assert backend.describe("demo").state is State.CANCELLED
+    with pytest.raises(LaunchError, match="still shutting down, retry in a few seconds"):
+        backend.submit(dry_run_for(DEMO))
+    fake.now += 10
+    assert fake.get("jobs", "demo-worker") is None and fake.get("jobs", "demo-chief")["metadata"]["deletionTimestamp"]
+    fake.now += 10
+    assert backend.describe("demo") is None
+    backend.submit(dry_run_for(DEMO))
 
 
 def test_gang_restart_spares_the_replacements_of_the_failed_round(fake: FakeKubernetes) -> None:
@@ -284,6 +331,7 @@ def test_chief_success_ends_the_servers_after_the_policy_linger(fake: FakeKubern
     fake.now += 2
     deleted = backend.supervise("pss")
     assert deleted == ["run succeeded: deleted Job pss-worker", "run succeeded: deleted Job pss-evaluator"]
+    fake.now += 1
     status = backend.describe("pss")
     assert status.state is State.SUCCEEDED and [t.name for t in status.tasks] == ["pss-chief-0", "pss-ps-0"]
 
@@ -295,6 +343,7 @@ def test_worker_zero_decides_without_a_chief(fake: FakeKubernetes) -> None:
     fake.finish_pod(running(fake, "wz-worker-0"), 0)
     fake.reconcile("wz-worker")  # successPolicy succeededIndexes "0"
     assert backend.describe("wz").state is State.SUCCEEDED
+    fake.now += 1
     assert pods(fake, "wz-worker") == [running(fake, "wz-worker-0")]
 
 
@@ -490,7 +539,11 @@ def test_cli_up_detached_status_logs_down_via_kubeconfig(
     result = cli.invoke(main, ["up", str(spec), "--backend", "k8s", "--detach"])
     assert result.exit_code == 1 and "already exists in namespace 'ml'" in result.output
     result = cli.invoke(main, ["down", "cli", "--volumes"])
-    assert result.exit_code == 0 and not fake.objects
+    assert result.exit_code == 0
+    result = cli.invoke(main, ["up", str(spec), "--backend", "k8s", "--detach"])
+    assert result.exit_code == 1 and "still shutting down" in result.output
+    fake.now += 1
+    assert not fake.objects
     result = cli.invoke(main, ["watch", "cli", "-b", "k8s"])
     assert result.exit_code == 1 and "no cluster named 'cli'" in result.output
 
@@ -499,6 +552,8 @@ def test_watch_runs_supervise_until_the_run_ends(fake: FakeKubernetes) -> None:
     backend = backend_for(fake, linger=0)
     launch_pss_until_chief_succeeds(fake, backend)
     assert watch(backend, "pss") == 0
+    assert fake.get("jobs", "pss-ps")["metadata"]["deletionTimestamp"]
+    fake.now += 1
     assert fake.get("jobs", "pss-ps") is None and fake.get("jobs", "pss-worker") is None
 
 
@@ -622,6 +677,7 @@ def test_down_of_any_shown_run_removes_a_shared_board_a_killed_command_left(fake
     backend.submit(dry_run_for(OTHER, "run-2"))
     board = _leave_shared_board(fake, ["demo", "other"])
     backend.cancel("other")  # not the run whose labels the board carries
+    fake.now += 1
     left = [key for key in fake.objects if key[2].startswith((board, "other"))]
     assert left == [("persistentvolumeclaims", "default", "other-checkpoints")], left  # kept: its checkpoints
     assert fake.get("jobs", "demo-chief") is not None and fake.get("configmaps", "demo-tfconfig") is not None
@@ -670,6 +726,7 @@ def test_down_removes_a_board_a_killed_command_left(fake: FakeKubernetes) -> Non
         fake.create(plural, "default", {**obj, "metadata": {**obj["metadata"], "ownerReferences": [owner]}})
     fake.roll_out("demo-tensorboard")
     backend.cancel("demo")
+    fake.now += 1
     assert not [key for key in fake.objects if key[0] != "persistentvolumeclaims"], list(fake.objects)
 
 
