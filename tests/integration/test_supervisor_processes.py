@@ -1,7 +1,10 @@
 """The supervisor driving real local processes (command overrides running small Python scripts).
 
 Each task's command is ``python -c SCRIPT``; scripts use marker files in
-``tmp_path`` to behave differently on their first and later runs.
+``tmp_path`` to behave differently on their first and later runs, and wait
+for marker files (``helpers.gates``) that another task or the supervisor's
+published status creates, so events happen in the order a test states
+whatever the machine's load.
 """
 
 from __future__ import annotations
@@ -9,9 +12,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from helpers.gates import BLOCK, first_run, touch, wait_for
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.local.processes import ProcessRuntime, TaskRun, group_alive
@@ -19,26 +24,36 @@ from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
 
-SLEEP = "import time; time.sleep(60)"
 OK = "print('done')"
 
 
-def fail_first_run(marker: Path, how: str = "sys.exit(3)") -> str:
-    """A script that fails on its first run (``how``) and exits 0 on the next."""
-    return (f"import os, signal, sys, pathlib; m = pathlib.Path({str(marker)!r})\n"
-            f"if not m.exists():\n    m.touch(); print('first run fails', flush=True); {how}\nprint('second run ok')")
+def fail_first_run(marker: Path, how: str = "sys.exit(3)", later: str = "pass") -> str:
+    """A script that fails on its first run (``how``) and on the next runs runs ``later`` and exits 0."""
+    return first_run(marker, f"import os, signal, sys; print('first run fails', flush=True); {how}",
+                     f"print('second run ok', flush=True)\n{later}")
+
+
+def when_succeeded(task_name: str, path: Path) -> Callable[[JobStatus], None]:
+    """A status listener that creates ``path`` once the supervisor has published ``task_name`` as succeeded."""
+
+    def listen(status: JobStatus) -> None:
+        if any(t.name == task_name and t.state is State.SUCCEEDED for t in status.tasks):
+            path.touch()
+
+    return listen
 
 
 def role(script: str, replicas: int = 1) -> dict[str, Any]:
     return {"replicas": replicas, "command": [sys.executable, "-c", script]}
 
 
-def supervise(tmp_path: Path, roles: dict[str, Any], grace: float = 0.5, **fields: Any) -> tuple[JobStatus, ProcessRuntime]:
+def supervise(tmp_path: Path, roles: dict[str, Any], grace: float = 0.5, on_status: Callable[[JobStatus], None] | None = None,
+              **fields: Any) -> tuple[JobStatus, ProcessRuntime]:
     spec = validate_data({"name": "sup", "roles": roles, "checkpoint": {"dir": str(tmp_path / "ckpt")}, **fields})
     plan = api.plan(spec, "local", launching=True)
     groups: dict[str, int] = {}
     runtime = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits", on_runs=lambda runs: groups.update({n: r.pgid for n, r in runs.items()}))
-    status = Supervisor(plan, runtime, poll_seconds=0.1, grace_seconds=grace).run()
+    status = Supervisor(plan, runtime, poll_seconds=0.1, grace_seconds=grace, on_status=on_status or (lambda _: None)).run()
     assert groups and not any(group_alive(pgid) for pgid in groups.values()), "a task outlived the supervisor"
     return status, runtime
 
@@ -52,7 +67,8 @@ def log(tmp_path: Path, name: str) -> str:
 
 
 def test_failed_worker_gang_restarts_everyone_then_succeeds(tmp_path: Path) -> None:
-    roles = {"chief": role("import time; print('chief up', flush=True); time.sleep(1.5)"),
+    # the chief's first run lives until the gang restart stops it; its second exits 0
+    roles = {"chief": role("print('chief up', flush=True)\n" + first_run(tmp_path / "c", BLOCK)),
              "worker": role(fail_first_run(tmp_path / "w1"), replicas=1)}
     status, _ = supervise(tmp_path, roles)
     assert status.state is State.SUCCEEDED, status.message
@@ -77,7 +93,7 @@ def test_exit_code_policy_retries_a_killed_task(tmp_path: Path) -> None:
 
 def test_budget_exhausted_names_the_task_and_its_last_error(tmp_path: Path) -> None:
     script = "import sys; print('training...'); print('OSError: disk on fire', file=sys.stderr); sys.exit(4)"
-    roles = {"chief": role(SLEEP), "worker": role(script)}
+    roles = {"chief": role(BLOCK), "worker": role(script)}
     status, _ = supervise(tmp_path, roles, restart={"max_restarts": 2})
     assert status.state is State.FAILED
     assert status.restarts == 2
@@ -93,14 +109,15 @@ def test_failed_event_reason_is_the_last_error(tmp_path: Path) -> None:
 
 
 def test_deadline_fails_and_stops_everything(tmp_path: Path) -> None:
-    status, _ = supervise(tmp_path, {"chief": role(SLEEP), "worker": role(SLEEP)}, deadline_seconds=1)
+    status, _ = supervise(tmp_path, {"chief": role(BLOCK), "worker": role(BLOCK)}, deadline_seconds=1)
     assert status.state is State.FAILED and "deadline" in status.message
     assert all(t.state is State.CANCELLED for t in status.tasks)
 
 
 def test_pss_worker_failure_restarts_only_that_worker(tmp_path: Path) -> None:
-    roles = {"chief": role("import time; time.sleep(2)"), "worker": role(fail_first_run(tmp_path / "w")),
-             "ps": role(SLEEP)}
+    # the chief ends once the worker runs again, so the restart happens before the job ends
+    roles = {"chief": role(wait_for(tmp_path / "w-again")), "worker": role(fail_first_run(tmp_path / "w", later=touch(tmp_path / "w-again"))),
+             "ps": role(BLOCK)}
     status, _ = supervise(tmp_path, roles, strategy="parameter_server")
     assert status.state is State.SUCCEEDED, status.message
     assert [task(status, n).restarts for n in ("sup-chief-0", "sup-worker-0", "sup-ps-0")] == [0, 1, 0]
@@ -108,37 +125,40 @@ def test_pss_worker_failure_restarts_only_that_worker(tmp_path: Path) -> None:
 
 
 def test_pss_ps_failure_restarts_every_training_task(tmp_path: Path) -> None:
-    roles = {"chief": role("import time; time.sleep(1.5)"), "worker": role(SLEEP),
-             "ps": role(fail_first_run(tmp_path / "ps", "os.kill(os.getpid(), signal.SIGKILL)") + "\nimport time; time.sleep(60)")}
+    roles = {"chief": role(first_run(tmp_path / "c", BLOCK)), "worker": role(BLOCK),
+             "ps": role(fail_first_run(tmp_path / "ps", "os.kill(os.getpid(), signal.SIGKILL)", later=BLOCK))}
     status, _ = supervise(tmp_path, roles, strategy="parameter_server")
     assert status.state is State.SUCCEEDED, status.message
     assert [task(status, n).restarts for n in ("sup-chief-0", "sup-worker-0", "sup-ps-0")] == [1, 1, 1]
 
 
 def test_evaluator_failure_restarts_only_the_evaluator(tmp_path: Path) -> None:
-    roles = {"chief": role("import time; time.sleep(1.5)"), "worker": role("import time; time.sleep(1.5)"),
-             "evaluator": role(fail_first_run(tmp_path / "e") + "\nimport time; time.sleep(60)")}
+    again = tmp_path / "e-again"  # the training tasks end once the evaluator runs again
+    roles = {"chief": role(wait_for(again)), "worker": role(wait_for(again)),
+             "evaluator": role(fail_first_run(tmp_path / "e", later=touch(again) + "\n" + BLOCK))}
     status, _ = supervise(tmp_path, roles)
     assert status.state is State.SUCCEEDED, status.message
     assert [task(status, n).restarts for n in ("sup-chief-0", "sup-worker-0", "sup-evaluator-0")] == [0, 0, 1]
 
 
 def test_chief_policy_succeeds_without_waiting_for_workers(tmp_path: Path) -> None:
-    status, _ = supervise(tmp_path, {"chief": role(OK), "worker": role(SLEEP)})
+    status, _ = supervise(tmp_path, {"chief": role(OK), "worker": role(BLOCK)})
     assert status.state is State.SUCCEEDED
     assert task(status, "sup-worker-0").state is State.CANCELLED
 
 
 def test_all_workers_policy_waits_for_the_workers(tmp_path: Path) -> None:
-    roles = {"chief": role(OK), "worker": role("import time; time.sleep(1)", replicas=2)}
-    status, _ = supervise(tmp_path, roles, success_policy="all-workers")
+    seen = tmp_path / "chief-seen"  # the workers end only after the supervisor saw the chief succeed
+    roles = {"chief": role(OK), "worker": role(wait_for(seen), replicas=2)}
+    status, _ = supervise(tmp_path, roles, success_policy="all-workers", on_status=when_succeeded("sup-chief-0", seen))
     assert status.state is State.SUCCEEDED
     assert all(t.state is State.SUCCEEDED and t.exit_code == 0 for t in status.tasks)
 
 
 def test_tasks_exiting_by_themselves_in_the_grace_period_count_as_done(tmp_path: Path) -> None:
-    roles = {"chief": role(OK), "ps": role("import time; time.sleep(0.5)"), "worker": role("import time; time.sleep(0.5)")}
-    status, _ = supervise(tmp_path, roles, grace=10, strategy="parameter_server")
+    seen = tmp_path / "chief-seen"  # the servers end only after the supervisor saw the chief succeed: in the linger
+    roles = {"chief": role(OK), "ps": role(wait_for(seen)), "worker": role(wait_for(seen))}
+    status, _ = supervise(tmp_path, roles, grace=60, strategy="parameter_server", on_status=when_succeeded("sup-chief-0", seen))
     assert status.state is State.SUCCEEDED
     assert all(t.state is State.SUCCEEDED for t in status.tasks), status.tasks
 
@@ -150,20 +170,21 @@ def test_progress_events_reach_the_job_status(tmp_path: Path) -> None:
 
 
 def test_a_command_that_cannot_start_fails_the_job(tmp_path: Path) -> None:
-    roles = {"chief": role(SLEEP), "worker": {"replicas": 1, "command": [str(tmp_path / "no-such-program")]}}
+    roles = {"chief": role(BLOCK), "worker": {"replicas": 1, "command": [str(tmp_path / "no-such-program")]}}
     status, _ = supervise(tmp_path, roles)
     assert status.state is State.FAILED and "sup-worker-0" in status.message
 
 
 def test_a_second_runtime_adopts_a_run_and_reads_its_exit_code_though_not_its_parent(tmp_path: Path) -> None:
-    spec = validate_data({"name": "adp", "roles": {"worker": role("import sys, time; print('hi', flush=True); "
-                                                                    "time.sleep(1); sys.exit(7)")}})
+    go = tmp_path / "go"
+    spec = validate_data({"name": "adp", "roles": {"worker": role(f"print('hi', flush=True)\n{wait_for(go)}\nsys.exit(7)")}})
     plan = api.plan(spec, "local", launching=True)
     records: dict = {}
     first = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits", on_runs=records.update)
     first.start(plan.tasks[0])
     second = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits", recorded=records)
     assert second.adopt(plan.tasks[0]) and second.poll(plan.tasks[0]) is None
+    go.touch()
     ends = time.monotonic() + 10
     while (code := second.poll(plan.tasks[0])) is None and time.monotonic() < ends:
         time.sleep(0.05)
@@ -172,7 +193,7 @@ def test_a_second_runtime_adopts_a_run_and_reads_its_exit_code_though_not_its_pa
 
 
 def test_an_adopted_group_id_the_system_reused_is_never_signalled(tmp_path: Path) -> None:
-    plan = api.plan(validate_data({"name": "adp", "roles": {"worker": role(SLEEP)}}), "local", launching=True)
+    plan = api.plan(validate_data({"name": "adp", "roles": {"worker": role(BLOCK)}}), "local", launching=True)
     stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         runtime = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits", recorded={"adp-worker-0": TaskRun(stranger.pid)})
