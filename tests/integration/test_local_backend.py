@@ -1,8 +1,9 @@
 """``tfcluster up/status/logs/down`` on the local backend, as real commands in real shells.
 
-Tasks are small Python scripts (command overrides). After every test no
-process of the cluster may be left: the daemon and every task's process
-group are checked with signal 0.
+Tasks are small Python scripts (command overrides), ordered by marker files
+the test or another task creates (``helpers.gates``), never by sleeping.
+After every test no process of the cluster may be left: the daemon and
+every task's process group are checked with signal 0.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from helpers.gates import BLOCK, wait_for
 from helpers.local_cluster import CLI, assert_nothing_left, processes, tfcluster, wait_status, write_spec
 from launcher.backends.local.processes import group_alive
 from launcher.backends.local.state import LocalState
@@ -25,7 +27,11 @@ from launcher.cli import registry
 from launcher.supervision.statefile import write_json
 from launcher.supervision.status import State
 
-SLEEP = [sys.executable, "-c", "import time; print('serving', flush=True); time.sleep(120)"]
+SLEEP = [sys.executable, "-c", f"print('serving', flush=True); {BLOCK}"]  # runs until stopped
+
+
+def script(source: str) -> list[str]:
+    return [sys.executable, "-c", source]
 
 
 def write(tmp_path: Path, name: str, roles: dict[str, Any], **fields: Any) -> Path:
@@ -38,10 +44,11 @@ def wait_running(name: str, tasks: int) -> None:
 
 def test_up_runs_to_success_and_keeps_logs(tmp_path: Path) -> None:
     event = 'TFCLUSTER_EVENT {"event":"epoch","task":"ok-chief-0","time":0,"epoch":1,"step":4,"loss":0.25}'
-    spec = write(tmp_path, "ok", {
-        "chief": {"command": [sys.executable, "-c", f"import time; print({event!r}); time.sleep(1)"]},
-        "worker": {"replicas": 2, "command": [sys.executable, "-c", "import os, json; "
-                                              "print('index', json.loads(os.environ['TF_CONFIG'])['task']['index'])"]},
+    index = "json.loads(os.environ['TF_CONFIG'])['task']['index']"
+    spec = write(tmp_path, "ok", {  # the chief ends once both workers have printed
+        "chief": {"command": script(f"print({event!r})\n{wait_for(tmp_path / 'printed-0')}\n{wait_for(tmp_path / 'printed-1')}")},
+        "worker": {"replicas": 2, "command": script(f"import os, json, pathlib; print('index', {index}, flush=True); "
+                                                    f"pathlib.Path({str(tmp_path)!r}, 'printed-' + str({index})).touch()")},
     })
     result = tfcluster("up", str(spec), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -91,13 +98,13 @@ def test_detach_status_second_up_logs_and_down(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_on_up_stops_every_process_and_keeps_the_logs(tmp_path: Path) -> None:
-    chatty = [sys.executable, "-c", "import time; print('task started', flush=True); time.sleep(60)"]
+    chatty = script(f"print('task started', flush=True); {BLOCK}")
     spec = write(tmp_path, "intr", {"chief": {"command": chatty}, "worker": {"command": SLEEP}})
     up = subprocess.Popen([*CLI, "up", str(spec)], cwd=tmp_path,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wait_running("intr", 2)
     chief_log = LocalState.named("intr").task_log("intr-chief-0")
-    wait_for(lambda: "task started" in chief_log.read_text())
+    wait_for_condition(lambda: "task started" in chief_log.read_text())
     left = processes("intr")
     up.send_signal(signal.SIGINT)
     output, _ = up.communicate(timeout=30)
@@ -110,7 +117,7 @@ def test_ctrl_c_on_up_stops_every_process_and_keeps_the_logs(tmp_path: Path) -> 
     assert tfcluster("logs", "intr", cwd=tmp_path).returncode == 1
 
 
-def wait_for(condition, timeout: float = 30) -> None:
+def wait_for_condition(condition, timeout: float = 30) -> None:
     ends = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < ends, "timed out"
@@ -121,7 +128,7 @@ def test_down_never_kills_a_process_group_that_is_no_longer_the_clusters(tmp_pat
     spec = write(tmp_path, "reuse", {"worker": {"command": [sys.executable, "-c", "pass"]}})
     assert tfcluster("up", str(spec), cwd=tmp_path).returncode == 0
     files = LocalState.named("reuse")
-    wait_for(lambda: files.supervisor() is None)  # the supervisor's last word must not overwrite ours
+    wait_for_condition(lambda: files.supervisor() is None)  # the supervisor's last word must not overwrite ours
     stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)  # stands for a reused group id
     try:
         write_json(files.groups, {"reuse-worker-0": {"pgid": stranger.pid, "log_offset": 0}})
@@ -133,11 +140,15 @@ def test_down_never_kills_a_process_group_that_is_no_longer_the_clusters(tmp_pat
 
 
 def test_logs_follow_ends_with_the_job(tmp_path: Path) -> None:
-    script = "import time\nfor i in range(3):\n    print('line', i, flush=True); time.sleep(0.3)"
-    spec = write(tmp_path, "tail", {"worker": {"command": [sys.executable, "-c", script]}})
+    go = tmp_path / "go"  # the rest is written only once the follower has shown the first line
+    source = f"print('line 0', flush=True)\n{wait_for(go)}\nprint('line 1', flush=True); print('line 2', flush=True)"
+    spec = write(tmp_path, "tail", {"worker": {"command": script(source)}})
     assert tfcluster("up", "-d", str(spec), cwd=tmp_path).returncode == 0
-    followed = tfcluster("logs", "tail", "tail-worker-0", "-f", cwd=tmp_path, timeout=30)
-    assert followed.stdout.split("\n")[:3] == ["line 0", "line 1", "line 2"]
+    follow = subprocess.Popen([*CLI, "logs", "tail", "tail-worker-0", "-f"], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    assert follow.stdout is not None and follow.stdout.readline() == "line 0\n"
+    go.touch()
+    rest, _ = follow.communicate(timeout=60)
+    assert follow.returncode == 0 and rest.split("\n")[:2] == ["line 1", "line 2"]
 
 
 def test_unknown_task_and_cluster_are_one_line_errors(tmp_path: Path) -> None:
@@ -153,7 +164,7 @@ def kill_supervisor(name: str) -> tuple[int, list[int]]:
     daemon, groups = processes(name)
     assert daemon is not None
     os.kill(daemon, signal.SIGKILL)
-    wait_for(lambda: LocalState.named(name).supervisor() is None)
+    wait_for_condition(lambda: LocalState.named(name).supervisor() is None)
     return daemon, groups
 
 
@@ -176,14 +187,18 @@ def test_a_killed_supervisor_is_reported_lost_and_down_removes_everything(tmp_pa
 
 
 def test_watch_adopts_the_tasks_of_a_killed_supervisor_without_restarting_them(tmp_path: Path) -> None:
-    chief = [sys.executable, "-c", "import time; print('chief up', flush=True); time.sleep(4)"]
-    spec = write(tmp_path, "adopt", {"chief": {"command": chief}, "worker": {"command": SLEEP}})
+    go = tmp_path / "go"  # the chief ends once the new supervisor has adopted it
+    spec = write(tmp_path, "adopt", {"chief": {"command": script(f"print('chief up', flush=True)\n{wait_for(go)}")},
+                                     "worker": {"command": SLEEP}})
     assert tfcluster("up", "-d", str(spec), cwd=tmp_path).returncode == 0
     wait_running("adopt", 2)
     daemon, groups = kill_supervisor("adopt")
-    watched = tfcluster("watch", "adopt", cwd=tmp_path)
-    assert watched.returncode == 0, watched.stdout + watched.stderr
-    assert "a new one adopted the tasks" in watched.stdout and "adopt [local]: succeeded" in watched.stdout
+    watch = subprocess.Popen([*CLI, "watch", "adopt"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_condition(lambda: status_json("adopt", tmp_path)["supervisor"] == "alive")
+    go.touch()
+    stdout, stderr = watch.communicate(timeout=120)
+    assert watch.returncode == 0, stdout + stderr
+    assert "a new one adopted the tasks" in stdout and "adopt [local]: succeeded" in stdout
     status = status_json("adopt", tmp_path)
     assert status["state"] == "succeeded" and status["supervisor"] == "exited" and status["restarts"] == 0
     assert [t["exit_code"] for t in status["tasks"]][0] == 0
@@ -194,13 +209,15 @@ def test_watch_adopts_the_tasks_of_a_killed_supervisor_without_restarting_them(t
 
 @pytest.mark.parametrize("code, state", [(0, "succeeded"), (3, "failed")])
 def test_a_run_that_ended_while_unsupervised_ends_with_its_true_state(tmp_path: Path, code: int, state: str) -> None:
-    script = [sys.executable, "-c", f"import sys, time; time.sleep(2); sys.exit({code})"]
-    spec = write(tmp_path, "gone", {"chief": {"command": script}, "worker": {"command": script}},
+    go = tmp_path / "go"  # the tasks end once their supervisor is gone
+    task = script(f"{wait_for(go)}\nsys.exit({code})")
+    spec = write(tmp_path, "gone", {"chief": {"command": task}, "worker": {"command": task}},
                  restart={"policy": "never"}, success_policy="all-workers")
     assert tfcluster("up", "-d", str(spec), cwd=tmp_path).returncode == 0
     wait_running("gone", 2)
     daemon, groups = kill_supervisor("gone")
-    wait_for(lambda: all(t["exit_code"] == code for t in status_json("gone", tmp_path)["tasks"]), timeout=30)
+    go.touch()
+    wait_for_condition(lambda: all(t["exit_code"] == code for t in status_json("gone", tmp_path)["tasks"]), timeout=30)
     assert status_json("gone", tmp_path)["supervisor"] == "lost"
     watched = tfcluster("watch", "gone", cwd=tmp_path)
     assert watched.returncode == (0 if code == 0 else 1), watched.stdout
@@ -212,8 +229,10 @@ def test_a_run_that_ended_while_unsupervised_ends_with_its_true_state(tmp_path: 
 
 
 def test_watch_reattaches_to_a_detached_cluster_and_exits_with_its_result(tmp_path: Path) -> None:
-    ok = write(tmp_path, "att", {"worker": {"command": [sys.executable, "-c", "import time; time.sleep(1)"]}})
+    ok = write(tmp_path, "att", {"worker": {"command": script(wait_for(tmp_path / "go"))}})
     assert tfcluster("up", "-d", str(ok), cwd=tmp_path).returncode == 0
+    wait_running("att", 1)
+    (tmp_path / "go").touch()  # the worker ends once the cluster runs detached
     watched = tfcluster("watch", "att", cwd=tmp_path)
     assert watched.returncode == 0 and "att [local]: succeeded" in watched.stdout
     assert "`tfcluster tensorboard att`" in watched.stdout
