@@ -52,9 +52,12 @@ def test_tasks_that_end_by_themselves_during_the_linger_are_not_stopped() -> Non
 def test_cancel_from_another_thread_stops_everything() -> None:
     runtime = ScriptedRuntime({})
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS}))
-    supervisor = Supervisor(plan, runtime, poll_seconds=0.01)
-    threading.Timer(0.2, supervisor.cancel).start()
+    running = threading.Event()
+    supervisor = Supervisor(plan, runtime, poll_seconds=0.01, on_status=lambda s: s.state is State.RUNNING and running.set())
+    canceller = threading.Thread(target=lambda: running.wait(60) and supervisor.cancel())
+    canceller.start()
     status = supervisor.run()
+    canceller.join()
     assert status.state is State.CANCELLED
     assert sorted(runtime.stopped) == ["job-chief-0", "job-worker-0", "job-worker-1"]
     assert runtime.graces == [60]  # a notice: the tasks get checkpoint.save_grace_seconds to save
@@ -169,10 +172,9 @@ def test_adoption_restarts_with_the_budget_that_is_left() -> None:
 
 def test_adoption_measures_the_deadline_from_the_original_start() -> None:
     runtime = ScriptedRuntime({}, adoptable=ALL_IN_RUN_1)
-    began = time.monotonic()
-    status = adopt(runtime, died(started_at=time.time() - 58), deadline_seconds=60)
+    status = adopt(runtime, died(started_at=time.time() - 3600), deadline_seconds=60)
     assert status.state is State.FAILED and "deadline of 60 s exceeded" in status.message
-    assert time.monotonic() - began < 10, "the deadline restarted from the adoption"
+    assert max(runtime.polls.values()) <= 1, "the deadline restarted from the adoption: it kept polling"
     assert sorted(runtime.stopped) == sorted(ALL_IN_RUN_1)
 
 
