@@ -49,7 +49,8 @@ def role(script: str, replicas: int = 1) -> dict[str, Any]:
 
 def supervise(tmp_path: Path, roles: dict[str, Any], grace: float = 0.5, on_status: Callable[[JobStatus], None] | None = None,
               **fields: Any) -> tuple[JobStatus, ProcessRuntime]:
-    spec = validate_data({"name": "sup", "roles": roles, "checkpoint": {"dir": str(tmp_path / "ckpt")}, **fields})
+    checkpoint = {"dir": str(tmp_path / "ckpt"), **fields.pop("checkpoint", {})}
+    spec = validate_data({"name": "sup", "roles": roles, "checkpoint": checkpoint, **fields})
     plan = api.plan(spec, "local", launching=True)
     groups: dict[str, int] = {}
     runtime = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits", on_runs=lambda runs: groups.update({n: r.pgid for n, r in runs.items()}))
@@ -139,6 +140,22 @@ def test_evaluator_failure_restarts_only_the_evaluator(tmp_path: Path) -> None:
     status, _ = supervise(tmp_path, roles)
     assert status.state is State.SUCCEEDED, status.message
     assert [task(status, n).restarts for n in ("sup-chief-0", "sup-worker-0", "sup-evaluator-0")] == [0, 0, 1]
+
+
+def test_a_task_that_ignores_the_notice_is_killed_after_save_grace_seconds(tmp_path: Path) -> None:
+    """The fault table's "SIGKILL after the grace": worker 0 is preempted (exits 143); the chief, told to save
+    (SIGTERM), never finishes: it notes the notice and goes on. Once ``save_grace_seconds`` ran out the
+    supervisor kills it, and the group restarts as after any preemption (no restart of the budget used)."""
+    ready, noticed = tmp_path / "chief-ignores-sigterm", tmp_path / "chief-got-sigterm"
+    ignore = (f"import pathlib, signal\nsignal.signal(signal.SIGTERM, lambda *_: pathlib.Path({str(noticed)!r}).touch())\n"
+              f"{touch(ready)}\nwhile True:\n    signal.pause()")
+    later = f"import pathlib; print('got the notice:', pathlib.Path({str(noticed)!r}).exists(), flush=True)"
+    roles = {"chief": role(first_run(tmp_path / "c", ignore, later)),
+             "worker": role(first_run(tmp_path / "w", f"{wait_for(ready)}\nsys.exit(143)", BLOCK))}
+    status, _ = supervise(tmp_path, roles, checkpoint={"save_grace_seconds": 1}, restart={"max_restarts": 0})
+    assert status.state is State.SUCCEEDED, status.message
+    assert (status.restarts, status.preemptions) == (0, 1)
+    assert "got the notice: True" in log(tmp_path, "sup-chief-0")  # it had the notice, ignored it, and was killed
 
 
 def test_chief_policy_succeeds_without_waiting_for_workers(tmp_path: Path) -> None:
