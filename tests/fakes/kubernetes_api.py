@@ -790,14 +790,15 @@ class _Handler(BaseHTTPRequestHandler):
         tail = int(query["tailLines"][0]) if "tailLines" in query else None
         sent = 0
         while True:
+            pod = store.get("pods", name, namespace)  # before the text: what an ended pod wrote is all sent
+            ended = not follow or pod is None or pod["status"].get("phase") not in ("Pending", "Running")
             text = store.pod_logs.get((namespace, name), "")
             if tail is not None and not follow:
                 text = "".join(text.splitlines(keepends=True)[-tail:])
             if len(text) > sent:
                 self._chunk(text[sent:].encode())
                 sent = len(text)
-            pod = store.get("pods", name, namespace)
-            if not follow or pod is None or pod["status"].get("phase") not in ("Pending", "Running"):
+            if ended:
                 break
             time.sleep(0.02)
         self.wfile.write(b"0\r\n\r\n")

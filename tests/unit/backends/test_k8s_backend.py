@@ -441,12 +441,12 @@ def test_logs_of_a_task_all_tasks_and_follow(fake: FakeKubernetes) -> None:
         fake.pod_logs["default", pod] += "epoch 1\nbye\n"
         fake.finish_pod(pod, 0)
 
-    threading.Timer(0.2, finish).start()
+    finish()  # while the stream follows: it was shown the first line
     assert list(stream) == ["epoch 1", "bye"]  # ends when the pod ends
 
     everyone = backend.logs("demo", follow=True)
     for task in ("demo-worker-0", "demo-worker-1"):
-        threading.Timer(0.2, fake.finish_pod, args=(running(fake, task), 0)).start()
+        fake.finish_pod(running(fake, task), 0)
     assert sorted(everyone) == [
         "demo-chief-0 | bye", "demo-chief-0 | epoch 1", "demo-chief-0 | hello from demo-chief-0",
         "demo-worker-0 | hello from demo-worker-0", "demo-worker-1 | hello from demo-worker-1",
@@ -581,9 +581,9 @@ def _open_board(fake: FakeKubernetes, backend: KubernetesBackend, names: tuple[s
     rolled: list[str] = []
 
     def deployment_controller() -> None:  # the Deployment controller and kubelet, once the command applied it
-        while fake.get("deployments", board_name) is None:
+        # not ready at first: ready only once the command has read the Deployment and found it not ready
+        while not any(method == "GET" and f"/deployments/{board_name}" in path for method, path in fake.requests):
             time.sleep(0.05)
-        time.sleep(1.5)  # not ready at first: the command must wait for readiness
         pod = fake.roll_out(board_name)
         fake.pod_ports["default", pod, 6006] = pod_server.server_address[:2]
         rolled.append(pod)
