@@ -32,14 +32,36 @@ from launcher.supervision.status import State, SupervisorState
 
 pytestmark = pytest.mark.docker
 
-# Each task checks it is not root, resolves every peer by name, and leaves a file in the volume.
-PROBE = [
-    "python", "-c",
-    "import os, json, socket, time; time.sleep(2); c = json.loads(os.environ['TF_CONFIG']);"
-    "[socket.gethostbyname(a.split(':')[0]) for r in c['cluster'].values() for a in r];"
-    "open('/checkpoints/' + os.environ['TFCLUSTER_TASK_NAME'], 'w').write(str(os.getuid()));"
-    "print('probe ok', os.getuid()); time.sleep(3)",
-]
+# Each task checks it is not root, resolves every peer by name (once the peer's container is up), leaves a file in
+# the volume and ends once every peer left its own: no task ends before all have resolved it. Waits are bounded polls.
+PROBE = ["python", "-c", """
+import json, os, pathlib, socket, sys, time
+names = [a.split(':')[0] for r in json.loads(os.environ['TF_CONFIG'])['cluster'].values() for a in r]
+ends = time.monotonic() + 120
+def until(condition, what):
+    while not condition():
+        if time.monotonic() > ends:
+            sys.exit('gave up waiting: ' + what)
+        time.sleep(0.2)
+def resolves(name):
+    try:
+        return bool(socket.gethostbyname(name))
+    except OSError:
+        return False
+until(lambda: all(map(resolves, names)), 'peers resolvable')
+pathlib.Path('/checkpoints', os.environ['TFCLUSTER_TASK_NAME']).write_text(str(os.getuid()))
+until(lambda: all(pathlib.Path('/checkpoints', n).exists() for n in names), 'every peer probed')
+print('probe ok', os.getuid())
+"""]
+#: Runs until stopped; its first run per task (a file in the volume) blocks, later runs end at once.
+FIRST_RUN_BLOCKS = ["python", "-c", """
+import os, pathlib, signal
+print('up', flush=True)
+ran = pathlib.Path('/checkpoints', os.environ['TFCLUSTER_TASK_NAME'] + '.ran')
+if not ran.exists():
+    ran.touch()
+    signal.pause()
+"""]
 
 
 #: Epochs of the runs a test kills something of: far from done when the kill comes (Docker's API is slow under load).
@@ -196,7 +218,7 @@ def test_a_broken_engine_connection_fails_the_job_with_a_message_not_a_traceback
     """The supervisor talks to Docker through a proxy that the test cuts mid-run (injected fault)."""
     proxy = SocketProxy("/var/run/docker.sock")
     monkeypatch.setenv("DOCKER_HOST", proxy.url)  # the submit, `docker compose` and the detached supervisor use it
-    sleeper = ["python", "-c", "import time; print('up', flush=True); time.sleep(300)"]
+    sleeper = ["python", "-c", "import signal; print('up', flush=True); signal.pause()"]  # until stopped
     spec = {"name": "cut", "roles": {"chief": {"command": sleeper}, "worker": {"replicas": 1, "command": sleeper}}}
     through_proxy = Clusters(clusters.tmp_path)
     clusters.launched.append("cut")  # torn down by the fixture, through the real socket
@@ -323,8 +345,7 @@ def test_an_engine_restart_during_the_run_is_recovered_by_the_restart_policy(
     within the supervisor's retries: the supervisor restarts the group under the policy and the job succeeds."""
     proxy = SocketProxy("/var/run/docker.sock")
     monkeypatch.setenv("DOCKER_HOST", proxy.url)
-    task = ["python", "-c", "import time; print('up', flush=True); time.sleep(6)"]
-    spec = {"name": "bounce", "roles": {"chief": {"command": task}, "worker": {"replicas": 1, "command": task}}}
+    spec = {"name": "bounce", "roles": {"chief": {"command": FIRST_RUN_BLOCKS}, "worker": {"replicas": 1, "command": FIRST_RUN_BLOCKS}}}
     through_proxy = Clusters(clusters.tmp_path)
     clusters.launched.append("bounce")  # torn down by the fixture, through the real socket
     through_proxy.up(spec)
@@ -333,7 +354,10 @@ def test_an_engine_restart_during_the_run_is_recovered_by_the_restart_policy(
     proxy.cut()
     for container in project_objects(docker_engine, "bounce")[0]:
         container.stop(timeout=1)
-    time.sleep(3)
+    log = StateDir.of(BackendKind.COMPOSE, "bounce").log
+    ends = time.monotonic() + 60  # the engine stays away until the supervisor has met the fault
+    while "supervisor: runtime error (1/" not in log.read_text() and time.monotonic() < ends:
+        time.sleep(0.2)
     proxy.restore()
     job = clusters.wait("bounce", timeout=90)
     # docker stop ends them with SIGTERM (143): restarted as a preemption, outside max_restarts.
