@@ -5,7 +5,6 @@ listed in ``tests/fakes/kubernetes_api.py``."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
@@ -25,14 +24,6 @@ JOB = {
                                               "containers": [{"name": "trainer", "image": "img"}]}},
     },
 }
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeKubernetes]:
-    server = FakeKubernetes()
-    server.url = server.start()
-    yield server
-    server.stop()
 
 
 def job(**spec: object) -> dict:

@@ -14,7 +14,6 @@ import socket
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,14 +36,6 @@ SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp")
 
 #: A ConfigMap a previous run of cluster demo left (our labels): replaced, not refused.
 OUR_CONFIG_MAP = {"metadata": {"name": "demo-tfconfig", "labels": naming.labels("demo", "old")}, "data": {}}
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeKubernetes]:
-    server = FakeKubernetes()
-    server.url = server.start()
-    yield server
-    server.stop()
 
 
 def backend_for(fake: FakeKubernetes, namespace: str | None = None, **options: float) -> KubernetesBackend:

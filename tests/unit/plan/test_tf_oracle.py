@@ -11,6 +11,7 @@ from launcher.api import plan, validate_data
 from launcher.plan.targets import BackendKind
 from launcher.spec.models import RoleType
 
+pytestmark = pytest.mark.tf  # imports TensorFlow: not in the fast lane
 tf_resolver = pytest.importorskip("tensorflow.python.distribute.cluster_resolver.tfconfig_cluster_resolver")
 from tensorflow.python.distribute import multi_worker_util  # noqa: E402
 

@@ -9,6 +9,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TensorFlow is import
 
 import pytest  # noqa: E402
 
+pytestmark = pytest.mark.tf  # imports TensorFlow: not in the fast lane
 pytest.importorskip("tensorflow")  # launcher.progress carries the Keras callback
 
 from launcher import progress  # noqa: E402

@@ -13,6 +13,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+pytestmark = pytest.mark.tf  # imports TensorFlow: not in the fast lane
 tf = pytest.importorskip("tensorflow")
 
 from helpers.summaries import curve  # noqa: E402

@@ -9,6 +9,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+pytestmark = pytest.mark.tf  # imports TensorFlow: not in the fast lane
 tf = pytest.importorskip("tensorflow")
 tf_keras = pytest.importorskip("tf_keras")
 
