@@ -238,6 +238,7 @@ def test_a_broken_engine_connection_fails_the_job_with_a_message_not_a_traceback
     assert "supervisor: runtime error (1/" in log and "Traceback" not in log, log
 
 
+@pytest.mark.tf
 def test_tensorboard_container_serves_the_curves_on_loopback_and_down_removes_it(clusters: Clusters, docker_engine,  # noqa: F811
                                                                                  tmp_path) -> None:
     name = "tbc"

@@ -86,6 +86,7 @@ CPU_IMAGE_BUDGET = 1.3e9
 
 
 @pytest.mark.docker
+@pytest.mark.tf  # imports TensorFlow in the image
 def test_cpu_image_is_within_budget_with_one_tensorflow_that_imports_as_the_task_user(docker_engine, worker_image: str) -> None:  # noqa: F811
     image = docker_engine.images.get(worker_image)
     assert image.attrs["Size"] <= CPU_IMAGE_BUDGET, f"{image.attrs['Size'] / 1e9:.2f} GB > {CPU_IMAGE_BUDGET / 1e9} GB"
@@ -102,6 +103,7 @@ def test_cpu_image_is_within_budget_with_one_tensorflow_that_imports_as_the_task
 
 
 @pytest.mark.docker
+@pytest.mark.tf
 @pytest.mark.skipif(os.environ.get("TFCLUSTER_TEST_GPU_IMAGE") != "1",
                     reason="builds the multi-GB GPU variant; set TFCLUSTER_TEST_GPU_IMAGE=1 (no GPU here: checked on CPU only)")
 def test_gpu_variant_builds_with_the_cuda_tensorflow(docker_engine) -> None:  # noqa: F811

@@ -12,7 +12,7 @@ from helpers.docker_engine import compose_cli, docker_engine, worker_image  # no
 from helpers.local_cluster import CLI
 from helpers.paths import REPO
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.tf]  # real TensorFlow in the containers
 
 
 def test_an_unmodified_mwms_script_trains_in_containers_from_its_directory(docker_engine, worker_image, tmp_path) -> None:  # noqa: F811

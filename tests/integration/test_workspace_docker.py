@@ -125,6 +125,7 @@ def test_an_unchanged_workspace_is_not_rebuilt_and_a_change_is(tmp_path: Path, w
     assert ensure(changed) != tag and any("building" in line for line in changed)
 
 
+@pytest.mark.tf
 def test_a_plain_mwms_script_trains_on_compose_from_its_directory(tmp_path: Path, clusters: Clusters, docker_engine: Any) -> None:  # noqa: F811
     plan = clusters.up(spec("wscompose", workspace(tmp_path), 2))
     job = clusters.wait(plan.name, timeout=300)
