@@ -145,7 +145,7 @@ def test_evaluator_failure_restarts_only_the_evaluator(tmp_path: Path) -> None:
 def test_a_task_that_ignores_the_notice_is_killed_after_save_grace_seconds(tmp_path: Path) -> None:
     """The fault table's "SIGKILL after the grace": worker 0 is preempted (exits 143); the chief, told to save
     (SIGTERM), never finishes: it notes the notice and goes on. Once ``save_grace_seconds`` ran out the
-    supervisor kills it, and the group restarts as after any preemption (no restart of the budget used)."""
+    supervisor kills it, and the group restarts as after any preemption, using none of the restart budget."""
     ready, noticed = tmp_path / "chief-ignores-sigterm", tmp_path / "chief-got-sigterm"
     ignore = (f"import pathlib, signal\nsignal.signal(signal.SIGTERM, lambda *_: pathlib.Path({str(noticed)!r}).touch())\n"
               f"{touch(ready)}\nwhile True:\n    signal.pause()")
