@@ -4,8 +4,8 @@ The fake stores what the client sends; the tests act as the Job controller
 (``FakeKubernetes.reconcile``, a model of the documented Job semantics) and
 the kubelet (``finish_pod``), and move the fake's clock (``fake.now``), which
 lets deleted pods exit as their processes would and deletions complete. What
-only a real cluster shows (scheduling,
-DNS, the real controller's timing) is in tests/e2e/test_k8s_e2e.py.
+only a real cluster shows (scheduling, DNS, the real controller's timing) is
+in tests/e2e/test_k8s_e2e.py.
 """
 
 from __future__ import annotations
