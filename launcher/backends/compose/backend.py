@@ -44,6 +44,7 @@ from launcher.protocol.paths import is_object_store
 from launcher.spec.models import ClusterSpec, RoleType
 from launcher.spec.problems import Problem
 from launcher.supervision import harness
+from launcher.supervision.statefile import write_private
 from launcher.supervision.status import JobStatus, State, TaskStatus
 
 _CONTAINER_STATES = {"created": State.PENDING, "running": State.RUNNING, "restarting": State.RESTARTING,
@@ -110,7 +111,7 @@ class ComposeBackend(Backend):
             supervise.COMPOSE_COMMAND_FILE: json.dumps(compose),
         }
         for filename, content in files.items():
-            (state.root / filename).write_text(content)
+            write_private(state.root / filename, content)
         try:
             runtime.run_compose(compose, state.root, "up", "--no-start", "--pull", "never")
             harness.start(state, supervise.__name__)
