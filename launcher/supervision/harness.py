@@ -48,7 +48,7 @@ from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.supervision import procfs
-from launcher.supervision.statefile import open_private_log, private_dir, read_json, write_json, write_private
+from launcher.supervision.statefile import open_private, private_dir, read_json, write_json, write_private
 from launcher.supervision.status import JobStatus, State, SupervisorState
 from launcher.supervision.supervisor import Runtime, Supervisor
 
@@ -132,7 +132,7 @@ class StateDir:
 def start(state: StateDir, entry_module: str, timeout: float = START_TIMEOUT_SECONDS, adopt: bool = False) -> None:
     """Start the detached supervisor of ``state`` and wait until it started (``adopt``: adopted) every task."""
     state.started.unlink(missing_ok=True)
-    with open_private_log(state.log) as log:
+    with open_private(state.log) as log:
         process = subprocess.Popen(
             [sys.executable, "-m", entry_module, str(state.root), *([ADOPT_FLAG] if adopt else [])],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -202,7 +202,7 @@ def adopt(state: StateDir, entry_module: str) -> list[str]:
     """If the job of ``state`` lost its supervisor, start one that adopts its tasks; one line per action taken."""
     if not lost(state, state.read_status()):
         return []
-    with open_private_log(state.adopt_lock) as lock:
+    with open_private(state.adopt_lock) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         job = state.read_status()
         if not lost(state, job):

@@ -5,7 +5,7 @@ credentials, the rendered compose file, logs that may echo that env) is
 readable by its owner only: ``private_dir`` makes a directory ``0700``
 (and every directory between ``naming.home()`` and it, when it lies
 there), tightening one an older version left open; ``write_private``
-replaces a file atomically with a ``0600`` one; ``open_private_log``
+replaces a file atomically with a ``0600`` one; ``open_private``
 opens a ``0600`` file for appending (tightening an existing one).
 ``write_json`` is ``write_private`` of JSON, so a reader in another
 process never sees half a file; ``read_json`` returns None for a file
@@ -51,7 +51,7 @@ def write_private(path: Path, content: str | bytes) -> None:
     os.replace(partial, path)
 
 
-def open_private_log(path: Path) -> BinaryIO:
+def open_private(path: Path) -> BinaryIO:
     """``path`` opened for appending bytes, readable by its owner only (an existing file is tightened)."""
     descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
     os.fchmod(descriptor, FILE_MODE)

@@ -9,7 +9,8 @@ are ``logs/<task>.log`` there, kept after the job ends and removed by
 ``cancel``. The checkpoint dir is created (and marked) by ``submit`` when
 missing and kept by ``cancel``; ``cancel(volumes=True)`` deletes it only if
 tfcluster created it for this cluster and it holds no place the user
-works in (``launcher.backends.local.checkpoints``). A cluster whose supervisor still runs cannot be submitted again.
+works in (``launcher.backends.local.checkpoints``). A cluster whose
+supervisor still runs cannot be submitted again.
 ``cancel`` stops the supervisor (which stops the tasks) and then kills every
 recorded process group that still runs one of the cluster's tasks, so
 nothing of the cluster is left, also when the supervisor had died.

@@ -38,7 +38,7 @@ from launcher.plan.planner import Plan, Task
 from launcher.protocol import env
 from launcher.protocol.exitcodes import LOST_EXIT, SIGNAL_EXIT_BASE
 from launcher.supervision.procfs import stat_fields
-from launcher.supervision.statefile import open_private_log, private_dir
+from launcher.supervision.statefile import open_private, private_dir
 
 #: ``sh -c WRAPPER EXIT_FILE COMMAND...``: run COMMAND, write its exit code to EXIT_FILE, exit with it.
 #: The trap defers SIGTERM/SIGINT sent to the group until COMMAND (which gets them too) has exited.
@@ -146,7 +146,7 @@ class ProcessRuntime:
             raise LaunchError(f"cannot start {task.name} ({task.command[0]}): no such executable")
         (self.exit_dir / task.name).unlink(missing_ok=True)
         path = self.log_path(task)
-        with open_private_log(path) as log:
+        with open_private(path) as log:
             offset = log.tell()
             try:
                 process = subprocess.Popen(

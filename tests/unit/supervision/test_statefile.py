@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from launcher.plan import naming
-from launcher.supervision.statefile import open_private_log, private_dir, read_json, write_json, write_private
+from launcher.supervision.statefile import open_private, private_dir, read_json, write_json, write_private
 
 
 def mode(path: Path) -> int:
@@ -39,7 +39,7 @@ def test_files_are_written_0600_and_open_ones_tightened(tmp_path: Path) -> None:
         (tmp_path / name).write_text("old")
         (tmp_path / name).chmod(0o644)
     write_json(tmp_path / "plan.json", {"env": {"TOKEN": "x"}})
-    with open_private_log(tmp_path / "task.log") as log:
+    with open_private(tmp_path / "task.log") as log:
         assert log.tell() == 3  # appends
         log.write(b" new")
     write_private(tmp_path / "fresh", b"")
