@@ -17,7 +17,7 @@ from launcher.supervision.statefile import private_dir, read_json, write_json
 
 
 def _entry(name: str) -> Path:
-    return naming.home() / "clusters" / f"{name}.json"
+    return naming.home() / "clusters" / f"{naming.cluster_name(name)}.json"
 
 
 def record(name: str, backend: BackendKind, options: dict[str, Any]) -> None:
