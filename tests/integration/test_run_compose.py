@@ -58,10 +58,13 @@ def test_an_unmodified_mwms_script_trains_in_containers_from_its_directory(docke
         assert oct(state.stat().st_mode & 0o777) == oct(0o700)
         workspaces = [m["Name"] for c in containers for m in c.attrs["Mounts"] if m["Destination"] == "/workspace"]
         assert len(workspaces) == 2
-        assert subprocess.run([*CLI, "down", "byo-compose"], cwd=project, capture_output=True, timeout=120).returncode == 0
-        assert not [v for v in docker_engine.volumes.list() if v.name in workspaces], "down left the workspace copies"
+        down = subprocess.run([*CLI, "down", "byo-compose", "--volumes"], cwd=project, capture_output=True, timeout=120)
+        assert down.returncode == 0, down.stderr
+        left = [v.name for v in docker_engine.volumes.list() if v.name in [*workspaces, "byo-compose-checkpoints"]]
+        assert not left, "down --volumes left volumes"
     finally:
-        subprocess.run([*CLI, "down", "byo-compose", "--volumes"], cwd=project, capture_output=True, timeout=120)
+        subprocess.run([*CLI, "down", "byo-compose", "-b", "compose", "--volumes"], cwd=project, capture_output=True,
+                       timeout=120)
         for image in docker_engine.images.list():
             for tag in set(image.tags) - images_before:
                 if tag.startswith("tfcluster-workspace-byo-compose:"):
