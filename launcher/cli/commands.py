@@ -20,6 +20,7 @@ from launcher.backends import get_backend
 from launcher.backends.api import Backend
 from launcher.cli.registry import forget, lookup, record
 from launcher.errors import LaunchError, TfclusterError
+from launcher.plan import naming
 from launcher.plan.dryrun import DryRun, json_chunks, plan_document, plan_entries, plan_settings, task_entries
 from launcher.plan.images import ImageVariant
 from launcher.plan.script import SOURCE as SCRIPT_SOURCE
@@ -27,6 +28,16 @@ from launcher.plan.targets import BackendKind
 from launcher.spec.problems import Problem, SpecError
 
 BACKENDS = click.Choice([k.value for k in BackendKind])
+
+
+def _cluster_names(ctx: click.Context, param: click.Parameter, value: str | tuple[str, ...]) -> str | tuple[str, ...]:
+    """NAME arguments: a cluster name only (it becomes a path), else one line, exit 2."""
+    try:
+        for name in (value,) if isinstance(value, str) else value:
+            naming.cluster_name(name)
+    except LaunchError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
 EXIT_SPEC = 2
 EXIT_FAILED = 1
 
@@ -261,7 +272,7 @@ def _launch(dry_run_: DryRun, detach: bool, namespace: str | None, context: str 
 
 
 @main.command()
-@click.argument("name")
+@click.argument("name", callback=_cluster_names)
 @click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
 @click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def status(name: str, backend: str | None, output: str) -> None:
@@ -282,7 +293,7 @@ def status(name: str, backend: str | None, output: str) -> None:
 
 
 @main.command("watch")
-@click.argument("name")
+@click.argument("name", callback=_cluster_names)
 @click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
 def watch_command(name: str, backend: str | None) -> None:
     """Follow cluster NAME (started with `up --detach`) in the live view until it ends.
@@ -315,7 +326,7 @@ def _one_backend_for(names: list[str], backend: str | None) -> Backend:
 
 
 @main.command("tensorboard")
-@click.argument("name", nargs=-1, required=True)
+@click.argument("name", nargs=-1, required=True, callback=_cluster_names)
 @click.option("--port", "-p", type=click.IntRange(1, 65535), default=6006, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to serve on; the default keeps TensorBoard to this machine.")
@@ -348,7 +359,7 @@ def tensorboard_hint(name: str, log_dir: str) -> str:
 
 
 @main.command()
-@click.argument("name")
+@click.argument("name", callback=_cluster_names)
 @click.argument("task", required=False)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the job ends.")
 @click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
@@ -365,7 +376,7 @@ def logs(name: str, task: str | None, follow: bool, backend: str | None) -> None
 
 
 @main.command()
-@click.argument("name")
+@click.argument("name", callback=_cluster_names)
 @click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
 @click.option("--volumes", is_flag=True, help="Also delete the checkpoint volume.")
 def down(name: str, backend: str | None, volumes: bool) -> None:

@@ -4,7 +4,9 @@ Contract: a task's name is also its hostname on the container backends and
 its pod hostname on Kubernetes, so TF_CONFIG addresses resolve there. Every
 name here must fit a DNS-1123 label (63 chars): ``name_problems(spec)``
 reports a spec whose longest derived name would not, before anything is
-planned. The controller's own files live under ``state_dir(backend, name)``.
+planned. The controller's own files live under ``state_dir(backend, name)``;
+``cluster_name(name)`` refuses (``LaunchError``) a name no spec can have,
+before it is used in a path (``../..`` would reach the user's files).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from launcher.spec.models import ClusterSpec, RoleType
+from launcher.errors import LaunchError
+from launcher.spec.models import DNS_LABEL, ClusterSpec, RoleType
 from launcher.spec.problems import Problem
 
 MAX_DNS_LABEL = 63
@@ -148,6 +151,13 @@ def home() -> Path:
     return Path(os.environ.get("TFCLUSTER_HOME", Path.home() / ".tfcluster"))
 
 
+def cluster_name(name: str) -> str:
+    """``name`` if a spec can name a cluster so (a DNS-1123 label), else ``LaunchError``."""
+    if len(name) > MAX_DNS_LABEL or not re.fullmatch(DNS_LABEL, name):
+        raise LaunchError(f"{name!r} is not a cluster name (a DNS-1123 label: lowercase letters, digits and '-')")
+    return name
+
+
 def state_dir(backend: str, cluster: str) -> Path:
     """The controller's files of one cluster on one backend (plan, status, supervisor pid and log)."""
-    return home() / backend / cluster
+    return home() / backend / cluster_name(cluster)

@@ -4,6 +4,8 @@ Contract: every cluster of a backend that supervises from this machine has a
 ``StateDir`` at ``naming.state_dir(backend, name)`` holding:
 
 - ``plan.json``: the plan being supervised (written by ``submit``);
+  the directory and every file in it are private to their owner
+  (``launcher.supervision.statefile``): the plan's env may carry credentials;
 - ``status.json``: the ``JobStatus``, rewritten atomically on every change;
 - ``supervisor.pid`` and ``supervisor.log``: the detached supervisor process
   and its output (one line per runtime fault, never a traceback);
@@ -46,7 +48,7 @@ from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.supervision import procfs
-from launcher.supervision.statefile import read_json, write_json
+from launcher.supervision.statefile import open_private, private_dir, read_json, write_json, write_private
 from launcher.supervision.status import JobStatus, State, SupervisorState
 from launcher.supervision.supervisor import Runtime, Supervisor
 
@@ -83,8 +85,8 @@ class StateDir:
     def create(self, plan: Plan) -> None:
         """A fresh directory holding ``plan`` (whatever an earlier run left is removed)."""
         self.remove()
-        self.root.mkdir(parents=True)
-        self.plan.write_text(plan.model_dump_json())
+        private_dir(self.root)
+        write_private(self.plan, plan.model_dump_json())
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -107,6 +109,9 @@ class StateDir:
             return None
         return pid if procfs.runs(pid, self.marker) else None
 
+    def mark_started(self) -> None:
+        write_private(self.started, "")
+
     def launched(self) -> bool:
         """True once a supervisor was started (before that, ``submit`` is still setting up)."""
         return self.pid.exists()
@@ -127,12 +132,12 @@ class StateDir:
 def start(state: StateDir, entry_module: str, timeout: float = START_TIMEOUT_SECONDS, adopt: bool = False) -> None:
     """Start the detached supervisor of ``state`` and wait until it started (``adopt``: adopted) every task."""
     state.started.unlink(missing_ok=True)
-    with open(state.log, "ab") as log:
+    with open_private(state.log) as log:
         process = subprocess.Popen(
             [sys.executable, "-m", entry_module, str(state.root), *([ADOPT_FLAG] if adopt else [])],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
-    state.pid.write_text(str(process.pid))
+    write_private(state.pid, str(process.pid))
     ends = time.monotonic() + timeout
     while time.monotonic() < ends:
         exited = process.poll() is not None  # before reading the files: it may finish in between
@@ -197,7 +202,7 @@ def adopt(state: StateDir, entry_module: str) -> list[str]:
     """If the job of ``state`` lost its supervisor, start one that adopts its tasks; one line per action taken."""
     if not lost(state, state.read_status()):
         return []
-    with open(state.adopt_lock, "w") as lock:
+    with open_private(state.adopt_lock) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         job = state.read_status()
         if not lost(state, job):
@@ -229,7 +234,7 @@ def serve(root: Path, make_runtime: Callable[[Plan, StateDir], Runtime], adopt: 
         state.write_status(JobStatus(plan.name, plan.backend, State.FAILED, message=f"failed: {message}"))
         print(f"{plan.name}: failed: {message}", flush=True)
         return 1
-    supervisor = Supervisor(plan, runtime, on_status=state.write_status, on_started=state.started.touch, resume=resume)
+    supervisor = Supervisor(plan, runtime, on_status=state.write_status, on_started=state.mark_started, resume=resume)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: supervisor.cancel())
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

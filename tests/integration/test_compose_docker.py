@@ -108,6 +108,9 @@ def test_two_clusters_side_by_side_private_non_root_and_down_removes_them(cluste
         for container in containers:
             assert not container.ports and not container.attrs["HostConfig"]["PortBindings"], "a port is published"
             assert container.attrs["Config"]["User"] == "1000:1000"
+            host = container.attrs["HostConfig"]
+            assert (host["ReadonlyRootfs"], host["CapDrop"], host["SecurityOpt"], host["Privileged"]) == \
+                (True, ["ALL"], ["no-new-privileges:true"], False)
         assert volume_files(docker_engine, name) == [f"{name}-chief-0", f"{name}-worker-0"]
         assert any("probe ok 1000" in line for line in clusters.backend.logs(name, f"{name}-worker-0"))
 
@@ -118,6 +121,22 @@ def test_two_clusters_side_by_side_private_non_root_and_down_removes_them(cluste
     assert clusters.backend.describe("plumb-b").state is State.SUCCEEDED, "down of one cluster touched the other"
     clusters.backend.cancel("plumb-a", volumes=True)
     assert project_objects(docker_engine, "plumb-a") == ([], [], [])
+
+
+def test_down_volumes_keeps_a_volume_of_that_name_tfcluster_did_not_create(clusters: Clusters, docker_engine) -> None:  # noqa: F811
+    volume = docker_engine.volumes.create(naming.checkpoint_volume_name("notours"))
+    try:
+        docker_engine.containers.run(IMAGE, ["sh", "-c", "echo mine > /v/precious"], remove=True, user="root",
+                                     volumes={volume.name: {"bind": "/v"}})
+        clusters.up({"name": "notours", "roles": {"worker": {"command": ["python", "-c", "pass"]}}})
+        assert clusters.wait("notours", timeout=90).state is State.SUCCEEDED
+        clusters.backend.cancel("notours", volumes=True)
+        assert project_objects(docker_engine, "notours")[:2] == ([], [])
+        output = docker_engine.containers.run(IMAGE, ["cat", "/v/precious"], remove=True,
+                                              volumes={volume.name: {"bind": "/v", "mode": "ro"}})
+        assert output == b"mine\n"
+    finally:
+        volume.remove(force=True)
 
 
 def test_cli_up_status_logs_down(clusters: Clusters, docker_engine, tmp_path) -> None:  # noqa: F811

@@ -254,3 +254,58 @@ def test_up_refuses_a_cluster_that_clearly_exceeds_the_memory_unless_forced(tmp_
     left = processes("fat")
     assert tfcluster("down", "fat", cwd=tmp_path).returncode == 0
     assert_nothing_left(*left)
+
+
+def user_files(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` (not following links), by relative path, with its content."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
+
+
+@pytest.mark.parametrize("place", ["working directory", "symlink to it", "home directory", "existing dir"])
+def test_down_volumes_refuses_a_checkpoint_dir_tfcluster_did_not_create_and_keeps_every_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, place: str) -> None:
+    home = tmp_path / "home"
+    project = home / "project"
+    for relative in ("train.py", "data/train.csv", ".env", "ckpt/mine.txt"):
+        (project / relative).parent.mkdir(parents=True, exist_ok=True)
+        (project / relative).write_text(f"the user's {relative}\n")
+    (home / ".bashrc").write_text("the user's shell\n")
+    (project / "here").symlink_to(project)
+    monkeypatch.setenv("HOME", str(home))
+    directory = {"working directory": ".", "symlink to it": "here", "home directory": str(home),
+                 "existing dir": "ckpt"}[place]
+    spec = write(project, "mine", {"chief": {"command": [sys.executable, "-c", "pass"]}}, checkpoint={"dir": directory})
+    before = user_files(home)
+    assert tfcluster("up", str(spec), cwd=project).returncode == 0
+    refused = tfcluster("down", "mine", "--volumes", cwd=project)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert len(refused.stderr.splitlines()) == 1 and refused.stderr.startswith("checkpoint.dir: ")
+    assert "without --volumes" in refused.stderr and "Traceback" not in refused.stderr
+    assert LocalState.named("mine").exists(), "a refused down must do nothing"
+    assert tfcluster("down", "mine", cwd=project).returncode == 0
+    assert {k: v for k, v in user_files(home).items() if k in before} == before
+
+
+def test_down_volumes_deletes_the_dir_up_created_also_on_a_later_run(tmp_path: Path) -> None:
+    spec = write(tmp_path, "again", {"chief": {"command": [sys.executable, "-c", "pass"]}},
+                 checkpoint={"dir": "runs/a/ckpt"})
+    for _ in range(2):  # the second up finds the dir the first made (and marked)
+        assert tfcluster("up", str(spec), cwd=tmp_path).returncode == 0
+        assert (tmp_path / "runs/a/ckpt").is_dir()
+    assert tfcluster("down", "again", "--volumes", cwd=tmp_path).returncode == 0
+    assert not (tmp_path / "runs/a/ckpt").exists() and (tmp_path / "runs/a").is_dir()  # only what was marked
+
+
+def test_the_controller_files_are_private_to_their_owner(tmp_path: Path) -> None:
+    home = Path(os.environ["TFCLUSTER_HOME"])
+    home.mkdir(mode=0o755, exist_ok=True)
+    home.chmod(0o755)  # as an older version left it: tightened on write
+    secret = 'import os; print(os.environ["API_TOKEN"])'
+    spec = write(tmp_path, "priv", {"chief": {"command": [sys.executable, "-c", secret]}}, env={"API_TOKEN": "s3cr3t"})
+    assert tfcluster("up", str(spec), cwd=tmp_path).returncode == 0
+    state = LocalState.named("priv")
+    assert "s3cr3t" in state.task_log("priv-chief-0").read_text() and "s3cr3t" in state.plan.read_text()
+    entries = [home, *home.rglob("*")]
+    assert state.exits in entries and state.task_log("priv-chief-0") in entries and (home / "clusters") in entries
+    modes = {str(p.relative_to(home)): oct(p.stat().st_mode & 0o777) for p in entries}
+    assert modes == {name: oct(0o700 if (home / name).is_dir() else 0o600) for name in modes}

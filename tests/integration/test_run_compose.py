@@ -1,8 +1,10 @@
 """``tfcluster run -b compose``: a user's unmodified MWMS script in containers, straight from its directory
-(real Docker engine): no Dockerfile, its requirements.txt installed into the workspace layer."""
+(real Docker engine): no Dockerfile, its requirements.txt installed into the workspace layer; the
+containers hardened (read-only root, no capabilities) with the workspace, HOME and /tmp writable."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -11,22 +13,58 @@ import pytest
 from helpers.docker_engine import compose_cli, docker_engine, worker_image  # noqa: F401
 from helpers.local_cluster import CLI
 from helpers.paths import REPO
+from launcher.plan import naming
 
 pytestmark = [pytest.mark.docker, pytest.mark.tf]  # real TensorFlow in the containers
+
+
+#: Run by each task before the unmodified train.py: writes where a program writes, and where it may not.
+WRITES = """
+import errno, pathlib, runpy, tempfile
+pathlib.Path("written-by-a-task").write_text("ok")
+(pathlib.Path.home() / ".keras").mkdir(exist_ok=True)
+(pathlib.Path.home() / ".keras" / "keras.json").write_text("{}")
+with tempfile.NamedTemporaryFile() as scratch:
+    scratch.write(b"ok")
+try:
+    open("/etc/written-by-a-task", "w")
+except OSError as exc:
+    root = "read-only: /etc" if exc.errno == errno.EROFS else str(exc)
+print("writable: workspace home tmp;", root, flush=True)
+runpy.run_path("train.py", run_name="__main__")
+"""
 
 
 def test_an_unmodified_mwms_script_trains_in_containers_from_its_directory(docker_engine, worker_image, tmp_path) -> None:  # noqa: F811
     project = tmp_path / "project"
     shutil.copytree(REPO / "tests" / "data" / "workspace", project)  # train.py imports tabulate, from requirements.txt
+    (project / "writes.py").write_text(WRITES)
     images_before = {tag for image in docker_engine.images.list() for tag in image.tags}
     try:
         result = subprocess.run([*CLI, "run", "-b", "compose", "--name", "byo-compose", "--env", "TF_CPP_MIN_LOG_LEVEL=2",
-                                 "train.py"], cwd=project, capture_output=True, text=True, timeout=600)
+                                 "writes.py"], cwd=project, capture_output=True, text=True, timeout=600)
         logs = subprocess.run([*CLI, "logs", "byo-compose"], cwd=project, capture_output=True, text=True, timeout=60).stdout
         assert result.returncode == 0, logs[-3000:] + result.stderr
         assert logs.count("trained in /workspace") == 2, logs[-3000:]
+        assert logs.count("writable: workspace home tmp; read-only: /etc") == 2, logs[-3000:]
+        containers = docker_engine.containers.list(all=True, filters={"label": "com.docker.compose.project=byo-compose"})
+        assert len(containers) == 2
+        for container in containers:
+            host = container.attrs["HostConfig"]
+            assert (host["ReadonlyRootfs"], host["CapDrop"]) == (True, ["ALL"])
+        state = naming.state_dir("compose", "byo-compose")
+        assert {oct(p.stat().st_mode & 0o777) for p in state.iterdir()} == {oct(0o600)}
+        assert json.loads((state / "plan.json").read_text())["name"] == "byo-compose"
+        assert oct(state.stat().st_mode & 0o777) == oct(0o700)
+        workspaces = [m["Name"] for c in containers for m in c.attrs["Mounts"] if m["Destination"] == "/workspace"]
+        assert len(workspaces) == 2
+        down = subprocess.run([*CLI, "down", "byo-compose", "--volumes"], cwd=project, capture_output=True, timeout=120)
+        assert down.returncode == 0, down.stderr
+        left = [v.name for v in docker_engine.volumes.list() if v.name in [*workspaces, "byo-compose-checkpoints"]]
+        assert not left, "down --volumes left volumes"
     finally:
-        subprocess.run([*CLI, "down", "byo-compose", "--volumes"], cwd=project, capture_output=True, timeout=120)
+        subprocess.run([*CLI, "down", "byo-compose", "-b", "compose", "--volumes"], cwd=project, capture_output=True,
+                       timeout=120)
         for image in docker_engine.images.list():
             for tag in set(image.tags) - images_before:
                 if tag.startswith("tfcluster-workspace-byo-compose:"):

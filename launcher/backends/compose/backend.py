@@ -9,9 +9,12 @@ shared detached supervisor with containers as its runtime
 (``launcher.backends.compose.supervise``); a task that cannot start fails
 it, and whatever it created is removed. The cluster's Docker objects carry
 the compose project label ``com.docker.compose.project=<name>``;
-``cancel`` removes the containers, the run's TensorBoard containers
-(``launcher.backends.compose.tensorboard``) and the network (and the
-checkpoint volume with ``volumes``). When the supervisor died (``kill -9``, a
+``cancel`` removes the containers with their anonymous volumes (a task's
+workspace copy), the run's TensorBoard containers
+(``launcher.backends.compose.tensorboard``) and the network (and, with
+``volumes``, the checkpoint volume when compose created it from the
+rendered file, which labels it as tfcluster's and the project's; never a
+volume of that name that existed before, which compose only uses). When the supervisor died (``kill -9``, a
 reboot of this machine), ``describe`` reads the tasks from their containers
 and ``supervise`` (each round of ``watch``) starts a supervisor that adopts them.
 """
@@ -44,6 +47,7 @@ from launcher.protocol.paths import is_object_store
 from launcher.spec.models import ClusterSpec, RoleType
 from launcher.spec.problems import Problem
 from launcher.supervision import harness
+from launcher.supervision.statefile import write_private
 from launcher.supervision.status import JobStatus, State, TaskStatus
 
 _CONTAINER_STATES = {"created": State.PENDING, "running": State.RUNNING, "restarting": State.RESTARTING,
@@ -110,7 +114,7 @@ class ComposeBackend(Backend):
             supervise.COMPOSE_COMMAND_FILE: json.dumps(compose),
         }
         for filename, content in files.items():
-            (state.root / filename).write_text(content)
+            write_private(state.root / filename, content)
         try:
             runtime.run_compose(compose, state.root, "up", "--no-start", "--pull", "never")
             harness.start(state, supervise.__name__)
@@ -209,12 +213,13 @@ class ComposeBackend(Backend):
     def _remove(self, name: str, volumes: bool) -> None:
         boards = self.client.containers.list(all=True, filters=board.board_filters(name))
         for container in [*self._containers(name), *boards]:
-            container.remove(force=True)
+            container.remove(force=True, v=True)  # v: its anonymous volumes (the task's workspace copy) too
         networks, project_volumes = self._project_objects(name)
         for network in networks:
             network.remove()
         for volume in project_volumes if volumes else []:
-            volume.remove(force=True)
+            if (volume.attrs.get("Labels") or {}).get(naming.LABEL_MANAGED) == naming.MANAGER:  # one tfcluster made
+                volume.remove(force=True)
 
     def _project_objects(self, name: str) -> tuple[list[Any], list[Any]]:
         filters = {"label": f"{PROJECT_LABEL}={name}"}

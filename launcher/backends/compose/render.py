@@ -11,7 +11,12 @@ Contract:
   environment, one network per cluster that publishes no port on the host,
   the checkpoint volume mounted at the checkpoint dir, resource limits,
   the restart policy mapped from the plan's policy, the labels of
-  ``launcher.plan.naming``, a non-root ``user``, ``init: true`` and
+  ``launcher.plan.naming``, a non-root ``user``, the TensorBoard
+  container's hardening (no capabilities, ``no-new-privileges``, a
+  read-only root filesystem whose only writable paths are ``/tmp`` and
+  the task user's home as tmpfs, the checkpoint volume and, with a
+  workspace, an anonymous volume at ``/workspace`` that Docker seeds with
+  the image's copy, one per container), ``init: true`` and
   ``stop_grace_period`` = ``checkpoint.save_grace_seconds`` (the save on
   ``docker stop``'s SIGTERM). The compose project is the cluster name.
 
@@ -43,8 +48,13 @@ from launcher.spec.problems import Problem
 from launcher.spec.quantities import byte_count
 
 COMPOSE_FILE = "docker-compose.yaml"
-#: The image's non-root user (worker_image/Dockerfile), owner of /checkpoints.
-TASK_USER = "1000:1000"
+#: The worker image's non-root user (worker_image/Dockerfile), owner of /checkpoints, and its home.
+TASK_UID = 1000
+TASK_USER = f"{TASK_UID}:{TASK_UID}"
+TASK_HOME = "/home/tfcluster"
+#: What a task may write besides its volumes (the root filesystem is read-only): scratch space, and the
+#: home where Keras, pip and others keep their caches (~/.keras, ~/.cache, ~/.config), the task user's only.
+TASK_TMPFS = ["/tmp", f"{TASK_HOME}:uid={TASK_UID},gid={TASK_UID},mode=0700"]
 PROJECT_LABEL = "com.docker.compose.project"
 #: The service key of a task's command, by ``Task.replaces_entrypoint``: after the image's ENTRYPOINT or in its place.
 _COMMAND_KEY = {False: "command", True: "entrypoint"}
@@ -109,6 +119,10 @@ def service(plan: Plan, task: Task) -> dict[str, Any]:
         **({_COMMAND_KEY[task.replaces_entrypoint]: [literal(arg) for arg in task.command]} if task.command else {}),
         "environment": {key: literal(value) for key, value in plan.task_env(task).items()},
         "user": TASK_USER,
+        "read_only": True,
+        "tmpfs": list(TASK_TMPFS),
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true"],
         "init": True,
         # docker stop: SIGTERM reaches python (docker-init and the image's tini forward it to their
         # exec-form child), which saves on it; SIGKILL only after the save grace.
@@ -117,9 +131,14 @@ def service(plan: Plan, task: Task) -> dict[str, Any]:
         "networks": [network],
         "labels": naming.labels(plan.name, plan.run_id, task.type, task.index),
     }
+    volumes: list[dict[str, Any]] = []
     if mount is not None:
-        source = naming.checkpoint_volume_name(plan.name)
-        definition["volumes"] = [{"type": "volume", "source": source, "target": mount}]
+        volumes.append({"type": "volume", "source": naming.checkpoint_volume_name(plan.name), "target": mount})
+    if plan.workspace is not None:
+        # An anonymous volume, the container's own: Docker fills it with the image's workspace, writable.
+        volumes.append({"type": "volume", "target": plan.workspace.workdir})
+    if volumes:
+        definition["volumes"] = volumes
     return {**definition, **_limits(task.resources)}
 
 

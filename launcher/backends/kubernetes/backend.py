@@ -441,7 +441,8 @@ class KubernetesBackend(Backend):
             response.release_conn()
 
     def _list(self, kind: str, namespace: str, cluster: str) -> list[dict[str, Any]]:
-        return self._select(kind, namespace, f"{naming.LABEL_CLUSTER}={cluster}")
+        """The objects of ``cluster`` that tfcluster made (both labels: a user's object naming the cluster is not)."""
+        return self._select(kind, namespace, f"{naming.LABEL_MANAGED}={naming.MANAGER},{naming.LABEL_CLUSTER}={cluster}")
 
     def _select(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
         with self._api_errors(f"list {kind}s"):

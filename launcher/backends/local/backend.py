@@ -6,7 +6,11 @@ starts the shared detached supervisor with local processes
 (``launcher.backends.local.supervise``); it returns once the tasks are
 started, and a task that cannot start fails it (nothing is left). Task logs
 are ``logs/<task>.log`` there, kept after the job ends and removed by
-``cancel``. A cluster whose supervisor still runs cannot be submitted again.
+``cancel``. The checkpoint dir is created (and marked) by ``submit`` when
+missing and kept by ``cancel``; ``cancel(volumes=True)`` deletes it only if
+tfcluster created it for this cluster and it holds no place the user
+works in (``launcher.backends.local.checkpoints``). A cluster whose
+supervisor still runs cannot be submitted again.
 ``cancel`` stops the supervisor (which stops the tasks) and then kills every
 recorded process group that still runs one of the cluster's tasks, so
 nothing of the cluster is left, also when the supervisor had died.
@@ -18,7 +22,6 @@ supervisor that adopts them. ``tensorboard`` reads the runs' log dirs
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from launcher.backends.api import Backend
 from launcher.backends.lines import LineReader
-from launcher.backends.local import supervise
+from launcher.backends.local import checkpoints, supervise
 from launcher.backends.local.capacity import memory_problems
 from launcher.backends.local.processes import group_runs_task, kill_group, observe
 from launcher.backends.local.state import LocalState
@@ -37,8 +40,9 @@ from launcher.plan.dryrun import DryRun
 from launcher.plan.targets import BackendKind
 from launcher.protocol.paths import is_object_store
 from launcher.spec.models import ClusterSpec, RoleType
-from launcher.spec.problems import Problem
+from launcher.spec.problems import Problem, SpecError
 from launcher.supervision import harness
+from launcher.supervision.statefile import private_dir
 from launcher.supervision.status import JobStatus
 
 FOLLOW_POLL_SECONDS = 0.3
@@ -70,10 +74,10 @@ class LocalBackend(Backend):
         if state.supervisor() is not None:
             raise LaunchError(f"cluster {plan.name!r} is already running locally; stop it first with "
                               f"`tfcluster down {plan.name}`")
-        state.create(plan)
-        state.logs.mkdir()
         if not is_object_store(plan.run_config.checkpoint_dir):
-            Path(plan.run_config.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+            checkpoints.prepare(Path(plan.run_config.checkpoint_dir), plan.name, plan.run_id)
+        state.create(plan)
+        private_dir(state.logs)
         try:
             harness.start(state, supervise.__name__)
         except BaseException:
@@ -117,12 +121,19 @@ class LocalBackend(Backend):
         self._teardown(self._existing(name))
 
     def cancel(self, name: str, volumes: bool = False) -> None:
+        """Stop and forget cluster ``name``; with ``volumes`` also delete its checkpoint dir, which must be one
+        tfcluster created for it (``checkpoints.removal_problem``: else ``SpecError``, and nothing is done)."""
         state = self._existing(name)
-        checkpoint_dir = state.read_plan().run_config.checkpoint_dir
+        plan = state.read_plan()
+        checkpoint_dir = None if is_object_store(plan.run_config.checkpoint_dir) else Path(plan.run_config.checkpoint_dir)
+        if volumes and checkpoint_dir is not None:
+            problem = checkpoints.removal_problem(checkpoint_dir, name, Path(plan.workdir or "."))
+            if problem is not None:
+                raise SpecError([problem])
         self._teardown(state)
         state.remove()
-        if volumes and not is_object_store(checkpoint_dir):
-            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+        if volumes and checkpoint_dir is not None:
+            checkpoints.remove(checkpoint_dir)
 
     def _existing(self, name: str) -> LocalState:
         state = LocalState.of(self.kind, name)

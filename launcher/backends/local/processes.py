@@ -2,7 +2,8 @@
 
 Contract: ``start`` runs ``task.command`` in ``plan.workdir`` with ``{**os.environ, **plan.task_env(task)}``,
 stdin closed, stdout and stderr appended to ``<log_dir>/<task>.log`` (kept
-across restarts and after the job). Every task leads its own process group,
+across restarts and after the job; it may echo the env, so it, the exit
+files and both directories are private to their owner). Every task leads its own process group,
 and ``stop`` / an observed exit kill the whole group, so nothing a task
 spawned outlives it. ``on_runs`` receives ``{task: TaskRun}`` (process group,
 where the run's output starts in its log) after every start, so another
@@ -37,10 +38,11 @@ from launcher.plan.planner import Plan, Task
 from launcher.protocol import env
 from launcher.protocol.exitcodes import LOST_EXIT, SIGNAL_EXIT_BASE
 from launcher.supervision.procfs import stat_fields
+from launcher.supervision.statefile import open_private, private_dir
 
 #: ``sh -c WRAPPER EXIT_FILE COMMAND...``: run COMMAND, write its exit code to EXIT_FILE, exit with it.
 #: The trap defers SIGTERM/SIGINT sent to the group until COMMAND (which gets them too) has exited.
-WRAPPER = "trap 'true' INT TERM; \"$@\"; code=$?; echo \"$code\" > \"$0\"; exit \"$code\""
+WRAPPER = "trap 'true' INT TERM; \"$@\"; code=$?; (umask 077; echo \"$code\" > \"$0\"); exit \"$code\""
 
 #: How long ``start`` waits for a started shell to show its environment in /proc (a few ms in practice).
 OBSERVABLE_TIMEOUT_SECONDS = 5.0
@@ -132,8 +134,8 @@ class ProcessRuntime:
         self.recorded = dict(recorded or {})
         self._runs: dict[str, _Run] = {}
         self._readers: dict[str, LineReader] = {}
-        log_dir.mkdir(parents=True, exist_ok=True)
-        exit_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(log_dir)
+        private_dir(exit_dir)
 
     def log_path(self, task: Task) -> Path:
         return self.log_dir / f"{task.name}.log"
@@ -144,7 +146,7 @@ class ProcessRuntime:
             raise LaunchError(f"cannot start {task.name} ({task.command[0]}): no such executable")
         (self.exit_dir / task.name).unlink(missing_ok=True)
         path = self.log_path(task)
-        with open(path, "ab") as log:
+        with open_private(path) as log:
             offset = log.tell()
             try:
                 process = subprocess.Popen(

@@ -17,7 +17,7 @@ from helpers.docker_engine import compose_cli  # noqa: F401  (fixture)
 from helpers.paths import REPO  # noqa: I001
 from launcher import api
 from launcher.api import validate_data
-from launcher.backends.compose.render import COMPOSE_FILE, TASK_USER, render
+from launcher.backends.compose.render import COMPOSE_FILE, TASK_HOME, TASK_USER, render
 from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.spec.quantities import byte_count
@@ -70,6 +70,10 @@ def test_every_task_is_one_service_applying_the_plan(mix: str) -> None:
         assert {k: unescape(v) for k, v in service["environment"].items()} == plan.task_env(task)
         assert service["user"] == TASK_USER and not service["user"].startswith("0")
         assert service["init"] is True
+        assert (service["read_only"], service["cap_drop"], service["security_opt"]) == \
+            (True, ["ALL"], ["no-new-privileges:true"])
+        assert service["tmpfs"] == ["/tmp", f"{TASK_HOME}:uid=1000,gid=1000,mode=0700"]
+        assert "privileged" not in service and "cap_add" not in service
         assert service["networks"] == [naming.network_name(mix)]
         assert service["labels"][naming.LABEL_RUN] == "run-1"
         assert (service["labels"][naming.LABEL_ROLE], service["labels"][naming.LABEL_INDEX]) == (task.type.value, str(task.index))
@@ -91,6 +95,19 @@ def test_checkpoint_volume_is_mounted_at_the_checkpoint_dir_except_object_stores
         assert service["volumes"] == [{"type": "volume", "source": volume, "target": plan.run_config.checkpoint_dir}]
     remote = document(plan_of("object-store", ROLE_MIXES["object-store"]))
     assert "volumes" not in remote and all("volumes" not in s for s in remote["services"].values())
+
+
+def test_a_workspace_is_each_containers_own_writable_volume_seeded_from_its_image(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "train.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: ws\nworkspace: .\nroles:\n  worker: {replicas: 2, command: [python, train.py]}\n")
+    plan = api.plan(spec, "compose")
+    assert plan.workspace is not None
+    for service in document(plan)["services"].values():
+        assert service["volumes"][1:] == [{"type": "volume", "target": "/workspace"}]  # no source: anonymous
+    assert all(len(s["volumes"]) == 1 for s in document(plan_of("mwms", ROLE_MIXES["mwms"]))["services"].values())
 
 
 def test_resources_and_restart_policy_are_mapped() -> None:

@@ -135,6 +135,20 @@ def test_mwms_lifecycle_fail_restart_succeed_down(fake: FakeKubernetes) -> None:
     assert not fake.objects
 
 
+def test_down_volumes_deletes_only_what_tfcluster_created(fake: FakeKubernetes) -> None:
+    """The spec's existing claim, and an object that only names the cluster in a label, are not tfcluster's."""
+    own_claim = {"metadata": {"name": "datasets"}, "spec": {"accessModes": ["ReadWriteMany"]}}
+    lookalike = {"metadata": {"name": "notes", "labels": {naming.LABEL_CLUSTER: "keep"}}, "data": {}}
+    fake.create("persistentvolumeclaims", "default", own_claim)
+    fake.create("configmaps", "default", lookalike)
+    backend = backend_for(fake)
+    backend.submit(dry_run_for({"name": "keep", "roles": {"worker": {"replicas": 1}},
+                                "kubernetes": {"volume_claim": {"name": "datasets"}}}))
+    backend.cancel("keep", volumes=True)
+    assert sorted(key[0] for key in fake.objects) == ["configmaps", "persistentvolumeclaims"]
+    assert fake.get("persistentvolumeclaims", "datasets") is not None and fake.get("configmaps", "notes") is not None
+
+
 def test_exit_code_policy_fails_the_job_and_cleans_up_the_rest(fake: FakeKubernetes) -> None:
     backend = backend_for(fake, linger=30)
     backend.submit(dry_run_for({"name": "ec", "roles": {"chief": {}, "worker": {"replicas": 2}}, "restart": {"policy": "exit-code"}}))
