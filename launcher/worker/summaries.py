@@ -135,9 +135,9 @@ class TrainSummaries(_Writer):
 
     @classmethod
     def open(
-        cls, run_config: RunConfig, is_chief: bool, resume_step: int, global_batch: int, optimizer: Any
+        cls, run_config: RunConfig, is_lead: bool, resume_step: int, global_batch: int, optimizer: Any
     ) -> TrainSummaries | None:
-        log_dir = _log_dir(run_config) if is_chief else None
+        log_dir = _log_dir(run_config) if is_lead else None
         if log_dir is None:
             return None
         directory = paths.summaries_dir(log_dir, paths.TRAIN_SUMMARIES)

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from pydantic import ValidationError
+
 from launcher.backends.api import Backend
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.manifests import (
@@ -59,8 +61,9 @@ from launcher.plan import logdir, naming
 from launcher.plan.dryrun import DryRun
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
-from launcher.protocol.events import PROGRESS_EVENTS, parse_event
+from launcher.protocol.events import Event, parse_event
 from launcher.protocol.paths import is_object_store
+from launcher.protocol.progress import JobProgress, fold, seed
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import ClusterSpec, RoleType, Strategy
 from launcher.spec.problems import Problem
@@ -69,7 +72,7 @@ from launcher.supervision.status import JobStatus
 DEFAULT_NAMESPACE = "default"
 #: A MultiWorkerMirrored survivor still running this long after a peer failed is restarted (survivors normally fail in seconds).
 GANG_GRACE_SECONDS = 60.0
-#: Log lines read from the deciding task to show progress.
+#: Log lines read from the lead task (and the evaluator) to show progress.
 PROGRESS_TAIL_LINES = 50
 
 
@@ -271,28 +274,31 @@ class KubernetesBackend(Backend):
         jobs, pods = self._list("Job", namespace, name), self._list("Pod", namespace, name)
         status = k8s_status.job_status(name, jobs, pods)
         if status is not None:
-            status.progress = self._progress(namespace, jobs, pods)
+            status.progress = self._progress(name, namespace, jobs, pods)
             status.tensorboard_dir = k8s_status.tensorboard_dir(jobs)
         return status
 
-    def _progress(self, namespace: str, jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any]:
-        """The latest progress events of the lead task (the policy's: chief, else worker 0), merged."""
+    def _progress(self, name: str, namespace: str, jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> JobProgress:
+        """The job's progress: seeded from its RunConfig, folded over the recent events (the last
+        ``PROGRESS_TAIL_LINES`` lines) of the lead task's latest pod (the policy's lead) and of the evaluator's."""
+        try:
+            start = seed(RunConfig.model_validate_json(self._config_map(name, namespace)["data"][JOB_KEY]))
+        except (LaunchError, KeyError, ValidationError):
+            start = JobProgress()  # an object of an older launch, or one being deleted: no seed
         runs = k8s_status.runs_by_task(pods)
         lead = k8s_status.job_policy(jobs[0]).lead
-        if (lead.role, lead.index) not in runs:
-            return {}
-        latest = runs[lead.role, lead.index][-1]
-        if latest.phase == "Pending":
-            return {}
-        progress: dict[str, Any] = {}
+        result = fold(start, self._recent_events(runs.get((lead.role, lead.index), []), namespace), from_lead=True)
+        return fold(result, self._recent_events(runs.get((RoleType.EVALUATOR, 0), []), namespace), from_lead=False)
+
+    def _recent_events(self, runs: list[k8s_status.PodView], namespace: str) -> list[Event]:
+        """The events among the last log lines of the latest of ``runs`` (none while it is pending or unreadable)."""
+        if not runs or runs[-1].phase == "Pending":
+            return []
         try:
-            for line in self._log_lines(latest.name, namespace, follow=False, tail=PROGRESS_TAIL_LINES):
-                event = parse_event(line)
-                if event and event.get("event") in {k.value for k in PROGRESS_EVENTS}:
-                    progress.update({k: v for k, v in event.items() if k != "time"})
+            lines = list(self._log_lines(runs[-1].name, namespace, follow=False, tail=PROGRESS_TAIL_LINES))
         except LaunchError:
-            return {}  # e.g. the container is not started yet or was replaced: status without progress
-        return progress
+            return []  # e.g. the container is not started yet or was replaced: status without its events
+        return [event for event in map(parse_event, lines) if event is not None]
 
     # --- logs ------------------------------------------------------------
 

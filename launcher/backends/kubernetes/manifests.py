@@ -51,7 +51,6 @@ from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan, Task, make_plan
 from launcher.plan.policy import JobPolicy
-from launcher.plan.targets import CONTAINER_ENTRYPOINT
 from launcher.plan.workspace import CONTAINER_WORKSPACE
 from launcher.protocol import env as task_env
 from launcher.protocol.paths import is_object_store, is_within
@@ -154,7 +153,7 @@ def _program(plan: Plan, group: RoleGroup, *, indexed: bool) -> list[str]:
     leads and the pod knows its index (``indexed``). The entrypoint knows from TF_CONFIG, and the image's
     own command (an empty one) cannot be wrapped; both run as they are."""
     command = group.first.command
-    if not indexed or not command or command == CONTAINER_ENTRYPOINT or _lead_env(group):
+    if not indexed or not command or group.first.runs_entrypoint or _lead_env(group):
         return command
     return ["sh", "-c", LEAD_SCRIPT, str(plan.policy.lead.index), *command]
 
@@ -362,7 +361,7 @@ def _native_env(plan: Plan, group: RoleGroup) -> list[dict[str, Any]]:
     env.append({"name": task_env.CLUSTER_FILE, "value": f"{CONFIG_DIR}/{CLUSTER_KEY}"})
     if group.role is RoleType.EVALUATOR:
         env.append({"name": task_env.TASK_ADDRESS, "value": group.first.address})
-    if group.first.command != CONTAINER_ENTRYPOINT:
+    if not group.first.runs_entrypoint:
         env.append({"name": task_env.TF_CONFIG, "value": _indexed_tf_config(plan, group)})
     return env + _lead_env(group) + _job_env(plan)
 

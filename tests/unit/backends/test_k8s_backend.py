@@ -121,9 +121,9 @@ def test_mwms_lifecycle_fail_restart_succeed_down(fake: FakeKubernetes) -> None:
 
     fake.pod_logs["default", running(fake, "demo-chief-0")] = (
         'TFCLUSTER_EVENT {"event":"restored","task":"demo-chief-0","time":1,"epoch":1,"step":20}\n'
-        'TFCLUSTER_EVENT {"event":"epoch","task":"demo-chief-0","time":2,"epoch":3,"step":120,"loss":0.25}\n'
+        'TFCLUSTER_EVENT {"event":"epoch","task":"demo-chief-0","time":2,"epoch":3,"step":120,"metrics":{"loss":0.25}}\n'
     )
-    assert backend.describe("demo").progress["loss"] == 0.25
+    assert backend.describe("demo").progress.loss == 0.25
     for task in ("demo-chief-0", "demo-worker-0", "demo-worker-1"):
         fake.finish_pod(running(fake, task), 0)
     for job in ("demo-chief", "demo-worker"):
