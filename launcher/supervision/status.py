@@ -33,6 +33,11 @@ class State(str, Enum):
     def terminal(self) -> bool:
         return self in (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 
+    @classmethod
+    def of_exit(cls, code: int | None) -> State:
+        """A task's state from its exit code: running while None, succeeded on 0, else failed."""
+        return State.RUNNING if code is None else State.SUCCEEDED if code == 0 else State.FAILED
+
 
 class SupervisorState(str, Enum):
     """The detached supervisor of a local or compose cluster, as ``status`` sees it."""

@@ -234,7 +234,7 @@ class Supervisor:
             if code is not None:
                 run.running = False
                 run.status.exit_code = code
-                run.status.state = State.FAILED if code else State.SUCCEEDED
+                run.status.state = State.of_exit(code)
                 ended.append((name, code))
         return ended
 

@@ -157,10 +157,8 @@ class ComposeBackend(Backend):
         """Status of a project started by hand (`docker compose up` of a rendered file), from its containers."""
         tasks = []
         for container in containers:
-            state = container.attrs["State"]
-            code = int(state["ExitCode"]) if container.status in ("exited", "dead") else None
-            task_state = State.SUCCEEDED if code == 0 else State.FAILED if code is not None else \
-                _CONTAINER_STATES.get(container.status, State.UNKNOWN)
+            code = runtime.exit_code(container)
+            task_state = State.of_exit(code) if code is not None else _CONTAINER_STATES.get(container.status, State.UNKNOWN)
             tasks.append(TaskStatus(container.name, task_state, container.attrs.get("RestartCount", 0), code))
         states = {t.state for t in tasks}
         if states & {State.RUNNING, State.RESTARTING, State.PENDING}:

@@ -58,8 +58,6 @@ from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import ClusterSpec, RestartPolicy, RoleType, SuccessPolicy
 from launcher.spec.problems import Problem
 
-MIN_KUBERNETES_VERSION = "1.33"
-
 #: Set by the Job controller on each pod (label since 1.28, annotation since 1.21).
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 #: On every Job: the plan's ``JobPolicy`` (JSON), what ``supervise``/``describe`` need to know without the plan.
@@ -658,8 +656,9 @@ def _board_objects(meta: dict[str, Any], labels: dict[str, str], pod: dict[str, 
             "metadata": copy.deepcopy(meta),
             "spec": {
                 "podSelector": {"matchLabels": labels},
+                # No pod may connect: ``tfcluster tensorboard`` reaches it by a port-forward, through the kubelet.
                 "policyTypes": ["Ingress"],
-                "ingress": [{"ports": [{"protocol": "TCP", "port": tensorboard.PORT}]}],
+                "ingress": [],
             },
         },
     ]

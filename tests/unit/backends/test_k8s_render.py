@@ -461,7 +461,7 @@ def test_tensorboard_objects_are_hardened_apart_from_the_tasks_and_held_by_the_c
     assert {"name": "checkpoints", "mountPath": "/checkpoints", "readOnly": True} in container["volumeMounts"]
     assert service["spec"]["type"] == "ClusterIP" and [p["port"] for p in service["spec"]["ports"]] == [6006]
     assert policy["spec"]["podSelector"]["matchLabels"] == labels
-    assert policy["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 6006}]}]
+    assert policy["spec"]["policyTypes"] == ["Ingress"] and policy["spec"]["ingress"] == []  # no pod: port-forward only
 
 
 def test_no_tensorboard_objects_when_tensorboard_is_off() -> None:
@@ -587,7 +587,7 @@ def test_shared_board_mounts_each_claim_read_only_at_its_own_path_and_reads_buck
     labels = naming.tensorboard_labels(name)
     assert pod["metadata"]["labels"] == labels == deployment["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
     assert policy["spec"]["podSelector"]["matchLabels"] == labels
-    assert policy["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 6006}]}]
+    assert policy["spec"]["policyTypes"] == ["Ingress"] and policy["spec"]["ingress"] == []  # no pod: port-forward only
     assert container["securityContext"]["readOnlyRootFilesystem"] and pod["spec"]["securityContext"]["runAsNonRoot"]
     assert not pod["spec"]["automountServiceAccountToken"]
     # The first run's stored board is the template: its pod settings and its objects' labels (so `down bucket` finds it).
