@@ -14,7 +14,7 @@ hang, and deleting the Jobs left running once the run ended).
 
 ``tensorboard`` applies the run's TensorBoard objects that the rendered
 ConfigMap holds, or for several runs one board mounting each run's claim
-(``manifests.shared_board``), owned by every shown run's ConfigMap (so
+(``tensorboard.shared_board``), owned by every shown run's ConfigMap (so
 ``down`` of any of them and the garbage collector, once all are gone,
 remove it), waits for a ready pod, forwards ``host:port`` to it through
 the API server (``pods/<pod>/portforward``) and deletes it when left.
@@ -40,19 +40,11 @@ from pydantic import ValidationError
 
 from launcher.backends.api import Backend
 from launcher.backends.kubernetes import status as k8s_status
-from launcher.backends.kubernetes.manifests import (
-    CONTAINER,
-    JOB_KEY,
-    BoardRun,
-    config_map_problems,
-    objects,
-    render,
-    shared_board,
-    stored_board,
-    volume_problems,
-)
+from launcher.backends.kubernetes.manifests import CONTAINER, config_map_problems, objects, render, volume_problems
+from launcher.backends.kubernetes.pods import JOB_KEY
 from launcher.backends.kubernetes.portforward import PortForwarder
 from launcher.backends.kubernetes.target import KubernetesTarget, registry_problems, target
+from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board
 from launcher.backends.lines import interleave, iter_lines
 from launcher.backends.tensorboard import PORT, Board, log_dir_of, serve_locally, url, wait_until_serving
 from launcher.backends.workspace import ensure_images
@@ -334,7 +326,7 @@ class KubernetesBackend(Backend):
         """A TensorBoard Deployment reached through a port-forward; TensorBoard here when every log dir is a bucket.
 
         One run: the objects its ConfigMap stores. Several (a name given
-        twice counts once): one ``manifests.shared_board`` of the runs in
+        twice counts once): one ``tensorboard.shared_board`` of the runs in
         name order (the same board whatever order they are given in), owned
         by every run's ConfigMap. ``LaunchError`` for a run not in the
         backend's namespace or without summaries.

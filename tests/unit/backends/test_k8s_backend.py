@@ -24,7 +24,8 @@ from kubernetes import client
 from fakes.kubernetes_api import TOKEN_PATH, FakeKubernetes
 from helpers.k8s_specs import DEMO, REPO, dry_run_for, plan_for
 from launcher.backends.kubernetes.backend import KubernetesBackend
-from launcher.backends.kubernetes.manifests import BoardRun, manifests, shared_board, stored_board
+from launcher.backends.kubernetes.manifests import manifests
+from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board
 from launcher.cli import registry
 from launcher.cli.commands import main
 from launcher.cli.watch import watch

@@ -15,17 +15,9 @@ import pytest
 import yaml
 
 from helpers.k8s_specs import DEMO, KUBERNETES_VERSIONS, REPO, SPECS, all_plans, expand, plan_for, workers
-from launcher.backends.kubernetes.manifests import (
-    CONFIG_DIR,
-    INDEX_KEY,
-    BoardRun,
-    manifests,
-    render,
-    render_tfjob,
-    shared_board,
-    stored_board,
-    tensorboard_objects,
-)
+from launcher.backends.kubernetes.manifests import INDEX_KEY, manifests, render, render_tfjob
+from launcher.backends.kubernetes.pods import CONFIG_DIR
+from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board, tensorboard_objects
 from launcher.cli.commands import main
 from launcher.errors import LaunchError
 from launcher.plan import naming
