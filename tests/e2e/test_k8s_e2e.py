@@ -23,7 +23,7 @@ import pytest
 from helpers.boards import free_port, scalar_curves
 from launcher import api
 from launcher.api import validate_data
-from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
 from launcher.plan import naming
 from launcher.protocol.events import parse_event
 from launcher.supervision.status import JobStatus, State
@@ -43,7 +43,7 @@ BOARD_RUNS = ("e2e-board-a", "e2e-board-b")
 @pytest.fixture
 def backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[KubernetesBackend]:
     monkeypatch.setenv("KUBECONFIG", os.environ["TFCLUSTER_E2E_KUBECONFIG"])
-    runner = KubernetesBackend.create(namespace=NAMESPACE)
+    runner = KubernetesBackend.create(KubernetesOptions(namespace=NAMESPACE))
     yield runner
     for name in ("e2e-demo", "e2e-gang", "e2e-own", *BOARD_RUNS):
         runner.cancel(name, volumes=True)

@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
 
-from launcher.backends.api import Backend
+from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.compose import runtime, supervise
 from launcher.backends.compose import tensorboard as board
 from launcher.backends.compose.render import PROJECT_LABEL, checkpoint_problems, render
@@ -68,7 +68,7 @@ def compose_command() -> list[str]:
     )
 
 
-class ComposeBackend(Backend):
+class ComposeBackend(Backend[BackendOptions]):
     kind = BackendKind.COMPOSE
 
     def __init__(self, client: Any) -> None:
@@ -87,8 +87,8 @@ class ComposeBackend(Backend):
         return render(plan)
 
     @classmethod
-    def create(cls, **options: Any) -> ComposeBackend:
-        """Connects to the local Docker engine (options are unused)."""
+    def create(cls, options: BackendOptions) -> ComposeBackend:
+        """Connects to the local Docker engine (it has no options)."""
         return cls(docker_client())
 
     # -- submit -----------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from launcher.backends.api import Backend
+from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.manifests import CONTAINER, config_map_problems, objects, render, volume_problems
 from launcher.backends.kubernetes.pods import JOB_KEY
@@ -121,7 +121,16 @@ def _connect(context: str | None) -> Any:
     return api_client
 
 
-class KubernetesBackend(Backend):
+class KubernetesOptions(BackendOptions):
+    """Where the Kubernetes backend works: ``namespace`` (None: the spec's, else ``default``) and the
+    kubeconfig ``context`` (None: the current one, or the in-cluster service account)."""
+
+    namespace: str | None = None
+    context: str | None = None
+
+
+class KubernetesBackend(Backend[KubernetesOptions]):
+    Options = KubernetesOptions
     kind = BackendKind.K8S
 
     def __init__(
@@ -163,9 +172,9 @@ class KubernetesBackend(Backend):
         return render(plan)
 
     @classmethod
-    def create(cls, **options: Any) -> KubernetesBackend:
-        """A backend talking to the cluster of the kubeconfig (option ``context``) in ``namespace``."""
-        return cls(_connect(options.get("context")), options.get("namespace"))
+    def create(cls, options: KubernetesOptions) -> KubernetesBackend:
+        """A backend talking to the cluster of the kubeconfig (``options.context``) in ``options.namespace``."""
+        return cls(_connect(options.context), options.namespace)
 
     # --- submit ----------------------------------------------------------
 

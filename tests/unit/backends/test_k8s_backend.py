@@ -23,7 +23,7 @@ from kubernetes import client
 
 from fakes.kubernetes_api import TOKEN_PATH, FakeKubernetes
 from helpers.k8s_specs import DEMO, REPO, dry_run_for, plan_for
-from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
 from launcher.backends.kubernetes.manifests import manifests
 from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board
 from launcher.cli import registry
@@ -459,7 +459,7 @@ def test_no_kubeconfig_is_backend_unavailable(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(BackendUnavailable, match="KUBECONFIG"):
-        KubernetesBackend.create()
+        KubernetesBackend.create(KubernetesOptions())
 
 
 def _kubeconfig(fake: FakeKubernetes, path: Path) -> Path:
