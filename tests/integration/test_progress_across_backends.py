@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
 from rich.console import Console
 
 from fakes.kubernetes_api import FakeKubernetes
 from helpers.docker_engine import Clusters, clusters, compose_cli, docker_engine, worker_image  # noqa: F401
+from helpers.k8s_fake import backend_for, fake_fixture  # noqa: F401  (the fixture ``fake``)
 from helpers.k8s_specs import DEMO, dry_run_for, plan_for
 from helpers.local_cluster import tfcluster, write_spec
-from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.cli.watch import status_view
 from launcher.protocol.events import EventKind
 from launcher.protocol.progress import JobProgress
@@ -95,25 +93,13 @@ def test_compose(clusters: Clusters) -> None:  # noqa: F811
     assert job.progress == EXPECTED and SHOWN in shown(job)
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeKubernetes]:
-    server = FakeKubernetes()
-    server.url = server.start()
-    yield server
-    server.stop()
-
-
-def _kubernetes(fake: FakeKubernetes) -> KubernetesBackend:
-    return KubernetesBackend(client.ApiClient(client.Configuration(host=fake.url)), None, clock=lambda: fake.now)
-
-
 def _pod(fake: FakeKubernetes, job: str) -> str:
     [pod] = [name for (plural, _, name) in fake.objects if plural == "pods" and name.startswith(job + "-")]
     return pod
 
 
 def test_kubernetes(fake: FakeKubernetes) -> None:
-    backend = _kubernetes(fake)
+    backend = backend_for(fake)
     backend.submit(dry_run_for(spec("python")))
     for job in ("p-chief", "p-worker", "p-evaluator"):
         fake.start_pods(job)
@@ -126,7 +112,7 @@ def test_kubernetes(fake: FakeKubernetes) -> None:
 
 def test_a_job_of_the_entrypoint_is_seeded_alike_before_any_event(fake: FakeKubernetes) -> None:
     seeded = JobProgress(epochs=3, total_steps=120)  # examples/demo.yaml: 3 epochs of 40 steps
-    backend = _kubernetes(fake)
+    backend = backend_for(fake)
     backend.submit(dry_run_for(DEMO))
     status = backend.describe("demo")
     assert status is not None and status.progress == seeded

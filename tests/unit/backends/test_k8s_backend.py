@@ -14,7 +14,6 @@ import socket
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ import yaml
 from kubernetes import client
 
 from fakes.kubernetes_api import TOKEN_PATH, FakeKubernetes
+from helpers.k8s_fake import backend_for, fake_fixture  # noqa: F401  (the fixture ``fake``)
 from helpers.k8s_specs import DEMO, REPO, dry_run_for, plan_for
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
 from launcher.backends.kubernetes.manifests import manifests
@@ -38,19 +38,6 @@ SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp")
 
 #: A ConfigMap a previous run of cluster demo left (our labels): replaced, not refused.
 OUR_CONFIG_MAP = {"metadata": {"name": "demo-tfconfig", "labels": naming.labels("demo", "old")}, "data": {}}
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeKubernetes]:
-    server = FakeKubernetes()
-    server.url = server.start()
-    yield server
-    server.stop()
-
-
-def backend_for(fake: FakeKubernetes, namespace: str | None = None, **options: float) -> KubernetesBackend:
-    api_client = client.ApiClient(client.Configuration(host=fake.url))
-    return KubernetesBackend(api_client, namespace, clock=lambda: fake.now, **options)
 
 
 def pods(fake: FakeKubernetes, prefix: str) -> list[str]:
