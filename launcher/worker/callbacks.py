@@ -1,9 +1,9 @@
 """Keras callbacks of the entrypoint: progress events, TensorBoard summaries and the input-wait fraction.
 
-Contract: ``ProgressCallback`` emits ``step`` events (chief, every
+Contract: ``ProgressCallback`` emits ``step`` events (lead task, every
 ``every`` steps and at the end of each epoch; the loss is the running mean of
 the epoch, per replica) and ``epoch`` events with the epoch's logs and
-``input_wait_fraction``; given ``TrainSummaries`` (the chief's, see
+``input_wait_fraction``; given ``TrainSummaries`` (the lead task's, see
 ``launcher.worker.summaries``) it writes the batch logs (running means, per
 replica) every ``summaries.every`` steps and at each epoch's last step, and the
 input-wait fraction at each epoch's end, at the global step. Each point is

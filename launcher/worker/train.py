@@ -7,7 +7,7 @@ exists (emitting ``restored``), trains with ``fit`` or the user's
 (chief only keeps them), exports the final model and, on the chief, deletes
 the backup and writes the DONE marker: the backup outlives the export, so a
 task lost during it (a peer, the ps) resumes at the end, not from scratch.
-Events: started, restored, step, epoch, checkpoint, finished. The chief writes the training summaries (``launcher.worker.summaries``)
+Events: started, restored, step, epoch, checkpoint, finished. The lead task writes the training summaries (``launcher.worker.summaries``)
 in both loops, through the progress callback. Backups are step-granular when ``RunConfig.backup_every_steps`` is
 set (MWMS / single task), per epoch otherwise (PSS). Under MWMS and single
 tasks a SIGTERM to any training task makes all of them save at the same step
