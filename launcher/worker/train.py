@@ -4,7 +4,7 @@ Contract: ``train(ctx)`` builds the strategy, the user's model inside its
 scope and the input, resumes from ``<checkpoint_dir>/backup`` when a backup
 exists (emitting ``restored``), trains with ``fit`` or the user's
 ``train_step`` (``training.loop``), writes per-epoch weights checkpoints
-(chief only keeps them), exports the final model and, on the chief, deletes
+(the lead task only keeps them), exports the final model and, on the lead task, deletes
 the backup and writes the DONE marker: the backup outlives the export, so a
 task lost during it (a peer, the ps) resumes at the end, not from scratch.
 Events: started, restored, step, epoch, checkpoint, finished. The lead task writes the training summaries (``launcher.worker.summaries``)
