@@ -105,9 +105,6 @@ class Plan(BaseModel):
                 return task
         raise KeyError(f"no task {name!r} in cluster {self.name!r}; tasks: {', '.join(t.name for t in self.tasks)}")
 
-    def training_tasks(self) -> list[Task]:
-        return [t for t in self.tasks if t.type.trains]
-
     def lead(self) -> Task:
         """The task that leads the job (``launcher.protocol.roles.lead_task``)."""
         return next(t for t in self.tasks if t.ref == self.policy.lead)
