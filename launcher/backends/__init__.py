@@ -31,9 +31,10 @@ def backend_class(kind: BackendKind) -> type[Backend]:
     return cls
 
 
-def get_backend(kind: BackendKind, options: Mapping[str, object] | None = None) -> Backend:
+def get_backend(kind: BackendKind | str, options: Mapping[str, object] | None = None) -> Backend:
     """A backend of ``kind`` connected to its runtime with ``options`` (its ``Options``: e.g. ``namespace`` for k8s);
     ``LaunchError`` (one line) for an option the backend does not have."""
+    kind = BackendKind(kind)
     cls = backend_class(kind)
     try:
         settings = cls.Options.model_validate(dict(options or {}))

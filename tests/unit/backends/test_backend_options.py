@@ -25,3 +25,8 @@ def test_each_backend_declares_its_options() -> None:
     options = {kind: backend_class(kind).Options for kind in BackendKind}
     assert options[BackendKind.LOCAL] is options[BackendKind.COMPOSE] is BackendOptions
     assert set(options[BackendKind.K8S].model_fields) == {"namespace", "context"}
+
+
+def test_the_python_api_names_a_backend_and_its_options_as_the_readme_shows() -> None:
+    with pytest.raises(LaunchError, match="k8s backend options: namespaces: Extra inputs are not permitted"):
+        get_backend("k8s", {"namespaces": "ml"})
