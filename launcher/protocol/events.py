@@ -22,6 +22,7 @@ import json
 import logging
 import time
 from enum import Enum
+from functools import lru_cache
 from typing import Annotated, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -161,7 +162,8 @@ def carries_event(line: str) -> bool:
 def parse_event(line: str) -> Event | None:
     """The event on ``line`` (which may carry a log prefix before the marker); None for any other line.
 
-    A marked line that is not a valid event is logged and gives None.
+    A marked line that is not a valid event is logged (each distinct line once per process: the
+    Kubernetes backend reads the same log lines at every poll) and gives None.
     """
     at = line.find(PREFIX)
     if at < 0:
@@ -171,5 +173,10 @@ def parse_event(line: str) -> Event | None:
         return _EVENT.validate_json(text)
     except ValidationError as exc:
         problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'event'}: {e['msg']}" for e in exc.errors()[:3])
-        log.warning("skipped a progress event that does not fit the contract (%s): %s", problem, json.dumps(text[:200]))
+        _skipped(problem, json.dumps(text[:200]))
         return None
+
+
+@lru_cache(maxsize=256)
+def _skipped(problem: str, text: str) -> None:
+    log.warning("skipped a progress event that does not fit the contract (%s): %s", problem, text)

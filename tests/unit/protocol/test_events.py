@@ -52,6 +52,9 @@ def test_a_marked_line_that_breaks_the_contract_is_logged_and_skipped(
     assert carries_event(line)
     [record] = caplog.records
     assert problem in record.getMessage().lower() and "\n" not in record.getMessage()
+    with caplog.at_level(logging.WARNING, logger=events.__name__):
+        assert parse_event(line) is None
+    assert len(caplog.records) == 1  # read again (the next poll of a pod's log): not logged again
 
 
 def test_ordinary_output_is_no_event() -> None:
