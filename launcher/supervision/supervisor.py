@@ -41,12 +41,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
-from launcher.protocol.events import PROGRESS_EVENTS, EventKind, parse_event
+from launcher.protocol import events
 from launcher.protocol.exitcodes import LOST_EXIT
+from launcher.protocol.progress import counts, progress, seed
 from launcher.supervision.noise import is_noise
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
 from launcher.supervision.status import JobStatus, State, TaskStatus
@@ -141,7 +142,7 @@ class Supervisor:
         self.fault_retries = fault_retries
         self.fault_pause = fault_pause
         self._runs = {t.name: _Run(t, TaskStatus(t.name, State.PENDING)) for t in plan.tasks}
-        self._job = JobStatus(plan.name, plan.backend, State.PENDING, progress={} if plan.epochs is None else {"epochs": plan.epochs},
+        self._job = JobStatus(plan.name, plan.backend, State.PENDING, progress=seed(plan.run_config),
                               tensorboard_dir=plan.run_config.tensorboard_dir)
         self._published: JobStatus | None = None
         self._cancelled = threading.Event()
@@ -153,7 +154,7 @@ class Supervisor:
         self._cancelled.set()
 
     def status(self) -> JobStatus:
-        return replace(self._job, tasks=[replace(r.status) for r in self._runs.values()], progress=dict(self._job.progress))
+        return replace(self._job, tasks=[replace(r.status) for r in self._runs.values()])
 
     def run(self) -> JobStatus:
         """Supervise until terminal; whatever happens, every task is stopped before this returns."""
@@ -234,7 +235,7 @@ class Supervisor:
             if code is not None:
                 run.running = False
                 run.status.exit_code = code
-                run.status.state = State.FAILED if code else State.SUCCEEDED
+                run.status.state = State.of_exit(code)
                 ended.append((name, code))
         return ended
 
@@ -266,7 +267,7 @@ class Supervisor:
         self._job.restarts = previous.restarts
         self._job.preemptions = previous.preemptions
         self._job.started_at = previous.started_at or time.time()
-        self._job.progress.update(previous.progress)
+        self._job.progress = previous.progress
         known = {t.name: t for t in previous.tasks}
         to_start = {}
         for name, run in self._runs.items():
@@ -327,30 +328,24 @@ class Supervisor:
 
     def _read(self, run: _Run) -> None:
         for line in self.runtime.output(run.task):
-            event = parse_event(line)
-            if event is None:
+            if not events.carries_event(line):
                 if line.strip() and not is_noise(line):
                     run.last_error = line.strip()
                     run.status.last_line = run.last_error[:LAST_LINE_CHARS]
                 continue
-            self._on_event(run, event)
+            event = events.parse_event(line)
+            if event is not None:
+                self._on_event(run, event)
 
-    def _on_event(self, run: _Run, event: dict[str, Any]) -> None:
-        try:
-            kind = EventKind(event["event"])
-        except ValueError:
-            return
-        fields = {k: v for k, v in event.items() if k not in ("event", "time")}
-        if kind is EventKind.FAILED:
-            run.failed_reason = str(event.get("reason", "failed"))
-        elif kind is EventKind.PREEMPTED:
-            run.status.message = f"preempted, saved at step {event.get('step')}" if event.get("step") else "preempted"
-        elif kind is EventKind.RESTORED:
-            run.status.message = f"restored at epoch {event.get('epoch')} step {event.get('step')}"
-        elif kind is EventKind.EVALUATION:
-            self._job.progress["evaluation"] = event.get("metrics")
-        if kind in PROGRESS_EVENTS and run.task.name == self._lead:
-            self._job.progress.update(fields, event=kind.value)
+    def _on_event(self, run: _Run, event: events.Event) -> None:
+        if isinstance(event, events.Failed):
+            run.failed_reason = event.reason
+        elif isinstance(event, events.Preempted):
+            run.status.message = f"preempted, saved at step {event.step}" if event.step else "preempted"
+        elif isinstance(event, events.Restored):
+            run.status.message = f"restored at epoch {event.epoch} step {event.step}"
+        if counts(event, from_lead=run.task.name == self._lead):
+            self._job.progress = progress(self._job.progress, event)
 
     def _set_job(self, state: State, message: str) -> None:
         self._job.state = state

@@ -43,7 +43,7 @@ def wait_running(name: str, tasks: int) -> None:
 
 
 def test_up_runs_to_success_and_keeps_logs(tmp_path: Path) -> None:
-    event = 'TFCLUSTER_EVENT {"event":"epoch","task":"ok-chief-0","time":0,"epoch":1,"step":4,"loss":0.25}'
+    event = 'TFCLUSTER_EVENT {"event":"epoch","task":"ok-chief-0","time":0,"epoch":1,"step":4,"metrics":{"loss":0.25}}'
     index = "json.loads(os.environ['TF_CONFIG'])['task']['index']"
     spec = write(tmp_path, "ok", {  # the chief ends once both workers have printed
         "chief": {"command": script(f"print({event!r})\n{wait_for(tmp_path / 'printed-0')}\n{wait_for(tmp_path / 'printed-1')}")},
