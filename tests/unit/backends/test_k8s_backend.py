@@ -142,6 +142,7 @@ def test_down_volumes_deletes_only_what_tfcluster_created(fake: FakeKubernetes) 
     backend.submit(dry_run_for({"name": "keep", "roles": {"worker": {"replicas": 1}},
                                 "kubernetes": {"volume_claim": {"name": "datasets"}}}))
     backend.cancel("keep", volumes=True)
+    fake.now += 1  # Foreground deletion: the Jobs go once their pods are gone
     assert sorted(key[0] for key in fake.objects) == ["configmaps", "persistentvolumeclaims"]
     assert fake.get("persistentvolumeclaims", "datasets") is not None and fake.get("configmaps", "notes") is not None
 
