@@ -7,9 +7,10 @@ limits), or raises ``SpecError`` carrying *all* problems found, each with
 the YAML path and (where the parser knows it) the line number.
 
 Bounded input: a file over ``MAX_SPEC_BYTES``, YAML whose aliases would
-expand to more than ``MAX_NODES`` nodes, or nesting deeper than
-``MAX_DEPTH`` is refused with one problem, before anything is expanded,
-in memory proportional to the text.
+expand to more than ``MAX_NODES`` nodes, nesting deeper than ``MAX_DEPTH``
+once its aliases are expanded, or an alias inside its own anchor is refused
+with one problem, before anything is expanded, in memory proportional to
+the text.
 """
 
 from __future__ import annotations
@@ -224,30 +225,42 @@ def _yaml_problem(exc: yaml.YAMLError) -> Problem:
 
 
 def _beyond_bounds(root: yaml.Node | None) -> str | None:
-    """Why ``root`` is too large or too deep once its aliases are expanded, or None.
+    """Why ``root`` is too large, too deep or recursive once its aliases are expanded, or None.
 
-    Walks the node graph (aliases are shared nodes) once, memoizing each
-    node's expanded size, so a billion-laughs document costs its text, not
-    its expansion.
+    Walks the node graph (aliases are shared nodes) once, without recursion,
+    memoizing each node's expanded size and height, so a billion-laughs
+    document costs its text, not its expansion, and nesting built from
+    aliases counts as deep as it expands (an alias to a deep node, placed
+    deep, is as deep as the sum).
     """
     if root is None:
         return None
-    sizes: dict[int, int] = {}
-    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    done: dict[int, tuple[int, int]] = {}  # id -> (expanded size, expanded height)
+    open_: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
-        node, depth, expanded = stack.pop()
-        if depth > MAX_DEPTH:
-            return f"not valid YAML for a spec: nested deeper than {MAX_DEPTH} levels"
+        node, expanded = stack.pop()
+        key = id(node)
+        if key in done:
+            continue
         children = _children(node)
-        if id(node) in sizes:
-            continue
         if not expanded:
-            stack.append((node, depth, True))
-            stack.extend((child, depth + 1, False) for child in children if id(child) not in sizes)
+            if key in open_:
+                return "YAML aliases refer to themselves: not a cluster spec"
+            if len(open_) >= MAX_DEPTH:
+                return f"not valid YAML for a spec: nested deeper than {MAX_DEPTH} levels"
+            open_.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in done)
             continue
-        sizes[id(node)] = 1 + sum(sizes.get(id(child), 1) for child in children)
-        if sizes[id(node)] > MAX_NODES:
+        open_.discard(key)
+        size = 1 + sum(done[id(child)][0] for child in children)
+        height = 1 + max((done[id(child)][1] for child in children), default=0)
+        if size > MAX_NODES:
             return f"YAML aliases expand to over {MAX_NODES} values: not a cluster spec"
+        if height > MAX_DEPTH:
+            return f"not valid YAML for a spec: nested deeper than {MAX_DEPTH} levels"
+        done[key] = (size, height)
     return None
 
 

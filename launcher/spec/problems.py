@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from launcher.spec.models import ClusterSpec
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+#: Characters that could end a line or drive a terminal (C0, DEL, C1, Unicode line breaks), as escapes.
+_CONTROL = {code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
 _PATH_PART = re.compile(r'"(?:[^"\\]|\\.)*"|[^.]+')
 
 
@@ -33,6 +35,12 @@ def split_path(path: str) -> tuple[str, ...]:
     return tuple(json.loads(part) if part.startswith('"') else part for part in _PATH_PART.findall(path))
 
 
+def one_line(text: str) -> str:
+    """``text`` with every control character escaped (``\\n``, ``\\x1b``, ...): a value quoted in a message
+    can neither start a line of its own nor recolour the terminal. Every problem line passes here."""
+    return text.translate(_CONTROL)
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with a spec. ``path`` is the dotted YAML path (``roles.ps.replicas``)."""
@@ -44,7 +52,7 @@ class Problem:
     def render(self, source: str | None = None) -> str:
         where = ":".join(str(p) for p in (source, self.line) if p is not None)
         field = self.path or "(spec)"
-        return f"{where + ': ' if where else ''}{field}: {self.message}"
+        return one_line(f"{where + ': ' if where else ''}{field}: {self.message}")
 
 
 #: A rule over a field-valid spec: every problem it finds (empty = none).
