@@ -24,7 +24,8 @@ from launcher.plan.dryrun import DryRun, json_chunks, plan_document, plan_entrie
 from launcher.plan.images import ImageVariant
 from launcher.plan.script import SOURCE as SCRIPT_SOURCE
 from launcher.plan.targets import BackendKind
-from launcher.spec.problems import Problem, SpecError
+from launcher.spec.image_reference import image_problem
+from launcher.spec.problems import Problem, SpecError, one_line
 
 BACKENDS = click.Choice([k.value for k in BackendKind])
 EXIT_SPEC = 2
@@ -66,6 +67,14 @@ REGISTRY_OPTION = click.option(
 
 def registry_override(registry: str | None) -> dict[str, dict[str, str]] | None:
     return {"kubernetes": {"registry": registry}} if registry else None
+
+
+def image_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A command-line image reference, checked by the spec's own grammar (``launcher.spec.image_reference``)."""
+    problem = None if value is None else image_problem(value)
+    if problem is not None:
+        raise click.BadParameter(one_line(problem), ctx=ctx, param=param)
+    return value
 
 
 def refuse_k8s_options(backend: str, **options: str | None) -> None:
@@ -379,8 +388,9 @@ def down(name: str, backend: str | None, volumes: bool) -> None:
 @click.option("--gpu", is_flag=True,
               help=f"Build the GPU variant (tensorflow[and-cuda], CUDA libraries from PyPI) as {ImageVariant.GPU.default_tag}; "
                    "roles with resources.gpu > 0 run it unless the role or the spec names an image.")
-@click.option("--tag", "-t", help=f"Image tag; default: {ImageVariant.CPU.default_tag} ({ImageVariant.GPU.default_tag} with --gpu).")
-@click.option("--base-image", help="Base image (build arg BASE_IMAGE); default: the Dockerfile's.")
+@click.option("--tag", "-t", callback=image_option,
+              help=f"Image tag; default: {ImageVariant.CPU.default_tag} ({ImageVariant.GPU.default_tag} with --gpu).")
+@click.option("--base-image", callback=image_option, help="Base image (build arg BASE_IMAGE); default: the Dockerfile's.")
 @click.option("--ca-bundle", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="CA bundle for pip inside the build (TLS-intercepting networks).")
 @click.option("--host-network", is_flag=True, help="Build with the host's network.")
