@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import click
@@ -25,7 +26,7 @@ from launcher.plan.images import ImageVariant
 from launcher.plan.script import SOURCE as SCRIPT_SOURCE
 from launcher.plan.targets import BackendKind
 from launcher.spec.image_reference import image_problem
-from launcher.spec.problems import Problem, SpecError, one_line
+from launcher.spec.problems import Problem, SpecError, SpecWarning, one_line
 
 BACKENDS = click.Choice([k.value for k in BackendKind])
 EXIT_SPEC = 2
@@ -37,7 +38,10 @@ class _Cli(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.simplefilter("always", SpecWarning)
+                warnings.showwarning = _show_warning
+                return super().invoke(ctx)
         except SpecError as exc:
             click.echo(str(exc), err=True)
             sys.exit(EXIT_SPEC)
@@ -48,6 +52,17 @@ class _Cli(click.Group):
         except TfclusterError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_FAILED)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+    """A ``SpecWarning`` is one line on stderr; other warnings as Python shows them."""
+    if issubclass(category, SpecWarning):
+        click.echo(f"warning: {message}", err=True)
+    else:
+        _SHOW_WARNING(message, category, *args, **kwargs)  # type: ignore[arg-type]
+
+
+_SHOW_WARNING = warnings.showwarning
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})

@@ -20,6 +20,7 @@ import difflib
 import re
 import types
 import typing
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from pydantic_core import ErrorDetails
 
 from launcher.spec import rules, tfjob
 from launcher.spec.models import PATTERN_MEANINGS, ClusterSpec
-from launcher.spec.problems import Problem, SpecCheck, SpecError, join_path, split_path
+from launcher.spec.problems import Problem, SpecCheck, SpecError, SpecWarning, join_path, split_path
 
 LineMap = dict[tuple[str, ...], int]
 
@@ -49,13 +50,17 @@ def load_spec(
 
 
 def load_tfjob(path: str | Path) -> tfjob.Converted:
-    """Read the TFJob manifest at ``path`` and convert it (``launcher.spec.tfjob``), without validating the result."""
-    data, _, problems = _parse_yaml(_read(Path(path)))
+    """Read the TFJob manifest at ``path`` and convert it (``launcher.spec.tfjob``), without validating the result;
+    a malformed one (``Converted.malformed``) is refused."""
+    data, lines, problems = _parse_yaml(_read(Path(path)))
     if not problems and not tfjob.is_tfjob(data):
         problems = [Problem("apiVersion", f"not a TFJob: expected apiVersion {tfjob.API_VERSION} and kind {tfjob.KIND}", 1)]
     if problems:
         raise SpecError(problems, str(path))
-    return tfjob.convert(data)
+    converted = tfjob.convert(data)
+    if converted.malformed:
+        raise SpecError([_with_line(p, lines) for p in converted.malformed], str(path))
+    return converted
 
 
 def _read(path: Path) -> str:
@@ -83,6 +88,8 @@ def parse_spec(
     A Kubeflow TFJob is converted first (``launcher.spec.tfjob``): its fields
     tfcluster does not carry are refused, and so are its Kubernetes-only pod
     fields unless ``kubernetes``; every problem names the TFJob's own field.
+    What is carried with a difference (the conversion's notes) is one
+    ``SpecWarning`` each, once the spec is valid.
     """
     data, lines, problems = _parse_yaml(text)
     if problems:
@@ -107,14 +114,17 @@ def _validate_tfjob(
     overrides: Mapping[str, Any] | None,
 ) -> ClusterSpec:
     converted = tfjob.convert(data)
-    refused = converted.dropped + ([] if kubernetes else converted.kubernetes_only)
+    refused = converted.malformed + converted.dropped + ([] if kubernetes else converted.kubernetes_only)
     if refused:
         raise SpecError([_with_line(p, lines) for p in refused], source)
     try:
-        return validate_data(_merged(converted.data, overrides or {}), converted.lines(lines), source, checks)
+        spec = validate_data(_merged(converted.data, overrides or {}), converted.lines(lines), source, checks)
     except SpecError as exc:
         problems = [Problem(converted.origin(p.path), p.message, p.line) for p in exc.problems]
         raise SpecError(problems, source) from None
+    for note in converted.notes:
+        warnings.warn(SpecWarning(_with_line(note, lines).render(source)), stacklevel=2)
+    return spec
 
 
 def validate_data(

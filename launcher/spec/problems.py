@@ -59,6 +59,11 @@ class Problem:
 SpecCheck = Callable[["ClusterSpec"], list[Problem]]
 
 
+class SpecWarning(UserWarning):
+    """A problem line that is not a refusal: something carried with a difference that changes neither what the
+    job computes, nor where it runs, nor what it can reach (a TFJob field tfcluster honours its own way)."""
+
+
 class SpecError(TfclusterError):
     """Raised with every problem found in a spec; ``str()`` is one line per problem."""
 

@@ -4,7 +4,10 @@ Contract: ``is_tfjob(data)`` tells a TFJob (by ``apiVersion`` and ``kind``)
 from a tfcluster spec. ``convert(data)`` is pure and returns a ``Converted``:
 the equivalent spec mapping (validated afterwards like any spec), where each
 of its fields came from (``origins``, so problems name the TFJob's own field
-and line), the fields tfcluster does not carry (``dropped``, one problem
+and line), the fields whose shape no TFJob has (``malformed``: a value of
+the wrong type, a ``command`` given as one string, Chief and Master both;
+refused by every command, ``convert`` too), the fields tfcluster does not
+carry (``dropped``, one problem
 each: refused by ``validate``/``dry-run``/``up``, comments in ``convert``;
 among them the TFJob's annotations and an ``imagePullPolicy`` other than
 Kubernetes' default for the image), the
@@ -81,6 +84,7 @@ class Converted:
 
     data: dict[str, Any] = field(default_factory=dict)
     origins: dict[Path, Path] = field(default_factory=dict)
+    malformed: list[Problem] = field(default_factory=list)
     dropped: list[Problem] = field(default_factory=list)
     notes: list[Problem] = field(default_factory=list)
     kubernetes_only: list[Problem] = field(default_factory=list)
@@ -102,6 +106,34 @@ class Converted:
 
     def note(self, origin: Path, what: str) -> None:
         self.notes.append(Problem(join_path(origin), what))
+
+    def mapping(self, value: Any, origin: Path) -> dict[Any, Any]:
+        """``value`` if it is a mapping; absent (null) is empty; anything else is one problem, then empty."""
+        if value is None or isinstance(value, dict):
+            return value or {}
+        self.malformed.append(Problem(join_path(origin), f"must be a mapping, not {_kind(value)}"))
+        return {}
+
+    def items(self, value: Any, origin: Path) -> list[Any]:
+        """``value`` if it is a list; absent (null) is empty; anything else is one problem, then empty."""
+        if value is None or isinstance(value, list):
+            return value or []
+        self.malformed.append(Problem(join_path(origin), f"must be a list, not {_kind(value)}"))
+        return []
+
+    def strings(self, value: Any, origin: Path) -> list[str]:
+        """A container's ``command`` or ``args``: a list of strings. A single string is refused, not split: Kubernetes
+        would run it as one program name."""
+        if isinstance(value, str):
+            self.malformed.append(Problem(join_path(origin), "must be a list of strings: Kubernetes runs a single "
+                                                           "string as one program name, it does not split it into "
+                                                           "words (write [python, train.py])"))
+            return []
+        found = self.items(value, origin)
+        for i, item in enumerate(found):
+            if not isinstance(item, str):
+                self.malformed.append(Problem(join_path((*origin, str(i))), f"must be a string, not {_kind(item)}"))
+        return [item for item in found if isinstance(item, str)]
 
     def origin(self, spec_path: str) -> str:
         """The TFJob field a spec path came from (its longest converted prefix); the path itself if none."""
@@ -127,43 +159,50 @@ def to_yaml(converted: Converted, source: str) -> str:
 
 def convert(data: dict[str, Any]) -> Converted:
     out = Converted()
-    metadata, spec = _mapping(data.get("metadata")), _mapping(data.get("spec"))
+    data = _without_nulls(data)
+    metadata, spec = out.mapping(data.get("metadata"), ("metadata",)), out.mapping(data.get("spec"), ("spec",))
     out.put(("name",), metadata.get("name"), ("metadata", "name"))
     if "namespace" in metadata:
         out.put(("kubernetes", "namespace"), metadata["namespace"], ("metadata", "namespace"))
     if "labels" in metadata:
         out.put_kubernetes_only("labels", metadata["labels"], ("metadata", "labels"))
-    for key in sorted(set(metadata) - {"name", "namespace", "labels"}):
+    for key in _extra(metadata, {"name", "namespace", "labels"}):
         if key == "annotations":
             out.drop(("metadata", key), "tfcluster has no annotations for its objects (pod template annotations "
                                         "are carried)")
         else:
             out.drop(("metadata", key), "set by the Kubernetes API server, not by a manifest")
-    for key in sorted(set(data) - {"apiVersion", "kind", "metadata", "spec"}):
+    for key in _extra(data, {"apiVersion", "kind", "metadata", "spec"}):
         out.drop((key,), "not part of a TFJob's definition")
-    replicas = _mapping(spec.get("tfReplicaSpecs"))
-    if not replicas:
+    replicas = out.mapping(spec.get("tfReplicaSpecs"), ("spec", "tfReplicaSpecs"))
+    if not replicas and isinstance(spec.get("tfReplicaSpecs", {}), dict):
         out.dropped.append(Problem("spec.tfReplicaSpecs", "a TFJob needs at least one replica spec"))
     restarts: dict[str, tuple[str, Path]] = {}
     pod_fields: dict[str, tuple[Any, Path]] = {}
+    seen: dict[str, str] = {}
     for replica_type, replica in replicas.items():
         where = ("spec", "tfReplicaSpecs", replica_type)
-        role = ROLES.get(replica_type)
+        role = ROLES.get(replica_type) if isinstance(replica_type, str) else None
         if role is None:
             out.dropped.append(Problem(join_path(where), f"unknown replica type (allowed: {', '.join(ROLES)})"))
             continue
-        _replica(out, role, _mapping(replica), where, restarts, pod_fields)
+        if role in seen:
+            out.malformed.append(Problem(join_path(where), f"a second chief: {seen[role]} and {replica_type} name the "
+                                                           "same replica type; give one"))
+            continue
+        seen[role] = str(replica_type)
+        _replica(out, role, out.mapping(replica, where), where, restarts, pod_fields)
     _restart_policy(out, restarts)
     for name, (value, origin) in pod_fields.items():
         out.put_kubernetes_only({**POD_FIELDS, **CONTAINER_POD_FIELDS, **POD_METADATA_FIELDS}[name], value, origin)
-    _run_policy(out, _mapping(spec.get("runPolicy")))
+    _run_policy(out, out.mapping(spec.get("runPolicy"), ("spec", "runPolicy")))
     if "successPolicy" in spec:
-        policy = SUCCESS.get(str(spec["successPolicy"]))
+        policy = SUCCESS.get(spec["successPolicy"]) if isinstance(spec["successPolicy"], str) else None
         if policy is None:
             out.drop(("spec", "successPolicy"), f"unknown value {spec['successPolicy']!r}")
         else:
             out.put(("success_policy",), policy, ("spec", "successPolicy"))
-    for key in sorted(set(spec) - {"tfReplicaSpecs", "runPolicy", "successPolicy"}):
+    for key in _extra(spec, {"tfReplicaSpecs", "runPolicy", "successPolicy"}):
         out.drop(("spec", key), "tfcluster has no such setting")
     return out
 
@@ -173,21 +212,20 @@ def _replica(out: Converted, role: str, replica: dict[str, Any], where: Path,
     out.put(("roles", role, "replicas"), replica.get("replicas", 1), (*where, "replicas"))
     if "restartPolicy" in replica:
         restarts[role] = (replica["restartPolicy"], (*where, "restartPolicy"))
-    template = _mapping(replica.get("template"))
-    pod = _mapping(template.get("spec"))
-    for key in sorted(set(template) - {"spec", "metadata"}):
+    template = out.mapping(replica.get("template"), (*where, "template"))
+    pod = out.mapping(template.get("spec"), (*where, "template", "spec"))
+    for key in _extra(template, {"spec", "metadata"}):
         out.drop((*where, "template", key), "not part of a pod template")
-    pod_metadata = _mapping(template.get("metadata"))
-    for key in sorted(pod_metadata):
+    pod_metadata = out.mapping(template.get("metadata"), (*where, "template", "metadata"))
+    for key in _extra(pod_metadata, set()):
         origin = (*where, "template", "metadata", key)
         if key in POD_METADATA_FIELDS:
             _shared_field(out, pod_fields, key, pod_metadata[key], origin)
         else:
             out.drop(origin, "tfcluster names its pods itself")
-    found = pod.get("containers")
-    containers: list[Any] = found if isinstance(found, list) else []
+    containers = out.items(pod.get("containers"), (*where, "template", "spec", "containers"))
     at = next((i for i, c in enumerate(containers) if isinstance(c, dict) and c.get("name") == CONTAINER), 0)
-    for key in sorted(set(pod) - {"containers", *POD_FIELDS}):
+    for key in _extra(pod, {"containers", *POD_FIELDS}):
         out.drop((*where, "template", "spec", key), "tfcluster does not carry this pod field yet")
     for name in POD_FIELDS:
         if name in pod:
@@ -198,7 +236,8 @@ def _replica(out: Converted, role: str, replica: dict[str, Any], where: Path,
     if not containers:
         out.dropped.append(Problem(join_path((*where, "template", "spec", "containers")), "a replica needs a container"))
         return
-    container, container_path = _mapping(containers[at]), (*where, "template", "spec", "containers", str(at))
+    container_path = (*where, "template", "spec", "containers", str(at))
+    container = out.mapping(containers[at], container_path)
     for name in CONTAINER_POD_FIELDS:
         if name in container:
             _shared_field(out, pod_fields, name, container[name], (*container_path, name))
@@ -219,25 +258,31 @@ def _container(out: Converted, role: str, container: dict[str, Any], where: Path
         out.put((*base, "image"), container["image"], (*where, "image"))
     _program(out, base, container, where)
     env = {}
-    for i, var in enumerate(container.get("env") or []):
-        if isinstance(var, dict) and "value" in var and "valueFrom" not in var:
-            env[str(var.get("name"))] = str(var["value"])
+    for i, var in enumerate(out.items(container.get("env"), (*where, "env"))):
+        at = (*where, "env", str(i))
+        if not isinstance(var, dict) or not isinstance(var.get("name"), str):
+            out.malformed.append(Problem(join_path(at), "an env entry is a mapping with a string name"))
+        elif "valueFrom" in var:
+            out.drop(at, "only literal values are carried (valueFrom is not)")
+        elif isinstance(var.get("value", ""), (dict, list)):
+            out.malformed.append(Problem(join_path((*at, "value")), f"must be a string, not {_kind(var['value'])}"))
         else:
-            out.drop((*where, "env", str(i)), "only literal values are carried (valueFrom is not)")
+            env[var["name"]] = str(var.get("value", ""))
     if env:
         out.put((*base, "env"), env, (*where, "env"))
-    _resources(out, base, _mapping(container.get("resources")), (*where, "resources"))
+    _resources(out, base, out.mapping(container.get("resources"), (*where, "resources")), (*where, "resources"))
     _ports(out, base, container.get("ports"), (*where, "ports"))
     if "imagePullPolicy" in container:
         _pull_policy(out, container, (*where, "imagePullPolicy"))
-    for key in sorted(set(container) - CONTAINER_FIELDS):
+    for key in _extra(container, CONTAINER_FIELDS):
         out.drop((*where, key), "tfcluster does not carry this container field")
 
 
 def _resources(out: Converted, base: Path, resources: dict[str, Any], where: Path) -> None:
     """Each amount from ``limits``, else ``requests``; tfcluster renders requests = limits, so a request-only
     amount becomes a limit too and a request below its limit is raised to it (both noted)."""
-    limits, requests = _mapping(resources.get("limits")), _mapping(resources.get("requests"))
+    limits = out.mapping(resources.get("limits"), (*where, "limits"))
+    requests = out.mapping(resources.get("requests"), (*where, "requests"))
     amounts = {**requests, **limits}
     for name, value in amounts.items():
         origin = (*where, "limits" if name in limits else "requests", name)
@@ -257,8 +302,9 @@ def _resources(out: Converted, base: Path, resources: dict[str, Any], where: Pat
 
 def _ports(out: Converted, base: Path, ports: Any, where: Path) -> None:
     """``tfjob-port`` -> the role's ``port``; other declarations have no effect in Kubernetes, a ``hostPort`` has."""
-    for i, port in enumerate(ports if isinstance(ports, list) else []):
-        entry, at = _mapping(port), (*where, str(i))
+    for i, port in enumerate(out.items(ports, where)):
+        at = (*where, str(i))
+        entry = out.mapping(port, at)
         if "hostPort" in entry:
             out.drop((*at, "hostPort"), "tfcluster does not bind ports on the node")
         elif entry.get("name") == TF_PORT_NAME:
@@ -284,7 +330,8 @@ def _default_pull_policy(image: str) -> str:
 
 def _program(out: Converted, base: Path, container: dict[str, Any], where: Path) -> None:
     """Kubernetes' rule: ``command`` replaces the image's ENTRYPOINT (and CMD), ``args`` alone replace its CMD."""
-    command, args = container.get("command") or [], container.get("args") or []
+    command = out.strings(container.get("command"), (*where, "command"))
+    args = out.strings(container.get("args"), (*where, "args"))
     out.put((*base, "command"), [*command, *args], (*where, "args") if args and not command else (*where, "command"))
     if command:
         out.put((*base, "replaces_entrypoint"), True, (*where, "command"))
@@ -296,7 +343,7 @@ def _restart_policy(out: Converted, restarts: dict[str, tuple[str, Path]]) -> No
         return
     lead = next((restarts[r] for r in ("chief", "worker") if r in restarts), next(iter(restarts.values())))
     value, origin = lead
-    if value not in RESTART:
+    if not isinstance(value, str) or value not in RESTART:
         out.drop(origin, f"unknown restartPolicy {value!r} (allowed: {', '.join(RESTART)})")
         return
     out.put(("restart", "policy"), RESTART[value], origin)
@@ -313,9 +360,12 @@ def _run_policy(out: Converted, run_policy: dict[str, Any]) -> None:
         if key in run_policy:
             out.put(target, run_policy[key], (*where, key))
     clean = run_policy.get("cleanPodPolicy")
-    if clean not in (None, "Running", "All"):
-        out.drop((*where, "cleanPodPolicy"), "tfcluster always deletes the pods still running after the job ended")
-    for key in sorted(set(run_policy) - RUN_POLICY_FIELDS):
+    if clean == "None":
+        out.note((*where, "cleanPodPolicy"), "tfcluster deletes the pods still running once the job ended (as "
+                                             "Running); what the job computes is the same")
+    elif clean not in (None, "Running", "All"):
+        out.drop((*where, "cleanPodPolicy"), f"unknown value {clean!r} (allowed: None, Running, All)")
+    for key in _extra(run_policy, RUN_POLICY_FIELDS):
         out.drop((*where, key), "tfcluster has no such setting")
 
 
@@ -337,5 +387,21 @@ def _cpu(value: Any) -> Any:
         return value
 
 
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+def _without_nulls(value: Any) -> Any:
+    """``value`` with null-valued keys removed at every level: in a Kubernetes manifest, null is unset."""
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
+
+
+def _extra(mapping: dict[Any, Any], known: set[str]) -> list[Any]:
+    """The keys of ``mapping`` not in ``known``, in a stable order whatever their types."""
+    return sorted((key for key in mapping if key not in known), key=str)
+
+
+def _kind(value: Any) -> str:
+    kinds = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number",
+             type(None): "null"}
+    return kinds.get(type(value), f"a {type(value).__name__}")
