@@ -54,9 +54,10 @@ from launcher.plan.policy import JobPolicy
 from launcher.plan.targets import CONTAINER_ENTRYPOINT
 from launcher.plan.workspace import CONTAINER_WORKSPACE
 from launcher.protocol import env as task_env
-from launcher.protocol.paths import is_object_store, is_within
+from launcher.protocol.paths import is_object_store
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import ClusterSpec, RestartPolicy, RoleType, SuccessPolicy
+from launcher.spec.paths import is_within
 from launcher.spec.problems import Problem
 
 MIN_KUBERNETES_VERSION = "1.33"
