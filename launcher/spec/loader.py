@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from launcher.spec import rules, tfjob
+from launcher.spec import tfjob_vocabulary as vocabulary
 from launcher.spec.models import PATTERN_MEANINGS, ClusterSpec
 from launcher.spec.problems import Problem, SpecCheck, SpecError, SpecWarning, join_path, split_path
 
@@ -54,7 +55,7 @@ def load_tfjob(path: str | Path) -> tfjob.Converted:
     a malformed one (``Converted.malformed``) is refused."""
     data, lines, problems = _parse_yaml(_read(Path(path)))
     if not problems and not tfjob.is_tfjob(data):
-        problems = [Problem("apiVersion", f"not a TFJob: expected apiVersion {tfjob.API_VERSION} and kind {tfjob.KIND}", 1)]
+        problems = [Problem("apiVersion", f"not a TFJob: expected apiVersion {vocabulary.API_VERSION} and kind {vocabulary.KIND}", 1)]
     if problems:
         raise SpecError(problems, str(path))
     converted = tfjob.convert(data)

@@ -46,14 +46,23 @@ from typing import Any
 import yaml
 
 from launcher.spec.problems import Problem, join_path, split_path
+from launcher.spec.tfjob_vocabulary import (
+    ACTIVE_DEADLINE,
+    API_VERSION,
+    BACKOFF_LIMIT,
+    CLEAN_POD_POLICY,
+    CLEAN_POLICIES_AS_RUNNING,
+    CONTAINER,
+    KIND,
+    MANAGED_BY,
+    OWN_LABEL_PREFIX,
+    PORT_NAME,
+    RESTART_OF,
+    ROLE_OF,
+    SUCCESS_OF,
+    TTL_AFTER_FINISHED,
+)
 
-API_VERSION = "kubeflow.org/v1"
-KIND = "TFJob"
-#: The container the training operator treats as the TensorFlow one.
-CONTAINER = "tensorflow"
-ROLES = {"Chief": "chief", "Master": "chief", "Worker": "worker", "PS": "ps", "Evaluator": "evaluator"}
-RESTART = {"Never": "never", "OnFailure": "on-failure", "Always": "always", "ExitCode": "exit-code"}
-SUCCESS = {"": "chief", "ChiefWorker": "chief", "AllWorkers": "all-workers"}
 #: Pod-spec fields carried into ``kubernetes:`` (the same for every role).
 POD_FIELDS = {"nodeSelector": "node_selector", "tolerations": "tolerations", "imagePullSecrets": "image_pull_secrets",
               "serviceAccountName": "service_account", "volumes": "volumes"}
@@ -61,8 +70,6 @@ POD_FIELDS = {"nodeSelector": "node_selector", "tolerations": "tolerations", "im
 CONTAINER_POD_FIELDS = {"volumeMounts": "volume_mounts"}
 #: Pod-template metadata carried into ``kubernetes:`` (the same for every role).
 POD_METADATA_FIELDS = {"annotations": "pod_annotations", "labels": "pod_labels"}
-#: The container port the training operator builds TF_CONFIG's addresses from.
-TF_PORT_NAME = "tfjob-port"
 #: The resources carried (``roles.<role>.resources``).
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 TOLERATION_FIELDS = {"key": "key", "operator": "operator", "value": "value", "effect": "effect",
@@ -70,7 +77,7 @@ TOLERATION_FIELDS = {"key": "key", "operator": "operator", "value": "value", "ef
 MOUNT_FIELDS = {"name": "name", "mountPath": "mount_path", "readOnly": "read_only", "subPath": "sub_path"}
 CONTAINER_FIELDS = {"name", "image", "command", "args", "env", "resources", "ports", "imagePullPolicy",
                     *CONTAINER_POD_FIELDS}
-RUN_POLICY_FIELDS = {"backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "cleanPodPolicy"}
+RUN_POLICY_FIELDS = {BACKOFF_LIMIT, ACTIVE_DEADLINE, TTL_AFTER_FINISHED, CLEAN_POD_POLICY}
 Path = tuple[str, ...]
 
 
@@ -164,8 +171,9 @@ def convert(data: dict[str, Any]) -> Converted:
     out.put(("name",), metadata.get("name"), ("metadata", "name"))
     if "namespace" in metadata:
         out.put(("kubernetes", "namespace"), metadata["namespace"], ("metadata", "namespace"))
-    if "labels" in metadata:
-        out.put_kubernetes_only("labels", metadata["labels"], ("metadata", "labels"))
+    labels = _without_own_labels(out, metadata.get("labels"), ("metadata", "labels"))
+    if labels:
+        out.put_kubernetes_only("labels", labels, ("metadata", "labels"))
     for key in _extra(metadata, {"name", "namespace", "labels"}):
         if key == "annotations":
             out.drop(("metadata", key), "tfcluster has no annotations for its objects (pod template annotations "
@@ -182,14 +190,15 @@ def convert(data: dict[str, Any]) -> Converted:
     seen: dict[str, str] = {}
     for replica_type, replica in replicas.items():
         where = ("spec", "tfReplicaSpecs", replica_type)
-        role = ROLES.get(replica_type) if isinstance(replica_type, str) else None
-        if role is None:
-            out.dropped.append(Problem(join_path(where), f"unknown replica type (allowed: {', '.join(ROLES)})"))
+        found = ROLE_OF.get(replica_type) if isinstance(replica_type, str) else None
+        if found is None:
+            out.dropped.append(Problem(join_path(where), f"unknown replica type (allowed: {', '.join(ROLE_OF)})"))
             continue
-        if role in seen:
-            out.malformed.append(Problem(join_path(where), f"a second chief: {seen[role]} and {replica_type} name the "
+        if found.value in seen:
+            out.malformed.append(Problem(join_path(where), f"a second chief: {seen[found.value]} and {replica_type} name the "
                                                            "same replica type; give one"))
             continue
+        role = found.value
         seen[role] = str(replica_type)
         _replica(out, role, out.mapping(replica, where), where, restarts, pod_fields)
     _restart_policy(out, restarts)
@@ -197,11 +206,11 @@ def convert(data: dict[str, Any]) -> Converted:
         out.put_kubernetes_only({**POD_FIELDS, **CONTAINER_POD_FIELDS, **POD_METADATA_FIELDS}[name], value, origin)
     _run_policy(out, out.mapping(spec.get("runPolicy"), ("spec", "runPolicy")))
     if "successPolicy" in spec:
-        policy = SUCCESS.get(spec["successPolicy"]) if isinstance(spec["successPolicy"], str) else None
+        policy = SUCCESS_OF.get(spec["successPolicy"]) if isinstance(spec["successPolicy"], str) else None
         if policy is None:
             out.drop(("spec", "successPolicy"), f"unknown value {spec['successPolicy']!r}")
         else:
-            out.put(("success_policy",), policy, ("spec", "successPolicy"))
+            out.put(("success_policy",), policy.value, ("spec", "successPolicy"))
     for key in _extra(spec, {"tfReplicaSpecs", "runPolicy", "successPolicy"}):
         out.drop(("spec", key), "tfcluster has no such setting")
     return out
@@ -219,7 +228,11 @@ def _replica(out: Converted, role: str, replica: dict[str, Any], where: Path,
     pod_metadata = out.mapping(template.get("metadata"), (*where, "template", "metadata"))
     for key in _extra(pod_metadata, set()):
         origin = (*where, "template", "metadata", key)
-        if key in POD_METADATA_FIELDS:
+        if key == "labels":
+            labels = _without_own_labels(out, pod_metadata[key], origin)
+            if labels:
+                _shared_field(out, pod_fields, key, labels, origin)
+        elif key in POD_METADATA_FIELDS:
             _shared_field(out, pod_fields, key, pod_metadata[key], origin)
         else:
             out.drop(origin, "tfcluster names its pods itself")
@@ -307,7 +320,7 @@ def _ports(out: Converted, base: Path, ports: Any, where: Path) -> None:
         entry = out.mapping(port, at)
         if "hostPort" in entry:
             out.drop((*at, "hostPort"), "tfcluster does not bind ports on the node")
-        elif entry.get("name") == TF_PORT_NAME:
+        elif entry.get("name") == PORT_NAME:
             out.put((*base, "port"), entry.get("containerPort"), (*at, "containerPort"))
         else:
             out.note(at, "ignored: a declaration only, Kubernetes opens or closes no port by it")
@@ -343,10 +356,10 @@ def _restart_policy(out: Converted, restarts: dict[str, tuple[str, Path]]) -> No
         return
     lead = next((restarts[r] for r in ("chief", "worker") if r in restarts), next(iter(restarts.values())))
     value, origin = lead
-    if not isinstance(value, str) or value not in RESTART:
-        out.drop(origin, f"unknown restartPolicy {value!r} (allowed: {', '.join(RESTART)})")
+    if not isinstance(value, str) or value not in RESTART_OF:
+        out.drop(origin, f"unknown restartPolicy {value!r} (allowed: {', '.join(RESTART_OF)})")
         return
-    out.put(("restart", "policy"), RESTART[value], origin)
+    out.put(("restart", "policy"), RESTART_OF[value].value, origin)
     for other, other_origin in restarts.values():
         if other != value:
             out.drop(other_origin, f"differs from {join_path(origin)}; tfcluster has one restart policy per job")
@@ -354,17 +367,17 @@ def _restart_policy(out: Converted, restarts: dict[str, tuple[str, Path]]) -> No
 
 def _run_policy(out: Converted, run_policy: dict[str, Any]) -> None:
     where = ("spec", "runPolicy")
-    for key, target in (("backoffLimit", ("restart", "max_restarts")),
-                        ("activeDeadlineSeconds", ("deadline_seconds",)),
-                        ("ttlSecondsAfterFinished", ("kubernetes", "ttl_seconds_after_finished"))):
+    for key, target in ((BACKOFF_LIMIT, ("restart", "max_restarts")),
+                        (ACTIVE_DEADLINE, ("deadline_seconds",)),
+                        (TTL_AFTER_FINISHED, ("kubernetes", "ttl_seconds_after_finished"))):
         if key in run_policy:
             out.put(target, run_policy[key], (*where, key))
-    clean = run_policy.get("cleanPodPolicy")
+    clean = run_policy.get(CLEAN_POD_POLICY)
     if clean == "None":
-        out.note((*where, "cleanPodPolicy"), "tfcluster deletes the pods still running once the job ended (as "
+        out.note((*where, CLEAN_POD_POLICY), "tfcluster deletes the pods still running once the job ended (as "
                                              "Running); what the job computes is the same")
-    elif clean not in (None, "Running", "All"):
-        out.drop((*where, "cleanPodPolicy"), f"unknown value {clean!r} (allowed: None, Running, All)")
+    elif clean is not None and clean not in CLEAN_POLICIES_AS_RUNNING:
+        out.drop((*where, CLEAN_POD_POLICY), f"unknown value {clean!r} (allowed: None, Running, All)")
     for key in _extra(run_policy, RUN_POLICY_FIELDS):
         out.drop((*where, key), "tfcluster has no such setting")
 
@@ -385,6 +398,18 @@ def _cpu(value: Any) -> Any:
         return int(text[:-1]) / 1000 if text.endswith("m") else float(text)
     except ValueError:
         return value
+
+
+def _without_own_labels(out: Converted, labels: Any, origin: Path) -> Any:
+    """``labels`` without those tfcluster puts on what it creates (a TFJob it exported, read back); a shape
+    other than a mapping is left for validation to report."""
+    if not isinstance(labels, dict):
+        return labels
+    own = [key for key, value in labels.items()
+           if str(key).startswith(OWN_LABEL_PREFIX) or (key, value) == MANAGED_BY]
+    if own:
+        out.note(origin, f"tfcluster's own labels dropped: {', '.join(map(str, own))}; it sets them itself")
+    return {key: value for key, value in labels.items() if key not in own}
 
 
 def _without_nulls(value: Any) -> Any:

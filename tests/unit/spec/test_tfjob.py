@@ -144,7 +144,7 @@ def test_labels_go_on_the_objects_and_pod_labels_on_the_pods_on_kubernetes_only(
         "spec.tfReplicaSpecs.Chief.template.metadata.labels: only the Kubernetes backend carries it (-b k8s)"], errors
 
 
-def test_labels_tfcluster_or_the_job_controller_set_are_refused_at_the_tfjobs_line(tmp_path: Path) -> None:
+def test_labels_the_job_controller_sets_are_refused_at_the_tfjobs_line_and_tfclusters_own_dropped(tmp_path: Path) -> None:
     def own(replica: dict) -> None:
         replica["template"]["metadata"] = {"labels": {"job-name": "x"}}
 
@@ -154,7 +154,6 @@ def test_labels_tfcluster_or_the_job_controller_set_are_refused_at_the_tfjobs_li
     assert sorted(e.split(": ", 1)[1] for e in errors) == sorted([
         'metadata.labels."Bad Key": is not a Kubernetes label key: an optional DNS subdomain and \'/\', then at most 63 '
         "letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
-        'metadata.labels."tfcluster.io/cluster": is set by tfcluster or by Kubernetes\' Job controller',
         "spec.tfReplicaSpecs.Chief.template.metadata.labels.job-name: is set by tfcluster or by Kubernetes' Job "
         "controller"]), errors
 
