@@ -1,7 +1,7 @@
 """Load a cluster spec from YAML, reporting every problem with its path and line.
 
 Contract: ``load_spec`` returns a spec that passed field validation, the
-spec's own rules (``launcher.spec.rules``) and every ``SpecCheck`` in
+spec's own rules (``launcher.spec.rules``) and then every ``SpecCheck`` in
 ``checks`` (rules owned by higher layers: derived names, a backend's
 limits), or raises ``SpecError`` carrying *all* problems found, each with
 the YAML path and (where the parser knows it) the line number.
@@ -142,17 +142,22 @@ def validate_data(
         salvaged = _salvage(data, exc)
         if salvaged is not None:
             strategy_known = not any(p.path in ("strategy", "collective", "tpu") for p in problems)
-            found = rules.check(salvaged, strategy_known=strategy_known) + _run(checks, salvaged)
+            found = _checked(salvaged, checks, strategy_known=strategy_known)
             problems += [_with_line(p, lines) for p in found if not _overlaps(p, problems)]
         raise SpecError(problems, source) from None
-    problems = rules.check(spec) + _run(checks, spec)
+    problems = _checked(spec, checks)
     if problems:
         raise SpecError([_with_line(p, lines) for p in problems], source)
     return spec
 
 
-def _run(checks: Sequence[SpecCheck], spec: ClusterSpec) -> list[Problem]:
-    return [problem for check in checks for problem in check(spec)]
+def _checked(spec: ClusterSpec, checks: Sequence[SpecCheck], *, strategy_known: bool = True) -> list[Problem]:
+    """The spec's own rules, and the ``checks`` of the layers above for a spec they can plan (``rules.plannable``:
+    a spec without a task to train, say, is not theirs to judge)."""
+    found = rules.check(spec, strategy_known=strategy_known)
+    if not rules.plannable(spec):
+        return found
+    return found + [problem for check in checks for problem in check(spec)]
 
 
 def _salvage(data: dict[str, Any], exc: ValidationError) -> ClusterSpec | None:

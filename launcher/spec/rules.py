@@ -60,6 +60,12 @@ def check(spec: ClusterSpec, *, strategy_known: bool = True) -> list[Problem]:
     return [*_role_counts(spec), *fit, *_volumes(spec), *_entrypoints(spec)]
 
 
+def plannable(spec: ClusterSpec) -> bool:
+    """True when the roles fit the strategy, so a plan can be made (what the rules of higher layers assume);
+    other problems (volumes, entrypoints) leave a spec plannable."""
+    return not _role_counts(spec) and not _strategy_fit(spec, resolve_strategy(spec))
+
+
 def _role_counts(spec: ClusterSpec) -> list[Problem]:
     problems = []
     for role in (RoleType.CHIEF, RoleType.EVALUATOR):

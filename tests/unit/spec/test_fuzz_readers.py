@@ -192,3 +192,16 @@ def test_the_reference_spec_and_tfjob_still_pass_every_reader(cli: CliRunner, tm
         path.write_text(yaml.safe_dump(base))
         result = cli.invoke(main, ["dry-run", str(path), "-b", kind.value])
         assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("roles", ["null", "{}", "{ps: {}}", "{chief: {replicas: 2}}"])
+@pytest.mark.parametrize("kind", list(BackendKind))
+def test_a_spec_the_planner_cannot_plan_is_refused_by_every_backend(cli: CliRunner, tmp_path: Path, roles: str,
+                                                                    kind: BackendKind) -> None:
+    """Found by the fuzz: a backend's rules planned a spec with no task to train and raised StopIteration."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"name: x\nroles: {roles}\n")
+    result = cli.invoke(main, ["dry-run", str(path), "-b", kind.value])
+    _clean(result)
+    lines = result.stderr.splitlines()
+    assert result.exit_code == 2 and lines and all(": roles" in line for line in lines), result.output
