@@ -31,15 +31,23 @@ and the container's volumeMounts; refused on the other backends). The mapping (R
   the workers'; a replica with another one is refused); ``runPolicy``: ``backoffLimit`` -> ``restart.max_restarts``,
   ``activeDeadlineSeconds`` -> ``deadline_seconds``,
   ``ttlSecondsAfterFinished`` -> ``kubernetes.ttl_seconds_after_finished``,
-  ``cleanPodPolicy: Running`` is what tfcluster does; ``successPolicy``
-  ``AllWorkers`` -> ``all-workers``; ``metadata.namespace`` ->
+  ``cleanPodPolicy: Running`` is what tfcluster does (``None`` is a note);
+  ``successPolicy`` ``AllWorkers`` -> ``all-workers``; ``metadata.namespace`` ->
   ``kubernetes.namespace``, ``metadata.labels`` -> ``kubernetes.labels``,
   the pod template's labels and annotations -> ``kubernetes.pod_labels`` and
-  ``kubernetes.pod_annotations``.
+  ``kubernetes.pod_annotations``; ``terminationGracePeriodSeconds`` ->
+  ``checkpoint.save_grace_seconds``.
+
+A null is unset, as in Kubernetes. tfcluster's own labels are dropped (a
+note); a TFJob tfcluster exported reads back: what its export writes on its
+own account (``tfjob_vocabulary.EXPORT_OWN_*``) is dropped, one note. The
+names both sides spell live in ``launcher.spec.tfjob_vocabulary``.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +61,12 @@ from launcher.spec.tfjob_vocabulary import (
     CLEAN_POD_POLICY,
     CLEAN_POLICIES_AS_RUNNING,
     CONTAINER,
+    EXPORT_OWN_CONTAINER_FIELDS,
+    EXPORT_OWN_ENV,
+    EXPORT_OWN_ENV_PREFIX,
+    EXPORT_OWN_POD_FIELDS,
+    EXPORT_OWN_VOLUMES,
+    GRACE_PERIOD,
     KIND,
     MANAGED_BY,
     OWN_LABEL_PREFIX,
@@ -167,6 +181,10 @@ def to_yaml(converted: Converted, source: str) -> str:
 def convert(data: dict[str, Any]) -> Converted:
     out = Converted()
     data = _without_nulls(data)
+    if _exported(data):
+        data = _without_export_own(data)
+        out.note(("metadata", "labels"), "a TFJob tfcluster exported: its own labels, pod hardening, service account, "
+                                         "volumes and environment are dropped; tfcluster sets them again")
     metadata, spec = out.mapping(data.get("metadata"), ("metadata",)), out.mapping(data.get("spec"), ("spec",))
     out.put(("name",), metadata.get("name"), ("metadata", "name"))
     if "namespace" in metadata:
@@ -203,7 +221,10 @@ def convert(data: dict[str, Any]) -> Converted:
         _replica(out, role, out.mapping(replica, where), where, restarts, pod_fields)
     _restart_policy(out, restarts)
     for name, (value, origin) in pod_fields.items():
-        out.put_kubernetes_only({**POD_FIELDS, **CONTAINER_POD_FIELDS, **POD_METADATA_FIELDS}[name], value, origin)
+        if name == GRACE_PERIOD:
+            out.put(("checkpoint", "save_grace_seconds"), value, origin)
+        else:
+            out.put_kubernetes_only({**POD_FIELDS, **CONTAINER_POD_FIELDS, **POD_METADATA_FIELDS}[name], value, origin)
     _run_policy(out, out.mapping(spec.get("runPolicy"), ("spec", "runPolicy")))
     if "successPolicy" in spec:
         policy = SUCCESS_OF.get(spec["successPolicy"]) if isinstance(spec["successPolicy"], str) else None
@@ -238,9 +259,9 @@ def _replica(out: Converted, role: str, replica: dict[str, Any], where: Path,
             out.drop(origin, "tfcluster names its pods itself")
     containers = out.items(pod.get("containers"), (*where, "template", "spec", "containers"))
     at = next((i for i, c in enumerate(containers) if isinstance(c, dict) and c.get("name") == CONTAINER), 0)
-    for key in _extra(pod, {"containers", *POD_FIELDS}):
+    for key in _extra(pod, {"containers", GRACE_PERIOD, *POD_FIELDS}):
         out.drop((*where, "template", "spec", key), "tfcluster does not carry this pod field yet")
-    for name in POD_FIELDS:
+    for name in (GRACE_PERIOD, *POD_FIELDS):
         if name in pod:
             _shared_field(out, pod_fields, name, pod[name], (*where, "template", "spec", name))
     for i in range(len(containers)):
@@ -410,6 +431,66 @@ def _without_own_labels(out: Converted, labels: Any, origin: Path) -> Any:
     if own:
         out.note(origin, f"tfcluster's own labels dropped: {', '.join(map(str, own))}; it sets them itself")
     return {key: value for key, value in labels.items() if key not in own}
+
+
+def _exported(data: dict[Any, Any]) -> bool:
+    """True for a TFJob tfcluster's export wrote (its ``MANAGED_BY`` label)."""
+    metadata = data.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    key, value = MANAGED_BY
+    return isinstance(labels, dict) and labels.get(key) == value
+
+
+def _without_export_own(data: dict[Any, Any]) -> dict[Any, Any]:
+    """A copy of a TFJob tfcluster exported without what the export writes on its own account
+    (``tfjob_vocabulary.EXPORT_OWN_*``, its labels); any part of another shape is left for the reader to report."""
+    data = copy.deepcopy(data)
+    _strip_own_labels(data.get("metadata"))
+    spec = data.get("spec")
+    replicas = spec.get("tfReplicaSpecs") if isinstance(spec, dict) else None
+    for replica in replicas.values() if isinstance(replicas, dict) else []:
+        template = replica.get("template") if isinstance(replica, dict) else None
+        if not isinstance(template, dict):
+            continue
+        _strip_own_labels(template.get("metadata"))
+        pod = template.get("spec")
+        if not isinstance(pod, dict):
+            continue
+        if pod.get("automountServiceAccountToken") is False:  # the export's own account, no token: tfcluster's
+            pod.pop("serviceAccountName", None)
+        for key in EXPORT_OWN_POD_FIELDS:
+            pod.pop(key, None)
+        _strip_named(pod, "volumes", lambda name: name in EXPORT_OWN_VOLUMES)
+        containers = pod.get("containers")
+        for container in containers if isinstance(containers, list) else []:
+            if isinstance(container, dict):
+                for key in EXPORT_OWN_CONTAINER_FIELDS:
+                    container.pop(key, None)
+                _strip_named(container, "volumeMounts", lambda name: name in EXPORT_OWN_VOLUMES)
+                _strip_named(container, "env", lambda name: name in EXPORT_OWN_ENV or
+                             str(name).startswith(EXPORT_OWN_ENV_PREFIX))
+    return data
+
+
+def _strip_own_labels(metadata: Any) -> None:
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    if isinstance(labels, dict):
+        for key in [k for k, v in labels.items() if str(k).startswith(OWN_LABEL_PREFIX) or (k, v) == MANAGED_BY]:
+            del labels[key]
+        if not labels:
+            del metadata["labels"]
+
+
+def _strip_named(owner: dict[Any, Any], key: str, own: Callable[[Any], bool]) -> None:
+    """Remove the entries of the list ``owner[key]`` whose ``name`` is ``own``; the key too once it is empty."""
+    entries = owner.get(key)
+    if not isinstance(entries, list):
+        return
+    kept = [e for e in entries if not (isinstance(e, dict) and own(e.get("name")))]
+    if kept:
+        owner[key] = kept
+    else:
+        del owner[key]
 
 
 def _without_nulls(value: Any) -> Any:

@@ -42,3 +42,13 @@ CLEAN_POLICIES_AS_RUNNING = ("Running", "All")
 #: Labels tfcluster puts on what it creates: dropped when a TFJob it exported is read back.
 OWN_LABEL_PREFIX = "tfcluster.io/"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "tfcluster")
+#: What tfcluster's export writes into each pod on its own account (hardening, its service account's token
+#: setting, its scratch and checkpoint volumes, its environment): dropped when a TFJob it exported (``MANAGED_BY``
+#: among its labels) is read back, since tfcluster writes them again; never taken from another TFJob.
+EXPORT_OWN_POD_FIELDS = ("automountServiceAccountToken", "enableServiceLinks", "securityContext")
+EXPORT_OWN_CONTAINER_FIELDS = ("securityContext",)
+EXPORT_OWN_VOLUMES = ("tmp", "tfcluster", "checkpoints", "workspace")
+EXPORT_OWN_ENV_PREFIX = "TFCLUSTER_"
+EXPORT_OWN_ENV = ("TF_USE_LEGACY_KERAS", "GRPC_FAIL_FAST", "PYTHONUNBUFFERED")
+#: The pod field carried as ``checkpoint.save_grace_seconds`` (SIGTERM to SIGKILL).
+GRACE_PERIOD = "terminationGracePeriodSeconds"
