@@ -47,7 +47,7 @@ class _Cli(click.Group):
             sys.exit(EXIT_SPEC)
         except click.UsageError as exc:  # one line, like a spec problem
             command = exc.ctx.command.name if exc.ctx and exc.ctx.parent else None
-            click.echo(f"tfcluster{' ' + command if command else ''}: {exc.format_message()}", err=True)
+            click.echo(one_line(f"tfcluster{' ' + command if command else ''}: {exc.format_message()}"), err=True)
             sys.exit(EXIT_SPEC)
         except TfclusterError as exc:
             click.echo(f"error: {exc}", err=True)
@@ -88,7 +88,7 @@ def image_option(ctx: click.Context, param: click.Parameter, value: str | None) 
     """A command-line image reference, checked by the spec's own grammar (``launcher.spec.image_reference``)."""
     problem = None if value is None else image_problem(value)
     if problem is not None:
-        raise click.BadParameter(one_line(problem), ctx=ctx, param=param)
+        raise click.BadParameter(problem, ctx=ctx, param=param)
     return value
 
 

@@ -152,3 +152,12 @@ def test_a_hostile_value_or_file_name_cannot_forge_a_line_or_drive_the_terminal(
         assert line.isprintable() and "\x1b" not in line, line
     assert all(line.startswith(ascii(hostile)[1:-1]) for line in lines), lines
     assert any(line.endswith(f"a second mount at {ascii(hostile)[1:-1]}") for line in lines), lines
+
+
+def test_a_hostile_command_line_value_stays_on_one_line(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "x.yaml"), "-b", "lo\ncal\x1b[31m"])
+    assert result.exit_code == 2
+    assert result.stderr == ("tfcluster validate: Invalid value for '--backend' / '-b': 'lo\\ncal\\x1b[31m' is not one "
+                             "of 'local', 'compose', 'k8s'.\n")
