@@ -123,7 +123,7 @@ def _validate_tfjob(
     except SpecError as exc:
         problems = [Problem(converted.origin(p.path), p.message, p.line) for p in exc.problems]
         raise SpecError(problems, source) from None
-    for note in converted.notes:
+    for note in converted.notes + ([] if kubernetes else converted.kubernetes_inert):
         warnings.warn(SpecWarning(_with_line(note, lines).render(source)), stacklevel=2)
     return spec
 

@@ -15,9 +15,10 @@ fields carried with a difference or without effect (``notes``: comments in
 ``convert``, not refused: a request-only resource that becomes a limit,
 container ``ports`` other than ``tfjob-port``, an ``imagePullPolicy`` equal
 to the default) and the pod-template fields only the Kubernetes backend carries
-(``kubernetes_only``: the TFJob's labels, nodeSelector, tolerations,
-imagePullSecrets, serviceAccountName, volumes, pod labels and annotations
-and the container's volumeMounts; refused on the other backends). The mapping (README: migration table):
+(``kubernetes_only``: nodeSelector, tolerations, imagePullSecrets,
+serviceAccountName, volumes and the container's volumeMounts, refused on
+the other backends; ``kubernetes_inert``: the TFJob's labels and the pod
+labels and annotations, one warning each on the other backends). The mapping (README: migration table):
 
 - replica specs Chief/Master, Worker, PS, Evaluator -> roles; ``replicas``;
 - the container named ``tensorflow`` (else the first): ``image``; ``command``
@@ -82,6 +83,8 @@ POD_FIELDS = {"nodeSelector": "node_selector", "tolerations": "tolerations", "im
               "serviceAccountName": "service_account", "volumes": "volumes"}
 #: Container fields carried into ``kubernetes:`` (the same for every role).
 CONTAINER_POD_FIELDS = {"volumeMounts": "volume_mounts"}
+#: ``kubernetes:`` fields that change nothing off Kubernetes: a warning there, not a refusal.
+INERT_OFF_KUBERNETES = ("labels", "pod_labels", "pod_annotations")
 #: Pod-template metadata carried into ``kubernetes:`` (the same for every role).
 POD_METADATA_FIELDS = {"annotations": "pod_annotations", "labels": "pod_labels"}
 #: The resources carried (``roles.<role>.resources``).
@@ -109,6 +112,7 @@ class Converted:
     dropped: list[Problem] = field(default_factory=list)
     notes: list[Problem] = field(default_factory=list)
     kubernetes_only: list[Problem] = field(default_factory=list)
+    kubernetes_inert: list[Problem] = field(default_factory=list)
 
     def put(self, spec_path: Path, value: Any, origin: Path) -> None:
         node = self.data
@@ -118,9 +122,13 @@ class Converted:
         self.origins[spec_path] = origin
 
     def put_kubernetes_only(self, field_name: str, value: Any, origin: Path) -> None:
-        """``kubernetes.<field_name>``, which the other backends refuse (``kubernetes_only``)."""
+        """``kubernetes.<field_name>``, which the other backends refuse (``kubernetes_only``), or, for labels and
+        annotations, which change nothing a job computes or reaches, only warn of (``kubernetes_inert``)."""
         self.put(("kubernetes", field_name), value, origin)
-        self.kubernetes_only.append(Problem(join_path(origin), "only the Kubernetes backend carries it (-b k8s)"))
+        if field_name in INERT_OFF_KUBERNETES:
+            self.kubernetes_inert.append(Problem(join_path(origin), "no effect off Kubernetes (-b k8s carries it)"))
+        else:
+            self.kubernetes_only.append(Problem(join_path(origin), "only the Kubernetes backend carries it (-b k8s)"))
 
     def drop(self, origin: Path, why: str) -> None:
         self.dropped.append(Problem(join_path(origin), f"not carried: {why}"))
@@ -174,7 +182,7 @@ def to_yaml(converted: Converted, source: str) -> str:
     header = [f"# tfcluster spec converted from the TFJob {source}"]
     header += [f"# not carried: {p.path}: {p.message.removeprefix('not carried: ')}" for p in converted.dropped]
     header += [f"# note: {p.path}: {p.message}" for p in converted.notes]
-    header += [f"# Kubernetes only (-b k8s): {p.path}" for p in converted.kubernetes_only]
+    header += [f"# Kubernetes only (-b k8s): {p.path}" for p in converted.kubernetes_only + converted.kubernetes_inert]
     return "\n".join(header) + "\n" + yaml.safe_dump(converted.data, sort_keys=False)
 
 

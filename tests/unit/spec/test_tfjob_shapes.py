@@ -177,3 +177,13 @@ def test_an_unknown_clean_pod_policy_is_still_refused(cli: CliRunner, tmp_path: 
     assert result.exit_code == 2
     assert result.stderr == (f"{path}:8: spec.runPolicy.cleanPodPolicy: not carried: unknown value 'Sometimes' "
                              "(allowed: None, Running, All)\n")
+
+
+def test_pod_annotations_warn_off_kubernetes_instead_of_refusing(cli: CliRunner, tmp_path: Path) -> None:
+    path = _write(tmp_path, KUBEFLOW_SUMMARIES)
+    result = cli.invoke(main, ["dry-run", str(path), "-b", "compose"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        f"warning: {path}:8: {CLEAN_POD_NOTE} (as Running); what the job computes is the same",
+        f"warning: {path}:15: spec.tfReplicaSpecs.Worker.template.metadata.annotations: no effect off Kubernetes "
+        "(-b k8s carries it)"]
