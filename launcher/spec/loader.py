@@ -32,7 +32,7 @@ from pydantic_core import ErrorDetails
 from launcher.spec import rules, tfjob
 from launcher.spec import tfjob_vocabulary as vocabulary
 from launcher.spec.models import PATTERN_MEANINGS, ClusterSpec
-from launcher.spec.problems import Problem, SpecCheck, SpecError, SpecWarning, join_path, split_path
+from launcher.spec.problems import Problem, SpecCheck, SpecError, SpecWarning, join_path, kind_of, split_path
 
 LineMap = dict[tuple[str, ...], int]
 
@@ -134,7 +134,7 @@ def validate_data(
     """Validate an already-parsed mapping (e.g. built in a notebook) against the spec and ``checks``."""
     lines = lines or {}
     if not isinstance(data, dict):
-        raise SpecError([Problem("", f"the spec must be a mapping of fields, not {_kind(data)}", 1)], source)
+        raise SpecError([Problem("", f"the spec must be a mapping of fields, not {kind_of(data)}", 1)], source)
     try:
         spec = ClusterSpec.model_validate(data)
     except ValidationError as exc:
@@ -201,10 +201,6 @@ def _overlaps(problem: Problem, reported: list[Problem]) -> bool:
         problem.path == r.path or problem.path.startswith(r.path + ".") or r.path.startswith(problem.path + ".")
         for r in reported
     )
-
-
-def _kind(value: Any) -> str:
-    return "nothing" if value is None else f"a {type(value).__name__}"
 
 
 def _parse_yaml(text: str) -> tuple[Any, LineMap, list[Problem]]:

@@ -41,6 +41,14 @@ def one_line(text: str) -> str:
     return text.translate(_CONTROL)
 
 
+def kind_of(value: object) -> str:
+    """What a parsed YAML value is, for messages: ``nothing`` (null), ``a mapping``, ``a list``, ``a string``,
+    ``a number``, ``a boolean``."""
+    kinds = {type(None): "nothing", dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number"}
+    return kinds.get(type(value), f"a {type(value).__name__}")
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with a spec. ``path`` is the dotted YAML path (``roles.ps.replicas``)."""

@@ -54,7 +54,7 @@ from typing import Any
 
 import yaml
 
-from launcher.spec.problems import Problem, join_path, split_path
+from launcher.spec.problems import Problem, join_path, kind_of, split_path
 from launcher.spec.tfjob_vocabulary import (
     ACTIVE_DEADLINE,
     API_VERSION,
@@ -140,14 +140,14 @@ class Converted:
         """``value`` if it is a mapping; absent (null) is empty; anything else is one problem, then empty."""
         if value is None or isinstance(value, dict):
             return value or {}
-        self.malformed.append(Problem(join_path(origin), f"must be a mapping, not {_kind(value)}"))
+        self.malformed.append(Problem(join_path(origin), f"must be a mapping, not {kind_of(value)}"))
         return {}
 
     def items(self, value: Any, origin: Path) -> list[Any]:
         """``value`` if it is a list; absent (null) is empty; anything else is one problem, then empty."""
         if value is None or isinstance(value, list):
             return value or []
-        self.malformed.append(Problem(join_path(origin), f"must be a list, not {_kind(value)}"))
+        self.malformed.append(Problem(join_path(origin), f"must be a list, not {kind_of(value)}"))
         return []
 
     def strings(self, value: Any, origin: Path) -> list[str]:
@@ -161,7 +161,7 @@ class Converted:
         found = self.items(value, origin)
         for i, item in enumerate(found):
             if not isinstance(item, str):
-                self.malformed.append(Problem(join_path((*origin, str(i))), f"must be a string, not {_kind(item)}"))
+                self.malformed.append(Problem(join_path((*origin, str(i))), f"must be a string, not {kind_of(item)}"))
         return [item for item in found if isinstance(item, str)]
 
     def origin(self, spec_path: str) -> str:
@@ -307,7 +307,7 @@ def _container(out: Converted, role: str, container: dict[str, Any], where: Path
         elif "valueFrom" in var:
             out.drop(at, "only literal values are carried (valueFrom is not)")
         elif isinstance(var.get("value", ""), (dict, list)):
-            out.malformed.append(Problem(join_path((*at, "value")), f"must be a string, not {_kind(var['value'])}"))
+            out.malformed.append(Problem(join_path((*at, "value")), f"must be a string, not {kind_of(var['value'])}"))
         else:
             env[var["name"]] = str(var.get("value", ""))
     if env:
@@ -513,9 +513,3 @@ def _without_nulls(value: Any) -> Any:
 def _extra(mapping: dict[Any, Any], known: set[str]) -> list[Any]:
     """The keys of ``mapping`` not in ``known``, in a stable order whatever their types."""
     return sorted((key for key in mapping if key not in known), key=str)
-
-
-def _kind(value: Any) -> str:
-    kinds = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number",
-             type(None): "null"}
-    return kinds.get(type(value), f"a {type(value).__name__}")
