@@ -3,7 +3,8 @@
 Exit codes, by error type: 0 success; 1 the job failed, or a
 ``TfclusterError`` (launch, backend, image build); 2 the spec or the command
 line is wrong (``SpecError``: one line per problem, no traceback, nothing
-started); 130 interrupted (the cluster is stopped first).
+started); 130 interrupted (the cluster is stopped first). A ``SpecWarning``
+(a TFJob field honoured differently but safely) is one ``warning:`` line.
 """
 
 from __future__ import annotations
@@ -54,15 +55,15 @@ class _Cli(click.Group):
             sys.exit(EXIT_FAILED)
 
 
+_SHOW_WARNING = warnings.showwarning
+
+
 def _show_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
-    """A ``SpecWarning`` is one line on stderr; other warnings as Python shows them."""
+    """A ``SpecWarning`` is one line on stderr (``warning: FILE:LINE: FIELD: ...``); others as Python shows them."""
     if issubclass(category, SpecWarning):
         click.echo(f"warning: {message}", err=True)
     else:
         _SHOW_WARNING(message, category, *args, **kwargs)  # type: ignore[arg-type]
-
-
-_SHOW_WARNING = warnings.showwarning
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})

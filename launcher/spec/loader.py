@@ -1,9 +1,9 @@
 """Load a cluster spec from YAML, reporting every problem with its path and line.
 
 Contract: ``load_spec`` returns a spec that passed field validation, the
-spec's own rules (``launcher.spec.rules``) and then every ``SpecCheck`` in
+spec's own rules (``launcher.spec.rules``) and every ``SpecCheck`` in
 ``checks`` (rules owned by higher layers: derived names, a backend's
-limits), or raises ``SpecError`` carrying *all* problems found, each with
+limits; run once the roles fit the strategy, ``rules.plannable``), or raises ``SpecError`` carrying *all* problems found, each with
 the YAML path and (where the parser knows it) the line number.
 
 Bounded input: a file over ``MAX_SPEC_BYTES``, YAML whose aliases would
