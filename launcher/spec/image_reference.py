@@ -5,8 +5,10 @@ would accept (``[host[:port]/]path[:tag][@digest]``, the grammar of
 ``github.com/distribution/reference``: lowercase path components joined by
 ``.``, ``_``, ``__`` or dashes; a tag of at most 128 word characters, dots
 and dashes; a digest ``algorithm:hex``; at most 255 characters of name),
-else one sentence saying what is wrong. ``ImageReference`` is the pydantic
-type of every spec field that names an image, so a reference with a
+else one sentence saying what is wrong; ``registry_problem`` the same for
+a registry prefix (``host[:port][/path]``). ``ImageReference`` and
+``RegistryReference`` are the pydantic types of every spec field that names
+an image or a registry, so a reference with a
 newline, a space or an uppercase path never reaches a Dockerfile, a compose
 file or a manifest. The expression has no nested quantifier that could
 backtrack catastrophically, and the input is bounded before matching.
@@ -15,6 +17,7 @@ backtrack catastrophically, and the input is bounded before matching.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -46,12 +49,24 @@ def image_problem(text: str) -> str | None:
     return None
 
 
-def _checked(text: str) -> str:
-    problem = image_problem(text)
-    if problem is not None:
-        raise ValueError(problem)
-    return text
+def registry_problem(text: str) -> str | None:
+    """What is wrong with ``text`` as the registry part of an image reference (``host[:port][/path]``), or None."""
+    if image_problem(f"{text}/image") is None and not text.endswith("/"):
+        return None
+    return f"not a registry (host[:port][/path], path in lowercase letters, digits and . _ -): {text[:MAX_NAME]!r}"
+
+
+def _raising(check: Callable[[str], str | None]) -> Callable[[str], str]:
+    def checked(text: str) -> str:
+        problem = check(text)
+        if problem is not None:
+            raise ValueError(problem)
+        return text
+
+    return checked
 
 
 #: A spec field naming an image.
-ImageReference = Annotated[str, AfterValidator(_checked)]
+ImageReference = Annotated[str, AfterValidator(_raising(image_problem))]
+#: A spec field naming a registry images are pushed to and pulled from.
+RegistryReference = Annotated[str, AfterValidator(_raising(registry_problem))]

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from launcher.spec.image_reference import ImageReference
+from launcher.spec.image_reference import ImageReference, RegistryReference
 from launcher.spec.quantities import BYTES, byte_count
 
 DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -396,10 +396,8 @@ class KubernetesSpec(_Model):
     volume_mounts: list[VolumeMount] = Field(
         default_factory=list, description="Mounts of those volumes in every task's container (not TensorBoard's)."
     )
-    registry: str | None = Field(
+    registry: RegistryReference | None = Field(
         None,
-        min_length=1,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9.:_/-]*$",
         description="Registry (host[:port][/path]) the workspace image is pushed to and the nodes pull it from.",
     )
 

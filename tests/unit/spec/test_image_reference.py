@@ -84,3 +84,25 @@ def test_build_options_are_checked(cli: CliRunner, option: str) -> None:
     result = cli.invoke(main, ["build", option, "A B"])
     assert result.exit_code == 2 and "not an image reference" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(("registry", "valid"), [
+    ("registry.example.com", True), ("localhost:5000", True), ("127.0.0.1:5000/team/sub", True), ("myreg", True),
+    ("Reg.io/Team", False), ("reg.io/", False), ("reg.io\n/x", False), ("reg io", False), ("", False),
+])
+def test_the_registry_is_an_image_reference_prefix(cli: CliRunner, tmp_path: Path, registry: str, valid: bool) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps({"name": "d", "roles": {"worker": {}}, "kubernetes": {"registry": registry}}))
+    result = cli.invoke(main, ["validate", str(path), "-b", "k8s"])
+    assert (result.exit_code == 0) is valid, result.output
+    if not valid:
+        assert result.stderr.count("\n") == 1 and "kubernetes.registry: not a registry" in result.stderr
+
+
+def test_the_registry_option_is_checked_by_the_same_rule(cli: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps({"name": "d", "roles": {"worker": {}}}))
+    result = cli.invoke(main, ["dry-run", str(path), "-b", "k8s", "--registry", "localhost:5000/a\nFROM evil"])
+    assert result.exit_code == 2
+    assert result.stderr == (f"{path}:1: kubernetes.registry: not a registry (host[:port][/path], path in lowercase "
+                             "letters, digits and . _ -): 'localhost:5000/a\\nFROM evil'\n")
