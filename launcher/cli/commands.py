@@ -3,7 +3,8 @@
 Exit codes, by error type: 0 success; 1 the job failed, or a
 ``TfclusterError`` (launch, backend, image build); 2 the spec or the command
 line is wrong (``SpecError``: one line per problem, no traceback, nothing
-started); 130 interrupted (the cluster is stopped first).
+started); 130 interrupted (the cluster is stopped first). A ``SpecWarning``
+(a TFJob field honoured differently but safely) is one ``warning:`` line.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import click
@@ -25,7 +27,8 @@ from launcher.plan.dryrun import DryRun, json_chunks, plan_document, plan_entrie
 from launcher.plan.images import ImageVariant
 from launcher.plan.script import SOURCE as SCRIPT_SOURCE
 from launcher.plan.targets import BackendKind
-from launcher.spec.problems import Problem, SpecError
+from launcher.spec.image_reference import image_problem
+from launcher.spec.problems import Problem, SpecError, SpecWarning, one_line
 
 BACKENDS = click.Choice([k.value for k in BackendKind])
 
@@ -47,17 +50,31 @@ class _Cli(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.simplefilter("always", SpecWarning)
+                warnings.showwarning = _show_warning
+                return super().invoke(ctx)
         except SpecError as exc:
             click.echo(str(exc), err=True)
             sys.exit(EXIT_SPEC)
         except click.UsageError as exc:  # one line, like a spec problem
             command = exc.ctx.command.name if exc.ctx and exc.ctx.parent else None
-            click.echo(f"tfcluster{' ' + command if command else ''}: {exc.format_message()}", err=True)
+            click.echo(one_line(f"tfcluster{' ' + command if command else ''}: {exc.format_message()}"), err=True)
             sys.exit(EXIT_SPEC)
         except TfclusterError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_FAILED)
+
+
+_SHOW_WARNING = warnings.showwarning
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
+    """A ``SpecWarning`` is one line on stderr (``warning: FILE:LINE: FIELD: ...``); others as Python shows them."""
+    if issubclass(category, SpecWarning):
+        click.echo(f"warning: {message}", err=True)
+    else:
+        _SHOW_WARNING(message, category, *args, **kwargs)  # type: ignore[arg-type]
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
@@ -77,6 +94,14 @@ REGISTRY_OPTION = click.option(
 
 def registry_override(registry: str | None) -> dict[str, dict[str, str]] | None:
     return {"kubernetes": {"registry": registry}} if registry else None
+
+
+def image_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A command-line image reference, checked by the spec's own grammar (``launcher.spec.image_reference``)."""
+    problem = None if value is None else image_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem, ctx=ctx, param=param)
+    return value
 
 
 def refuse_k8s_options(backend: str, **options: str | None) -> None:
@@ -390,8 +415,9 @@ def down(name: str, backend: str | None, volumes: bool) -> None:
 @click.option("--gpu", is_flag=True,
               help=f"Build the GPU variant (tensorflow[and-cuda], CUDA libraries from PyPI) as {ImageVariant.GPU.default_tag}; "
                    "roles with resources.gpu > 0 run it unless the role or the spec names an image.")
-@click.option("--tag", "-t", help=f"Image tag; default: {ImageVariant.CPU.default_tag} ({ImageVariant.GPU.default_tag} with --gpu).")
-@click.option("--base-image", help="Base image (build arg BASE_IMAGE); default: the Dockerfile's.")
+@click.option("--tag", "-t", callback=image_option,
+              help=f"Image tag; default: {ImageVariant.CPU.default_tag} ({ImageVariant.GPU.default_tag} with --gpu).")
+@click.option("--base-image", callback=image_option, help="Base image (build arg BASE_IMAGE); default: the Dockerfile's.")
 @click.option("--ca-bundle", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="CA bundle for pip inside the build (TLS-intercepting networks).")
 @click.option("--host-network", is_flag=True, help="Build with the host's network.")

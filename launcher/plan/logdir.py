@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import posixpath
 
-from launcher.protocol.paths import TENSORBOARD_SUBDIR, is_object_store, is_within
+from launcher.protocol.paths import TENSORBOARD_SUBDIR, is_object_store
 from launcher.spec.models import ClusterSpec
+from launcher.spec.paths import is_within
 from launcher.spec.problems import Problem
 
 

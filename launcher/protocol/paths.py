@@ -17,7 +17,6 @@ Joins use '/' so URLs work unchanged.
 from __future__ import annotations
 
 import posixpath
-from pathlib import PurePosixPath
 
 CHECKPOINT_PREFIX = "ckpt"
 MODEL_FILE = "model.keras"
@@ -78,9 +77,3 @@ def scratch_dir(checkpoint_dir: str, task_name: str) -> str:
 def is_object_store(checkpoint_dir: str) -> bool:
     """True for a URL (``gs://``, ``s3://``, ...): nothing to create or mount, tasks reach it themselves."""
     return "://" in checkpoint_dir
-
-
-def is_within(path: str, root: str) -> bool:
-    """True if the posix ``path`` is ``root`` or below it (a mount point and what it holds)."""
-    base = PurePosixPath(root)
-    return base == PurePosixPath(path) or base in PurePosixPath(path).parents

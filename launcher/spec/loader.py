@@ -3,13 +3,14 @@
 Contract: ``load_spec`` returns a spec that passed field validation, the
 spec's own rules (``launcher.spec.rules``) and every ``SpecCheck`` in
 ``checks`` (rules owned by higher layers: derived names, a backend's
-limits), or raises ``SpecError`` carrying *all* problems found, each with
+limits; run once the roles fit the strategy, ``rules.plannable``), or raises ``SpecError`` carrying *all* problems found, each with
 the YAML path and (where the parser knows it) the line number.
 
 Bounded input: a file over ``MAX_SPEC_BYTES``, YAML whose aliases would
-expand to more than ``MAX_NODES`` nodes, or nesting deeper than
-``MAX_DEPTH`` is refused with one problem, before anything is expanded,
-in memory proportional to the text.
+expand to more than ``MAX_NODES`` nodes, nesting deeper than ``MAX_DEPTH``
+once its aliases are expanded, or an alias inside its own anchor is refused
+with one problem, before anything is expanded, in memory proportional to
+the text.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import difflib
 import re
 import types
 import typing
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,8 +30,9 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from launcher.spec import rules, tfjob
+from launcher.spec import tfjob_vocabulary as vocabulary
 from launcher.spec.models import PATTERN_MEANINGS, ClusterSpec
-from launcher.spec.problems import Problem, SpecCheck, SpecError, join_path, split_path
+from launcher.spec.problems import Problem, SpecCheck, SpecError, SpecWarning, join_path, kind_of, split_path
 
 LineMap = dict[tuple[str, ...], int]
 
@@ -48,13 +51,17 @@ def load_spec(
 
 
 def load_tfjob(path: str | Path) -> tfjob.Converted:
-    """Read the TFJob manifest at ``path`` and convert it (``launcher.spec.tfjob``), without validating the result."""
-    data, _, problems = _parse_yaml(_read(Path(path)))
+    """Read the TFJob manifest at ``path`` and convert it (``launcher.spec.tfjob``), without validating the result;
+    a malformed one (``Converted.malformed``) is refused."""
+    data, lines, problems = _parse_yaml(_read(Path(path)))
     if not problems and not tfjob.is_tfjob(data):
-        problems = [Problem("apiVersion", f"not a TFJob: expected apiVersion {tfjob.API_VERSION} and kind {tfjob.KIND}", 1)]
+        problems = [Problem("apiVersion", f"not a TFJob: expected apiVersion {vocabulary.API_VERSION} and kind {vocabulary.KIND}", 1)]
     if problems:
         raise SpecError(problems, str(path))
-    return tfjob.convert(data)
+    converted = tfjob.convert(data)
+    if converted.malformed:
+        raise SpecError([_with_line(p, lines) for p in converted.malformed], str(path))
+    return converted
 
 
 def _read(path: Path) -> str:
@@ -82,6 +89,8 @@ def parse_spec(
     A Kubeflow TFJob is converted first (``launcher.spec.tfjob``): its fields
     tfcluster does not carry are refused, and so are its Kubernetes-only pod
     fields unless ``kubernetes``; every problem names the TFJob's own field.
+    What is carried with a difference (the conversion's notes) is one
+    ``SpecWarning`` each, once the spec is valid.
     """
     data, lines, problems = _parse_yaml(text)
     if problems:
@@ -106,14 +115,17 @@ def _validate_tfjob(
     overrides: Mapping[str, Any] | None,
 ) -> ClusterSpec:
     converted = tfjob.convert(data)
-    refused = converted.dropped + ([] if kubernetes else converted.kubernetes_only)
+    refused = converted.malformed + converted.dropped + ([] if kubernetes else converted.kubernetes_only)
     if refused:
         raise SpecError([_with_line(p, lines) for p in refused], source)
     try:
-        return validate_data(_merged(converted.data, overrides or {}), converted.lines(lines), source, checks)
+        spec = validate_data(_merged(converted.data, overrides or {}), converted.lines(lines), source, checks)
     except SpecError as exc:
         problems = [Problem(converted.origin(p.path), p.message, p.line) for p in exc.problems]
         raise SpecError(problems, source) from None
+    for note in converted.notes + ([] if kubernetes else converted.kubernetes_inert):
+        warnings.warn(SpecWarning(_with_line(note, lines).render(source)), stacklevel=2)
+    return spec
 
 
 def validate_data(
@@ -122,7 +134,7 @@ def validate_data(
     """Validate an already-parsed mapping (e.g. built in a notebook) against the spec and ``checks``."""
     lines = lines or {}
     if not isinstance(data, dict):
-        raise SpecError([Problem("", f"the spec must be a mapping of fields, not {_kind(data)}", 1)], source)
+        raise SpecError([Problem("", f"the spec must be a mapping of fields, not {kind_of(data)}", 1)], source)
     try:
         spec = ClusterSpec.model_validate(data)
     except ValidationError as exc:
@@ -130,17 +142,22 @@ def validate_data(
         salvaged = _salvage(data, exc)
         if salvaged is not None:
             strategy_known = not any(p.path in ("strategy", "collective", "tpu") for p in problems)
-            found = rules.check(salvaged, strategy_known=strategy_known) + _run(checks, salvaged)
+            found = _checked(salvaged, checks, strategy_known=strategy_known)
             problems += [_with_line(p, lines) for p in found if not _overlaps(p, problems)]
         raise SpecError(problems, source) from None
-    problems = rules.check(spec) + _run(checks, spec)
+    problems = _checked(spec, checks)
     if problems:
         raise SpecError([_with_line(p, lines) for p in problems], source)
     return spec
 
 
-def _run(checks: Sequence[SpecCheck], spec: ClusterSpec) -> list[Problem]:
-    return [problem for check in checks for problem in check(spec)]
+def _checked(spec: ClusterSpec, checks: Sequence[SpecCheck], *, strategy_known: bool = True) -> list[Problem]:
+    """The spec's own rules, and the ``checks`` of the layers above for a spec they can plan (``rules.plannable``:
+    a spec without a task to train, say, is not theirs to judge)."""
+    found = rules.check(spec, strategy_known=strategy_known)
+    if not rules.plannable(spec):
+        return found
+    return found + [problem for check in checks for problem in check(spec)]
 
 
 def _salvage(data: dict[str, Any], exc: ValidationError) -> ClusterSpec | None:
@@ -186,10 +203,6 @@ def _overlaps(problem: Problem, reported: list[Problem]) -> bool:
     )
 
 
-def _kind(value: Any) -> str:
-    return "nothing" if value is None else f"a {type(value).__name__}"
-
-
 def _parse_yaml(text: str) -> tuple[Any, LineMap, list[Problem]]:
     if len(text.encode()) > MAX_SPEC_BYTES:
         return None, {}, [Problem("", f"the text is over {MAX_SPEC_BYTES // 1024} KiB: not a cluster spec")]
@@ -224,30 +237,42 @@ def _yaml_problem(exc: yaml.YAMLError) -> Problem:
 
 
 def _beyond_bounds(root: yaml.Node | None) -> str | None:
-    """Why ``root`` is too large or too deep once its aliases are expanded, or None.
+    """Why ``root`` is too large, too deep or recursive once its aliases are expanded, or None.
 
-    Walks the node graph (aliases are shared nodes) once, memoizing each
-    node's expanded size, so a billion-laughs document costs its text, not
-    its expansion.
+    Walks the node graph (aliases are shared nodes) once, without recursion,
+    memoizing each node's expanded size and height, so a billion-laughs
+    document costs its text, not its expansion, and nesting built from
+    aliases counts as deep as it expands (an alias to a deep node, placed
+    deep, is as deep as the sum).
     """
     if root is None:
         return None
-    sizes: dict[int, int] = {}
-    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    done: dict[int, tuple[int, int]] = {}  # id -> (expanded size, expanded height)
+    open_: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
-        node, depth, expanded = stack.pop()
-        if depth > MAX_DEPTH:
-            return f"not valid YAML for a spec: nested deeper than {MAX_DEPTH} levels"
+        node, expanded = stack.pop()
+        key = id(node)
+        if key in done:
+            continue
         children = _children(node)
-        if id(node) in sizes:
-            continue
         if not expanded:
-            stack.append((node, depth, True))
-            stack.extend((child, depth + 1, False) for child in children if id(child) not in sizes)
+            if key in open_:
+                return "YAML aliases refer to themselves: not a cluster spec"
+            if len(open_) >= MAX_DEPTH:
+                return f"not valid YAML for a spec: nested deeper than {MAX_DEPTH} levels"
+            open_.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in done)
             continue
-        sizes[id(node)] = 1 + sum(sizes.get(id(child), 1) for child in children)
-        if sizes[id(node)] > MAX_NODES:
+        open_.discard(key)
+        size = 1 + sum(done[id(child)][0] for child in children)
+        height = 1 + max((done[id(child)][1] for child in children), default=0)
+        if size > MAX_NODES:
             return f"YAML aliases expand to over {MAX_NODES} values: not a cluster spec"
+        if height > MAX_DEPTH:
+            return f"not valid YAML for a spec: nested deeper than {MAX_DEPTH} levels"
+        done[key] = (size, height)
     return None
 
 

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from launcher.spec.image_reference import ImageReference, RegistryReference
 from launcher.spec.quantities import BYTES, byte_count
 
 DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -162,7 +163,7 @@ class RoleSpec(_Model):
     """One role (chief, worker, ps or evaluator): ``replicas`` identical tasks."""
 
     replicas: int = Field(1, ge=0, le=10000, description="Number of tasks of this role.")
-    image: str | None = Field(None, min_length=1, description="Container image; defaults to the cluster's.")
+    image: ImageReference | None = Field(None, description="Container image; defaults to the cluster's.")
     command: list[str] | None = Field(
         None,
         description=(
@@ -263,9 +264,8 @@ class TensorBoardSpec(_Model):
     update_steps: int = Field(
         10, ge=1, le=10_000_000, description="Write the training scalars every N steps (and at each epoch's end)."
     )
-    image: str | None = Field(
+    image: ImageReference | None = Field(
         None,
-        min_length=1,
         description="Image of the TensorBoard container (compose) or pod (k8s); default: the lead task's image "
         "(the worker image and workspace layers have TensorBoard; name one when your own image lacks it).",
     )
@@ -396,10 +396,8 @@ class KubernetesSpec(_Model):
     volume_mounts: list[VolumeMount] = Field(
         default_factory=list, description="Mounts of those volumes in every task's container (not TensorBoard's)."
     )
-    registry: str | None = Field(
+    registry: RegistryReference | None = Field(
         None,
-        min_length=1,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9.:_/-]*$",
         description="Registry (host[:port][/path]) the workspace image is pushed to and the nodes pull it from.",
     )
 
@@ -416,9 +414,8 @@ class ClusterSpec(_Model):
     name: str = Field(..., pattern=DNS_LABEL, description="DNS-1123 label naming the cluster.")
     strategy: Strategy = Strategy.AUTO
     collective: Collective = Collective.AUTO
-    image: str | None = Field(
+    image: ImageReference | None = Field(
         None,
-        min_length=1,
         description="Container image of every role that names none; default: tfcluster-worker:latest, "
         "or tfcluster-worker:latest-gpu for a role that requests GPUs.",
     )

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from launcher.spec.models import ClusterSpec
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+#: Characters that could end a line or drive a terminal (C0, DEL, C1, Unicode line breaks), as escapes.
+_CONTROL = {code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
 _PATH_PART = re.compile(r'"(?:[^"\\]|\\.)*"|[^.]+')
 
 
@@ -33,6 +35,20 @@ def split_path(path: str) -> tuple[str, ...]:
     return tuple(json.loads(part) if part.startswith('"') else part for part in _PATH_PART.findall(path))
 
 
+def one_line(text: str) -> str:
+    """``text`` with every control character escaped (``\\n``, ``\\x1b``, ...): a value quoted in a message
+    can neither start a line of its own nor recolour the terminal. Every problem line passes here."""
+    return text.translate(_CONTROL)
+
+
+def kind_of(value: object) -> str:
+    """What a parsed YAML value is, for messages: ``nothing`` (null), ``a mapping``, ``a list``, ``a string``,
+    ``a number``, ``a boolean``."""
+    kinds = {type(None): "nothing", dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+             int: "a number", float: "a number"}
+    return kinds.get(type(value), f"a {type(value).__name__}")
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with a spec. ``path`` is the dotted YAML path (``roles.ps.replicas``)."""
@@ -44,11 +60,16 @@ class Problem:
     def render(self, source: str | None = None) -> str:
         where = ":".join(str(p) for p in (source, self.line) if p is not None)
         field = self.path or "(spec)"
-        return f"{where + ': ' if where else ''}{field}: {self.message}"
+        return one_line(f"{where + ': ' if where else ''}{field}: {self.message}")
 
 
 #: A rule over a field-valid spec: every problem it finds (empty = none).
 SpecCheck = Callable[["ClusterSpec"], list[Problem]]
+
+
+class SpecWarning(UserWarning):
+    """A problem line that is not a refusal: something carried with a difference that changes neither what the
+    job computes, nor where it runs, nor what it can reach (a TFJob field tfcluster honours its own way)."""
 
 
 class SpecError(TfclusterError):

@@ -10,6 +10,7 @@ that knowledge and reported by ``launcher.spec.loader`` alongside these.
 from __future__ import annotations
 
 from launcher.spec.models import ClusterSpec, Collective, RoleType, Strategy
+from launcher.spec.paths import normalized
 from launcher.spec.problems import Problem
 
 #: Strategies that train in a single task (one process, one or more local devices).
@@ -57,6 +58,12 @@ def check(spec: ClusterSpec, *, strategy_known: bool = True) -> list[Problem]:
     """
     fit = _strategy_fit(spec, resolve_strategy(spec)) if strategy_known else []
     return [*_role_counts(spec), *fit, *_volumes(spec), *_entrypoints(spec)]
+
+
+def plannable(spec: ClusterSpec) -> bool:
+    """True when the roles fit the strategy, so a plan can be made (what the rules of higher layers assume);
+    other problems (volumes, entrypoints) leave a spec plannable."""
+    return not _role_counts(spec) and not _strategy_fit(spec, resolve_strategy(spec))
 
 
 def _role_counts(spec: ClusterSpec) -> list[Problem]:
@@ -125,7 +132,7 @@ def _volumes(spec: ClusterSpec) -> list[Problem]:
             known = ", ".join(sorted(names)) or "none"
             problems.append(Problem(f"kubernetes.volume_mounts.{i}.name",
                                     f"names no volume of kubernetes.volumes (defined: {known})"))
-        path = mount.mount_path.rstrip("/") or "/"
+        path = normalized(mount.mount_path)
         if path in paths:
             problems.append(Problem(f"kubernetes.volume_mounts.{i}.mount_path", f"a second mount at {path}"))
         paths.add(path)

@@ -4,7 +4,10 @@ Contract: ``is_tfjob(data)`` tells a TFJob (by ``apiVersion`` and ``kind``)
 from a tfcluster spec. ``convert(data)`` is pure and returns a ``Converted``:
 the equivalent spec mapping (validated afterwards like any spec), where each
 of its fields came from (``origins``, so problems name the TFJob's own field
-and line), the fields tfcluster does not carry (``dropped``, one problem
+and line), the fields whose shape no TFJob has (``malformed``: a value of
+the wrong type, a ``command`` given as one string, Chief and Master both;
+refused by every command, ``convert`` too), the fields tfcluster does not
+carry (``dropped``, one problem
 each: refused by ``validate``/``dry-run``/``up``, comments in ``convert``;
 among them the TFJob's annotations and an ``imagePullPolicy`` other than
 Kubernetes' default for the image), the
@@ -12,9 +15,10 @@ fields carried with a difference or without effect (``notes``: comments in
 ``convert``, not refused: a request-only resource that becomes a limit,
 container ``ports`` other than ``tfjob-port``, an ``imagePullPolicy`` equal
 to the default) and the pod-template fields only the Kubernetes backend carries
-(``kubernetes_only``: the TFJob's labels, nodeSelector, tolerations,
-imagePullSecrets, serviceAccountName, volumes, pod labels and annotations
-and the container's volumeMounts; refused on the other backends). The mapping (README: migration table):
+(``kubernetes_only``: nodeSelector, tolerations, imagePullSecrets,
+serviceAccountName, volumes and the container's volumeMounts, refused on
+the other backends; ``kubernetes_inert``: the TFJob's labels and the pod
+labels and annotations, one warning each on the other backends). The mapping (README: migration table):
 
 - replica specs Chief/Master, Worker, PS, Evaluator -> roles; ``replicas``;
 - the container named ``tensorflow`` (else the first): ``image``; ``command``
@@ -28,38 +32,61 @@ and the container's volumeMounts; refused on the other backends). The mapping (R
   the workers'; a replica with another one is refused); ``runPolicy``: ``backoffLimit`` -> ``restart.max_restarts``,
   ``activeDeadlineSeconds`` -> ``deadline_seconds``,
   ``ttlSecondsAfterFinished`` -> ``kubernetes.ttl_seconds_after_finished``,
-  ``cleanPodPolicy: Running`` is what tfcluster does; ``successPolicy``
-  ``AllWorkers`` -> ``all-workers``; ``metadata.namespace`` ->
+  ``cleanPodPolicy: Running`` is what tfcluster does (``None`` is a note);
+  ``successPolicy`` ``AllWorkers`` -> ``all-workers``; ``metadata.namespace`` ->
   ``kubernetes.namespace``, ``metadata.labels`` -> ``kubernetes.labels``,
   the pod template's labels and annotations -> ``kubernetes.pod_labels`` and
-  ``kubernetes.pod_annotations``.
+  ``kubernetes.pod_annotations``; ``terminationGracePeriodSeconds`` ->
+  ``checkpoint.save_grace_seconds``.
+
+A null is unset, as in Kubernetes. tfcluster's own labels are dropped (a
+note); a TFJob tfcluster exported reads back: what its export writes on its
+own account (``tfjob_vocabulary.EXPORT_OWN_*``) is dropped, one note. The
+names both sides spell live in ``launcher.spec.tfjob_vocabulary``.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from launcher.spec.problems import Problem, join_path, split_path
+from launcher.spec.problems import Problem, join_path, kind_of, split_path
+from launcher.spec.tfjob_vocabulary import (
+    ACTIVE_DEADLINE,
+    API_VERSION,
+    BACKOFF_LIMIT,
+    CLEAN_POD_POLICY,
+    CLEAN_POLICIES_AS_RUNNING,
+    CONTAINER,
+    EXPORT_OWN_CONTAINER_FIELDS,
+    EXPORT_OWN_ENV,
+    EXPORT_OWN_ENV_PREFIX,
+    EXPORT_OWN_POD_FIELDS,
+    EXPORT_OWN_VOLUMES,
+    GRACE_PERIOD,
+    KIND,
+    MANAGED_BY,
+    OWN_LABEL_PREFIX,
+    PORT_NAME,
+    RESTART_OF,
+    ROLE_OF,
+    SUCCESS_OF,
+    TTL_AFTER_FINISHED,
+)
 
-API_VERSION = "kubeflow.org/v1"
-KIND = "TFJob"
-#: The container the training operator treats as the TensorFlow one.
-CONTAINER = "tensorflow"
-ROLES = {"Chief": "chief", "Master": "chief", "Worker": "worker", "PS": "ps", "Evaluator": "evaluator"}
-RESTART = {"Never": "never", "OnFailure": "on-failure", "Always": "always", "ExitCode": "exit-code"}
-SUCCESS = {"": "chief", "ChiefWorker": "chief", "AllWorkers": "all-workers"}
 #: Pod-spec fields carried into ``kubernetes:`` (the same for every role).
 POD_FIELDS = {"nodeSelector": "node_selector", "tolerations": "tolerations", "imagePullSecrets": "image_pull_secrets",
               "serviceAccountName": "service_account", "volumes": "volumes"}
 #: Container fields carried into ``kubernetes:`` (the same for every role).
 CONTAINER_POD_FIELDS = {"volumeMounts": "volume_mounts"}
+#: ``kubernetes:`` fields that change nothing off Kubernetes: a warning there, not a refusal.
+INERT_OFF_KUBERNETES = ("labels", "pod_labels", "pod_annotations")
 #: Pod-template metadata carried into ``kubernetes:`` (the same for every role).
 POD_METADATA_FIELDS = {"annotations": "pod_annotations", "labels": "pod_labels"}
-#: The container port the training operator builds TF_CONFIG's addresses from.
-TF_PORT_NAME = "tfjob-port"
 #: The resources carried (``roles.<role>.resources``).
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 TOLERATION_FIELDS = {"key": "key", "operator": "operator", "value": "value", "effect": "effect",
@@ -67,7 +94,7 @@ TOLERATION_FIELDS = {"key": "key", "operator": "operator", "value": "value", "ef
 MOUNT_FIELDS = {"name": "name", "mountPath": "mount_path", "readOnly": "read_only", "subPath": "sub_path"}
 CONTAINER_FIELDS = {"name", "image", "command", "args", "env", "resources", "ports", "imagePullPolicy",
                     *CONTAINER_POD_FIELDS}
-RUN_POLICY_FIELDS = {"backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "cleanPodPolicy"}
+RUN_POLICY_FIELDS = {BACKOFF_LIMIT, ACTIVE_DEADLINE, TTL_AFTER_FINISHED, CLEAN_POD_POLICY}
 Path = tuple[str, ...]
 
 
@@ -81,9 +108,11 @@ class Converted:
 
     data: dict[str, Any] = field(default_factory=dict)
     origins: dict[Path, Path] = field(default_factory=dict)
+    malformed: list[Problem] = field(default_factory=list)
     dropped: list[Problem] = field(default_factory=list)
     notes: list[Problem] = field(default_factory=list)
     kubernetes_only: list[Problem] = field(default_factory=list)
+    kubernetes_inert: list[Problem] = field(default_factory=list)
 
     def put(self, spec_path: Path, value: Any, origin: Path) -> None:
         node = self.data
@@ -93,15 +122,47 @@ class Converted:
         self.origins[spec_path] = origin
 
     def put_kubernetes_only(self, field_name: str, value: Any, origin: Path) -> None:
-        """``kubernetes.<field_name>``, which the other backends refuse (``kubernetes_only``)."""
+        """``kubernetes.<field_name>``, which the other backends refuse (``kubernetes_only``), or, for labels and
+        annotations, which change nothing a job computes or reaches, only warn of (``kubernetes_inert``)."""
         self.put(("kubernetes", field_name), value, origin)
-        self.kubernetes_only.append(Problem(join_path(origin), "only the Kubernetes backend carries it (-b k8s)"))
+        if field_name in INERT_OFF_KUBERNETES:
+            self.kubernetes_inert.append(Problem(join_path(origin), "no effect off Kubernetes (-b k8s carries it)"))
+        else:
+            self.kubernetes_only.append(Problem(join_path(origin), "only the Kubernetes backend carries it (-b k8s)"))
 
     def drop(self, origin: Path, why: str) -> None:
         self.dropped.append(Problem(join_path(origin), f"not carried: {why}"))
 
     def note(self, origin: Path, what: str) -> None:
         self.notes.append(Problem(join_path(origin), what))
+
+    def mapping(self, value: Any, origin: Path) -> dict[Any, Any]:
+        """``value`` if it is a mapping; absent (null) is empty; anything else is one problem, then empty."""
+        if value is None or isinstance(value, dict):
+            return value or {}
+        self.malformed.append(Problem(join_path(origin), f"must be a mapping, not {kind_of(value)}"))
+        return {}
+
+    def items(self, value: Any, origin: Path) -> list[Any]:
+        """``value`` if it is a list; absent (null) is empty; anything else is one problem, then empty."""
+        if value is None or isinstance(value, list):
+            return value or []
+        self.malformed.append(Problem(join_path(origin), f"must be a list, not {kind_of(value)}"))
+        return []
+
+    def strings(self, value: Any, origin: Path) -> list[str]:
+        """A container's ``command`` or ``args``: a list of strings. A single string is refused, not split: Kubernetes
+        would run it as one program name."""
+        if isinstance(value, str):
+            self.malformed.append(Problem(join_path(origin), "must be a list of strings: Kubernetes runs a single "
+                                                           "string as one program name, it does not split it into "
+                                                           "words (write [python, train.py])"))
+            return []
+        found = self.items(value, origin)
+        for i, item in enumerate(found):
+            if not isinstance(item, str):
+                self.malformed.append(Problem(join_path((*origin, str(i))), f"must be a string, not {kind_of(item)}"))
+        return [item for item in found if isinstance(item, str)]
 
     def origin(self, spec_path: str) -> str:
         """The TFJob field a spec path came from (its longest converted prefix); the path itself if none."""
@@ -121,49 +182,65 @@ def to_yaml(converted: Converted, source: str) -> str:
     header = [f"# tfcluster spec converted from the TFJob {source}"]
     header += [f"# not carried: {p.path}: {p.message.removeprefix('not carried: ')}" for p in converted.dropped]
     header += [f"# note: {p.path}: {p.message}" for p in converted.notes]
-    header += [f"# Kubernetes only (-b k8s): {p.path}" for p in converted.kubernetes_only]
+    header += [f"# Kubernetes only (-b k8s): {p.path}" for p in converted.kubernetes_only + converted.kubernetes_inert]
     return "\n".join(header) + "\n" + yaml.safe_dump(converted.data, sort_keys=False)
 
 
 def convert(data: dict[str, Any]) -> Converted:
     out = Converted()
-    metadata, spec = _mapping(data.get("metadata")), _mapping(data.get("spec"))
+    data = _without_nulls(data)
+    if _exported(data):
+        data = _without_export_own(data)
+        out.note(("metadata", "labels"), "a TFJob tfcluster exported: its own labels, pod hardening, service account, "
+                                         "volumes and environment are dropped; tfcluster sets them again")
+    metadata, spec = out.mapping(data.get("metadata"), ("metadata",)), out.mapping(data.get("spec"), ("spec",))
     out.put(("name",), metadata.get("name"), ("metadata", "name"))
     if "namespace" in metadata:
         out.put(("kubernetes", "namespace"), metadata["namespace"], ("metadata", "namespace"))
-    if "labels" in metadata:
-        out.put_kubernetes_only("labels", metadata["labels"], ("metadata", "labels"))
-    for key in sorted(set(metadata) - {"name", "namespace", "labels"}):
+    labels = _without_own_labels(out, metadata.get("labels"), ("metadata", "labels"))
+    if labels:
+        out.put_kubernetes_only("labels", labels, ("metadata", "labels"))
+    for key in _extra(metadata, {"name", "namespace", "labels"}):
         if key == "annotations":
             out.drop(("metadata", key), "tfcluster has no annotations for its objects (pod template annotations "
                                         "are carried)")
         else:
             out.drop(("metadata", key), "set by the Kubernetes API server, not by a manifest")
-    for key in sorted(set(data) - {"apiVersion", "kind", "metadata", "spec"}):
+    for key in _extra(data, {"apiVersion", "kind", "metadata", "spec"}):
         out.drop((key,), "not part of a TFJob's definition")
-    replicas = _mapping(spec.get("tfReplicaSpecs"))
-    if not replicas:
+    replicas = out.mapping(spec.get("tfReplicaSpecs"), ("spec", "tfReplicaSpecs"))
+    if not replicas and isinstance(spec.get("tfReplicaSpecs", {}), dict):
         out.dropped.append(Problem("spec.tfReplicaSpecs", "a TFJob needs at least one replica spec"))
     restarts: dict[str, tuple[str, Path]] = {}
     pod_fields: dict[str, tuple[Any, Path]] = {}
+    seen: dict[str, str] = {}
     for replica_type, replica in replicas.items():
         where = ("spec", "tfReplicaSpecs", replica_type)
-        role = ROLES.get(replica_type)
-        if role is None:
-            out.dropped.append(Problem(join_path(where), f"unknown replica type (allowed: {', '.join(ROLES)})"))
+        found = ROLE_OF.get(replica_type) if isinstance(replica_type, str) else None
+        if found is None:
+            out.dropped.append(Problem(join_path(where), f"unknown replica type (allowed: {', '.join(ROLE_OF)})"))
             continue
-        _replica(out, role, _mapping(replica), where, restarts, pod_fields)
+        if found.value in seen:
+            out.malformed.append(Problem(join_path(where), f"a second chief: {seen[found.value]} and {replica_type} name the "
+                                                           "same replica type; give one"))
+            continue
+        role = found.value
+        seen[role] = str(replica_type)
+        _replica(out, role, out.mapping(replica, where), where, restarts, pod_fields)
     _restart_policy(out, restarts)
     for name, (value, origin) in pod_fields.items():
-        out.put_kubernetes_only({**POD_FIELDS, **CONTAINER_POD_FIELDS, **POD_METADATA_FIELDS}[name], value, origin)
-    _run_policy(out, _mapping(spec.get("runPolicy")))
+        if name == GRACE_PERIOD:
+            out.put(("checkpoint", "save_grace_seconds"), value, origin)
+        else:
+            out.put_kubernetes_only({**POD_FIELDS, **CONTAINER_POD_FIELDS, **POD_METADATA_FIELDS}[name], value, origin)
+    _run_policy(out, out.mapping(spec.get("runPolicy"), ("spec", "runPolicy")))
     if "successPolicy" in spec:
-        policy = SUCCESS.get(str(spec["successPolicy"]))
+        policy = SUCCESS_OF.get(spec["successPolicy"]) if isinstance(spec["successPolicy"], str) else None
         if policy is None:
             out.drop(("spec", "successPolicy"), f"unknown value {spec['successPolicy']!r}")
         else:
-            out.put(("success_policy",), policy, ("spec", "successPolicy"))
-    for key in sorted(set(spec) - {"tfReplicaSpecs", "runPolicy", "successPolicy"}):
+            out.put(("success_policy",), policy.value, ("spec", "successPolicy"))
+    for key in _extra(spec, {"tfReplicaSpecs", "runPolicy", "successPolicy"}):
         out.drop(("spec", key), "tfcluster has no such setting")
     return out
 
@@ -173,23 +250,26 @@ def _replica(out: Converted, role: str, replica: dict[str, Any], where: Path,
     out.put(("roles", role, "replicas"), replica.get("replicas", 1), (*where, "replicas"))
     if "restartPolicy" in replica:
         restarts[role] = (replica["restartPolicy"], (*where, "restartPolicy"))
-    template = _mapping(replica.get("template"))
-    pod = _mapping(template.get("spec"))
-    for key in sorted(set(template) - {"spec", "metadata"}):
+    template = out.mapping(replica.get("template"), (*where, "template"))
+    pod = out.mapping(template.get("spec"), (*where, "template", "spec"))
+    for key in _extra(template, {"spec", "metadata"}):
         out.drop((*where, "template", key), "not part of a pod template")
-    pod_metadata = _mapping(template.get("metadata"))
-    for key in sorted(pod_metadata):
+    pod_metadata = out.mapping(template.get("metadata"), (*where, "template", "metadata"))
+    for key in _extra(pod_metadata, set()):
         origin = (*where, "template", "metadata", key)
-        if key in POD_METADATA_FIELDS:
+        if key == "labels":
+            labels = _without_own_labels(out, pod_metadata[key], origin)
+            if labels:
+                _shared_field(out, pod_fields, key, labels, origin)
+        elif key in POD_METADATA_FIELDS:
             _shared_field(out, pod_fields, key, pod_metadata[key], origin)
         else:
             out.drop(origin, "tfcluster names its pods itself")
-    found = pod.get("containers")
-    containers: list[Any] = found if isinstance(found, list) else []
+    containers = out.items(pod.get("containers"), (*where, "template", "spec", "containers"))
     at = next((i for i, c in enumerate(containers) if isinstance(c, dict) and c.get("name") == CONTAINER), 0)
-    for key in sorted(set(pod) - {"containers", *POD_FIELDS}):
+    for key in _extra(pod, {"containers", GRACE_PERIOD, *POD_FIELDS}):
         out.drop((*where, "template", "spec", key), "tfcluster does not carry this pod field yet")
-    for name in POD_FIELDS:
+    for name in (GRACE_PERIOD, *POD_FIELDS):
         if name in pod:
             _shared_field(out, pod_fields, name, pod[name], (*where, "template", "spec", name))
     for i in range(len(containers)):
@@ -198,7 +278,8 @@ def _replica(out: Converted, role: str, replica: dict[str, Any], where: Path,
     if not containers:
         out.dropped.append(Problem(join_path((*where, "template", "spec", "containers")), "a replica needs a container"))
         return
-    container, container_path = _mapping(containers[at]), (*where, "template", "spec", "containers", str(at))
+    container_path = (*where, "template", "spec", "containers", str(at))
+    container = out.mapping(containers[at], container_path)
     for name in CONTAINER_POD_FIELDS:
         if name in container:
             _shared_field(out, pod_fields, name, container[name], (*container_path, name))
@@ -219,25 +300,31 @@ def _container(out: Converted, role: str, container: dict[str, Any], where: Path
         out.put((*base, "image"), container["image"], (*where, "image"))
     _program(out, base, container, where)
     env = {}
-    for i, var in enumerate(container.get("env") or []):
-        if isinstance(var, dict) and "value" in var and "valueFrom" not in var:
-            env[str(var.get("name"))] = str(var["value"])
+    for i, var in enumerate(out.items(container.get("env"), (*where, "env"))):
+        at = (*where, "env", str(i))
+        if not isinstance(var, dict) or not isinstance(var.get("name"), str):
+            out.malformed.append(Problem(join_path(at), "an env entry is a mapping with a string name"))
+        elif "valueFrom" in var:
+            out.drop(at, "only literal values are carried (valueFrom is not)")
+        elif isinstance(var.get("value", ""), (dict, list)):
+            out.malformed.append(Problem(join_path((*at, "value")), f"must be a string, not {kind_of(var['value'])}"))
         else:
-            out.drop((*where, "env", str(i)), "only literal values are carried (valueFrom is not)")
+            env[var["name"]] = str(var.get("value", ""))
     if env:
         out.put((*base, "env"), env, (*where, "env"))
-    _resources(out, base, _mapping(container.get("resources")), (*where, "resources"))
+    _resources(out, base, out.mapping(container.get("resources"), (*where, "resources")), (*where, "resources"))
     _ports(out, base, container.get("ports"), (*where, "ports"))
     if "imagePullPolicy" in container:
         _pull_policy(out, container, (*where, "imagePullPolicy"))
-    for key in sorted(set(container) - CONTAINER_FIELDS):
+    for key in _extra(container, CONTAINER_FIELDS):
         out.drop((*where, key), "tfcluster does not carry this container field")
 
 
 def _resources(out: Converted, base: Path, resources: dict[str, Any], where: Path) -> None:
     """Each amount from ``limits``, else ``requests``; tfcluster renders requests = limits, so a request-only
     amount becomes a limit too and a request below its limit is raised to it (both noted)."""
-    limits, requests = _mapping(resources.get("limits")), _mapping(resources.get("requests"))
+    limits = out.mapping(resources.get("limits"), (*where, "limits"))
+    requests = out.mapping(resources.get("requests"), (*where, "requests"))
     amounts = {**requests, **limits}
     for name, value in amounts.items():
         origin = (*where, "limits" if name in limits else "requests", name)
@@ -257,11 +344,12 @@ def _resources(out: Converted, base: Path, resources: dict[str, Any], where: Pat
 
 def _ports(out: Converted, base: Path, ports: Any, where: Path) -> None:
     """``tfjob-port`` -> the role's ``port``; other declarations have no effect in Kubernetes, a ``hostPort`` has."""
-    for i, port in enumerate(ports if isinstance(ports, list) else []):
-        entry, at = _mapping(port), (*where, str(i))
+    for i, port in enumerate(out.items(ports, where)):
+        at = (*where, str(i))
+        entry = out.mapping(port, at)
         if "hostPort" in entry:
             out.drop((*at, "hostPort"), "tfcluster does not bind ports on the node")
-        elif entry.get("name") == TF_PORT_NAME:
+        elif entry.get("name") == PORT_NAME:
             out.put((*base, "port"), entry.get("containerPort"), (*at, "containerPort"))
         else:
             out.note(at, "ignored: a declaration only, Kubernetes opens or closes no port by it")
@@ -284,7 +372,8 @@ def _default_pull_policy(image: str) -> str:
 
 def _program(out: Converted, base: Path, container: dict[str, Any], where: Path) -> None:
     """Kubernetes' rule: ``command`` replaces the image's ENTRYPOINT (and CMD), ``args`` alone replace its CMD."""
-    command, args = container.get("command") or [], container.get("args") or []
+    command = out.strings(container.get("command"), (*where, "command"))
+    args = out.strings(container.get("args"), (*where, "args"))
     out.put((*base, "command"), [*command, *args], (*where, "args") if args and not command else (*where, "command"))
     if command:
         out.put((*base, "replaces_entrypoint"), True, (*where, "command"))
@@ -296,10 +385,10 @@ def _restart_policy(out: Converted, restarts: dict[str, tuple[str, Path]]) -> No
         return
     lead = next((restarts[r] for r in ("chief", "worker") if r in restarts), next(iter(restarts.values())))
     value, origin = lead
-    if value not in RESTART:
-        out.drop(origin, f"unknown restartPolicy {value!r} (allowed: {', '.join(RESTART)})")
+    if not isinstance(value, str) or value not in RESTART_OF:
+        out.drop(origin, f"unknown restartPolicy {value!r} (allowed: {', '.join(RESTART_OF)})")
         return
-    out.put(("restart", "policy"), RESTART[value], origin)
+    out.put(("restart", "policy"), RESTART_OF[value].value, origin)
     for other, other_origin in restarts.values():
         if other != value:
             out.drop(other_origin, f"differs from {join_path(origin)}; tfcluster has one restart policy per job")
@@ -307,15 +396,18 @@ def _restart_policy(out: Converted, restarts: dict[str, tuple[str, Path]]) -> No
 
 def _run_policy(out: Converted, run_policy: dict[str, Any]) -> None:
     where = ("spec", "runPolicy")
-    for key, target in (("backoffLimit", ("restart", "max_restarts")),
-                        ("activeDeadlineSeconds", ("deadline_seconds",)),
-                        ("ttlSecondsAfterFinished", ("kubernetes", "ttl_seconds_after_finished"))):
+    for key, target in ((BACKOFF_LIMIT, ("restart", "max_restarts")),
+                        (ACTIVE_DEADLINE, ("deadline_seconds",)),
+                        (TTL_AFTER_FINISHED, ("kubernetes", "ttl_seconds_after_finished"))):
         if key in run_policy:
             out.put(target, run_policy[key], (*where, key))
-    clean = run_policy.get("cleanPodPolicy")
-    if clean not in (None, "Running", "All"):
-        out.drop((*where, "cleanPodPolicy"), "tfcluster always deletes the pods still running after the job ended")
-    for key in sorted(set(run_policy) - RUN_POLICY_FIELDS):
+    clean = run_policy.get(CLEAN_POD_POLICY)
+    if clean == "None":
+        out.note((*where, CLEAN_POD_POLICY), "tfcluster deletes the pods still running once the job ended (as "
+                                             "Running); what the job computes is the same")
+    elif clean is not None and clean not in CLEAN_POLICIES_AS_RUNNING:
+        out.drop((*where, CLEAN_POD_POLICY), f"unknown value {clean!r} (allowed: None, Running, All)")
+    for key in _extra(run_policy, RUN_POLICY_FIELDS):
         out.drop((*where, key), "tfcluster has no such setting")
 
 
@@ -337,5 +429,87 @@ def _cpu(value: Any) -> Any:
         return value
 
 
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+def _without_own_labels(out: Converted, labels: Any, origin: Path) -> Any:
+    """``labels`` without those tfcluster puts on what it creates (a TFJob it exported, read back); a shape
+    other than a mapping is left for validation to report."""
+    if not isinstance(labels, dict):
+        return labels
+    own = [key for key, value in labels.items()
+           if str(key).startswith(OWN_LABEL_PREFIX) or (key, value) == MANAGED_BY]
+    if own:
+        out.note(origin, f"tfcluster's own labels dropped: {', '.join(map(str, own))}; it sets them itself")
+    return {key: value for key, value in labels.items() if key not in own}
+
+
+def _exported(data: dict[Any, Any]) -> bool:
+    """True for a TFJob tfcluster's export wrote (its ``MANAGED_BY`` label)."""
+    metadata = data.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    key, value = MANAGED_BY
+    return isinstance(labels, dict) and labels.get(key) == value
+
+
+def _without_export_own(data: dict[Any, Any]) -> dict[Any, Any]:
+    """A copy of a TFJob tfcluster exported without what the export writes on its own account
+    (``tfjob_vocabulary.EXPORT_OWN_*``, its labels); any part of another shape is left for the reader to report."""
+    data = copy.deepcopy(data)
+    _strip_own_labels(data.get("metadata"))
+    spec = data.get("spec")
+    replicas = spec.get("tfReplicaSpecs") if isinstance(spec, dict) else None
+    for replica in replicas.values() if isinstance(replicas, dict) else []:
+        template = replica.get("template") if isinstance(replica, dict) else None
+        if not isinstance(template, dict):
+            continue
+        _strip_own_labels(template.get("metadata"))
+        pod = template.get("spec")
+        if not isinstance(pod, dict):
+            continue
+        if pod.get("automountServiceAccountToken") is False:  # the export's own account, no token: tfcluster's
+            pod.pop("serviceAccountName", None)
+        for key in EXPORT_OWN_POD_FIELDS:
+            pod.pop(key, None)
+        _strip_named(pod, "volumes", lambda name: name in EXPORT_OWN_VOLUMES)
+        containers = pod.get("containers")
+        for container in containers if isinstance(containers, list) else []:
+            if isinstance(container, dict):
+                for key in EXPORT_OWN_CONTAINER_FIELDS:
+                    container.pop(key, None)
+                _strip_named(container, "volumeMounts", lambda name: name in EXPORT_OWN_VOLUMES)
+                _strip_named(container, "env", lambda name: name in EXPORT_OWN_ENV or
+                             str(name).startswith(EXPORT_OWN_ENV_PREFIX))
+    return data
+
+
+def _strip_own_labels(metadata: Any) -> None:
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    if isinstance(labels, dict):
+        for key in [k for k, v in labels.items() if str(k).startswith(OWN_LABEL_PREFIX) or (k, v) == MANAGED_BY]:
+            del labels[key]
+        if not labels:
+            del metadata["labels"]
+
+
+def _strip_named(owner: dict[Any, Any], key: str, own: Callable[[Any], bool]) -> None:
+    """Remove the entries of the list ``owner[key]`` whose ``name`` is ``own``; the key too once it is empty."""
+    entries = owner.get(key)
+    if not isinstance(entries, list):
+        return
+    kept = [e for e in entries if not (isinstance(e, dict) and own(e.get("name")))]
+    if kept:
+        owner[key] = kept
+    else:
+        del owner[key]
+
+
+def _without_nulls(value: Any) -> Any:
+    """``value`` with null-valued keys removed at every level: in a Kubernetes manifest, null is unset."""
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
+
+
+def _extra(mapping: dict[Any, Any], known: set[str]) -> list[Any]:
+    """The keys of ``mapping`` not in ``known``, in a stable order whatever their types."""
+    return sorted((key for key in mapping if key not in known), key=str)

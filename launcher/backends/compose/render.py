@@ -42,8 +42,9 @@ from launcher.backends.escaping import literal
 from launcher.plan import naming
 from launcher.plan.planner import Plan, Task
 from launcher.plan.targets import CONTAINER_CHECKPOINT_DIR
-from launcher.protocol.paths import is_object_store, is_within
+from launcher.protocol.paths import is_object_store
 from launcher.spec.models import ClusterSpec, Resources
+from launcher.spec.paths import is_within
 from launcher.spec.problems import Problem
 from launcher.spec.quantities import byte_count
 

@@ -65,8 +65,10 @@ from launcher.plan.planner import Plan, Task, make_plan
 from launcher.plan.policy import JobPolicy
 from launcher.plan.workspace import CONTAINER_WORKSPACE
 from launcher.protocol import env as task_env
-from launcher.protocol.paths import is_object_store, is_within
-from launcher.spec.models import ClusterSpec, RestartPolicy, RoleType, SuccessPolicy
+from launcher.protocol.paths import is_object_store
+from launcher.spec import tfjob_vocabulary as vocabulary
+from launcher.spec.models import ClusterSpec, RoleType, SuccessPolicy
+from launcher.spec.paths import is_within
 from launcher.spec.problems import Problem
 
 #: Set by the Job controller on each pod (label since 1.28, annotation since 1.21).
@@ -74,7 +76,8 @@ INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 #: On every Job: the plan's ``JobPolicy`` (JSON), what ``supervise``/``describe`` need to know without the plan.
 ANNOTATION_POLICY = "tfcluster.io/policy"
 
-CONTAINER = "tensorflow"
+#: The task container's name: a TFJob's must be this one, and the native Jobs use the same.
+CONTAINER = vocabulary.CONTAINER
 #: The container key of a task's command, by ``Task.replaces_entrypoint``: after the image's ENTRYPOINT or in its place.
 _COMMAND_KEY = {False: "args", True: "command"}
 #: Where the init container sees the workspace volume while it copies the image's workspace into it.
@@ -83,13 +86,6 @@ KUSTOMIZATION = "kustomization.yaml"
 #: A ConfigMap holds at most 1 MiB.
 CONFIG_MAP_LIMIT = 1024 * 1024
 
-TFJOB_REPLICA_TYPES = {RoleType.CHIEF: "Chief", RoleType.WORKER: "Worker", RoleType.PS: "PS", RoleType.EVALUATOR: "Evaluator"}
-TFJOB_RESTART = {
-    RestartPolicy.NEVER: "Never",
-    RestartPolicy.ON_FAILURE: "OnFailure",
-    RestartPolicy.EXIT_CODE: "ExitCode",
-    RestartPolicy.ALWAYS: "Always",
-}
 
 
 
@@ -513,27 +509,29 @@ def render_tfjob(plan: Plan) -> dict[str, str]:
     groups = role_groups(plan)
     claim = checkpoint_claim(plan)
     spec, policy = plan.spec, plan.policy
-    run_policy: dict[str, Any] = {"backoffLimit": policy.max_restarts, "cleanPodPolicy": "Running"}
+    run_policy: dict[str, Any] = {vocabulary.BACKOFF_LIMIT: policy.max_restarts,
+                                  vocabulary.CLEAN_POD_POLICY: vocabulary.CLEAN_RUNNING}
     if policy.deadline_seconds is not None:
-        run_policy["activeDeadlineSeconds"] = policy.deadline_seconds
+        run_policy[vocabulary.ACTIVE_DEADLINE] = policy.deadline_seconds
     if spec.kubernetes.ttl_seconds_after_finished is not None:
-        run_policy["ttlSecondsAfterFinished"] = spec.kubernetes.ttl_seconds_after_finished
+        run_policy[vocabulary.TTL_AFTER_FINISHED] = spec.kubernetes.ttl_seconds_after_finished
     replica_specs = {}
     for group in groups:
         task_name = {"name": task_env.TASK_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
         template = pod_template(plan, group, [task_name, *_lead_env(group), *_job_env(plan)], native=False)
-        template["spec"]["containers"][0]["ports"][0]["name"] = "tfjob-port"  # the operator's default port name
+        template["spec"]["containers"][0]["ports"][0]["name"] = vocabulary.PORT_NAME
         for owned_by_operator in ("subdomain", "restartPolicy"):  # per-pod Services; replica restartPolicy
             del template["spec"][owned_by_operator]
-        replica_specs[TFJOB_REPLICA_TYPES[group.role]] = {
+        replica_specs[vocabulary.REPLICA_TYPES[group.role]] = {
             "replicas": group.replicas,
-            "restartPolicy": TFJOB_RESTART[policy.restart],
+            "restartPolicy": vocabulary.RESTART_POLICIES[policy.restart],
             "template": template,
         }
     tfjob_spec: dict[str, Any] = {"runPolicy": run_policy, "tfReplicaSpecs": replica_specs}
-    if policy.success is SuccessPolicy.ALL_WORKERS:
-        tfjob_spec["successPolicy"] = "AllWorkers"
-    tfjob = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": meta(plan, plan.name), "spec": tfjob_spec}
+    if policy.success is not SuccessPolicy.CHIEF:
+        tfjob_spec["successPolicy"] = vocabulary.SUCCESS_POLICIES[policy.success]
+    tfjob = {"apiVersion": vocabulary.API_VERSION, "kind": vocabulary.KIND, "metadata": meta(plan, plan.name),
+             "spec": tfjob_spec}
     files = {
         "config.yaml": [*service_accounts(plan), config_map(plan, with_cluster=False)],
         "network.yaml": [network_policy(plan, groups)],

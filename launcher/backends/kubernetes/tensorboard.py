@@ -34,8 +34,9 @@ from launcher.backends.kubernetes.pods import (
 from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan
-from launcher.protocol.paths import is_object_store, is_within
+from launcher.protocol.paths import is_object_store
 from launcher.protocol.runconfig import RunConfig
+from launcher.spec.paths import is_within
 
 TENSORBOARD_CONTAINER = "tensorboard"
 #: Where a TensorBoard shared by several runs mounts each run's claim: ``<dir>/<run name>``.

@@ -70,3 +70,39 @@ def test_the_largest_valid_spec_validates_under_the_limit(tmp_path: Path, worker
     spec = tmp_path / "big.yaml"
     spec.write_text(f"name: big\nroles: {{chief: {{}}, worker: {{replicas: {workers}}}}}\n")
     assert validate_limited(spec).returncode == 0
+
+
+def alias_nesting(levels: int = 40, width: int = 60) -> str:
+    """Nesting built from aliases: each level an alias of the one below, placed ``width`` brackets deep, before a
+    shallow alias of it (so a walk that memoizes a node at its first, shallow, place would miss the depth)."""
+    lines = ["name: deep", "roles: {worker: {}}", "x:", "  a0: &a0 " + "[" * width + "1" + "]" * width]
+    for level in range(1, levels):
+        lines.append(f"  a{level}: &a{level} [" + "[" * width + f"*a{level - 1}" + "]" * width + f", *a{level - 1}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_nesting_built_from_aliases_is_refused_under_one_gib(tmp_path: Path) -> None:
+    spec = tmp_path / "aliased.yaml"
+    spec.write_text(alias_nesting())
+    assert len(spec.read_bytes()) < 8 * 1024
+    result = validate_limited(spec)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"{spec}:1: (spec): not valid YAML for a spec: nested deeper than {MAX_DEPTH} levels\n"
+
+
+def test_a_deep_alias_before_a_shallow_one_counts_as_deep(tmp_path: Path) -> None:
+    """Under the depth limit where each alias stands, over it where the deep one expands."""
+    half = MAX_DEPTH // 2 + 2
+    deep = "[" * half + "1" + "]" * half
+    spec = tmp_path / "two.yaml"
+    spec.write_text(f"name: d\nroles: {{worker: {{}}}}\na: &a {deep}\nb: [{'[' * half}*a{']' * half}, *a]\n")
+    result = validate_limited(spec)
+    assert result.returncode == 2 and f"nested deeper than {MAX_DEPTH} levels" in result.stderr, result.stderr
+
+
+def test_an_alias_inside_its_own_anchor_is_refused(tmp_path: Path) -> None:
+    spec = tmp_path / "loop.yaml"
+    spec.write_text("name: d\nroles: {worker: {}}\nenv: &loop {A: [*loop]}\n")
+    result = validate_limited(spec)
+    assert result.returncode == 2
+    assert result.stderr == f"{spec}:1: (spec): YAML aliases refer to themselves: not a cluster spec\n"

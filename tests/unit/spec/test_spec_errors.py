@@ -137,3 +137,27 @@ def test_schema_is_json_schema_of_the_spec(cli) -> None:
     assert schema["properties"]["strategy"]["$ref"].endswith("Strategy")
     assert "multi_worker_mirrored" in schema["$defs"]["Strategy"]["enum"]
     assert schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("hostile", ["/a\nb.yaml:9: name: forged", "/\x1b[2J\x1b[31mred", "/a\rb", "/\x85\u2028\x00\x7f"])
+def test_a_hostile_value_or_file_name_cannot_forge_a_line_or_drive_the_terminal(hostile: str) -> None:
+    mount = f"{{name: v, mount_path: {json.dumps(hostile)}}}"
+    text = f"name: d\nroles: {{worker: {{}}}}\nkubernetes:\n  volumes: [{{name: v, emptyDir: {{}}}}]\n" \
+           f"  volume_mounts: [{mount}, {mount}]\n{json.dumps(hostile)}: 1\n"
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, source=hostile)
+    lines = str(info.value).splitlines()
+    assert len(lines) == 2, lines
+    for line in lines:
+        assert line.isprintable() and "\x1b" not in line, line
+    assert all(line.startswith(ascii(hostile)[1:-1]) for line in lines), lines
+    assert any(line.endswith(f"a second mount at {ascii(hostile)[1:-1]}") for line in lines), lines
+
+
+def test_a_hostile_command_line_value_stays_on_one_line(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "x.yaml"), "-b", "lo\ncal\x1b[31m"])
+    assert result.exit_code == 2
+    assert result.stderr == ("tfcluster validate: Invalid value for '--backend' / '-b': 'lo\\ncal\\x1b[31m' is not one "
+                             "of 'local', 'compose', 'k8s'.\n")
