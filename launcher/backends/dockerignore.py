@@ -142,9 +142,9 @@ def read_rules(path: Path, display: str) -> list[Rule]:
         raise SpecError([Problem("(workspace)", f"cannot read it: {exc.strerror}")], display) from None
     data = data.removeprefix(_UTF8_BOM)
     rules, problems = [], []
-    for number, raw in enumerate(data.splitlines(), start=1):
+    for number, raw in enumerate(data.split(b"\n"), start=1):  # as Go's bufio.ScanLines: \n ends a line, \r\n too
         try:
-            line = raw.decode()
+            line = raw.removesuffix(b"\r").decode()
         except UnicodeDecodeError:
             problems.append(Problem("(workspace)", "not UTF-8 (Docker reads .dockerignore as UTF-8)", number))
             continue

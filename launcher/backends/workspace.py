@@ -213,9 +213,9 @@ def scan(directory: str | Path, contents: bool = True, max_bytes: int | None = M
     try:
         selection = select(root)
     except OSError as exc:
-        raise SpecError([Problem("workspace", f"{shown(str(exc.filename))}: cannot read it: {exc.strerror}")]) from None
+        raise SpecError([Problem("workspace", f"{shown(str(exc.filename))!r}: cannot read it: {exc.strerror}")]) from None
     if selection.undecodable:
-        raise SpecError([Problem("workspace", f"{', '.join(selection.undecodable[:5])}: file names that are not UTF-8 "
+        raise SpecError([Problem("workspace", f"{', '.join(map(repr, selection.undecodable[:5]))}: file names that are not UTF-8 "
                                               f"would ship from {root}: rename them or leave them out in {IGNORE_FILE}")])
     size = sum(size for _, _, size in selection.files)
     if max_bytes is not None and size > max_bytes:
@@ -230,7 +230,7 @@ def _oversize(root: Path, selection: Selection, size: int, max_bytes: int) -> st
         top, _, below = relative.partition("/")
         entries[top + ("/" if below else "")] = entries.get(top + ("/" if below else ""), 0) + file_size
     biggest = sorted(entries.items(), key=lambda item: -item[1])[:3]
-    listed = ", ".join(f"{name} ({mebibytes(n)})" for name, n in biggest)
+    listed = ", ".join(f"{shown(name)!r} ({mebibytes(n)})" for name, n in biggest)
     return (f"{root} would ship {mebibytes(size)}, over the {mebibytes(max_bytes)} cap; the biggest: {listed}; "
             f"leave them out in {IGNORE_FILE}, or use --force")
 
@@ -249,7 +249,7 @@ def _digest(selection: Selection) -> str:
                 while chunk := handle.read(CHUNK):
                     digest.update(chunk)
         except OSError as exc:
-            raise SpecError([Problem("workspace", f"{shown(relative)}: cannot read it: {exc.strerror}")]) from None
+            raise SpecError([Problem("workspace", f"{shown(relative)!r}: cannot read it: {exc.strerror}")]) from None
         digest.update(b"\0")
     return digest.hexdigest()
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.workspaces import CREDENTIAL_FILES
 from launcher import api
 from launcher.backends.workspace import layer_context, scan, shipped_files
 from launcher.errors import LaunchError
@@ -32,14 +33,6 @@ def test_vcs_venv_runs_and_caches_never_ship(tmp_path: Path) -> None:
     make(tmp_path, {"train.py": "", ".git/HEAD": "", ".venv/bin/python": "", "tfcluster-runs/x/ckpt": "",
                     "pkg/__pycache__/m.pyc": "", "pkg/m.py": "", "sub/.git": "gitdir: ../.git/worktrees/sub\n"})
     assert shipped(tmp_path) == ["pkg/m.py", "train.py"]  # sub/.git: a worktree's or submodule's pointer file
-
-
-#: One of each credential the default list names, at the top and deeper.
-CREDENTIAL_FILES = [".env", ".env.local", "id_rsa", "id_rsa.pub", "id_ed25519", "server.pem", "tls/server.key", "cert.p12",
-                    ".ssh/config", ".aws/credentials", ".azure/accessTokens.json", ".gcloud/key.json",
-                    ".config/gcloud/application_default_credentials.json", ".kube/config", ".docker/config.json",
-                    ".netrc", ".git-credentials", "credentials.json", "conf/gcp-credentials-prod.json",
-                    "terraform.tfstate", "infra/terraform.tfstate.backup", "sub/.env", ".pypirc", ".npmrc"]
 
 
 def test_credentials_never_ship_and_are_named_a_directory_once(tmp_path: Path) -> None:
@@ -98,7 +91,7 @@ def test_a_workspace_over_the_cap_is_one_line_naming_the_biggest_entries_unless_
         scan(tmp_path, max_bytes=4096)
     message = str(error.value)
     assert "\n" not in message and message.startswith(f"workspace: {tmp_path} would ship 0.0 MiB, over the 0.0 MiB cap")
-    assert "the biggest: data/ (0.0 MiB), model.h5 (0.0 MiB), small.txt (0.0 MiB)" in message and "--force" in message
+    assert "the biggest: 'data/' (0.0 MiB), 'model.h5' (0.0 MiB), 'small.txt' (0.0 MiB)" in message and "--force" in message
     assert scan(tmp_path, max_bytes=None).size == 8110
     assert scan(tmp_path, max_bytes=8110).size == 8110
 
@@ -110,7 +103,7 @@ def test_a_file_name_that_is_not_utf8_is_one_line_unless_it_is_left_out(tmp_path
         Path(os.fsdecode(bytes(tmp_path) + b"/" + name)).write_bytes(b"")
     with pytest.raises(SpecError) as error:
         scan(tmp_path)
-    assert str(error.value) == (f"workspace: data/\\xff.bin: file names that are not UTF-8 would ship from {tmp_path}: "
+    assert str(error.value) == (f"workspace: 'data/\\\\xff.bin': file names that are not UTF-8 would ship from {tmp_path}: "
                                 "rename them or leave them out in .dockerignore")
     (tmp_path / ".dockerignore").write_text("data/*.bin\n")
     source = scan(tmp_path)
