@@ -168,7 +168,7 @@ class Rules:
 
     def matches(self, relative: str, parent: tuple[bool, ...] | None) -> tuple[bool, ...]:
         """Per rule, whether it matches ``relative`` or a parent (``parent``: the parent directory's result)."""
-        key = _matchable(relative)
+        key = decoded(relative, "replace")
         if parent is None:
             return tuple(rule.match(key) for rule in self.rules)
         return tuple(above or rule.match(key) for above, rule in zip(parent, self.rules, strict=True))
@@ -182,10 +182,11 @@ class Rules:
         return any(rule.exception and rule.may_match_below(directory) for rule in self.rules)
 
 
-def _matchable(relative: str) -> str:
-    """``relative`` as Go's regexp sees a name that is not UTF-8: each undecodable byte a U+FFFD."""
+def decoded(relative: str, errors: str) -> str:
+    """``relative`` with the bytes of a name that is not UTF-8 (which Python keeps as lone surrogates) decoded
+    with ``errors``: ``replace``, as Go's regexp sees them (each a U+FFFD); ``backslashreplace``, shown (``\\xff``)."""
     try:
         relative.encode()
     except UnicodeEncodeError:
-        return relative.encode(errors="surrogateescape").decode(errors="replace")
+        return relative.encode(errors="surrogateescape").decode(errors=errors)
     return relative

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from launcher.backends.dockerignore import Rules, make_rule, read_rules
+from launcher.backends.dockerignore import Rules, decoded, make_rule, read_rules
 from launcher.backends.images import HOST_CA_BUNDLE, docker_client
 from launcher.errors import ImageBuildError, LaunchError
 from launcher.plan.workspace import CONTAINER_WORKSPACE, Workspace, WorkspaceImage, WorkspaceSource
@@ -151,11 +151,7 @@ def select(root: Path) -> Selection:
 
 def shown(relative: str) -> str:
     """A file name for messages and the plan: a name that is not UTF-8 with its bytes escaped (``\\xff``)."""
-    try:
-        relative.encode()
-    except UnicodeEncodeError:
-        return relative.encode(errors="surrogateescape").decode(errors="backslashreplace")
-    return relative
+    return decoded(relative, "backslashreplace")
 
 
 def shipped_files(directory: Path) -> list[tuple[str, Path]]:

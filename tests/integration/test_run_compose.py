@@ -4,9 +4,12 @@ directory never reach the containers."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,19 +24,26 @@ pytestmark = pytest.mark.docker
 def test_an_unmodified_mwms_script_trains_in_containers_from_its_directory(docker_engine, worker_image, tmp_path) -> None:  # noqa: F811
     project = tmp_path / "project"
     shutil.copytree(REPO / "tests" / "data" / "workspace", project)  # train.py imports tabulate, from requirements.txt
-    images_before = {tag for image in docker_engine.images.list() for tag in image.tags}
-    try:
+    with cleaned_up(docker_engine, "byo-compose", project):
         result = subprocess.run([*CLI, "run", "-b", "compose", "--name", "byo-compose", "--env", "TF_CPP_MIN_LOG_LEVEL=2",
                                  "train.py"], cwd=project, capture_output=True, text=True, timeout=600)
         logs = subprocess.run([*CLI, "logs", "byo-compose"], cwd=project, capture_output=True, text=True, timeout=60).stdout
         assert result.returncode == 0, logs[-3000:] + result.stderr
         assert logs.count("trained in /workspace") == 2, logs[-3000:]
+
+
+@contextlib.contextmanager
+def cleaned_up(engine, name: str, project: Path) -> Iterator[None]:
+    """Afterwards: ``down --volumes`` of cluster ``name`` and its workspace layers removed (``down`` keeps them)."""
+    images_before = {tag for image in engine.images.list() for tag in image.tags}
+    try:
+        yield
     finally:
-        subprocess.run([*CLI, "down", "byo-compose", "--volumes"], cwd=project, capture_output=True, timeout=120)
-        for image in docker_engine.images.list():
+        subprocess.run([*CLI, "down", name, "--volumes"], cwd=project, capture_output=True, timeout=120)
+        for image in engine.images.list():
             for tag in set(image.tags) - images_before:
-                if tag.startswith("tfcluster-workspace-byo-compose:"):
-                    docker_engine.images.remove(tag)
+                if tag.startswith(f"tfcluster-workspace-{name}:"):
+                    engine.images.remove(tag)
 
 
 #: Lists everything under the task's working directory (links as links), one JSON line.
@@ -57,8 +67,7 @@ def test_credentials_in_the_directory_never_reach_the_container_and_are_named_at
     (tmp_path / "home" / ".ssh").mkdir(parents=True)
     (tmp_path / "home" / ".ssh" / "id_ecdsa").write_text("secret\n")
     (project / "ssh").symlink_to(tmp_path / "home" / ".ssh", target_is_directory=True)
-    images_before = {tag for image in docker_engine.images.list() for tag in image.tags}
-    try:
+    with cleaned_up(docker_engine, "byo-secrets", project):
         result = subprocess.run([*CLI, "run", "-b", "compose", "--name", "byo-secrets", "--workers", "1", "list_workspace.py"],
                                 cwd=project, capture_output=True, text=True, timeout=600)
         logs = subprocess.run([*CLI, "logs", "byo-secrets"], cwd=project, capture_output=True, text=True, timeout=60).stdout
@@ -68,9 +77,3 @@ def test_credentials_in_the_directory_never_reach_the_container_and_are_named_at
         [named] = [line for line in result.stderr.splitlines() if "left out as credentials" in line]
         assert all(repr(name) in named for name in (".aws/", ".ssh/", "id_rsa", ".env", "terraform.tfstate", ".kube/"))
         assert "shipping what looks like credentials, as .dockerignore takes it back: '.env.example'" in result.stderr
-    finally:
-        subprocess.run([*CLI, "down", "byo-secrets", "--volumes"], cwd=project, capture_output=True, timeout=120)
-        for image in docker_engine.images.list():
-            for tag in set(image.tags) - images_before:
-                if tag.startswith("tfcluster-workspace-byo-secrets:"):
-                    docker_engine.images.remove(tag)

@@ -237,3 +237,16 @@ def test_kubernetes_needs_a_registry_for_a_workspace(tmp_path: Path, monkeypatch
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SpecError, match="kubernetes.registry: a workspace image must be pushed"):
         api.plan(spec_file(tmp_path, "."), "k8s")
+
+
+def test_the_text_dry_run_counts_what_ships_and_names_what_was_left_out_in_one_line(tmp_path: Path, cli,
+                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from launcher.cli.commands import main
+
+    make(tmp_path, {"train.py": "x", ".aws/credentials": "", ".env": "", "new\nline.pem": ""})
+    monkeypatch.chdir(tmp_path)
+    result = cli.invoke(main, ["dry-run", str(spec_file(tmp_path, ".")), "-b", "compose"])
+    assert result.exit_code == 0, result.output
+    assert f"workspace: {tmp_path} (2 files ship, " in result.stdout
+    [note] = [line for line in result.stdout.splitlines() if "left out as credentials" in line]
+    assert note.endswith("'.aws/', '.env', 'new\\nline.pem'")  # a name cannot forge a line
