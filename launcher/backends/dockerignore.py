@@ -134,10 +134,12 @@ def make_rule(line: str, origin: str) -> Rule:
 
 def read_rules(path: Path, display: str) -> list[Rule]:
     """The rules of the ``.dockerignore`` at ``path`` (``display`` names it in messages); none if it is missing."""
+    if not path.exists() and not path.is_symlink():
+        return []
+    if not path.is_file():  # a FIFO would block the read forever
+        raise SpecError([Problem("(workspace)", "not a regular file")], display)
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
-        return []
     except OSError as exc:
         raise SpecError([Problem("(workspace)", f"cannot read it: {exc.strerror}")], display) from None
     data = data.removeprefix(_UTF8_BOM)

@@ -99,3 +99,14 @@ def test_patterns_that_backtrack_in_a_backtracking_engine_match_in_linear_time(p
     paths = ["a" * 255, "/".join(["a"] * 2000), "a" * 4000 + "c"]
     for path in paths:
         assert not excluded([pattern], path)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "dir", "dangling"])
+def test_a_dockerignore_that_is_no_regular_file_is_one_line_not_a_hang(tmp_path: Path, kind: str) -> None:
+    import os
+
+    ignore = tmp_path / ".dockerignore"
+    {"fifo": os.mkfifo, "dir": os.mkdir, "dangling": lambda p: p.symlink_to(tmp_path / "nowhere")}[kind](ignore)
+    with pytest.raises(SpecError, match=r"^\.dockerignore: \(workspace\): not a regular file$"):
+        read_rules(ignore, ".dockerignore")

@@ -46,11 +46,9 @@ def build(root: Path, outside: Path, entries: list[tuple[list[str], str, bytes]]
                 path.symlink_to(target)
         except (FileExistsError, NotADirectoryError, OSError):
             continue  # the tree is what it is: an earlier entry took the name
-    if ignore is not None:
-        try:
-            (root / ".dockerignore").write_bytes(ignore)
-        except OSError:
-            pass
+    ignore_file = root / ".dockerignore"
+    if ignore is not None and not ignore_file.is_symlink() and (ignore_file.is_file() or not ignore_file.exists()):
+        ignore_file.write_bytes(ignore)  # (a FIFO there stays one: writing it would block)
 
 
 def only_regular_files_of(root: Path, listed: list[str]) -> None:
