@@ -15,6 +15,9 @@ there keeps the path. Patterns are compiled, as moby compiles them to a Go
 time is linear in the path: no pattern backtracks, whatever a
 ``.dockerignore`` holds.
 
+One difference, on purpose: ``**`` also spans names holding a newline
+(in Go's regexp ``.`` stops there, so Docker would ship ``new\nline/.env``).
+
 Why not ``docker.utils.build.PatternMatcher`` (what the Python Docker SDK
 ships): it matches case-insensitively, reads ``[!a]`` as a negation and
 ``[^a]`` as a literal ``^`` (Docker: the reverse), has no ``\\`` escape,
@@ -43,6 +46,7 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 def _re2_options() -> re2.Options:
     options = re2.Options()
     options.log_errors = False  # an error is ours to report, in one line
+    options.dot_nl = True  # ** spans a name with a newline too (Go's does not: Docker ships new\nline/.env)
     return options
 
 

@@ -48,6 +48,8 @@ MOBY_CASES = [
     ("Data", "data", False), ("*.PEM", "key.pem", False), ("[!a]b", "cb", False), ("**.py", "x.py", True),
     # Docker's cleaning: trailing and leading slashes, . and .. elements; . is ignored
     ("/build/", "build/out", True), ("docs/../build", "build", True), (".", "x", False), ("./x", "x", True),
+    # on purpose unlike Docker, whose ** stops at a newline
+    ("**/.env*", "new\nline/.env", True), ("a/**/b", "a/x\ny/b", True),
 ]
 
 
