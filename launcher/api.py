@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.backends import backend_class, get_backend
-from launcher.backends.workspace import scan, script_problem
+from launcher.backends.workspace import MAX_WORKSPACE_BYTES, scan, script_problem
 from launcher.plan.checks import plan_problems
 from launcher.plan.dryrun import DryRun, plan_document, tasks_document
 from launcher.plan.planner import Plan, make_plan
@@ -113,6 +113,7 @@ def plan(
     launching: bool = False,
     overrides: Mapping[str, Any] | None = None,
     capacity: bool = False,
+    force: bool = False,
 ) -> Plan:
     """The plan for ``spec`` on ``backend``: pure, no files rendered.
 
@@ -120,6 +121,7 @@ def plan(
     whether this machine can take it; a ``ClusterSpec`` is then checked
     too); a ``ClusterSpec`` must already be valid. ``launching`` picks free
     local ports; previews use sequential ones so dry-run output is reproducible.
+    A workspace that ships is refused over ``MAX_WORKSPACE_BYTES`` unless ``force``.
     """
     kind = BackendKind(backend)
     if not isinstance(spec, ClusterSpec):
@@ -127,7 +129,8 @@ def plan(
     elif capacity and (problems := backend_class(kind).capacity(spec)):
         raise SpecError(problems)
     target = backend_class(kind).target(spec, launching=launching)
-    source = scan(spec.workspace, contents=target.runs_in_containers) if spec.workspace else None
+    source = scan(spec.workspace, contents=target.runs_in_containers, max_bytes=None if force else MAX_WORKSPACE_BYTES) \
+        if spec.workspace else None
     return make_plan(spec, target, run_id, source)
 
 
@@ -139,7 +142,8 @@ def dry_run(
     launching: bool = False,
     overrides: Mapping[str, Any] | None = None,
     capacity: bool = False,
+    force: bool = False,
 ) -> DryRun:
     """The plan and the backend's rendered files: what ``dry-run`` shows and ``submit`` applies."""
-    planned = plan(spec, backend, run_id, launching=launching, overrides=overrides, capacity=capacity)
+    planned = plan(spec, backend, run_id, launching=launching, overrides=overrides, capacity=capacity, force=force)
     return backend_class(planned.backend).dry_run(planned)

@@ -1,10 +1,17 @@
 """Shipping the user's workspace: which files go, their digest, and building/pushing the thin layers.
 
 Contract:
-- ``scan(directory)`` lists the files that would ship (``.dockerignore``
-  honoured, ``.git``, ``.venv``, ``tfcluster-runs`` and ``__pycache__`` never)
-  and digests their paths, exec bits and contents, reading each file in
-  chunks (bounded memory); it raises ``LaunchError`` for a missing directory.
+- ``scan(directory)`` lists the files that would ship and digests their
+  paths, exec bits and contents, reading each file in chunks (bounded
+  memory). What ships: every regular file, less what ``DEFAULT_RULES``
+  (credentials, version control, virtualenvs, run dirs, bytecode) and then
+  the directory's ``.dockerignore`` (Docker's semantics,
+  ``launcher.backends.dockerignore``) leave out; a ``!`` line there takes
+  anything back. Symbolic links never ship, nor what they point to. It
+  raises ``LaunchError`` for a missing directory and ``SpecError`` for a bad
+  ``.dockerignore`` or a workspace over ``MAX_WORKSPACE_BYTES``; the
+  credentials it left out, and those taken back, are in the source it
+  returns, for ``run``/``up`` to name.
 - ``ensure_images(workspace, echo)`` builds each ``WorkspaceImage`` that the
   engine does not have yet (the tag holds the digest: an unchanged workspace
   costs one lookup) and pushes the ones marked ``push``. A build runs with
@@ -25,15 +32,17 @@ import re
 import sys
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from launcher.backends.dockerignore import Rules, decoded, make_rule, read_rules
 from launcher.backends.images import HOST_CA_BUNDLE, docker_client
 from launcher.errors import ImageBuildError, LaunchError
 from launcher.plan.workspace import CONTAINER_WORKSPACE, Workspace, WorkspaceImage, WorkspaceSource
+from launcher.spec.problems import Problem, SpecError
 
-NEVER_SHIPPED = (".git", ".venv", "tfcluster-runs", "__pycache__")
 REQUIREMENTS = "requirements.txt"
 #: Distributions the worker image owns: a workspace's requirements never replace them.
 IMAGE_OWNED = re.compile(r"^\s*(tensorflow(-cpu|-gpu|-intel)?|tf-keras|tf_keras|tensorboard)\s*($|[\[<>=!~;\s])", re.I)
@@ -73,59 +82,81 @@ WORKDIR {workdir}
 """
 
 
-def _pattern(line: str) -> tuple[re.Pattern[str], bool] | None:
-    """A ``.dockerignore`` line as (regex over the relative path, is-exception)."""
-    line = line.strip()
-    if not line or line.startswith("#"):
-        return None
-    exception = line.startswith("!")
-    body = os.path.normpath(line.lstrip("!").strip()).lstrip("/")
-    regex = ""
-    i = 0
-    while i < len(body):
-        if body.startswith("**/", i):  # any directories, none too: ``**/x`` matches a top-level ``x``
-            regex += "(.*/)?"
-            i += 3
-        elif body.startswith("**", i):
-            regex += ".*"
-            i += 2
-        elif body[i] == "*":
-            regex += "[^/]*"
-            i += 1
-        elif body[i] == "?":
-            regex += "[^/]"
-            i += 1
-        else:
-            regex += re.escape(body[i])
-            i += 1
-    return re.compile(f"^{regex}(/.*)?$"), exception
+#: What never ships unless a ``!`` line of the workspace's ``.dockerignore`` takes it back (later lines win, as
+#: in Docker), in ``.dockerignore`` syntax and at any depth. Credentials: left out by name, and ``run``/``up``
+#: name each one left out when they start.
+CREDENTIALS = (
+    "**/.env*", "**/*.pem", "**/*.key", "**/*.p12", "**/*.pfx", "**/*.ppk",
+    "**/id_rsa*", "**/id_dsa*", "**/id_ecdsa*", "**/id_ed25519*",
+    "**/.ssh", "**/.aws", "**/.azure", "**/.gcloud", "**/.config/gcloud", "**/.kube", "**/.docker/config.json",
+    "**/.netrc", "**/_netrc", "**/.git-credentials", "**/.pypirc", "**/.npmrc", "**/.pgpass",
+    "**/*credentials*.json", "**/*.tfstate*",
+)
+#: Not code: version control, virtualenvs, tfcluster's own run dirs, bytecode.
+NOT_CODE = ("**/.git", "**/.venv", "**/venv", "**/tfcluster-runs", "**/__pycache__")
+CREDENTIAL_ORIGIN = "tfcluster's credential list"
+DEFAULT_RULES = (*(make_rule(p, CREDENTIAL_ORIGIN) for p in CREDENTIALS), *(make_rule(p, "tfcluster's defaults") for p in NOT_CODE))
+#: Above this, ``scan`` refuses a workspace (``force`` overrides): every task's image carries it.
+MAX_WORKSPACE_BYTES = 100 << 20
+IGNORE_FILE = ".dockerignore"
 
 
-def _ignored(relative: str, patterns: list[tuple[re.Pattern[str], bool]]) -> bool:
-    """Docker's rule: the last matching pattern decides; a pattern matching a parent matches the path."""
-    ignored = False
-    for regex, exception in patterns:
-        if regex.match(relative):
-            ignored = not exception
-    return ignored
+@dataclass
+class Selection:
+    """What ships of a workspace: ``files`` as (relative posix path, path, size), sorted by path; ``withheld``,
+    the credentials the defaults left out (a directory once, as ``dir/``); ``reincluded``, the files ``!``
+    lines take back although the credential list names them; ``undecodable``, shipping names not UTF-8."""
+
+    files: list[tuple[str, Path, int]] = field(default_factory=list)
+    withheld: list[str] = field(default_factory=list)
+    reincluded: list[str] = field(default_factory=list)
+    undecodable: list[str] = field(default_factory=list)
 
 
-def _patterns(directory: Path) -> list[tuple[re.Pattern[str], bool]]:
-    ignore_file = directory / ".dockerignore"
-    return [p for p in map(_pattern, ignore_file.read_text().splitlines()) if p] if ignore_file.is_file() else []
+def select(root: Path) -> Selection:
+    """Walk ``root`` (never following a symbolic link: a link ships nothing, neither itself nor its target;
+    nor FIFOs, sockets, devices) and decide each entry by ``DEFAULT_RULES`` then the ``.dockerignore``."""
+    rules = Rules([*DEFAULT_RULES, *read_rules(root / IGNORE_FILE, IGNORE_FILE)])
+    credential = [rule.origin == CREDENTIAL_ORIGIN for rule in rules.rules]
+    selection = Selection()
+    stack: list[tuple[str, tuple[bool, ...] | None]] = [("", None)]  # a directory and its rules' matches
+    while stack:
+        directory, parent = stack.pop()
+        with os.scandir(root / directory if directory else root) as entries:
+            found = [(entry.name, entry.is_dir(follow_symlinks=False), entry.is_file(follow_symlinks=False),
+                      entry.stat(follow_symlinks=False).st_size) for entry in entries if not entry.is_symlink()]
+        for name, is_dir, is_file, size in found:
+            relative = f"{directory}/{name}" if directory else name
+            if not (is_dir or is_file):
+                continue
+            matches = rules.matches(relative, parent)
+            decider = rules.decider(matches)
+            excluded = decider is not None and not decider.exception
+            if is_dir and (not excluded or rules.may_keep_below(relative)):  # a ! line may take something back
+                stack.append((relative, matches))
+                continue
+            if excluded and decider is not None and decider.origin == CREDENTIAL_ORIGIN:
+                selection.withheld.append(shown(relative) + ("/" if is_dir else ""))
+            if not (is_dir or excluded):
+                if any(m and c for m, c in zip(matches, credential, strict=True)):
+                    selection.reincluded.append(shown(relative))
+                if shown(relative) != relative:
+                    selection.undecodable.append(shown(relative))
+                selection.files.append((relative, root / relative, size))
+    selection.files.sort()
+    selection.withheld.sort()
+    selection.reincluded.sort()
+    return selection
 
 
-def shipped_files(directory: Path) -> Iterator[tuple[str, Path]]:
-    """(relative posix path, path) of every regular file that ships, in a stable order: not under (nor
-    itself) a ``NEVER_SHIPPED`` name (a ``.git`` file of a worktree too), not ignored by ``.dockerignore``."""
-    patterns = _patterns(directory)
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if d not in NEVER_SHIPPED)
-        for name in sorted(f for f in files if f not in NEVER_SHIPPED):
-            path = Path(root) / name
-            relative = path.relative_to(directory).as_posix()
-            if path.is_file() and not path.is_symlink() and not _ignored(relative, patterns):
-                yield relative, path
+def shown(relative: str) -> str:
+    """A file name for messages and the plan: a name that is not UTF-8 with its bytes escaped (``\\xff``)."""
+    return decoded(relative, "backslashreplace")
+
+
+def shipped_files(directory: Path) -> list[tuple[str, Path]]:
+    """(relative posix path, path) of every regular file that ships (``select``), sorted by path."""
+    return [(relative, path) for relative, path, _ in select(directory).files]
 
 
 def script_problem(directory: Path, script: str, shipped: bool, own_image: bool = False) -> str | None:
@@ -147,8 +178,8 @@ def script_problem(directory: Path, script: str, shipped: bool, own_image: bool 
     if relative.startswith("../"):
         return f"{script}: outside the workspace {directory}, which is all that ships to the tasks"
     if not any(relative == name for name, _ in shipped_files(directory)):
-        return (f"{script}: left out of the workspace image (.dockerignore, one of {', '.join(NEVER_SHIPPED)}, "
-                "or a symbolic link)")
+        return (f"{script}: left out of the workspace image ({IGNORE_FILE} or tfcluster's default exclusions: "
+                f"a line !{relative} there ships it; or a symbolic link, which never ships)")
     return None
 
 
@@ -162,32 +193,73 @@ def _absolute_script_problem(directory: Path, script: str, own_image: bool) -> s
     return f"{script}: outside the workspace {directory}, which is all that ships to the tasks"
 
 
-def scan(directory: str | Path, contents: bool = True) -> WorkspaceSource:
+def scan(directory: str | Path, contents: bool = True, max_bytes: int | None = MAX_WORKSPACE_BYTES) -> WorkspaceSource:
     """The workspace at ``directory`` (relative to the current directory) as the planner takes it; without
-    ``contents`` (processes run it in place: nothing ships) only the directory is resolved and checked."""
+    ``contents`` (processes run it in place: nothing ships) only the directory is resolved and checked.
+
+    Raises ``SpecError`` (exit 2, one line) for a bad ``.dockerignore``, an unreadable entry, a shipping name
+    that is not UTF-8, or more than ``max_bytes`` to ship (naming the biggest entries; None: no cap), all
+    before reading any file's contents.
+    """
     root = Path(directory).resolve()
     if not root.is_dir():
         raise LaunchError(f"workspace {directory!r} is not a directory ({root})")
     if not contents:
-        return WorkspaceSource(directory=str(root), digest="", files=0)
+        return WorkspaceSource(directory=str(root), digest="")
+    try:
+        selection = select(root)
+    except OSError as exc:
+        raise SpecError([Problem("workspace", f"{shown(str(exc.filename))!r}: cannot read it: {exc.strerror}")]) from None
+    if selection.undecodable:
+        raise SpecError([Problem("workspace", f"{', '.join(map(repr, selection.undecodable[:5]))}: file names that are not UTF-8 "
+                                              f"would ship from {root}: rename them or leave them out in {IGNORE_FILE}")])
+    size = sum(size for _, _, size in selection.files)
+    if max_bytes is not None and size > max_bytes:
+        raise SpecError([Problem("workspace", _oversize(root, selection, size, max_bytes))])
+    return WorkspaceSource(directory=str(root), digest=_digest(selection), files=[r for r, _, _ in selection.files],
+                           size=size, withheld=selection.withheld, reincluded=selection.reincluded)
+
+
+def _oversize(root: Path, selection: Selection, size: int, max_bytes: int) -> str:
+    entries: dict[str, int] = {}
+    for relative, _, file_size in selection.files:
+        top, _, below = relative.partition("/")
+        entries[top + ("/" if below else "")] = entries.get(top + ("/" if below else ""), 0) + file_size
+    biggest = sorted(entries.items(), key=lambda item: -item[1])[:3]
+    listed = ", ".join(f"{shown(name)!r} ({mebibytes(n)})" for name, n in biggest)
+    return (f"{root} would ship {mebibytes(size)}, over the {mebibytes(max_bytes)} cap; the biggest: {listed}; "
+            f"leave them out in {IGNORE_FILE}, or use --force")
+
+
+def mebibytes(count: int) -> str:
+    return f"{count / (1 << 20):.1f} MiB"
+
+
+def _digest(selection: Selection) -> str:
+    """A hash of the shipped files' paths, exec bits and contents, each read in chunks (bounded memory)."""
     digest = hashlib.sha256()
-    count = 0
-    for relative, path in shipped_files(root):
-        digest.update(f"{relative}\0{os.access(path, os.X_OK)}\0".encode())
-        with path.open("rb") as handle:
-            while chunk := handle.read(CHUNK):
-                digest.update(chunk)
+    for relative, path, _ in selection.files:
+        try:
+            with path.open("rb") as handle:
+                digest.update(f"{relative}\0{os.access(path, os.X_OK)}\0".encode(errors="surrogateescape"))
+                while chunk := handle.read(CHUNK):
+                    digest.update(chunk)
+        except OSError as exc:
+            raise SpecError([Problem("workspace", f"{shown(relative)!r}: cannot read it: {exc.strerror}")]) from None
         digest.update(b"\0")
-        count += 1
-    return WorkspaceSource(directory=str(root), digest=digest.hexdigest(), files=count)
+    return digest.hexdigest()
 
 
 def _requirements(root: Path, echo: Callable[[str], None]) -> bytes:
     path = root / REQUIREMENTS
     if not path.is_file():
         return b""
+    try:
+        text = path.read_bytes().decode()
+    except UnicodeDecodeError:
+        raise ImageBuildError(f"workspace: {REQUIREMENTS} is not UTF-8") from None
     kept = []
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         if IMAGE_OWNED.match(line):
             echo(f"workspace: {REQUIREMENTS}: skipping {line.strip()!r}: the image's TensorFlow stack is used")
         else:
@@ -212,8 +284,11 @@ def layer_context(image: WorkspaceImage, source: WorkspaceSource, ca_bundle: Pat
         directory = tarfile.TarInfo("workspace")
         directory.type, directory.mode = tarfile.DIRTYPE, 0o755
         tar.addfile(directory)  # COPY needs it even for an empty workspace
-        for relative, path in shipped_files(root):
+        for relative in source.files:  # what the plan lists, nothing else
+            path = root / relative
             info = tar.gettarinfo(str(path), arcname=f"workspace/{relative}")
+            if not info.isfile():  # replaced since the scan (by a link, say): it does not ship
+                continue
             info.uid = info.gid = 0
             info.uname = info.gname = ""
             info.mtime = 0

@@ -20,6 +20,7 @@ import click
 from launcher import api
 from launcher.backends import get_backend
 from launcher.backends.api import Backend
+from launcher.backends.workspace import MAX_WORKSPACE_BYTES
 from launcher.cli.registry import forget, lookup, record
 from launcher.errors import LaunchError, TfclusterError
 from launcher.plan import naming
@@ -92,6 +93,11 @@ REGISTRY_OPTION = click.option(
     help="k8s: push the workspace image there, the nodes pull it from there (overrides kubernetes.registry).")
 
 
+FORCE_OPTION = click.option(
+    "--force", is_flag=True, help="local: start even if the tasks clearly exceed this machine's available memory; "
+                                  f"compose/k8s: ship a workspace over the {MAX_WORKSPACE_BYTES >> 20} MiB cap.")
+
+
 def registry_override(registry: str | None) -> dict[str, dict[str, str]] | None:
     return {"kubernetes": {"registry": registry}} if registry else None
 
@@ -129,10 +135,14 @@ def validate(spec: Path, backend: str | None) -> None:
               help="json: only {\"tasks\": [{name, type, index, address, tf_config}]}; "
                    "plan: also images, commands, env, the workspace layers to build and rendered files.")
 @REGISTRY_OPTION
-def dry_run(spec: Path, backend: str, output: str, registry: str | None) -> None:
-    """Print every task's TF_CONFIG and what would be launched, without launching."""
+@click.option("--force", is_flag=True, help=f"Plan a workspace over the {MAX_WORKSPACE_BYTES >> 20} MiB cap too (as `up --force` ships it).")
+def dry_run(spec: Path, backend: str, output: str, registry: str | None, force: bool) -> None:
+    """Print every task's TF_CONFIG and what would be launched, without launching.
+
+    With a workspace on compose/k8s, `-o plan` lists every file that ships.
+    """
     refuse_k8s_options(backend, registry=registry)
-    dry_run_ = api.dry_run(spec, backend, overrides=registry_override(registry))
+    dry_run_ = api.dry_run(spec, backend, overrides=registry_override(registry), force=force)
     if output in ("json", "plan"):  # streamed task by task: the output is quadratic in the tasks, memory is not
         plan = dry_run_.plan
         chunks = json_chunks(task_entries(plan), shared=[plan.cluster]) if output == "json" else \
@@ -206,15 +216,14 @@ def _backend_for(name: str, backend: str | None, **options: str | None) -> Backe
 @click.option("--detach", "-d", is_flag=True, help="Return once started; use status/logs/down later.")
 @click.option("--namespace", help="k8s: namespace (default: the spec's).")
 @click.option("--context", help="k8s: kubeconfig context.")
-@click.option("--force", is_flag=True,
-              help="local: start even if the tasks clearly exceed this machine's available memory.")
+@FORCE_OPTION
 @REGISTRY_OPTION
 def up(spec: Path, backend: str, detach: bool, namespace: str | None, context: str | None, force: bool,
        registry: str | None) -> None:
     """Launch SPEC and watch it until it ends (exit 0 if the job succeeded)."""
     refuse_k8s_options(backend, namespace=namespace, context=context, registry=registry)
     dry_run_ = api.dry_run(spec, backend, api.new_run_id(), launching=True, overrides=registry_override(registry),
-                           capacity=not force)
+                           capacity=not force, force=force)
     _launch(dry_run_, detach, namespace, context)
 
 
@@ -237,8 +246,7 @@ def up(spec: Path, backend: str, detach: bool, namespace: str | None, context: s
 @click.option("--namespace", help="k8s: namespace (default: the spec's).")
 @click.option("--context", help="k8s: kubeconfig context.")
 @REGISTRY_OPTION
-@click.option("--force", is_flag=True,
-              help="local: start even if the tasks clearly exceed this machine's available memory.")
+@FORCE_OPTION
 def run(script: str | None, args: tuple[str, ...], module: str | None, workers: int | None, chief: bool,
         ps: int | None, evaluator: bool, backend: str, name: str | None, spec_file: Path | None, image: str | None,
         env_vars: tuple[str, ...], detach: bool, namespace: str | None, context: str | None, registry: str | None,
@@ -262,7 +270,8 @@ def run(script: str | None, args: tuple[str, ...], module: str | None, workers: 
                             workers=workers, chief=chief, ps=ps, evaluator=evaluator, name=name, image=image,
                             registry=registry, env=env_vars)
     spec = api.script_spec(request, spec_file)
-    _launch(api.dry_run(spec, backend, api.new_run_id(), launching=True, capacity=not force), detach, namespace, context)
+    _launch(api.dry_run(spec, backend, api.new_run_id(), launching=True, capacity=not force, force=force), detach, namespace,
+            context)
 
 
 def _launch(dry_run_: DryRun, detach: bool, namespace: str | None, context: str | None) -> None:
@@ -276,6 +285,11 @@ def _launch(dry_run_: DryRun, detach: bool, namespace: str | None, context: str 
         namespace = plan.spec.kubernetes.namespace  # recorded, so status/logs/down find the cluster
     options = {k: v for k, v in {"namespace": namespace, "context": context}.items() if v is not None}
     runner = get_backend(plan.backend, options)
+    if plan.workspace and plan.workspace.images:
+        from launcher.cli.views import credential_notes
+
+        for note in credential_notes(plan.workspace.source.withheld, plan.workspace.source.reincluded):
+            click.echo(note, err=True)
     try:
         runner.submit(dry_run_)
         record(plan.name, plan.backend, options)

@@ -13,6 +13,20 @@ from rich.console import Console
 from rich.table import Table
 
 
+def credential_notes(withheld: list[str], reincluded: list[str]) -> list[str]:
+    """What ``run``/``up`` say (and the dry run shows) about credentials in a workspace that ships: one line for
+    those left out, one for those a ``.dockerignore`` ``!`` line ships anyway. Names are quoted, control
+    characters escaped, so a file name cannot forge a line."""
+    notes = []
+    if withheld:
+        notes.append(f"workspace: left out as credentials (a line !NAME in .dockerignore ships one): "
+                     f"{', '.join(map(repr, withheld))}")
+    if reincluded:
+        notes.append(f"workspace: shipping what looks like credentials, as .dockerignore takes it back: "
+                     f"{', '.join(map(repr, reincluded))}")
+    return notes
+
+
 def render_text(document: dict[str, Any], console: Console | None = None) -> None:
     """Print the dry-run ``document`` (see ``launcher.api.dry_run``) for people."""
     console = console or Console(highlight=False, soft_wrap=True)
@@ -23,8 +37,11 @@ def render_text(document: dict[str, Any], console: Console | None = None) -> Non
     workspace = document.get("workspace")
     if workspace:
         source = workspace["source"]
-        shipped = f" ({source['files']} files ship)" if workspace["images"] else ""
-        console.print(f"workspace: {source['directory']}{shipped}, tasks run in {workspace['workdir']}")
+        shipped = f" ({len(source['files'])} files ship, {source['size']:,} bytes; `-o plan` lists them)" if workspace["images"] else ""
+        console.out(f"workspace: {source['directory']}{shipped}, tasks run in {workspace['workdir']}", highlight=False)
+        if workspace["images"]:
+            for note in credential_notes(source["withheld"], source["reincluded"]):
+                console.out(f"  {note}", highlight=False)
         for image in workspace["images"]:
             push = ", pushed there" if image["push"] else ""
             console.print(f"  would build {image['tag']} FROM {image['base']} (unless present{push})")

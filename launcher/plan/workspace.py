@@ -24,13 +24,19 @@ LAYER_FORMAT = "3"
 
 
 class WorkspaceSource(BaseModel):
-    """The workspace as scanned on the controller's machine: its absolute path and content digest."""
+    """The workspace as scanned on the controller's machine: its absolute path and content digest; for
+    containers, every file that ships (``files``, sorted, ``size`` bytes in all), the credentials left out
+    (``withheld``; a directory once, as ``dir/``) and those a ``.dockerignore`` ``!`` line ships anyway
+    (``reincluded``)."""
 
     model_config = ConfigDict(frozen=True)
 
     directory: str
     digest: str
-    files: int
+    files: list[str] = []
+    size: int = 0
+    withheld: list[str] = []
+    reincluded: list[str] = []
 
 
 class WorkspaceImage(BaseModel):

@@ -1,18 +1,23 @@
 """``tfcluster run -b compose``: a user's unmodified MWMS script in containers, straight from its directory
 (real Docker engine): no Dockerfile, its requirements.txt installed into the workspace layer; the
-containers hardened (read-only root, no capabilities) with the workspace, HOME and /tmp writable."""
+containers hardened (read-only root, no capabilities) with the workspace, HOME and /tmp writable; credentials in the
+directory never reach the containers."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from helpers.docker_engine import compose_cli, docker_engine, worker_image  # noqa: F401
 from helpers.local_cluster import CLI
 from helpers.paths import REPO
+from helpers.workspaces import CREDENTIAL_FILES
 from launcher.plan import naming
 
 pytestmark = [pytest.mark.docker, pytest.mark.tf]  # real TensorFlow in the containers
@@ -39,8 +44,7 @@ def test_an_unmodified_mwms_script_trains_in_containers_from_its_directory(docke
     project = tmp_path / "project"
     shutil.copytree(REPO / "tests" / "data" / "workspace", project)  # train.py imports tabulate, from requirements.txt
     (project / "writes.py").write_text(WRITES)
-    images_before = {tag for image in docker_engine.images.list() for tag in image.tags}
-    try:
+    with cleaned_up(docker_engine, "byo-compose", project):
         result = subprocess.run([*CLI, "run", "-b", "compose", "--name", "byo-compose", "--env", "TF_CPP_MIN_LOG_LEVEL=2",
                                  "writes.py"], cwd=project, capture_output=True, text=True, timeout=600)
         logs = subprocess.run([*CLI, "logs", "byo-compose"], cwd=project, capture_output=True, text=True, timeout=60).stdout
@@ -62,10 +66,50 @@ def test_an_unmodified_mwms_script_trains_in_containers_from_its_directory(docke
         assert down.returncode == 0, down.stderr
         left = [v.name for v in docker_engine.volumes.list() if v.name in [*workspaces, "byo-compose-checkpoints"]]
         assert not left, "down --volumes left volumes"
+
+
+@contextlib.contextmanager
+def cleaned_up(engine, name: str, project: Path) -> Iterator[None]:
+    """Afterwards: ``down --volumes`` of cluster ``name`` and its workspace layers removed (``down`` keeps them)."""
+    images_before = {tag for image in engine.images.list() for tag in image.tags}
+    try:
+        yield
     finally:
-        subprocess.run([*CLI, "down", "byo-compose", "-b", "compose", "--volumes"], cwd=project, capture_output=True,
-                       timeout=120)
-        for image in docker_engine.images.list():
+        subprocess.run([*CLI, "down", name, "--volumes"], cwd=project, capture_output=True, timeout=120)
+        for image in engine.images.list():
             for tag in set(image.tags) - images_before:
-                if tag.startswith("tfcluster-workspace-byo-compose:"):
-                    docker_engine.images.remove(tag)
+                if tag.startswith(f"tfcluster-workspace-{name}:"):
+                    engine.images.remove(tag)
+
+
+#: Lists everything under the task's working directory (links as links), one JSON line.
+LIST_WORKSPACE = """\
+import json, os
+found = []
+for root, dirs, files in os.walk("."):
+    found += [os.path.relpath(os.path.join(root, name)) + ("/" if name in dirs else "") for name in dirs + files]
+print("workspace:", os.getcwd(), json.dumps(sorted(found)))
+"""
+
+
+def test_credentials_in_the_directory_never_reach_the_container_and_are_named_at_start(docker_engine, worker_image, tmp_path) -> None:  # noqa: F811
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in [*CREDENTIAL_FILES, ".env.example", ".git/config", ".venv/bin/python", "pkg/util.py"]:
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text("secret\n")
+    (project / "list_workspace.py").write_text(LIST_WORKSPACE)
+    (project / ".dockerignore").write_text("!.env.example\n")
+    (tmp_path / "home" / ".ssh").mkdir(parents=True)
+    (tmp_path / "home" / ".ssh" / "id_ecdsa").write_text("secret\n")
+    (project / "ssh").symlink_to(tmp_path / "home" / ".ssh", target_is_directory=True)
+    with cleaned_up(docker_engine, "byo-secrets", project):
+        result = subprocess.run([*CLI, "run", "-b", "compose", "--name", "byo-secrets", "--workers", "1", "list_workspace.py"],
+                                cwd=project, capture_output=True, text=True, timeout=600)
+        logs = subprocess.run([*CLI, "logs", "byo-secrets"], cwd=project, capture_output=True, text=True, timeout=60).stdout
+        assert result.returncode == 0, logs[-3000:] + result.stderr
+        [listed] = [line.split("workspace: /workspace ", 1)[1] for line in logs.splitlines() if "workspace: /workspace " in line]
+        assert json.loads(listed) == [".dockerignore", ".env.example", "list_workspace.py", "pkg/", "pkg/util.py"]
+        [named] = [line for line in result.stderr.splitlines() if "left out as credentials" in line]
+        assert all(repr(name) in named for name in (".aws/", ".ssh/", "id_rsa", ".env", "terraform.tfstate", ".kube/"))
+        assert "shipping what looks like credentials, as .dockerignore takes it back: '.env.example'" in result.stderr

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from helpers.workspaces import CREDENTIAL_FILES
 from launcher import api
 from launcher.backends.workspace import layer_context, scan, shipped_files
 from launcher.errors import LaunchError
+from launcher.plan.dryrun import plan_document
 from launcher.plan.workspace import CONTAINER_WORKSPACE, plan_workspace, workspace_image
 from launcher.spec.problems import SpecError
 
@@ -30,6 +33,96 @@ def test_vcs_venv_runs_and_caches_never_ship(tmp_path: Path) -> None:
     make(tmp_path, {"train.py": "", ".git/HEAD": "", ".venv/bin/python": "", "tfcluster-runs/x/ckpt": "",
                     "pkg/__pycache__/m.pyc": "", "pkg/m.py": "", "sub/.git": "gitdir: ../.git/worktrees/sub\n"})
     assert shipped(tmp_path) == ["pkg/m.py", "train.py"]  # sub/.git: a worktree's or submodule's pointer file
+
+
+def test_credentials_never_ship_and_are_named_a_directory_once(tmp_path: Path) -> None:
+    make(tmp_path, {name: "secret" for name in CREDENTIAL_FILES} | {"train.py": "", ".docker/daemon.json": "", "tls/ca.md": ""})
+    source = scan(tmp_path)
+    assert source.files == [".docker/daemon.json", "tls/ca.md", "train.py"]
+    assert source.withheld == sorted([".aws/", ".azure/", ".config/gcloud/", ".docker/config.json", ".env", ".env.local",
+                                      ".gcloud/", ".git-credentials", ".kube/", ".netrc", ".npmrc", ".pypirc", ".ssh/",
+                                      "cert.p12", "conf/gcp-credentials-prod.json", "credentials.json", "id_ed25519", "id_rsa",
+                                      "id_rsa.pub", "infra/terraform.tfstate.backup", "server.pem", "sub/.env",
+                                      "terraform.tfstate", "tls/server.key"])
+    assert source.reincluded == []
+
+
+def test_a_bang_line_ships_a_credential_on_purpose_and_says_so(tmp_path: Path) -> None:
+    make(tmp_path, {".env": "", ".env.example": "", ".aws/config": "", ".aws/credentials": "", "train.py": "",
+                    ".dockerignore": "!.env.example\n!.aws/config\n"})
+    source = scan(tmp_path)
+    assert source.files == [".aws/config", ".dockerignore", ".env.example", "train.py"]
+    assert source.withheld == [".aws/credentials", ".env"] and source.reincluded == [".aws/config", ".env.example"]
+
+
+def test_what_the_user_leaves_out_is_not_named_as_a_credential(tmp_path: Path) -> None:
+    make(tmp_path, {"data/x.pem": "", ".env": "", "train.py": "", ".dockerignore": "data\n.env\n"})
+    assert scan(tmp_path).withheld == []
+
+
+def test_symbolic_links_never_pull_their_targets_in(tmp_path: Path) -> None:
+    home = make(tmp_path / "home", {".ssh/id_rsa": "key", "notes.txt": "private"})
+    root = make(tmp_path / "ws", {"train.py": "", "lib/m.py": ""})
+    (root / "ssh").symlink_to(home / ".ssh", target_is_directory=True)
+    (root / "notes.txt").symlink_to(home / "notes.txt")
+    (root / "lib" / "up").symlink_to(tmp_path, target_is_directory=True)
+    (root / "loop").symlink_to(root, target_is_directory=True)
+    (root / "same.py").symlink_to(root / "train.py")
+    assert shipped(root) == ["lib/m.py", "train.py"]
+    tag = workspace_image("c", "base", scan(root), None)
+    with tarfile.open(fileobj=layer_context(tag, scan(root), None, print)) as tar:
+        assert sorted(n for n in tar.getnames() if n.startswith("workspace/")) == ["workspace/lib/m.py", "workspace/train.py"]
+
+
+def test_fifos_and_sockets_are_skipped_not_read(tmp_path: Path) -> None:
+    import socket
+
+    make(tmp_path, {"train.py": ""})
+    os.mkfifo(tmp_path / "pipe")  # opening it would block forever
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp_path / "sock"))
+        assert scan(tmp_path).files == ["train.py"]
+
+
+def test_a_workspace_over_the_cap_is_one_line_naming_the_biggest_entries_unless_forced(tmp_path: Path) -> None:
+    make(tmp_path, {"train.py": "x" * 10, "small.txt": "x" * 100, "data/a.bin": "x" * 3000, "data/b.bin": "x" * 3000,
+                    "model.h5": "x" * 2000, ".git/objects/big": "x" * 10**5})
+    with pytest.raises(SpecError) as error:
+        scan(tmp_path, max_bytes=4096)
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"workspace: {tmp_path} would ship 0.0 MiB, over the 0.0 MiB cap")
+    assert "the biggest: 'data/' (0.0 MiB), 'model.h5' (0.0 MiB), 'small.txt' (0.0 MiB)" in message and "--force" in message
+    assert scan(tmp_path, max_bytes=None).size == 8110
+    assert scan(tmp_path, max_bytes=8110).size == 8110
+
+
+def test_a_file_name_that_is_not_utf8_is_one_line_unless_it_is_left_out(tmp_path: Path) -> None:
+    make(tmp_path, {"train.py": ""})
+    (tmp_path / "data").mkdir()
+    for name in (b"data/\xff.bin", b".env\xfe"):
+        Path(os.fsdecode(bytes(tmp_path) + b"/" + name)).write_bytes(b"")
+    with pytest.raises(SpecError) as error:
+        scan(tmp_path)
+    assert str(error.value) == (f"workspace: 'data/\\\\xff.bin': file names that are not UTF-8 would ship from {tmp_path}: "
+                                "rename them or leave them out in .dockerignore")
+    (tmp_path / ".dockerignore").write_text("data/*.bin\n")
+    source = scan(tmp_path)
+    assert source.files == [".dockerignore", "train.py"] and source.withheld == [".env\\xfe"]
+
+
+def test_a_bad_dockerignore_is_one_line_per_problem_from_dry_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make(tmp_path, {"train.py": "", ".dockerignore": "ok\n[oops\n"})
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpecError, match=r"^\.dockerignore:2: \(workspace\): pattern '\[oops': missing \]"):
+        api.dry_run(spec_file(tmp_path, "."), "compose")
+
+
+def test_dry_run_plans_list_every_file_that_ships_and_what_was_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make(tmp_path, {"train.py": "", "lib/m.py": "", ".env": "", ".git/HEAD": ""})
+    monkeypatch.chdir(tmp_path)
+    workspace = plan_document(api.dry_run(spec_file(tmp_path, "."), "compose"))["workspace"]["source"]
+    assert workspace["files"] == ["lib/m.py", "spec.yaml", "train.py"] and workspace["withheld"] == [".env"]
+    assert api.dry_run(spec_file(tmp_path, "."), "local").plan.workspace.source.files == []  # type: ignore[union-attr]
 
 
 def test_dockerignore_patterns_exceptions_and_double_star(tmp_path: Path) -> None:
@@ -69,7 +162,7 @@ def test_a_script_must_be_in_the_workspace_and_in_its_image(tmp_path: Path, scri
 def test_digest_follows_content_names_and_exec_bits_only(tmp_path: Path) -> None:
     root = make(tmp_path / "w", {"train.py": "print(1)\n", "lib/util.py": "X = 1\n"})
     first = scan(root)
-    assert scan(root) == first and first.files == 2
+    assert scan(root) == first and first.files == ["lib/util.py", "train.py"] and first.size == 15
     (root / "ignored.pyc").parent.joinpath(".git").mkdir()
     (root / ".git" / "index").write_text("changed")
     assert scan(root).digest == first.digest  # what does not ship does not count
@@ -144,3 +237,16 @@ def test_kubernetes_needs_a_registry_for_a_workspace(tmp_path: Path, monkeypatch
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SpecError, match="kubernetes.registry: a workspace image must be pushed"):
         api.plan(spec_file(tmp_path, "."), "k8s")
+
+
+def test_the_text_dry_run_counts_what_ships_and_names_what_was_left_out_in_one_line(tmp_path: Path, cli,
+                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from launcher.cli.commands import main
+
+    make(tmp_path, {"train.py": "x", ".aws/credentials": "", ".env": "", "new\nline.pem": ""})
+    monkeypatch.chdir(tmp_path)
+    result = cli.invoke(main, ["dry-run", str(spec_file(tmp_path, ".")), "-b", "compose"])
+    assert result.exit_code == 0, result.output
+    assert f"workspace: {tmp_path} (2 files ship, " in result.stdout
+    [note] = [line for line in result.stdout.splitlines() if "left out as credentials" in line]
+    assert note.endswith("'.aws/', '.env', 'new\\nline.pem'")  # a name cannot forge a line
