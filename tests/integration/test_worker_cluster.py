@@ -180,7 +180,7 @@ def test_dead_peer_exits_175_and_a_restart_resumes_from_the_backup(tmp_path: Pat
     first.procs["rs-worker-0"].send_signal(signal.SIGKILL)
     results = first.wait(timeout=120)
     assert results["rs-chief-0"].returncode == 175, describe(results)
-    assert results["rs-chief-0"].of("failed")[0]["exit_code"] == 175
+    assert results["rs-chief-0"].of("failed")[0].exit_code == 175
 
     second = run_cluster(spec, "run2")
     assert_all_ok(second)
@@ -280,7 +280,7 @@ def test_sigterm_to_a_worker_makes_every_task_save_the_same_step_and_a_restart_r
     first.procs[worker].send_signal(signal.SIGTERM)
     results = first.wait(timeout=120)
     assert {r.returncode for r in results.values()} == {143}, describe(results)
-    saved = {results[t].of("preempted")[0]["step"] for t in (chief, worker)}
+    saved = {results[t].of("preempted")[0].step for t in (chief, worker)}
     assert len(saved) == 1 and 20 <= min(saved) < 120, saved
     [step] = saved
     assert not results[chief].of("failed")
