@@ -42,6 +42,10 @@ def status_view(job: JobStatus) -> Group:
         lines.append(Text(_progress_line(job.progress)))
     if job.message:
         lines.append(Text(job.message))
+    if job.stall is not None and job.stall.stalls:
+        lines.append(Text(f"stalls: {job.stall.stalls}; last: {job.stall.message}", style="yellow"))
+    elif job.stall is not None and not job.stall.watching and not job.state.terminal:
+        lines.append(Text("stall watchdog: no step reports from this program, it cannot see steps"))
     return Group(*lines)
 
 

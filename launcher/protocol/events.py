@@ -26,6 +26,7 @@ class EventKind(str, Enum):
     FINISHED = "finished"  # metrics, model_path
     FAILED = "failed"  # reason
     PREEMPTED = "preempted"  # step: the step every training task saved at (None: nothing trained)
+    STACKS_ON_SIGNAL = "stacks_on_signal"  # signal: the task dumps its stacks on it (``launcher.protocol.stacks``)
 
 
 #: The events that make up a job's progress (``JobStatus.progress``), read from the lead task.
