@@ -1,8 +1,9 @@
 """The stall watchdog's policy: typed observations of a job's progress in, an enum verdict out, pure.
 
 Contract: a supervisor folds what it sees into a ``StallClock`` (``started``
-when the training group (re)starts, ``advanced`` on each progress report of
-the lead task, ``reporting`` once the job is known to report steps) and asks
+when the training group (re)starts, ``alive`` when the lead says it built its
+strategy or restored a backup, ``advanced`` on each progress report of the
+lead, ``reports`` once the job is known to report steps) and asks
 ``judge(clock, now, floor_seconds)`` each round. Times are monotonic seconds.
 
 - ``BLIND``: nothing reports progress (a user's program without
@@ -15,7 +16,8 @@ The timeout is derived from what the job has shown, never below the floor
 (spec ``stall.timeout_seconds``):
 
 - before the first report of an attempt (startup, peers, restoring a backup,
-  tracing the first step): ``FIRST_STEP_FACTOR`` x the floor;
+  tracing the first step), counted from the lead's last sign of life:
+  ``FIRST_STEP_FACTOR`` x the floor, or x the longest first step seen so far;
 - afterwards: the largest of the floor, ``MEDIAN_FACTOR`` x the median
   interval between reports and ``MAX_FACTOR`` x the longest one seen
   (intervals over the last ``WINDOW`` reports; the one ending an attempt's first
@@ -46,25 +48,32 @@ class StallVerdict(str, Enum):
 class StallClock:
     """What the watchdog knows of the job's progress (immutable; each method returns the next clock)."""
 
-    #: When the current attempt of the training group started.
-    attempt_started: float
+    #: Since when the job is silent: the attempt's start, or the lead's last sign of life or report.
+    since: float
     #: When the lead last reported progress in this attempt; None: not yet.
     last_report: float | None = None
     #: Seconds between consecutive reports (the last ``WINDOW``), first report of each attempt left out.
     intervals: tuple[float, ...] = ()
+    #: Seconds from an attempt's last sign of life to its first report (the first steps, tracing included).
+    first_steps: tuple[float, ...] = ()
     #: True once the job is known to report progress (the built-in entrypoint: from its start).
     reporting: bool = False
 
     def started(self, now: float) -> StallClock:
         """The training group (re)started: a new attempt, with the first-step allowance again."""
-        return replace(self, attempt_started=now, last_report=None)
+        return replace(self, since=now, last_report=None)
+
+    def alive(self, now: float) -> StallClock:
+        """The lead built its strategy or restored a backup: its first step is counted from now."""
+        return self if self.last_report is not None else replace(self, since=now)
 
     def advanced(self, now: float) -> StallClock:
-        """The lead reported progress (a step, an epoch, a checkpoint, a restore)."""
-        intervals = self.intervals
-        if self.last_report is not None:
-            intervals = (*intervals, max(0.0, now - self.last_report))[-WINDOW:]
-        return replace(self, last_report=now, intervals=intervals, reporting=True)
+        """The lead reported progress (a step, an epoch, a checkpoint)."""
+        took = max(0.0, now - self.since)
+        if self.last_report is None:
+            return replace(self, since=now, last_report=now, first_steps=(*self.first_steps, took)[-WINDOW:],
+                           reporting=True)
+        return replace(self, since=now, last_report=now, intervals=(*self.intervals, took)[-WINDOW:], reporting=True)
 
     def reports(self) -> StallClock:
         """The job reports progress, though none came yet (the built-in entrypoint)."""
@@ -82,7 +91,7 @@ class Judgement:
 def timeout_seconds(clock: StallClock, floor_seconds: float) -> float:
     """How long the job may go without a report now (see the module contract)."""
     if clock.last_report is None:
-        return FIRST_STEP_FACTOR * floor_seconds
+        return FIRST_STEP_FACTOR * max((floor_seconds, *clock.first_steps))
     if not clock.intervals:
         return floor_seconds
     return max(floor_seconds, MEDIAN_FACTOR * statistics.median(clock.intervals), MAX_FACTOR * max(clock.intervals))
@@ -90,8 +99,7 @@ def timeout_seconds(clock: StallClock, floor_seconds: float) -> float:
 
 def judge(clock: StallClock, now: float, floor_seconds: float) -> Judgement:
     """The verdict on ``clock`` at ``now``."""
-    since = clock.attempt_started if clock.last_report is None else clock.last_report
-    silent = max(0.0, now - since)
+    silent = max(0.0, now - clock.since)
     timeout = timeout_seconds(clock, floor_seconds)
     if not clock.reporting:
         return Judgement(StallVerdict.BLIND, timeout, silent)

@@ -70,6 +70,8 @@ FAULT_PAUSE_SECONDS = 2.0
 STOP_SECONDS = 5.0
 #: The lead's events that show the job advancing, for the stall watchdog.
 WATCHED_EVENTS = frozenset({EventKind.STEP, EventKind.EPOCH, EventKind.CHECKPOINT})
+#: The lead's events that start the count to its first step (it built its strategy, it restored a backup).
+SIGNS_OF_LIFE = frozenset({EventKind.STARTED, EventKind.RESTORED})
 
 
 class Runtime(Protocol):
@@ -456,9 +458,9 @@ class Supervisor:
             self._job.progress["evaluation"] = event.get("metrics")
         elif kind is EventKind.STACKS_ON_SIGNAL:
             run.dumps_stacks = True
-        if run.task.name == self._lead and (kind in WATCHED_EVENTS or kind is EventKind.STARTED):
+        if run.task.name == self._lead and (kind in WATCHED_EVENTS or kind in SIGNS_OF_LIFE):
             now = time.monotonic()
-            self._clock = self._clock.advanced(now) if kind in WATCHED_EVENTS else self._clock.reports()
+            self._clock = self._clock.advanced(now) if kind in WATCHED_EVENTS else self._clock.alive(now).reports()
             if self._job.stall is not None:
                 self._job.stall.watching = True
         if kind in PROGRESS_EVENTS and run.task.name == self._lead:

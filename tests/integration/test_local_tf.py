@@ -28,6 +28,7 @@ from launcher.supervision.status import JobStatus, State
 
 pytestmark = pytest.mark.tf
 
+SCRIPTS = Path(__file__).parent / "scripts"
 TRAINING = {"epochs": 2, "steps_per_epoch": 15, "batch_size_per_replica": 32}
 BACKUP_EVERY = 5
 
@@ -169,3 +170,25 @@ def test_mwms_sigterm_to_a_worker_saves_every_task_and_resumes_where_it_was(tmp_
     # is descheduled between a step and its event), and resumed there.
     assert before <= restored["step"] < 48, (before, restored)
     assert all(e["exit_code"] == 143 for t in status.tasks for e in events(name, t.name) if e["event"] == "preempted")
+
+
+def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_the_job_succeeds(tmp_path: Path) -> None:
+    """Worker 1 blocks forever in a tf.py_function once: the watchdog dumps, names it, restarts; the job succeeds."""
+    (tmp_path / "stuck_input.py").write_text((SCRIPTS / "stuck_input.py").read_text())
+    marker = tmp_path / "blocked"
+    name = launch(tmp_path, {"name": "stk", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
+                             "checkpoint": {"backup_every_steps": BACKUP_EVERY}, "stall": {"timeout_seconds": 20},
+                             "training": {"module": "stuck_input", "args": {"marker": str(marker)}}},
+                  epochs=2)
+    status = finish(name)
+    assert marker.exists()  # it did block, once
+    assert status.restarts == 1 and all(t.restarts == 1 for t in status.tasks), status
+    assert status.stall is not None and status.stall.stalls == 1 and status.stall.watching
+    assert status.stall.suspects == [f"{name}-worker-1"], status.stall
+    stacks = Path(status.stall.stacks_dir or "")
+    assert sorted(p.name for p in stacks.iterdir()) == [f"{name}-{t}.txt" for t in ("chief-0", "worker-0", "worker-1")]
+    assert "in gate" in (stacks / f"{name}-worker-1.txt").read_text()  # the blocked py_function, by name
+    assert "script_ops.py" not in (stacks / f"{name}-chief-0.txt").read_text()
+    chief = events(name, f"{name}-chief-0")
+    restored = [e for e in chief if e["event"] == "restored"]
+    assert len(restored) == 1 and restored[0]["step"] >= BACKUP_EVERY, restored  # from the backup, not from scratch

@@ -52,6 +52,18 @@ def test_a_long_save_once_seen_is_allowed_again() -> None:
     assert judge(clock, 31.0 + 95.0, FLOOR).verdict is StallVerdict.STALLED
 
 
+def test_the_first_step_is_counted_from_the_last_sign_of_life() -> None:
+    clock = StallClock(0.0).reports().alive(100.0)  # a long startup, then the strategy is built
+    assert judge(clock, 100.0 + FIRST_STEP_FACTOR * FLOOR - 1, FLOOR).verdict is StallVerdict.HEALTHY
+    assert clock.advanced(101.0).alive(200.0).since == 101.0  # once steps come, only reports count
+
+
+def test_a_slow_first_step_once_seen_raises_the_allowance_of_the_next_attempts() -> None:
+    clock = StallClock(0.0).reports().advanced(50.0).started(100.0)  # the first step took 50 s
+    assert judge(clock, 100.0 + 149.0, FLOOR).verdict is StallVerdict.HEALTHY
+    assert judge(clock, 100.0 + 151.0, FLOOR).verdict is StallVerdict.STALLED
+
+
 def test_a_restart_gives_the_first_step_allowance_again_and_keeps_the_step_times() -> None:
     clock = steady(0.1, 10).started(100.0)
     assert judge(clock, 100.0 + 2 * FLOOR, FLOOR).verdict is StallVerdict.HEALTHY
