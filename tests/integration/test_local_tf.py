@@ -192,3 +192,19 @@ def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_the_job_su
     chief = events(name, f"{name}-chief-0")
     restored = [e for e in chief if e["event"] == "restored"]
     assert len(restored) == 1 and restored[0]["step"] >= BACKUP_EVERY, restored  # from the backup, not from scratch
+
+
+def test_debug_prints_the_stacks_of_every_task_of_a_running_job(tmp_path: Path) -> None:
+    name = launch(tmp_path, {"name": "dbg", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}}}, epochs=40)
+    try:
+        wait_status(name, lambda s: s.progress.get("step", 0) >= 3, timeout=180)
+        result = tfcluster("debug", name, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        sections = result.stdout.split("== ")[1:]
+        assert [s.splitlines()[0] for s in sections] == [f"{name}-chief-0", f"{name}-worker-0"]
+        for section in sections:
+            assert " 0x" in section and "(most recent call first)" in section, section[:2000]
+            assert "launcher/worker/train.py" in section, section[:2000]
+        assert wait_status(name, lambda s: True, timeout=5).state is State.RUNNING  # asking stopped nothing
+    finally:
+        tfcluster("down", name, cwd=tmp_path)

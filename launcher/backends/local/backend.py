@@ -28,7 +28,7 @@ from launcher.backends.api import Backend
 from launcher.backends.lines import LineReader
 from launcher.backends.local import supervise
 from launcher.backends.local.capacity import memory_problems
-from launcher.backends.local.processes import group_runs_task, kill_group, observe
+from launcher.backends.local.processes import ProcessRuntime, group_runs_task, kill_group, observe
 from launcher.backends.local.state import LocalState
 from launcher.backends.local.target import LocalTarget, target
 from launcher.backends.tensorboard import Board, planned_log_dirs, serve_locally
@@ -39,6 +39,7 @@ from launcher.protocol.paths import is_object_store
 from launcher.spec.models import ClusterSpec, RoleType
 from launcher.spec.problems import Problem
 from launcher.supervision import harness
+from launcher.supervision.debug import stacks_now
 from launcher.supervision.status import JobStatus
 
 FOLLOW_POLL_SECONDS = 0.3
@@ -107,6 +108,12 @@ class LocalBackend(Backend):
             if not running:
                 return
             time.sleep(FOLLOW_POLL_SECONDS)
+
+    def stacks(self, name: str) -> dict[str, str | None]:
+        """Through a runtime that attaches to the recorded runs and records nothing (the supervisor may run)."""
+        state = self._existing(name)
+        plan = state.read_plan()
+        return stacks_now(ProcessRuntime(plan, state.logs, state.exits, recorded=state.read_runs()), plan.tasks)
 
     def tensorboard(self, names: Sequence[str], host: str, port: int) -> AbstractContextManager[Board]:
         """TensorBoard as a child process reading the runs' log dirs directly."""
