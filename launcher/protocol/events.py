@@ -26,6 +26,7 @@ class EventKind(str, Enum):
     FINISHED = "finished"  # metrics, model_path
     FAILED = "failed"  # reason
     PREEMPTED = "preempted"  # step: the step every training task saved at (None: nothing trained)
+    STEP_TIME = "step_time"  # epoch, step, seconds_per_step, input_seconds_per_batch: every training task's own
     STACKS_ON_SIGNAL = "stacks_on_signal"  # signal: the task dumps its stacks on it (``launcher.protocol.stacks``)
 
 

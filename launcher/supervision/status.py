@@ -8,7 +8,8 @@ log dir as its tasks see it (None: summaries off, or unknown). ``supervisor``
 says whether the detached supervisor of a local or compose cluster runs (None
 for backends without one); ``started_at`` is when the job first started (unix
 seconds), so a supervisor that adopts the tasks measures the deadline from there.
-``stall`` is the stall watchdog's view (``StallStatus``).
+``stall`` is the stall watchdog's view (``StallStatus``); ``stragglers`` the training tasks
+slower than the others, with their numbers.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from enum import Enum
 from typing import Any
 
 from launcher.plan.targets import BackendKind
+from launcher.supervision.stragglers import Straggler
 
 
 class State(str, Enum):
@@ -89,6 +91,8 @@ class JobStatus:
     started_at: float | None = None
     #: The stall watchdog (None where no supervisor runs one).
     stall: StallStatus | None = None
+    #: Training tasks slower than the others (``launcher.supervision.stragglers``), with their numbers.
+    stragglers: list[Straggler] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (enums as their values)."""
@@ -107,4 +111,5 @@ class JobStatus:
         supervisor, stall = data.get("supervisor"), data.get("stall")
         return cls(**{**data, "backend": BackendKind(data["backend"]), "state": State(data["state"]), "tasks": tasks,
                       "supervisor": None if supervisor is None else SupervisorState(supervisor),
-                      "stall": None if stall is None else StallStatus(**stall)})
+                      "stall": None if stall is None else StallStatus(**stall),
+                      "stragglers": [Straggler(**s) for s in data.get("stragglers", [])]})

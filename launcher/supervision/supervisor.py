@@ -36,6 +36,8 @@ to ``STACKS_SECONDS`` for them, writes each task's dump to
 (``launcher.supervision.stacks``) and applies ``Rules.decide_stall``
 (restart from the backup within ``max_restarts``, fail, or warn). A job
 whose program reports no steps is said to be unwatched once, at the start.
+Every training task's ``step_time`` reports name the job's stragglers
+(``launcher.supervision.stragglers``) in its status.
 
 Stopping gives the tasks the plan's ``save_grace_seconds`` between the notice
 (SIGTERM) and the kill when they may be saving: on cancellation (``down``,
@@ -61,6 +63,8 @@ from launcher.supervision.rules import Action, Decision, Rules, decision_order
 from launcher.supervision.stacks import is_stack_line, suspects
 from launcher.supervision.stall import StallClock, StallVerdict, judge
 from launcher.supervision.status import JobStatus, StallStatus, State, TaskStatus
+from launcher.supervision.stragglers import WINDOW as STRAGGLER_WINDOW
+from launcher.supervision.stragglers import StepTime, stragglers
 
 #: Poll rounds in a row that may fail on a runtime fault before the job is failed.
 FAULT_RETRIES = 5
@@ -174,6 +178,7 @@ class Supervisor:
         self._resume = resume
         self._vanished: list[tuple[str, int]] = []  # exits found while adopting, decided in the first round
         self.stacks_dir = stacks_dir
+        self._step_times: dict[str, list[StepTime]] = {}
         builtin = plan.epochs is not None  # the lead runs the entrypoint, which reports its steps
         self._clock = StallClock(time.monotonic(), reporting=builtin)
         self._job.stall = StallStatus(watching=builtin)
@@ -184,7 +189,7 @@ class Supervisor:
     def status(self) -> JobStatus:
         stall = None if self._job.stall is None else replace(self._job.stall, suspects=list(self._job.stall.suspects))
         return replace(self._job, tasks=[replace(r.status) for r in self._runs.values()], progress=dict(self._job.progress),
-                       stall=stall)
+                       stall=stall, stragglers=list(self._job.stragglers))
 
     def run(self) -> JobStatus:
         """Supervise until terminal; whatever happens, every task is stopped before this returns."""
@@ -458,6 +463,11 @@ class Supervisor:
             self._job.progress["evaluation"] = event.get("metrics")
         elif kind is EventKind.STACKS_ON_SIGNAL:
             run.dumps_stacks = True
+        elif kind is EventKind.STEP_TIME and run.task.type.trains:
+            times = self._step_times.setdefault(run.task.name, [])
+            times[:] = [*times, StepTime(_seconds(event.get("seconds_per_step")),
+                                         _seconds(event.get("input_seconds_per_batch")))][-STRAGGLER_WINDOW:]
+            self._job.stragglers = stragglers(self._step_times)
         if run.task.name == self._lead and (kind in WATCHED_EVENTS or kind in SIGNS_OF_LIFE):
             now = time.monotonic()
             self._clock = self._clock.advanced(now) if kind in WATCHED_EVENTS else self._clock.alive(now).reports()
@@ -476,6 +486,10 @@ class Supervisor:
         if status != self._published:
             self._published = status
             self.on_status(status)
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _one_line(exc: BaseException) -> str:

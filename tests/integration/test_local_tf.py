@@ -208,3 +208,16 @@ def test_debug_prints_the_stacks_of_every_task_of_a_running_job(tmp_path: Path) 
         assert wait_status(name, lambda s: True, timeout=5).state is State.RUNNING  # asking stopped nothing
     finally:
         tfcluster("down", name, cwd=tmp_path)
+
+
+def test_a_worker_with_a_slow_input_pipeline_is_named_a_straggler_with_its_numbers(tmp_path: Path) -> None:
+    (tmp_path / "stuck_input.py").write_text((SCRIPTS / "stuck_input.py").read_text())
+    name = launch(tmp_path, {"name": "slow", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
+                             "training": {"module": "stuck_input", "args": {"slow_worker": 1, "step_delay": 0.05}}},
+                  epochs=2)
+    finish(name)
+    document = json.loads(tfcluster("status", name, "-o", "json", cwd=tmp_path).stdout)
+    [straggler] = document["stragglers"]
+    assert straggler["task"] == f"{name}-worker-1" and straggler["measure"] == "input_seconds_per_batch", straggler
+    assert straggler["seconds"] >= 0.05 and straggler["ratio"] >= 1.5, straggler
+    assert document["stall"]["stalls"] == 0

@@ -5,8 +5,7 @@ while ``marker`` does not exist, the gate lets ``block_after`` batches through,
 then creates ``marker`` and never returns: the process lives, its gRPC server
 answers, and its peers wait in the step's all-reduce, as with a stuck NFS read
 or a deadlocked loader. A restarted attempt finds the marker and does not block.
-``step_delay`` (seconds) slows every batch of worker ``slow_worker`` (a straggler);
-``first_delay`` slows the first batch of every task (a slow first step).
+``step_delay`` (seconds) slows every batch of worker ``slow_worker`` (a straggler).
 """
 
 from __future__ import annotations
@@ -31,15 +30,16 @@ def _task() -> tuple[str, int]:
 
 
 def make_dataset(input_context: Any, global_batch_size: int, marker: str = "", block_after: int = 12,
-                 first_delay: float = 0.0, **args: Any) -> tf.data.Dataset:
+                 slow_worker: int = -1, step_delay: float = 0.0, **args: Any) -> tf.data.Dataset:
     dataset = mnist.make_dataset(input_context, global_batch_size, **args)
     blocks = bool(marker) and _task() == ("worker", 1) and not os.path.exists(marker)
+    slow = _task() == ("worker", slow_worker)
     passed = [0]
 
     def gate() -> bool:
         passed[0] += 1
-        if passed[0] == 1 and first_delay:
-            time.sleep(first_delay)
+        if slow:
+            time.sleep(step_delay)
         if blocks and passed[0] > block_after:
             with open(marker, "w") as file:
                 file.write("blocked\n")

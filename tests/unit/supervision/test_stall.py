@@ -10,6 +10,7 @@ from launcher import api
 from launcher.supervision.rules import Action, Rules
 from launcher.supervision.stacks import is_stack_line, suspects
 from launcher.supervision.stall import FIRST_STEP_FACTOR, StallClock, StallVerdict, judge
+from launcher.supervision.stragglers import StepTime, stragglers
 
 FLOOR = 10.0
 
@@ -139,3 +140,29 @@ def test_fail_and_warn_actions() -> None:
     warn = rules(MWMS, action="warn").decide_stall(["job-worker-1"], 0, "x")
     assert warn.action is Action.CONTINUE and "warn" in warn.message
     assert rules(MWMS, timeout_seconds=5).policy.stall_floor_seconds == 5
+
+
+def times(*values: tuple[float | None, float | None]) -> list[StepTime]:
+    return [StepTime(step, data) for step, data in values]
+
+
+def test_the_task_whose_input_is_slow_is_the_straggler_though_every_step_takes_as_long() -> None:
+    found = stragglers({"c": times((0.1, 0.002)), "w0": times((0.1, 0.003)), "w1": times((0.1, 0.08))})
+    assert [(s.task, s.measure) for s in found] == [("w1", "input_seconds_per_batch")]
+    assert found[0].seconds == 0.08 and found[0].median_seconds == 0.003 and found[0].ratio > 20
+
+
+def test_without_an_input_probe_the_wall_time_per_step_tells() -> None:
+    found = stragglers({"a": times((0.1, None)), "b": times((0.11, None)), "c": times((0.3, None))})
+    assert [s.task for s in found] == ["c"]
+
+
+def test_nobody_is_named_among_equals_or_by_timer_noise_or_with_too_few_tasks() -> None:
+    assert stragglers({"a": times((0.1, 0.01)), "b": times((0.1, 0.011)), "c": times((0.1, 0.012))}) == []
+    assert stragglers({"a": times((0.001, None)), "b": times((0.001, None)), "c": times((0.004, None))}) == []
+    assert stragglers({"a": times((0.1, 0.01)), "b": times((0.1, 0.5))}) == []
+
+
+def test_the_window_forgets_old_reports() -> None:
+    slow_then_fast = times((0.1, 0.5), (0.1, 0.01), (0.1, 0.01), (0.1, 0.01))
+    assert stragglers({"a": times((0.1, 0.01)), "b": times((0.1, 0.01)), "c": slow_then_fast}) == []

@@ -272,3 +272,14 @@ def test_the_warn_action_only_reports_the_stall_and_a_task_without_the_handler_i
     assert status.stall is not None and status.stall.stalls >= 1 and "job-chief-0" not in status.stall.suspects
     assert set(runtime.dumped) == {"job-chief-0"}  # the workers never said they dump stacks on the signal
     assert set(status.stall.suspects) == {"job-worker-0", "job-worker-1"}  # they gave none when asked
+
+
+def test_step_time_reports_of_every_training_task_name_the_straggler() -> None:
+    def report(task: str, input_seconds: float) -> list[str]:
+        return [_event("step_time", task, epoch=0, step=10, seconds_per_step=0.2, input_seconds_per_batch=input_seconds)]
+
+    output = {"job-chief-0": report("job-chief-0", 0.002), "job-worker-0": report("job-worker-0", 0.003),
+              "job-worker-1": report("job-worker-1", 0.09)}
+    status, _ = supervise(ScriptedRuntime({"job-chief-0": [(3, 0)]}, output=output))
+    assert [(s.task, s.seconds, s.median_seconds) for s in status.stragglers] == [("job-worker-1", 0.09, 0.003)]
+    assert JobStatus.from_dict(status.to_dict()).stragglers == status.stragglers
