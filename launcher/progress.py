@@ -19,6 +19,9 @@ Imports TensorFlow (the Keras callback); of tfcluster only the worker side.
     from launcher.progress import report_epoch, report_step
     report_step(step, loss, epoch=epoch, total_steps=total)   # every few steps
     report_epoch(epoch, loss=loss, accuracy=accuracy)          # after each epoch
+
+Values may be Python or numpy numbers, tensors or PSS RemoteValues; a metric
+that is not a number is reported as null.
 """
 
 from __future__ import annotations
@@ -29,8 +32,7 @@ import socket
 from functools import cache
 from typing import Any
 
-from launcher.protocol import env
-from launcher.protocol.events import EventKind
+from launcher.protocol import env, events
 from launcher.protocol.roles import TaskRef, lead_task
 from launcher.spec.models import RoleType
 from launcher.worker import callbacks
@@ -46,7 +48,7 @@ EVERY_STEPS = 10
 @cache
 def reporter() -> Reporter:
     """This task's reporter, from the environment tfcluster set; from now on the task dumps its stacks on request."""
-    task = Reporter(os.environ.get(env.TASK_NAME) or socket.gethostname(), is_chief=_leads())
+    task = Reporter(os.environ.get(env.TASK_NAME) or socket.gethostname(), is_lead=_leads())
     dump_stacks_on_signal(task)
     return task
 
@@ -72,39 +74,40 @@ class ProgressCallback(callbacks.ProgressCallback):
 
     def __init__(self, every: int = EVERY_STEPS):
         super().__init__(reporter(), steps_per_epoch=0, epochs=0, every=every, input_probe=None)
-        self._last: dict[str, Any] = {}
+        self._last: events.Metrics = {}
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         super().on_train_begin(logs)
         epochs, steps = self.params.get("epochs") or 0, self.params.get("steps") or 0
         self.steps_per_epoch, self.total_steps = steps, steps * epochs
         strategy = self.model.distribute_strategy
-        self.reporter.chief(EventKind.STARTED, strategy=type(strategy).__name__,
-                            num_replicas_in_sync=strategy.num_replicas_in_sync, epochs=epochs)
+        self.reporter.lead(events.Started(strategy=type(strategy).__name__,
+                                          num_replicas_in_sync=strategy.num_replicas_in_sync, epochs=epochs))
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         super().on_epoch_end(epoch, logs)
         self._last = {k: scalar(v) for k, v in callbacks.fetched(logs).items()}
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
-        report_finished(**self._last)
+        self.reporter.lead(events.Finished(metrics=self._last))
 
 
-def report_step(step: int, loss: Any = None, **fields: Any) -> None:
-    """One training step done (global count from 1); ``fields`` e.g. ``epoch``, ``total_steps``."""
-    reporter().chief(EventKind.STEP, step=int(step), loss=scalar(loss), **_scalars(fields))
+def report_step(step: int, loss: Any = None, *, epoch: int | None = None, total_steps: int | None = None) -> None:
+    """One training step done (global count from 1), in epoch ``epoch`` (from 0) of ``total_steps``."""
+    reporter().lead(events.Step(step=int(step), loss=scalar(loss), epoch=None if epoch is None else int(epoch),
+                                total_steps=None if total_steps is None else int(total_steps)))
 
 
 def report_epoch(epoch: int, **metrics: Any) -> None:
     """Epoch ``epoch`` (from 0) done, with its metrics (``loss``, ``accuracy``, ...)."""
-    reporter().chief(EventKind.EPOCH, epoch=int(epoch), **_scalars(metrics))
+    reporter().lead(events.EpochEnd(epoch=int(epoch), metrics=_scalars(metrics)))
 
 
 def report_finished(model_path: str | None = None, **metrics: Any) -> None:
     """Training is over (the live view shows the final metrics and ``model_path``)."""
-    reporter().chief(EventKind.FINISHED, metrics=_scalars(metrics), model_path=model_path)
+    reporter().lead(events.Finished(metrics=_scalars(metrics), model_path=model_path))
 
 
-def _scalars(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: v if isinstance(v, (int, str)) else scalar(v) for k, v in values.items()}
+def _scalars(values: dict[str, Any]) -> events.Metrics:
+    return {k: scalar(v) for k, v in values.items()}
 

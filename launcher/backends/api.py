@@ -24,7 +24,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar
+from typing import ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
 
 from launcher.backends.tensorboard import Board
 from launcher.errors import LaunchError
@@ -36,8 +38,25 @@ from launcher.spec.problems import Problem
 from launcher.supervision.status import JobStatus
 
 
-class Backend(ABC):
+class BackendOptions(BaseModel):
+    """How to reach a backend's runtime, as the user gave it (``--namespace``, ...) and ``up`` recorded it.
+
+    A backend with options declares a subclass as its ``Options`` (e.g.
+    ``KubernetesOptions``: namespace, context) and takes it in ``create``;
+    ``launcher.backends.get_backend`` validates what it is given into it
+    (unknown options are refused). This base has none.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+OptionsT = TypeVar("OptionsT", bound=BackendOptions)
+
+
+class Backend(ABC, Generic[OptionsT]):
     kind: ClassVar[BackendKind]
+    #: The model of this backend's options (``create``'s argument).
+    Options: ClassVar[type[BackendOptions]] = BackendOptions
 
     # -- pure: no runtime needed ---------------------------------------------------------------
 
@@ -68,8 +87,8 @@ class Backend(ABC):
     # -- needs the runtime --------------------------------------------------------------------
 
     @classmethod
-    def create(cls, **options: Any) -> Backend:
-        """A backend connected to its runtime; options are backend-specific (namespace, context)."""
+    def create(cls, options: OptionsT) -> Backend[OptionsT]:
+        """A backend connected to its runtime, as ``options`` say."""
         return cls()
 
     @abstractmethod

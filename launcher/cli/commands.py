@@ -157,11 +157,11 @@ def _backend_for(name: str, backend: str | None, **options: str | None) -> Backe
     given = {k: v for k, v in options.items() if v is not None}
     recorded = lookup(name)
     if backend is not None:
-        return get_backend(BackendKind(backend), **given)
+        return get_backend(BackendKind(backend), given)
     if recorded is None:
-        return get_backend(BackendKind.LOCAL, **given)
+        return get_backend(BackendKind.LOCAL, given)
     kind, saved = recorded
-    return get_backend(kind, **{**saved, **given})
+    return get_backend(kind, {**saved, **given})
 
 
 @main.command()
@@ -239,7 +239,7 @@ def _launch(dry_run_: DryRun, detach: bool, namespace: str | None, context: str 
     if plan.backend is BackendKind.K8S and namespace is None:
         namespace = plan.spec.kubernetes.namespace  # recorded, so status/logs/down find the cluster
     options = {k: v for k, v in {"namespace": namespace, "context": context}.items() if v is not None}
-    runner = get_backend(plan.backend, **options)
+    runner = get_backend(plan.backend, options)
     try:
         runner.submit(dry_run_)
         record(plan.name, plan.backend, options)

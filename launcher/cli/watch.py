@@ -20,6 +20,7 @@ from rich.text import Text
 
 from launcher.backends.api import Backend
 from launcher.errors import TfclusterError
+from launcher.protocol.progress import JobProgress
 from launcher.supervision.status import JobStatus, State, SupervisorState
 
 POLL_SECONDS = 1.0
@@ -29,7 +30,7 @@ FAULT_RETRIES = 10
 
 def status_view(job: JobStatus) -> Group:
     table = Table("task", "state", "restarts", "preempted", "exit", "message")
-    reports_progress = "epochs" in job.progress  # the entrypoint or a ProgressCallback: its logs are noise here
+    reports_progress = job.progress.reported  # then a task's ordinary output is noise here
     for task in job.tasks:
         exit_code = "" if task.exit_code is None else str(task.exit_code)
         table.add_row(task.name, task.state.value, str(task.restarts), str(task.preemptions), exit_code,
@@ -38,8 +39,9 @@ def status_view(job: JobStatus) -> Group:
     counts = f" (restarts {job.restarts}, preemptions {job.preemptions})" if job.restarts or job.preemptions else ""
     header = Text(f"{job.name} [{job.backend.value}]: {job.state.value}{counts}{lost}", style="bold")
     lines: list[Any] = [header, table]
-    if job.progress:
-        lines.append(Text(_progress_line(job.progress)))
+    line = _progress_line(job.progress)
+    if line:
+        lines.append(Text(line))
     if job.message:
         lines.append(Text(job.message))
     for slow in job.stragglers:
@@ -53,18 +55,18 @@ def status_view(job: JobStatus) -> Group:
     return Group(*lines)
 
 
-def _progress_line(progress: dict[str, Any]) -> str:
-    epoch, epochs = progress.get("epoch"), progress.get("epochs")
-    step, total = progress.get("step"), progress.get("total_steps")
+def _progress_line(progress: JobProgress) -> str:
+    epoch, epochs = progress.epoch, progress.epochs
+    step, total = progress.step, progress.total_steps
     bar = ""
     if step is not None and total:
         done = min(int(30 * step / total), 30)
         bar = f"[{'#' * done}{'.' * (30 - done)}] step {step}/{total} "
-    shown = epoch + 1 if isinstance(epoch, int) else epoch  # events count epochs from 0
-    parts = [bar + (f"epoch {shown}" + (f"/{epochs}" if epochs else "") if epoch is not None else "")]
-    parts += [f"{k} {v:.4f}" for k, v in progress.items() if k in ("loss", "accuracy") and isinstance(v, float)]
-    if progress.get("model_path"):
-        parts.append(f"model: {progress['model_path']}")
+    parts = [bar + (f"epoch {epoch + 1}" + (f"/{epochs}" if epochs else "") if epoch is not None else "")]  # epochs count from 0
+    shown = {"loss": progress.loss, "accuracy": progress.metrics.get("accuracy")}
+    parts += [f"{k} {v:.4f}" for k, v in shown.items() if v is not None]
+    if progress.model_path:
+        parts.append(f"model: {progress.model_path}")
     return "  ".join(p for p in parts if p)
 
 

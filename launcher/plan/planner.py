@@ -17,7 +17,7 @@ the PSS coordinator hang); its own TF_CONFIG names only itself.
 
 A task's command is its role's ``command`` (``[]``: the image's own, in
 containers), else the spec's cluster-level ``command`` when its role runs
-the user's program (``runs_program``), else the built-in entrypoint; the
+the user's program, else the built-in entrypoint (``launcher.plan.programs``); the
 role's ``args`` follow it. In containers the command runs after the image's
 ENTRYPOINT (tini in the worker image), unless the role ``replaces_entrypoint``
 (a TFJob's ``command``): then ``Task.replaces_entrypoint`` and backends run
@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from launcher.plan import logdir, naming
 from launcher.plan.images import image_for
 from launcher.plan.policy import JobPolicy, make_policy
+from launcher.plan.programs import runs_entrypoint
 from launcher.plan.targets import BackendKind, Target
 from launcher.plan.workspace import Workspace, WorkspaceSource, plan_workspace
 from launcher.protocol import env, paths
@@ -58,6 +59,8 @@ class Task(BaseModel):
     #: The command replaces the image's ENTRYPOINT (Kubernetes ``command``, compose ``entrypoint``) instead of
     #: following it (``args``, compose ``command``); containers only.
     replaces_entrypoint: bool = False
+    #: The task runs the built-in entrypoint (``launcher.plan.programs.runs_entrypoint``).
+    runs_entrypoint: bool = False
     env: dict[str, str]
     resources: Resources
 
@@ -88,9 +91,6 @@ class Plan(BaseModel):
     policy: JobPolicy
     spec: ClusterSpec
     workspace: Workspace | None = None
-    #: Epochs the job's progress counts to: the spec's ``training.epochs`` when the lead task runs the
-    #: built-in entrypoint; None for the user's own program (its ``ProgressCallback`` reports them).
-    epochs: int | None = None
 
     def tf_config(self, task: Task) -> dict[str, Any]:
         cluster = {"evaluator": [task.address]} if task.type is RoleType.EVALUATOR else self.cluster
@@ -105,9 +105,6 @@ class Plan(BaseModel):
                 return task
         raise KeyError(f"no task {name!r} in cluster {self.name!r}; tasks: {', '.join(t.name for t in self.tasks)}")
 
-    def training_tasks(self) -> list[Task]:
-        return [t for t in self.tasks if t.type.trains]
-
     def lead(self) -> Task:
         """The task that leads the job (``launcher.protocol.roles.lead_task``)."""
         return next(t for t in self.tasks if t.ref == self.policy.lead)
@@ -115,16 +112,6 @@ class Plan(BaseModel):
     def board_image(self) -> str:
         """The image a container backend runs the run's TensorBoard in: ``tensorboard.image``, else the lead task's."""
         return self.spec.tensorboard.image or self.lead().image
-
-
-def runs_program(role: RoleType, strategy: Strategy) -> bool:
-    """True if tasks of ``role`` run the spec's cluster-level ``command``.
-
-    Under ParameterServer the ps and worker tasks only serve: they run the
-    built-in server (``launcher.worker``), and the program is the
-    coordinator (chief) and the evaluator. Elsewhere every task runs it.
-    """
-    return not (strategy is Strategy.PARAMETER_SERVER and role in (RoleType.PS, RoleType.WORKER))
 
 
 def program_env(run_config: RunConfig, name: str, lead: bool) -> dict[str, str]:
@@ -147,6 +134,7 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
     strategy = rules.resolve_strategy(spec)
     checkpoint_dir = target.checkpoint_dir(spec)
     tensorboard_dir = logdir.log_dir(spec, checkpoint_dir)
+    policy = make_policy(spec, strategy)
     run_config = RunConfig(
         name=spec.name,
         run_id=run_id,
@@ -158,6 +146,7 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
         tpu=spec.tpu,
         tensorboard_dir=tensorboard_dir,
         summary_every_steps=spec.tensorboard.update_steps,
+        lead_runs_entrypoint=runs_entrypoint(spec, policy.lead.role, strategy),
     )
     job_env = {**env.BASE_TASK_ENV, **run_config.to_env()}
     if tensorboard_dir is not None:
@@ -166,7 +155,6 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
     planned_workspace = workspace and plan_workspace(
         spec.name, workspace, list(base_images.values()) if target.runs_in_containers else None, target.registry(spec)
     )
-    policy = make_policy(spec, strategy)
     tasks: list[Task] = []
     for role in RoleType:
         role_spec = spec.roles.role(role)
@@ -184,12 +172,12 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
                     else base_images[role],
                     command=[*_program(spec, role, strategy, target), *role_spec.args],
                     replaces_entrypoint=role_spec.replaces_entrypoint,
+                    runs_entrypoint=runs_entrypoint(spec, role, strategy),
                     env={**spec.env, **role_spec.env, **job_env,
                          **program_env(run_config, name, TaskRef(role, index) == policy.lead)},
                     resources=role_spec.resources,
                 )
             )
-    lead = next(t for t in tasks if t.ref == policy.lead)
     cluster: dict[str, list[str]] = {}
     for task in tasks:
         if task.type.trains:
@@ -207,19 +195,11 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
         policy=policy,
         spec=spec,
         workspace=planned_workspace or None,
-        epochs=spec.training.epochs if _runs_entrypoint(lead, target) else None,
     )
-
-
-def _runs_entrypoint(task: Task, target: Target) -> bool:
-    entrypoint = target.entrypoint()
-    return task.command[: len(entrypoint)] == entrypoint
 
 
 def _program(spec: ClusterSpec, role: RoleType, strategy: Strategy, target: Target) -> list[str]:
     own = spec.roles.role(role).command
     if own is not None:  # [] is the image's own command
         return own
-    if spec.command and runs_program(role, strategy):
-        return spec.command
-    return target.entrypoint()
+    return target.entrypoint() if runs_entrypoint(spec, role, strategy) or spec.command is None else spec.command

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from launcher.plan.programs import runs_user_program
 from launcher.protocol.exitcodes import SIGNAL_EXIT_BASE, ExitCode, killed_by_signal, preempted
 from launcher.protocol.roles import TaskRef, lead_task
 from launcher.spec.models import ClusterSpec, RestartPolicy, RoleType, StallAction, Strategy, SuccessPolicy
@@ -129,12 +130,7 @@ def make_policy(spec: ClusterSpec, strategy: Strategy) -> JobPolicy:
         success_roles=success_roles,
         solo_roles=solo,
         deadline_seconds=spec.deadline_seconds,
-        linger_seconds=USER_PROGRAM_LINGER_SECONDS if _runs_user_program(spec) else BUILT_IN_LINGER_SECONDS,
+        linger_seconds=USER_PROGRAM_LINGER_SECONDS if runs_user_program(spec, strategy) else BUILT_IN_LINGER_SECONDS,
         stall_floor_seconds=spec.stall.timeout_seconds,
         stall_action=spec.stall.action,
     )
-
-
-def _runs_user_program(spec: ClusterSpec) -> bool:
-    """True when some task runs another program than the entrypoint: a ``command``, or ``[]`` (the image's own)."""
-    return bool(spec.command) or any(spec.roles.role(role).command is not None for role in RoleType)

@@ -1,56 +1,206 @@
-"""Machine-readable progress events, emitted by the entrypoint on stdout and read by backends.
+"""Machine-readable progress events, emitted by tasks on stdout and read by the controller.
 
-Contract: one event per line, ``TFCLUSTER_EVENT <json object>``; the object
-always has ``event`` (an ``EventKind`` value), ``task`` (task name) and
-``time`` (unix seconds). Lines without the prefix are ordinary log output.
+Contract: one event per line, ``TFCLUSTER_EVENT <json object>``; the object is
+one of the models below, told apart by ``event`` (an ``EventKind`` value), and
+always has ``task`` (task name) and ``time`` (unix seconds). Lines without the
+prefix are ordinary log output (``carries_event``). Tasks write events with
+``emit``; the controller reads them with ``parse_event`` only: a line with the prefix whose
+kind is unknown or whose payload does not fit its model is logged (one line)
+and skipped, never raised. Fields a model does not know are ignored, so a newer
+task can report more than an older controller reads.
+
+To add a field: give it a default in its model (the reader of an older task
+sees the default). To add a kind: a value in ``EventKind``, a model with
+``event: Literal[EventKind.X]``, a member of ``Event``, and its effect on the
+job's progress in ``launcher.protocol.progress``.
 This module imports no TensorFlow, so both sides share it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from enum import Enum
-from typing import Any, TextIO
+from functools import lru_cache
+from typing import Annotated, Literal, TextIO
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 PREFIX = "TFCLUSTER_EVENT "
 
+log = logging.getLogger(__name__)
+
+#: Metric values by name (``loss``, ``accuracy``, ...); None where a value was unavailable.
+Metrics = dict[str, float | None]
+
 
 class EventKind(str, Enum):
-    STARTED = "started"  # strategy, num_replicas_in_sync
-    RESTORED = "restored"  # epoch, step: where BackupAndRestore resumed
-    STEP = "step"  # epoch, step, total_steps, loss (every few steps, chief only)
-    EPOCH = "epoch"  # epoch, step, loss, metrics..., input_wait_fraction
-    CHECKPOINT = "checkpoint"  # path, epoch
-    EVALUATION = "evaluation"  # checkpoint, metrics (evaluator)
-    FINISHED = "finished"  # metrics, model_path
-    FAILED = "failed"  # reason
-    PREEMPTED = "preempted"  # step: the step every training task saved at (None: nothing trained)
-    STEP_TIME = "step_time"  # epoch, step, seconds_per_step, input_seconds_per_batch: every training task's own
-    STACKS_ON_SIGNAL = "stacks_on_signal"  # signal: the task dumps its stacks on it (``launcher.protocol.stacks``)
+    STARTED = "started"
+    RESTORED = "restored"
+    STEP = "step"
+    EPOCH = "epoch"
+    CHECKPOINT = "checkpoint"
+    EVALUATION = "evaluation"
+    FINISHED = "finished"
+    FAILED = "failed"
+    PREEMPTED = "preempted"
+    STEP_TIME = "step_time"
+    STACKS_ON_SIGNAL = "stacks_on_signal"
 
 
-#: The events that make up a job's progress (``JobStatus.progress``), read from the lead task.
-PROGRESS_EVENTS = frozenset({EventKind.STARTED, EventKind.RESTORED, EventKind.STEP, EventKind.EPOCH, EventKind.FINISHED})
+def _now() -> float:
+    return round(time.time(), 3)
 
 
-def format_event(kind: EventKind, task: str, **fields: Any) -> str:
-    payload = {"event": kind.value, "task": task, "time": round(time.time(), 3), **fields}
-    return PREFIX + json.dumps(payload, separators=(",", ":"), default=str)
+class _Event(BaseModel):
+    """What every event carries. ``task`` is filled in by ``emit``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    task: str = ""
+    time: float = Field(default_factory=_now)
 
 
-def emit(kind: EventKind, task: str, stream: TextIO, **fields: Any) -> None:
-    stream.write(format_event(kind, task, **fields) + "\n")
+class Started(_Event):
+    """A task began: its strategy and, from a Keras ``fit``, the epochs it runs."""
+
+    event: Literal[EventKind.STARTED] = EventKind.STARTED
+    strategy: str
+    num_replicas_in_sync: int
+    global_batch_size: int | None = None
+    role: str | None = None
+    index: int | None = None
+    epochs: int | None = None
+
+
+class Restored(_Event):
+    """Where ``BackupAndRestore`` resumed: ``epoch`` (from 0), the step within it and the global step."""
+
+    event: Literal[EventKind.RESTORED] = EventKind.RESTORED
+    epoch: int
+    step_in_epoch: int = 0
+    step: int
+
+
+class Step(_Event):
+    """A training step done (global count from 1), every few steps; from the lead task only."""
+
+    event: Literal[EventKind.STEP] = EventKind.STEP
+    step: int
+    epoch: int | None = None
+    total_steps: int | None = None
+    loss: float | None = None
+
+
+class EpochEnd(_Event):
+    """Epoch ``epoch`` (from 0) done, with its metrics; from the lead task only."""
+
+    event: Literal[EventKind.EPOCH] = EventKind.EPOCH
+    epoch: int
+    step: int | None = None
+    metrics: Metrics = {}
+    #: Share of a step spent waiting for input (None: not measured).
+    input_wait_fraction: float | None = None
+
+
+class CheckpointSaved(_Event):
+    event: Literal[EventKind.CHECKPOINT] = EventKind.CHECKPOINT
+    path: str
+    epoch: int
+
+
+class Evaluation(_Event):
+    """The evaluator evaluated ``checkpoint``."""
+
+    event: Literal[EventKind.EVALUATION] = EventKind.EVALUATION
+    checkpoint: str
+    metrics: Metrics = {}
+
+
+class Finished(_Event):
+    event: Literal[EventKind.FINISHED] = EventKind.FINISHED
+    metrics: Metrics = {}
+    model_path: str | None = None
+
+
+class Failed(_Event):
+    event: Literal[EventKind.FAILED] = EventKind.FAILED
+    reason: str = "failed"
+    exit_code: int | None = None
+
+
+class Preempted(_Event):
+    """The task saved on a termination notice; ``step``: where every training task saved (None: nothing trained)."""
+
+    event: Literal[EventKind.PREEMPTED] = EventKind.PREEMPTED
+    step: int | None = None
+    exit_code: int | None = None
+
+
+class StepTime(_Event):
+    """A training task's own step times over epoch ``epoch`` (every training task, for stragglers).
+
+    ``seconds_per_step``: its wall time per step (first step left out); ``input_seconds_per_batch``: its
+    input pipeline's time per batch from the entrypoint's probe (None: not measured).
+    """
+
+    event: Literal[EventKind.STEP_TIME] = EventKind.STEP_TIME
+    epoch: int
+    step: int | None = None
+    seconds_per_step: float | None = None
+    input_seconds_per_batch: float | None = None
+
+
+class StacksOnSignal(_Event):
+    """The task dumps its threads' stacks on ``signal`` (``launcher.protocol.stacks``): it may be sent it."""
+
+    event: Literal[EventKind.STACKS_ON_SIGNAL] = EventKind.STACKS_ON_SIGNAL
+    signal: str
+
+
+Event = Annotated[
+    Started | Restored | Step | EpochEnd | CheckpointSaved | Evaluation | Finished | Failed | Preempted | StepTime
+    | StacksOnSignal,
+    Field(discriminator="event"),
+]
+
+_EVENT = TypeAdapter[Event](Event)
+
+
+def format_event(event: Event, task: str) -> str:
+    """The line that carries ``event`` of ``task``."""
+    return PREFIX + event.model_copy(update={"task": task}).model_dump_json()
+
+
+def emit(event: Event, task: str, stream: TextIO) -> None:
+    stream.write(format_event(event, task) + "\n")
     stream.flush()
 
 
-def parse_event(line: str) -> dict[str, Any] | None:
-    """The event on ``line`` (which may carry a log prefix before the marker), or None."""
+def carries_event(line: str) -> bool:
+    """True if ``line`` is meant as an event (valid or not), not ordinary output."""
+    return PREFIX in line
+
+
+def parse_event(line: str) -> Event | None:
+    """The event on ``line`` (which may carry a log prefix before the marker); None for any other line.
+
+    A marked line that is not a valid event is logged (each distinct line once per process: the
+    Kubernetes backend reads the same log lines at every poll) and gives None.
+    """
     at = line.find(PREFIX)
     if at < 0:
         return None
+    text = line[at + len(PREFIX):]
     try:
-        event = json.loads(line[at + len(PREFIX):])
-    except json.JSONDecodeError:
+        return _EVENT.validate_json(text)
+    except ValidationError as exc:
+        problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'event'}: {e['msg']}" for e in exc.errors()[:3])
+        _skipped(problem, json.dumps(text[:200]))
         return None
-    return event if isinstance(event, dict) and "event" in event else None
+
+
+@lru_cache(maxsize=256)
+def _skipped(problem: str, text: str) -> None:
+    log.warning("skipped a progress event that does not fit the contract (%s): %s", problem, text)

@@ -26,6 +26,10 @@ class RunConfig(BaseModel):
     every ``summary_every_steps`` steps by the chief.
     ``run_id`` identifies one launch; the completion marker carries it so a
     marker left by an earlier run is never taken for this one's.
+    ``lead_runs_entrypoint``: the job's lead task runs the built-in entrypoint,
+    so its progress counts ``training.epochs`` of ``training.steps_per_epoch``
+    from the start (``launcher.protocol.progress.seed``); else the program
+    reports its own.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -40,6 +44,7 @@ class RunConfig(BaseModel):
     tpu: TPUSpec | None = None
     tensorboard_dir: str | None = None
     summary_every_steps: int = 10
+    lead_runs_entrypoint: bool = True
 
     def to_env(self) -> dict[str, str]:
         return {env.JOB: self.model_dump_json(exclude_none=True)}

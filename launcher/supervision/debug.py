@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 
 from launcher.plan.planner import Task
-from launcher.protocol.events import EventKind, parse_event
+from launcher.protocol.events import StacksOnSignal, parse_event
 from launcher.supervision.stacks import is_stack_line
 from launcher.supervision.supervisor import STACKS_SECONDS, Runtime
 
@@ -40,5 +40,4 @@ def stacks_now(runtime: Runtime, tasks: Sequence[Task], seconds: float = STACKS_
 
 
 def _announces(line: str) -> bool:
-    event = parse_event(line)
-    return event is not None and event.get("event") == EventKind.STACKS_ON_SIGNAL.value
+    return isinstance(parse_event(line), StacksOnSignal)

@@ -186,7 +186,7 @@ def describe(state: StateDir, backend: BackendKind, observe: Observe) -> JobStat
         for task in job.tasks:
             if not task.state.terminal and task.name in observed:
                 code = observed[task.name]
-                task.state = State.RUNNING if code is None else State.SUCCEEDED if code == 0 else State.FAILED
+                task.state = State.of_exit(code)
                 task.exit_code = code
         job.message = (f"the supervisor is gone (see {state.log}): the tasks are not supervised; "
                        f"`tfcluster watch {job.name}` adopts them; last: {last}")

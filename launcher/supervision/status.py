@@ -2,8 +2,8 @@
 
 Contract: ``JobStatus.to_dict`` is the ``status -o json`` document and the
 form the detached supervisor writes to disk; ``from_dict`` is its inverse.
-``progress`` holds the latest training event of the lead task
-(``launcher.protocol.events``); ``tensorboard_dir`` is the run's TensorBoard
+``progress`` is the job's training progress, folded from its tasks' events
+(``launcher.protocol.progress``), with every field on every backend; ``tensorboard_dir`` is the run's TensorBoard
 log dir as its tasks see it (None: summaries off, or unknown). ``supervisor``
 says whether the detached supervisor of a local or compose cluster runs (None
 for backends without one); ``started_at`` is when the job first started (unix
@@ -19,6 +19,7 @@ from enum import Enum
 from typing import Any
 
 from launcher.plan.targets import BackendKind
+from launcher.protocol.progress import JobProgress
 from launcher.supervision.stragglers import Straggler
 
 
@@ -34,6 +35,11 @@ class State(str, Enum):
     @property
     def terminal(self) -> bool:
         return self in (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+
+    @classmethod
+    def of_exit(cls, code: int | None) -> State:
+        """A task's state from its exit code: running while None, succeeded on 0, else failed."""
+        return State.RUNNING if code is None else State.SUCCEEDED if code == 0 else State.FAILED
 
 
 class SupervisorState(str, Enum):
@@ -85,7 +91,7 @@ class JobStatus:
     restarts: int = 0
     #: Restarts after preemptions (a task saved on a termination notice); not in ``restarts``.
     preemptions: int = 0
-    progress: dict[str, Any] = field(default_factory=dict)
+    progress: JobProgress = field(default_factory=JobProgress)
     tensorboard_dir: str | None = None
     supervisor: SupervisorState | None = None
     started_at: float | None = None
@@ -97,6 +103,7 @@ class JobStatus:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (enums as their values)."""
         document = asdict(self)
+        document["progress"] = self.progress.model_dump(mode="json")
         document["backend"] = self.backend.value
         document["state"] = self.state.value
         document["supervisor"] = None if self.supervisor is None else self.supervisor.value
@@ -112,4 +119,5 @@ class JobStatus:
         return cls(**{**data, "backend": BackendKind(data["backend"]), "state": State(data["state"]), "tasks": tasks,
                       "supervisor": None if supervisor is None else SupervisorState(supervisor),
                       "stall": None if stall is None else StallStatus(**stall),
-                      "stragglers": [Straggler(**s) for s in data.get("stragglers", [])]})
+                      "stragglers": [Straggler(**s) for s in data.get("stragglers", [])],
+                      "progress": JobProgress.model_validate(data.get("progress") or {})})

@@ -53,12 +53,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
-from launcher.protocol.events import PROGRESS_EVENTS, EventKind, parse_event
+from launcher.protocol import events
 from launcher.protocol.exitcodes import LOST_EXIT
+from launcher.protocol.progress import counts, progress, seed
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
 from launcher.supervision.stacks import is_stack_line, suspects
 from launcher.supervision.stall import StallClock, StallVerdict, judge
@@ -73,9 +74,9 @@ FAULT_PAUSE_SECONDS = 2.0
 #: Seconds between terminate and kill when no task can be saving.
 STOP_SECONDS = 5.0
 #: The lead's events that show the job advancing, for the stall watchdog.
-WATCHED_EVENTS = frozenset({EventKind.STEP, EventKind.EPOCH, EventKind.CHECKPOINT})
+WATCHED_EVENTS = frozenset({events.EventKind.STEP, events.EventKind.EPOCH, events.EventKind.CHECKPOINT})
 #: The lead's events that start the count to its first step (it built its strategy, it restored a backup).
-SIGNS_OF_LIFE = frozenset({EventKind.STARTED, EventKind.RESTORED})
+SIGNS_OF_LIFE = frozenset({events.EventKind.STARTED, events.EventKind.RESTORED})
 
 
 class Runtime(Protocol):
@@ -170,7 +171,7 @@ class Supervisor:
         self.fault_retries = fault_retries
         self.fault_pause = fault_pause
         self._runs = {t.name: _Run(t, TaskStatus(t.name, State.PENDING)) for t in plan.tasks}
-        self._job = JobStatus(plan.name, plan.backend, State.PENDING, progress={} if plan.epochs is None else {"epochs": plan.epochs},
+        self._job = JobStatus(plan.name, plan.backend, State.PENDING, progress=seed(plan.run_config),
                               tensorboard_dir=plan.run_config.tensorboard_dir)
         self._published: JobStatus | None = None
         self._cancelled = threading.Event()
@@ -179,7 +180,7 @@ class Supervisor:
         self._vanished: list[tuple[str, int]] = []  # exits found while adopting, decided in the first round
         self.stacks_dir = stacks_dir
         self._step_times: dict[str, list[StepTime]] = {}
-        builtin = plan.epochs is not None  # the lead runs the entrypoint, which reports its steps
+        builtin = plan.run_config.lead_runs_entrypoint  # which reports its steps
         self._clock = StallClock(time.monotonic(), reporting=builtin)
         self._job.stall = StallStatus(watching=builtin)
 
@@ -188,8 +189,8 @@ class Supervisor:
 
     def status(self) -> JobStatus:
         stall = None if self._job.stall is None else replace(self._job.stall, suspects=list(self._job.stall.suspects))
-        return replace(self._job, tasks=[replace(r.status) for r in self._runs.values()], progress=dict(self._job.progress),
-                       stall=stall, stragglers=list(self._job.stragglers))
+        return replace(self._job, tasks=[replace(r.status) for r in self._runs.values()], stall=stall,
+                       stragglers=list(self._job.stragglers))
 
     def run(self) -> JobStatus:
         """Supervise until terminal; whatever happens, every task is stopped before this returns."""
@@ -336,7 +337,7 @@ class Supervisor:
             if code is not None:
                 run.running = False
                 run.status.exit_code = code
-                run.status.state = State.FAILED if code else State.SUCCEEDED
+                run.status.state = State.of_exit(code)
                 ended.append((name, code))
         return ended
 
@@ -368,7 +369,7 @@ class Supervisor:
         self._job.restarts = previous.restarts
         self._job.preemptions = previous.preemptions
         self._job.started_at = previous.started_at or time.time()
-        self._job.progress.update(previous.progress)
+        self._job.progress = previous.progress
         if previous.stall is not None:
             self._job.stall = replace(previous.stall, suspects=list(previous.stall.suspects))
             if previous.stall.watching:
@@ -439,42 +440,35 @@ class Supervisor:
             if is_stack_line(line):
                 run.stack_lines.append(line.rstrip())
                 continue
-            event = parse_event(line)
-            if event is None:
+            if not events.carries_event(line):
                 if line.strip():
                     run.last_error = line.strip()
                     run.status.last_line = run.last_error[:LAST_LINE_CHARS]
                 continue
-            self._on_event(run, event)
+            event = events.parse_event(line)
+            if event is not None:
+                self._on_event(run, event)
 
-    def _on_event(self, run: _Run, event: dict[str, Any]) -> None:
-        try:
-            kind = EventKind(event["event"])
-        except ValueError:
-            return
-        fields = {k: v for k, v in event.items() if k not in ("event", "time")}
-        if kind is EventKind.FAILED:
-            run.failed_reason = str(event.get("reason", "failed"))
-        elif kind is EventKind.PREEMPTED:
-            run.status.message = f"preempted, saved at step {event.get('step')}" if event.get("step") else "preempted"
-        elif kind is EventKind.RESTORED:
-            run.status.message = f"restored at epoch {event.get('epoch')} step {event.get('step')}"
-        elif kind is EventKind.EVALUATION:
-            self._job.progress["evaluation"] = event.get("metrics")
-        elif kind is EventKind.STACKS_ON_SIGNAL:
+    def _on_event(self, run: _Run, event: events.Event) -> None:
+        if isinstance(event, events.Failed):
+            run.failed_reason = event.reason
+        elif isinstance(event, events.Preempted):
+            run.status.message = f"preempted, saved at step {event.step}" if event.step else "preempted"
+        elif isinstance(event, events.Restored):
+            run.status.message = f"restored at epoch {event.epoch} step {event.step}"
+        elif isinstance(event, events.StacksOnSignal):
             run.dumps_stacks = True
-        elif kind is EventKind.STEP_TIME and run.task.type.trains:
+        elif isinstance(event, events.StepTime) and run.task.type.trains:
             times = self._step_times.setdefault(run.task.name, [])
-            times[:] = [*times, StepTime(_seconds(event.get("seconds_per_step")),
-                                         _seconds(event.get("input_seconds_per_batch")))][-STRAGGLER_WINDOW:]
+            times[:] = [*times, StepTime(event.seconds_per_step, event.input_seconds_per_batch)][-STRAGGLER_WINDOW:]
             self._job.stragglers = stragglers(self._step_times)
-        if run.task.name == self._lead and (kind in WATCHED_EVENTS or kind in SIGNS_OF_LIFE):
+        if run.task.name == self._lead and (event.event in WATCHED_EVENTS or event.event in SIGNS_OF_LIFE):
             now = time.monotonic()
-            self._clock = self._clock.advanced(now) if kind in WATCHED_EVENTS else self._clock.alive(now).reports()
+            self._clock = self._clock.advanced(now) if event.event in WATCHED_EVENTS else self._clock.alive(now).reports()
             if self._job.stall is not None:
                 self._job.stall.watching = True
-        if kind in PROGRESS_EVENTS and run.task.name == self._lead:
-            self._job.progress.update(fields, event=kind.value)
+        if counts(event, from_lead=run.task.name == self._lead):
+            self._job.progress = progress(self._job.progress, event)
 
     def _set_job(self, state: State, message: str) -> None:
         self._job.state = state
@@ -486,10 +480,6 @@ class Supervisor:
         if status != self._published:
             self._published = status
             self.on_status(status)
-
-
-def _seconds(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,10 +1,10 @@
-"""Writing files every MWMS task must write but only the chief may keep.
+"""Writing files every MWMS task must write but only the lead task (the chief, or worker 0 without one) may keep.
 
-Contract: ``chief_or_scratch(ctx, path, write)`` calls ``write(target)`` with
-the real ``path`` on the chief and with a per-task scratch path elsewhere,
+Contract: ``lead_or_scratch(ctx, path, write)`` calls ``write(target)`` with
+the real ``path`` on the lead task and with a per-task scratch path elsewhere,
 then removes the scratch copy. Under MultiWorkerMirroredStrategy every task
 must take part in a save (reading synced variables is a collective), so
-non-chief tasks cannot simply skip it.
+the other tasks cannot simply skip it.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from launcher.protocol import paths
 from launcher.worker.context import TaskContext
 
 
-def chief_or_scratch(ctx: TaskContext, path: str, write: Callable[[str], object]) -> str | None:
+def lead_or_scratch(ctx: TaskContext, path: str, write: Callable[[str], object]) -> str | None:
     """Writes ``path`` (chief) or a scratch copy (others); returns the kept path or None."""
-    if ctx.selection.is_chief:
+    if ctx.selection.is_lead:
         tf.io.gfile.makedirs(posixpath.dirname(path))
         write(path)
         return path

@@ -1,12 +1,12 @@
 """Keras callbacks of the entrypoint: progress events, TensorBoard summaries and the input-wait fraction.
 
-Contract: ``ProgressCallback`` emits ``step`` events (chief, every
+Contract: ``ProgressCallback`` emits ``step`` events (lead task, every
 ``every`` steps and at the end of each epoch; the loss is the running mean of
 the epoch, per replica) and ``epoch`` events with the epoch's logs and
-``input_wait_fraction``, and on every training task (not only the chief) a
+``input_wait_fraction``, and on every training task (not only the lead) a
 ``step_time`` event at each epoch's end with its own ``seconds_per_step`` and
 ``input_seconds_per_batch`` (null without a probe), from which the supervisor
-names stragglers (``launcher.supervision.stragglers``); given ``TrainSummaries`` (the chief's, see
+names stragglers (``launcher.supervision.stragglers``); given ``TrainSummaries`` (the lead task's, see
 ``launcher.worker.summaries``) it writes the batch logs (running means, per
 replica) every ``summaries.every`` steps and at each epoch's last step, and the
 input-wait fraction at each epoch's end, at the global step. Each point is
@@ -37,7 +37,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from launcher.protocol.events import EventKind
+from launcher.protocol import events
 from launcher.worker.data import seconds_per_batch
 from launcher.worker.reporter import Reporter, scalar
 from launcher.worker.summaries import TrainSummaries
@@ -137,8 +137,8 @@ class ProgressCallback(tf.keras.callbacks.Callback):
             return
         values = self._batch_values(logs)
         if report:
-            self.reporter.chief(
-                EventKind.STEP, epoch=self.epoch, step=step, total_steps=self.total_steps, loss=values.get("loss")
+            self.reporter.lead(
+                events.Step(epoch=self.epoch, step=step, total_steps=self.total_steps, loss=values.get("loss"))
             )
         if summaries is not None:
             summaries.write(step, values)
@@ -153,15 +153,12 @@ class ProgressCallback(tf.keras.callbacks.Callback):
         input_seconds = None if self.input_probe is None or step_seconds is None else \
             seconds_per_batch(self.input_probe, PROBE_BATCHES)
         fraction = self._input_wait_fraction(epoch, input_seconds, step_seconds)
-        self.reporter.emit(EventKind.STEP_TIME, epoch=epoch, step=(epoch + 1) * self.steps_per_epoch,
-                           seconds_per_step=step_seconds, input_seconds_per_batch=input_seconds)
+        self.reporter.emit(events.StepTime(epoch=epoch, step=(epoch + 1) * self.steps_per_epoch,
+                                           seconds_per_step=step_seconds, input_seconds_per_batch=input_seconds))
         metrics = {k: scalar(v) for k, v in fetched(logs).items()}
-        self.reporter.chief(
-            EventKind.EPOCH,
-            epoch=epoch,
-            step=(epoch + 1) * self.steps_per_epoch,
-            input_wait_fraction=fraction,
-            **metrics,
+        self.reporter.lead(
+            events.EpochEnd(epoch=epoch, step=(epoch + 1) * self.steps_per_epoch, metrics=metrics,
+                            input_wait_fraction=fraction)
         )
         if self.summaries is not None:  # the epoch's metrics went with its last step
             self.summaries.scalars((epoch + 1) * self.steps_per_epoch, {"input_wait_fraction": fraction})
@@ -187,4 +184,4 @@ class CheckpointEvents(tf.keras.callbacks.Callback):
         self.pattern = pattern
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        self.reporter.chief(EventKind.CHECKPOINT, epoch=epoch, path=self.pattern.format(epoch=epoch + 1))
+        self.reporter.lead(events.CheckpointSaved(epoch=epoch, path=self.pattern.format(epoch=epoch + 1)))

@@ -29,8 +29,7 @@ import time
 
 import tensorflow as tf
 
-from launcher.protocol import paths
-from launcher.protocol.events import EventKind
+from launcher.protocol import events, paths
 from launcher.worker import lifecycle
 from launcher.worker.context import TaskContext
 from launcher.worker.errors import ConfigError
@@ -44,7 +43,7 @@ def evaluate(ctx: TaskContext, poll: float = POLL_S) -> None:
     run_config = ctx.run_config
     if not ctx.user.has_eval_dataset:
         raise ConfigError(f"training.module {run_config.training.module!r} lacks make_eval_dataset, needed by the evaluator")
-    ctx.reporter.emit(EventKind.STARTED, strategy="default", num_replicas_in_sync=1, role="evaluator", index=ctx.selection.index)
+    ctx.reporter.emit(events.Started(strategy="default", num_replicas_in_sync=1, role="evaluator", index=ctx.selection.index))
     model = ctx.user.build_model()
     dataset = ctx.user.make_eval_dataset(run_config.training.batch_size_per_replica)
     directory = paths.checkpoints_dir(run_config.checkpoint_dir)
@@ -67,7 +66,7 @@ def evaluate(ctx: TaskContext, poll: float = POLL_S) -> None:
         if latest and latest != evaluated:
             model.load_weights(latest).expect_partial()
             metrics = {k: float(v) for k, v in model.evaluate(dataset, verbose=0, return_dict=True).items()}
-            ctx.reporter.emit(EventKind.EVALUATION, checkpoint=latest, metrics=metrics)
+            ctx.reporter.emit(events.Evaluation(checkpoint=latest, metrics=metrics))
             epoch = paths.checkpoint_epoch(latest)
             if summaries is not None and epoch is not None:
                 summaries.write(epoch * steps_per_epoch, metrics)
@@ -77,4 +76,4 @@ def evaluate(ctx: TaskContext, poll: float = POLL_S) -> None:
         time.sleep(poll)
     if summaries is not None:
         summaries.close()
-    ctx.reporter.emit(EventKind.FINISHED, metrics=metrics, model_path=None)
+    ctx.reporter.emit(events.Finished(metrics=metrics))

@@ -20,8 +20,7 @@ from collections.abc import Mapping
 import tensorflow as tf
 from pydantic import ValidationError
 
-from launcher.protocol import env
-from launcher.protocol.events import EventKind
+from launcher.protocol import env, events
 from launcher.protocol.exitcodes import ExitCode
 from launcher.protocol.runconfig import RunConfig
 from launcher.worker import lifecycle, usercode
@@ -52,14 +51,14 @@ PEER_ERRORS = (
 def main(environ: Mapping[str, str] = os.environ) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     log.setLevel(logging.INFO)
-    reporter = Reporter(environ.get(env.TASK_NAME) or socket.gethostname(), is_chief=False)
+    reporter = Reporter(environ.get(env.TASK_NAME) or socket.gethostname(), is_lead=False)
     exit_on_notice()
     dump_stacks_on_signal(reporter)
     try:
         ctx = _context(environ, reporter)
         _run(ctx)
     except Preempted as exc:
-        reporter.emit(EventKind.PREEMPTED, step=exc.step, exit_code=int(ExitCode.PREEMPTED))
+        reporter.emit(events.Preempted(step=exc.step, exit_code=int(ExitCode.PREEMPTED)))
         return ExitCode.PREEMPTED
     except (ConfigError, ValidationError) as exc:
         return _failed(reporter, ExitCode.CONFIG, exc)
@@ -80,7 +79,7 @@ def _context(environ: Mapping[str, str], reporter: Reporter) -> TaskContext:
     if tf_config:
         os.environ[env.TF_CONFIG] = json.dumps(tf_config)  # the cluster resolvers read it from here
     selection = select(run_config, tf_config, gpu_count())
-    reporter.is_chief = selection.is_chief
+    reporter.is_lead = selection.is_lead
     return TaskContext(reporter.task, run_config, tf_config, selection, usercode.load(run_config.training), reporter)
 
 
@@ -93,7 +92,7 @@ def _run(ctx: TaskContext) -> None:
         wait_for_peers(peer_addresses(ctx.tf_config))
     if action is Action.SERVE:
         lifecycle.serve_until_done(ctx.selection, ctx.tf_config, ctx.run_config.checkpoint_dir, ctx.run_config.run_id)
-        ctx.reporter.emit(EventKind.FINISHED, metrics={}, model_path=None)
+        ctx.reporter.emit(events.Finished())
     else:
         train(ctx)
 
@@ -108,5 +107,5 @@ def _is_peer_error(exc: BaseException | None) -> bool:
 
 def _failed(reporter: Reporter, code: ExitCode, exc: BaseException) -> int:
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    reporter.emit(EventKind.FAILED, reason=f"{type(exc).__name__}: {reason}", exit_code=int(code))
+    reporter.emit(events.Failed(reason=f"{type(exc).__name__}: {reason}", exit_code=int(code)))
     return int(code)

@@ -1,8 +1,8 @@
 """Progress events of one task (``launcher.protocol.events`` lines on stdout).
 
-Contract: ``Reporter(task).emit(kind, **fields)`` writes one event line;
-``chief_only`` events are dropped on other tasks so the launcher sees each
-step once.
+Contract: ``Reporter(task, is_lead).emit(event)`` writes one event line;
+``lead(event)`` writes it only on the job's lead task (the chief, or worker 0
+without one), so the launcher sees each step once.
 """
 
 from __future__ import annotations
@@ -11,21 +11,21 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from launcher.protocol.events import EventKind, emit
+from launcher.protocol.events import Event, emit
 
 
 @dataclass
 class Reporter:
     task: str
-    is_chief: bool
+    is_lead: bool
     stream: TextIO = sys.stdout
 
-    def emit(self, kind: EventKind, **fields: Any) -> None:
-        emit(kind, self.task, self.stream, **fields)
+    def emit(self, event: Event) -> None:
+        emit(event, self.task, self.stream)
 
-    def chief(self, kind: EventKind, **fields: Any) -> None:
-        if self.is_chief:
-            self.emit(kind, **fields)
+    def lead(self, event: Event) -> None:
+        if self.is_lead:
+            self.emit(event)
 
 
 def scalar(value: Any) -> float | None:

@@ -19,9 +19,9 @@ the length of that role's list).
 - explicit ``mirrored``, ``one_device``, ``default``, ``central_storage``,
   ``tpu`` -> ``Action.TRAIN`` with that strategy.
 
-``is_chief``: the lead task (``launcher.protocol.roles.lead_task``: the
+``is_lead``: the lead task (``launcher.protocol.roles.lead_task``: the
 chief, or worker 0 when the cluster has no chief), or a task without a
-cluster. Only the chief writes checkpoints, the model and the marker.
+cluster. Only the lead writes checkpoints, the model and the marker.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Selection:
     strategy: Strategy  # never AUTO
     role: RoleType | None  # None: no cluster (single process)
     index: int
-    is_chief: bool
+    is_lead: bool
     collective: Collective = Collective.AUTO
     tpu: TPUSpec | None = None
 
@@ -60,20 +60,20 @@ MULTI_WORKER = frozenset({Strategy.MULTI_WORKER_MIRRORED, Strategy.PARAMETER_SER
 def select(run_config: RunConfig, tf_config: dict[str, Any], gpu_count: int) -> Selection:
     role, index = _task(tf_config)
     cluster = tf_config.get("cluster", {})
-    is_chief = role is None or TaskRef(role, index) == lead_task(r for r in RoleType if cluster.get(r.value))
+    is_lead = role is None or TaskRef(role, index) == lead_task(r for r in RoleType if cluster.get(r.value))
     strategy = run_config.strategy
     if strategy is Strategy.AUTO:
         strategy = Strategy.MIRRORED if gpu_count > 1 else Strategy.ONE_DEVICE if gpu_count == 1 else Strategy.DEFAULT
     if strategy in MULTI_WORKER and role is None:
         raise ConfigError(f"strategy {strategy.value} needs TF_CONFIG naming this task's cluster and role")
     if role is RoleType.EVALUATOR:
-        return Selection(Action.EVALUATE, Strategy.DEFAULT, role, index, is_chief=False)
+        return Selection(Action.EVALUATE, Strategy.DEFAULT, role, index, is_lead=False)
     if strategy is Strategy.PARAMETER_SERVER:
         action = Action.COORDINATE if role is RoleType.CHIEF else Action.SERVE
-        return Selection(action, strategy, role, index, is_chief)
+        return Selection(action, strategy, role, index, is_lead)
     if role is RoleType.PS:
         raise ConfigError(f"a ps task only exists under parameter_server, not {strategy.value}")
-    return Selection(Action.TRAIN, strategy, role, index, is_chief, run_config.collective, run_config.tpu)
+    return Selection(Action.TRAIN, strategy, role, index, is_lead, run_config.collective, run_config.tpu)
 
 
 def _task(tf_config: Any) -> tuple[RoleType | None, int]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import faulthandler
 import sys
 
-from launcher.protocol.events import EventKind
+from launcher.protocol.events import StacksOnSignal
 from launcher.protocol.stacks import STACKS_SIGNAL
 from launcher.worker.reporter import Reporter
 
@@ -24,4 +24,4 @@ def dump_stacks_on_signal(reporter: Reporter) -> None:
         return
     faulthandler.register(STACKS_SIGNAL, file=sys.stderr, all_threads=True, chain=False)
     _registered.append(True)
-    reporter.emit(EventKind.STACKS_ON_SIGNAL, signal=STACKS_SIGNAL.name)
+    reporter.emit(StacksOnSignal(signal=STACKS_SIGNAL.name))

@@ -1,8 +1,8 @@
-"""TensorBoard summaries of a run: the chief's training curves, the evaluator's validation curves.
+"""TensorBoard summaries of a run: the lead task's training curves, the evaluator's validation curves.
 
 Contract (``log dir`` = ``RunConfig.tensorboard_dir``; None writes nothing):
 
-- ``TrainSummaries.open(run_config, resume_step)`` on the chief only (one
+- ``TrainSummaries.open(run_config, resume_step)`` on the lead task only (one
   writer per run) writes scalars to ``<log dir>/train`` at the global step
   (``epoch * steps_per_epoch + batch + 1``, which is what the optimizer's
   ``iterations`` counts and what a restore resumes from). Before writing it
@@ -124,7 +124,7 @@ class _Writer:
 
 
 class TrainSummaries(_Writer):
-    """The chief's training scalars (see the module contract)."""
+    """The lead task's training scalars (see the module contract)."""
 
     def __init__(self, directory: str, every: int, global_batch: int, optimizer: Any, start_step: int):
         super().__init__(directory)
@@ -135,9 +135,9 @@ class TrainSummaries(_Writer):
 
     @classmethod
     def open(
-        cls, run_config: RunConfig, is_chief: bool, resume_step: int, global_batch: int, optimizer: Any
+        cls, run_config: RunConfig, is_lead: bool, resume_step: int, global_batch: int, optimizer: Any
     ) -> TrainSummaries | None:
-        log_dir = _log_dir(run_config) if is_chief else None
+        log_dir = _log_dir(run_config) if is_lead else None
         if log_dir is None:
             return None
         directory = paths.summaries_dir(log_dir, paths.TRAIN_SUMMARIES)

@@ -4,10 +4,10 @@ Contract: ``train(ctx)`` builds the strategy, the user's model inside its
 scope and the input, resumes from ``<checkpoint_dir>/backup`` when a backup
 exists (emitting ``restored``), trains with ``fit`` or the user's
 ``train_step`` (``training.loop``), writes per-epoch weights checkpoints
-(chief only keeps them), exports the final model and, on the chief, deletes
+(the lead task only keeps them), exports the final model and, on the lead task, deletes
 the backup and writes the DONE marker: the backup outlives the export, so a
 task lost during it (a peer, the ps) resumes at the end, not from scratch.
-Events: started, restored, step, epoch, checkpoint, finished. The chief writes the training summaries (``launcher.worker.summaries``)
+Events: started, restored, step, epoch, checkpoint, finished. The lead task writes the training summaries (``launcher.worker.summaries``)
 in both loops, through the progress callback. Backups are step-granular when ``RunConfig.backup_every_steps`` is
 set (MWMS / single task), per epoch otherwise (PSS). Under MWMS and single
 tasks a SIGTERM to any training task makes all of them save at the same step
@@ -23,11 +23,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from launcher.protocol import paths
-from launcher.protocol.events import EventKind
+from launcher.protocol import events, paths
 from launcher.spec.models import Strategy, TrainingLoop
 from launcher.worker import data, lifecycle
-from launcher.worker.artifacts import chief_or_scratch
+from launcher.worker.artifacts import lead_or_scratch
 from launcher.worker.callbacks import CheckpointEvents, ProgressCallback
 from launcher.worker.context import TaskContext
 from launcher.worker.preemption import CoordinatedSave, CoordinatorSave, FitPreemption, exit_on_notice
@@ -44,33 +43,32 @@ def train(ctx: TaskContext) -> None:
     strategy = build_strategy(ctx.selection)
     exit_on_notice()  # again: MultiWorkerMirrored's coordination service installs its own SIGTERM notifier
     global_batch = training.batch_size_per_replica * strategy.num_replicas_in_sync
-    ctx.reporter.emit(
-        EventKind.STARTED,
+    ctx.reporter.emit(events.Started(
         strategy=type(strategy).__name__,
         num_replicas_in_sync=strategy.num_replicas_in_sync,
         global_batch_size=global_batch,
         role=ctx.selection.role.value if ctx.selection.role else None,
         index=ctx.selection.index,
-    )
+    ))
     with strategy.scope():
         model = ctx.user.build_model()
     resume = resume_point(
         paths.backup_dir(run_config.checkpoint_dir), training.steps_per_epoch, run_config.backup_every_steps is not None
     )
     if resume is not None:
-        ctx.reporter.emit(EventKind.RESTORED, epoch=resume.epoch, step_in_epoch=resume.step_in_epoch, step=resume.step)
+        ctx.reporter.emit(events.Restored(epoch=resume.epoch, step_in_epoch=resume.step_in_epoch, step=resume.step))
     summaries = TrainSummaries.open(
-        run_config, ctx.selection.is_chief, resume.step if resume else 0, global_batch, model.optimizer
+        run_config, ctx.selection.is_lead, resume.step if resume else 0, global_batch, model.optimizer
     )
     loop = fit_loop if training.loop is TrainingLoop.FIT else custom_loop
     metrics = loop(TrainingRun(ctx, strategy, model, global_batch, resume, summaries))
     if summaries is not None:
         summaries.close()
-    model_path = chief_or_scratch(ctx, paths.model_path(run_config.checkpoint_dir), model.save)
-    if ctx.selection.is_chief:
+    model_path = lead_or_scratch(ctx, paths.model_path(run_config.checkpoint_dir), model.save)
+    if ctx.selection.is_lead:
         _delete_backup(run_config.checkpoint_dir)
         lifecycle.mark_done(run_config.checkpoint_dir, run_config.run_id)
-    ctx.reporter.emit(EventKind.FINISHED, metrics=metrics, model_path=model_path)
+    ctx.reporter.emit(events.Finished(metrics=metrics, model_path=model_path))
 
 
 @dataclass(frozen=True)
@@ -159,10 +157,10 @@ class _Backup:
     def save(self, epoch: int, batch: int) -> None:
         self.saved_epoch.assign(epoch)
         self.saved_batch.assign(batch)
-        if self.ctx.selection.is_chief:
+        if self.ctx.selection.is_lead:
             self.manager.save()
         else:
-            chief_or_scratch(self.ctx, posixpath.join(self.directory, "backup"), self.checkpoint.write)
+            lead_or_scratch(self.ctx, posixpath.join(self.directory, "backup"), self.checkpoint.write)
 
 
 def custom_loop(run: TrainingRun) -> dict[str, float]:
@@ -218,7 +216,7 @@ def custom_loop(run: TrainingRun) -> dict[str, float]:
         progress.on_epoch_end(epoch, {"loss": loss})
         backup.save(epoch, training.steps_per_epoch - 1)
         weights = pattern.format(epoch=epoch + 1)
-        chief_or_scratch(ctx, weights, model.save_weights)
-        ctx.reporter.chief(EventKind.CHECKPOINT, epoch=epoch, path=weights)
+        lead_or_scratch(ctx, weights, model.save_weights)
+        ctx.reporter.lead(events.CheckpointSaved(epoch=epoch, path=weights))
     final = scalar(loss)
     return {"loss": final} if final is not None else {}

@@ -23,7 +23,7 @@ import pytest
 from helpers.boards import free_port, scalar_curves
 from launcher import api
 from launcher.api import validate_data
-from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
 from launcher.plan import naming
 from launcher.protocol.events import parse_event
 from launcher.supervision.status import JobStatus, State
@@ -43,7 +43,7 @@ BOARD_RUNS = ("e2e-board-a", "e2e-board-b")
 @pytest.fixture
 def backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[KubernetesBackend]:
     monkeypatch.setenv("KUBECONFIG", os.environ["TFCLUSTER_E2E_KUBECONFIG"])
-    runner = KubernetesBackend.create(namespace=NAMESPACE)
+    runner = KubernetesBackend.create(KubernetesOptions(namespace=NAMESPACE))
     yield runner
     for name in ("e2e-demo", "e2e-gang", "e2e-own", *BOARD_RUNS):
         runner.cancel(name, volumes=True)
@@ -87,7 +87,7 @@ def test_demo_trains_to_success_and_goes_away(backend: KubernetesBackend) -> Non
     status = supervise_until(backend, "e2e-demo", lambda s: s.state.terminal)
     assert status.state is State.SUCCEEDED, status
     events = [parse_event(line) for line in backend.logs("e2e-demo", "e2e-demo-chief-0")]
-    assert any(e and e["event"] == "finished" for e in events)
+    assert any(e and e.event == "finished" for e in events)
     port = free_port()  # the run's TensorBoard Deployment, through a real port-forward
     with backend.tensorboard(["e2e-demo"], "127.0.0.1", port) as board:
         curves = scalar_curves(board.url, ["e2e-demo/train"], "loss", timeout=300)
@@ -101,7 +101,7 @@ def test_demo_trains_to_success_and_goes_away(backend: KubernetesBackend) -> Non
 
 def test_killed_worker_restarts_the_gang_and_resumes(backend: KubernetesBackend) -> None:
     backend.submit(KubernetesBackend.dry_run(demo_plan("e2e-gang")))
-    supervise_until(backend, "e2e-gang", lambda s: s.progress.get("step", 0) >= 10)
+    supervise_until(backend, "e2e-gang", lambda s: (s.progress.step or 0) >= 10)
     from kubernetes import client, config
 
     core = client.CoreV1Api(config.new_client_from_config(config_file=os.environ["TFCLUSTER_E2E_KUBECONFIG"]))

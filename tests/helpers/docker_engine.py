@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from launcher import api
+from launcher.backends.api import BackendOptions
 from launcher.backends.compose.backend import ComposeBackend, compose_command
 from launcher.errors import BackendUnavailable, LaunchError
 from launcher.plan.planner import Plan
@@ -109,7 +110,7 @@ class Clusters:
     """Launch specs on the compose backend; every cluster launched here is removed at teardown."""
 
     def __init__(self, tmp_path: Path):
-        self.backend = ComposeBackend.create()
+        self.backend = ComposeBackend.create(BackendOptions())
         self.tmp_path = tmp_path
         self.launched: list[str] = []
 

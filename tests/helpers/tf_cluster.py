@@ -35,11 +35,12 @@ class TaskResult:
     output: str
 
     @property
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Any]:
         return [e for e in map(parse_event, self.output.splitlines()) if e is not None]
 
-    def of(self, kind: str) -> list[dict[str, Any]]:
-        return [e for e in self.events if e["event"] == kind]
+    def of(self, kind: str) -> list[Any]:
+        """This task's events of ``kind`` (typed ``launcher.protocol.events`` models)."""
+        return [e for e in self.events if e.event == kind]
 
 
 @dataclass

@@ -153,7 +153,7 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
     clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, epochs=KILLED_EPOCHS))
     pid, uid = trainer(docker_engine.containers.get(f"{name}-worker-1"))
     assert uid != 0, "the training process runs as root"
-    running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 8)
+    running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.step or 0) >= 8)
     assert not running.state.terminal, f"finished before the kill: {running.message}"
     killed = docker_engine.containers.get(f"{name}-worker-1").exec_run(["python", "-c", f"import os; os.kill({pid}, 9)"])
     assert killed.exit_code == 0, killed.output
@@ -161,8 +161,8 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
     assert job.state is State.SUCCEEDED, job.message
     assert job.restarts >= 1, "the kill was not noticed"
     events = [parse_event(line) for line in clusters.backend.logs(name, f"{name}-chief-0")]
-    restored = [e for e in events if e and e["event"] == "restored"]
-    assert restored and restored[-1]["step"] > 0, "training did not resume from a backup"
+    restored = [e for e in events if e and e.event == "restored"]
+    assert restored and restored[-1].step > 0, "training did not resume from a backup"
     assert "model/model.keras" in volume_files(docker_engine, name)
 
 
@@ -170,7 +170,7 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
 def test_docker_kill_of_a_worker_recovers_the_group_in_bounded_time(clusters: Clusters, docker_engine) -> None:  # noqa: F811
     name = "ckill"
     clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, restart={"max_restarts": 2}, epochs=KILLED_EPOCHS))
-    running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 8)
+    running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.step or 0) >= 8)
     assert not running.state.terminal, f"finished before the kill: {running.message}"
     docker_engine.containers.get(f"{name}-worker-0").kill()
     job = clusters.wait(name, timeout=300)
@@ -272,7 +272,7 @@ def test_mwms_survives_kill_9_of_the_supervisor_and_watch_adopts_the_containers(
 ) -> None:
     name = "cadopt"
     clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 1}}, restart={"max_restarts": 0}, epochs=KILLED_EPOCHS))
-    running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 3)
+    running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.step or 0) >= 3)
     assert not running.state.terminal, f"finished before the kill: {running.message}"
     started = {c.name: c.attrs["State"]["StartedAt"] for c in project_objects(docker_engine, name)[0]}
     kill_supervisor(name)
@@ -297,7 +297,7 @@ def test_after_a_reboot_of_the_controller_watch_restarts_the_stopped_containers_
     here without restarting the shared engine. ``watch`` adopts the exited containers and applies the policy."""
     name = "creboot"
     clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 1}}, restart={"max_restarts": 1}, epochs=KILLED_EPOCHS))
-    running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 8)
+    running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.step or 0) >= 8)
     assert not running.state.terminal, f"finished before the kill: {running.message}"
     kill_supervisor(name)
     for container in project_objects(docker_engine, name)[0]:
@@ -312,8 +312,8 @@ def test_after_a_reboot_of_the_controller_watch_restarts_the_stopped_containers_
     # The stop is a termination notice: exit 143 (the tasks saved) restarts as a preemption, 137 as a failure.
     assert job is not None and job.state is State.SUCCEEDED and job.restarts + job.preemptions == 1, job
     events = [parse_event(line) for line in clusters.backend.logs(name, f"{name}-chief-0")]
-    restored = [e for e in events if e and e["event"] == "restored"]
-    assert restored and restored[-1]["step"] > 0, "training did not resume from the backup"
+    restored = [e for e in events if e and e.event == "restored"]
+    assert restored and restored[-1].step > 0, "training did not resume from the backup"
 
 
 def test_an_engine_restart_during_the_run_is_recovered_by_the_restart_policy(
@@ -350,7 +350,7 @@ def test_docker_stop_of_a_worker_saves_every_task_and_resumes_where_it_was(clust
                    checkpoint={"backup_every_steps": 1000})
     spec["training"] = {**spec["training"], "epochs": 12, "steps_per_epoch": 4}  # a step event per step
     clusters.up(spec)
-    running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.get("step") or 0) >= 10)
+    running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.step or 0) >= 10)
     assert not running.state.terminal, f"finished before the stop: {running.message}"
     signalled = time.time()
     docker_engine.containers.get(f"{name}-worker-1").stop(timeout=60)
@@ -358,12 +358,12 @@ def test_docker_stop_of_a_worker_saves_every_task_and_resumes_where_it_was(clust
     assert job.state is State.SUCCEEDED, job.message
     assert (job.restarts, job.preemptions) == (0, 1), job
     events = [e for e in map(parse_event, clusters.backend.logs(name, f"{name}-chief-0")) if e]
-    [preempted] = [e for e in events if e["event"] == "preempted"]
-    [restored] = [e for e in events if e["event"] == "restored"]
-    before = max(e["step"] for e in events if e["event"] == "step" and e["time"] <= signalled)
+    [preempted] = [e for e in events if e.event == "preempted"]
+    [restored] = [e for e in events if e.event == "restored"]
+    before = max(e.step for e in events if e.event == "step" and e.time <= signalled)
     # Nothing lost: the restart resumes at the step every task saved, at or after the last one reported before
     # the stop call (Docker's API and signal forwarding take a few steps on a loaded machine: CI saw 3).
-    assert restored["step"] == preempted["step"] and before <= restored["step"] < 48, (before, restored)
+    assert restored.step == preempted.step and before <= restored.step < 48, (before, restored)
 
 
 def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_restarted(clusters: Clusters, tmp_path) -> None:  # noqa: F811

@@ -37,7 +37,7 @@ def wait_running(name: str, tasks: int) -> None:
 
 
 def test_up_runs_to_success_and_keeps_logs(tmp_path: Path) -> None:
-    event = 'TFCLUSTER_EVENT {"event":"epoch","task":"ok-chief-0","time":0,"epoch":1,"step":4,"loss":0.25}'
+    event = 'TFCLUSTER_EVENT {"event":"epoch","task":"ok-chief-0","time":0,"epoch":1,"step":4,"metrics":{"loss":0.25}}'
     spec = write(tmp_path, "ok", {
         "chief": {"command": [sys.executable, "-c", f"import time; print({event!r}); time.sleep(1)"]},
         "worker": {"replicas": 2, "command": [sys.executable, "-c", "import os, json; "

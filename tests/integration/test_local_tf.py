@@ -66,17 +66,17 @@ def test_mwms_survives_a_killed_worker_and_resumes_from_the_backup(tmp_path: Pat
     up = subprocess.Popen([*CLI, "up", str(write_spec(tmp_path, spec))], cwd=tmp_path,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     name = spec["name"]
-    wait_status(name, lambda s: s.progress.get("step", 0) >= 2 * BACKUP_EVERY, timeout=180)
+    wait_status(name, lambda s: (s.progress.step or 0) >= 2 * BACKUP_EVERY, timeout=180)
     kill_task(name, f"{name}-worker-1")
     assert up.wait(timeout=240) == 0, up.stderr.read()
     status = finish(name)
     assert status.restarts == 1 and all(t.restarts == 1 for t in status.tasks)
     chief = events(name, f"{name}-chief-0")
-    restored = [e for e in chief if e["event"] == "restored"]
-    assert len(restored) == 1 and restored[0]["step"] > 0, restored
-    before = max(e["step"] for e in chief[: chief.index(restored[0])] if e["event"] == "step")
-    assert restored[0]["step"] >= before - BACKUP_EVERY, f"repeated {before - restored[0]['step']} steps"
-    assert any(e["event"] == "finished" for e in chief[chief.index(restored[0]):])
+    restored = [e for e in chief if e.event == "restored"]
+    assert len(restored) == 1 and restored[0].step > 0, restored
+    before = max(e.step for e in chief[: chief.index(restored[0])] if e.event == "step")
+    assert restored[0].step >= before - BACKUP_EVERY, f"repeated {before - restored[0].step} steps"
+    assert any(e.event == "finished" for e in chief[chief.index(restored[0]):])
     # One training curve across the kill: points past the restored step were dropped, then written again once.
     loss = curve(tmp_path / "tfcluster-runs" / name / "tensorboard" / "train", "loss")
     assert_monotonic(loss)
@@ -88,7 +88,7 @@ def test_pss_with_evaluator_restarts_every_training_task_when_the_ps_is_killed(t
                              "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1},
                                        "evaluator": {"replicas": 1}}},
                   epochs=12)  # 3 epochs once ended (~1.5 s) between two looks at the status: the kill came too late
-    wait_status(name, lambda s: s.progress.get("epoch", 0) >= 1, timeout=180)  # epoch 0 is backed up
+    wait_status(name, lambda s: (s.progress.epoch or 0) >= 1, timeout=180)  # epoch 0 is backed up
     kill_task(name, f"{name}-ps-0")
     status = finish(name)
     training = [t for t in status.tasks if not t.name.endswith("evaluator-0")]
@@ -97,10 +97,10 @@ def test_pss_with_evaluator_restarts_every_training_task_when_the_ps_is_killed(t
     # workers saw the completion marker, the evaluator evaluated the final checkpoint.
     assert all(t.state is State.SUCCEEDED and t.exit_code == 0 for t in status.tasks), status.tasks
     chief = events(name, f"{name}-chief-0")
-    restored = [e for e in chief if e["event"] == "restored"]
-    assert restored and restored[-1]["epoch"] >= 1, restored
-    evaluations = [e for e in events(name, f"{name}-evaluator-0") if e["event"] == "evaluation"]
-    assert evaluations and evaluations[-1]["metrics"]["accuracy"] > 0.1, evaluations
+    restored = [e for e in chief if e.event == "restored"]
+    assert restored and restored[-1].epoch >= 1, restored
+    evaluations = [e for e in events(name, f"{name}-evaluator-0") if e.event == "evaluation"]
+    assert evaluations and evaluations[-1].metrics["accuracy"] > 0.1, evaluations
 
 
 def test_tensorboard_serves_the_train_and_validation_curves_of_a_local_mwms_run(tmp_path: Path) -> None:
@@ -129,7 +129,7 @@ def test_mwms_survives_kill_9_of_the_supervisor_and_watch_adopts_it(tmp_path: Pa
     name = launch(tmp_path, {"name": "mws", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
                              "checkpoint": {"backup_every_steps": BACKUP_EVERY}, "restart": {"max_restarts": 0}},
                   epochs=6)  # far from done when the supervisor is killed
-    wait_status(name, lambda s: s.progress.get("step", 0) >= 3, timeout=180)
+    wait_status(name, lambda s: (s.progress.step or 0) >= 3, timeout=180)
     daemon, groups = processes(name)
     assert daemon is not None
     os.kill(daemon, signal.SIGKILL)
@@ -142,8 +142,8 @@ def test_mwms_survives_kill_9_of_the_supervisor_and_watch_adopts_it(tmp_path: Pa
     status = finish(name)
     assert status.restarts == 0 and all(t.restarts == 0 for t in status.tasks)
     chief = events(name, f"{name}-chief-0")
-    assert [e["event"] for e in chief].count("started") == 1, "the chief was restarted instead of adopted"
-    assert any(e["event"] == "finished" for e in chief)
+    assert [e.event for e in chief].count("started") == 1, "the chief was restarted instead of adopted"
+    assert any(e.event == "finished" for e in chief)
     assert_nothing_left(daemon, groups)
 
 
@@ -156,20 +156,20 @@ def test_mwms_sigterm_to_a_worker_saves_every_task_and_resumes_where_it_was(tmp_
     name = launch(tmp_path, {"name": "mwt", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
                              "checkpoint": {"backup_every_steps": 1000}, "restart": {"max_restarts": 0},
                              "training": {"steps_per_epoch": 4}}, epochs=12)
-    wait_status(name, lambda s: s.progress.get("step", 0) >= 10, timeout=180)
+    wait_status(name, lambda s: (s.progress.step or 0) >= 10, timeout=180)
     signalled = time.time()
     os.killpg(LocalState.named(name).read_groups()[f"{name}-worker-1"], signal.SIGTERM)  # the task: its process group
     status = finish(name)
     assert (status.restarts, status.preemptions) == (0, 1), status
     chief = events(name, f"{name}-chief-0")
-    [preempted] = [e for e in chief if e["event"] == "preempted"]
-    [restored] = [e for e in chief if e["event"] == "restored"]
-    before = max(e["step"] for e in chief if e["event"] == "step" and e["time"] <= signalled)
-    assert restored["step"] == preempted["step"]
+    [preempted] = [e for e in chief if e.event == "preempted"]
+    [restored] = [e for e in chief if e.event == "restored"]
+    before = max(e.step for e in chief if e.event == "step" and e.time <= signalled)
+    assert restored.step == preempted.step
     # Nothing lost: saved at or after the last step reported before the signal (a few steps past it when a task
     # is descheduled between a step and its event), and resumed there.
-    assert before <= restored["step"] < 48, (before, restored)
-    assert all(e["exit_code"] == 143 for t in status.tasks for e in events(name, t.name) if e["event"] == "preempted")
+    assert before <= restored.step < 48, (before, restored)
+    assert all(e.exit_code == 143 for t in status.tasks for e in events(name, t.name) if e.event == "preempted")
 
 
 def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_the_job_succeeds(tmp_path: Path) -> None:
@@ -190,14 +190,14 @@ def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_the_job_su
     assert "in gate" in (stacks / f"{name}-worker-1.txt").read_text()  # the blocked py_function, by name
     assert "script_ops.py" not in (stacks / f"{name}-chief-0.txt").read_text()
     chief = events(name, f"{name}-chief-0")
-    restored = [e for e in chief if e["event"] == "restored"]
-    assert len(restored) == 1 and restored[0]["step"] >= BACKUP_EVERY, restored  # from the backup, not from scratch
+    restored = [e for e in chief if e.event == "restored"]
+    assert len(restored) == 1 and restored[0].step >= BACKUP_EVERY, restored  # from the backup, not from scratch
 
 
 def test_debug_prints_the_stacks_of_every_task_of_a_running_job(tmp_path: Path) -> None:
     name = launch(tmp_path, {"name": "dbg", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}}}, epochs=40)
     try:
-        wait_status(name, lambda s: s.progress.get("step", 0) >= 3, timeout=180)
+        wait_status(name, lambda s: (s.progress.step or 0) >= 3, timeout=180)
         result = tfcluster("debug", name, cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         sections = result.stdout.split("== ")[1:]

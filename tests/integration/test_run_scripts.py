@@ -94,7 +94,7 @@ def test_a_script_with_the_progress_callback_reports_like_the_entrypoint(tmp_pat
     assert isinstance(progress["metrics"]["loss"], float)
     events = [e for e in map(parse_event, LocalState.named("keras-progress").task_log("keras-progress-worker-0")
                              .read_text().splitlines()) if e]
-    assert [e["step"] for e in events if e["event"] == "step"] == [4, 8, 12, 16]
+    assert [e.step for e in events if e.event == "step"] == [4, 8, 12, 16]
 
 
 def test_a_custom_loop_reporting_with_the_two_functions_shows_like_the_entrypoint(tmp_path: Path) -> None:
@@ -107,9 +107,9 @@ def test_a_custom_loop_reporting_with_the_two_functions_shows_like_the_entrypoin
     state = LocalState.named("custom-progress")
     lead, other = ([e for e in map(parse_event, state.task_log(f"custom-progress-worker-{i}").read_text().splitlines()) if e]
                    for i in (0, 1))
-    assert [e["step"] for e in lead if e["event"] == "step"] == [4, 8, 12, 16]
-    assert [(e["epoch"], type(e["loss"])) for e in lead if e["event"] == "epoch"] == [(0, float), (1, float)]
-    assert not [e for e in other if e["event"] in ("step", "epoch")]  # worker 1 does not lead: each step is seen once
+    assert [e.step for e in lead if e.event == "step"] == [4, 8, 12, 16]
+    assert [(e.epoch, type(e.metrics["loss"])) for e in lead if e.event == "epoch"] == [(0, float), (1, float)]
+    assert not [e for e in other if e.event in ("step", "epoch")]  # worker 1 does not lead: each step is seen once
 
 
 def stall_spec(ws: Path, timeout_seconds: int) -> Path:

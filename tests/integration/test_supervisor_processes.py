@@ -146,7 +146,7 @@ def test_tasks_exiting_by_themselves_in_the_grace_period_count_as_done(tmp_path:
 def test_progress_events_reach_the_job_status(tmp_path: Path) -> None:
     event = 'TFCLUSTER_EVENT {"event":"step","task":"sup-chief-0","time":0,"epoch":1,"step":7,"total_steps":30,"loss":0.5}'
     status, _ = supervise(tmp_path, {"chief": role(f"print({event!r})")})
-    assert status.progress["step"] == 7 and status.progress["loss"] == 0.5
+    assert status.progress.step == 7 and status.progress.loss == 0.5
 
 
 def test_a_command_that_cannot_start_fails_the_job(tmp_path: Path) -> None:

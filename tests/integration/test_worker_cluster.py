@@ -55,30 +55,30 @@ def test_mwms_chief_and_two_workers_train_and_export_a_model_that_scores(tmp_pat
     assert_all_ok(results)
     chief = results["mw-chief-0"]
     [started] = chief.of("started")
-    assert (started["strategy"], started["num_replicas_in_sync"], started["global_batch_size"]) == ("CollectiveAllReduceStrategy", 3, 96)
-    steps = [e["step"] for e in chief.of("step")]
-    assert steps == sorted(steps) and steps[-1] == 30 and all(e["total_steps"] == 30 for e in chief.of("step"))
+    assert (started.strategy, started.num_replicas_in_sync, started.global_batch_size) == ("CollectiveAllReduceStrategy", 3, 96)
+    steps = [e.step for e in chief.of("step")]
+    assert steps == sorted(steps) and steps[-1] == 30 and all(e.total_steps == 30 for e in chief.of("step"))
     epochs = chief.of("epoch")
-    assert [e["epoch"] for e in epochs] == [0, 1]
+    assert [e.epoch for e in epochs] == [0, 1]
     last_step = chief.of("step")[-1]  # tf_keras sums batch-level losses over replicas; events must not
-    assert last_step["loss"] == pytest.approx(epochs[-1]["loss"], rel=0.05)
-    assert all(0 <= e["input_wait_fraction"] <= 1 and "accuracy" in e and "loss" in e for e in epochs)
-    assert [e["path"] for e in chief.of("checkpoint")] == [str(tmp_path / "checkpoints" / f"ckpt-000{n}") for n in (1, 2)]
+    assert last_step.loss == pytest.approx(epochs[-1].metrics["loss"], rel=0.05)
+    assert all(0 <= e.input_wait_fraction <= 1 and "accuracy" in e.metrics and "loss" in e.metrics for e in epochs)
+    assert [e.path for e in chief.of("checkpoint")] == [str(tmp_path / "checkpoints" / f"ckpt-000{n}") for n in (1, 2)]
     [finished] = chief.of("finished")
-    assert finished["model_path"] == str(tmp_path / "model" / "model.keras")
+    assert finished.model_path == str(tmp_path / "model" / "model.keras")
     for worker in ("mw-worker-0", "mw-worker-1"):  # progress is reported once, by the chief
         assert not results[worker].of("step") and not results[worker].of("checkpoint")
-        assert results[worker].of("finished")[0]["model_path"] is None
+        assert results[worker].of("finished")[0].model_path is None
     assert (tmp_path / "_tfcluster" / "run1" / "DONE").is_file()
     assert not list((tmp_path / "backup").rglob("*.index")), "BackupAndRestore backup left after success"
     assert not list((tmp_path / "_tfcluster" / "tmp").rglob("*")), "non-chief scratch copies left behind"
-    assert held_out_accuracy(finished["model_path"]) > 0.4
+    assert held_out_accuracy(finished.model_path) > 0.4
     train = tmp_path / "tensorboard" / "train"  # the default log dir; one writer: the chief
     assert len(list(train.glob("*tfevents*"))) == 1 and not (tmp_path / "tensorboard" / "validation").exists()
     assert {"loss", "accuracy", "learning_rate", "examples_per_second", "input_wait_fraction"} <= tags(train)
     loss = curve(train, "loss")
     assert [step for step, _ in loss] == [10, 15, 20, 30]  # every update_steps (10) and at each epoch's end (15)
-    assert loss[-1][1] == pytest.approx(epochs[-1]["loss"], rel=1e-5)
+    assert loss[-1][1] == pytest.approx(epochs[-1].metrics["loss"], rel=1e-5)
     assert [step for step, _ in curve(train, "input_wait_fraction")] == [15, 30]
     assert all(0 <= value <= 1 for _, value in curve(train, "accuracy"))  # batch logs: summed replicas scaled back
 
@@ -88,15 +88,15 @@ def test_pss_servers_stop_at_done_and_the_evaluator_evaluates_the_final_checkpoi
     results = run_cluster(spec, "run1", timeout=200, cluster_file=True)  # evaluator: TFCLUSTER_TASK_ADDRESS
     assert_all_ok(results)  # ps, workers and evaluator exited 0 on their own: the helper kills only at the timeout
     chief = results["pss-chief-0"]
-    assert chief.of("started")[0]["strategy"] == "ParameterServerStrategyV2"
-    assert [e["epoch"] for e in chief.of("epoch")] == [0, 1]
-    assert chief.of("step") and chief.of("finished")[0]["model_path"]
+    assert chief.of("started")[0].strategy == "ParameterServerStrategyV2"
+    assert [e.epoch for e in chief.of("epoch")] == [0, 1]
+    assert chief.of("step") and chief.of("finished")[0].model_path
     evaluations = results["pss-evaluator-0"].of("evaluation")
-    assert evaluations and evaluations[-1]["checkpoint"] == str(tmp_path / "checkpoints" / "ckpt-0002")
-    assert 0 <= evaluations[-1]["metrics"]["accuracy"] <= 1
+    assert evaluations and evaluations[-1].checkpoint == str(tmp_path / "checkpoints" / "ckpt-0002")
+    assert 0 <= evaluations[-1].metrics["accuracy"] <= 1
     steps_per_epoch = spec.training.steps_per_epoch
     validation = curve(tmp_path / "tensorboard" / "validation", "loss")  # at each evaluated checkpoint's step
-    assert validation and validation[-1] == (2 * steps_per_epoch, pytest.approx(evaluations[-1]["metrics"]["loss"]))
+    assert validation and validation[-1] == (2 * steps_per_epoch, pytest.approx(evaluations[-1].metrics["loss"]))
     assert_monotonic(validation)
     train = curve(tmp_path / "tensorboard" / "train", "loss")  # written by the coordinator
     assert len(train) >= 2 and train[-1][0] == 2 * steps_per_epoch
@@ -112,8 +112,8 @@ def test_a_new_launch_from_scratch_replaces_the_validation_curve_of_an_earlier_o
     second = run_cluster(cluster_spec("again", {"chief": 1, "evaluator": 1}, tmp_path), "run2")
     assert_all_ok(second)
     evaluations = second["again-evaluator-0"].of("evaluation")
-    assert evaluations and not [e for e in evaluations if e["checkpoint"].endswith("ckpt-0003")], evaluations
-    evaluated = {int(e["checkpoint"][-4:]) * 10: e["metrics"]["loss"] for e in evaluations}
+    assert evaluations and not [e for e in evaluations if e.checkpoint.endswith("ckpt-0003")], evaluations
+    evaluated = {int(e.checkpoint[-4:]) * 10: e.metrics["loss"] for e in evaluations}
     validation = curve(tmp_path / "tensorboard" / "validation", "loss")
     assert validation and validation[-1][0] == 20, validation
     assert validation == [(step, pytest.approx(evaluated[step])) for step, _ in validation]
@@ -125,7 +125,7 @@ def test_an_evaluator_that_starts_after_the_chief_finished_evaluates_the_final_c
     assert_all_ok(run_cluster(spec, "run1", only={"late-chief-0"}))
     [evaluator] = run_cluster(spec, "run1", only={"late-evaluator-0"}).values()
     assert evaluator.returncode == 0, evaluator.output[-3000:]
-    assert [e["checkpoint"][-4:] for e in evaluator.of("evaluation")] == ["0002"]
+    assert [e.checkpoint[-4:] for e in evaluator.of("evaluation")] == ["0002"]
     assert [step for step, _ in curve(tmp_path / "tensorboard" / "validation", "loss")] == [20]
 
 
@@ -137,12 +137,12 @@ def test_custom_loop_runs_the_users_train_step_under_mwms_from_the_cluster_file(
     results = run_cluster(spec, "run1", cluster_file=True)  # no TF_CONFIG: built from TFCLUSTER_CLUSTER_FILE
     assert_all_ok(results)
     chief = results["cl-chief-0"]
-    assert chief.of("started")[0]["num_replicas_in_sync"] == 2
-    losses = [e["loss"] for e in chief.of("step")]
+    assert chief.of("started")[0].num_replicas_in_sync == 2
+    losses = [e.loss for e in chief.of("step")]
     assert len(losses) >= 4 and losses[-1] < losses[0], losses
     assert len(chief.of("checkpoint")) == 2
     assert [step for step, _ in curve(tmp_path / "tensorboard" / "train", "loss")] == [10, 15, 20, 30]
-    assert held_out_accuracy(chief.of("finished")[0]["model_path"]) > 0.4
+    assert held_out_accuracy(chief.of("finished")[0].model_path) > 0.4
 
 
 def test_single_task_auto_picks_the_default_strategy_on_cpu(tmp_path: Path) -> None:
@@ -150,16 +150,16 @@ def test_single_task_auto_picks_the_default_strategy_on_cpu(tmp_path: Path) -> N
     results = run_cluster(spec, "run1")
     assert_all_ok(results)
     chief = results["one-chief-0"]
-    assert chief.of("started")[0]["strategy"] == "_DefaultDistributionStrategy"
-    assert [e["step"] for e in chief.of("step")] == [2, 4, 6, 8]
-    assert Path(chief.of("finished")[0]["model_path"]).is_file() and (tmp_path / "_tfcluster" / "run1" / "DONE").is_file()
+    assert chief.of("started")[0].strategy == "_DefaultDistributionStrategy"
+    assert [e.step for e in chief.of("step")] == [2, 4, 6, 8]
+    assert Path(chief.of("finished")[0].model_path).is_file() and (tmp_path / "_tfcluster" / "run1" / "DONE").is_file()
 
 
 def wait_for_step(cluster, task: str, step: int, timeout: float = 150) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         events = [e for e in map(parse_event, cluster.output(task).splitlines()) if e]
-        if any(e["event"] == "step" and e["step"] >= step for e in events):
+        if any(e.event == "step" and e.step >= step for e in events):
             return
         assert all(p.poll() is None for p in cluster.procs.values()), "a task ended early"
         time.sleep(0.2)
@@ -186,9 +186,9 @@ def test_dead_peer_exits_175_and_a_restart_resumes_from_the_backup(tmp_path: Pat
     assert_all_ok(second)
     for task in ("rs-chief-0", "rs-worker-0"):
         [restored] = second[task].of("restored")
-        assert restored["step"] >= 10 and restored["step"] == restored["epoch"] * 20 + restored["step_in_epoch"]
+        assert restored.step >= 10 and restored.step == restored.epoch * 20 + restored.step_in_epoch
     chief = second["rs-chief-0"]
-    assert min(e["step"] for e in chief.of("step")) > 10  # no step was trained twice from scratch
+    assert min(e.step for e in chief.of("step")) > 10  # no step was trained twice from scratch
     assert (tmp_path / "_tfcluster" / "run2" / "DONE").is_file()
     loss = curve(tmp_path / "tensorboard" / "train", "loss")  # one curve across both runs
     assert_monotonic(loss)
@@ -212,7 +212,7 @@ def test_pss_coordinator_exit_code_is_the_one_its_failed_event_names(tmp_path: P
     chief.wait(timeout=120)
     results = cluster.wait(timeout=1)
     [failed] = results["pk-chief-0"].of("failed")
-    assert results["pk-chief-0"].returncode == failed["exit_code"] == 175, describe(results)
+    assert results["pk-chief-0"].returncode == failed.exit_code == 175, describe(results)
 
 
 def test_custom_loop_restart_resumes_from_its_own_backup(tmp_path: Path) -> None:
@@ -229,8 +229,8 @@ def test_custom_loop_restart_resumes_from_its_own_backup(tmp_path: Path) -> None
     assert_all_ok(second)
     chief = second["cr-chief-0"]
     [restored] = chief.of("restored")
-    assert restored["step"] >= 50 and restored["step"] % 5 == 0
-    assert min(e["step"] for e in chief.of("step")) > restored["step"]
+    assert restored.step >= 50 and restored.step % 5 == 0
+    assert min(e.step for e in chief.of("step")) > restored.step
     assert not list((tmp_path / "backup").rglob("*.index")), "backup left after success"
     loss = curve(tmp_path / "tensorboard" / "train", "loss")
     assert_monotonic(loss)
@@ -244,12 +244,12 @@ def test_a_task_lost_in_the_final_export_resumes_at_the_end_not_from_scratch(tmp
     blocker = tmp_path / "model" / "model.keras"
     blocker.mkdir(parents=True)  # the export fails after the last step, as when a peer or the ps is lost during it
     [first] = run_cluster(spec, "run1").values()
-    assert first.returncode != 0 and first.of("failed") and first.of("step")[-1]["step"] == 16, first.output[-2000:]
+    assert first.returncode != 0 and first.of("failed") and first.of("step")[-1].step == 16, first.output[-2000:]
     blocker.rmdir()
     [second] = run_cluster(spec, "run2").values()
     assert second.returncode == 0, second.output[-2000:]
-    assert [e["step"] for e in second.of("restored")] == [16] and not second.of("step")  # nothing trained twice
-    assert Path(second.of("finished")[0]["model_path"]).is_file()
+    assert [e.step for e in second.of("restored")] == [16] and not second.of("step")  # nothing trained twice
+    assert Path(second.of("finished")[0].model_path).is_file()
     assert not list((tmp_path / "backup").rglob("*.index")), "backup left after success"
 
 
@@ -261,7 +261,7 @@ def test_missing_job_config_exits_2_with_a_failed_event() -> None:
     )
     assert proc.returncode == 2
     [failed] = [e for e in map(parse_event, proc.stdout.splitlines()) if e]
-    assert failed["event"] == "failed" and "TFCLUSTER_JOB is not set" in failed["reason"] and failed["task"] == "t-0"
+    assert failed.event == "failed" and "TFCLUSTER_JOB is not set" in failed.reason and failed.task == "t-0"
 
 
 @pytest.mark.parametrize("loop", ["fit", "custom"])
@@ -289,8 +289,8 @@ def test_sigterm_to_a_worker_makes_every_task_save_the_same_step_and_a_restart_r
     assert_all_ok(second)
     for task in (chief, worker):
         [restored] = second[task].of("restored")
-        assert restored["step"] == step, (restored, step)
-    assert min(e["step"] for e in second[chief].of("step")) > step
+        assert restored.step == step, (restored, step)
+    assert min(e.step for e in second[chief].of("step")) > step
 
 
 def test_pss_sigterm_a_worker_exits_preempted_and_the_chief_saves_its_weights_before_it(tmp_path: Path) -> None:
@@ -312,10 +312,10 @@ def test_pss_sigterm_a_worker_exits_preempted_and_the_chief_saves_its_weights_be
     [preempted] = chief.of("preempted")
     # The weights of the epoch it was in (1 or later: the chief trains on while worker 0 exits), resumed at its start.
     epoch = len(chief.of("epoch"))
-    assert epoch >= 1 and preempted["step"] == epoch * 20 and not chief.of("failed"), chief.output[-3000:]
-    assert TaskResult(143, first.output("pst-worker-0")).of("preempted")[0]["step"] is None
+    assert epoch >= 1 and preempted.step == epoch * 20 and not chief.of("failed"), chief.output[-3000:]
+    assert TaskResult(143, first.output("pst-worker-0")).of("preempted")[0].step is None
 
     second = run_cluster(spec, "run2")
     assert_all_ok(second)
     [restored] = second["pst-chief-0"].of("restored")
-    assert (restored["epoch"], restored["step"]) == (epoch, epoch * 20)
+    assert (restored.epoch, restored.step) == (epoch, epoch * 20)

@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
 
-from launcher.backends.api import Backend
+from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.compose import runtime, supervise
 from launcher.backends.compose import tensorboard as board
 from launcher.backends.compose.render import PROJECT_LABEL, checkpoint_problems, render
@@ -69,7 +69,7 @@ def compose_command() -> list[str]:
     )
 
 
-class ComposeBackend(Backend):
+class ComposeBackend(Backend[BackendOptions]):
     kind = BackendKind.COMPOSE
 
     def __init__(self, client: Any) -> None:
@@ -88,8 +88,8 @@ class ComposeBackend(Backend):
         return render(plan)
 
     @classmethod
-    def create(cls, **options: Any) -> ComposeBackend:
-        """Connects to the local Docker engine (options are unused)."""
+    def create(cls, options: BackendOptions) -> ComposeBackend:
+        """Connects to the local Docker engine (it has no options)."""
         return cls(docker_client())
 
     # -- submit -----------------------------------------------------------------------------------
@@ -158,10 +158,8 @@ class ComposeBackend(Backend):
         """Status of a project started by hand (`docker compose up` of a rendered file), from its containers."""
         tasks = []
         for container in containers:
-            state = container.attrs["State"]
-            code = int(state["ExitCode"]) if container.status in ("exited", "dead") else None
-            task_state = State.SUCCEEDED if code == 0 else State.FAILED if code is not None else \
-                _CONTAINER_STATES.get(container.status, State.UNKNOWN)
+            code = runtime.exit_code(container)
+            task_state = State.of_exit(code) if code is not None else _CONTAINER_STATES.get(container.status, State.UNKNOWN)
             tasks.append(TaskStatus(container.name, task_state, container.attrs.get("RestartCount", 0), code))
         states = {t.state for t in tasks}
         if states & {State.RUNNING, State.RESTARTING, State.PENDING}:

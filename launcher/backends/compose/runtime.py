@@ -41,9 +41,13 @@ from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.stacks import STACKS_SIGNAL
 
 OVERRIDE_FILE = "supervised.yaml"
-COMPOSE_COMMAND_FILE = "compose-command.json"
-#: Exit code reported for a container that vanished (as if SIGKILLed).
-GONE_EXIT = 137
+#: Docker's container statuses of a container whose process ended (its ``State.ExitCode`` is final).
+ENDED_STATUSES = frozenset({"exited", "dead"})
+
+
+def exit_code(container: Any) -> int | None:
+    """The exit code of ``container``'s process once it ended, else None."""
+    return int(container.attrs["State"]["ExitCode"]) if container.status in ENDED_STATUSES else None
 
 
 class ContainerRuntime:
@@ -83,11 +87,10 @@ class ContainerRuntime:
         if container is None:
             self._queue(task.name).put(f"container {task.name} is gone (removed outside tfcluster)")
             return LOST_EXIT
-        state = container.attrs["State"]
-        if state["Status"] not in ("exited", "dead"):
-            return None
-        self._join(task.name)
-        return int(state["ExitCode"])
+        code = exit_code(container)
+        if code is not None:
+            self._join(task.name)
+        return code
 
     def stop(self, tasks: Sequence[Task], grace_seconds: float) -> None:
         def stop_one(task: Task) -> None:
@@ -167,8 +170,7 @@ def started_at(container: Any) -> float:
 
 def observe(containers: Sequence[Any]) -> dict[str, int | None]:
     """``{task: exit code, None while it runs}`` of the cluster's containers that were started."""
-    return {c.name: int(c.attrs["State"]["ExitCode"]) if c.status in ("exited", "dead") else None
-            for c in containers if c.status != "created"}
+    return {c.name: exit_code(c) for c in containers if c.status != "created"}
 
 
 def compose_files() -> list[str]:

@@ -14,7 +14,7 @@ hang, and deleting the Jobs left running once the run ended).
 
 ``tensorboard`` applies the run's TensorBoard objects that the rendered
 ConfigMap holds, or for several runs one board mounting each run's claim
-(``manifests.shared_board``), owned by every shown run's ConfigMap (so
+(``tensorboard.shared_board``), owned by every shown run's ConfigMap (so
 ``down`` of any of them and the garbage collector, once all are gone,
 remove it), waits for a ready pod, forwards ``host:port`` to it through
 the API server (``pods/<pod>/portforward``) and deletes it when left.
@@ -36,21 +36,15 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from launcher.backends.api import Backend
+from pydantic import ValidationError
+
+from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.kubernetes import status as k8s_status
-from launcher.backends.kubernetes.manifests import (
-    CONTAINER,
-    JOB_KEY,
-    BoardRun,
-    config_map_problems,
-    objects,
-    render,
-    shared_board,
-    stored_board,
-    volume_problems,
-)
+from launcher.backends.kubernetes.manifests import CONTAINER, config_map_problems, objects, render, volume_problems
+from launcher.backends.kubernetes.pods import JOB_KEY
 from launcher.backends.kubernetes.portforward import PortForwarder
 from launcher.backends.kubernetes.target import KubernetesTarget, registry_problems, target
+from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board
 from launcher.backends.lines import interleave, iter_lines
 from launcher.backends.tensorboard import PORT, Board, log_dir_of, serve_locally, url, wait_until_serving
 from launcher.backends.workspace import ensure_images
@@ -59,8 +53,9 @@ from launcher.plan import logdir, naming
 from launcher.plan.dryrun import DryRun
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
-from launcher.protocol.events import PROGRESS_EVENTS, parse_event
+from launcher.protocol.events import Event, parse_event
 from launcher.protocol.paths import is_object_store
+from launcher.protocol.progress import JobProgress, fold, seed
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import ClusterSpec, RoleType, Strategy
 from launcher.spec.problems import Problem
@@ -69,7 +64,7 @@ from launcher.supervision.status import JobStatus
 DEFAULT_NAMESPACE = "default"
 #: A MultiWorkerMirrored survivor still running this long after a peer failed is restarted (survivors normally fail in seconds).
 GANG_GRACE_SECONDS = 60.0
-#: Log lines read from the deciding task to show progress.
+#: Log lines read from the lead task (and the evaluator) to show progress.
 PROGRESS_TAIL_LINES = 50
 
 
@@ -126,7 +121,16 @@ def _connect(context: str | None) -> Any:
     return api_client
 
 
-class KubernetesBackend(Backend):
+class KubernetesOptions(BackendOptions):
+    """Where the Kubernetes backend works: ``namespace`` (None: the spec's, else ``default``) and the
+    kubeconfig ``context`` (None: the current one, or the in-cluster service account)."""
+
+    namespace: str | None = None
+    context: str | None = None
+
+
+class KubernetesBackend(Backend[KubernetesOptions]):
+    Options = KubernetesOptions
     kind = BackendKind.K8S
 
     def __init__(
@@ -168,9 +172,9 @@ class KubernetesBackend(Backend):
         return render(plan)
 
     @classmethod
-    def create(cls, **options: Any) -> KubernetesBackend:
-        """A backend talking to the cluster of the kubeconfig (option ``context``) in ``namespace``."""
-        return cls(_connect(options.get("context")), options.get("namespace"))
+    def create(cls, options: KubernetesOptions) -> KubernetesBackend:
+        """A backend talking to the cluster of the kubeconfig (``options.context``) in ``options.namespace``."""
+        return cls(_connect(options.context), options.namespace)
 
     # --- submit ----------------------------------------------------------
 
@@ -271,28 +275,31 @@ class KubernetesBackend(Backend):
         jobs, pods = self._list("Job", namespace, name), self._list("Pod", namespace, name)
         status = k8s_status.job_status(name, jobs, pods)
         if status is not None:
-            status.progress = self._progress(namespace, jobs, pods)
+            status.progress = self._progress(name, namespace, jobs, pods)
             status.tensorboard_dir = k8s_status.tensorboard_dir(jobs)
         return status
 
-    def _progress(self, namespace: str, jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, Any]:
-        """The latest progress events of the lead task (the policy's: chief, else worker 0), merged."""
+    def _progress(self, name: str, namespace: str, jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> JobProgress:
+        """The job's progress: seeded from its RunConfig, folded over the recent events (the last
+        ``PROGRESS_TAIL_LINES`` lines) of the lead task's latest pod (the policy's lead) and of the evaluator's."""
+        try:
+            start = seed(RunConfig.model_validate_json(self._config_map(name, namespace)["data"][JOB_KEY]))
+        except (LaunchError, KeyError, ValidationError):
+            start = JobProgress()  # an object of an older launch, or one being deleted: no seed
         runs = k8s_status.runs_by_task(pods)
         lead = k8s_status.job_policy(jobs[0]).lead
-        if (lead.role, lead.index) not in runs:
-            return {}
-        latest = runs[lead.role, lead.index][-1]
-        if latest.phase == "Pending":
-            return {}
-        progress: dict[str, Any] = {}
+        result = fold(start, self._recent_events(runs.get((lead.role, lead.index), []), namespace), from_lead=True)
+        return fold(result, self._recent_events(runs.get((RoleType.EVALUATOR, 0), []), namespace), from_lead=False)
+
+    def _recent_events(self, runs: list[k8s_status.PodView], namespace: str) -> list[Event]:
+        """The events among the last log lines of the latest of ``runs`` (none while it is pending or unreadable)."""
+        if not runs or runs[-1].phase == "Pending":
+            return []
         try:
-            for line in self._log_lines(latest.name, namespace, follow=False, tail=PROGRESS_TAIL_LINES):
-                event = parse_event(line)
-                if event and event.get("event") in {k.value for k in PROGRESS_EVENTS}:
-                    progress.update({k: v for k, v in event.items() if k != "time"})
+            lines = list(self._log_lines(runs[-1].name, namespace, follow=False, tail=PROGRESS_TAIL_LINES))
         except LaunchError:
-            return {}  # e.g. the container is not started yet or was replaced: status without progress
-        return progress
+            return []  # e.g. the container is not started yet or was replaced: status without its events
+        return [event for event in map(parse_event, lines) if event is not None]
 
     # --- logs ------------------------------------------------------------
 
@@ -328,7 +335,7 @@ class KubernetesBackend(Backend):
         """A TensorBoard Deployment reached through a port-forward; TensorBoard here when every log dir is a bucket.
 
         One run: the objects its ConfigMap stores. Several (a name given
-        twice counts once): one ``manifests.shared_board`` of the runs in
+        twice counts once): one ``tensorboard.shared_board`` of the runs in
         name order (the same board whatever order they are given in), owned
         by every run's ConfigMap. ``LaunchError`` for a run not in the
         backend's namespace or without summaries.

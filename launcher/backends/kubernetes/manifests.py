@@ -7,9 +7,9 @@ exports the cluster as a Kubeflow ``TFJob`` instead. Output is a
 deterministic function of the plan, and its size grows linearly with the
 number of tasks: the only per-task data is the training ``cluster`` dict,
 written once into a ConfigMap (never one TF_CONFIG per task). The
-ConfigMap also stores the run's TensorBoard (``tensorboard_objects``);
-``shared_board`` makes one board of several launched runs from what their
-ConfigMaps store.
+ConfigMap also stores the run's TensorBoard
+(``launcher.backends.kubernetes.tensorboard``); the pod settings every pod
+shares are in ``launcher.backends.kubernetes.pods``.
 
 Why one Indexed Job per role (not a StatefulSet, not a pod per task):
 
@@ -35,31 +35,39 @@ OpenAPI schemas (tests/test_k8s_render.py).
 
 from __future__ import annotations
 
-import copy
 import json
-import posixpath
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
 import yaml
 
-from launcher.backends import tensorboard
 from launcher.backends.escaping import literal
+from launcher.backends.kubernetes.pods import (
+    CHECKPOINT_VOLUME,
+    CLUSTER_KEY,
+    CONFIG_DIR,
+    CONFIG_VOLUME,
+    JOB_KEY,
+    TENSORBOARD_KEY,
+    TMP_VOLUME,
+    WORKSPACE_VOLUME,
+    Manifest,
+    camel,
+    checkpoint_claim_name,
+    container_security,
+    hardened_pod,
+    meta,
+)
 from launcher.backends.kubernetes.target import KubernetesTarget
-from launcher.errors import LaunchError
+from launcher.backends.kubernetes.tensorboard import tensorboard_objects
 from launcher.plan import naming
 from launcher.plan.planner import Plan, Task, make_plan
 from launcher.plan.policy import JobPolicy
-from launcher.plan.targets import CONTAINER_ENTRYPOINT
 from launcher.plan.workspace import CONTAINER_WORKSPACE
 from launcher.protocol import env as task_env
 from launcher.protocol.paths import is_object_store, is_within
-from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import ClusterSpec, RestartPolicy, RoleType, SuccessPolicy
 from launcher.spec.problems import Problem
-
-MIN_KUBERNETES_VERSION = "1.33"
 
 #: Set by the Job controller on each pod (label since 1.28, annotation since 1.21).
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
@@ -69,20 +77,8 @@ ANNOTATION_POLICY = "tfcluster.io/policy"
 CONTAINER = "tensorflow"
 #: The container key of a task's command, by ``Task.replaces_entrypoint``: after the image's ENTRYPOINT or in its place.
 _COMMAND_KEY = {False: "args", True: "command"}
-CONFIG_DIR = "/etc/tfcluster"
-CLUSTER_KEY = "cluster.json"
-JOB_KEY = "job.json"
-TENSORBOARD_KEY = "tensorboard.json"
-TENSORBOARD_CONTAINER = "tensorboard"
-#: The pod volumes tfcluster itself mounts: scratch at /tmp, the cluster file, the checkpoint claim,
-#: the writable copy of the workspace.
-TMP_VOLUME, CONFIG_VOLUME, CHECKPOINT_VOLUME, WORKSPACE_VOLUME = "tmp", "tfcluster", "checkpoints", "workspace"
 #: Where the init container sees the workspace volume while it copies the image's workspace into it.
 WORKSPACE_SEED = "/tfcluster-workspace"
-#: Where a TensorBoard shared by several runs mounts each run's claim: ``<dir>/<run name>``.
-BOARD_RUNS_DIR = "/runs"
-#: uid/gid of the ``tfcluster`` user in the worker image (worker_image/Dockerfile).
-TASK_UID = 1000
 KUSTOMIZATION = "kustomization.yaml"
 #: A ConfigMap holds at most 1 MiB.
 CONFIG_MAP_LIMIT = 1024 * 1024
@@ -95,7 +91,6 @@ TFJOB_RESTART = {
     RestartPolicy.ALWAYS: "Always",
 }
 
-Manifest = dict[str, Any]
 
 
 class RoleGroup:
@@ -154,18 +149,12 @@ def _program(plan: Plan, group: RoleGroup, *, indexed: bool) -> list[str]:
     leads and the pod knows its index (``indexed``). The entrypoint knows from TF_CONFIG, and the image's
     own command (an empty one) cannot be wrapped; both run as they are."""
     command = group.first.command
-    if not indexed or not command or command == CONTAINER_ENTRYPOINT or _lead_env(group):
+    if not indexed or not command or group.first.runs_entrypoint or _lead_env(group):
         return command
     return ["sh", "-c", LEAD_SCRIPT, str(plan.policy.lead.index), *command]
 
 
 # --- objects -----------------------------------------------------------------
-
-
-def _meta(plan: Plan, name: str, role: RoleType | None = None) -> dict[str, Any]:
-    """Name, namespace and labels of an object tfcluster creates: the spec's ``kubernetes.labels``, then its own."""
-    k8s = plan.spec.kubernetes
-    return {"name": name, "namespace": k8s.namespace, "labels": {**k8s.labels, **naming.labels(plan.name, plan.run_id, role)}}
 
 
 def service_accounts(plan: Plan) -> list[Manifest]:
@@ -175,7 +164,7 @@ def service_accounts(plan: Plan) -> list[Manifest]:
     return [{
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": _meta(plan, naming.service_account_name(plan.name)),
+        "metadata": meta(plan, naming.service_account_name(plan.name)),
         "automountServiceAccountToken": False,
     }]
 
@@ -229,7 +218,7 @@ def volume_problems(spec: ClusterSpec, checkpoint_dir: str) -> list[Problem]:
 
 def config_map(plan: Plan, *, with_cluster: bool = True) -> Manifest:
     data = _config_data(plan, with_cluster=with_cluster)
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(plan, naming.config_map_name(plan.name)), "data": data}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(plan, naming.config_map_name(plan.name)), "data": data}
 
 
 def headless_service(plan: Plan, groups: list[RoleGroup]) -> Manifest:
@@ -237,7 +226,7 @@ def headless_service(plan: Plan, groups: list[RoleGroup]) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(plan, naming.service_name(plan.name)),
+        "metadata": meta(plan, naming.service_name(plan.name)),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
@@ -253,7 +242,7 @@ def network_policy(plan: Plan, groups: list[RoleGroup]) -> Manifest:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": _meta(plan, naming.network_policy_name(plan.name)),
+        "metadata": meta(plan, naming.network_policy_name(plan.name)),
         "spec": {
             "podSelector": own_pods,
             "policyTypes": ["Ingress"],
@@ -278,7 +267,7 @@ def checkpoint_claim(plan: Plan) -> Manifest | None:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": _meta(plan, naming.checkpoint_volume_name(plan.name)),
+        "metadata": meta(plan, naming.checkpoint_volume_name(plan.name)),
         "spec": spec,
     }
 
@@ -304,7 +293,7 @@ def job(plan: Plan, group: RoleGroup) -> Manifest:
     if spec.kubernetes.ttl_seconds_after_finished is not None:
         job_spec["ttlSecondsAfterFinished"] = spec.kubernetes.ttl_seconds_after_finished
     job_spec["template"] = pod_template(plan, group, _native_env(plan, group))
-    metadata = _meta(plan, naming.role_job_name(plan.name, group.role), group.role)
+    metadata = meta(plan, naming.role_job_name(plan.name, group.role), group.role)
     metadata["annotations"] = {ANNOTATION_POLICY: plan.policy.model_dump_json()}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
 
@@ -362,7 +351,7 @@ def _native_env(plan: Plan, group: RoleGroup) -> list[dict[str, Any]]:
     env.append({"name": task_env.CLUSTER_FILE, "value": f"{CONFIG_DIR}/{CLUSTER_KEY}"})
     if group.role is RoleType.EVALUATOR:
         env.append({"name": task_env.TASK_ADDRESS, "value": group.first.address})
-    if group.first.command != CONTAINER_ENTRYPOINT:
+    if not group.first.runs_entrypoint:
         env.append({"name": task_env.TF_CONFIG, "value": _indexed_tf_config(plan, group)})
     return env + _lead_env(group) + _job_env(plan)
 
@@ -413,7 +402,7 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
         mounts.append({"name": WORKSPACE_VOLUME, "mountPath": CONTAINER_WORKSPACE})
         volumes.append({"name": WORKSPACE_VOLUME, "emptyDir": {}})
     volumes += [{"name": volume.name, **volume.source} for volume in k8s.volumes]
-    mounts += [_camel(mount.model_dump(exclude_none=True)) for mount in k8s.volume_mounts]
+    mounts += [camel(mount.model_dump(exclude_none=True)) for mount in k8s.volume_mounts]
     resources = _resources(group)
     container: dict[str, Any] = {
         "name": CONTAINER,
@@ -428,14 +417,14 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
         container["envFrom"] = [{"secretRef": {"name": name}} for name in k8s.env_from_secrets]
     if resources:
         container["resources"] = resources
-    container["securityContext"] = _container_security()
+    container["securityContext"] = container_security()
     container["volumeMounts"] = mounts
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
         # SIGTERM (eviction, preemption, deletion) to SIGKILL: the time the coordinated save gets.
         "terminationGracePeriodSeconds": plan.policy.save_grace_seconds,
         "subdomain": naming.service_name(plan.name),
-        **_hardened_pod(plan, [container], volumes),
+        **hardened_pod(plan, [container], volumes),
     }
     if plan.workspace is not None:
         pod["initContainers"] = [_workspace_seed(group.first.image, resources)]
@@ -456,214 +445,9 @@ def _workspace_seed(image: str, resources: dict[str, Any]) -> Manifest:
     }
     if resources:
         seed["resources"] = resources
-    seed["securityContext"] = _container_security()
+    seed["securityContext"] = container_security()
     seed["volumeMounts"] = [{"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_SEED}]
     return seed
-
-
-def _container_security() -> dict[str, Any]:
-    return {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
-
-
-def _hardened_pod(plan: Plan, containers: list[Manifest], volumes: list[Manifest]) -> dict[str, Any]:
-    """The pod fields every pod of a run shares: non-root, the spec's node settings, and tfcluster's
-    service account with no API token (or the spec's own service account, whose token setting applies)."""
-    k8s = plan.spec.kubernetes
-    identity: dict[str, Any] = (
-        {"serviceAccountName": k8s.service_account} if k8s.service_account
-        else {"serviceAccountName": naming.service_account_name(plan.name), "automountServiceAccountToken": False}
-    )
-    pod: dict[str, Any] = {
-        **identity,
-        "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": TASK_UID,
-            "runAsGroup": TASK_UID,
-            "fsGroup": TASK_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "containers": containers,
-        "volumes": volumes,
-    }
-    if k8s.node_selector:
-        pod["nodeSelector"] = dict(k8s.node_selector)
-    if k8s.tolerations:
-        pod["tolerations"] = [_camel(t.model_dump(exclude_none=True)) for t in k8s.tolerations]
-    if k8s.image_pull_secrets:
-        pod["imagePullSecrets"] = [{"name": name} for name in k8s.image_pull_secrets]
-    return pod
-
-
-def tensorboard_objects(plan: Plan) -> list[Manifest]:
-    """The run's TensorBoard: a Deployment, its ClusterIP Service and a NetworkPolicy; none when TensorBoard is off.
-
-    Stored in the run's ConfigMap (``TENSORBOARD_KEY``) and applied by
-    ``tfcluster tensorboard`` with an owner reference to that ConfigMap, so
-    they go with the run. The pod runs the worker image as the tasks do
-    (non-root, read-only root filesystem, no API token), mounts the
-    checkpoint claim read-only and carries ``naming.tensorboard_labels``,
-    not the run's task labels; the NetworkPolicy admits only its port.
-    """
-    log_dir = plan.run_config.tensorboard_dir
-    if log_dir is None:
-        return []
-    claim = checkpoint_claim_name(plan)
-    claims = [_BoardClaim(CHECKPOINT_VOLUME, claim, plan.run_config.checkpoint_dir)] if claim is not None else []
-    return _board_objects(
-        _meta(plan, naming.tensorboard_name(plan.name)),
-        naming.tensorboard_labels(plan.name),
-        {"restartPolicy": "Always", **_hardened_pod(plan, [], [])},
-        plan.board_image(),
-        {plan.name: log_dir},
-        plan.spec.kubernetes.env_from_secrets,  # credentials for a gs:// or s3:// log dir
-        claims,
-    )
-
-
-@dataclass(frozen=True)
-class BoardRun:
-    """One run shown on a shared TensorBoard (``shared_board``), as its ConfigMap describes it.
-
-    ``log_dir`` and ``checkpoint_dir`` are the run's (``RunConfig``);
-    ``claim`` is the claim its checkpoint dir is on (None for a URL
-    checkpoint dir); ``secrets`` are the ``envFrom`` secrets of its own
-    board (credentials for a bucket log dir).
-    """
-
-    name: str
-    log_dir: str
-    checkpoint_dir: str
-    claim: str | None = None
-    secrets: tuple[str, ...] = ()
-
-    @classmethod
-    def stored(cls, name: str, data: Mapping[str, str]) -> BoardRun:
-        """Run ``name`` from its ConfigMap's ``data``: the RunConfig (``JOB_KEY``) and the stored board
-        (``stored_board``), whose volume ``checkpoints`` names the claim; ``LaunchError`` if it has no board."""
-        run = RunConfig.model_validate_json(data[JOB_KEY])
-        log_dir = tensorboard.log_dir_of(name, run.tensorboard_dir)
-        [deployment] = [obj for obj in stored_board(name, data) if obj["kind"] == "Deployment"]
-        pod = deployment["spec"]["template"]["spec"]
-        claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if v["name"] == CHECKPOINT_VOLUME]
-        secrets = [ref["secretRef"]["name"] for ref in pod["containers"][0].get("envFrom", [])]
-        return cls(name, log_dir, run.checkpoint_dir, claims[0] if claims else None, tuple(secrets))
-
-
-def stored_board(name: str, data: Mapping[str, str]) -> list[Manifest]:
-    """The TensorBoard objects run ``name``'s ConfigMap ``data`` holds (``tensorboard_objects`` at launch)."""
-    if TENSORBOARD_KEY not in data:
-        raise LaunchError(f"ConfigMap {naming.config_map_name(name)} holds no TensorBoard objects (launched by an older "
-                          "tfcluster?): launch the run again, or write its summaries to a gs:// or s3:// dir")
-    return list(json.loads(data[TENSORBOARD_KEY]))
-
-
-def shared_board(runs: Sequence[BoardRun], template: Sequence[Manifest]) -> list[Manifest]:
-    """One TensorBoard showing several ``runs`` side by side: the objects ``tensorboard_objects`` makes for one.
-
-    ``template`` is the first run's stored board (``stored_board``): its
-    Deployment's pod settings (image, service account, hardening, node
-    settings) and its objects' namespace and labels (``LABEL_CLUSTER`` of
-    that run) are kept. The name is ``naming.shared_tensorboard_name`` of
-    the runs, the pod labels ``naming.tensorboard_labels`` of that name.
-    A run whose log dir is on its claim has the claim mounted read-only at
-    ``/runs/<name>`` and is read there (``--logdir_spec
-    name:/runs/<name>/<log dir relative to its checkpoint dir>``); a bucket
-    log dir is read as it is, with the ``envFrom`` secrets of all runs.
-    ``LaunchError`` for a local log dir outside its run's checkpoint claim.
-    """
-    [deployment, *_] = template
-    pod = deployment["spec"]["template"]["spec"]
-    dirs: dict[str, str] = {}
-    claims: list[_BoardClaim] = []
-    for run in runs:
-        if is_object_store(run.log_dir):
-            dirs[run.name] = run.log_dir
-            continue
-        if run.claim is None or not is_within(run.log_dir, run.checkpoint_dir):
-            raise LaunchError(f"run {run.name!r} writes its summaries to {run.log_dir}, outside its checkpoint claim: "
-                              "a TensorBoard pod cannot read them")
-        mount = posixpath.join(BOARD_RUNS_DIR, run.name)
-        dirs[run.name] = posixpath.normpath(posixpath.join(mount, posixpath.relpath(run.log_dir, run.checkpoint_dir)))
-        claims.append(_BoardClaim(naming.checkpoint_volume_name(run.name), run.claim, mount))
-    name = naming.shared_tensorboard_name(run.name for run in runs)
-    meta = deployment["metadata"]
-    return _board_objects(
-        {"name": name, "namespace": meta["namespace"], "labels": dict(meta["labels"])},
-        naming.tensorboard_labels(name),
-        copy.deepcopy(pod),
-        pod["containers"][0]["image"],
-        dirs,
-        list(dict.fromkeys(secret for run in runs for secret in run.secrets)),
-        claims,
-    )
-
-
-@dataclass(frozen=True)
-class _BoardClaim:
-    """A checkpoint claim a TensorBoard pod mounts read-only: its volume name, the claim, where it is mounted."""
-
-    volume: str
-    claim: str
-    path: str
-
-
-def _board_objects(meta: dict[str, Any], labels: dict[str, str], pod: dict[str, Any], image: str, dirs: Mapping[str, str],
-                   secrets: Sequence[str], claims: Sequence[_BoardClaim]) -> list[Manifest]:
-    """A TensorBoard's Deployment, Service and NetworkPolicy (``meta``): TensorBoard reading ``dirs`` in a pod
-    of ``image`` with the settings ``pod`` (whose containers and volumes it replaces), the ``claims`` mounted
-    read-only."""
-    mounts: list[dict[str, Any]] = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
-    volumes: list[dict[str, Any]] = [{"name": TMP_VOLUME, "emptyDir": {}}]
-    for claim in claims:
-        mounts.append({"name": claim.volume, "mountPath": claim.path, "readOnly": True})
-        volumes.append({"name": claim.volume, "persistentVolumeClaim": {"claimName": claim.claim, "readOnly": True}})
-    container: dict[str, Any] = {
-        "name": TENSORBOARD_CONTAINER,
-        "image": image,
-        "args": tensorboard.command(dirs, "0.0.0.0", tensorboard.PORT),
-        "ports": [{"name": "http", "containerPort": tensorboard.PORT, "protocol": "TCP"}],
-        "readinessProbe": {"httpGet": {"path": "/data/logdir", "port": "http"}, "periodSeconds": 5},
-    }
-    if secrets:
-        container["envFrom"] = [{"secretRef": {"name": n}} for n in secrets]
-    container["securityContext"] = _container_security()
-    container["volumeMounts"] = mounts
-    # Keys keep their place in ``pod`` (the stored JSON stays as it was).
-    template = {"metadata": {"labels": labels}, "spec": {**pod, "containers": [container], "volumes": volumes}}
-    return [
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": copy.deepcopy(meta),
-            "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": template},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": copy.deepcopy(meta),
-            "spec": {
-                "type": "ClusterIP",
-                "selector": labels,
-                "ports": [{"name": "http", "port": tensorboard.PORT, "targetPort": "http", "protocol": "TCP"}],
-            },
-        },
-        {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": copy.deepcopy(meta),
-            "spec": {
-                "podSelector": {"matchLabels": labels},
-                "policyTypes": ["Ingress"],
-                "ingress": [{"ports": [{"protocol": "TCP", "port": tensorboard.PORT}]}],
-            },
-        },
-    ]
 
 
 def _resources(group: RoleGroup) -> dict[str, Any]:
@@ -682,23 +466,8 @@ def _resources(group: RoleGroup) -> dict[str, Any]:
     return result
 
 
-def _camel(fields: dict[str, Any]) -> dict[str, Any]:
-    def convert(key: str) -> str:
-        head, *rest = key.split("_")
-        return head + "".join(word.title() for word in rest)
-
-    return {convert(k): v for k, v in fields.items()}
-
-
 def _ports(groups: Iterable[RoleGroup]) -> list[int]:
     return sorted({g.first.port for g in groups})
-
-
-def checkpoint_claim_name(plan: Plan) -> str | None:
-    """The claim mounted at the checkpoint dir: the spec's existing one, the created one, or None for URLs."""
-    if is_object_store(plan.run_config.checkpoint_dir):
-        return None
-    return plan.spec.kubernetes.volume_claim.name or naming.checkpoint_volume_name(plan.name)
 
 
 # --- plan -> objects -> files -------------------------------------------------
@@ -764,7 +533,7 @@ def render_tfjob(plan: Plan) -> dict[str, str]:
     tfjob_spec: dict[str, Any] = {"runPolicy": run_policy, "tfReplicaSpecs": replica_specs}
     if policy.success is SuccessPolicy.ALL_WORKERS:
         tfjob_spec["successPolicy"] = "AllWorkers"
-    tfjob = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": _meta(plan, plan.name), "spec": tfjob_spec}
+    tfjob = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": meta(plan, plan.name), "spec": tfjob_spec}
     files = {
         "config.yaml": [*service_accounts(plan), config_map(plan, with_cluster=False)],
         "network.yaml": [network_policy(plan, groups)],

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from launcher.backends.api import Backend
+from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.lines import LineReader
 from launcher.backends.local import supervise
 from launcher.backends.local.capacity import memory_problems
@@ -45,7 +45,7 @@ from launcher.supervision.status import JobStatus
 FOLLOW_POLL_SECONDS = 0.3
 
 
-class LocalBackend(Backend):
+class LocalBackend(Backend[BackendOptions]):
     kind = BackendKind.LOCAL
 
     @classmethod

@@ -14,7 +14,6 @@ import socket
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,11 @@ import yaml
 from kubernetes import client
 
 from fakes.kubernetes_api import TOKEN_PATH, FakeKubernetes
+from helpers.k8s_fake import backend_for, fake_fixture  # noqa: F401  (the fixture ``fake``)
 from helpers.k8s_specs import DEMO, REPO, dry_run_for, plan_for
-from launcher.backends.kubernetes.backend import KubernetesBackend
-from launcher.backends.kubernetes.manifests import BoardRun, manifests, shared_board, stored_board
+from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
+from launcher.backends.kubernetes.manifests import manifests
+from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board
 from launcher.cli import registry
 from launcher.cli.commands import main
 from launcher.cli.watch import watch
@@ -37,19 +38,6 @@ SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp")
 
 #: A ConfigMap a previous run of cluster demo left (our labels): replaced, not refused.
 OUR_CONFIG_MAP = {"metadata": {"name": "demo-tfconfig", "labels": naming.labels("demo", "old")}, "data": {}}
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeKubernetes]:
-    server = FakeKubernetes()
-    server.url = server.start()
-    yield server
-    server.stop()
-
-
-def backend_for(fake: FakeKubernetes, namespace: str | None = None, **options: float) -> KubernetesBackend:
-    api_client = client.ApiClient(client.Configuration(host=fake.url))
-    return KubernetesBackend(api_client, namespace, clock=lambda: fake.now, **options)
 
 
 def pods(fake: FakeKubernetes, prefix: str) -> list[str]:
@@ -121,9 +109,9 @@ def test_mwms_lifecycle_fail_restart_succeed_down(fake: FakeKubernetes) -> None:
 
     fake.pod_logs["default", running(fake, "demo-chief-0")] = (
         'TFCLUSTER_EVENT {"event":"restored","task":"demo-chief-0","time":1,"epoch":1,"step":20}\n'
-        'TFCLUSTER_EVENT {"event":"epoch","task":"demo-chief-0","time":2,"epoch":3,"step":120,"loss":0.25}\n'
+        'TFCLUSTER_EVENT {"event":"epoch","task":"demo-chief-0","time":2,"epoch":3,"step":120,"metrics":{"loss":0.25}}\n'
     )
-    assert backend.describe("demo").progress["loss"] == 0.25
+    assert backend.describe("demo").progress.loss == 0.25
     for task in ("demo-chief-0", "demo-worker-0", "demo-worker-1"):
         fake.finish_pod(running(fake, task), 0)
     for job in ("demo-chief", "demo-worker"):
@@ -458,7 +446,7 @@ def test_no_kubeconfig_is_backend_unavailable(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(BackendUnavailable, match="KUBECONFIG"):
-        KubernetesBackend.create()
+        KubernetesBackend.create(KubernetesOptions())
 
 
 def _kubeconfig(fake: FakeKubernetes, path: Path) -> Path:

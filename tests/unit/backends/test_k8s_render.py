@@ -15,17 +15,9 @@ import pytest
 import yaml
 
 from helpers.k8s_specs import DEMO, KUBERNETES_VERSIONS, REPO, SPECS, all_plans, expand, plan_for, workers
-from launcher.backends.kubernetes.manifests import (
-    CONFIG_DIR,
-    INDEX_KEY,
-    BoardRun,
-    manifests,
-    render,
-    render_tfjob,
-    shared_board,
-    stored_board,
-    tensorboard_objects,
-)
+from launcher.backends.kubernetes.manifests import INDEX_KEY, manifests, render, render_tfjob
+from launcher.backends.kubernetes.pods import CONFIG_DIR
+from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board, tensorboard_objects
 from launcher.cli.commands import main
 from launcher.errors import LaunchError
 from launcher.plan import naming
@@ -461,7 +453,7 @@ def test_tensorboard_objects_are_hardened_apart_from_the_tasks_and_held_by_the_c
     assert {"name": "checkpoints", "mountPath": "/checkpoints", "readOnly": True} in container["volumeMounts"]
     assert service["spec"]["type"] == "ClusterIP" and [p["port"] for p in service["spec"]["ports"]] == [6006]
     assert policy["spec"]["podSelector"]["matchLabels"] == labels
-    assert policy["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 6006}]}]
+    assert policy["spec"]["policyTypes"] == ["Ingress"] and policy["spec"]["ingress"] == []  # no pod: port-forward only
 
 
 def test_no_tensorboard_objects_when_tensorboard_is_off() -> None:
@@ -587,7 +579,7 @@ def test_shared_board_mounts_each_claim_read_only_at_its_own_path_and_reads_buck
     labels = naming.tensorboard_labels(name)
     assert pod["metadata"]["labels"] == labels == deployment["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
     assert policy["spec"]["podSelector"]["matchLabels"] == labels
-    assert policy["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 6006}]}]
+    assert policy["spec"]["policyTypes"] == ["Ingress"] and policy["spec"]["ingress"] == []  # no pod: port-forward only
     assert container["securityContext"]["readOnlyRootFilesystem"] and pod["spec"]["securityContext"]["runAsNonRoot"]
     assert not pod["spec"]["automountServiceAccountToken"]
     # The first run's stored board is the template: its pod settings and its objects' labels (so `down bucket` finds it).

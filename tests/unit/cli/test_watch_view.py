@@ -7,6 +7,7 @@ from rich.console import Console
 from launcher.cli.watch import FAULT_RETRIES, status_view, watch
 from launcher.errors import LaunchError
 from launcher.plan.targets import BackendKind
+from launcher.protocol.progress import JobProgress
 from launcher.supervision.status import JobStatus, State, TaskStatus
 
 
@@ -19,8 +20,8 @@ def render(job: JobStatus) -> str:
 def test_progress_bar_epochs_from_one_metrics_and_model_path() -> None:
     job = JobStatus("demo", BackendKind.LOCAL, State.SUCCEEDED, [TaskStatus("demo-chief-0", State.SUCCEEDED, 1, 0)],
                     message="succeeded: demo-chief-0 exited 0",
-                    progress={"epoch": 2, "epochs": 3, "step": 60, "total_steps": 120, "loss": 0.25,
-                              "accuracy": 0.9, "model_path": "/runs/demo/model/model.keras"})
+                    progress=JobProgress(epoch=2, epochs=3, step=60, total_steps=120, loss=0.25,
+                                         metrics={"accuracy": 0.9}, model_path="/runs/demo/model/model.keras"))
     text = render(job)
     assert "[###############...............] step 60/120 epoch 3/3" in text
     assert "loss 0.2500" in text and "accuracy 0.9000" in text
@@ -29,7 +30,7 @@ def test_progress_bar_epochs_from_one_metrics_and_model_path() -> None:
 
 
 def test_no_progress_yet_shows_no_bar() -> None:
-    text = render(JobStatus("demo", BackendKind.LOCAL, State.PENDING, progress={"epochs": 3}))
+    text = render(JobStatus("demo", BackendKind.LOCAL, State.PENDING, progress=JobProgress(epochs=3)))
     assert "step" not in text and "demo [local]: pending" in text
 
 
@@ -38,7 +39,7 @@ def test_a_tasks_last_line_shows_only_for_programs_that_report_no_progress() -> 
     plain = render(JobStatus("t", BackendKind.LOCAL, State.RUNNING, tasks))
     assert "epoch 1/3 - loss 0.4" in plain
     tasks = [TaskStatus("t-worker-0", State.RUNNING, last_line="W dataset.cc:997] will not be optimized")]
-    reporting = render(JobStatus("t", BackendKind.LOCAL, State.RUNNING, tasks, progress={"epochs": 3}))
+    reporting = render(JobStatus("t", BackendKind.LOCAL, State.RUNNING, tasks, progress=JobProgress(epochs=3)))
     assert "dataset.cc" not in reporting
 
 

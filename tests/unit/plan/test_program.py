@@ -31,7 +31,7 @@ def test_under_parameter_server_ps_and_workers_run_the_built_in_server() -> None
     assert plan.policy.linger_seconds < built_in.policy.linger_seconds
     own = _plan(roles={"chief": {"command": []}, "worker": {}, "ps": {}})  # [] runs the image's own program
     assert own.policy.linger_seconds == plan.policy.linger_seconds
-    assert (plan.epochs, built_in.epochs) == (None, built_in.spec.training.epochs)  # the job's progress counts to
+    assert (plan.run_config.lead_runs_entrypoint, built_in.run_config.lead_runs_entrypoint) == (False, True)  # the job's progress counts to
 
 
 def test_every_task_gets_the_program_environment() -> None:

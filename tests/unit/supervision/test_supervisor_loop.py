@@ -109,7 +109,7 @@ def test_progress_comes_from_the_lead_task_only() -> None:
     runtime = ScriptedRuntime({"job-chief-0": [(3, 0)]},
                               output={"job-chief-0": [event % ("job-chief-0", 7)], "job-worker-0": [event % ("job-worker-0", 99)]})
     status, _ = supervise(runtime)
-    assert status.progress["step"] == 7
+    assert status.progress.step == 7
 
 
 def test_each_task_shows_its_last_line_of_output_but_not_events() -> None:

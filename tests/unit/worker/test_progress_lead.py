@@ -18,7 +18,7 @@ def _tf_config(cluster: dict[str, list[str]], task_type: str, index: int) -> str
     return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
 
 
-@pytest.mark.parametrize(("is_chief", "tf_config", "leads"), [
+@pytest.mark.parametrize(("is_lead", "tf_config", "leads"), [
     ("1", None, True),
     ("0", _tf_config({"chief": ["a:1"], "worker": ["b:1"]}, "chief", 0), False),  # the variable wins
     (None, _tf_config({"worker": ["a:1", "b:1"]}, "worker", 0), True),  # chief-less: worker 0 leads
@@ -29,9 +29,9 @@ def _tf_config(cluster: dict[str, list[str]], task_type: str, index: int) -> str
     (None, None, True),  # outside tfcluster: the only task leads
     (None, "not json", True),
 ])
-def test_the_lead_reports(monkeypatch: pytest.MonkeyPatch, is_chief: str | None, tf_config: str | None,
+def test_the_lead_reports(monkeypatch: pytest.MonkeyPatch, is_lead: str | None, tf_config: str | None,
                           leads: bool) -> None:
-    for name, value in (("TFCLUSTER_IS_CHIEF", is_chief), ("TF_CONFIG", tf_config)):
+    for name, value in (("TFCLUSTER_IS_CHIEF", is_lead), ("TF_CONFIG", tf_config)):
         if value is None:
             monkeypatch.delenv(name, raising=False)
         else:

@@ -78,18 +78,18 @@ def run_single_task(tmp_path: Path, loop: TrainingLoop, **args: float) -> list[d
     training = TrainingSpec(module=__name__, loop=loop, epochs=EPOCHS, steps_per_epoch=STEPS, batch_size_per_replica=BATCH, args=args)
     run_config = RunConfig(name="input", run_id="r1", strategy=Strategy.DEFAULT, training=training, checkpoint_dir=str(tmp_path))
     stream = io.StringIO()
-    reporter = Reporter("input-chief-0", is_chief=True, stream=stream)
-    selection = Selection(Action.TRAIN, Strategy.DEFAULT, None, 0, is_chief=True)
+    reporter = Reporter("input-chief-0", is_lead=True, stream=stream)
+    selection = Selection(Action.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
     train(TaskContext(reporter.task, run_config, {}, selection, usercode.load(training), reporter))
     events = [parse_event(line) for line in stream.getvalue().splitlines()]
-    return [e for e in events if e and e["event"] == "epoch"]
+    return [e for e in events if e and e.event == "epoch"]
 
 
 @pytest.mark.parametrize("loop", list(TrainingLoop))
 def test_a_pipeline_slower_than_the_step_is_reported_input_bound(tmp_path: Path, loop: TrainingLoop, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="launcher.worker"):
         epochs = run_single_task(tmp_path, loop, input_sleep=SLOW)
-    fractions = [e["input_wait_fraction"] for e in epochs]
+    fractions = [e.input_wait_fraction for e in epochs]
     assert len(fractions) == EPOCHS and all(f > 0.7 for f in fractions), fractions
     warnings = [r.getMessage() for r in caplog.records if "input-bound" in r.getMessage()]
     assert len(warnings) == EPOCHS, caplog.text
@@ -99,7 +99,7 @@ def test_a_pipeline_slower_than_the_step_is_reported_input_bound(tmp_path: Path,
 def test_a_pipeline_faster_than_the_step_is_not(tmp_path: Path, loop: TrainingLoop, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="launcher.worker"):
         epochs = run_single_task(tmp_path, loop, step_sleep=SLOW)
-    fractions = [e["input_wait_fraction"] for e in epochs]
+    fractions = [e.input_wait_fraction for e in epochs]
     assert len(fractions) == EPOCHS and all(0 <= f < 0.3 for f in fractions), fractions
     assert "input-bound" not in caplog.text
 
@@ -107,12 +107,12 @@ def test_a_pipeline_faster_than_the_step_is_not(tmp_path: Path, loop: TrainingLo
 def test_without_a_probe_the_fraction_is_null_and_nothing_is_claimed(caplog) -> None:
     """The PSS coordinator cannot iterate the workers' pipelines: the event says null."""
     stream = io.StringIO()
-    progress = ProgressCallback(Reporter("t", is_chief=True, stream=stream), steps_per_epoch=2, epochs=1, every=1, input_probe=None)
+    progress = ProgressCallback(Reporter("t", is_lead=True, stream=stream), steps_per_epoch=2, epochs=1, every=1, input_probe=None)
     progress.on_epoch_begin(0)
     for batch in range(2):
         progress.on_train_batch_begin(batch)
         progress.on_train_batch_end(batch, {"loss": 1.0})
     with caplog.at_level(logging.WARNING, logger="launcher.worker"):
         progress.on_epoch_end(0, {"loss": 1.0})
-    [epoch] = [e for e in map(parse_event, stream.getvalue().splitlines()) if e and e["event"] == "epoch"]
-    assert epoch["input_wait_fraction"] is None and "input-bound" not in caplog.text
+    [epoch] = [e for e in map(parse_event, stream.getvalue().splitlines()) if e and e.event == "epoch"]
+    assert epoch.input_wait_fraction is None and "input-bound" not in caplog.text

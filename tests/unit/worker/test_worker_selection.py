@@ -24,7 +24,7 @@ def tf_config(cluster: dict, role: str, index: int = 0) -> dict:
 @pytest.mark.parametrize(("gpus", "expected"), [(0, Strategy.DEFAULT), (1, Strategy.ONE_DEVICE), (2, Strategy.MIRRORED), (8, Strategy.MIRRORED)])
 def test_auto_single_task_follows_local_gpus(gpus: int, expected: Strategy) -> None:
     selection = select(run_config(Strategy.AUTO), {}, gpus)
-    assert (selection.action, selection.strategy, selection.is_chief, selection.role) == (Action.TRAIN, expected, True, None)
+    assert (selection.action, selection.strategy, selection.is_lead, selection.role) == (Action.TRAIN, expected, True, None)
 
 
 @pytest.mark.parametrize("strategy", [Strategy.MIRRORED, Strategy.ONE_DEVICE, Strategy.DEFAULT, Strategy.CENTRAL_STORAGE])
@@ -38,11 +38,11 @@ def test_tpu_carries_its_resolver_settings() -> None:
     assert (selection.action, selection.strategy, selection.tpu) == (Action.TRAIN, Strategy.TPU, tpu)
 
 
-@pytest.mark.parametrize(("role", "index", "is_chief"), [("chief", 0, True), ("worker", 0, False), ("worker", 1, False)])
+@pytest.mark.parametrize(("role", "index", "is_lead"), [("chief", 0, True), ("worker", 0, False), ("worker", 1, False)])
 @pytest.mark.parametrize("collective", list(Collective))
-def test_mwms_every_task_trains_with_the_collective(role: str, index: int, is_chief: bool, collective: Collective) -> None:
+def test_mwms_every_task_trains_with_the_collective(role: str, index: int, is_lead: bool, collective: Collective) -> None:
     selection = select(run_config(Strategy.MULTI_WORKER_MIRRORED, collective=collective), tf_config(MWMS_CLUSTER, role, index), 0)
-    assert (selection.action, selection.strategy, selection.is_chief) == (Action.TRAIN, Strategy.MULTI_WORKER_MIRRORED, is_chief)
+    assert (selection.action, selection.strategy, selection.is_lead) == (Action.TRAIN, Strategy.MULTI_WORKER_MIRRORED, is_lead)
     assert selection.collective is collective
     assert (selection.role, selection.index) == (RoleType(role), index)
 
@@ -50,20 +50,20 @@ def test_mwms_every_task_trains_with_the_collective(role: str, index: int, is_ch
 def test_worker_zero_is_chief_when_there_is_no_chief() -> None:
     cluster = {"worker": ["h-w0:1", "h-w1:1"]}
     config = run_config(Strategy.MULTI_WORKER_MIRRORED)
-    assert select(config, tf_config(cluster, "worker", 0), 0).is_chief
-    assert not select(config, tf_config(cluster, "worker", 1), 0).is_chief
+    assert select(config, tf_config(cluster, "worker", 0), 0).is_lead
+    assert not select(config, tf_config(cluster, "worker", 1), 0).is_lead
 
 
 @pytest.mark.parametrize(("role", "action"), [("chief", Action.COORDINATE), ("worker", Action.SERVE), ("ps", Action.SERVE)])
 def test_pss_chief_coordinates_and_the_others_serve(role: str, action: Action) -> None:
     selection = select(run_config(Strategy.PARAMETER_SERVER), tf_config(PSS_CLUSTER, role), 0)
-    assert (selection.action, selection.strategy, selection.is_chief) == (action, Strategy.PARAMETER_SERVER, role == "chief")
+    assert (selection.action, selection.strategy, selection.is_lead) == (action, Strategy.PARAMETER_SERVER, role == "chief")
 
 
 @pytest.mark.parametrize("strategy", [Strategy.PARAMETER_SERVER, Strategy.MULTI_WORKER_MIRRORED, Strategy.AUTO])
 def test_evaluator_evaluates_with_the_default_strategy(strategy: Strategy) -> None:
     selection = select(run_config(strategy), tf_config({"evaluator": ["h-e:1"]}, "evaluator"), 0)
-    assert (selection.action, selection.strategy, selection.is_chief) == (Action.EVALUATE, Strategy.DEFAULT, False)
+    assert (selection.action, selection.strategy, selection.is_lead) == (Action.EVALUATE, Strategy.DEFAULT, False)
 
 
 def test_multi_worker_strategy_without_tf_config_is_a_config_error() -> None:

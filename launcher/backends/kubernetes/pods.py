@@ -1,0 +1,90 @@
+"""What every pod and object of a Kubernetes run is built from: pure data, no Kubernetes client import.
+
+Contract: ``meta`` names and labels an object; ``hardened_pod`` and
+``container_security`` are the identity and hardening every pod shares
+(tasks and TensorBoard: non-root, read-only root filesystem, no API token);
+the constants name the volumes tfcluster mounts and the keys of the run's
+ConfigMap (``JOB_KEY``: the ``RunConfig``; ``CLUSTER_KEY``: the training
+cluster; ``TENSORBOARD_KEY``: the run's TensorBoard objects).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from launcher.plan import naming
+from launcher.plan.planner import Plan
+from launcher.protocol.paths import is_object_store
+from launcher.spec.models import RoleType
+
+Manifest = dict[str, Any]
+
+CONFIG_DIR = "/etc/tfcluster"
+CLUSTER_KEY = "cluster.json"
+JOB_KEY = "job.json"
+TENSORBOARD_KEY = "tensorboard.json"
+#: The pod volumes tfcluster itself mounts: scratch at /tmp, the cluster file, the checkpoint claim,
+#: the writable copy of the workspace.
+TMP_VOLUME, CONFIG_VOLUME, CHECKPOINT_VOLUME, WORKSPACE_VOLUME = "tmp", "tfcluster", "checkpoints", "workspace"
+#: uid/gid of the ``tfcluster`` user in the worker image (worker_image/Dockerfile).
+TASK_UID = 1000
+
+
+def meta(plan: Plan, name: str, role: RoleType | None = None) -> dict[str, Any]:
+    """Name, namespace and labels of an object tfcluster creates: the spec's ``kubernetes.labels``, then its own."""
+    k8s = plan.spec.kubernetes
+    return {"name": name, "namespace": k8s.namespace, "labels": {**k8s.labels, **naming.labels(plan.name, plan.run_id, role)}}
+
+
+def container_security() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def hardened_pod(plan: Plan, containers: list[Manifest], volumes: list[Manifest]) -> dict[str, Any]:
+    """The pod fields every pod of a run shares: non-root, the spec's node settings, and tfcluster's
+    service account with no API token (or the spec's own service account, whose token setting applies)."""
+    k8s = plan.spec.kubernetes
+    identity: dict[str, Any] = (
+        {"serviceAccountName": k8s.service_account} if k8s.service_account
+        else {"serviceAccountName": naming.service_account_name(plan.name), "automountServiceAccountToken": False}
+    )
+    pod: dict[str, Any] = {
+        **identity,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": TASK_UID,
+            "runAsGroup": TASK_UID,
+            "fsGroup": TASK_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": containers,
+        "volumes": volumes,
+    }
+    if k8s.node_selector:
+        pod["nodeSelector"] = dict(k8s.node_selector)
+    if k8s.tolerations:
+        pod["tolerations"] = [camel(t.model_dump(exclude_none=True)) for t in k8s.tolerations]
+    if k8s.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": name} for name in k8s.image_pull_secrets]
+    return pod
+
+
+def camel(fields: dict[str, Any]) -> dict[str, Any]:
+    def convert(key: str) -> str:
+        head, *rest = key.split("_")
+        return head + "".join(word.title() for word in rest)
+
+    return {convert(k): v for k, v in fields.items()}
+
+
+def checkpoint_claim_name(plan: Plan) -> str | None:
+    """The claim mounted at the checkpoint dir: the spec's existing one, the created one, or None for URLs."""
+    if is_object_store(plan.run_config.checkpoint_dir):
+        return None
+    return plan.spec.kubernetes.volume_claim.name or naming.checkpoint_volume_name(plan.name)

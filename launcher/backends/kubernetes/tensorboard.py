@@ -1,0 +1,209 @@
+"""The Kubernetes objects of a run's TensorBoard (as ``launcher.backends.compose.tensorboard`` for compose).
+
+Contract: pure functions, no Kubernetes client import. ``tensorboard_objects(plan)``
+is the run's board, stored at launch in its ConfigMap (``TENSORBOARD_KEY``)
+and applied by ``tfcluster tensorboard``; ``stored_board`` reads it back,
+``BoardRun.stored`` describes a launched run from its ConfigMap, and
+``shared_board`` makes one board of several launched runs. Every board is a
+Deployment, a ClusterIP Service and a NetworkPolicy that admits no pod:
+``tfcluster tensorboard`` reaches the board by a port-forward, through the
+kubelet, which needs no pod ingress.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from launcher.backends import tensorboard
+from launcher.backends.kubernetes.pods import (
+    CHECKPOINT_VOLUME,
+    JOB_KEY,
+    TENSORBOARD_KEY,
+    TMP_VOLUME,
+    Manifest,
+    checkpoint_claim_name,
+    container_security,
+    hardened_pod,
+    meta,
+)
+from launcher.errors import LaunchError
+from launcher.plan import naming
+from launcher.plan.planner import Plan
+from launcher.protocol.paths import is_object_store, is_within
+from launcher.protocol.runconfig import RunConfig
+
+TENSORBOARD_CONTAINER = "tensorboard"
+#: Where a TensorBoard shared by several runs mounts each run's claim: ``<dir>/<run name>``.
+BOARD_RUNS_DIR = "/runs"
+
+
+def tensorboard_objects(plan: Plan) -> list[Manifest]:
+    """The run's TensorBoard: a Deployment, its ClusterIP Service and a NetworkPolicy; none when TensorBoard is off.
+
+    Stored in the run's ConfigMap (``TENSORBOARD_KEY``) and applied by
+    ``tfcluster tensorboard`` with an owner reference to that ConfigMap, so
+    they go with the run. The pod runs the worker image as the tasks do
+    (non-root, read-only root filesystem, no API token), mounts the
+    checkpoint claim read-only and carries ``naming.tensorboard_labels``,
+    not the run's task labels; the NetworkPolicy admits no pod.
+    """
+    log_dir = plan.run_config.tensorboard_dir
+    if log_dir is None:
+        return []
+    claim = checkpoint_claim_name(plan)
+    claims = [_BoardClaim(CHECKPOINT_VOLUME, claim, plan.run_config.checkpoint_dir)] if claim is not None else []
+    return _board_objects(
+        meta(plan, naming.tensorboard_name(plan.name)),
+        naming.tensorboard_labels(plan.name),
+        {"restartPolicy": "Always", **hardened_pod(plan, [], [])},
+        plan.board_image(),
+        {plan.name: log_dir},
+        plan.spec.kubernetes.env_from_secrets,  # credentials for a gs:// or s3:// log dir
+        claims,
+    )
+
+
+@dataclass(frozen=True)
+class BoardRun:
+    """One run shown on a shared TensorBoard (``shared_board``), as its ConfigMap describes it.
+
+    ``log_dir`` and ``checkpoint_dir`` are the run's (``RunConfig``);
+    ``claim`` is the claim its checkpoint dir is on (None for a URL
+    checkpoint dir); ``secrets`` are the ``envFrom`` secrets of its own
+    board (credentials for a bucket log dir).
+    """
+
+    name: str
+    log_dir: str
+    checkpoint_dir: str
+    claim: str | None = None
+    secrets: tuple[str, ...] = ()
+
+    @classmethod
+    def stored(cls, name: str, data: Mapping[str, str]) -> BoardRun:
+        """Run ``name`` from its ConfigMap's ``data``: the RunConfig (``JOB_KEY``) and the stored board
+        (``stored_board``), whose volume ``checkpoints`` names the claim; ``LaunchError`` if it has no board."""
+        run = RunConfig.model_validate_json(data[JOB_KEY])
+        log_dir = tensorboard.log_dir_of(name, run.tensorboard_dir)
+        [deployment] = [obj for obj in stored_board(name, data) if obj["kind"] == "Deployment"]
+        pod = deployment["spec"]["template"]["spec"]
+        claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if v["name"] == CHECKPOINT_VOLUME]
+        secrets = [ref["secretRef"]["name"] for ref in pod["containers"][0].get("envFrom", [])]
+        return cls(name, log_dir, run.checkpoint_dir, claims[0] if claims else None, tuple(secrets))
+
+
+def stored_board(name: str, data: Mapping[str, str]) -> list[Manifest]:
+    """The TensorBoard objects run ``name``'s ConfigMap ``data`` holds (``tensorboard_objects`` at launch)."""
+    if TENSORBOARD_KEY not in data:
+        raise LaunchError(f"ConfigMap {naming.config_map_name(name)} holds no TensorBoard objects (launched by an older "
+                          "tfcluster?): launch the run again, or write its summaries to a gs:// or s3:// dir")
+    return list(json.loads(data[TENSORBOARD_KEY]))
+
+
+def shared_board(runs: Sequence[BoardRun], template: Sequence[Manifest]) -> list[Manifest]:
+    """One TensorBoard showing several ``runs`` side by side: the objects ``tensorboard_objects`` makes for one.
+
+    ``template`` is the first run's stored board (``stored_board``): its
+    Deployment's pod settings (image, service account, hardening, node
+    settings) and its objects' namespace and labels (``LABEL_CLUSTER`` of
+    that run) are kept. The name is ``naming.shared_tensorboard_name`` of
+    the runs, the pod labels ``naming.tensorboard_labels`` of that name.
+    A run whose log dir is on its claim has the claim mounted read-only at
+    ``/runs/<name>`` and is read there (``--logdir_spec
+    name:/runs/<name>/<log dir relative to its checkpoint dir>``); a bucket
+    log dir is read as it is, with the ``envFrom`` secrets of all runs.
+    ``LaunchError`` for a local log dir outside its run's checkpoint claim.
+    """
+    [deployment, *_] = template
+    pod = deployment["spec"]["template"]["spec"]
+    dirs: dict[str, str] = {}
+    claims: list[_BoardClaim] = []
+    for run in runs:
+        if is_object_store(run.log_dir):
+            dirs[run.name] = run.log_dir
+            continue
+        if run.claim is None or not is_within(run.log_dir, run.checkpoint_dir):
+            raise LaunchError(f"run {run.name!r} writes its summaries to {run.log_dir}, outside its checkpoint claim: "
+                              "a TensorBoard pod cannot read them")
+        mount = posixpath.join(BOARD_RUNS_DIR, run.name)
+        dirs[run.name] = posixpath.normpath(posixpath.join(mount, posixpath.relpath(run.log_dir, run.checkpoint_dir)))
+        claims.append(_BoardClaim(naming.checkpoint_volume_name(run.name), run.claim, mount))
+    name = naming.shared_tensorboard_name(run.name for run in runs)
+    meta = deployment["metadata"]
+    return _board_objects(
+        {"name": name, "namespace": meta["namespace"], "labels": dict(meta["labels"])},
+        naming.tensorboard_labels(name),
+        copy.deepcopy(pod),
+        pod["containers"][0]["image"],
+        dirs,
+        list(dict.fromkeys(secret for run in runs for secret in run.secrets)),
+        claims,
+    )
+
+
+@dataclass(frozen=True)
+class _BoardClaim:
+    """A checkpoint claim a TensorBoard pod mounts read-only: its volume name, the claim, where it is mounted."""
+
+    volume: str
+    claim: str
+    path: str
+
+
+def _board_objects(meta: dict[str, Any], labels: dict[str, str], pod: dict[str, Any], image: str, dirs: Mapping[str, str],
+                   secrets: Sequence[str], claims: Sequence[_BoardClaim]) -> list[Manifest]:
+    """A TensorBoard's Deployment, Service and NetworkPolicy (``meta``): TensorBoard reading ``dirs`` in a pod
+    of ``image`` with the settings ``pod`` (whose containers and volumes it replaces), the ``claims`` mounted
+    read-only."""
+    mounts: list[dict[str, Any]] = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
+    volumes: list[dict[str, Any]] = [{"name": TMP_VOLUME, "emptyDir": {}}]
+    for claim in claims:
+        mounts.append({"name": claim.volume, "mountPath": claim.path, "readOnly": True})
+        volumes.append({"name": claim.volume, "persistentVolumeClaim": {"claimName": claim.claim, "readOnly": True}})
+    container: dict[str, Any] = {
+        "name": TENSORBOARD_CONTAINER,
+        "image": image,
+        "args": tensorboard.command(dirs, "0.0.0.0", tensorboard.PORT),
+        "ports": [{"name": "http", "containerPort": tensorboard.PORT, "protocol": "TCP"}],
+        "readinessProbe": {"httpGet": {"path": "/data/logdir", "port": "http"}, "periodSeconds": 5},
+    }
+    if secrets:
+        container["envFrom"] = [{"secretRef": {"name": n}} for n in secrets]
+    container["securityContext"] = container_security()
+    container["volumeMounts"] = mounts
+    # Keys keep their place in ``pod`` (the stored JSON stays as it was).
+    template = {"metadata": {"labels": labels}, "spec": {**pod, "containers": [container], "volumes": volumes}}
+    return [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": copy.deepcopy(meta),
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": template},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": copy.deepcopy(meta),
+            "spec": {
+                "type": "ClusterIP",
+                "selector": labels,
+                "ports": [{"name": "http", "port": tensorboard.PORT, "targetPort": "http", "protocol": "TCP"}],
+            },
+        },
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": copy.deepcopy(meta),
+            "spec": {
+                "podSelector": {"matchLabels": labels},
+                # No pod may connect: ``tfcluster tensorboard`` reaches it by a port-forward, through the kubelet.
+                "policyTypes": ["Ingress"],
+                "ingress": [],
+            },
+        },
+    ]

@@ -1,0 +1,119 @@
+"""The same job shows the same progress on every backend.
+
+One event stream (the lead task's and the evaluator's) goes through each
+backend's own status path: real processes under the local supervisor, real
+containers under the compose supervisor (``docker``), pod logs of the fake
+Kubernetes API read by ``KubernetesBackend.describe``. Each must give the
+progress written out below by hand (not computed by the fold under test).
+Before any event, a job of the built-in entrypoint is seeded the same on the
+local supervisor and on Kubernetes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from fakes.kubernetes_api import FakeKubernetes
+from helpers.docker_engine import Clusters, clusters, compose_cli, docker_engine, worker_image  # noqa: F401
+from helpers.k8s_fake import backend_for, fake_fixture  # noqa: F401  (the fixture ``fake``)
+from helpers.k8s_specs import DEMO, dry_run_for, plan_for
+from helpers.local_cluster import tfcluster, write_spec
+from launcher.cli.watch import status_view
+from launcher.protocol.events import EventKind
+from launcher.protocol.progress import JobProgress
+from launcher.supervision.status import JobStatus, State
+from launcher.supervision.supervisor import Supervisor
+
+EVENT = "TFCLUSTER_EVENT "
+LEAD = [
+    EVENT + '{"event":"started","task":"p-chief-0","time":10,"strategy":"MirroredStrategy","num_replicas_in_sync":2,'
+            '"epochs":2}',
+    "an ordinary log line",
+    EVENT + '{"event":"step","task":"p-chief-0","time":11,"epoch":0,"step":4,"total_steps":8,"loss":0.75}',
+    EVENT + '{"event":"epoch","task":"p-chief-0","time":12,"epoch":0,"step":4,"metrics":{"loss":0.5,"accuracy":0.6},'
+            '"input_wait_fraction":0.25}',
+    EVENT + '{"event":"checkpoint","task":"p-chief-0","time":13,"epoch":0,"path":"/c/ckpt-0001"}',
+    EVENT + '{"event":"finished","task":"p-chief-0","time":14,"metrics":{"loss":0.25},"model_path":"/c/model"}',
+]
+EVALUATOR = [EVENT + '{"event":"evaluation","task":"p-evaluator-0","time":15,"checkpoint":"/c/ckpt-0001",'
+                     '"metrics":{"accuracy":0.5}}']
+EXPECTED = JobProgress(
+    event=EventKind.FINISHED, time=14, strategy="MirroredStrategy", num_replicas_in_sync=2, epochs=2, epoch=0, step=4,
+    total_steps=8, loss=0.5, metrics={"loss": 0.25}, input_wait_fraction=0.25, evaluation={"accuracy": 0.5},
+    model_path="/c/model",
+)
+
+
+def _printing(python: str, lines: list[str]) -> list[str]:
+    return [python, "-c", f"print({chr(10).join(lines)!r}, flush=True)"]
+
+
+def spec(python: str) -> dict[str, Any]:
+    """Cluster ``p``: the chief prints ``LEAD``, the evaluator ``EVALUATOR``, the worker nothing."""
+    return {"name": "p", "roles": {"chief": {"command": _printing(python, LEAD)},
+                                   "worker": {"command": [python, "-c", "pass"]},
+                                   "evaluator": {"command": _printing(python, EVALUATOR)}}}
+
+
+#: The live view's progress line for ``EXPECTED`` (``watch``).
+SHOWN = "[###############...............] step 4/8 epoch 1/2  loss 0.5000  model: /c/model"
+
+
+def shown(job: JobStatus) -> str:
+    """What the live view (``watch``) shows of ``job``."""
+    console = Console(width=200, record=True)
+    console.print(status_view(job))
+    return console.export_text()
+
+
+def test_local(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, spec(sys.executable))
+    result = tfcluster("up", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    status = json.loads(tfcluster("status", "p", "-o", "json", cwd=tmp_path).stdout)
+    assert status["state"] == "succeeded"
+    assert set(status["progress"]) == set(JobProgress.model_fields)  # every field, set or not
+    job = JobStatus.from_dict(status)
+    assert job.progress == EXPECTED and SHOWN in shown(job)
+    assert tfcluster("down", "p", "--volumes", cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.docker
+def test_compose(clusters: Clusters) -> None:  # noqa: F811
+    clusters.up(spec("python"))
+    job = clusters.wait("p", timeout=120)
+    assert job.state is State.SUCCEEDED, job.message
+    assert set(job.to_dict()["progress"]) == set(JobProgress.model_fields)
+    assert job.progress == EXPECTED and SHOWN in shown(job)
+
+
+def _pod(fake: FakeKubernetes, job: str) -> str:
+    [pod] = [name for (plural, _, name) in fake.objects if plural == "pods" and name.startswith(job + "-")]
+    return pod
+
+
+def test_kubernetes(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(spec("python")))
+    for job in ("p-chief", "p-worker", "p-evaluator"):
+        fake.start_pods(job)
+    fake.pod_logs["default", _pod(fake, "p-chief")] = "\n".join(LEAD) + "\n"
+    fake.pod_logs["default", _pod(fake, "p-evaluator")] = "\n".join(EVALUATOR) + "\n"
+    status = backend.describe("p")
+    assert status is not None and set(status.to_dict()["progress"]) == set(JobProgress.model_fields)
+    assert status.progress == EXPECTED and SHOWN in shown(status)
+
+
+def test_a_job_of_the_entrypoint_is_seeded_alike_before_any_event(fake: FakeKubernetes) -> None:
+    seeded = JobProgress(epochs=3, total_steps=120)  # examples/demo.yaml: 3 epochs of 40 steps
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO))
+    status = backend.describe("demo")
+    assert status is not None and status.progress == seeded
+    assert Supervisor(plan_for(DEMO), runtime=None).status().progress == seeded  # type: ignore[arg-type]

@@ -1,0 +1,99 @@
+"""The progress contract: typed events on the wire, one parser, one fold."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import pytest
+
+from launcher.protocol import events
+from launcher.protocol.events import EventKind, carries_event, emit, parse_event
+from launcher.protocol.progress import JobProgress, counts, fold, progress, seed
+from launcher.protocol.runconfig import RunConfig
+from launcher.spec.models import Strategy, TrainingSpec
+
+EVERY_KIND = [
+    events.Started(strategy="MirroredStrategy", num_replicas_in_sync=2, epochs=3),
+    events.Restored(epoch=1, step_in_epoch=2, step=12),
+    events.Step(step=14, epoch=1, total_steps=30, loss=0.5),
+    events.EpochEnd(epoch=1, step=20, metrics={"loss": 0.4, "accuracy": 0.8}, input_wait_fraction=0.1),
+    events.CheckpointSaved(path="/c/ckpt-0002", epoch=1),
+    events.Evaluation(checkpoint="/c/ckpt-0002", metrics={"accuracy": 0.7}),
+    events.Finished(metrics={"loss": 0.3}, model_path="/c/model"),
+    events.Failed(reason="ValueError: empty", exit_code=1),
+    events.Preempted(step=20, exit_code=143),
+    events.StepTime(epoch=1, step=20, seconds_per_step=0.1, input_seconds_per_batch=0.02),
+    events.StacksOnSignal(signal="SIGUSR1"),
+]
+
+
+def test_every_kind_has_a_model_and_survives_the_wire() -> None:
+    assert {e.event for e in EVERY_KIND} == set(EventKind)
+    stream = io.StringIO()
+    for event in EVERY_KIND:
+        emit(event, "job-chief-0", stream)
+    lines = stream.getvalue().splitlines()
+    parsed = [parse_event("2026-01-01 host | " + line) for line in lines]  # a log prefix before the marker
+    assert parsed == [e.model_copy(update={"task": "job-chief-0"}) for e in EVERY_KIND]
+
+
+@pytest.mark.parametrize("payload, problem", [
+    ('{"event":"teleported","task":"t","time":1}', "event"),
+    ('{"event":"step","task":"t","time":1}', "step"),
+    ('{"event":"step","task":"t","time":1,"step":"many"}', "step"),
+    ('{"event":"epoch","task":"t","time":1,"epoch":0,"metrics":{"loss":"low"}}', "metrics"),
+    ("[1, 2]", "event"),
+    ("{not json", "json"),
+])
+def test_a_marked_line_that_breaks_the_contract_is_logged_and_skipped(
+        payload: str, problem: str, caplog: pytest.LogCaptureFixture) -> None:
+    line = events.PREFIX + payload
+    with caplog.at_level(logging.WARNING, logger=events.__name__):
+        assert parse_event(line) is None
+    assert carries_event(line)
+    [record] = caplog.records
+    assert problem in record.getMessage().lower() and "\n" not in record.getMessage()
+    with caplog.at_level(logging.WARNING, logger=events.__name__):
+        assert parse_event(line) is None
+    assert len(caplog.records) == 1  # read again (the next poll of a pod's log): not logged again
+
+
+def test_ordinary_output_is_no_event() -> None:
+    assert parse_event("epoch 1/3 - loss 0.4") is None and not carries_event("epoch 1/3 - loss 0.4")
+
+
+def test_fields_a_newer_task_adds_are_ignored() -> None:
+    event = parse_event(events.PREFIX + '{"event":"step","task":"t","time":1,"step":3,"step_seconds":{"compute":0.1}}')
+    assert event == events.Step(task="t", time=1, step=3)
+
+
+def _run_config(**fields: object) -> RunConfig:
+    training = TrainingSpec(epochs=3, steps_per_epoch=10)
+    return RunConfig.model_validate({"name": "j", "run_id": "r", "strategy": Strategy.DEFAULT, "checkpoint_dir": "/c",
+                                     "training": training, **fields})
+
+
+def test_the_seed_comes_from_the_run_config() -> None:
+    assert seed(_run_config()) == JobProgress(epochs=3, total_steps=30)
+    assert seed(_run_config(lead_runs_entrypoint=False)) == JobProgress()
+    assert seed(_run_config()).reported and not JobProgress().reported
+
+
+def test_the_fold_keeps_what_later_events_do_not_say() -> None:
+    lead = [e.model_copy(update={"task": "lead"}) for e in EVERY_KIND]
+    result = fold(seed(_run_config()), lead, from_lead=True)
+    assert result == JobProgress(
+        event=EventKind.FINISHED, time=lead[-3].time, strategy="MirroredStrategy", num_replicas_in_sync=2, epochs=3,
+        epoch=1, step=20, total_steps=30, loss=0.4, metrics={"loss": 0.3}, input_wait_fraction=0.1,
+        evaluation={"accuracy": 0.7}, model_path="/c/model",
+    )
+
+
+def test_only_the_lead_trains_the_progress_but_any_task_evaluates() -> None:
+    step, evaluation = events.Step(step=5), events.Evaluation(checkpoint="c", metrics={"loss": 1.0})
+    assert not counts(step, from_lead=False) and counts(step, from_lead=True)
+    assert counts(evaluation, from_lead=False)
+    assert fold(JobProgress(), [step, evaluation], from_lead=False) == JobProgress(evaluation={"loss": 1.0})
+    for kind in (events.CheckpointSaved(path="p", epoch=0), events.Failed(), events.Preempted()):
+        assert not counts(kind, from_lead=True) and progress(JobProgress(step=3), kind) == JobProgress(step=3)
