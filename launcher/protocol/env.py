@@ -32,7 +32,9 @@ CHECKPOINT_DIR = "TFCLUSTER_CHECKPOINT_DIR"
 BACKUP_DIR = "TFCLUSTER_BACKUP_DIR"
 #: Where the lead task exports the final model (``launcher.protocol.paths.model_dir``).
 MODEL_DIR = "TFCLUSTER_MODEL_DIR"
-#: "1" on the task that leads the job (``launcher.protocol.roles.lead_task``), else "0".
+#: "1" on the task that leads the job (``launcher.protocol.roles.lead_task``), else "0". tfcluster's code
+#: says "lead" for that task; the variable keeps TensorFlow's word (which also calls worker 0 of a
+#: chief-less cluster its chief), since user programs read it by this name.
 IS_CHIEF = "TFCLUSTER_IS_CHIEF"
 #: This launch's id (``RunConfig.run_id``), fresh for every ``up``/``run``.
 RUN_ID = "TFCLUSTER_RUN_ID"
