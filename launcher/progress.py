@@ -9,6 +9,8 @@ job's lead task (``TFCLUSTER_IS_CHIEF=1``: the chief, or worker 0 without
 one; where that is unset, the lead by ``TF_CONFIG``) reports steps and
 epochs, so every step is seen once; calling them on other tasks is
 harmless. Outside tfcluster the task is named after the host and leads.
+The first use also makes the task dump its threads' stacks on request
+(``launcher.worker.stackdump``: the stall watchdog and ``tfcluster debug``).
 Imports TensorFlow (the Keras callback); of tfcluster only the worker side.
 
     from launcher.progress import ProgressCallback
@@ -35,6 +37,7 @@ from launcher.protocol.roles import TaskRef, lead_task
 from launcher.spec.models import RoleType
 from launcher.worker import callbacks
 from launcher.worker.reporter import Reporter, scalar
+from launcher.worker.stackdump import dump_stacks_on_signal
 
 __all__ = ["ProgressCallback", "report_step", "report_epoch", "report_finished"]
 
@@ -44,8 +47,10 @@ EVERY_STEPS = 10
 
 @cache
 def reporter() -> Reporter:
-    """This task's reporter, from the environment tfcluster set."""
-    return Reporter(os.environ.get(env.TASK_NAME) or socket.gethostname(), is_lead=_leads())
+    """This task's reporter, from the environment tfcluster set; from now on the task dumps its stacks on request."""
+    task = Reporter(os.environ.get(env.TASK_NAME) or socket.gethostname(), is_lead=_leads())
+    dump_stacks_on_signal(task)
+    return task
 
 
 def _leads() -> bool:

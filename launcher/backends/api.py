@@ -29,6 +29,7 @@ from typing import ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from launcher.backends.tensorboard import Board
+from launcher.errors import LaunchError
 from launcher.plan.dryrun import DryRun
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind, Target
@@ -123,6 +124,11 @@ class Backend(ABC, Generic[OptionsT]):
         TensorBoard and removes what was started for it. Raises ``LaunchError``
         for an unknown run or one whose TensorBoard is off.
         """
+
+    def stacks(self, name: str) -> dict[str, str | None]:
+        """The Python stacks of every running task's threads, now (``launcher.supervision.debug``);
+        None for a task that cannot dump them. Raises ``LaunchError`` where the backend cannot."""
+        raise LaunchError(f"`debug` is not available on {self.kind.value}; see the README (tfcluster debug)")
 
     def stop(self, name: str) -> None:
         """Stop every task of ``name`` after Ctrl-C, keeping what ``status``/``logs`` need where the

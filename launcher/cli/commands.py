@@ -331,6 +331,24 @@ def status(name: str, backend: str | None, output: str) -> None:
         print_status(job)
 
 
+@main.command()
+@click.argument("name")
+@click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
+def debug(name: str, backend: str | None) -> None:
+    """Print the Python stacks of every thread of every running task of NAME, now (local, compose).
+
+    Tasks running the built-in entrypoint, or a program that uses launcher.progress,
+    dump them on request (faulthandler); other programs are named as unable to.
+    The stall watchdog collects the same on a stall (see `status`).
+    """
+    dumps = _backend_for(name, backend).stacks(name)
+    if not dumps:
+        raise LaunchError(f"no task of {name!r} is running")
+    for task, dump in dumps.items():
+        click.echo(f"== {task}")
+        click.echo(dump or "(no stacks: its program does not dump them on request, or it did not answer)")
+
+
 @main.command("watch")
 @click.argument("name", callback=_cluster_names)
 @click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")

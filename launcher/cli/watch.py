@@ -44,6 +44,14 @@ def status_view(job: JobStatus) -> Group:
         lines.append(Text(line))
     if job.message:
         lines.append(Text(job.message))
+    for slow in job.stragglers:
+        measure = "input" if slow.measure == "input_seconds_per_batch" else "step"
+        lines.append(Text(f"straggler: {slow.task}: {measure} {slow.seconds * 1000:.0f} ms, {slow.ratio}x the median "
+                          f"{slow.median_seconds * 1000:.0f} ms", style="yellow"))
+    if job.stall is not None and job.stall.stalls:
+        lines.append(Text(f"stalls: {job.stall.stalls}; last: {job.stall.message}", style="yellow"))
+    elif job.stall is not None and not job.stall.watching and not job.state.terminal:
+        lines.append(Text("stall watchdog: no step reports from this program, it cannot see steps"))
     return Group(*lines)
 
 

@@ -26,6 +26,8 @@ after TFJob and the tf.distribute fault-tolerance guides:
   ``max_restarts``. Tasks get ``save_grace_seconds`` between the notice
   and SIGKILL (local stop, compose ``stop_grace_period``, Kubernetes
   ``terminationGracePeriodSeconds``).
+- stalls: ``stall_floor_seconds`` and ``stall_action`` (spec ``stall``) parametrize the stall watchdog; its
+  restart goes through the same groups and ``max_restarts`` as a failure.
 - success: ``chief``: the lead task (the chief, or worker 0 without one:
   ``launcher.protocol.roles``) exited 0; ``all-workers``: the chief and
   every worker exited 0.
@@ -38,7 +40,7 @@ from pydantic import BaseModel, ConfigDict
 from launcher.plan.programs import runs_user_program
 from launcher.protocol.exitcodes import SIGNAL_EXIT_BASE, ExitCode, killed_by_signal, preempted
 from launcher.protocol.roles import TaskRef, lead_task
-from launcher.spec.models import ClusterSpec, RestartPolicy, RoleType, Strategy, SuccessPolicy
+from launcher.spec.models import ClusterSpec, RestartPolicy, RoleType, StallAction, Strategy, SuccessPolicy
 
 BUILT_IN_LINGER_SECONDS = 30.0
 USER_PROGRAM_LINGER_SECONDS = 5.0
@@ -62,6 +64,9 @@ class JobPolicy(BaseModel):
     solo_roles: tuple[RoleType, ...]
     deadline_seconds: int | None = None
     linger_seconds: float = BUILT_IN_LINGER_SECONDS
+    #: The stall watchdog (``launcher.supervision.stall``): no stall before this many seconds without progress.
+    stall_floor_seconds: float = 600.0
+    stall_action: StallAction = StallAction.RESTART
 
     def preempted(self, exit_code: int) -> bool:
         """True for the exit of a preempted task: restarted within ``max_preemptions``, never a failure."""
@@ -126,4 +131,6 @@ def make_policy(spec: ClusterSpec, strategy: Strategy) -> JobPolicy:
         solo_roles=solo,
         deadline_seconds=spec.deadline_seconds,
         linger_seconds=USER_PROGRAM_LINGER_SECONDS if runs_user_program(spec, strategy) else BUILT_IN_LINGER_SECONDS,
+        stall_floor_seconds=spec.stall.timeout_seconds,
+        stall_action=spec.stall.action,
     )

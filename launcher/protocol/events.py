@@ -45,6 +45,8 @@ class EventKind(str, Enum):
     FINISHED = "finished"
     FAILED = "failed"
     PREEMPTED = "preempted"
+    STEP_TIME = "step_time"
+    STACKS_ON_SIGNAL = "stacks_on_signal"
 
 
 def _now() -> float:
@@ -136,8 +138,30 @@ class Preempted(_Event):
     exit_code: int | None = None
 
 
+class StepTime(_Event):
+    """A training task's own step times over epoch ``epoch`` (every training task, for stragglers).
+
+    ``seconds_per_step``: its wall time per step (first step left out); ``input_seconds_per_batch``: its
+    input pipeline's time per batch from the entrypoint's probe (None: not measured).
+    """
+
+    event: Literal[EventKind.STEP_TIME] = EventKind.STEP_TIME
+    epoch: int
+    step: int | None = None
+    seconds_per_step: float | None = None
+    input_seconds_per_batch: float | None = None
+
+
+class StacksOnSignal(_Event):
+    """The task dumps its threads' stacks on ``signal`` (``launcher.protocol.stacks``): it may be sent it."""
+
+    event: Literal[EventKind.STACKS_ON_SIGNAL] = EventKind.STACKS_ON_SIGNAL
+    signal: str
+
+
 Event = Annotated[
-    Started | Restored | Step | EpochEnd | CheckpointSaved | Evaluation | Finished | Failed | Preempted,
+    Started | Restored | Step | EpochEnd | CheckpointSaved | Evaluation | Finished | Failed | Preempted | StepTime
+    | StacksOnSignal,
     Field(discriminator="event"),
 ]
 

@@ -292,6 +292,33 @@ class RestartSpec(_Model):
     )
 
 
+class StallAction(str, Enum):
+    """What the stall watchdog does once the job's progress stopped (``launcher.supervision.stall``)."""
+
+    RESTART = "restart"  # the training group restarts from the last backup (a failure: uses max_restarts)
+    FAIL = "fail"
+    WARN = "warn"
+
+
+class StallSpec(_Model):
+    """The stall watchdog: a job whose steps stop advancing while its tasks live is stalled.
+
+    The timeout is derived from the job's observed time between progress reports
+    (``launcher.supervision.stall``); ``timeout_seconds`` is its floor: no stall is declared sooner.
+    """
+
+    timeout_seconds: int = Field(
+        600, ge=1, le=7 * 24 * 3600,
+        description="Seconds without progress before the job counts as stalled, at least (the watchdog waits "
+        "longer when the job's own step times, saves or first step call for it).",
+    )
+    action: StallAction = Field(
+        StallAction.RESTART,
+        description="restart: the training group restarts from the last backup (uses max_restarts, reason "
+        "`stalled`); fail: the job fails; warn: status says so and the job runs on.",
+    )
+
+
 class TPUSpec(_Model):
     """TPU to connect to when ``strategy: tpu`` (TPUClusterResolver)."""
 
@@ -444,6 +471,7 @@ class ClusterSpec(_Model):
     restart: RestartSpec = Field(default_factory=RestartSpec)
     success_policy: SuccessPolicy = SuccessPolicy.CHIEF
     deadline_seconds: int | None = Field(None, ge=1, description="Fail the job after this long.")
+    stall: StallSpec = Field(default_factory=StallSpec)
     tpu: TPUSpec | None = None
     kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
 

@@ -11,6 +11,7 @@ Contract: every cluster of a backend that supervises from this machine has a
   and its output (one line per runtime fault, never a traceback);
 - ``started``: present once every task was started (or adopted);
 - ``adopt.lock``: held while a command starts a supervisor that adopts;
+- ``stacks/stall-<n>/<task>.txt``: every task's stacks at the job's n-th stall;
 - whatever the backend adds (task logs, compose files).
 
 ``start(state, entry_module)`` runs ``python -m <entry_module> <dir>`` in a
@@ -74,6 +75,7 @@ class StateDir:
         self.log = root / "supervisor.log"
         self.started = root / "started"
         self.adopt_lock = root / "adopt.lock"
+        self.stacks = root / "stacks"
 
     @classmethod
     def of(cls, backend: BackendKind, name: str) -> StateDir:
@@ -234,7 +236,8 @@ def serve(root: Path, make_runtime: Callable[[Plan, StateDir], Runtime], adopt: 
         state.write_status(JobStatus(plan.name, plan.backend, State.FAILED, message=f"failed: {message}"))
         print(f"{plan.name}: failed: {message}", flush=True)
         return 1
-    supervisor = Supervisor(plan, runtime, on_status=state.write_status, on_started=state.mark_started, resume=resume)
+    supervisor = Supervisor(plan, runtime, on_status=state.write_status, on_started=state.mark_started, resume=resume,
+                            stacks_dir=state.stacks)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: supervisor.cancel())
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

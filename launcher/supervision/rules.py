@@ -18,6 +18,12 @@ them:
 - a non-retryable exit: fail; a retryable one: restart its group while the
   budget (restart *events* of the job, one gang restart = one) lasts, else fail.
 
+``decide_stall(suspects, restarts_used, what)`` says what to do when the
+stall watchdog (``launcher.supervision.stall``) fired: ``JobPolicy.stall_action``
+warn: continue; fail: fail; restart: restart the groups of the suspected
+tasks (every training task when none is suspected; a ParameterServer worker
+alone) as a failure would, within ``max_restarts``, else fail.
+
 ``decision_order`` orders the exits of one poll round root cause first.
 """
 
@@ -30,7 +36,7 @@ from enum import Enum
 from launcher.plan.planner import Plan, Task
 from launcher.plan.policy import JobPolicy
 from launcher.protocol.exitcodes import killed_by_signal
-from launcher.spec.models import RestartPolicy, RoleType
+from launcher.spec.models import RestartPolicy, RoleType, StallAction
 
 
 class Action(str, Enum):
@@ -109,6 +115,20 @@ class Rules:
                    if self.policy.restart is RestartPolicy.EXIT_CODE else "restart policy never")
             return Decision(Action.FAIL, message=f"failed: task {name} {failure} ({why}); last error: {last_error}")
         return self._restart(name, failure, restarts_used, last_error)
+
+    def decide_stall(self, suspects: Sequence[str], restarts_used: int, what: str) -> Decision:
+        """After the watchdog found the job stalled; ``what`` says so for people (timeout, suspects, stacks)."""
+        action = self.policy.stall_action
+        if action is StallAction.WARN:
+            return Decision(Action.CONTINUE, message=f"stalled (warn only): {what}")
+        budget = self.policy.budget()
+        if action is StallAction.FAIL or restarts_used >= budget:
+            used_up = "" if action is StallAction.FAIL else f" and the restart budget ({budget}) is used up"
+            return Decision(Action.FAIL, message=f"failed: stalled{used_up}: {what}")
+        names = suspects or [t.name for t in self.tasks if t.type.trains]
+        group = tuple(dict.fromkeys(member for name in names for member in self.restart_group(name)))
+        return Decision(Action.RESTART, restart=group,
+                        message=f"stalled: {what}: restarting {', '.join(group)} (restart {restarts_used + 1}/{budget})")
 
     def _restart(self, name: str, failure: str, restarts_used: int, last_error: str) -> Decision:
         budget = self.policy.max_restarts

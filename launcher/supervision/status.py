@@ -8,6 +8,8 @@ log dir as its tasks see it (None: summaries off, or unknown). ``supervisor``
 says whether the detached supervisor of a local or compose cluster runs (None
 for backends without one); ``started_at`` is when the job first started (unix
 seconds), so a supervisor that adopts the tasks measures the deadline from there.
+``stall`` is the stall watchdog's view (``StallStatus``); ``stragglers`` the training tasks
+slower than the others, with their numbers.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from launcher.plan.targets import BackendKind
 from launcher.protocol.progress import JobProgress
+from launcher.supervision.stragglers import Straggler
 
 
 class State(str, Enum):
@@ -48,6 +51,23 @@ class SupervisorState(str, Enum):
 
 
 @dataclass
+class StallStatus:
+    """The stall watchdog of a job (``launcher.supervision.stall``), as ``status`` shows it.
+
+    ``watching``: False while the job reports no steps (a program without ``launcher.progress``): the
+    watchdog cannot see them. After a stall: how many so far, the last one's line, the tasks suspected
+    (and why), and the directory holding every task's stacks of that stall.
+    """
+
+    watching: bool
+    stalls: int = 0
+    message: str = ""
+    suspects: list[str] = field(default_factory=list)
+    reason: str = ""
+    stacks_dir: str | None = None
+
+
+@dataclass
 class TaskStatus:
     name: str
     state: State
@@ -75,6 +95,10 @@ class JobStatus:
     tensorboard_dir: str | None = None
     supervisor: SupervisorState | None = None
     started_at: float | None = None
+    #: The stall watchdog (None where no supervisor runs one).
+    stall: StallStatus | None = None
+    #: Training tasks slower than the others (``launcher.supervision.stragglers``), with their numbers.
+    stragglers: list[Straggler] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (enums as their values)."""
@@ -91,7 +115,9 @@ class JobStatus:
     def from_dict(cls, data: dict[str, Any]) -> JobStatus:
         """The inverse of ``to_dict``."""
         tasks = [TaskStatus(**{**t, "state": State(t["state"])}) for t in data["tasks"]]  # last_line: optional
-        supervisor = data.get("supervisor")
+        supervisor, stall = data.get("supervisor"), data.get("stall")
         return cls(**{**data, "backend": BackendKind(data["backend"]), "state": State(data["state"]), "tasks": tasks,
                       "supervisor": None if supervisor is None else SupervisorState(supervisor),
+                      "stall": None if stall is None else StallStatus(**stall),
+                      "stragglers": [Straggler(**s) for s in data.get("stragglers", [])],
                       "progress": JobProgress.model_validate(data.get("progress") or {})})

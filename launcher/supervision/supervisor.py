@@ -28,6 +28,17 @@ run is not running is started; a running task of which the runtime finds
 no trace counts as killed (128+9), so the policy decides; a task whose run
 it had already recorded as ended stays ended.
 
+The stall watchdog (``launcher.supervision.stall``) watches the lead task's
+progress reports. When it finds the job stalled it asks every task that
+handles ``STACKS_SIGNAL`` for its stacks (``Runtime.dump_stacks``), waits up
+to ``STACKS_SECONDS`` for them, writes each task's dump to
+``<stacks_dir>/stall-<n>/<task>.txt``, names the suspects
+(``launcher.supervision.stacks``) and applies ``Rules.decide_stall``
+(restart from the backup within ``max_restarts``, fail, or warn). A job
+whose program reports no steps is said to be unwatched once, at the start.
+Every training task's ``step_time`` reports name the job's stragglers
+(``launcher.supervision.stragglers``) in its status.
+
 Stopping gives the tasks the plan's ``save_grace_seconds`` between the notice
 (SIGTERM) and the kill when they may be saving: on cancellation (``down``,
 Ctrl-C) and for the rest of a group one of whose tasks was preempted; other
@@ -40,7 +51,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Protocol
 
 from launcher.errors import LaunchError
@@ -50,7 +62,12 @@ from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.progress import counts, progress, seed
 from launcher.supervision.noise import is_noise
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
-from launcher.supervision.status import JobStatus, State, TaskStatus
+from launcher.supervision.stacks import is_stack_line, suspects
+from launcher.supervision.stall import StallClock, StallVerdict, judge
+from launcher.supervision.statefile import private_dir, write_private
+from launcher.supervision.status import JobStatus, StallStatus, State, TaskStatus
+from launcher.supervision.stragglers import WINDOW as STRAGGLER_WINDOW
+from launcher.supervision.stragglers import StepTime, stragglers
 
 #: Poll rounds in a row that may fail on a runtime fault before the job is failed.
 FAULT_RETRIES = 5
@@ -58,6 +75,10 @@ FAULT_RETRIES = 5
 FAULT_PAUSE_SECONDS = 2.0
 #: Seconds between terminate and kill when no task can be saving.
 STOP_SECONDS = 5.0
+#: The lead's events that show the job advancing, for the stall watchdog.
+WATCHED_EVENTS = frozenset({events.EventKind.STEP, events.EventKind.EPOCH, events.EventKind.CHECKPOINT})
+#: The lead's events that start the count to its first step (it built its strategy, it restored a backup).
+SIGNS_OF_LIFE = frozenset({events.EventKind.STARTED, events.EventKind.RESTORED})
 
 
 class Runtime(Protocol):
@@ -71,7 +92,9 @@ class Runtime(Protocol):
     and returns once they are gone; it must not make the runtime restart them by itself, and
     is a no-op for tasks not running. ``output`` returns the lines (stdout
     and stderr) the task wrote since the previous call. ``close`` is called
-    once after the job ended and every task was stopped. ``adopt`` attaches
+    once after the job ended and every task was stopped. ``dump_stacks``
+    sends ``launcher.protocol.stacks.STACKS_SIGNAL`` to the task's program
+    (not to a wrapper around it; the dump then comes in its ``output``). ``adopt`` attaches
     to the current run of a task that another (dead) supervisor started,
     running or ended: True if there is such a run (then ``poll``, ``stop``
     and ``output`` work on it as on a started one, output from the start of
@@ -88,11 +111,15 @@ class Runtime(Protocol):
 
     def output(self, task: Task) -> list[str]: ...
 
+    def dump_stacks(self, task: Task) -> None: ...
+
     def close(self) -> None: ...
 
 
 #: How much of a task's last output line its status keeps.
 LAST_LINE_CHARS = 200
+#: How long a stall waits for the tasks' stack dumps before it acts.
+STACKS_SECONDS = 10.0
 
 
 @dataclass
@@ -104,6 +131,9 @@ class _Run:
     running: bool = False
     last_error: str = ""
     failed_reason: str = ""
+    #: The run dumps its stacks on ``STACKS_SIGNAL`` (it said so); the lines of its current dump.
+    dumps_stacks: bool = False
+    stack_lines: list[str] = field(default_factory=list)
 
     def error(self) -> str:
         return self.failed_reason or self.last_error or "(no output)"
@@ -131,6 +161,7 @@ class Supervisor:
         fault_retries: int = FAULT_RETRIES,
         fault_pause: float = FAULT_PAUSE_SECONDS,
         resume: JobStatus | None = None,
+        stacks_dir: Path | None = None,
     ):
         self.plan = plan
         self.rules = Rules.from_plan(plan)
@@ -149,12 +180,19 @@ class Supervisor:
         self._lead = plan.lead().name
         self._resume = resume
         self._vanished: list[tuple[str, int]] = []  # exits found while adopting, decided in the first round
+        self.stacks_dir = stacks_dir
+        self._step_times: dict[str, list[StepTime]] = {}
+        builtin = plan.run_config.lead_runs_entrypoint  # which reports its steps
+        self._clock = StallClock(time.monotonic(), reporting=builtin)
+        self._job.stall = StallStatus(watching=builtin)
 
     def cancel(self) -> None:
         self._cancelled.set()
 
     def status(self) -> JobStatus:
-        return replace(self._job, tasks=[replace(r.status) for r in self._runs.values()])
+        stall = None if self._job.stall is None else replace(self._job.stall, suspects=list(self._job.stall.suspects))
+        return replace(self._job, tasks=[replace(r.status) for r in self._runs.values()], stall=stall,
+                       stragglers=list(self._job.stragglers))
 
     def run(self) -> JobStatus:
         """Supervise until terminal; whatever happens, every task is stopped before this returns."""
@@ -165,6 +203,9 @@ class Supervisor:
             else:
                 self._adopt(self._resume)
             self.on_started()
+            if not self._clock.reporting:
+                _log(f"stall watchdog: {self.plan.name} runs its own program; it cannot see steps until the program "
+                     "reports them (launcher.progress: ProgressCallback or report_step)")
             self._set_job(State.RUNNING, "running")
             state, message = self._supervise()
             if state is State.SUCCEEDED:
@@ -221,8 +262,71 @@ class Supervisor:
                     return State.SUCCEEDED, decision.message
                 if decision.action is Action.FAIL:
                     return State.FAILED, decision.message
+            stalled = self._watch()
+            if stalled is not None:
+                return State.FAILED, stalled
             self._publish()
             self._cancelled.wait(self.poll_seconds)
+
+    def _watch(self) -> str | None:
+        """Judge the job's progress; on a stall collect the stacks and act. A message when the job fails of it."""
+        judgement = judge(self._clock, time.monotonic(), self.plan.policy.stall_floor_seconds)
+        if judgement.verdict is not StallVerdict.STALLED:
+            return None
+        self._clock = self._clock.started(time.monotonic())  # warn: judged again after another timeout
+        assert self._job.stall is not None
+        stall = self._job.stall
+        stall.stalls += 1
+        dumps = self._collect_stacks()
+        names, why = suspects(dumps)
+        directory = self._write_stacks(stall.stalls, dumps)
+        what = (f"no progress for {judgement.silent_seconds:.0f} s (stall timeout {judgement.timeout_seconds:.0f} s); "
+                f"suspected: {', '.join(names) or 'none'} ({why})"
+                + (f"; stacks in {directory}" if directory else ""))
+        stall.message, stall.suspects, stall.reason, stall.stacks_dir = what, list(names), why, directory
+        for name in names:
+            self._runs[name].status.message = "stalled (suspected)"
+        _log(f"stall watchdog: {what}")
+        decision = self.rules.decide_stall(names, self._job.restarts, what)
+        if decision.action is Action.RESTART:
+            self._restart(decision)
+        elif decision.action is Action.FAIL:
+            return decision.message
+        else:
+            self._job.message = decision.message
+        return None
+
+    def _collect_stacks(self) -> dict[str, str | None]:
+        """Ask every running task that can for its stacks; ``{task: dump, None if it gave none}``."""
+        running = [run for run in self._runs.values() if run.running]
+        asked = [run for run in running if run.dumps_stacks]
+        for run in asked:
+            run.stack_lines = []
+            self.runtime.dump_stacks(run.task)
+        ends = time.monotonic() + STACKS_SECONDS
+        while asked and time.monotonic() < ends and not self._cancelled.is_set():
+            before = sum(len(run.stack_lines) for run in asked)
+            self._cancelled.wait(self.poll_seconds)
+            for run in asked:
+                self._read(run)
+            if all(run.stack_lines for run in asked) and sum(len(run.stack_lines) for run in asked) == before:
+                break  # every task answered and none wrote more during a poll round
+        return {run.task.name: "\n".join(run.stack_lines) or None for run in running}
+
+    def _write_stacks(self, number: int, dumps: Mapping[str, str | None]) -> str | None:
+        """Each task's dump as ``<stacks_dir>/stall-<number>/<task>.txt``; the directory, or None without one."""
+        if self.stacks_dir is None:
+            return None
+        directory = self.stacks_dir / f"stall-{number}"
+        try:
+            private_dir(directory)  # like every state file: owner only
+            for name, dump in dumps.items():
+                write_private(directory / f"{name}.txt",
+                              (dump or "(no stacks: the task did not answer, or its program does not dump them on request)") + "\n")
+        except OSError as exc:
+            _log(f"cannot write the stacks: {_one_line(exc)}")
+            return None
+        return str(directory)
 
     def _poll(self) -> list[tuple[str, int]]:
         """Read new output of every running task; record and return the runs that ended, in plan order."""
@@ -268,6 +372,10 @@ class Supervisor:
         self._job.preemptions = previous.preemptions
         self._job.started_at = previous.started_at or time.time()
         self._job.progress = previous.progress
+        if previous.stall is not None:
+            self._job.stall = replace(previous.stall, suspects=list(previous.stall.suspects))
+            if previous.stall.watching:
+                self._clock = self._clock.reports()
         known = {t.name: t for t in previous.tasks}
         to_start = {}
         for name, run in self._runs.items():
@@ -306,9 +414,12 @@ class Supervisor:
     # -- actions ----------------------------------------------------------------------------------
 
     def _start(self, runs: Mapping[str, _Run]) -> None:
+        if any(run.task.type.trains for run in runs.values()):
+            self._clock = self._clock.started(time.monotonic())
         for run in runs.values():
             self.runtime.start(run.task)
             run.running = True
+            run.dumps_stacks = False
             run.failed_reason = run.last_error = ""
             run.status.state = State.RUNNING
             run.status.exit_code = None
@@ -328,6 +439,9 @@ class Supervisor:
 
     def _read(self, run: _Run) -> None:
         for line in self.runtime.output(run.task):
+            if is_stack_line(line):
+                run.stack_lines.append(line.rstrip())
+                continue
             if not events.carries_event(line):
                 if line.strip() and not is_noise(line):
                     run.last_error = line.strip()
@@ -344,6 +458,17 @@ class Supervisor:
             run.status.message = f"preempted, saved at step {event.step}" if event.step else "preempted"
         elif isinstance(event, events.Restored):
             run.status.message = f"restored at epoch {event.epoch} step {event.step}"
+        elif isinstance(event, events.StacksOnSignal):
+            run.dumps_stacks = True
+        elif isinstance(event, events.StepTime) and run.task.type.trains:
+            times = self._step_times.setdefault(run.task.name, [])
+            times[:] = [*times, StepTime(event.seconds_per_step, event.input_seconds_per_batch)][-STRAGGLER_WINDOW:]
+            self._job.stragglers = stragglers(self._step_times)
+        if run.task.name == self._lead and (event.event in WATCHED_EVENTS or event.event in SIGNS_OF_LIFE):
+            now = time.monotonic()
+            self._clock = self._clock.advanced(now) if event.event in WATCHED_EVENTS else self._clock.alive(now).reports()
+            if self._job.stall is not None:
+                self._job.stall.watching = True
         if counts(event, from_lead=run.task.name == self._lead):
             self._job.progress = progress(self._job.progress, event)
 

@@ -3,7 +3,10 @@
 Contract: ``ProgressCallback`` emits ``step`` events (lead task, every
 ``every`` steps and at the end of each epoch; the loss is the running mean of
 the epoch, per replica) and ``epoch`` events with the epoch's logs and
-``input_wait_fraction``; given ``TrainSummaries`` (the lead task's, see
+``input_wait_fraction``, and on every training task (not only the lead) a
+``step_time`` event at each epoch's end with its own ``seconds_per_step`` and
+``input_seconds_per_batch`` (null without a probe), from which the supervisor
+names stragglers (``launcher.supervision.stragglers``); given ``TrainSummaries`` (the lead task's, see
 ``launcher.worker.summaries``) it writes the batch logs (running means, per
 replica) every ``summaries.every`` steps and at each epoch's last step, and the
 input-wait fraction at each epoch's end, at the global step. Each point is
@@ -146,7 +149,12 @@ class ProgressCallback(tf.keras.callbacks.Callback):
         return {k: None if v is None else v * self.batch_loss_scale for k, v in values.items()}
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        fraction = self._input_wait_fraction(epoch)
+        step_seconds = self.timer.mean()
+        input_seconds = None if self.input_probe is None or step_seconds is None else \
+            seconds_per_batch(self.input_probe, PROBE_BATCHES)
+        fraction = self._input_wait_fraction(epoch, input_seconds, step_seconds)
+        self.reporter.emit(events.StepTime(epoch=epoch, step=(epoch + 1) * self.steps_per_epoch,
+                                           seconds_per_step=step_seconds, input_seconds_per_batch=input_seconds))
         metrics = {k: scalar(v) for k, v in fetched(logs).items()}
         self.reporter.lead(
             events.EpochEnd(epoch=epoch, step=(epoch + 1) * self.steps_per_epoch, metrics=metrics,
@@ -155,11 +163,9 @@ class ProgressCallback(tf.keras.callbacks.Callback):
         if self.summaries is not None:  # the epoch's metrics went with its last step
             self.summaries.scalars((epoch + 1) * self.steps_per_epoch, {"input_wait_fraction": fraction})
 
-    def _input_wait_fraction(self, epoch: int) -> float | None:
-        step_seconds = self.timer.mean()
-        if self.input_probe is None or step_seconds is None:
+    def _input_wait_fraction(self, epoch: int, input_seconds: float | None, step_seconds: float | None) -> float | None:
+        if input_seconds is None or step_seconds is None:
             return None
-        input_seconds = seconds_per_batch(self.input_probe, PROBE_BATCHES)
         fraction = input_wait_fraction(input_seconds, step_seconds)
         if fraction > INPUT_BOUND_FRACTION:
             log.warning(

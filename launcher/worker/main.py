@@ -31,6 +31,7 @@ from launcher.worker.peers import wait_for_peers
 from launcher.worker.preemption import exit_on_notice
 from launcher.worker.reporter import Reporter
 from launcher.worker.selection import MULTI_WORKER, Action, peer_addresses, select
+from launcher.worker.stackdump import dump_stacks_on_signal
 from launcher.worker.strategies import gpu_count
 from launcher.worker.tfconfig import resolve_tf_config
 from launcher.worker.train import train
@@ -52,6 +53,7 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     log.setLevel(logging.INFO)
     reporter = Reporter(environ.get(env.TASK_NAME) or socket.gethostname(), is_lead=False)
     exit_on_notice()
+    dump_stacks_on_signal(reporter)
     try:
         ctx = _context(environ, reporter)
         _run(ctx)

@@ -9,7 +9,8 @@ API error or a broken engine connection; ``unstartable`` makes ``start``
 raise ``LaunchError`` for those tasks. ``adoptable`` maps a task to the run
 (index into its script) a dead supervisor left in progress: ``adopt``
 attaches to it, as after a ``kill -9`` of the supervisor; other tasks have
-no run to adopt. Every call is recorded (``graces``: each stop's grace seconds).
+no run to adopt. ``stacks[task]`` are the lines a task writes when asked for its
+stacks (``dump_stacks``). Every call is recorded (``graces``: each stop's grace seconds).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class ScriptedRuntime:
         fault: Exception | None = None,
         unstartable: Sequence[str] = (),
         adoptable: dict[str, int] | None = None,
+        stacks: dict[str, list[str]] | None = None,
     ):
         self.exits = exits
         self.lines = dict(output or {})
@@ -43,6 +45,8 @@ class ScriptedRuntime:
         self.stopped: list[str] = []
         self.graces: list[float] = []
         self.closed = False
+        self.stacks = dict(stacks or {})
+        self.dumped: list[str] = []
 
     def start(self, task: Task) -> None:
         if task.name in self.unstartable:
@@ -76,6 +80,10 @@ class ScriptedRuntime:
 
     def output(self, task: Task) -> list[str]:
         return self.lines.pop(task.name, [])
+
+    def dump_stacks(self, task: Task) -> None:
+        self.dumped.append(task.name)
+        self.lines.setdefault(task.name, []).extend(self.stacks.get(task.name, []))
 
     def close(self) -> None:
         self.closed = True

@@ -408,3 +408,24 @@ def test_docker_stop_of_a_worker_saves_every_task_and_resumes_where_it_was(clust
     # Nothing lost: the restart resumes at the step every task saved, at or after the last one reported before
     # the stop call (Docker's API and signal forwarding take a few steps on a loaded machine: CI saw 3).
     assert restored.step == preempted.step and before <= restored.step < 48, (before, restored)
+
+
+def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_restarted(clusters: Clusters, tmp_path) -> None:  # noqa: F811
+    """As on local: worker 1 blocks forever in a tf.py_function once; stacks through docker-init and tini."""
+    from pathlib import Path
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "stuck_input.py").write_text((Path(__file__).parent / "scripts" / "stuck_input.py").read_text())
+    spec = tf_spec("cstk", {"chief": {}, "worker": {"replicas": 2}}, epochs=2, workspace=str(workspace),
+                   stall={"timeout_seconds": 20})
+    spec["training"] = {**spec["training"], "module": "stuck_input", "args": {
+        **spec["training"]["args"], "marker": "/checkpoints/blocked", "block_after": 12}}
+    clusters.up(spec)
+    job = clusters.wait("cstk", timeout=400)
+    assert job.state is State.SUCCEEDED, job.message
+    assert job.restarts == 1 and job.stall is not None and job.stall.stalls == 1, job.stall
+    assert job.stall.suspects == ["cstk-worker-1"], job.stall
+    stacks = Path(job.stall.stacks_dir or "")
+    assert "in gate" in (stacks / "cstk-worker-1.txt").read_text()
+    assert "script_ops.py" not in (stacks / "cstk-worker-0.txt").read_text()

@@ -28,6 +28,7 @@ from launcher.supervision.status import JobStatus, State
 
 pytestmark = pytest.mark.tf
 
+SCRIPTS = Path(__file__).parent / "scripts"
 TRAINING = {"epochs": 2, "steps_per_epoch": 15, "batch_size_per_replica": 32}
 BACKUP_EVERY = 5
 
@@ -167,3 +168,54 @@ def test_mwms_sigterm_to_a_worker_saves_every_task_and_resumes_where_it_was(tmp_
     # is descheduled between a step and its event), and resumed there.
     assert before <= restored.step < 48, (before, restored)
     assert all(e.exit_code == 143 for t in status.tasks for e in events(name, t.name) if e.event == "preempted")
+
+
+def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_the_job_succeeds(tmp_path: Path) -> None:
+    """Worker 1 blocks forever in a tf.py_function once: the watchdog dumps, names it, restarts; the job succeeds."""
+    (tmp_path / "stuck_input.py").write_text((SCRIPTS / "stuck_input.py").read_text())
+    marker = tmp_path / "blocked"
+    name = launch(tmp_path, {"name": "stk", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
+                             "checkpoint": {"backup_every_steps": BACKUP_EVERY}, "stall": {"timeout_seconds": 20},
+                             "training": {"module": "stuck_input", "args": {"marker": str(marker)}}},
+                  epochs=2)
+    status = finish(name)
+    assert marker.exists()  # it did block, once
+    assert status.restarts == 1 and all(t.restarts == 1 for t in status.tasks), status
+    assert status.stall is not None and status.stall.stalls == 1 and status.stall.watching
+    assert status.stall.suspects == [f"{name}-worker-1"], status.stall
+    stacks = Path(status.stall.stacks_dir or "")
+    assert sorted(p.name for p in stacks.iterdir()) == [f"{name}-{t}.txt" for t in ("chief-0", "worker-0", "worker-1")]
+    assert "in gate" in (stacks / f"{name}-worker-1.txt").read_text()  # the blocked py_function, by name
+    assert "script_ops.py" not in (stacks / f"{name}-chief-0.txt").read_text()
+    chief = events(name, f"{name}-chief-0")
+    restored = [e for e in chief if e.event == "restored"]
+    assert len(restored) == 1 and restored[0].step >= BACKUP_EVERY, restored  # from the backup, not from scratch
+
+
+def test_debug_prints_the_stacks_of_every_task_of_a_running_job(tmp_path: Path) -> None:
+    name = launch(tmp_path, {"name": "dbg", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}}}, epochs=40)
+    try:
+        wait_status(name, lambda s: (s.progress.step or 0) >= 3, timeout=180)
+        result = tfcluster("debug", name, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        sections = result.stdout.split("== ")[1:]
+        assert [s.splitlines()[0] for s in sections] == [f"{name}-chief-0", f"{name}-worker-0"]
+        for section in sections:
+            assert " 0x" in section and "(most recent call first)" in section, section[:2000]
+            assert "launcher/worker/train.py" in section, section[:2000]
+        assert wait_status(name, lambda s: True, timeout=5).state is State.RUNNING  # asking stopped nothing
+    finally:
+        tfcluster("down", name, cwd=tmp_path)
+
+
+def test_a_worker_with_a_slow_input_pipeline_is_named_a_straggler_with_its_numbers(tmp_path: Path) -> None:
+    (tmp_path / "stuck_input.py").write_text((SCRIPTS / "stuck_input.py").read_text())
+    name = launch(tmp_path, {"name": "slow", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
+                             "training": {"module": "stuck_input", "args": {"slow_worker": 1, "step_delay": 0.05}}},
+                  epochs=2)
+    finish(name)
+    document = json.loads(tfcluster("status", name, "-o", "json", cwd=tmp_path).stdout)
+    [straggler] = document["stragglers"]
+    assert straggler["task"] == f"{name}-worker-1" and straggler["measure"] == "input_seconds_per_batch", straggler
+    assert straggler["seconds"] >= 0.05 and straggler["ratio"] >= 1.5, straggler
+    assert document["stall"]["stalls"] == 0

@@ -110,3 +110,36 @@ def test_a_custom_loop_reporting_with_the_two_functions_shows_like_the_entrypoin
     assert [e.step for e in lead if e.event == "step"] == [4, 8, 12, 16]
     assert [(e.epoch, type(e.metrics["loss"])) for e in lead if e.event == "epoch"] == [(0, float), (1, float)]
     assert not [e for e in other if e.event in ("step", "epoch")]  # worker 1 does not lead: each step is seen once
+
+
+def stall_spec(ws: Path, timeout_seconds: int) -> Path:
+    path = ws / "cluster.yaml"
+    path.write_text(yaml.safe_dump({"name": "stuck-progress", "roles": {"chief": {}, "worker": {"replicas": 2}},
+                                    "stall": {"timeout_seconds": timeout_seconds}}))
+    return path
+
+
+def test_a_script_with_the_progress_callback_stuck_in_its_input_pipeline_is_restarted_and_succeeds(
+        tmp_path: Path) -> None:
+    ws = workspace(tmp_path, SCRIPTS / "stuck_progress.py")
+    spec = stall_spec(ws, 20)
+    result = tfcluster("run", "-f", str(spec), *QUIET, "stuck_progress.py", "--block", cwd=ws, timeout=500)
+    assert result.returncode == 0, tfcluster("logs", "stuck-progress", cwd=ws).stdout[-3000:]
+    status = json.loads(tfcluster("status", "stuck-progress", "-o", "json", cwd=ws).stdout)
+    assert status["state"] == "succeeded" and status["restarts"] == 1, status["message"]
+    stall = status["stall"]
+    assert stall["watching"] and stall["stalls"] == 1 and stall["suspects"] == ["stuck-progress-worker-1"], stall
+    assert "in gate" in (Path(stall["stacks_dir"]) / "stuck-progress-worker-1.txt").read_text()
+    assert_nothing_left(*processes("stuck-progress"))
+
+
+def test_a_slow_first_step_and_slow_saves_never_trip_the_watchdog(tmp_path: Path) -> None:
+    """First step 1.5x the floor (under the first-step allowance), each epoch's save 0.8x the floor."""
+    ws = workspace(tmp_path, SCRIPTS / "stuck_progress.py")
+    spec = stall_spec(ws, 10)
+    result = tfcluster("run", "-f", str(spec), *QUIET, "stuck_progress.py", "--first-delay", "15",
+                       "--save-delay", "8", "--epochs", "3", cwd=ws, timeout=500)
+    assert result.returncode == 0, tfcluster("logs", "stuck-progress", cwd=ws).stdout[-3000:]
+    status = json.loads(tfcluster("status", "stuck-progress", "-o", "json", cwd=ws).stdout)
+    assert status["state"] == "succeeded" and status["restarts"] == 0, status["message"]
+    assert status["stall"]["watching"] and status["stall"]["stalls"] == 0, status["stall"]

@@ -47,6 +47,7 @@ from launcher.protocol.paths import is_object_store
 from launcher.spec.models import ClusterSpec, RoleType
 from launcher.spec.problems import Problem
 from launcher.supervision import harness
+from launcher.supervision.debug import stacks_now
 from launcher.supervision.statefile import write_private
 from launcher.supervision.status import JobStatus, State, TaskStatus
 
@@ -187,6 +188,14 @@ class ComposeBackend(Backend[BackendOptions]):
                     yield f"{container.name} | {line}"
             return
         yield from interleave({c.name: partial(_follow_logs, c) for c in containers})
+
+    def stacks(self, name: str) -> dict[str, str | None]:
+        """Through a ``ContainerRuntime`` attached to the running containers (it starts nothing)."""
+        state = harness.StateDir.of(self.kind, name)
+        if not state.exists():
+            raise LaunchError(f"no cluster named {name!r} on compose")
+        plan = state.read_plan()
+        return stacks_now(runtime.ContainerRuntime(self.client, [], state.root), plan.tasks)
 
     # -- tensorboard ------------------------------------------------------------------------------
 

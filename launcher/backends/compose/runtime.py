@@ -38,6 +38,7 @@ from launcher.backends.lines import iter_lines
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol.exitcodes import LOST_EXIT
+from launcher.protocol.stacks import STACKS_SIGNAL
 
 OVERRIDE_FILE = "supervised.yaml"
 #: Docker's container statuses of a container whose process ended (its ``State.ExitCode`` is final).
@@ -100,6 +101,18 @@ class ContainerRuntime:
 
         with ThreadPoolExecutor(max_workers=max(len(tasks), 1)) as pool:
             list(pool.map(stop_one, tasks))
+
+    def dump_stacks(self, task: Task) -> None:
+        """``STACKS_SIGNAL`` to the container's init, which forwards it to the program (docker-init, tini)."""
+        import docker.errors
+
+        container = self._container(task)
+        if container is None or container.status != "running":
+            return
+        try:
+            container.kill(signal=STACKS_SIGNAL.name)
+        except docker.errors.APIError:
+            pass  # it ended meanwhile: no stacks, the report says so
 
     def close(self) -> None:
         for name in list(self._followers):

@@ -31,7 +31,7 @@ from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.lines import LineReader
 from launcher.backends.local import checkpoints, supervise
 from launcher.backends.local.capacity import memory_problems
-from launcher.backends.local.processes import group_runs_task, kill_group, observe
+from launcher.backends.local.processes import ProcessRuntime, group_runs_task, kill_group, observe
 from launcher.backends.local.state import LocalState
 from launcher.backends.local.target import LocalTarget, target
 from launcher.backends.tensorboard import Board, planned_log_dirs, serve_locally
@@ -42,6 +42,7 @@ from launcher.protocol.paths import is_object_store
 from launcher.spec.models import ClusterSpec, RoleType
 from launcher.spec.problems import Problem, SpecError
 from launcher.supervision import harness
+from launcher.supervision.debug import stacks_now
 from launcher.supervision.statefile import private_dir
 from launcher.supervision.status import JobStatus
 
@@ -111,6 +112,12 @@ class LocalBackend(Backend[BackendOptions]):
             if not running:
                 return
             time.sleep(FOLLOW_POLL_SECONDS)
+
+    def stacks(self, name: str) -> dict[str, str | None]:
+        """Through a runtime that attaches to the recorded runs and records nothing (the supervisor may run)."""
+        state = self._existing(name)
+        plan = state.read_plan()
+        return stacks_now(ProcessRuntime(plan, state.logs, state.exits, recorded=state.read_runs()), plan.tasks)
 
     def tensorboard(self, names: Sequence[str], host: str, port: int) -> AbstractContextManager[Board]:
         """TensorBoard as a child process reading the runs' log dirs directly."""

@@ -37,6 +37,7 @@ from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol import env
 from launcher.protocol.exitcodes import LOST_EXIT, SIGNAL_EXIT_BASE
+from launcher.protocol.stacks import STACKS_SIGNAL
 from launcher.supervision.procfs import stat_fields
 from launcher.supervision.statefile import open_private, private_dir
 
@@ -92,6 +93,16 @@ def group_alive(pgid: int) -> bool:
         if fields is not None and fields[2] == str(pgid) and fields[0] != "Z":
             return True
     return False
+
+
+def program_pids(pgid: int) -> list[int]:
+    """The live processes of group ``pgid`` whose parent is its leader: a task's program under its ``sh`` wrapper."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        fields = stat_fields(int(proc.name)) if proc.name.isdigit() else None
+        if fields is not None and fields[2] == str(pgid) and fields[1] == str(pgid) and fields[0] != "Z":
+            pids.append(int(proc.name))
+    return pids
 
 
 def read_exit(exit_dir: Path, task_name: str) -> int | None:
@@ -218,6 +229,17 @@ class ProcessRuntime:
                 run.process.wait()
             elif group_runs_task(run.record.pgid, name):
                 kill_group(run.record.pgid)
+
+    def dump_stacks(self, task: Task) -> None:
+        """``STACKS_SIGNAL`` to the task's program: the children of its ``sh`` wrapper (the group's leader)."""
+        run = self._runs.get(task.name)
+        if run is None or not self._running(task.name, run):
+            return
+        for pid in program_pids(run.record.pgid):
+            try:
+                os.kill(pid, STACKS_SIGNAL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def output(self, task: Task) -> list[str]:
         run = self._runs.get(task.name)

@@ -77,3 +77,17 @@ def test_status_text_counts_preemptions_apart_from_restarts() -> None:
     text = console.export_text()
     assert "(restarts 1, preemptions 2)" in text and "preempted" in text
     assert JobStatus.from_dict(job.to_dict()) == job
+
+
+def test_the_view_shows_stalls_stragglers_and_an_unwatched_program() -> None:
+    from launcher.supervision.status import StallStatus
+    from launcher.supervision.stragglers import Straggler
+
+    stalled = JobStatus("t", BackendKind.LOCAL, State.RUNNING,
+                        stall=StallStatus(True, 1, "no progress for 31 s; suspected: t-worker-1", ["t-worker-1"]),
+                        stragglers=[Straggler("t-worker-2", "input_seconds_per_batch", 0.09, 0.003, 30.0)])
+    text = render(stalled)
+    assert "stalls: 1; last: no progress for 31 s; suspected: t-worker-1" in text
+    assert "straggler: t-worker-2: input 90 ms, 30.0x the median 3 ms" in text
+    assert "cannot see steps" in render(JobStatus("t", BackendKind.LOCAL, State.RUNNING, stall=StallStatus(False)))
+    assert "cannot see steps" not in render(JobStatus("t", BackendKind.LOCAL, State.RUNNING, stall=StallStatus(True)))

@@ -23,6 +23,8 @@ EVERY_KIND = [
     events.Finished(metrics={"loss": 0.3}, model_path="/c/model"),
     events.Failed(reason="ValueError: empty", exit_code=1),
     events.Preempted(step=20, exit_code=143),
+    events.StepTime(epoch=1, step=20, seconds_per_step=0.1, input_seconds_per_batch=0.02),
+    events.StacksOnSignal(signal="SIGUSR1"),
 ]
 
 

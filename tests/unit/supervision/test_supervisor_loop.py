@@ -219,3 +219,69 @@ def test_a_failure_restart_stops_the_survivors_quickly() -> None:
     status, _ = supervise(runtime)
     assert status.state is State.SUCCEEDED and (status.restarts, status.preemptions) == (1, 0)
     assert runtime.graces[0] == 5.0
+
+
+def _event(kind: str, task: str, **fields: Any) -> str:
+    import json
+
+    return "TFCLUSTER_EVENT " + json.dumps({"event": kind, "task": task, "time": 0, **fields})
+
+
+STUCK_IN_OP = [
+    "Thread 0x00007f0000000001 (most recent call first):",
+    '  File "/venv/lib/python3.11/site-packages/tensorflow/python/ops/script_ops.py", line 269 in __call__',
+    "",
+    "Current thread 0x00007f0000000002 (most recent call first):",
+    '  File "/venv/lib/python3.11/site-packages/tensorflow/python/eager/execute.py", line 53 in quick_execute',
+]
+WAITING = ['Current thread 0x00007f0000000003 (most recent call first):', '  File "/x/execute.py", line 53 in quick_execute']
+
+
+def test_a_stalled_job_dumps_every_task_names_the_suspect_and_restarts_the_group(tmp_path: Any) -> None:
+    names = ["job-chief-0", "job-worker-0", "job-worker-1"]
+    output = {name: [_event("stacks_on_signal", name, signal="SIGUSR1")] for name in names}
+    output["job-chief-0"].append(_event("step", "job-chief-0", step=1))
+    runtime = ScriptedRuntime({"job-chief-0": [None, 0]}, output=output,
+                              stacks={"job-chief-0": WAITING, "job-worker-0": WAITING, "job-worker-1": STUCK_IN_OP})
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
+    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, stacks_dir=tmp_path).run()
+    assert status.state is State.SUCCEEDED and status.restarts == 1
+    assert sorted(runtime.dumped) == names
+    assert status.stall is not None and status.stall.stalls == 1 and status.stall.suspects == ["job-worker-1"]
+    assert status.stall.stacks_dir == str(tmp_path / "stall-1")
+    assert "script_ops.py" in (tmp_path / "stall-1" / "job-worker-1.txt").read_text()
+    assert "quick_execute" in (tmp_path / "stall-1" / "job-chief-0.txt").read_text()
+    assert {t.name: t.restarts for t in status.tasks} == dict.fromkeys(names, 1)
+    assert JobStatus.from_dict(status.to_dict()) == status
+
+
+def test_a_user_program_without_step_reports_is_never_judged_stalled() -> None:
+    runtime = ScriptedRuntime({"job-chief-0": [(300, 0)]})
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "command": ["python", "t.py"],
+                                       "stall": {"timeout_seconds": 1}}))
+    status = Supervisor(plan, runtime, poll_seconds=0.02, grace_seconds=0.0).run()  # ~6 s: twice the allowance
+    assert status.state is State.SUCCEEDED and status.restarts == 0 and runtime.dumped == []
+    assert status.stall is not None and not status.stall.watching and status.stall.stalls == 0
+
+
+def test_the_warn_action_only_reports_the_stall_and_a_task_without_the_handler_is_not_signalled() -> None:
+    output = {"job-chief-0": [_event("stacks_on_signal", "job-chief-0", signal="SIGUSR1")]}
+    runtime = ScriptedRuntime({"job-chief-0": [(400, 0)]}, output=output, stacks={"job-chief-0": WAITING})
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS,
+                                       "stall": {"timeout_seconds": 1, "action": "warn"}}))
+    status = Supervisor(plan, runtime, poll_seconds=0.02, grace_seconds=0.0).run()
+    assert status.state is State.SUCCEEDED and status.restarts == 0
+    assert status.stall is not None and status.stall.stalls >= 1 and "job-chief-0" not in status.stall.suspects
+    assert set(runtime.dumped) == {"job-chief-0"}  # the workers never said they dump stacks on the signal
+    assert set(status.stall.suspects) == {"job-worker-0", "job-worker-1"}  # they gave none when asked
+
+
+def test_step_time_reports_of_every_training_task_name_the_straggler() -> None:
+    def report(task: str, input_seconds: float) -> list[str]:
+        return [_event("step_time", task, epoch=0, step=10, seconds_per_step=0.2, input_seconds_per_batch=input_seconds)]
+
+    output = {"job-chief-0": report("job-chief-0", 0.002), "job-worker-0": report("job-worker-0", 0.003),
+              "job-worker-1": report("job-worker-1", 0.09)}
+    status, _ = supervise(ScriptedRuntime({"job-chief-0": [(3, 0)]}, output=output))
+    assert [(s.task, s.seconds, s.median_seconds) for s in status.stragglers] == [("job-worker-1", 0.09, 0.003)]
+    assert JobStatus.from_dict(status.to_dict()).stragglers == status.stragglers

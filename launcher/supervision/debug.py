@@ -1,0 +1,43 @@
+"""Stacks of every task, now, on request (``tfcluster debug``), through a backend's ``Runtime``.
+
+Contract: ``stacks_now(runtime, tasks)`` attaches to each task's current run
+(``Runtime.adopt``: output from the run's start, which says whether the task
+dumps its stacks on ``STACKS_SIGNAL``), asks those that do for their stacks,
+and returns ``{task: dump}`` for every task that runs: None when it cannot
+dump them (its program does not handle the signal: ``launcher.progress`` or
+the entrypoint install the handler) or gave none within ``seconds``. It
+never stops, starts or records anything: a supervisor may run meanwhile.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from launcher.plan.planner import Task
+from launcher.protocol.events import StacksOnSignal, parse_event
+from launcher.supervision.stacks import is_stack_line
+from launcher.supervision.supervisor import STACKS_SECONDS, Runtime
+
+POLL_SECONDS = 0.2
+
+
+def stacks_now(runtime: Runtime, tasks: Sequence[Task], seconds: float = STACKS_SECONDS) -> dict[str, str | None]:
+    running = [task for task in tasks if runtime.adopt(task) and runtime.poll(task) is None]
+    asked = [task for task in running if any(_announces(line) for line in runtime.output(task))]
+    lines: dict[str, list[str]] = {task.name: [] for task in asked}
+    for task in asked:
+        runtime.dump_stacks(task)
+    ends = time.monotonic() + seconds
+    while asked and time.monotonic() < ends:
+        before = sum(map(len, lines.values()))
+        time.sleep(POLL_SECONDS)
+        for task in asked:
+            lines[task.name] += [line.rstrip() for line in runtime.output(task) if is_stack_line(line)]
+        if all(lines.values()) and sum(map(len, lines.values())) == before:
+            break
+    return {task.name: "\n".join(lines.get(task.name, [])) or None for task in running}
+
+
+def _announces(line: str) -> bool:
+    return isinstance(parse_event(line), StacksOnSignal)

@@ -1,0 +1,66 @@
+"""Stragglers: the training tasks that keep the others waiting, named with their numbers. Pure.
+
+Contract: every training task reports its own step times (``step_time``
+events: ``seconds_per_step``, the task's wall time per step over the epoch,
+and ``input_seconds_per_batch``, its input pipeline's time per batch from
+the entrypoint's probe, null where there is none). ``stragglers(reports)``
+compares the tasks over their last ``WINDOW`` reports, one measure at a time:
+the input side first (under MultiWorkerMirrored every task's wall time per
+step is the slowest one's, so only the input side tells who is slow), then
+the wall time per step. A task is a straggler when its mean is above
+``RATIO`` x the median of the tasks' means (three tasks at least, and by
+``MIN_SECONDS`` at least, so timer noise on fast steps names nobody).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+RATIO = 1.5
+WINDOW = 3
+MIN_TASKS = 3
+MIN_SECONDS = 0.005
+MEASURES = ("input_seconds_per_batch", "seconds_per_step")
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One ``step_time`` report of a task."""
+
+    seconds_per_step: float | None
+    input_seconds_per_batch: float | None
+
+    def get(self, measure: str) -> float | None:
+        value = getattr(self, measure)
+        return None if value is None else float(value)
+
+
+@dataclass
+class Straggler:
+    """A task slower than the others: its mean, the median of every task's mean, and their ratio."""
+
+    task: str
+    measure: str
+    seconds: float
+    median_seconds: float
+    ratio: float
+
+
+def stragglers(reports: Mapping[str, Sequence[StepTime]]) -> list[Straggler]:
+    """The stragglers among the tasks' last ``WINDOW`` reports (see the module contract); [] when none."""
+    for measure in MEASURES:
+        means = {}
+        for task, times in reports.items():
+            values = [v for v in (t.get(measure) for t in times[-WINDOW:]) if v is not None]
+            if values:
+                means[task] = statistics.fmean(values)
+        if len(means) < MIN_TASKS:
+            continue
+        median = statistics.median(means.values())
+        slow = [Straggler(task, measure, round(mean, 4), round(median, 4), round(mean / median, 2) if median else 0.0)
+                for task, mean in means.items() if mean > RATIO * median and mean - median >= MIN_SECONDS]
+        if slow:
+            return slow
+    return []

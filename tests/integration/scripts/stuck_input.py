@@ -1,0 +1,54 @@
+"""A training module (the bundled digits) whose worker 1 blocks forever in its input pipeline, once.
+
+Its pipeline passes every batch through a ``tf.py_function`` gate. On worker 1,
+while ``marker`` does not exist, the gate lets ``block_after`` batches through,
+then creates ``marker`` and never returns: the process lives, its gRPC server
+answers, and its peers wait in the step's all-reduce, as with a stuck NFS read
+or a deadlocked loader. A restarted attempt finds the marker and does not block.
+``step_delay`` (seconds) slows every batch of worker ``slow_worker`` (a straggler).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any
+
+import tensorflow as tf
+
+from launcher.examples import mnist
+
+build_model = mnist.build_model
+make_eval_dataset = mnist.make_eval_dataset
+
+
+def _task() -> tuple[str, int]:
+    task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task", {})
+    return task.get("type", ""), int(task.get("index", 0))
+
+
+def make_dataset(input_context: Any, global_batch_size: int, marker: str = "", block_after: int = 12,
+                 slow_worker: int = -1, step_delay: float = 0.0, **args: Any) -> tf.data.Dataset:
+    dataset = mnist.make_dataset(input_context, global_batch_size, **args)
+    blocks = bool(marker) and _task() == ("worker", 1) and not os.path.exists(marker)
+    slow = _task() == ("worker", slow_worker)
+    passed = [0]
+
+    def gate() -> bool:
+        passed[0] += 1
+        if slow:
+            time.sleep(step_delay)
+        if blocks and passed[0] > block_after:
+            with open(marker, "w") as file:
+                file.write("blocked\n")
+            threading.Event().wait()  # forever
+        return True
+
+    def through_gate(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        opened = tf.py_function(gate, [], tf.bool)
+        with tf.control_dependencies([opened]):
+            return tf.identity(images), tf.identity(labels)
+
+    return dataset.map(through_gate)
