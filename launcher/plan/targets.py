@@ -25,6 +25,7 @@ class BackendKind(str, Enum):
     LOCAL = "local"
     COMPOSE = "compose"
     K8S = "k8s"
+    SLURM = "slurm"
 
 
 class Target(ABC):
