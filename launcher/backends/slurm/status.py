@@ -34,9 +34,12 @@ def describe(plan: Plan, written: JobStatus | None, allocation: Allocation | Non
         return replace(base, state=state, message=f"{what} ({job.reason or job.state})", supervisor=None)
     if job is not None and not job.ended:
         if written is None or stale:
-            state = State.RESTARTING if written is not None else State.PENDING
-            return replace(base, state=state, supervisor=SupervisorState.ALIVE,
-                           message=f"allocation on {job.nodes}: the supervisor is starting the tasks")
+            if written is None:
+                return replace(base, supervisor=SupervisorState.ALIVE,
+                               message=f"allocation on {job.nodes}: the supervisor is starting the tasks")
+            return replace(base, state=State.RESTARTING, supervisor=None,
+                           message=f"requeued (Slurm restart {job.restarts}): job {job.state.lower()} on {job.nodes}, "
+                                   "every task restarts from the backup in the new allocation")
         return replace(base, supervisor=SupervisorState.EXITED if base.state.terminal else SupervisorState.ALIVE)
     if written is not None and written.state.terminal and not stale:
         return replace(base, supervisor=SupervisorState.EXITED)
