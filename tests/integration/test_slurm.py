@@ -70,8 +70,8 @@ def finish(name: str) -> JobStatus:
     """Wait for the job to end: it must have succeeded, its allocation ended, no task process left."""
     ran = job_id(name)
     status = wait_status(name, lambda s: s.state.terminal, timeout=300)
-    chief = SlurmState.named(name).task_log(f"{name}-chief-0").read_text()[-2000:]
-    assert status.state is State.SUCCEEDED, f"{status.message}\n{chief}"
+    lead = SlurmState.named(name).task_log(status.tasks[0].name).read_text()[-2000:]
+    assert status.state is State.SUCCEEDED, f"{status.message}\n{lead}"
     assert_nothing_left(name, ran)
     return status
 

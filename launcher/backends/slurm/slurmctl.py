@@ -109,6 +109,15 @@ def steps(job_id: str) -> dict[str, str]:
     return found
 
 
+def signal_step(step: str, signal: str | None = None) -> None:
+    """Signal step ``JOB.STEP`` (None: cancel it); a step that has ended meanwhile is no error."""
+    try:
+        run(["scancel", *([f"--signal={signal}"] if signal else []), step])
+    except LaunchError as exc:
+        if "Invalid job id" not in str(exc) and "already completing or completed" not in str(exc):
+            raise
+
+
 def submit(script: str, cwd: str) -> str:
     """Submit ``script`` from ``cwd``; the job id."""
     return run(["sbatch", "--parsable", script], retries=1, cwd=cwd).strip().split(";")[0]

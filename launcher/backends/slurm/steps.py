@@ -85,7 +85,7 @@ class StepRuntime:
         steps = slurmctl.steps(self.job_id)
         for name, srun in running.items():
             if name in steps:
-                slurmctl.run(["scancel", "--signal=TERM", steps[name]])
+                slurmctl.signal_step(steps[name], "TERM")
             else:  # not yet a step: srun ends it as it starts
                 srun.send_signal(signal.SIGTERM)
         ends = time.monotonic() + grace_seconds
@@ -96,7 +96,7 @@ class StepRuntime:
             steps = slurmctl.steps(self.job_id)
             for name in left:
                 if name in steps:
-                    slurmctl.run(["scancel", steps[name]])
+                    slurmctl.signal_step(steps[name])
         ends = time.monotonic() + CANCEL_WAIT_SECONDS
         for srun in left.values():
             try:
