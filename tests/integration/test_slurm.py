@@ -24,6 +24,7 @@ from helpers.local_cluster import tfcluster, write_spec
 from helpers.slurm_cluster import (  # noqa: F401
     assert_nothing_left,
     job_id,
+    release,
     slurm_controller,
     task_process,
     task_processes,
@@ -138,12 +139,8 @@ def test_scontrol_requeue_is_a_preemption_resumed_in_a_new_allocation(tmp_path: 
     wait_status(name, lambda s: s.progress.get("step", 0) >= 3, timeout=240)
     ran = str(job_id(name))
     slurmctl.requeue(ran)
-    ends = time.monotonic() + 120
-    while not (job := slurmctl.job(ran)) or not job.waiting:  # Slurm holds a requeued job: release it at once
-        assert time.monotonic() < ends, job
-        time.sleep(0.5)
-    wait_status(name, lambda s: s.state is State.RESTARTING and "requeued" in s.message, timeout=10)
-    slurmctl.run(["scontrol", "update", f"JobId={ran}", "StartTime=now"])
+    wait_status(name, lambda s: s.state is State.RESTARTING and "requeued" in s.message, timeout=60)
+    release(ran)
     status = finish(name)
     assert (status.restarts, status.preemptions) == (0, 1), status
     assert all(t.preemptions == 1 for t in status.tasks), status
@@ -164,3 +161,21 @@ def test_down_leaves_no_job_and_no_process(tmp_path: Path, launched: list[str]) 
     job = slurmctl.job(str(ran))
     assert job is None or job.ended, job
     assert not SlurmState.named(name).exists()
+
+
+def test_the_time_limit_warning_saves_requeues_and_resumes(tmp_path: Path, launched: list[str]) -> None:
+    """``USR1`` to the batch step is the warning ``--signal=B:USR1@...`` asks Slurm for before the time limit."""
+    name = launch(tmp_path, launched, {"name": "sl-warn", "roles": MWMS, "restart": {"max_restarts": 0},
+                                       "checkpoint": {"backup_every_steps": 1000, "save_grace_seconds": 30},
+                                       "training": {"epochs": 4}})
+    wait_status(name, lambda s: s.progress.get("step", 0) >= 3, timeout=240)
+    ran = str(job_id(name))
+    slurmctl.signal_batch(ran, "USR1")
+    release(ran)
+    status = finish(name)
+    assert (status.restarts, status.preemptions) == (0, 1), status
+    chief = events(name, f"{name}-chief-0")
+    [preempted] = [e for e in chief if e["event"] == "preempted"]
+    [restored] = [e for e in chief if e["event"] == "restored"]
+    assert restored["step"] == preempted["step"] > 0, (preempted, restored)
+    assert "warned by Slurm: requeueing" in (SlurmState.named(name).root / "batch.log").read_text()

@@ -3,8 +3,7 @@
 A node lost (``scontrol update nodename=n2 state=down``), the batch step (the
 supervisor) killed, one step ``scancel``ed: each ends in a true status within
 a bounded time, and ``down`` leaves no job in the queue and no task process.
-Slurm holds a requeued job for a while (``BeginTime``); the tests release it
-at once with ``scontrol update StartTime=now``, as an administrator can.
+A requeued job is released at once (``helpers.slurm_cluster.release``).
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from helpers.local_cluster import tfcluster, write_spec
 from helpers.slurm_cluster import (  # noqa: F401
     assert_nothing_left,
     job_id,
+    release,
     slurm_controller,
     task_processes,
     wait_status,
@@ -49,15 +49,6 @@ def sleeper(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     if SlurmState.named(name).exists():
         assert tfcluster("down", name, cwd=tmp_path, timeout=180).returncode == 0
     assert_nothing_left(name, ran)
-
-
-def release(ran: str) -> None:
-    """Wait until Slurm requeued job ``ran``, then let it start at once."""
-    ends = time.monotonic() + 60
-    while not (job := slurmctl.job(ran)) or not job.waiting:
-        assert time.monotonic() < ends, job
-        time.sleep(0.5)
-    slurmctl.run(["scontrol", "update", f"JobId={ran}", "StartTime=now"])
 
 
 def test_a_lost_node_requeues_the_job_which_resumes_as_a_preemption(sleeper: str) -> None:
