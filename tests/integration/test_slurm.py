@@ -71,8 +71,10 @@ def finish(name: str) -> JobStatus:
     """Wait for the job to end: it must have succeeded, its allocation ended, no task process left."""
     ran = job_id(name)
     status = wait_status(name, lambda s: s.state.terminal, timeout=300)
-    lead = SlurmState.named(name).task_log(status.tasks[0].name).read_text()[-2000:]
-    assert status.state is State.SUCCEEDED, f"{status.message}\n{lead}"
+    state = SlurmState.named(name)
+    lead = state.task_log(status.tasks[0].name).read_text()[-2000:]
+    batch = (state.root / "batch.log").read_text()[-2000:]
+    assert status.state is State.SUCCEEDED, f"{status.message}\n{lead}\nbatch step:\n{batch}"
     assert_nothing_left(name, ran)
     return status
 
@@ -132,24 +134,6 @@ def test_kill_9_of_a_worker_restarts_the_group_from_the_backup(tmp_path: Path, l
     assert any(e["event"] == "finished" for e in chief[chief.index(restored):])
 
 
-def test_scontrol_requeue_is_a_preemption_resumed_in_a_new_allocation(tmp_path: Path, launched: list[str]) -> None:
-    name = launch(tmp_path, launched, {"name": "sl-requeue", "roles": MWMS, "restart": {"max_restarts": 0},
-                                       "checkpoint": {"backup_every_steps": 1000, "save_grace_seconds": 30},
-                                       "training": {"epochs": 4}})
-    wait_status(name, lambda s: s.progress.get("step", 0) >= 3, timeout=240)
-    ran = str(job_id(name))
-    slurmctl.requeue(ran)
-    wait_status(name, lambda s: s.state is State.RESTARTING and "requeued" in s.message, timeout=60)
-    release(ran)
-    status = finish(name)
-    assert (status.restarts, status.preemptions) == (0, 1), status
-    assert all(t.preemptions == 1 for t in status.tasks), status
-    chief = events(name, f"{name}-chief-0")
-    [preempted] = [e for e in chief if e["event"] == "preempted"]
-    [restored] = [e for e in chief if e["event"] == "restored"]
-    assert restored["step"] == preempted["step"] > 0, (preempted, restored)  # saved on the notice: nothing lost
-
-
 def test_down_leaves_no_job_and_no_process(tmp_path: Path, launched: list[str]) -> None:
     name = launch(tmp_path, launched, {"name": "sl-down", "roles": MWMS, "training": {"epochs": 50}})
     wait_status(name, lambda s: s.progress.get("step", 0) >= 1, timeout=240)
@@ -163,19 +147,27 @@ def test_down_leaves_no_job_and_no_process(tmp_path: Path, launched: list[str]) 
     assert not SlurmState.named(name).exists()
 
 
-def test_the_time_limit_warning_saves_requeues_and_resumes(tmp_path: Path, launched: list[str]) -> None:
-    """``USR1`` to the batch step is the warning ``--signal=B:USR1@...`` asks Slurm for before the time limit."""
-    name = launch(tmp_path, launched, {"name": "sl-warn", "roles": MWMS, "restart": {"max_restarts": 0},
+@pytest.mark.parametrize("notice", ["scontrol requeue", "time-limit warning"])
+def test_a_requeue_is_a_preemption_resumed_where_it_saved(tmp_path: Path, launched: list[str], notice: str) -> None:
+    """An administrator's ``scontrol requeue`` (Slurm SIGTERMs the job), and ``USR1`` to the batch step: the
+    warning ``--signal=B:USR1@...`` asks Slurm for before the time limit (the supervisor requeues the job)."""
+    name = launch(tmp_path, launched, {"name": f"sl-{notice.split()[0]}", "roles": MWMS, "restart": {"max_restarts": 0},
                                        "checkpoint": {"backup_every_steps": 1000, "save_grace_seconds": 30},
                                        "training": {"epochs": 4}})
     wait_status(name, lambda s: s.progress.get("step", 0) >= 3, timeout=240)
     ran = str(job_id(name))
-    slurmctl.signal_batch(ran, "USR1")
+    if notice == "scontrol requeue":
+        slurmctl.requeue(ran)
+    else:
+        slurmctl.signal_batch(ran, "USR1")
+    wait_status(name, lambda s: s.state is State.RESTARTING and "requeued" in s.message.lower(), timeout=120)
     release(ran)
     status = finish(name)
     assert (status.restarts, status.preemptions) == (0, 1), status
+    assert all(t.preemptions == 1 for t in status.tasks), status
     chief = events(name, f"{name}-chief-0")
     [preempted] = [e for e in chief if e["event"] == "preempted"]
     [restored] = [e for e in chief if e["event"] == "restored"]
-    assert restored["step"] == preempted["step"] > 0, (preempted, restored)
-    assert "warned by Slurm: requeueing" in (SlurmState.named(name).root / "batch.log").read_text()
+    assert restored["step"] == preempted["step"] > 0, (preempted, restored)  # saved on the notice: nothing lost
+    if notice != "scontrol requeue":
+        assert "warned by Slurm: requeueing" in (SlurmState.named(name).root / "batch.log").read_text()

@@ -23,8 +23,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath
 
+from launcher.backends import logfiles
 from launcher.backends.api import Backend
-from launcher.backends.lines import LineReader
+from launcher.backends.logfiles import command_problems
 from launcher.backends.slurm import slurmctl
 from launcher.backends.slurm.script import SCRIPT, files
 from launcher.backends.slurm.state import SlurmState
@@ -36,11 +37,10 @@ from launcher.plan.dryrun import DryRun
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.protocol.paths import is_object_store
-from launcher.spec.models import ClusterSpec, RoleType
+from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem
 from launcher.supervision.status import JobStatus
 
-FOLLOW_POLL_SECONDS = 0.5
 #: Directories that are local to each node of a cluster: a checkpoint dir there cannot be shared.
 NODE_LOCAL_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 #: How long ``stop`` waits for Slurm to end the job, on top of the plan's save grace.
@@ -58,11 +58,7 @@ class SlurmBackend(Backend):
     @classmethod
     def validate(cls, spec: ClusterSpec) -> list[Problem]:
         """Tasks are processes (an empty ``command`` has no image to run); checkpoints on the shared filesystem."""
-        problems = [
-            Problem(f"roles.{role.value}.command", "is empty: the image's own command runs only in containers; "
-                                                   "give the command to run")
-            for role in RoleType if spec.roles.replicas(role) and spec.roles.role(role).command == []
-        ]
+        problems = command_problems(spec)
         configured = spec.checkpoint.dir
         if configured and not is_object_store(configured) and _node_local(configured):
             problems.append(Problem("checkpoint.dir", f"{configured!r} is local to each node: every task must reach "
@@ -105,22 +101,7 @@ class SlurmBackend(Backend):
 
     def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
         state = self._existing(name)
-        plan = state.read_plan()
-        if task is not None:
-            try:
-                plan.task(task)
-            except KeyError as exc:
-                raise LaunchError(exc.args[0]) from None
-        names = [task] if task is not None else [t.name for t in plan.tasks]
-        readers = {n: LineReader(state.task_log(n)) for n in names}
-        while True:
-            running = follow and not self._ended(state)
-            for n, reader in readers.items():
-                for line in reader.read(final=not running):
-                    yield line if task is not None else f"{n} | {line}"
-            if not running:
-                return
-            time.sleep(FOLLOW_POLL_SECONDS)
+        return logfiles.follow(state.read_plan(), task, state.task_log, lambda: follow and not self._ended(state))
 
     def tensorboard(self, names: Sequence[str], host: str, port: int) -> AbstractContextManager[Board]:
         return serve_locally(planned_log_dirs(self.kind, names), host, port)

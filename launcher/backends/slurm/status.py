@@ -9,7 +9,9 @@ a running allocation whose supervisor has not written yet, or wrote in an
 earlier allocation, is starting its tasks; an allocation that ended while
 the written status is not terminal ended without its supervisor finishing:
 the job is ``failed`` (``cancelled`` if Slurm cancelled it), never
-``running``, and every unfinished task with it.
+``running``, and every unfinished task with it, unless its supervisor said it
+requeues the job (``REQUEUEING``), which the controller may show as ended
+for a moment.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from launcher.backends.slurm.slurmctl import SlurmJob
 from launcher.backends.slurm.state import Allocation
 from launcher.plan.planner import Plan
 from launcher.supervision.status import JobStatus, State, SupervisorState, TaskStatus
+
+#: What the supervisor says once Slurm's warning came: it stops every task (saving), then requeues the job.
+REQUEUEING = "Slurm's warning (time limit or preemption): every task saves, then the job is requeued"
 
 
 def describe(plan: Plan, written: JobStatus | None, allocation: Allocation | None, job: SlurmJob | None,
@@ -43,6 +48,8 @@ def describe(plan: Plan, written: JobStatus | None, allocation: Allocation | Non
         return replace(base, supervisor=SupervisorState.EXITED if base.state.terminal else SupervisorState.ALIVE)
     if written is not None and written.state.terminal and not stale:
         return replace(base, supervisor=SupervisorState.EXITED)
+    if written is not None and written.message == REQUEUEING and job is not None and not stale:
+        return replace(base, state=State.RESTARTING, supervisor=None)  # the controller is requeueing it
     ended = State.CANCELLED if job is not None and job.state == "CANCELLED" else State.FAILED
     how = f"ended {job.state}" if job is not None else "is no longer known to the controller"
     tasks = [t if t.state.terminal else replace(t, state=ended) for t in base.tasks]

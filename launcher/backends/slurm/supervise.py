@@ -26,6 +26,7 @@ from pathlib import Path
 
 from launcher.backends.slurm import placement, slurmctl
 from launcher.backends.slurm.state import Allocation, SlurmState
+from launcher.backends.slurm.status import REQUEUEING
 from launcher.backends.slurm.steps import StepRuntime
 from launcher.errors import TfclusterError
 from launcher.plan.targets import BackendKind
@@ -60,9 +61,15 @@ def serve(root: Path) -> int:
                      f"preempted {resume.preemptions} times, past restart.max_preemptions "
                      f"({plan.policy.max_preemptions})", resume)
     runtime = StepRuntime(resolved, places, state.logs, job_id)
-    supervisor = Supervisor(resolved, runtime, on_status=state.write_status, on_started=state.started.touch,
-                            resume=resume)
     warned = threading.Event()
+
+    def publish(status: JobStatus) -> None:
+        """After the warning the job is being requeued, not cancelled: never say it ended."""
+        if warned.is_set() and status.state is State.CANCELLED:
+            status = replace(status, state=State.RESTARTING, message=REQUEUEING)
+        state.write_status(status)
+
+    supervisor = Supervisor(resolved, runtime, on_status=publish, on_started=state.started.touch, resume=resume)
 
     def on_warning(signum: int, frame: object) -> None:
         warned.set()
@@ -74,10 +81,13 @@ def serve(root: Path) -> int:
     job = supervisor.run()
     runtime.close()
     if warned.is_set() and job.state is State.CANCELLED:
-        state.write_status(replace(job, state=State.RESTARTING,
-                                   message="Slurm's warning (time limit or preemption): every task saved; requeued"))
+        publish(job)
         print(f"{plan.name}: warned by Slurm: requeueing job {job_id}", flush=True)
-        slurmctl.requeue(job_id)
+        try:
+            slurmctl.requeue(job_id)
+        except TfclusterError as exc:
+            return _fail(state, plan.name, f"warned by Slurm, every task saved, but the job could not be requeued: "
+                                           f"{exc}", job)
         return 0
     print(f"{plan.name}: {job.state.value}: {job.message}", flush=True)
     return 0 if job.state is State.SUCCEEDED else 1

@@ -17,8 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from launcher.plan.targets import BackendKind, Target
-from launcher.protocol.paths import is_object_store
+from launcher.plan.targets import BackendKind, ProcessTarget
 from launcher.spec.models import ClusterSpec, RoleType
 
 #: A node of the allocation in a planned address: ``${node:0}`` is the allocation's first node.
@@ -41,13 +40,13 @@ def python(spec: ClusterSpec) -> str:
     return spec.slurm.python or sys.executable
 
 
-class SlurmTarget(Target):
+class SlurmTarget(ProcessTarget):
+    """Processes on the allocation's nodes, in the submit directory (on the shared filesystem)."""
+
     kind = BackendKind.SLURM
-    runs_in_containers = False
 
     def __init__(self, spec: ClusterSpec, workdir: Path | None = None):
-        self.python = python(spec)
-        self.workdir_path = (workdir or Path.cwd()).resolve()
+        super().__init__(python(spec), workdir)
 
     def port(self, spec: ClusterSpec, role: RoleType, ordinal: int) -> int:
         base = min(spec.roles.role(r).port for r in RoleType if spec.roles.replicas(r))
@@ -55,16 +54,3 @@ class SlurmTarget(Target):
 
     def address(self, spec: ClusterSpec, role: RoleType, index: int, ordinal: int) -> str:
         return f"{node_placeholder(node_slot(spec, ordinal))}:{self.port(spec, role, ordinal)}"
-
-    def checkpoint_dir(self, spec: ClusterSpec) -> str:
-        configured = spec.checkpoint.dir
-        if configured and is_object_store(configured):
-            return configured
-        return str(self.workdir_path / (configured or f"tfcluster-runs/{spec.name}"))
-
-    def entrypoint(self) -> list[str]:
-        return [self.python, "-m", "launcher.worker"]
-
-    def workdir(self) -> str:
-        """The submit directory: relative paths behave as in the user's shell (and as in sbatch)."""
-        return str(self.workdir_path)

@@ -20,7 +20,7 @@ from launcher.backends.slurm.placement import Node, allocation_options, resolve
 from launcher.backends.slurm.script import PLAN, SCRIPT, batch_script, files
 from launcher.backends.slurm.slurmctl import SlurmJob, records
 from launcher.backends.slurm.state import Allocation
-from launcher.backends.slurm.status import describe
+from launcher.backends.slurm.status import REQUEUEING, describe
 from launcher.backends.slurm.supervise import requeued
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan
@@ -133,6 +133,16 @@ def test_status_is_the_supervisors_made_true_by_the_controller(
     assert says in status.message, status.message
     if state.terminal:
         assert all(t.state.terminal for t in status.tasks)
+
+
+def test_a_job_its_supervisor_requeues_is_restarting_while_the_controller_shows_it_ended() -> None:
+    planned = plan({"roles": {"worker": {"replicas": 2}}})
+    written = _written(planned, State.RESTARTING)
+    written.message = REQUEUEING
+    allocation = Allocation(job_id="7", restarts=0, nodes={})
+    status = describe(planned, written, allocation, SlurmJob("FAILED", "None", 0, "n1"), "batch.log")
+    assert status.state is State.RESTARTING, status
+    assert describe(planned, written, allocation, None, "batch.log").state is State.FAILED  # forgotten: it never came back
 
 
 def test_a_requeued_job_counts_one_preemption_and_restarts_every_task() -> None:
