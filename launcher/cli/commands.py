@@ -55,7 +55,7 @@ def main() -> None:
     """Plan, launch and supervise multi-worker TensorFlow training clusters.
 
     Write one cluster spec (YAML), check it with `validate`, see every task's
-    TF_CONFIG with `dry-run`, then `up` on the local, compose or k8s backend.
+    TF_CONFIG with `dry-run`, then `up` on the local, compose, k8s or slurm backend.
     """
 
 
