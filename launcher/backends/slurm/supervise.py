@@ -12,7 +12,8 @@ Slurm ending or requeueing the job) stops every task the same way. A
 supervisor started in a requeued allocation (``SLURM_RESTART_COUNT`` > 0)
 takes the last status over: it counts one preemption (``requeued``), then
 starts every task afresh, which resumes from the backup; past
-``restart.max_preemptions`` the job fails instead.
+``restart.max_preemptions`` the job fails instead, and a job that had
+already succeeded stays so.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def serve(root: Path) -> int:
     restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
     previous = state.read_status() if restarts else None
     state.job_id.write_text(job_id)
+    if previous is not None and previous.state is State.SUCCEEDED:
+        print(f"{plan.name}: requeued after it had succeeded: nothing to do", flush=True)
+        return 0
     try:
         nodes = slurmctl.allocation_nodes(os.environ.get("SLURM_JOB_NODELIST", ""))
         resolved, places = placement.resolve(plan, nodes)
