@@ -85,7 +85,7 @@ def script_spec(run: ScriptRun, spec_file: str | Path | None = None, workdir: Pa
     the image's ``python``.
     """
     workdir = workdir or Path.cwd()
-    local = run.backend is BackendKind.LOCAL
+    local = run.backend in (BackendKind.LOCAL, BackendKind.SLURM)  # processes in the workspace, not images
     run = run.model_copy(update={"python": sys.executable if local else CONTAINER_PYTHON})
     problems = script_problems(run, from_spec=spec_file is not None)
     if problems:

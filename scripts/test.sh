@@ -3,7 +3,8 @@
 # extras into ./.venv, lint (ruff) and type-check (mypy) the code, bring up Docker
 # and the worker image where this machine can (root with apt: installs docker.io,
 # starts dockerd, builds the images), then pytest.
-# Docker tests are required when CI is set and skipped with a reason otherwise.
+# Docker tests are required when CI is set and skipped with a reason otherwise; so are the Slurm
+# tests, for which CI starts a three-node Slurm cluster on this host (.ci/slurm.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-venv.sh worker,test
@@ -12,5 +13,8 @@ ruff check .
 mypy
 if [ -n "${CI:-}" ] || [ "${TFCLUSTER_DOCKER_SETUP:-}" = 1 ]; then
   bash .ci/docker.sh
+fi
+if [ -n "${CI:-}" ] || [ "${TFCLUSTER_SLURM_SETUP:-}" = 1 ]; then
+  bash .ci/slurm.sh
 fi
 exec python -m pytest "$@"

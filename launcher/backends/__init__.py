@@ -22,6 +22,7 @@ _CLASSES = {
     BackendKind.LOCAL: "launcher.backends.local.backend:LocalBackend",
     BackendKind.COMPOSE: "launcher.backends.compose.backend:ComposeBackend",
     BackendKind.K8S: "launcher.backends.kubernetes.backend:KubernetesBackend",
+    BackendKind.SLURM: "launcher.backends.slurm.backend:SlurmBackend",
 }
 
 

@@ -84,7 +84,7 @@ def main() -> None:
     """Plan, launch and supervise multi-worker TensorFlow training clusters.
 
     Write one cluster spec (YAML), check it with `validate`, see every task's
-    TF_CONFIG with `dry-run`, then `up` on the local, compose or k8s backend.
+    TF_CONFIG with `dry-run`, then `up` on the local, compose, k8s or slurm backend.
     """
 
 
@@ -178,12 +178,12 @@ def schema() -> None:
 
 @main.command()
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--backend", "-b", type=click.Choice(["compose", "k8s"]), required=True)
+@click.option("--backend", "-b", type=click.Choice(["compose", "k8s", "slurm"]), required=True)
 @click.option("--output-dir", "-d", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--format", "fmt", type=click.Choice(["native", "tfjob"]), default="native", show_default=True,
               help="k8s only: `tfjob` writes a Kubeflow TFJob instead of Jobs.")
 def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
-    """Write the files the backend would apply (compose file, Kubernetes manifests) to DIR."""
+    """Write the files the backend would apply (compose file, Kubernetes manifests, Slurm batch script) to DIR."""
     if fmt == "tfjob" and backend != "k8s":
         raise click.UsageError("--format tfjob needs --backend k8s")
     dry_run_ = api.dry_run(spec, backend)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from enum import Enum
+from pathlib import Path
 
+from launcher.protocol.paths import is_object_store
 from launcher.spec.models import ClusterSpec, RoleType
 
 #: Where the checkpoint volume is mounted in every container (owned by the image's non-root user).
@@ -25,6 +27,7 @@ class BackendKind(str, Enum):
     LOCAL = "local"
     COMPOSE = "compose"
     K8S = "k8s"
+    SLURM = "slurm"
 
 
 class Target(ABC):
@@ -52,3 +55,31 @@ class Target(ABC):
     def workdir(self) -> str | None:
         """Where tasks start (the user's workspace); None keeps the image's working directory."""
         return None
+
+
+class ProcessTarget(Target, ABC):
+    """Tasks that are processes started in the user's workspace (local, Slurm), not containers.
+
+    They start in ``workdir`` (default: the current directory, where ``up``/``run`` was called, so
+    relative paths behave as in the user's shell), checkpoint under it (``tfcluster-runs/<name>``,
+    a relative ``checkpoint.dir`` too; object stores as given) and run the built-in entrypoint
+    with ``python``.
+    """
+
+    runs_in_containers = False
+
+    def __init__(self, python: str, workdir: Path | None = None):
+        self.python = python
+        self.workdir_path = (workdir or Path.cwd()).resolve()
+
+    def checkpoint_dir(self, spec: ClusterSpec) -> str:
+        configured = spec.checkpoint.dir
+        if configured and is_object_store(configured):
+            return configured
+        return str(self.workdir_path / (configured or f"tfcluster-runs/{spec.name}"))
+
+    def entrypoint(self) -> list[str]:
+        return [self.python, "-m", "launcher.worker"]
+
+    def workdir(self) -> str:
+        return str(self.workdir_path)

@@ -429,6 +429,50 @@ class KubernetesSpec(_Model):
     )
 
 
+#: A Slurm name (partition, account, QOS): what ``sbatch`` accepts without quoting.
+SLURM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$"
+#: ``sbatch --time``: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS.
+SLURM_TIME = r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2})$"
+#: One line: no newline or NUL (a line of the batch script, an option, a path).
+ONE_LINE = r"^[^\n\r\x00]+$"
+#: An ``sbatch`` option as it is written on its command line: ``--name[=value]`` or ``-X[value]``.
+SBATCH_OPTION = r"^--?[A-Za-z][^\n\r\x00]*$"
+PATTERN_MEANINGS.update({
+    SLURM_NAME: "must be a Slurm name: letters, digits, '_', '.', '+' and '-'",
+    SLURM_TIME: "must be a Slurm time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
+    ONE_LINE: "must be one non-empty line",
+    SBATCH_OPTION: "must be one sbatch option as on its command line, e.g. --mail-type=END",
+})
+
+
+class SlurmSpec(_Model):
+    """Slurm-only settings (``-b slurm``); ignored by the other backends. Defaults work on a plain cluster."""
+
+    partition: str | None = Field(None, pattern=SLURM_NAME, description="sbatch --partition; default: the cluster's.")
+    account: str | None = Field(None, pattern=SLURM_NAME, description="sbatch --account.")
+    qos: str | None = Field(None, pattern=SLURM_NAME, description="sbatch --qos.")
+    time_limit: str | None = Field(None, pattern=SLURM_TIME, description="sbatch --time, e.g. 2:00:00 or 1-12.")
+    constraint: str | None = Field(None, pattern=ONE_LINE, description="sbatch --constraint (node features).")
+    exclusive: bool = Field(False, description="sbatch --exclusive: nodes not shared with other jobs.")
+    tasks_per_node: int | None = Field(
+        None, ge=1, le=1024,
+        description="Tasks on each node (nodes = tasks / this, rounded up); default: spread, one per node as far "
+        "as the cluster has nodes.",
+    )
+    sbatch_options: list[Annotated[str, Field(pattern=SBATCH_OPTION)]] = Field(
+        default_factory=list, description="Extra sbatch options, one per item, e.g. [--mail-type=END].")
+    setup: list[Annotated[str, Field(pattern=ONE_LINE)]] = Field(
+        default_factory=list,
+        description="Shell lines the batch script runs before the tasks, e.g. `module load cuda` or "
+        "`source /shared/venv/bin/activate`.",
+    )
+    python: str | None = Field(
+        None, pattern=ONE_LINE,
+        description="The Python on the nodes that runs tfcluster and the built-in entrypoint; default: the "
+        "interpreter running tfcluster (a virtualenv on the shared filesystem).",
+    )
+
+
 class ClusterSpec(_Model):
     """A whole training cluster: roles, strategy, program, checkpoints, policies."""
 
@@ -474,4 +518,5 @@ class ClusterSpec(_Model):
     stall: StallSpec = Field(default_factory=StallSpec)
     tpu: TPUSpec | None = None
     kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec)
+    slurm: SlurmSpec = Field(default_factory=SlurmSpec)
 

@@ -22,31 +22,29 @@ supervisor that adopts them. ``tensorboard`` reads the runs' log dirs
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from launcher.backends import logfiles
 from launcher.backends.api import Backend, BackendOptions
-from launcher.backends.lines import LineReader
 from launcher.backends.local import checkpoints, supervise
 from launcher.backends.local.capacity import memory_problems
 from launcher.backends.local.processes import ProcessRuntime, group_runs_task, kill_group, observe
 from launcher.backends.local.state import LocalState
 from launcher.backends.local.target import LocalTarget, target
+from launcher.backends.logfiles import command_problems
 from launcher.backends.tensorboard import Board, planned_log_dirs, serve_locally
 from launcher.errors import LaunchError
 from launcher.plan.dryrun import DryRun
 from launcher.plan.targets import BackendKind
 from launcher.protocol.paths import is_object_store
-from launcher.spec.models import ClusterSpec, RoleType
+from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem, SpecError
 from launcher.supervision import harness
 from launcher.supervision.debug import stacks_now
 from launcher.supervision.statefile import private_dir
 from launcher.supervision.status import JobStatus
-
-FOLLOW_POLL_SECONDS = 0.3
 
 
 class LocalBackend(Backend[BackendOptions]):
@@ -63,11 +61,7 @@ class LocalBackend(Backend[BackendOptions]):
     @classmethod
     def validate(cls, spec: ClusterSpec) -> list[Problem]:
         """A process needs a program: an empty role ``command`` (the image's own) runs only in containers."""
-        return [
-            Problem(f"roles.{role.value}.command", "is empty: the image's own command runs only in containers "
-                                                   "(-b compose or -b k8s); give the command to run")
-            for role in RoleType if spec.roles.replicas(role) and spec.roles.role(role).command == []
-        ]
+        return command_problems(spec)
 
     def submit(self, dry_run: DryRun) -> None:
         plan = dry_run.plan
@@ -96,22 +90,8 @@ class LocalBackend(Backend[BackendOptions]):
 
     def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
         state = self._existing(name)
-        plan = state.read_plan()
-        if task is not None:
-            try:
-                plan.task(task)
-            except KeyError as exc:
-                raise LaunchError(exc.args[0]) from None
-        names = [task] if task is not None else [t.name for t in plan.tasks]
-        readers = {n: LineReader(state.task_log(n)) for n in names}
-        while True:
-            running = follow and state.supervisor() is not None
-            for n, reader in readers.items():
-                for line in reader.read(final=not running):
-                    yield line if task is not None else f"{n} | {line}"
-            if not running:
-                return
-            time.sleep(FOLLOW_POLL_SECONDS)
+        return logfiles.follow(state.read_plan(), task, state.task_log,
+                               lambda: follow and state.supervisor() is not None)
 
     def stacks(self, name: str) -> dict[str, str | None]:
         """Through a runtime that attaches to the recorded runs and records nothing (the supervisor may run)."""

@@ -7,20 +7,18 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from launcher.plan.targets import BackendKind, Target
-from launcher.protocol.paths import is_object_store
+from launcher.plan.targets import BackendKind, ProcessTarget
 from launcher.spec.models import ClusterSpec, RoleType
 
 
-class LocalTarget(Target):
-    """Loopback processes. Ports are given: sequential for previews, free ones at launch."""
+class LocalTarget(ProcessTarget):
+    """Loopback processes running this interpreter. Ports are given: sequential for previews, free ones at launch."""
 
     kind = BackendKind.LOCAL
-    runs_in_containers = False
 
     def __init__(self, ports: list[int], workdir: Path | None = None):
+        super().__init__(sys.executable, workdir)
         self.ports = ports
-        self.workdir_path = (workdir or Path.cwd()).resolve()
 
     @classmethod
     def preview(cls, count: int, base_port: int = 20000, workdir: Path | None = None) -> LocalTarget:
@@ -44,18 +42,6 @@ class LocalTarget(Target):
     def address(self, spec: ClusterSpec, role: RoleType, index: int, ordinal: int) -> str:
         return f"127.0.0.1:{self.ports[ordinal]}"
 
-    def checkpoint_dir(self, spec: ClusterSpec) -> str:
-        configured = spec.checkpoint.dir
-        if configured and is_object_store(configured):
-            return configured
-        return str(self.workdir_path / (configured or f"tfcluster-runs/{spec.name}"))
-
-    def entrypoint(self) -> list[str]:
-        return [sys.executable, "-m", "launcher.worker"]
-
-    def workdir(self) -> str:
-        """The directory ``up``/``run`` was called from: relative paths behave as in the user's shell."""
-        return str(self.workdir_path)
 
 
 def target(spec: ClusterSpec, *, launching: bool = False) -> LocalTarget:

@@ -160,4 +160,4 @@ def test_a_hostile_command_line_value_stays_on_one_line(tmp_path) -> None:
     result = CliRunner().invoke(main, ["validate", str(tmp_path / "x.yaml"), "-b", "lo\ncal\x1b[31m"])
     assert result.exit_code == 2
     assert result.stderr == ("tfcluster validate: Invalid value for '--backend' / '-b': 'lo\\ncal\\x1b[31m' is not one "
-                             "of 'local', 'compose', 'k8s'.\n")
+                             "of 'local', 'compose', 'k8s', 'slurm'.\n")

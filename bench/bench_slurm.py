@@ -1,0 +1,94 @@
+"""Slurm backend launch overhead (needs a Slurm cluster, e.g. .ci/slurm.sh): python bench/bench_slurm.py [--repeat N]
+
+Time from submission to the chief's first training step of a demo-sized
+MWMS cluster (chief + 2 workers, one per node), ``tfcluster up -b slurm
+--detach`` vs a hand-written ``sbatch`` script that starts the same tasks
+(the same commands and environment, TF_CONFIG written out for the nodes)
+as ``srun`` steps and waits for them, as a ratio measured in one run
+(medians of ``--repeat`` runs each; goal: at most 1.15).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_local_startup import CLI, SPEC, wait_event  # noqa: E402
+from common import print_table  # noqa: E402
+
+from launcher import api  # noqa: E402
+from launcher.api import validate_data  # noqa: E402
+from launcher.backends.slurm import slurmctl  # noqa: E402
+from launcher.backends.slurm.backend import SlurmBackend  # noqa: E402
+from launcher.backends.slurm.placement import resolve  # noqa: E402
+from launcher.backends.slurm.state import SlurmState  # noqa: E402
+
+
+def launch_with_tfcluster(workdir: Path) -> float:
+    path = workdir / "spec.json"
+    path.write_text(api.validate_data(SPEC).model_dump_json())
+    start = time.time()
+    subprocess.run([*CLI, "up", "-b", "slurm", "--detach", str(path)], cwd=workdir, check=True, capture_output=True)
+    chief = SlurmState.named(SPEC["name"]).task_log(f"{SPEC['name']}-chief-0")
+    try:
+        return wait_event(chief, "step", after=start)["time"] - start
+    finally:
+        SlurmBackend().cancel(SPEC["name"], volumes=True)
+
+
+def hand_script(workdir: Path) -> str:
+    """What a user would write: one srun step per task, its environment spelled out, on the first nodes."""
+    spec = {**SPEC, "name": f"{SPEC['name']}-hand", "checkpoint": {**SPEC["checkpoint"], "dir": "hand-checkpoints"}}
+    plan = api.plan(validate_data(spec, "slurm"), "slurm")  # relative: under this run's directory
+    nodes = slurmctl.allocation_nodes(slurmctl.run(["sinfo", "-h", "-o", "%N"]).strip())[: len(plan.tasks)]
+    resolved, placement = resolve(plan, nodes)
+    lines = ["#!/bin/bash", f"#SBATCH --ntasks={len(plan.tasks)}", f"#SBATCH --nodelist={','.join(n.name for n in nodes)}",
+             "#SBATCH --output=hand.log"]
+    for task in resolved.tasks:
+        variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in resolved.task_env(task).items())
+        command = " ".join(map(shlex.quote, task.command))
+        lines.append(f"env {variables} srun --nodes=1 --ntasks=1 --nodelist={placement[task.name]} --overlap "
+                     f"{command} > {shlex.quote(str(workdir / task.name))}.log 2>&1 &")
+    return "\n".join([*lines, "wait", ""])
+
+
+def launch_by_hand(workdir: Path) -> float:
+    (workdir / "hand.sbatch").write_text(hand_script(workdir))
+    start = time.time()
+    job = slurmctl.submit("hand.sbatch", cwd=str(workdir))
+    try:
+        return wait_event(workdir / f"{SPEC['name']}-hand-chief-0.log", "step", after=start)["time"] - start
+    finally:
+        slurmctl.cancel(job)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=2)
+    repeat = parser.parse_args().repeat
+    hand, tool = [], []
+    with tempfile.TemporaryDirectory(dir=Path.cwd()) as tmp:  # the submit dir must be on the shared filesystem
+        os.environ["TFCLUSTER_HOME"] = str(Path(tmp) / "home")
+        for run in range(repeat):
+            workdir = Path(tmp) / f"run{run}"
+            workdir.mkdir()
+            os.chdir(workdir)
+            hand.append(launch_by_hand(workdir))
+            tool.append(launch_with_tfcluster(workdir))
+    os.chdir(Path(tmp).parent)
+    print_table("submission to first training step (MWMS chief + 2 workers, Slurm, one task per node)",
+                ("hand-written sbatch + srun", statistics.median(hand)), [("tfcluster up -b slurm -d", statistics.median(tool))])
+
+
+if __name__ == "__main__":
+    main()

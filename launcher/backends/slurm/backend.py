@@ -1,0 +1,160 @@
+"""The Slurm backend: one allocation per job; inside it tfcluster's supervisor runs the tasks as srun steps.
+
+Contract: ``render`` is the batch script and the plan it reads
+(``launcher.backends.slurm.script``); ``submit`` writes them into the job's
+``SlurmState`` (on the shared filesystem) and ``sbatch``es the script from
+there, returning once Slurm accepted the job (it may wait in the queue; a
+job of the same name that Slurm still runs or queues is refused).
+``describe`` is the supervisor's status made true by the controller's view
+(``launcher.backends.slurm.status``). ``stop`` signals the batch step
+(SIGTERM: the supervisor stops every task with the save grace), then
+``scancel``s the job and waits, bounded, until Slurm has ended it; ``cancel``
+does that and removes the state (and, with ``volumes``, the checkpoint dir).
+A controller that does not answer is retried, then reported in one line
+(``slurmctl``). ``tensorboard`` reads the runs' log dirs with a local
+TensorBoard, as the local backend does (the shared filesystem is mounted here).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path, PurePosixPath
+
+from launcher.backends import logfiles
+from launcher.backends.api import Backend, BackendOptions
+from launcher.backends.logfiles import command_problems
+from launcher.backends.slurm import slurmctl
+from launcher.backends.slurm.script import SCRIPT, files
+from launcher.backends.slurm.state import SlurmState
+from launcher.backends.slurm.status import describe
+from launcher.backends.slurm.target import SlurmTarget
+from launcher.backends.tensorboard import Board, planned_log_dirs, serve_locally
+from launcher.errors import LaunchError
+from launcher.plan.dryrun import DryRun
+from launcher.plan.planner import Plan
+from launcher.plan.targets import BackendKind
+from launcher.protocol.paths import is_object_store
+from launcher.spec.models import ClusterSpec
+from launcher.spec.problems import Problem
+from launcher.supervision.status import JobStatus
+
+#: Directories that are local to each node of a cluster: a checkpoint dir there cannot be shared.
+NODE_LOCAL_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+#: How long ``stop`` waits for Slurm to end the job, on top of the plan's save grace.
+END_TIMEOUT_SECONDS = 60.0
+END_POLL_SECONDS = 0.5
+
+
+class SlurmBackend(Backend[BackendOptions]):
+    kind = BackendKind.SLURM
+
+    @classmethod
+    def target(cls, spec: ClusterSpec, *, launching: bool = False) -> SlurmTarget:
+        return SlurmTarget(spec)
+
+    @classmethod
+    def validate(cls, spec: ClusterSpec) -> list[Problem]:
+        """Tasks are processes (an empty ``command`` has no image to run); checkpoints on the shared filesystem."""
+        problems = command_problems(spec)
+        configured = spec.checkpoint.dir
+        if configured and not is_object_store(configured) and _node_local(configured):
+            problems.append(Problem("checkpoint.dir", f"{configured!r} is local to each node: every task must reach "
+                                                      "the same checkpoint dir on the shared filesystem (default: "
+                                                      "tfcluster-runs/<name> under the submit directory)"))
+        return problems
+
+    @classmethod
+    def render(cls, plan: Plan) -> dict[str, str]:
+        return files(plan)
+
+    def submit(self, dry_run: DryRun) -> None:
+        plan = dry_run.plan
+        state = SlurmState.named(plan.name)
+        job_id = state.read_job_id() if state.exists() else None
+        job = slurmctl.job(job_id) if job_id else None
+        if job is not None and not job.ended:
+            raise LaunchError(f"cluster {plan.name!r} is Slurm job {job_id}, still {job.state.lower()}; stop it "
+                              f"first with `tfcluster down {plan.name}`")
+        state.create(plan)
+        for name, content in dry_run.files.items():
+            (state.root / name).write_text(content)
+        state.logs.mkdir()
+        if not is_object_store(plan.run_config.checkpoint_dir):
+            Path(plan.run_config.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            state.job_id.write_text(slurmctl.submit(SCRIPT, cwd=str(state.root)))
+        except BaseException:
+            state.remove()
+            raise
+
+    def describe(self, name: str) -> JobStatus | None:
+        state = SlurmState.named(name)
+        if not state.exists():
+            return None
+        job_id = state.read_job_id()
+        job = slurmctl.job(job_id) if job_id else None
+        return describe(state.read_plan(), state.read_status(), state.read_allocation(), job,
+                        str(state.root / "batch.log"))
+
+    def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
+        state = self._existing(name)
+        return logfiles.follow(state.read_plan(), task, state.task_log, lambda: follow and not self._ended(state))
+
+    def tensorboard(self, names: Sequence[str], host: str, port: int) -> AbstractContextManager[Board]:
+        return serve_locally(planned_log_dirs(self.kind, names), host, port)
+
+    def stop(self, name: str) -> None:
+        self._end(self._existing(name))
+
+    def cancel(self, name: str, volumes: bool = False) -> None:
+        state = self._existing(name)
+        checkpoint_dir = state.read_plan().run_config.checkpoint_dir
+        self._end(state)
+        state.remove()
+        if volumes and not is_object_store(checkpoint_dir):
+            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+    @staticmethod
+    def _existing(name: str) -> SlurmState:
+        state = SlurmState.named(name)
+        if not state.exists():
+            raise LaunchError(f"no slurm cluster named {name!r}")
+        return state
+
+    @staticmethod
+    def _ended(state: SlurmState) -> bool:
+        job_id = state.read_job_id()
+        job = slurmctl.job(job_id) if job_id else None
+        return job is None or job.ended
+
+    def _end(self, state: SlurmState) -> None:
+        """SIGTERM the supervisor (it stops the tasks, saving), then cancel the job; return once Slurm ended it."""
+        job_id = state.read_job_id()
+        job = slurmctl.job(job_id) if job_id else None
+        if job_id is None or job is None or job.ended:
+            return
+        if not job.waiting:
+            slurmctl.signal_batch(job_id, "TERM")
+            self._await_end(state, state.read_plan().policy.save_grace_seconds + END_TIMEOUT_SECONDS)
+        if not self._ended(state):
+            slurmctl.cancel(job_id)
+            if not self._await_end(state, END_TIMEOUT_SECONDS):
+                raise LaunchError(f"Slurm has not ended job {job_id} of {state.root.name} in "
+                                  f"{END_TIMEOUT_SECONDS:.0f} s; see `squeue -j {job_id}`")
+
+    def _await_end(self, state: SlurmState, timeout: float) -> bool:
+        ends = time.monotonic() + timeout
+        while not self._ended(state):
+            if time.monotonic() >= ends:
+                return False
+            time.sleep(END_POLL_SECONDS)
+        return True
+
+
+def _node_local(directory: str) -> bool:
+    path = PurePosixPath(directory)
+    return path.is_absolute() and any(path == PurePosixPath(d) or PurePosixPath(d) in path.parents
+                                      for d in NODE_LOCAL_DIRS)

@@ -1,0 +1,85 @@
+"""Where the tasks of a plan run in an allocation, and what the allocation is sized for: pure functions.
+
+Contract: ``resolve(plan, nodes)`` takes the allocation's nodes in order
+(``Node``: Slurm's node name, and its ``NodeAddr``) and returns the plan with
+every ``${node:SLOT}`` placeholder (``launcher.backends.slurm.target``)
+replaced by node ``SLOT % len(nodes)``'s address (task addresses and the
+training cluster, hence every TF_CONFIG), together with the node name each
+task runs on. ``allocation_options(plan)`` is the ``sbatch`` options that
+size one allocation for all the plan's tasks: ``--ntasks`` (spread over
+nodes, or ``slurm.tasks_per_node`` per node), CPUs, memory and GPUs per task
+from the largest request of any role (one allocation holds every role), and
+the spec's ``slurm:`` choices.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from launcher.backends.slurm.target import NODE_PLACEHOLDER
+from launcher.errors import LaunchError
+from launcher.plan.planner import Plan
+from launcher.spec.quantities import byte_count
+
+MIB = 2**20
+
+
+class Node(NamedTuple):
+    name: str
+    address: str
+
+
+def resolve(plan: Plan, nodes: list[Node]) -> tuple[Plan, dict[str, str]]:
+    """``plan`` with its placeholders resolved on ``nodes``, and ``{task name: node name}``."""
+    if not nodes:
+        raise LaunchError("the allocation has no nodes (SLURM_JOB_NODELIST is empty)")
+
+    def node(slot: str) -> Node:
+        return nodes[int(slot) % len(nodes)]
+
+    def address(planned: str) -> str:
+        return NODE_PLACEHOLDER.sub(lambda match: node(match.group(1)).address, planned)
+
+    placement = {}
+    tasks = []
+    for task in plan.tasks:
+        slot = NODE_PLACEHOLDER.match(task.address)
+        if slot is None:
+            raise LaunchError(f"{task.name}: address {task.address!r} names no node of the allocation")
+        placement[task.name] = node(slot.group(1)).name
+        tasks.append(task.model_copy(update={"address": address(task.address)}))
+    cluster = {role: [address(a) for a in addresses] for role, addresses in plan.cluster.items()}
+    return plan.model_copy(update={"tasks": tasks, "cluster": cluster}), placement
+
+
+def task_resources(plan: Plan) -> tuple[int | None, int | None, int]:
+    """(CPUs, MiB of memory, GPUs) per task: the largest any task requests (None: not requested)."""
+    cpus = [t.resources.cpu for t in plan.tasks if t.resources.cpu]
+    memory = [byte_count(t.resources.memory) for t in plan.tasks if t.resources.memory]
+    return (math.ceil(max(cpus)) if cpus else None, math.ceil(max(memory) / MIB) if memory else None,
+            max(t.resources.gpu for t in plan.tasks))
+
+
+def allocation_options(plan: Plan) -> list[str]:
+    slurm = plan.spec.slurm
+    tasks = len(plan.tasks)
+    options = [f"--job-name={plan.name}", f"--ntasks={tasks}"]
+    if slurm.tasks_per_node:
+        options += [f"--nodes={math.ceil(tasks / slurm.tasks_per_node)}", f"--ntasks-per-node={slurm.tasks_per_node}"]
+    else:
+        options.append("--spread-job")
+    cpus, memory, gpus = task_resources(plan)
+    if cpus:
+        options.append(f"--cpus-per-task={cpus}")
+    if memory:
+        options.append(f"--mem-per-cpu={math.ceil(memory / (cpus or 1))}M")
+    if gpus:
+        options.append(f"--gpus-per-task={gpus}")
+    for flag, value in (("partition", slurm.partition), ("account", slurm.account), ("qos", slurm.qos),
+                        ("time", slurm.time_limit), ("constraint", slurm.constraint)):
+        if value:
+            options.append(f"--{flag}={value}")
+    if slurm.exclusive:
+        options.append("--exclusive")
+    return [*options, *slurm.sbatch_options]

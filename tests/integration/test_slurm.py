@@ -1,0 +1,173 @@
+"""The Slurm backend on a real Slurm cluster (three nodes on this host, ``.ci/slurm.sh``), with real TensorFlow.
+
+Each test launches with the real CLI (``-b slurm``), follows the job through
+``SlurmBackend.describe`` and checks the outcome against the controller
+(``scontrol``/``squeue``) and this host's processes (every node is this
+host, so every task process is visible here). Every job is taken ``down``
+at teardown. Runs stay short: a few steps of the bundled MNIST model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.local_cluster import tfcluster, write_spec
+from helpers.slurm_cluster import (  # noqa: F401
+    assert_nothing_left,
+    job_id,
+    release,
+    slurm_controller,
+    task_process,
+    task_processes,
+    wait_status,
+)
+from launcher.backends.slurm import slurmctl
+from launcher.backends.slurm.state import SlurmState
+from launcher.protocol.events import parse_event
+from launcher.supervision.status import JobStatus, State
+
+pytestmark = [pytest.mark.slurm, pytest.mark.tf, pytest.mark.usefixtures("slurm_controller")]
+
+TRAINING = {"epochs": 2, "steps_per_epoch": 10, "batch_size_per_replica": 32}
+BACKUP_EVERY = 5
+MWMS = {"chief": {"replicas": 1}, "worker": {"replicas": 2}}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def launched(tmp_path: Path) -> Iterator[list[str]]:
+    """Names launched by a test; each is taken down (and must leave nothing) afterwards."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        if SlurmState.named(name).exists():
+            ran = job_id(name)
+            tfcluster("down", name, "-b", "slurm", cwd=tmp_path, timeout=180)
+            assert_nothing_left(name, ran)
+
+
+def launch(tmp_path: Path, launched: list[str], spec: dict[str, Any]) -> str:
+    spec = {"env": {"TF_CPP_MIN_LOG_LEVEL": "2"}, **spec, "training": {**TRAINING, **spec.get("training", {})}}
+    launched.append(spec["name"])
+    result = tfcluster("up", "-b", "slurm", "--detach", str(write_spec(tmp_path, spec)), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return spec["name"]
+
+
+def events(name: str, task: str) -> list[dict[str, Any]]:
+    return [e for e in map(parse_event, SlurmState.named(name).task_log(task).read_text().splitlines()) if e]
+
+
+def finish(name: str) -> JobStatus:
+    """Wait for the job to end: it must have succeeded, its allocation ended, no task process left."""
+    ran = job_id(name)
+    status = wait_status(name, lambda s: s.state.terminal, timeout=300)
+    state = SlurmState.named(name)
+    lead = state.task_log(status.tasks[0].name).read_text()[-2000:]
+    batch = (state.root / "batch.log").read_text()[-2000:]
+    assert status.state is State.SUCCEEDED, f"{status.message}\n{lead}\nbatch step:\n{batch}"
+    assert_nothing_left(name, ran)
+    return status
+
+
+def step_nodes(name: str) -> dict[str, str]:
+    """``{step (task) name: node}`` of the job's running steps."""
+    out = subprocess.run(["squeue", "-h", "-s", "-j", str(job_id(name)), "-o", "%j %N"], capture_output=True,
+                         text=True, timeout=30).stdout
+    return dict(line.split() for line in out.splitlines() if line.startswith(f"{name}-"))
+
+
+def test_demo_trains_with_its_tasks_on_three_nodes(tmp_path: Path, launched: list[str]) -> None:
+    name = launch(tmp_path, launched, {"name": "sl-demo", "roles": MWMS})
+    ends = time.monotonic() + 180
+    while len(nodes := step_nodes(name)) < 3:
+        assert time.monotonic() < ends, f"steps seen: {nodes}; status: {wait_status(name, lambda s: True, 5)}"
+        time.sleep(0.5)
+    assert sorted(nodes.values()) == ["n1", "n2", "n3"], nodes
+    allocation = SlurmState.named(name).read_allocation()
+    assert allocation is not None and sorted(allocation.nodes) == ["n1", "n2", "n3"]
+    status = finish(name)
+    assert status.progress.get("step") == 20 and (status.restarts, status.preemptions) == (0, 0), status
+    planned = json.loads(tfcluster("dry-run", "-b", "slurm", "-o", "json", f"{name}.yaml", cwd=tmp_path).stdout)
+    assert planned["tasks"][1]["address"] == "${node:1}:2223"  # resolved in the allocation: n2 is 127.0.0.1
+
+
+def test_parameter_server_job_succeeds_and_leaves_no_process(tmp_path: Path, launched: list[str]) -> None:
+    name = launch(tmp_path, launched, {"name": "sl-pss", "roles": {**MWMS, "ps": {"replicas": 1}},
+                                       "training": {"epochs": 1}})
+    status = finish(name)
+    assert status.tasks[0].exit_code == 0 and status.restarts == 0, status
+
+
+def test_run_an_unmodified_multi_worker_script(tmp_path: Path, launched: list[str]) -> None:
+    (tmp_path / "train.py").write_text((ROOT / "examples" / "byo" / "train.py").read_text())
+    launched.append("train")
+    result = tfcluster("run", "-b", "slurm", "--workers", "3", "train.py", "--epochs", "1", cwd=tmp_path, timeout=400)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    status = finish("train")
+    assert [t.exit_code for t in status.tasks] == [0, 0, 0]
+    for index in range(3):
+        log = SlurmState.named("train").task_log(f"train-worker-{index}").read_text()
+        assert f"worker {index} done, 3 replicas" in log, log[-2000:]
+
+
+def test_kill_9_of_a_worker_restarts_the_group_from_the_backup(tmp_path: Path, launched: list[str]) -> None:
+    name = launch(tmp_path, launched, {"name": "sl-kill", "roles": MWMS, "restart": {"max_restarts": 1},
+                                       "checkpoint": {"backup_every_steps": BACKUP_EVERY}, "training": {"epochs": 4}})
+    wait_status(name, lambda s: s.progress.get("step", 0) >= 2 * BACKUP_EVERY, timeout=240)
+    os.kill(task_process(name, f"{name}-worker-1"), signal.SIGKILL)
+    status = finish(name)
+    assert (status.restarts, status.preemptions) == (1, 0) and all(t.restarts == 1 for t in status.tasks), status
+    chief = events(name, f"{name}-chief-0")
+    [restored] = [e for e in chief if e["event"] == "restored"]
+    before = max(e["step"] for e in chief[: chief.index(restored)] if e["event"] == "step")
+    assert before - BACKUP_EVERY <= restored["step"] <= before, (before, restored)
+    assert any(e["event"] == "finished" for e in chief[chief.index(restored):])
+
+
+def test_down_leaves_no_job_and_no_process(tmp_path: Path, launched: list[str]) -> None:
+    name = launch(tmp_path, launched, {"name": "sl-down", "roles": MWMS, "training": {"epochs": 50}})
+    wait_status(name, lambda s: s.progress.get("step", 0) >= 1, timeout=240)
+    ran = job_id(name)
+    assert task_processes(name)
+    result = tfcluster("down", name, cwd=tmp_path, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert_nothing_left(name, ran)
+    job = slurmctl.job(str(ran))
+    assert job is None or job.ended, job
+    assert not SlurmState.named(name).exists()
+
+
+@pytest.mark.parametrize("notice", ["scontrol requeue", "time-limit warning"])
+def test_a_requeue_is_a_preemption_resumed_where_it_saved(tmp_path: Path, launched: list[str], notice: str) -> None:
+    """An administrator's ``scontrol requeue`` (Slurm SIGTERMs the job), and ``USR1`` to the batch step: the
+    warning ``--signal=B:USR1@...`` asks Slurm for before the time limit (the supervisor requeues the job)."""
+    name = launch(tmp_path, launched, {"name": f"sl-{notice.split()[0]}", "roles": MWMS, "restart": {"max_restarts": 0},
+                                       "checkpoint": {"backup_every_steps": 1000, "save_grace_seconds": 30},
+                                       "training": {"epochs": 4}})
+    wait_status(name, lambda s: s.progress.get("step", 0) >= 3, timeout=240)
+    ran = str(job_id(name))
+    if notice == "scontrol requeue":
+        slurmctl.requeue(ran)
+    else:
+        slurmctl.signal_batch(ran, "USR1")
+    wait_status(name, lambda s: s.state is State.RESTARTING and "requeued" in s.message.lower(), timeout=120)
+    release(ran)
+    status = finish(name)
+    assert (status.restarts, status.preemptions) == (0, 1), status
+    assert all(t.preemptions == 1 for t in status.tasks), status
+    chief = events(name, f"{name}-chief-0")
+    [preempted] = [e for e in chief if e["event"] == "preempted"]
+    [restored] = [e for e in chief if e["event"] == "restored"]
+    assert restored["step"] == preempted["step"] > 0, (preempted, restored)  # saved on the notice: nothing lost
+    if notice != "scontrol requeue":
+        assert "warned by Slurm: requeueing" in (SlurmState.named(name).root / "batch.log").read_text()

@@ -1,0 +1,154 @@
+"""The Slurm backend's pure parts: the batch script, the allocation's size, placeholder resolution, status.
+
+No Slurm needed: ``bash -n`` checks the rendered script's syntax, and the
+TF_CONFIGs resolved on an allocation are checked against TensorFlow's rules
+for a cluster (every address distinct) and against the nodes given.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from launcher import api
+from launcher.backends.slurm.placement import Node, allocation_options, resolve
+from launcher.backends.slurm.script import PLAN, SCRIPT, batch_script, files
+from launcher.backends.slurm.slurmctl import SlurmJob, records
+from launcher.backends.slurm.state import Allocation
+from launcher.backends.slurm.status import REQUEUEING, describe
+from launcher.backends.slurm.supervise import requeued
+from launcher.errors import LaunchError
+from launcher.plan.planner import Plan
+from launcher.supervision.status import JobStatus, State, SupervisorState, TaskStatus
+
+NODES = [Node("n1", "10.0.0.1"), Node("n2", "10.0.0.2"), Node("n3", "10.0.0.3")]
+
+
+def plan(spec: dict[str, Any]) -> Plan:
+    return api.plan(api.validate_data({"name": "job", **spec}, "slurm"), "slurm")
+
+
+def sbatch_lines(script: str) -> list[str]:
+    return [line.removeprefix("#SBATCH ") for line in script.splitlines() if line.startswith("#SBATCH ")]
+
+
+def test_the_script_sizes_one_spread_allocation_and_execs_the_supervisor(tmp_path: Path) -> None:
+    planned = plan({"roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}}})
+    script = batch_script(planned)
+    assert sbatch_lines(script) == ["--job-name=job", "--ntasks=4", "--spread-job", "--output=batch.log",
+                                    "--open-mode=append", "--requeue", "--signal=B:USR1@90"]
+    assert script.splitlines()[-1] == (f'exec {shlex.quote(sys.executable)} -m launcher.backends.slurm.supervise '
+                                       f'"$SLURM_SUBMIT_DIR"')
+    (tmp_path / SCRIPT).write_text(script)
+    assert subprocess.run(["bash", "-n", str(tmp_path / SCRIPT)]).returncode == 0
+    assert Plan.model_validate_json(files(planned)[PLAN]) == planned
+
+
+def test_resources_and_slurm_fields_become_sbatch_options() -> None:
+    planned = plan({
+        "roles": {"chief": {"resources": {"cpu": 1.5, "memory": "3Gi"}},
+                  "worker": {"replicas": 3, "resources": {"cpu": 1, "memory": "1Gi", "gpu": 2}}},
+        "checkpoint": {"save_grace_seconds": 10},
+        "slurm": {"partition": "gpu", "account": "proj1", "qos": "high", "time_limit": "1-12:00", "constraint": "a100",
+                  "exclusive": True, "tasks_per_node": 2, "sbatch_options": ["--mail-type=END"],
+                  "setup": ["module load cuda", "source /shared/venv/bin/activate"], "python": "/shared/venv/bin/python"},
+    })
+    script = batch_script(planned)
+    assert sbatch_lines(script) == [
+        "--job-name=job", "--ntasks=4", "--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=2", "--mem-per-cpu=1536M",
+        "--gpus-per-task=2", "--partition=gpu", "--account=proj1", "--qos=high", "--time=1-12:00", "--constraint=a100",
+        "--exclusive", "--mail-type=END", "--output=batch.log", "--open-mode=append", "--requeue", "--signal=B:USR1@40",
+    ]
+    assert allocation_options(planned)[-1] == "--mail-type=END"
+    body = script.splitlines()
+    assert body[-3:] == ["module load cuda", "source /shared/venv/bin/activate",
+                         'exec /shared/venv/bin/python -m launcher.backends.slurm.supervise "$SLURM_SUBMIT_DIR"']
+    assert all(t.command[0] == "/shared/venv/bin/python" for t in planned.tasks)
+
+
+def test_placeholders_resolve_to_the_nodes_addresses_with_distinct_ports() -> None:
+    planned = plan({"roles": {"chief": {}, "worker": {"replicas": 3}, "evaluator": {}}})
+    assert [t.address for t in planned.tasks] == ["${node:0}:2222", "${node:1}:2223", "${node:2}:2224",
+                                                  "${node:3}:2225", "${node:4}:2226"]
+    resolved, placement = resolve(planned, NODES)
+    assert placement == {"job-chief-0": "n1", "job-worker-0": "n2", "job-worker-1": "n3", "job-worker-2": "n1",
+                         "job-evaluator-0": "n2"}  # spread: slots wrap around the allocation's nodes
+    assert resolved.cluster == {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2223", "10.0.0.3:2224", "10.0.0.1:2225"]}
+    worker = resolved.task("job-worker-2")
+    assert resolved.tf_config(worker)["cluster"] == resolved.cluster and worker.address == "10.0.0.1:2225"
+    assert "${" not in resolved.model_dump_json()
+    on_one = resolve(planned, NODES[:1])[0]
+    assert len({t.address for t in on_one.tasks}) == len(on_one.tasks)  # one node: still no two tasks share a port
+
+
+def test_tasks_per_node_fills_each_node_in_plan_order() -> None:
+    planned = plan({"roles": {"chief": {}, "worker": {"replicas": 3}}, "slurm": {"tasks_per_node": 2}})
+    assert [t.address.rsplit(":", 1)[0] for t in planned.tasks] == ["${node:0}", "${node:0}", "${node:1}", "${node:1}"]
+    assert set(resolve(planned, NODES[:2])[1].values()) == {"n1", "n2"}
+
+
+def test_an_allocation_without_nodes_is_refused() -> None:
+    with pytest.raises(LaunchError, match="no nodes"):
+        resolve(plan({"roles": {"worker": {"replicas": 2}}}), [])
+
+
+def test_scontrol_records_parse_as_key_value_pairs() -> None:
+    [record] = records("JobId=7 JobName=job JobState=PENDING Reason=BeginTime Restarts=1 NodeList=(null) Comment=\n")
+    assert (record["JobState"], record["Reason"], record["Restarts"], record["Comment"]) == ("PENDING", "BeginTime", "1", "")
+
+
+def _written(planned: Plan, state: State) -> JobStatus:
+    return JobStatus(planned.name, planned.backend, state, tasks=[TaskStatus(t.name, state) for t in planned.tasks],
+                     message=state.value)
+
+
+@pytest.mark.parametrize(("written", "allocation", "job", "state", "supervisor", "says"), [
+    (None, None, SlurmJob("PENDING", "Resources", 0, ""), State.PENDING, None, "waiting for an allocation (Resources)"),
+    (None, None, SlurmJob("RUNNING", "None", 0, "n[1-3]"), State.PENDING, SupervisorState.ALIVE, "starting the tasks"),
+    (State.RUNNING, 0, SlurmJob("RUNNING", "None", 0, "n[1-3]"), State.RUNNING, SupervisorState.ALIVE, "running"),
+    (State.SUCCEEDED, 0, None, State.SUCCEEDED, SupervisorState.EXITED, "succeeded"),
+    # requeued: what the old allocation wrote is not the job's state
+    (State.CANCELLED, 0, SlurmJob("PENDING", "BeginTime", 1, ""), State.RESTARTING, None, "requeued: waiting"),
+    (State.CANCELLED, 0, SlurmJob("RUNNING", "None", 1, "n1"), State.RESTARTING, None, "requeued (Slurm restart 1)"),
+    (State.CANCELLED, 0, SlurmJob("COMPLETING", "None", 1, "n1"), State.RESTARTING, None, "requeued"),
+    # the allocation ended under a supervisor that never finished: never `running`
+    (State.RUNNING, 0, SlurmJob("FAILED", "NonZeroExitCode", 0, "n1"), State.FAILED, SupervisorState.LOST, "ended FAILED"),
+    (State.RUNNING, 0, SlurmJob("CANCELLED", "None", 0, "n1"), State.CANCELLED, SupervisorState.LOST, "ended CANCELLED"),
+    (State.RUNNING, 0, None, State.FAILED, SupervisorState.LOST, "no longer known to the controller"),
+    (None, None, None, State.FAILED, SupervisorState.LOST, "no longer known"),
+])
+def test_status_is_the_supervisors_made_true_by_the_controller(
+    written: State | None, allocation: int | None, job: SlurmJob | None, state: State,
+    supervisor: SupervisorState | None, says: str,
+) -> None:
+    planned = plan({"roles": {"worker": {"replicas": 2}}})
+    status = describe(planned, None if written is None else _written(planned, written),
+                      None if allocation is None else Allocation(job_id="7", restarts=allocation, nodes={}), job, "batch.log")
+    assert (status.state, status.supervisor) == (state, supervisor), status
+    assert says in status.message, status.message
+    if state.terminal:
+        assert all(t.state.terminal for t in status.tasks)
+
+
+def test_a_job_its_supervisor_requeues_is_restarting_while_the_controller_shows_it_ended() -> None:
+    planned = plan({"roles": {"worker": {"replicas": 2}}})
+    written = _written(planned, State.RESTARTING)
+    written.message = REQUEUEING
+    allocation = Allocation(job_id="7", restarts=0, nodes={})
+    status = describe(planned, written, allocation, SlurmJob("FAILED", "None", 0, "n1"), "batch.log")
+    assert status.state is State.RESTARTING, status
+    assert describe(planned, written, allocation, None, "batch.log").state is State.FAILED  # forgotten: it never came back
+
+
+def test_a_requeued_job_counts_one_preemption_and_restarts_every_task() -> None:
+    planned = plan({"roles": {"worker": {"replicas": 2}}})
+    before = _written(planned, State.CANCELLED)
+    before.restarts, before.preemptions = 1, 2
+    after = requeued(before)
+    assert (after.state, after.restarts, after.preemptions) == (State.RESTARTING, 1, 3)
+    assert all(t.state is State.RESTARTING and t.preemptions == 1 and t.exit_code is None for t in after.tasks)
