@@ -12,7 +12,6 @@ spec and, when it names a ``workspace``, that directory's files (their digest);
 from __future__ import annotations
 
 import secrets
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,7 +23,7 @@ from launcher.plan.checks import plan_problems
 from launcher.plan.dryrun import DryRun, plan_document, tasks_document
 from launcher.plan.planner import Plan, make_plan
 from launcher.plan.script import SOURCE, ScriptRun, script_problems, script_spec_data
-from launcher.plan.targets import CONTAINER_PYTHON, BackendKind
+from launcher.plan.targets import BackendKind
 from launcher.spec import loader, tfjob
 from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem, SpecCheck, SpecError
@@ -81,20 +80,23 @@ def script_spec(run: ScriptRun, spec_file: str | Path | None = None, workdir: Pa
     gives the roles, resources and policies, names another), where the tasks
     start: it must be a file there and, on container backends, one that
     ships in the workspace layer, or an absolute path in ``run.image``
-    (``script_problem``). Local tasks run this interpreter; containers run
-    the image's ``python``.
+    (``script_problem``). The script runs with the interpreter the backend's
+    ``Target`` names (``Target.python``): this one locally, ``slurm.python``
+    or this one on Slurm, the image's ``python`` in containers.
     """
     workdir = workdir or Path.cwd()
-    local = run.backend in (BackendKind.LOCAL, BackendKind.SLURM)  # processes in the workspace, not images
-    run = run.model_copy(update={"python": sys.executable if local else CONTAINER_PYTHON})
     problems = script_problems(run, from_spec=spec_file is not None)
     if problems:
         raise SpecError(problems, SOURCE)
     base = load_spec(spec_file, run.backend).model_dump(mode="json") if spec_file is not None else None
     spec = validate_data(script_spec_data(run, base), run.backend, SOURCE)
+    target = backend_class(run.backend).target(spec)
+    if run.python != target.python:  # the interpreter follows the spec (e.g. ``slurm.python`` of a -f spec)
+        run = run.model_copy(update={"python": target.python})
+        spec = validate_data(script_spec_data(run, base), run.backend, SOURCE)
     if not run.module and spec.workspace is not None:
-        problem = script_problem((workdir / spec.workspace).resolve(), run.program, shipped=not local,
-                                 own_image=run.image is not None)
+        problem = script_problem((workdir / spec.workspace).resolve(), run.program,
+                                 shipped=target.runs_in_containers, own_image=run.image is not None)
         if problem is not None:
             raise SpecError([Problem("SCRIPT", problem)], SOURCE)
     return spec

@@ -34,6 +34,8 @@ class Target(ABC):
     kind: BackendKind
     #: Tasks run from images (a workspace ships as an image layer) rather than as processes here.
     runs_in_containers: bool = True
+    #: The interpreter the tasks run Python with: the built-in entrypoint's and ``tfcluster run``'s script's.
+    python: str = CONTAINER_PYTHON
 
     @abstractmethod
     def address(self, spec: ClusterSpec, role: RoleType, index: int, ordinal: int) -> str:

@@ -53,6 +53,21 @@ def test_image_is_every_tasks_base_image_even_where_the_spec_names_role_images(w
     assert spec.image == "mine:2" and {spec.roles.role(r).image for r in (RoleType.CHIEF, RoleType.WORKER)} == {None}
 
 
+@pytest.mark.parametrize(("backend", "slurm", "python"), [
+    ("slurm", {"python": "/shared/venv/bin/python"}, "/shared/venv/bin/python"),  # -f spec's interpreter wins
+    ("slurm", {}, sys.executable),  # default: the interpreter running tfcluster (a shared venv)
+    ("local", {}, sys.executable),
+    ("compose", {}, "python"),  # the image's
+])
+def test_the_script_runs_with_the_interpreter_of_the_backends_tasks(write_spec, tmp_path: Path, backend: str,
+                                                                    slurm: dict[str, str], python: str) -> None:
+    (tmp_path / "t.py").write_text("")
+    base = write_spec({"name": "own", "roles": {"worker": {"replicas": 2}}, "slurm": slurm, "workspace": str(tmp_path)})
+    spec = api.script_spec(ScriptRun(program="t.py", backend=backend), base, workdir=tmp_path)
+    planned = api.plan(spec, backend)
+    assert spec.command == [python, "t.py"] and {t.command[0] for t in planned.tasks} == {python}
+
+
 def test_everything_after_the_script_reaches_it_unchanged(tmp_path: Path) -> None:
     (tmp_path / "t.py").write_text("import sys; print(sys.argv[1:])\n")
     result = subprocess.run([*CLI, "run", "--workers", "1", "t.py", "--workers", "9", "-d", "--", "x"],
