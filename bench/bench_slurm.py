@@ -51,7 +51,7 @@ def hand_script(workdir: Path) -> str:
     spec = {**SPEC, "name": f"{SPEC['name']}-hand", "checkpoint": {**SPEC["checkpoint"], "dir": "hand-checkpoints"}}
     plan = api.plan(validate_data(spec, "slurm"), "slurm")  # relative: under this run's directory
     nodes = slurmctl.allocation_nodes(slurmctl.run(["sinfo", "-h", "-o", "%N"]).strip())[: len(plan.tasks)]
-    resolved, placement = resolve(plan, nodes)
+    resolved, placement = resolve(plan, nodes, "0")  # the job's id is not known yet: the first port block
     lines = ["#!/bin/bash", f"#SBATCH --ntasks={len(plan.tasks)}", f"#SBATCH --nodelist={','.join(n.name for n in nodes)}",
              "#SBATCH --output=hand.log"]
     for task in resolved.tasks:

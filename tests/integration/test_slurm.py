@@ -98,7 +98,7 @@ def test_demo_trains_with_its_tasks_on_three_nodes(tmp_path: Path, launched: lis
     status = finish(name)
     assert status.progress.get("step") == 20 and (status.restarts, status.preemptions) == (0, 0), status
     planned = json.loads(tfcluster("dry-run", "-b", "slurm", "-o", "json", f"{name}.yaml", cwd=tmp_path).stdout)
-    assert planned["tasks"][1]["address"] == "${node:1}:2223"  # resolved in the allocation: n2 is 127.0.0.1
+    assert planned["tasks"][1]["address"] == "${node:1}:${port:1}"  # resolved in the allocation: n2 is 127.0.0.1
 
 
 def test_parameter_server_job_succeeds_and_leaves_no_process(tmp_path: Path, launched: list[str]) -> None:

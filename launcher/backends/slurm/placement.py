@@ -1,11 +1,19 @@
 """Where the tasks of a plan run in an allocation, and what the allocation is sized for: pure functions.
 
-Contract: ``resolve(plan, nodes)`` takes the allocation's nodes in order
-(``Node``: Slurm's node name, and its ``NodeAddr``) and returns the plan with
-every ``${node:SLOT}`` placeholder (``launcher.backends.slurm.target``)
-replaced by node ``SLOT % len(nodes)``'s address (task addresses and the
-training cluster, hence every TF_CONFIG), together with the node name each
-task runs on. ``allocation_options(plan)`` is the ``sbatch`` options that
+Contract: ``resolve(plan, nodes, job_id)`` takes the allocation's nodes in
+order (``Node``: Slurm's node name, and its ``NodeAddr``) and Slurm's job id,
+and returns the plan with every ``${node:SLOT}`` placeholder
+(``launcher.backends.slurm.target``) replaced by node ``SLOT % len(nodes)``'s
+address and every ``${port:I}`` by ``first_port(plan, job_id) + I`` (task
+addresses and ports, and the training cluster, hence every TF_CONFIG),
+together with the node name each task runs on.
+
+Ports per job: the job's tasks take a block of consecutive ports; its block
+is number ``job_id % blocks`` of the ``blocks`` that fit in the
+``PORT_SPAN`` ports from the base port (and below 65536). Two jobs on a node
+get disjoint ports unless their job ids differ by a multiple of ``blocks``
+(Slurm numbers jobs in order, so two jobs submitted less than ``blocks``
+jobs apart never collide); ports other programs hold are not looked at. ``allocation_options(plan)`` is the ``sbatch`` options that
 size one allocation for all the plan's tasks: ``--ntasks`` (spread over
 nodes, or ``slurm.tasks_per_node`` per node), CPUs, memory and GPUs per task
 from the largest request of any role (one allocation holds every role), and
@@ -17,12 +25,16 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from launcher.backends.slurm.target import NODE_PLACEHOLDER
+from launcher.backends.slurm.target import NODE_PLACEHOLDER, PORT_PLACEHOLDER
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan
 from launcher.spec.quantities import byte_count
 
 MIB = 2**20
+#: The ports above a job's base port its block of ports may take (below 32768, where Linux's ephemeral ports
+#: start, for the default base port 2222).
+PORT_SPAN = 10000
+MAX_PORT = 65535
 
 
 class Node(NamedTuple):
@@ -30,16 +42,26 @@ class Node(NamedTuple):
     address: str
 
 
-def resolve(plan: Plan, nodes: list[Node]) -> tuple[Plan, dict[str, str]]:
-    """``plan`` with its placeholders resolved on ``nodes``, and ``{task name: node name}``."""
+def first_port(plan: Plan, job_id: str) -> int:
+    """The first port of job ``job_id``'s block (see the module contract)."""
+    tasks = len(plan.tasks)
+    base = min(task.port for task in plan.tasks)
+    blocks = max(1, min(PORT_SPAN, MAX_PORT + 1 - base) // tasks)
+    return base + int(job_id) % blocks * tasks
+
+
+def resolve(plan: Plan, nodes: list[Node], job_id: str) -> tuple[Plan, dict[str, str]]:
+    """``plan`` with its placeholders resolved on ``nodes`` for job ``job_id``, and ``{task name: node name}``."""
     if not nodes:
         raise LaunchError("the allocation has no nodes (SLURM_JOB_NODELIST is empty)")
+    first = first_port(plan, job_id)
 
     def node(slot: str) -> Node:
         return nodes[int(slot) % len(nodes)]
 
     def address(planned: str) -> str:
-        return NODE_PLACEHOLDER.sub(lambda match: node(match.group(1)).address, planned)
+        on_node = NODE_PLACEHOLDER.sub(lambda match: node(match.group(1)).address, planned)
+        return PORT_PLACEHOLDER.sub(lambda match: str(first + int(match.group(1))), on_node)
 
     placement = {}
     tasks = []
@@ -48,7 +70,8 @@ def resolve(plan: Plan, nodes: list[Node]) -> tuple[Plan, dict[str, str]]:
         if slot is None:
             raise LaunchError(f"{task.name}: address {task.address!r} names no node of the allocation")
         placement[task.name] = node(slot.group(1)).name
-        tasks.append(task.model_copy(update={"address": address(task.address)}))
+        resolved = address(task.address)
+        tasks.append(task.model_copy(update={"address": resolved, "port": int(resolved.rsplit(":", 1)[1])}))
     cluster = {role: [address(a) for a in addresses] for role, addresses in plan.cluster.items()}
     return plan.model_copy(update={"tasks": tasks, "cluster": cluster}), placement
 

@@ -1,11 +1,15 @@
 """Addressing on Slurm: tasks on the allocation's nodes, which only the allocation knows.
 
-Contract: a planned task's address is ``${node:SLOT}:PORT``; ``SLOT`` is the
-task's place in the allocation (``node_slot``) and ``PORT`` is the job's base
-port (the lowest of its roles' ``port``) plus the task's ordinal, so no two
-tasks of a job share a port, on any node. The in-allocation supervisor
-replaces each placeholder with the address Slurm gives that node
-(``launcher.backends.slurm.placement.resolve``). Checkpoints and the tasks'
+Contract: a planned task's address is ``${node:SLOT}:${port:ORDINAL}``;
+``SLOT`` is the task's place in the allocation (``node_slot``) and the port
+is the job's first port plus the task's ordinal, so no two tasks of a job
+share a port, on any node. The job's first port is known only in the
+allocation (it depends on Slurm's job id, so that jobs sharing a node get
+different ports): the in-allocation supervisor replaces each placeholder with
+the address Slurm gives that node and that port
+(``launcher.backends.slurm.placement.resolve``); the planned ``Task.port`` is
+the job's base port (the lowest of its roles' ``port``) plus the ordinal,
+the port the task gets when the job's port block is its first one. Checkpoints and the tasks'
 working directory default to the submit directory (as ``sbatch`` does),
 which must be on the filesystem every node shares. Tasks run the
 interpreter ``slurm.python`` names, else the one running tfcluster.
@@ -22,10 +26,16 @@ from launcher.spec.models import ClusterSpec, RoleType
 
 #: A node of the allocation in a planned address: ``${node:0}`` is the allocation's first node.
 NODE_PLACEHOLDER = re.compile(r"\$\{node:(\d+)\}")
+#: A port of the job in a planned address: ``${port:2}`` is the job's first port plus 2.
+PORT_PLACEHOLDER = re.compile(r"\$\{port:(\d+)\}")
 
 
 def node_placeholder(slot: int) -> str:
     return f"${{node:{slot}}}"
+
+
+def port_placeholder(ordinal: int) -> str:
+    return f"${{port:{ordinal}}}"
 
 
 def node_slot(spec: ClusterSpec, ordinal: int) -> int:
@@ -53,4 +63,4 @@ class SlurmTarget(ProcessTarget):
         return base + ordinal
 
     def address(self, spec: ClusterSpec, role: RoleType, index: int, ordinal: int) -> str:
-        return f"{node_placeholder(node_slot(spec, ordinal))}:{self.port(spec, role, ordinal)}"
+        return f"{node_placeholder(node_slot(spec, ordinal))}:{port_placeholder(ordinal)}"

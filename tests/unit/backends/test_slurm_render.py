@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from launcher import api
-from launcher.backends.slurm.placement import Node, allocation_options, resolve
+from launcher.backends.slurm.placement import PORT_SPAN, Node, allocation_options, resolve
 from launcher.backends.slurm.script import PLAN, SCRIPT, batch_script, files
 from launcher.backends.slurm.slurmctl import SlurmJob, records
 from launcher.backends.slurm.state import Allocation
@@ -73,28 +73,43 @@ def test_resources_and_slurm_fields_become_sbatch_options() -> None:
 
 def test_placeholders_resolve_to_the_nodes_addresses_with_distinct_ports() -> None:
     planned = plan({"roles": {"chief": {}, "worker": {"replicas": 3}, "evaluator": {}}})
-    assert [t.address for t in planned.tasks] == ["${node:0}:2222", "${node:1}:2223", "${node:2}:2224",
-                                                  "${node:3}:2225", "${node:4}:2226"]
-    resolved, placement = resolve(planned, NODES)
+    assert [t.address for t in planned.tasks] == ["${node:0}:${port:0}", "${node:1}:${port:1}", "${node:2}:${port:2}",
+                                                  "${node:3}:${port:3}", "${node:4}:${port:4}"]
+    resolved, placement = resolve(planned, NODES, "0")  # job 0: the first block, from the base port
     assert placement == {"job-chief-0": "n1", "job-worker-0": "n2", "job-worker-1": "n3", "job-worker-2": "n1",
                          "job-evaluator-0": "n2"}  # spread: slots wrap around the allocation's nodes
     assert resolved.cluster == {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2223", "10.0.0.3:2224", "10.0.0.1:2225"]}
     worker = resolved.task("job-worker-2")
     assert resolved.tf_config(worker)["cluster"] == resolved.cluster and worker.address == "10.0.0.1:2225"
-    assert "${" not in resolved.model_dump_json()
-    on_one = resolve(planned, NODES[:1])[0]
+    assert worker.port == 2225 and "${" not in resolved.model_dump_json()
+    on_one = resolve(planned, NODES[:1], "0")[0]
     assert len({t.address for t in on_one.tasks}) == len(on_one.tasks)  # one node: still no two tasks share a port
 
 
-def test_tasks_per_node_fills_each_node_in_plan_order() -> None:
-    planned = plan({"roles": {"chief": {}, "worker": {"replicas": 3}}, "slurm": {"tasks_per_node": 2}})
-    assert [t.address.rsplit(":", 1)[0] for t in planned.tasks] == ["${node:0}", "${node:0}", "${node:1}", "${node:1}"]
-    assert set(resolve(planned, NODES[:2])[1].values()) == {"n1", "n2"}
+def _ports(planned: Plan, job_id: str) -> set[int]:
+    return {t.port for t in resolve(planned, NODES[:1], job_id)[0].tasks}
+
+
+def test_jobs_sharing_a_node_get_disjoint_ports_from_their_job_ids() -> None:
+    planned = plan({"roles": {"chief": {}, "worker": {"replicas": 2}}})
+    blocks = PORT_SPAN // 3
+    assert _ports(planned, "41") == {2222 + 41 * 3 + i for i in range(3)}
+    assert _ports(planned, "41") == _ports(planned, "41")  # a requeued job keeps its ports
+    ids = [str(n) for n in range(1000, 1000 + blocks)]  # any two jobs submitted fewer than `blocks` apart
+    taken = [port for job_id in ids for port in _ports(planned, job_id)]
+    assert len(taken) == len(set(taken)) and min(taken) == 2222 and max(taken) < 2222 + PORT_SPAN
+    assert _ports(planned, "1000") == _ports(planned, str(1000 + blocks))  # the residual risk the README states
+
+
+def test_the_port_blocks_stay_below_65536() -> None:
+    planned = plan({"roles": {"worker": {"replicas": 4, "port": 65530}}})
+    taken = {port for job_id in range(50) for port in _ports(planned, str(job_id))}
+    assert max(taken) == 65533 and min(taken) == 65530  # one block fits: every job gets it
 
 
 def test_an_allocation_without_nodes_is_refused() -> None:
     with pytest.raises(LaunchError, match="no nodes"):
-        resolve(plan({"roles": {"worker": {"replicas": 2}}}), [])
+        resolve(plan({"roles": {"worker": {"replicas": 2}}}), [], "7")
 
 
 def test_scontrol_records_parse_as_key_value_pairs() -> None:

@@ -1,0 +1,73 @@
+"""Two Slurm jobs with the same base port on the same nodes: each task binds the port its TF_CONFIG gives it.
+
+Every node of the test cluster is this host (127.0.0.1), so two jobs share every node, as jobs of a real
+cluster share nodes under ``OverSubscribe``. The tasks are a small program, no TensorFlow: it binds and
+listens on its own address from TF_CONFIG (as a TF server would), says so with a marker file, and holds the
+port until the test releases every task, so all four ports are held at once. With ports that are only the
+base plus the task's number both jobs would bind the same two ports and one job would fail.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers.local_cluster import tfcluster, write_spec
+from helpers.slurm_cluster import assert_nothing_left, job_id, slurm_controller, wait_status  # noqa: F401
+from launcher.backends.slurm.state import SlurmState
+from launcher.supervision.status import State
+
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_controller")]
+
+NAMES = ("sl-port-a", "sl-port-b")
+HOLD = """\
+import json, os, pathlib, socket, sys, time
+config = json.loads(os.environ["TF_CONFIG"])
+host, port = config["cluster"][config["task"]["type"]][config["task"]["index"]].rsplit(":", 1)
+server = socket.socket()
+server.bind((host, int(port)))
+server.listen()
+pathlib.Path("bound-" + os.environ["TFCLUSTER_TASK_NAME"]).write_text(port)
+ends = time.monotonic() + 240
+while not pathlib.Path("release").exists():
+    if time.monotonic() > ends:
+        sys.exit("never released")
+    time.sleep(0.1)
+"""
+
+
+@pytest.fixture
+def jobs(tmp_path: Path) -> Iterator[None]:
+    yield
+    for name in NAMES:
+        if SlurmState.named(name).exists():
+            ran = job_id(name)
+            tfcluster("down", name, "-b", "slurm", cwd=tmp_path, timeout=180)
+            assert_nothing_left(name, ran)
+
+
+def test_two_jobs_sharing_nodes_and_base_port_get_disjoint_ports(tmp_path: Path, jobs: None) -> None:
+    (tmp_path / "hold.py").write_text(HOLD)
+    for name in NAMES:
+        spec = {"name": name, "roles": {"worker": {"replicas": 2, "port": 2222}}, "command": [sys.executable, "hold.py"],
+                "restart": {"policy": "never"}}
+        result = tfcluster("up", "-b", "slurm", "--detach", str(write_spec(tmp_path, spec)), cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+    markers = [tmp_path / f"bound-{name}-worker-{index}" for name in NAMES for index in range(2)]
+    ends = time.monotonic() + 180
+    while not all(marker.exists() for marker in markers):
+        for name in NAMES:
+            status = SlurmState.named(name).read_status()
+            assert status is None or not status.state.terminal, f"{name} ended: {status}"
+        assert time.monotonic() < ends, f"bound: {[m.name for m in markers if m.exists()]}"
+        time.sleep(0.2)
+    ports = [int(marker.read_text()) for marker in markers]
+    assert len(set(ports)) == 4, ports  # all four held at once, on one address
+    (tmp_path / "release").touch()
+    for name in NAMES:
+        status = wait_status(name, lambda s: s.state.terminal, timeout=120)
+        assert status.state is State.SUCCEEDED, status
