@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from helpers.boards import free_port, scalar_curves, start_board, stop_board
 from helpers.local_cluster import tfcluster, write_spec
 from helpers.slurm_cluster import (  # noqa: F401
     assert_nothing_left,
@@ -86,7 +87,7 @@ def step_nodes(name: str) -> dict[str, str]:
     return dict(line.split() for line in out.splitlines() if line.startswith(f"{name}-"))
 
 
-def test_demo_trains_with_its_tasks_on_three_nodes(tmp_path: Path, launched: list[str]) -> None:
+def test_demo_trains_with_its_tasks_on_three_nodes_and_tensorboard_shows_its_curves(tmp_path: Path, launched: list[str]) -> None:
     name = launch(tmp_path, launched, {"name": "sl-demo", "roles": MWMS})
     ends = time.monotonic() + 180
     while len(nodes := step_nodes(name)) < 3:
@@ -96,9 +97,17 @@ def test_demo_trains_with_its_tasks_on_three_nodes(tmp_path: Path, launched: lis
     allocation = SlurmState.named(name).read_allocation()
     assert allocation is not None and sorted(allocation.nodes) == ["n1", "n2", "n3"]
     status = finish(name)
-    assert status.progress.get("step") == 20 and (status.restarts, status.preemptions) == (0, 0), status
+    assert status.progress.step == 20 and (status.restarts, status.preemptions) == (0, 0), status
     planned = json.loads(tfcluster("dry-run", "-b", "slurm", "-o", "json", f"{name}.yaml", cwd=tmp_path).stdout)
     assert planned["tasks"][1]["address"] == "${node:1}:${port:1}"  # resolved in the allocation: n2 is 127.0.0.1
+    port = free_port()  # tensorboard -b slurm: a local TensorBoard over the run's dir on the shared filesystem
+    board, url = start_board([name], port, tmp_path, "-b", "slurm")
+    try:
+        assert url == f"http://127.0.0.1:{port}/"
+        curves = scalar_curves(url, [f"{name}/train"], "loss")
+        assert [int(step) for _, step, _ in curves[f"{name}/train"]][-1] == 20
+    finally:
+        stop_board(board, port)
 
 
 def test_parameter_server_job_succeeds_and_leaves_no_process(tmp_path: Path, launched: list[str]) -> None:
@@ -123,7 +132,7 @@ def test_run_an_unmodified_multi_worker_script(tmp_path: Path, launched: list[st
 def test_kill_9_of_a_worker_restarts_the_group_from_the_backup(tmp_path: Path, launched: list[str]) -> None:
     name = launch(tmp_path, launched, {"name": "sl-kill", "roles": MWMS, "restart": {"max_restarts": 1},
                                        "checkpoint": {"backup_every_steps": BACKUP_EVERY}, "training": {"epochs": 4}})
-    wait_status(name, lambda s: s.progress.get("step", 0) >= 2 * BACKUP_EVERY, timeout=240)
+    wait_status(name, lambda s: (s.progress.step or 0) >= 2 * BACKUP_EVERY, timeout=240)
     os.kill(task_process(name, f"{name}-worker-1"), signal.SIGKILL)
     status = finish(name)
     assert (status.restarts, status.preemptions) == (1, 0) and all(t.restarts == 1 for t in status.tasks), status
@@ -136,7 +145,7 @@ def test_kill_9_of_a_worker_restarts_the_group_from_the_backup(tmp_path: Path, l
 
 def test_down_leaves_no_job_and_no_process(tmp_path: Path, launched: list[str]) -> None:
     name = launch(tmp_path, launched, {"name": "sl-down", "roles": MWMS, "training": {"epochs": 50}})
-    wait_status(name, lambda s: s.progress.get("step", 0) >= 1, timeout=240)
+    wait_status(name, lambda s: (s.progress.step or 0) >= 1, timeout=240)
     ran = job_id(name)
     assert task_processes(name)
     result = tfcluster("down", name, cwd=tmp_path, timeout=180)
@@ -154,7 +163,7 @@ def test_a_requeue_is_a_preemption_resumed_where_it_saved(tmp_path: Path, launch
     name = launch(tmp_path, launched, {"name": f"sl-{notice.split()[0]}", "roles": MWMS, "restart": {"max_restarts": 0},
                                        "checkpoint": {"backup_every_steps": 1000, "save_grace_seconds": 30},
                                        "training": {"epochs": 4}})
-    wait_status(name, lambda s: s.progress.get("step", 0) >= 3, timeout=240)
+    wait_status(name, lambda s: (s.progress.step or 0) >= 3, timeout=240)
     ran = str(job_id(name))
     if notice == "scontrol requeue":
         slurmctl.requeue(ran)
