@@ -48,9 +48,10 @@ def wait_event(log: Path, kind: str, after: float = 0.0, timeout: float = 300.0,
     while time.monotonic() < ends:
         if log.exists():
             for event in filter(None, map(parse_event, log.read_text(errors="replace").splitlines())):
-                late = int(event.get("step", 0)) >= min_step
-                if event["event"] == kind and event["time"] > after and late:
-                    return event
+                found = event.model_dump(mode="json")  # events are typed; the benches read their fields by name
+                late = int(found.get("step") or 0) >= min_step
+                if found["event"] == kind and found["time"] > after and late:
+                    return found
         time.sleep(0.1)
     raise TimeoutError(f"no {kind} event in {log} within {timeout} s")
 

@@ -33,7 +33,7 @@ from helpers.slurm_cluster import (  # noqa: F401
 )
 from launcher.backends.slurm import slurmctl
 from launcher.backends.slurm.state import SlurmState
-from launcher.protocol.events import parse_event
+from launcher.protocol.events import Event, Preempted, Restored, Step, parse_event
 from launcher.supervision.status import JobStatus, State
 
 pytestmark = [pytest.mark.slurm, pytest.mark.tf, pytest.mark.usefixtures("slurm_controller")]
@@ -64,7 +64,7 @@ def launch(tmp_path: Path, launched: list[str], spec: dict[str, Any]) -> str:
     return spec["name"]
 
 
-def events(name: str, task: str) -> list[dict[str, Any]]:
+def events(name: str, task: str) -> list[Event]:
     return [e for e in map(parse_event, SlurmState.named(name).task_log(task).read_text().splitlines()) if e]
 
 
@@ -137,10 +137,10 @@ def test_kill_9_of_a_worker_restarts_the_group_from_the_backup(tmp_path: Path, l
     status = finish(name)
     assert (status.restarts, status.preemptions) == (1, 0) and all(t.restarts == 1 for t in status.tasks), status
     chief = events(name, f"{name}-chief-0")
-    [restored] = [e for e in chief if e["event"] == "restored"]
-    before = max(e["step"] for e in chief[: chief.index(restored)] if e["event"] == "step")
-    assert before - BACKUP_EVERY <= restored["step"] <= before, (before, restored)
-    assert any(e["event"] == "finished" for e in chief[chief.index(restored):])
+    [restored] = [e for e in chief if e.event == "restored"]
+    before = max(e.step for e in chief[: chief.index(restored)] if isinstance(e, Step))
+    assert before - BACKUP_EVERY <= restored.step <= before, (before, restored)
+    assert any(e.event == "finished" for e in chief[chief.index(restored):])
 
 
 def test_down_leaves_no_job_and_no_process(tmp_path: Path, launched: list[str]) -> None:
@@ -175,8 +175,8 @@ def test_a_requeue_is_a_preemption_resumed_where_it_saved(tmp_path: Path, launch
     assert (status.restarts, status.preemptions) == (0, 1), status
     assert all(t.preemptions == 1 for t in status.tasks), status
     chief = events(name, f"{name}-chief-0")
-    [preempted] = [e for e in chief if e["event"] == "preempted"]
-    [restored] = [e for e in chief if e["event"] == "restored"]
-    assert restored["step"] == preempted["step"] > 0, (preempted, restored)  # saved on the notice: nothing lost
+    [preempted] = [e for e in chief if isinstance(e, Preempted)]
+    [restored] = [e for e in chief if isinstance(e, Restored)]
+    assert preempted.step is not None and restored.step == preempted.step > 0, (preempted, restored)  # saved on the notice: nothing lost
     if notice != "scontrol requeue":
         assert "warned by Slurm: requeueing" in (SlurmState.named(name).root / "batch.log").read_text()
