@@ -5,7 +5,8 @@ MWMS cluster (chief + 2 workers, one per node), ``tfcluster up -b slurm
 --detach`` vs a hand-written ``sbatch`` script that starts the same tasks
 (the same commands and environment, TF_CONFIG written out for the nodes)
 as ``srun`` steps and waits for them, as a ratio measured in one run
-(medians of ``--repeat`` runs each; goal: at most 1.15).
+(medians of ``--repeat`` runs each; goal: at most 1.15). Each launch starts
+on an idle cluster: the job before it has ended (both ways wait for that).
 """
 
 from __future__ import annotations
@@ -70,6 +71,17 @@ def launch_by_hand(workdir: Path) -> float:
         return wait_event(workdir / f"{SPEC['name']}-hand-chief-0.log", "step", after=start)["time"] - start
     finally:
         slurmctl.cancel(job)
+        await_end(job)
+
+
+def await_end(job_id: str, timeout: float = 120.0) -> None:
+    """Wait until Slurm has ended the job (its steps killed, nothing completing), as ``tfcluster down`` does:
+    the next launch then starts on an idle cluster, not beside a job still being torn down."""
+    ends = time.monotonic() + timeout
+    while (job := slurmctl.job(job_id)) is not None and not job.ended:
+        if time.monotonic() >= ends:
+            raise TimeoutError(f"Slurm has not ended job {job_id} in {timeout:.0f} s")
+        time.sleep(0.2)
 
 
 def main() -> None:

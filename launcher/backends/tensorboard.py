@@ -21,8 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -86,6 +84,9 @@ def url(host: str, port: int) -> str:
 def wait_until_serving(address: str, running: Callable[[], bool], what: Callable[[], str],
                        timeout: float = START_TIMEOUT_SECONDS) -> None:
     """Return once ``address`` answers HTTP; ``LaunchError`` if the server ended or timed out first."""
+    import urllib.error  # here: every backend's start imports this module, only a board needs HTTP
+    import urllib.request
+
     ends = time.monotonic() + timeout
     while time.monotonic() < ends:
         if not running():

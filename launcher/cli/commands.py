@@ -275,11 +275,9 @@ def run(script: str | None, args: tuple[str, ...], module: str | None, workers: 
 
 
 def _launch(dry_run_: DryRun, detach: bool, namespace: str | None, context: str | None) -> None:
-    """Submit ``dry_run_`` and watch it (or return at once when detached); exits with the job's code."""
-    from rich.console import Console
+    """Submit ``dry_run_`` and watch it (or return at once when detached); exits with the job's code.
 
-    from launcher.cli.watch import stop_after_interrupt, watch
-
+    The live view's modules (rich) are imported only when it is shown: ``-d`` returns sooner without them."""
     plan = dry_run_.plan
     if plan.backend is BackendKind.K8S and namespace is None:
         namespace = plan.spec.kubernetes.namespace  # recorded, so status/logs/down find the cluster
@@ -302,9 +300,15 @@ def _launch(dry_run_: DryRun, detach: bool, namespace: str | None, context: str 
                 click.echo(f"warning: nothing supervises {plan.name} while detached and it has no "
                            f"deadline_seconds; `tfcluster watch {plan.name}` does", err=True)
             return
+        from launcher.cli.watch import watch
+
         code = watch(runner, plan.name)
     except KeyboardInterrupt:  # before the watch took over: stop whatever was started
         if runner.describe(plan.name) is not None:
+            from rich.console import Console
+
+            from launcher.cli.watch import stop_after_interrupt
+
             stop_after_interrupt(runner, plan.name, Console(stderr=True))
         code = 130
     sys.exit(code)

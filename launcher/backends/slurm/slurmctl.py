@@ -8,7 +8,7 @@ raises ``LaunchError`` with Slurm's first line of error; missing commands
 raise ``BackendUnavailable``. Every call is bounded by ``COMMAND_TIMEOUT_SECONDS``.
 ``job(job_id)`` reads one job from the controller (None once the controller
 forgot it); ``allocation_nodes`` the nodes of an allocation, in order, with
-their ``NodeAddr``.
+their ``NodeAddr`` (one ``scontrol`` call: the supervisor's start waits on it).
 """
 
 from __future__ import annotations
@@ -92,12 +92,13 @@ def job(job_id: str) -> SlurmJob | None:
 
 
 def allocation_nodes(node_list: str) -> list[Node]:
-    names = run(["scontrol", "show", "hostnames", node_list]).split()
-    if not names:
+    """The nodes of ``node_list`` (a Slurm hostlist such as ``n[1-3]``) in the order ``scontrol`` lists them (the
+    hostlist's), with their ``NodeAddr``: one call to the controller. Any fixed order serves: it only numbers
+    the allocation's nodes for ``placement.resolve``."""
+    if not node_list.strip():
         return []
-    addresses = {r.get("NodeName", ""): r.get("NodeAddr", "") for r in records(run(["scontrol", "-o", "show", "node",
-                                                                                    ",".join(names)]))}
-    return [Node(name, addresses.get(name) or name) for name in names]
+    found = records(run(["scontrol", "-o", "show", "node", node_list]))
+    return [Node(r["NodeName"], r.get("NodeAddr") or r["NodeName"]) for r in found if r.get("NodeName")]
 
 
 def steps(job_id: str) -> dict[str, str]:
