@@ -106,7 +106,7 @@ def first_step(client: docker.DockerClient, container: str, after: float = 0.0, 
             continue
         for raw in stream:
             event = parse_event(raw.decode(errors="replace"))
-            if event and event["event"] == "step" and event["time"] > after:
+            if event and event.event == "step" and event.time > after:
                 return time.time()
         time.sleep(0.2)
     raise TimeoutError(f"{container}: no training step")

@@ -69,11 +69,11 @@ def fractions(loop: TrainingLoop, **args: float) -> list[float]:
     with TemporaryDirectory() as tmp:
         run_config = RunConfig(name="input", run_id="r1", strategy=Strategy.DEFAULT, training=training, checkpoint_dir=tmp)
         stream = io.StringIO()
-        reporter = Reporter("input-chief-0", is_chief=True, stream=stream)
-        selection = Selection(Action.TRAIN, Strategy.DEFAULT, None, 0, is_chief=True)
+        reporter = Reporter("input-chief-0", is_lead=True, stream=stream)
+        selection = Selection(Action.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
         train(TaskContext(reporter.task, run_config, {}, selection, usercode.load(training), reporter))
     events = [parse_event(line) for line in stream.getvalue().splitlines()]
-    return [e["input_wait_fraction"] for e in events if e and e["event"] == "epoch"]
+    return [e.input_wait_fraction for e in events if e and e.event == "epoch"]
 
 
 def main() -> None:

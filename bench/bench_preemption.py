@@ -48,7 +48,7 @@ def steps_lost(sig: signal.Signals) -> int:
         resumed = wait_event(chief, "started", after=signalled)
         first = wait_event(chief, "step", after=resumed["time"])
         events = list(filter(None, map(parse_event, chief.read_text(errors="replace").splitlines())))
-        before = max(e["step"] for e in events if e["event"] == "step" and e["time"] <= signalled)
+        before = max(e.step for e in events if e.event == "step" and e.time <= signalled)
         LocalBackend().cancel(name, volumes=True)
     return max(before - (first["step"] - 1), 0)
 

@@ -81,9 +81,9 @@ def entrypoint_throughput(backup_every_steps: int | None) -> float:
         chief = results["bench-chief-0"]
         if any(r.returncode != 0 for r in results.values()):
             raise SystemExit(describe(results))
-        global_batch = chief.of("started")[0]["global_batch_size"]
+        global_batch = chief.of("started")[0].global_batch_size
         first, last = (MEASURED_EPOCH * STEPS + s for s in WINDOW)
-        times = {e["step"]: e["time"] for e in chief.of("step")}
+        times = {e.step: e.time for e in chief.of("step")}
         if first not in times or last not in times:
             raise SystemExit(f"no step events at {first} and {last}: step events every {STEPS // 4} steps expected")
         return (last - first) * global_batch / (times[last] - times[first])

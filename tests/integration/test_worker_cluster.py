@@ -260,7 +260,7 @@ def test_missing_job_config_exits_2_with_a_failed_event() -> None:
         env={**env, "TFCLUSTER_TASK_NAME": "t-0", "TF_CPP_MIN_LOG_LEVEL": "2"},
     )
     assert proc.returncode == 2
-    [failed] = [e for e in map(parse_event, proc.stdout.splitlines()) if e]
+    [failed] = [e for e in map(parse_event, proc.stdout.splitlines()) if e and e.event == "failed"]
     assert failed.event == "failed" and "TFCLUSTER_JOB is not set" in failed.reason and failed.task == "t-0"
 
 
