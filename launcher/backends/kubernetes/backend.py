@@ -255,8 +255,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     # --- supervise / describe ---------------------------------------------
 
     def supervises_only_when_watched(self, plan: Plan) -> bool:
-        """The MWMS gang-restart safety net runs in ``supervise``: unwatched, a hung gang waits for the deadline."""
-        return plan.strategy is Strategy.MULTI_WORKER_MIRRORED and plan.policy.deadline_seconds is None
+        """The MWMS gang-restart safety net and the stall watchdog (a lead that reports its progress) run in
+        ``supervise``: unwatched, a hung gang or a stalled job waits for the deadline."""
+        watched = plan.strategy is Strategy.MULTI_WORKER_MIRRORED or plan.run_config.lead_runs_entrypoint
+        return watched and plan.policy.deadline_seconds is None
 
     def supervise(self, name: str) -> list[str]:
         """One supervision step; returns what it did (one line per deleted pod or Job, and per stall)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from fakes.kubernetes_api import IGNORES_SIGTERM, FakeKubernetes
 from helpers.k8s_fake import backend_for, rbac_allowed, rbac_used
-from helpers.k8s_specs import dry_run_for
+from helpers.k8s_specs import dry_run_for, plan_for
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.protocol.events import EpochEnd, Event, Started, Step, StepTime, format_event
 from launcher.supervision.status import State
@@ -142,3 +142,11 @@ def test_a_straggler_is_named_in_describe_with_its_numbers(fake: FakeKubernetes)
     [straggler] = backend.describe("st").stragglers
     assert (straggler.task, straggler.measure, straggler.seconds, straggler.median_seconds, straggler.ratio) == \
         ("st-worker-1", "input_seconds_per_batch", 0.4, 0.1, 4.0)
+
+
+def test_detached_without_a_deadline_warns_when_the_watch_has_a_stall_to_watch(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    pss = {"name": "p", "roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}}}
+    assert backend.supervises_only_when_watched(plan_for(pss))  # the entrypoint reports progress
+    assert not backend.supervises_only_when_watched(plan_for({**pss, "deadline_seconds": 600}))
+    assert not backend.supervises_only_when_watched(plan_for({**pss, "command": ["python", "train.py"]}))
