@@ -71,6 +71,8 @@ DEFAULT_NAMESPACE = "default"
 GANG_GRACE_SECONDS = 60.0
 #: Log lines read from the lead task (and the evaluator) to show progress.
 PROGRESS_TAIL_LINES = 50
+#: Log lines of the lead's pod the stall watchdog reads each round (the more, the more of its history it sees).
+STALL_TAIL_LINES = 1000
 
 
 @dataclass(frozen=True)
@@ -297,7 +299,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             return []  # this pod's stall was acted on
         reporting = run_config is not None and run_config.lead_runs_entrypoint
         assert pod.started is not None
-        clock = k8s_stall.clock(pod.started, self._recent_events([pod], namespace), reporting)
+        events = self._recent_events([pod], namespace, STALL_TAIL_LINES)
+        if events is None:
+            return []  # its last report is beyond the lines read: the watchdog cannot tell when it was
+        clock = k8s_stall.clock(pod.started, events, reporting)
         judgement = judge(clock, now, policy.stall_floor_seconds)
         if judgement.verdict is not StallVerdict.STALLED:
             return []
@@ -351,7 +356,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         run_config = _run_config(config_map)
         policy = k8s_status.job_policy(jobs[0])
         runs = k8s_status.runs_by_task(pods)
-        events = {(role, index): self._recent_events(views, namespace)
+        events = {(role, index): self._recent_events(views, namespace) or []
                   for (role, index), views in runs.items() if role.trains or role is RoleType.EVALUATOR}
         lead = events.get((policy.lead.role, policy.lead.index), [])
         start = seed(run_config) if run_config is not None else JobProgress()
@@ -368,15 +373,18 @@ class KubernetesBackend(Backend[KubernetesOptions]):
                                         for (role, index), found in events.items() if role.trains})
         return status
 
-    def _recent_events(self, runs: list[k8s_status.PodView], namespace: str) -> list[Event]:
-        """The events among the last log lines of the latest of ``runs`` (none while it is pending or unreadable)."""
+    def _recent_events(self, runs: list[k8s_status.PodView], namespace: str,
+                       tail: int = PROGRESS_TAIL_LINES) -> list[Event] | None:
+        """The events among the last ``tail`` log lines of the latest of ``runs`` (none while it is pending or
+        unreadable); None when those lines are all other output (the events are further back)."""
         if not runs or runs[-1].phase == "Pending":
             return []
         try:
-            lines = list(self._log_lines(runs[-1].name, namespace, follow=False, tail=PROGRESS_TAIL_LINES))
+            lines = list(self._log_lines(runs[-1].name, namespace, follow=False, tail=tail))
         except LaunchError:
             return []  # e.g. the container is not started yet or was replaced: status without its events
-        return [event for event in map(parse_event, lines) if event is not None]
+        events = [event for event in map(parse_event, lines) if event is not None]
+        return None if not events and len(lines) >= tail else events
 
     # --- logs ------------------------------------------------------------
 

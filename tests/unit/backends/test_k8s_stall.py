@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from fakes.kubernetes_api import IGNORES_SIGTERM, FakeKubernetes
 from helpers.k8s_fake import backend_for, rbac_allowed, rbac_used
 from helpers.k8s_specs import dry_run_for, plan_for
+from launcher.backends.kubernetes import backend as k8s_backend
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.protocol.events import EpochEnd, Event, Started, Step, StepTime, format_event
 from launcher.supervision.status import State
@@ -124,6 +127,19 @@ def test_a_healthy_job_with_a_slow_first_step_and_a_slow_epoch_end_is_not_stalle
     status = backend.describe("st")
     assert status.state is State.RUNNING and (status.stall.watching, status.stall.stalls) == (True, 0)
     assert not fake.deletions
+
+
+def test_a_lead_whose_last_lines_hold_no_report_is_not_judged(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its reports are further back than the lines the watch reads: it cannot tell when the last one came."""
+    monkeypatch.setattr(k8s_backend, "STALL_TAIL_LINES", 20)
+    backend = launch(fake)
+    last = train(fake, fake.now + 5, steps=3, every=2.0)
+    key = ("default", pod_of(fake, "st-chief-0"))
+    fake.pod_logs[key] += "a warning of the program\n" * 20
+    fake.now = last + 10 * FLOOR
+    assert backend.supervise("st") == []
+    fake.pod_logs[key] += format_event(Step(step=4, time=fake.now - FLOOR - 1), "st-chief-0") + "\n"
+    assert backend.supervise("st")[0].startswith("stall watchdog: stalled: no progress from st-chief-0 for 61 s")
 
 
 def test_a_program_without_progress_reports_is_never_judged(fake: FakeKubernetes) -> None:
