@@ -81,6 +81,7 @@ def test_a_job_whose_progress_stops_restarts_with_reason_stalled_and_uses_the_bu
     assert status.state is State.RUNNING and status.restarts == 1
     assert [t.restarts for t in status.tasks] == [1, 1, 1]
     assert status.stall.stalls == 1 and "restart 1/2" in status.stall.message  # the last stall stays shown
+    assert status.to_dict()["stall"]["stalls"] == 1  # status -o json
     fake.now += 3 * FLOOR  # the new attempt's first-step allowance: 3 x the floor, from the pod's start
     assert backend.supervise("st") == []
 
@@ -97,6 +98,14 @@ def test_action_fail_ends_the_job_with_the_stall_as_its_reason(fake: FakeKuberne
     assert status.state is State.FAILED and status.restarts == 0
     assert status.message.startswith("failed: stalled: no progress from st-chief-0") and "DeadlineExceeded" in status.message
     assert {("batch", "jobs", "update"), ("", "configmaps", "update")} <= rbac_used(fake) <= rbac_allowed()
+
+
+def test_a_stall_with_the_budget_used_up_fails_the_job(fake: FakeKubernetes) -> None:
+    backend = launch(fake, restart={"max_restarts": 0})
+    fake.now = train(fake, fake.now + 5, steps=3, every=2.0) + FLOOR + 1
+    actions = backend.supervise("st")
+    assert actions[0].startswith("stall watchdog: failed: stalled and the restart budget (0) is used up: no progress")
+    assert len(actions) == 3 and not [d for d in fake.deletions if d[0] == "pods"]
 
 
 def test_action_warn_only_says_so_once(fake: FakeKubernetes) -> None:
@@ -158,6 +167,7 @@ def test_a_straggler_is_named_in_describe_with_its_numbers(fake: FakeKubernetes)
     [straggler] = backend.describe("st").stragglers
     assert (straggler.task, straggler.measure, straggler.seconds, straggler.median_seconds, straggler.ratio) == \
         ("st-worker-1", "input_seconds_per_batch", 0.4, 0.1, 4.0)
+    assert [s["task"] for s in backend.describe("st").to_dict()["stragglers"]] == ["st-worker-1"]  # status -o json
 
 
 def test_detached_without_a_deadline_warns_when_the_watch_has_a_stall_to_watch(fake: FakeKubernetes) -> None:
