@@ -360,7 +360,8 @@ def watch_command(name: str, backend: str | None) -> None:
     """Follow cluster NAME (started with `up --detach`) in the live view until it ends.
 
     Exits like `up`: 0 if the job succeeded. On Kubernetes this also runs the
-    launcher's part of supervision (MWMS gang restart, cleanup after success).
+    launcher's part of supervision (MWMS gang restart, the stall watchdog, cleanup
+    after success).
     On local and compose, if the cluster's supervisor died, it starts one that
     adopts the tasks (no restart) and carries the restart budget and deadline on.
     """

@@ -32,10 +32,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
-from launcher.plan.planner import Plan, Task
+from launcher.plan.planner import Plan
 from launcher.plan.policy import JobPolicy
 from launcher.protocol.exitcodes import killed_by_signal
+from launcher.protocol.roles import TaskRef
 from launcher.spec.models import RestartPolicy, RoleType, StallAction
 
 
@@ -59,18 +61,31 @@ class Decision:
     preemption: bool = False
 
 
+class Member(Protocol):
+    """What the rules read of a task: its name, role and reference (a plan's ``Task`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def type(self) -> RoleType: ...
+
+    @property
+    def ref(self) -> TaskRef: ...
+
+
 @dataclass(frozen=True)
 class Rules:
     """A plan's policy applied to its tasks; ``decide`` is pure."""
 
     policy: JobPolicy
-    tasks: tuple[Task, ...]
+    tasks: tuple[Member, ...]
 
     @classmethod
     def from_plan(cls, plan: Plan) -> Rules:
         return cls(plan.policy, tuple(plan.tasks))
 
-    def task(self, name: str) -> Task:
+    def task(self, name: str) -> Member:
         return next(t for t in self.tasks if t.name == name)
 
     def restart_group(self, name: str) -> tuple[str, ...]:

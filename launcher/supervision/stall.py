@@ -3,8 +3,10 @@
 Contract: a supervisor folds what it sees into a ``StallClock`` (``started``
 when the training group (re)starts, ``alive`` when the lead says it built its
 strategy or restored a backup, ``advanced`` on each progress report of the
-lead, ``reports`` once the job is known to report steps) and asks
-``judge(clock, now, floor_seconds)`` each round. Times are monotonic seconds.
+lead, ``reports`` once the job is known to report steps; ``observe`` maps one
+of the lead's events to the right one) and asks
+``judge(clock, now, floor_seconds)`` each round. Times are seconds of one
+clock (monotonic in the supervisor; on Kubernetes, the events' own times).
 
 - ``BLIND``: nothing reports progress (a user's program without
   ``launcher.progress``): the watchdog cannot see steps and never fires.
@@ -32,10 +34,16 @@ import statistics
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from launcher.protocol.events import EventKind
+
 FIRST_STEP_FACTOR = 3.0
 MEDIAN_FACTOR = 10.0
 MAX_FACTOR = 3.0
 WINDOW = 50
+#: The lead's events that show the job advancing.
+WATCHED_EVENTS = frozenset({EventKind.STEP, EventKind.EPOCH, EventKind.CHECKPOINT})
+#: The lead's events that start the count to its first step (it built its strategy, it restored a backup).
+SIGNS_OF_LIFE = frozenset({EventKind.STARTED, EventKind.RESTORED})
 
 
 class StallVerdict(str, Enum):
@@ -78,6 +86,15 @@ class StallClock:
     def reports(self) -> StallClock:
         """The job reports progress, though none came yet (the built-in entrypoint)."""
         return replace(self, reporting=True)
+
+
+def observe(clock: StallClock, kind: EventKind, now: float) -> StallClock:
+    """The clock after the lead's event of ``kind`` at ``now`` (events that say nothing of progress leave it)."""
+    if kind in WATCHED_EVENTS:
+        return clock.advanced(now)
+    if kind in SIGNS_OF_LIFE:
+        return clock.alive(now).reports()
+    return clock
 
 
 @dataclass(frozen=True)

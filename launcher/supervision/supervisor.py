@@ -63,7 +63,7 @@ from launcher.protocol.progress import counts, progress, seed
 from launcher.supervision.noise import is_noise
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
 from launcher.supervision.stacks import is_stack_line, suspects
-from launcher.supervision.stall import StallClock, StallVerdict, judge
+from launcher.supervision.stall import SIGNS_OF_LIFE, WATCHED_EVENTS, StallClock, StallVerdict, judge, observe
 from launcher.supervision.statefile import private_dir, write_private
 from launcher.supervision.status import JobStatus, StallStatus, State, TaskStatus
 from launcher.supervision.stragglers import WINDOW as STRAGGLER_WINDOW
@@ -75,10 +75,6 @@ FAULT_RETRIES = 5
 FAULT_PAUSE_SECONDS = 2.0
 #: Seconds between terminate and kill when no task can be saving.
 STOP_SECONDS = 5.0
-#: The lead's events that show the job advancing, for the stall watchdog.
-WATCHED_EVENTS = frozenset({events.EventKind.STEP, events.EventKind.EPOCH, events.EventKind.CHECKPOINT})
-#: The lead's events that start the count to its first step (it built its strategy, it restored a backup).
-SIGNS_OF_LIFE = frozenset({events.EventKind.STARTED, events.EventKind.RESTORED})
 
 
 class Runtime(Protocol):
@@ -465,8 +461,7 @@ class Supervisor:
             times[:] = [*times, StepTime(event.seconds_per_step, event.input_seconds_per_batch)][-STRAGGLER_WINDOW:]
             self._job.stragglers = stragglers(self._step_times)
         if run.task.name == self._lead and (event.event in WATCHED_EVENTS or event.event in SIGNS_OF_LIFE):
-            now = time.monotonic()
-            self._clock = self._clock.advanced(now) if event.event in WATCHED_EVENTS else self._clock.alive(now).reports()
+            self._clock = observe(self._clock, event.event, time.monotonic())
             if self._job.stall is not None:
                 self._job.stall.watching = True
         if counts(event, from_lead=run.task.name == self._lead):

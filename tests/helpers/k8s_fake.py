@@ -1,14 +1,19 @@
-"""The fake Kubernetes API server (``fakes.kubernetes_api``) as a fixture, and a backend talking to it."""
+"""The fake Kubernetes API server (``fakes.kubernetes_api``) as a fixture, a backend talking to it, and the
+launcher Role's permissions (k8s/rbac-launcher.yaml) against the requests the fake received."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+import yaml
 from kubernetes import client
 
 from fakes.kubernetes_api import FakeKubernetes
+from helpers.paths import REPO
 from launcher.backends.kubernetes.backend import KubernetesBackend
+
+Permission = tuple[str, str, str]  # (API group, resource, verb)
 
 
 @pytest.fixture(name="fake")
@@ -23,3 +28,23 @@ def fake_fixture() -> Iterator[FakeKubernetes]:
 def backend_for(fake: FakeKubernetes, namespace: str | None = None, **options: float) -> KubernetesBackend:
     api_client = client.ApiClient(client.Configuration(host=fake.url))
     return KubernetesBackend(api_client, namespace, clock=lambda: fake.now, **options)
+
+
+def rbac_allowed() -> set[Permission]:
+    """What the launcher's Role (k8s/rbac-launcher.yaml) allows."""
+    role = next(d for d in yaml.safe_load_all((REPO / "k8s" / "rbac-launcher.yaml").read_text()) if d["kind"] == "Role")
+    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+def rbac_used(fake: FakeKubernetes) -> set[Permission]:
+    """What the requests the fake received needed."""
+    return {_permission(method, path) for method, path in fake.requests}
+
+
+def _permission(method: str, path: str) -> Permission:
+    parts = path.split("?")[0].strip("/").split("/")
+    group = "" if parts[0] == "api" else parts[1]
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    resource = rest[2] + ("/" + rest[4] if len(rest) > 4 else "")
+    verb = {"POST": "create", "PUT": "update", "DELETE": "delete"}.get(method) or ("get" if len(rest) > 3 else "list")
+    return group, resource, verb

@@ -10,7 +10,8 @@ same cluster refuse the launch; a ``kubernetes.service_account`` that does
 not exist refuses it too), and deletes what it created if any step fails. ``supervise`` is one step of the launcher's watch loop: the Job
 controller already retries, fails and times out tasks; ``supervise`` adds
 what it cannot express (MultiWorkerMirrored gang restarts of survivors that
-hang, and deleting the Jobs left running once the run ended).
+hang, the stall watchdog (``launcher.backends.kubernetes.stall``), and
+deleting the Jobs left running once the run ended).
 
 ``tensorboard`` applies the run's TensorBoard objects that the rendered
 ConfigMap holds, or for several runs one board mounting each run's claim
@@ -39,6 +40,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from launcher.backends.api import Backend, BackendOptions
+from launcher.backends.kubernetes import stall as k8s_stall
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.manifests import CONTAINER, config_map_problems, objects, render, volume_problems
 from launcher.backends.kubernetes.pods import JOB_KEY
@@ -59,13 +61,18 @@ from launcher.protocol.progress import JobProgress, fold, seed
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import ClusterSpec, RoleType, Strategy
 from launcher.spec.problems import Problem
-from launcher.supervision.status import JobStatus
+from launcher.supervision.rules import Action
+from launcher.supervision.stall import SIGNS_OF_LIFE, WATCHED_EVENTS, StallVerdict, judge
+from launcher.supervision.status import JobStatus, StallStatus, State
+from launcher.supervision.stragglers import stragglers
 
 DEFAULT_NAMESPACE = "default"
 #: A MultiWorkerMirrored survivor still running this long after a peer failed is restarted (survivors normally fail in seconds).
 GANG_GRACE_SECONDS = 60.0
 #: Log lines read from the lead task (and the evaluator) to show progress.
 PROGRESS_TAIL_LINES = 50
+#: Log lines of the lead's pod the stall watchdog reads each round (the more, the more of its history it sees).
+STALL_TAIL_LINES = 1000
 
 
 @dataclass(frozen=True)
@@ -250,11 +257,13 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     # --- supervise / describe ---------------------------------------------
 
     def supervises_only_when_watched(self, plan: Plan) -> bool:
-        """The MWMS gang-restart safety net runs in ``supervise``: unwatched, a hung gang waits for the deadline."""
-        return plan.strategy is Strategy.MULTI_WORKER_MIRRORED and plan.policy.deadline_seconds is None
+        """The MWMS gang-restart safety net and the stall watchdog (a lead that reports its progress) run in
+        ``supervise``: unwatched, a hung gang or a stalled job waits for the deadline."""
+        watched = plan.strategy is Strategy.MULTI_WORKER_MIRRORED or plan.run_config.lead_runs_entrypoint
+        return watched and plan.policy.deadline_seconds is None
 
     def supervise(self, name: str) -> list[str]:
-        """One supervision step; returns what it did (one line per deleted pod or Job)."""
+        """One supervision step; returns what it did (one line per deleted pod or Job, and per stall)."""
         namespace = self._ns()
         jobs, pods = self._list("Job", namespace, name), self._list("Pod", namespace, name)
         status = k8s_status.job_status(name, jobs, pods)
@@ -268,38 +277,114 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         for job in k8s_status.leftover_jobs(jobs, status, now, self._linger):
             self._delete("Job", job, namespace)
             actions.append(f"run {status.state.value}: deleted Job {job}")
+        if status.state is State.RUNNING and not actions:
+            actions.extend(self._watch_stall(name, namespace, jobs, pods, status.restarts, now))
         return actions
+
+    def _watch_stall(self, name: str, namespace: str, jobs: list[dict[str, Any]], pods: list[dict[str, Any]],
+                     restarts_used: int, now: float) -> list[str]:
+        """The stall watchdog's round (``launcher.backends.kubernetes.stall``): judge the lead's running pod
+        and, once per pod, record the stall in the run's ConfigMap and act as ``Rules.decide_stall`` says:
+        restart = delete the restart group's pods (their Jobs recreate them; a stuck task cannot save, it is
+        killed when its grace ends and the Job controller counts it against the budget), fail = end the
+        training Jobs through their deadline, warn = the line only."""
+        policy = k8s_status.job_policy(jobs[0])
+        runs = k8s_status.runs_by_task(pods)
+        lead = runs.get((policy.lead.role, policy.lead.index), [])
+        if not lead or lead[-1].phase != "Running" or lead[-1].deleting or lead[-1].started is None:
+            return []
+        pod, config_map = lead[-1], self._config_map(name, namespace)
+        record, run_config = _stall_record(config_map), _run_config(config_map)
+        if record is not None and record.pod == pod.name:
+            return []  # this pod's stall was acted on
+        reporting = run_config is not None and run_config.lead_runs_entrypoint
+        assert pod.started is not None
+        events = self._recent_events([pod], namespace, STALL_TAIL_LINES)
+        if events is None:
+            return []  # its last report is beyond the lines read: the watchdog cannot tell when it was
+        clock = k8s_stall.clock(pod.started, events, reporting)
+        judgement = judge(clock, now, policy.stall_floor_seconds)
+        if judgement.verdict is not StallVerdict.STALLED:
+            return []
+        lead_name = naming.task_name(name, policy.lead.role, policy.lead.index)
+        what = (f"no progress from {lead_name} for {judgement.silent_seconds:.0f} s "
+                f"(stall timeout {judgement.timeout_seconds:.0f} s); {k8s_stall.NO_SUSPECTS}")
+        decision = k8s_stall.rules(policy, jobs, name).decide_stall((), restarts_used, what)
+        stall = StallStatus(watching=True, stalls=(record.status.stalls if record else 0) + 1,
+                            message=decision.message, reason=k8s_stall.NO_SUSPECTS)
+        self._write_stall(config_map, k8s_stall.StallRecord(pod=pod.name, status=stall), namespace)
+        actions = [f"stall watchdog: {decision.message}"]
+        if decision.action is Action.RESTART:
+            latest = {naming.task_name(name, role, index): views[-1] for (role, index), views in runs.items()}
+            for task in decision.restart:
+                view = latest.get(task)
+                if view is not None and not view.deleting and view.phase in ("Pending", "Running"):
+                    self._delete("Pod", view.name, namespace)
+                    actions.append(f"stall restart: deleted {view.name} (its Job recreates it)")
+        elif decision.action is Action.FAIL:
+            for job in jobs:
+                if k8s_status.job_role(job).trains and not (k8s_status.job_failed(job) or k8s_status.job_complete(job)):
+                    self._end_job(job, now, namespace)
+                    actions.append(f"stall: ended Job {job['metadata']['name']} (its deadline is now)")
+        return actions
+
+    def _write_stall(self, config_map: dict[str, Any], record: k8s_stall.StallRecord, namespace: str) -> None:
+        name = config_map["metadata"]["name"]
+        data = {**config_map.get("data", {}), k8s_stall.STALL_KEY: record.model_dump_json()}
+        with self._api_errors(f"update ConfigMap {name}"):
+            self._call("ConfigMap", "replace", name, namespace,
+                       body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": config_map["metadata"], "data": data})
+
+    def _end_job(self, job: dict[str, Any], now: float, namespace: str) -> None:
+        """Fail ``job`` now as the Job controller does at a deadline: ``activeDeadlineSeconds`` set to its age."""
+        name = job["metadata"]["name"]
+        started = k8s_status.parse_time(job.get("status", {}).get("startTime")) or now
+        spec = {**job["spec"], "activeDeadlineSeconds": max(1, int(now - started))}
+        with self._api_errors(f"update Job {name}"):
+            self._call("Job", "replace", name, namespace, body={**job, "apiVersion": "batch/v1", "kind": "Job", "spec": spec})
 
     def describe(self, name: str) -> JobStatus | None:
         namespace = self._ns()
         jobs, pods = self._list("Job", namespace, name), self._list("Pod", namespace, name)
         status = k8s_status.job_status(name, jobs, pods)
-        if status is not None:
-            status.progress = self._progress(name, namespace, jobs, pods)
-            status.tensorboard_dir = k8s_status.tensorboard_dir(jobs)
+        if status is None:
+            return status
+        try:
+            config_map: dict[str, Any] | None = self._config_map(name, namespace)
+        except LaunchError:
+            config_map = None  # being deleted: status without what the ConfigMap holds
+        run_config = _run_config(config_map)
+        policy = k8s_status.job_policy(jobs[0])
+        runs = k8s_status.runs_by_task(pods)
+        events = {(role, index): self._recent_events(views, namespace) or []
+                  for (role, index), views in runs.items() if role.trains or role is RoleType.EVALUATOR}
+        lead = events.get((policy.lead.role, policy.lead.index), [])
+        start = seed(run_config) if run_config is not None else JobProgress()
+        status.progress = fold(fold(start, lead, from_lead=True), events.get((RoleType.EVALUATOR, 0), []),
+                               from_lead=False)
+        status.tensorboard_dir = k8s_status.tensorboard_dir(jobs)
+        record = _stall_record(config_map)
+        watching = (run_config is not None and run_config.lead_runs_entrypoint) or any(
+            e.event in WATCHED_EVENTS or e.event in SIGNS_OF_LIFE for e in lead)
+        status.stall = record.status if record is not None else StallStatus(watching=watching)
+        if status.state is State.FAILED and record is not None and record.status.message.startswith("failed:"):
+            status.message = "; ".join(filter(None, [record.status.message, status.message]))
+        status.stragglers = stragglers({naming.task_name(name, role, index): k8s_stall.step_times(found)
+                                        for (role, index), found in events.items() if role.trains})
         return status
 
-    def _progress(self, name: str, namespace: str, jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> JobProgress:
-        """The job's progress: seeded from its RunConfig, folded over the recent events (the last
-        ``PROGRESS_TAIL_LINES`` lines) of the lead task's latest pod (the policy's lead) and of the evaluator's."""
-        try:
-            start = seed(RunConfig.model_validate_json(self._config_map(name, namespace)["data"][JOB_KEY]))
-        except (LaunchError, KeyError, ValidationError):
-            start = JobProgress()  # an object of an older launch, or one being deleted: no seed
-        runs = k8s_status.runs_by_task(pods)
-        lead = k8s_status.job_policy(jobs[0]).lead
-        result = fold(start, self._recent_events(runs.get((lead.role, lead.index), []), namespace), from_lead=True)
-        return fold(result, self._recent_events(runs.get((RoleType.EVALUATOR, 0), []), namespace), from_lead=False)
-
-    def _recent_events(self, runs: list[k8s_status.PodView], namespace: str) -> list[Event]:
-        """The events among the last log lines of the latest of ``runs`` (none while it is pending or unreadable)."""
+    def _recent_events(self, runs: list[k8s_status.PodView], namespace: str,
+                       tail: int = PROGRESS_TAIL_LINES) -> list[Event] | None:
+        """The events among the last ``tail`` log lines of the latest of ``runs`` (none while it is pending or
+        unreadable); None when those lines are all other output (the events are further back)."""
         if not runs or runs[-1].phase == "Pending":
             return []
         try:
-            lines = list(self._log_lines(runs[-1].name, namespace, follow=False, tail=PROGRESS_TAIL_LINES))
+            lines = list(self._log_lines(runs[-1].name, namespace, follow=False, tail=tail))
         except LaunchError:
             return []  # e.g. the container is not started yet or was replaced: status without its events
-        return [event for event in map(parse_event, lines) if event is not None]
+        events = [event for event in map(parse_event, lines) if event is not None]
+        return None if not events and len(lines) >= tail else events
 
     # --- logs ------------------------------------------------------------
 
@@ -478,6 +563,23 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             raise LaunchError(f"cannot {action}: {_api_reason(exc)}") from None
         except HTTPError as exc:
             raise LaunchError(f"cannot {action}: Kubernetes API at {self._host} unreachable ({exc.__class__.__name__})") from None
+
+
+def _run_config(config_map: dict[str, Any] | None) -> RunConfig | None:
+    """The run's ``RunConfig`` from its ConfigMap; None without one (an object of an older launch, or being deleted)."""
+    try:
+        return None if config_map is None else RunConfig.model_validate_json(config_map["data"][JOB_KEY])
+    except (KeyError, ValidationError):
+        return None
+
+
+def _stall_record(config_map: dict[str, Any] | None) -> k8s_stall.StallRecord | None:
+    """The stall the watch last recorded in the run's ConfigMap, or None."""
+    try:
+        return None if config_map is None else k8s_stall.StallRecord.model_validate_json(
+            config_map["data"][k8s_stall.STALL_KEY])
+    except (KeyError, ValidationError):
+        return None
 
 
 def _owner(config_map: dict[str, Any]) -> dict[str, Any]:

@@ -23,8 +23,8 @@ import yaml
 from kubernetes import client
 
 from fakes.kubernetes_api import IGNORES_SIGTERM, TOKEN_PATH, FakeKubernetes, OnSigterm
-from helpers.k8s_fake import backend_for
-from helpers.k8s_specs import DEMO, REPO, dry_run_for, plan_for
+from helpers.k8s_fake import backend_for, rbac_allowed, rbac_used
+from helpers.k8s_specs import DEMO, dry_run_for, plan_for
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
 from launcher.backends.kubernetes.manifests import manifests
 from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board
@@ -487,25 +487,15 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
     list(backend.logs("demo"))
     _open_board(fake, backend)
     backend.cancel("demo", volumes=True)
-    role = next(d for d in yaml.safe_load_all((REPO / "k8s" / "rbac-launcher.yaml").read_text()) if d["kind"] == "Role")
-    allowed = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
-    used = {_rbac_request(method, path) for method, path in fake.requests}
+    allowed, used = rbac_allowed(), rbac_used(fake)
     assert used <= allowed, used - allowed
     assert {("", "pods", "delete"), ("batch", "jobs", "delete"), ("", "pods/log", "get"), ("", "configmaps", "update")} <= used
     unused = {(g, r, v) for g, r, v in allowed} - used
     assert unused <= {("", "serviceaccounts", "update"), ("", "services", "update"), ("networking.k8s.io", "networkpolicies", "update"),
                       ("", "serviceaccounts", "get"), ("", "services", "get"), ("networking.k8s.io", "networkpolicies", "get"),
                       ("", "persistentvolumeclaims", "get"), ("", "persistentvolumeclaims", "update"),
-                      ("apps", "deployments", "update"), ("", "pods/portforward", "create")}, unused
-
-
-def _rbac_request(method: str, path: str) -> tuple[str, str, str]:
-    parts = path.split("?")[0].strip("/").split("/")
-    group = "" if parts[0] == "api" else parts[1]
-    rest = parts[2:] if parts[0] == "api" else parts[3:]
-    resource = rest[2] + ("/" + rest[4] if len(rest) > 4 else "")
-    verb = {"POST": "create", "PUT": "update", "DELETE": "delete"}.get(method) or ("get" if len(rest) > 3 else "list")
-    return group, resource, verb
+                      ("apps", "deployments", "update"), ("", "pods/portforward", "create"),
+                      ("batch", "jobs", "update")}, unused  # jobs update: the stall watchdog (test_k8s_stall.py)
 
 
 def test_no_kubeconfig_is_backend_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

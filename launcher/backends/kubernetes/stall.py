@@ -1,0 +1,83 @@
+"""The stall watchdog and stragglers on Kubernetes: what the pods' events mean for them. Pure, no client.
+
+Contract: the launcher's watch (``KubernetesBackend.supervise``) runs the same
+policy as every supervisor (``launcher.supervision.stall``,
+``Rules.decide_stall``), over what it can read each round: the events among
+the recent log lines of the lead task's latest pod. ``clock`` rebuilds the
+``StallClock`` of that pod from its start and its events' own times (the
+pods' clocks; the watch needs no memory of earlier rounds, and a watch started
+again judges the same). ``StallRecord`` is what the watch writes in the run's
+ConfigMap (``STALL_KEY``) when it found a stall: ``status``/``describe`` of any
+launcher show it, and the watch acts once per pod of the lead.
+``rules`` builds the ``Rules`` of a run from its Jobs (task names and roles:
+all ``decide_stall`` needs). ``step_times`` keeps a task's ``step_time``
+events for ``launcher.supervision.stragglers``.
+
+What Kubernetes lacks here: no stack dumps (the watch has no exec into pods),
+so no task is suspected; under ParameterServer the coordinator keeps
+scheduling around a stuck worker, so the lead's progress does not stop and
+the watch cannot tell which worker is stuck.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from launcher.backends.kubernetes.status import Obj, job_role
+from launcher.plan import naming
+from launcher.plan.policy import JobPolicy
+from launcher.protocol.events import Event, StepTime
+from launcher.protocol.roles import TaskRef
+from launcher.spec.models import RoleType
+from launcher.supervision.rules import Rules
+from launcher.supervision.stall import StallClock, observe
+from launcher.supervision.status import StallStatus
+from launcher.supervision.stragglers import WINDOW
+from launcher.supervision.stragglers import StepTime as StepTimes
+
+#: The run's ConfigMap key holding the last ``StallRecord``.
+STALL_KEY = "stall.json"
+#: Why nobody is suspected on Kubernetes.
+NO_SUSPECTS = "Kubernetes: no stack dumps (the watch cannot exec into pods), no task suspected"
+
+
+class StallRecord(BaseModel):
+    """The watchdog's view of a run as the watch left it: the stall status, and the lead pod it acted on."""
+
+    pod: str
+    status: StallStatus
+
+
+def clock(started: float, events: Iterable[Event], reporting: bool) -> StallClock:
+    """The stall clock of one pod of the lead: from its start, over its events in order of their times."""
+    result = StallClock(started, reporting=reporting)
+    for event in sorted(events, key=lambda e: e.time):
+        result = observe(result, event.event, event.time)
+    return result
+
+
+@dataclass(frozen=True)
+class _Member:
+    """A task of a run as its Jobs show it (``launcher.supervision.rules.Member``)."""
+
+    name: str
+    type: RoleType
+    index: int
+
+    @property
+    def ref(self) -> TaskRef:
+        return TaskRef(self.type, self.index)
+
+
+def rules(policy: JobPolicy, jobs: list[Obj], cluster: str) -> Rules:
+    """The run's ``Rules`` from its Jobs: a task per index of each Job."""
+    return Rules(policy, tuple(_Member(naming.task_name(cluster, job_role(job), index), job_role(job), index)
+                               for job in jobs for index in range(job["spec"].get("completions", 1))))
+
+
+def step_times(events: Iterable[Event]) -> list[StepTimes]:
+    """A task's last ``step_time`` reports, for ``launcher.supervision.stragglers``."""
+    return [StepTimes(e.seconds_per_step, e.input_seconds_per_batch) for e in events if isinstance(e, StepTime)][-WINDOW:]

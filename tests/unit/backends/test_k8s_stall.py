@@ -1,0 +1,178 @@
+"""The stall watchdog and stragglers on Kubernetes, through the real client against the fake API server.
+
+The tests write the pods' logs (the events the built-in entrypoint prints,
+with times on the fake's clock, as a pod's events carry its node's time),
+move ``fake.now`` and act as the Job controller (``reconcile``), as in
+test_k8s_backend.py. A stuck process cannot save: its pods ignore SIGTERM
+and are killed (137) when their grace ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fakes.kubernetes_api import IGNORES_SIGTERM, FakeKubernetes
+from helpers.k8s_fake import backend_for, rbac_allowed, rbac_used
+from helpers.k8s_specs import dry_run_for, plan_for
+from launcher.backends.kubernetes import backend as k8s_backend
+from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.protocol.events import EpochEnd, Event, Started, Step, StepTime, format_event
+from launcher.supervision.status import State
+
+TASKS = ("st-chief-0", "st-worker-0", "st-worker-1")
+FLOOR = 60
+
+
+def launch(fake: FakeKubernetes, action: str = "restart", **spec: Any) -> KubernetesBackend:
+    """Cluster ``st`` (chief + 2 workers, MultiWorkerMirrored) running, with a stall floor of ``FLOOR`` s."""
+    backend = backend_for(fake)
+    backend.submit(dry_run_for({"name": "st", "roles": {"chief": {}, "worker": {"replicas": 2}},
+                                "stall": {"timeout_seconds": FLOOR, "action": action},
+                                "restart": {"max_restarts": 2}, **spec}))
+    for job in ("st-chief", "st-worker"):
+        fake.start_pods(job)
+    return backend
+
+
+def pod_of(fake: FakeKubernetes, task: str) -> str:
+    """The current pod of ``task``: its newest (highest failure count)."""
+    names = [name for (plural, _, name) in fake.objects if plural == "pods" and name.startswith(task + "-")]
+    return max(names, key=lambda p: int(fake.get("pods", p)["metadata"]["annotations"][
+        "batch.kubernetes.io/job-index-failure-count"]))
+
+
+def write(fake: FakeKubernetes, task: str, *events: tuple[float, Event]) -> None:
+    """Append ``events`` (each at fake time ``start + offset``) to the log of ``task``'s current pod."""
+    key = ("default", pod_of(fake, task))
+    lines = [format_event(event.model_copy(update={"time": at}), task) + "\n" for at, event in events]
+    fake.pod_logs[key] = fake.pod_logs.get(key, "") + "".join(lines)
+
+
+def train(fake: FakeKubernetes, start: float, steps: int, every: float) -> float:
+    """The chief builds its strategy at ``start`` and reports ``steps`` steps ``every`` s apart; the last one's time."""
+    write(fake, "st-chief-0", (start, Started(strategy="MultiWorkerMirroredStrategy", num_replicas_in_sync=3)),
+          *((start + every * n, Step(step=n)) for n in range(1, steps + 1)))
+    return start + every * steps
+
+
+def test_a_job_whose_progress_stops_restarts_with_reason_stalled_and_uses_the_budget(fake: FakeKubernetes) -> None:
+    backend = launch(fake)
+    last = train(fake, fake.now + 5, steps=10, every=2.0)  # timeout: the floor (10 x 2 s median is less)
+    fake.now = last + FLOOR
+    assert backend.supervise("st") == []
+    assert backend.describe("st").stall.stalls == 0
+    fake.on_sigterm.update({task: IGNORES_SIGTERM for task in TASKS})  # stuck: none can save
+    stuck = [pod_of(fake, task) for task in TASKS]
+    fake.now += 1
+    actions = backend.supervise("st")
+    assert actions[0].startswith("stall watchdog: stalled: no progress from st-chief-0 for 61 s (stall timeout 60 s)")
+    assert "restarting st-chief-0, st-worker-0, st-worker-1 (restart 1/2)" in actions[0]
+    assert actions[1:] == [f"stall restart: deleted {pod} (its Job recreates it)" for pod in stuck]
+    status = backend.describe("st")
+    assert status.state is State.RESTARTING
+    assert (status.stall.stalls, status.stall.watching) == (1, True) and "stalled" in status.stall.message
+    assert backend.supervise("st") == []  # acted once on this pod of the lead
+    fake.now += 60  # the grace: killed (137), a failure the Job controller counts
+    for job in ("st-chief", "st-worker"):
+        fake.reconcile(job)
+    status = backend.describe("st")
+    assert status.state is State.RUNNING and status.restarts == 1
+    assert [t.restarts for t in status.tasks] == [1, 1, 1]
+    assert status.stall.stalls == 1 and "restart 1/2" in status.stall.message  # the last stall stays shown
+    assert status.to_dict()["stall"]["stalls"] == 1  # status -o json
+    fake.now += 3 * FLOOR  # the new attempt's first-step allowance: 3 x the floor, from the pod's start
+    assert backend.supervise("st") == []
+
+
+def test_action_fail_ends_the_job_with_the_stall_as_its_reason(fake: FakeKubernetes) -> None:
+    backend = launch(fake, action="fail")
+    fake.now = train(fake, fake.now + 5, steps=3, every=2.0) + FLOOR + 1
+    actions = backend.supervise("st")
+    assert actions[0].startswith("stall watchdog: failed: stalled: no progress from st-chief-0")
+    assert actions[1:] == ["stall: ended Job st-chief (its deadline is now)", "stall: ended Job st-worker (its deadline is now)"]
+    for job in ("st-chief", "st-worker"):
+        fake.reconcile(job)
+    status = backend.describe("st")
+    assert status.state is State.FAILED and status.restarts == 0
+    assert status.message.startswith("failed: stalled: no progress from st-chief-0") and "DeadlineExceeded" in status.message
+    assert {("batch", "jobs", "update"), ("", "configmaps", "update")} <= rbac_used(fake) <= rbac_allowed()
+
+
+def test_a_stall_with_the_budget_used_up_fails_the_job(fake: FakeKubernetes) -> None:
+    backend = launch(fake, restart={"max_restarts": 0})
+    fake.now = train(fake, fake.now + 5, steps=3, every=2.0) + FLOOR + 1
+    actions = backend.supervise("st")
+    assert actions[0].startswith("stall watchdog: failed: stalled and the restart budget (0) is used up: no progress")
+    assert len(actions) == 3 and not [d for d in fake.deletions if d[0] == "pods"]
+
+
+def test_action_warn_only_says_so_once(fake: FakeKubernetes) -> None:
+    backend = launch(fake, action="warn")
+    fake.now = train(fake, fake.now + 5, steps=3, every=2.0) + FLOOR + 1
+    actions = backend.supervise("st")
+    assert len(actions) == 1 and actions[0].startswith("stall watchdog: stalled (warn only): no progress")
+    fake.now += 600
+    assert backend.supervise("st") == []
+    status = backend.describe("st")
+    assert status.state is State.RUNNING and status.restarts == 0 and not fake.deletions
+    assert status.stall.stalls == 1 and status.stall.message.startswith("stalled (warn only)")
+
+
+def test_a_healthy_job_with_a_slow_first_step_and_a_slow_epoch_end_is_not_stalled(fake: FakeKubernetes) -> None:
+    backend = launch(fake)
+    start = fake.now + 5
+    write(fake, "st-chief-0", (start, Started(strategy="MultiWorkerMirroredStrategy", num_replicas_in_sync=3)))
+    fake.now = start + 3 * FLOOR - 1  # tracing the first step: up to 3 x the floor
+    assert backend.supervise("st") == []
+    first = fake.now
+    write(fake, "st-chief-0", *((first + 2.0 * n, Step(step=n)) for n in range(1, 11)))
+    write(fake, "st-chief-0", (first + 20 + FLOOR - 1, EpochEnd(epoch=0, step=10)))  # a long save at the epoch's end
+    fake.now = first + 20 + FLOOR - 1
+    assert backend.supervise("st") == []
+    fake.now += 3 * (FLOOR - 1)  # its longest interval, tripled, covers the next epoch's end
+    assert backend.supervise("st") == []
+    status = backend.describe("st")
+    assert status.state is State.RUNNING and (status.stall.watching, status.stall.stalls) == (True, 0)
+    assert not fake.deletions
+
+
+def test_a_lead_whose_last_lines_hold_no_report_is_not_judged(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its reports are further back than the lines the watch reads: it cannot tell when the last one came."""
+    monkeypatch.setattr(k8s_backend, "STALL_TAIL_LINES", 20)
+    backend = launch(fake)
+    last = train(fake, fake.now + 5, steps=3, every=2.0)
+    key = ("default", pod_of(fake, "st-chief-0"))
+    fake.pod_logs[key] += "a warning of the program\n" * 20
+    fake.now = last + 10 * FLOOR
+    assert backend.supervise("st") == []
+    fake.pod_logs[key] += format_event(Step(step=4, time=fake.now - FLOOR - 1), "st-chief-0") + "\n"
+    assert backend.supervise("st")[0].startswith("stall watchdog: stalled: no progress from st-chief-0 for 61 s")
+
+
+def test_a_program_without_progress_reports_is_never_judged(fake: FakeKubernetes) -> None:
+    backend = launch(fake, command=["python", "train.py"])
+    fake.now += 24 * 3600
+    assert backend.supervise("st") == []
+    assert backend.describe("st").stall.watching is False
+
+
+def test_a_straggler_is_named_in_describe_with_its_numbers(fake: FakeKubernetes) -> None:
+    backend = launch(fake)
+    at = fake.now + 10
+    for task, input_seconds in zip(TASKS, (0.1, 0.1, 0.4), strict=True):
+        write(fake, task, *((at + epoch, StepTime(epoch=epoch, seconds_per_step=0.5, input_seconds_per_batch=input_seconds))
+                            for epoch in range(3)))
+    [straggler] = backend.describe("st").stragglers
+    assert (straggler.task, straggler.measure, straggler.seconds, straggler.median_seconds, straggler.ratio) == \
+        ("st-worker-1", "input_seconds_per_batch", 0.4, 0.1, 4.0)
+    assert [s["task"] for s in backend.describe("st").to_dict()["stragglers"]] == ["st-worker-1"]  # status -o json
+
+
+def test_detached_without_a_deadline_warns_when_the_watch_has_a_stall_to_watch(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    pss = {"name": "p", "roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}}}
+    assert backend.supervises_only_when_watched(plan_for(pss))  # the entrypoint reports progress
+    assert not backend.supervises_only_when_watched(plan_for({**pss, "deadline_seconds": 600}))
+    assert not backend.supervises_only_when_watched(plan_for({**pss, "command": ["python", "train.py"]}))
