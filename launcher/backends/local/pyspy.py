@@ -62,15 +62,15 @@ def read_stacks(pids: Sequence[int]) -> tuple[str | None, str]:
 
 
 def _why(stderr: str) -> str:
-    """py-spy's error in one line; for a refusal, what the kernel's ptrace policy is."""
+    """py-spy's error in one line; for a refusal, the rule that refused it (never py-spy's advice to use sudo)."""
     error = next((line.removeprefix("Error: ").strip() for line in stderr.splitlines() if line.strip()), "no output")
-    if "Permission denied" in stderr or "Operation not permitted" in stderr:
+    if "permission denied" in stderr.lower() or "operation not permitted" in stderr.lower():
         try:
             scope = f"kernel.yama.ptrace_scope={PTRACE_SCOPE.read_text().strip()}"
         except OSError:
-            scope = "no Yama ptrace_scope"
-        return (f"py-spy may not read the process ({scope}: reading another process needs ptrace rights, "
-                f"which ptrace_scope >= 1 gives only to its ancestors or to CAP_SYS_PTRACE): {error}")
+            scope = "no Yama ptrace_scope here"
+        return (f"not permitted to read the process ({scope}): py-spy needs ptrace rights over it, which only "
+                "the same user has, and under ptrace_scope >= 1 only its ancestors or holders of CAP_SYS_PTRACE")
     if "python version" in error.lower():
         return f"not a Python program ({error})"
     return f"py-spy: {error}"
