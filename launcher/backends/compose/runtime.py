@@ -115,7 +115,7 @@ class ContainerRuntime:
             pass  # it ended meanwhile: no stacks, the report says so
 
     def read_stacks(self, task: Task) -> None:
-        """None: py-spy in the container would need ptrace (``SYS_PTRACE``), and every capability is dropped."""
+        """None: the images do not ship py-spy (it would work under the hardening, as the task's uid: see the README)."""
         return None
 
     def close(self) -> None:
