@@ -3,9 +3,10 @@
 Contract: ``stacks_now(runtime, tasks)`` attaches to each task's current run
 (``Runtime.adopt``: output from the run's start, which says whether the task
 dumps its stacks on ``STACKS_SIGNAL``), asks those that do for their stacks,
-and returns ``{task: dump}`` for every task that runs: None when it cannot
-dump them (its program does not handle the signal: ``launcher.progress`` or
-the entrypoint install the handler) or gave none within ``seconds``. It
+reads those of the others from outside (``Runtime.read_stacks``: py-spy on
+local), and returns ``{task: dump}`` for every task that runs: None when it
+gave none within ``seconds`` or they cannot be read (no handler, which
+``launcher.progress`` or the entrypoint install, and no reader). It
 never stops, starts or records anything: a supervisor may run meanwhile.
 """
 
@@ -28,6 +29,7 @@ def stacks_now(runtime: Runtime, tasks: Sequence[Task], seconds: float = STACKS_
     lines: dict[str, list[str]] = {task.name: [] for task in asked}
     for task in asked:
         runtime.dump_stacks(task)
+    read = {task.name: runtime.read_stacks(task) for task in running if task not in asked}
     ends = time.monotonic() + seconds
     while asked and time.monotonic() < ends:
         before = sum(map(len, lines.values()))
@@ -36,7 +38,8 @@ def stacks_now(runtime: Runtime, tasks: Sequence[Task], seconds: float = STACKS_
             lines[task.name] += [line.rstrip() for line in runtime.output(task) if is_stack_line(line)]
         if all(lines.values()) and sum(map(len, lines.values())) == before:
             break
-    return {task.name: "\n".join(lines.get(task.name, [])) or None for task in running}
+    return {task.name: read[task.name] if task.name in read else "\n".join(lines.get(task.name, [])) or None
+            for task in running}
 
 
 def _announces(line: str) -> bool:

@@ -30,8 +30,9 @@ it had already recorded as ended stays ended.
 
 The stall watchdog (``launcher.supervision.stall``) watches the lead task's
 progress reports. When it finds the job stalled it asks every task that
-handles ``STACKS_SIGNAL`` for its stacks (``Runtime.dump_stacks``), waits up
-to ``STACKS_SECONDS`` for them, writes each task's dump to
+handles ``STACKS_SIGNAL`` for its stacks (``Runtime.dump_stacks``), reads those
+of the others from outside (``Runtime.read_stacks``: py-spy on local), waits up
+to ``STACKS_SECONDS`` for the signalled ones, writes each task's dump to
 ``<stacks_dir>/stall-<n>/<task>.txt``, names the suspects
 (``launcher.supervision.stacks``) and applies ``Rules.decide_stall``
 (restart from the backup within ``max_restarts``, fail, or warn). A job
@@ -90,7 +91,9 @@ class Runtime(Protocol):
     and stderr) the task wrote since the previous call. ``close`` is called
     once after the job ended and every task was stopped. ``dump_stacks``
     sends ``launcher.protocol.stacks.STACKS_SIGNAL`` to the task's program
-    (not to a wrapper around it; the dump then comes in its ``output``). ``adopt`` attaches
+    (not to a wrapper around it; the dump then comes in its ``output``). ``read_stacks`` reads
+    the stacks of a running task's program from outside, for programs without the handler
+    (local: py-spy), and returns them, or None if it cannot. ``adopt`` attaches
     to the current run of a task that another (dead) supervisor started,
     running or ended: True if there is such a run (then ``poll``, ``stop``
     and ``output`` work on it as on a started one, output from the start of
@@ -108,6 +111,8 @@ class Runtime(Protocol):
     def output(self, task: Task) -> list[str]: ...
 
     def dump_stacks(self, task: Task) -> None: ...
+
+    def read_stacks(self, task: Task) -> str | None: ...
 
     def close(self) -> None: ...
 
@@ -293,12 +298,13 @@ class Supervisor:
         return None
 
     def _collect_stacks(self) -> dict[str, str | None]:
-        """Ask every running task that can for its stacks; ``{task: dump, None if it gave none}``."""
+        """Every running task's stacks: asked for, or read from outside; ``{task: dump, None if it gave none}``."""
         running = [run for run in self._runs.values() if run.running]
         asked = [run for run in running if run.dumps_stacks]
         for run in asked:
             run.stack_lines = []
             self.runtime.dump_stacks(run.task)
+        read = {run.task.name: self.runtime.read_stacks(run.task) for run in running if not run.dumps_stacks}
         ends = time.monotonic() + STACKS_SECONDS
         while asked and time.monotonic() < ends and not self._cancelled.is_set():
             before = sum(len(run.stack_lines) for run in asked)
@@ -307,7 +313,8 @@ class Supervisor:
                 self._read(run)
             if all(run.stack_lines for run in asked) and sum(len(run.stack_lines) for run in asked) == before:
                 break  # every task answered and none wrote more during a poll round
-        return {run.task.name: "\n".join(run.stack_lines) or None for run in running}
+        return {run.task.name: read[run.task.name] if run.task.name in read else "\n".join(run.stack_lines) or None
+                for run in running}
 
     def _write_stacks(self, number: int, dumps: Mapping[str, str | None]) -> str | None:
         """Each task's dump as ``<stacks_dir>/stall-<number>/<task>.txt``; the directory, or None without one."""

@@ -10,7 +10,8 @@ raise ``LaunchError`` for those tasks. ``adoptable`` maps a task to the run
 (index into its script) a dead supervisor left in progress: ``adopt``
 attaches to it, as after a ``kill -9`` of the supervisor; other tasks have
 no run to adopt. ``stacks[task]`` are the lines a task writes when asked for its
-stacks (``dump_stacks``). Every call is recorded (``graces``: each stop's grace seconds).
+stacks (``dump_stacks``); ``outside[task]`` is what ``read_stacks`` reads of it from outside
+(None for others: a runtime without a reader). Every call is recorded (``graces``: each stop's grace seconds).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class ScriptedRuntime:
         unstartable: Sequence[str] = (),
         adoptable: dict[str, int] | None = None,
         stacks: dict[str, list[str]] | None = None,
+        outside: dict[str, str] | None = None,
     ):
         self.exits = exits
         self.lines = dict(output or {})
@@ -47,6 +49,8 @@ class ScriptedRuntime:
         self.closed = False
         self.stacks = dict(stacks or {})
         self.dumped: list[str] = []
+        self.outside = dict(outside or {})
+        self.read: list[str] = []
 
     def start(self, task: Task) -> None:
         if task.name in self.unstartable:
@@ -84,6 +88,10 @@ class ScriptedRuntime:
     def dump_stacks(self, task: Task) -> None:
         self.dumped.append(task.name)
         self.lines.setdefault(task.name, []).extend(self.stacks.get(task.name, []))
+
+    def read_stacks(self, task: Task) -> str | None:
+        self.read.append(task.name)
+        return self.outside.get(task.name)
 
     def close(self) -> None:
         self.closed = True

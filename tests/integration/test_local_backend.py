@@ -8,8 +8,10 @@ every task's process group are checked with signal 0.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -309,3 +311,58 @@ def test_the_controller_files_are_private_to_their_owner(tmp_path: Path) -> None
     assert state.exits in entries and state.task_log("priv-chief-0") in entries and (home / "clusters") in entries
     modes = {str(p.relative_to(home)): oct(p.stat().st_mode & 0o777) for p in entries}
     assert modes == {name: oct(0o700 if (home / name).is_dir() else 0o600) for name in modes}
+
+
+#: A user's program that never imports launcher: it blocks in a function of its own until its fifo's writer closes.
+BLOCKED_ON_A_PEER = """import sys
+
+
+def wait_for_the_peer(fifo):
+    with open(fifo) as pipe:  # blocks until the test opens the write end, then reads until it closes it
+        return pipe.read()
+
+
+wait_for_the_peer(sys.argv[1])
+"""
+
+
+def open_writer(fifo: Path, timeout: float = 60) -> int:
+    """The write end of ``fifo``, once its reader has it open (the task blocks in its read); polled, bounded."""
+    ends = time.monotonic() + timeout
+    while True:
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:  # ENXIO: no reader yet
+            assert exc.errno == errno.ENXIO and time.monotonic() < ends, exc
+            time.sleep(0.05)
+
+
+def test_debug_reads_the_stacks_of_a_users_program_without_the_handler_with_py_spy(tmp_path: Path) -> None:
+    """The chief is a plain Python script, the worker not Python at all (``cat``): one dump, one clear line."""
+    source = tmp_path / "blocked.py"
+    source.write_text(BLOCKED_ON_A_PEER)
+    fifos = [tmp_path / "chief.fifo", tmp_path / "worker.fifo"]
+    for fifo in fifos:
+        os.mkfifo(fifo)
+    spec = write(tmp_path, "spy", {"chief": {"command": [sys.executable, str(source), str(fifos[0])]},
+                                    "worker": {"command": ["cat", str(fifos[1])]}})
+    assert tfcluster("up", "--detach", str(spec), cwd=tmp_path).returncode == 0
+    writers: list[int] = []
+    try:
+        writers = [open_writer(fifo) for fifo in fifos]  # both tasks now block in their reads
+        result = tfcluster("debug", "spy", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        chief, worker = result.stdout.split("== ")[1:]
+        assert chief.splitlines()[0] == "spy-chief-0" and worker.splitlines()[0] == "spy-worker-0", result.stdout
+        assert re.search(rf"^ +wait_for_the_peer \({re.escape(str(source))}:6\)$", chief, re.MULTILINE), chief
+        assert re.search(rf"^ +<module> \({re.escape(str(source))}:9\)$", chief, re.MULTILINE), chief
+        assert worker.splitlines()[1].startswith("(no stacks"), worker
+        assert "no stacks of spy-worker-0: not a Python program" in result.stderr, result.stderr
+        assert wait_status("spy", lambda s: True, timeout=5).state is State.RUNNING  # reading stopped nothing
+    finally:
+        for writer in writers:
+            os.close(writer)  # the readers see the end of their input: the job ends
+    assert wait_status("spy", lambda s: s.state.terminal, timeout=60).state is State.SUCCEEDED
+    left = processes("spy")
+    assert tfcluster("down", "spy", cwd=tmp_path).returncode == 0
+    assert_nothing_left(*left)

@@ -54,7 +54,8 @@ def supervise(tmp_path: Path, roles: dict[str, Any], grace: float = 0.5, on_stat
     plan = api.plan(spec, "local", launching=True)
     groups: dict[str, int] = {}
     runtime = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits", on_runs=lambda runs: groups.update({n: r.pgid for n, r in runs.items()}))
-    status = Supervisor(plan, runtime, poll_seconds=0.1, grace_seconds=grace, on_status=on_status or (lambda _: None)).run()
+    status = Supervisor(plan, runtime, poll_seconds=0.1, grace_seconds=grace, on_status=on_status or (lambda _: None),
+                        stacks_dir=tmp_path / "stacks").run()
     assert groups and not any(group_alive(pgid) for pgid in groups.values()), "a task outlived the supervisor"
     return status, runtime
 
@@ -221,3 +222,13 @@ def test_an_adopted_group_id_the_system_reused_is_never_signalled(tmp_path: Path
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_a_stall_of_a_program_without_the_handler_keeps_its_stacks_read_by_py_spy(tmp_path: Path) -> None:
+    """The chief reports a step (a bare event line: no launcher import, no handler), then never returns."""
+    step = 'TFCLUSTER_EVENT {"event":"step","task":"sup-chief-0","time":0,"step":1}'
+    stuck = f"import signal\ndef stuck_in_my_loader():\n    signal.pause()\nprint({step!r}, flush=True)\nstuck_in_my_loader()"
+    status, _ = supervise(tmp_path, {"chief": role(stuck)}, stall={"timeout_seconds": 1, "action": "fail"})
+    assert status.state is State.FAILED and status.stall is not None and status.stall.stalls == 1, status.message
+    dump = (tmp_path / "stacks" / "stall-1" / "sup-chief-0.txt").read_text()
+    assert dump.startswith("Process ") and "stuck_in_my_loader (<string>:3)" in dump, dump

@@ -114,6 +114,10 @@ class ContainerRuntime:
         except docker.errors.APIError:
             pass  # it ended meanwhile: no stacks, the report says so
 
+    def read_stacks(self, task: Task) -> None:
+        """None: the images do not ship py-spy (it would work under the hardening, as the task's uid: see the README)."""
+        return None
+
     def close(self) -> None:
         for name in list(self._followers):
             self._join(name)

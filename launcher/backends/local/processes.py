@@ -27,12 +27,14 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from launcher.backends.lines import LineReader
+from launcher.backends.local.pyspy import read_stacks
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol import env
@@ -86,23 +88,24 @@ def group_runs_task(pgid: int, task_name: str) -> bool:
     return False
 
 
-def group_alive(pgid: int) -> bool:
-    """True while a process of group ``pgid`` runs (zombies, ended but not yet reaped, do not count)."""
+def group_members(pgid: int) -> dict[int, int]:
+    """``{pid: parent pid}`` of the live processes of group ``pgid`` (zombies, ended but not yet reaped, do not count)."""
+    members = {}
     for proc in Path("/proc").iterdir():
         fields = stat_fields(int(proc.name)) if proc.name.isdigit() else None
         if fields is not None and fields[2] == str(pgid) and fields[0] != "Z":
-            return True
-    return False
+            members[int(proc.name)] = int(fields[1])
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    """True while a process of group ``pgid`` runs."""
+    return bool(group_members(pgid))
 
 
 def program_pids(pgid: int) -> list[int]:
     """The live processes of group ``pgid`` whose parent is its leader: a task's program under its ``sh`` wrapper."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        fields = stat_fields(int(proc.name)) if proc.name.isdigit() else None
-        if fields is not None and fields[2] == str(pgid) and fields[1] == str(pgid) and fields[0] != "Z":
-            pids.append(int(proc.name))
-    return pids
+    return [pid for pid, parent in group_members(pgid).items() if parent == pgid]
 
 
 def read_exit(exit_dir: Path, task_name: str) -> int | None:
@@ -240,6 +243,21 @@ class ProcessRuntime:
                 os.kill(pid, STACKS_SIGNAL)
             except (ProcessLookupError, PermissionError):
                 pass
+
+    def read_stacks(self, task: Task) -> str | None:
+        """Every thread's Python stack of the task's program, read with py-spy (``launcher.backends.local.pyspy``).
+
+        Every process of the task's group but its ``sh`` wrapper is read (the program, and what it
+        started, e.g. Python under a shell script); those that are not Python are left out. None,
+        with one line on stderr saying why, when no process gave a dump (not permitted, not Python).
+        """
+        run = self._runs.get(task.name)
+        if run is None or not self._running(task.name, run):
+            return None
+        dump, why = read_stacks(sorted(set(group_members(run.record.pgid)) - {run.record.pgid}))
+        if dump is None:
+            print(f"tfcluster: no stacks of {task.name}: {why}", file=sys.stderr, flush=True)
+        return dump
 
     def output(self, task: Task) -> list[str]:
         run = self._runs.get(task.name)

@@ -123,5 +123,9 @@ class StepRuntime:
         except LaunchError:
             pass  # the controller did not answer: no stacks, the report says so
 
+    def read_stacks(self, task: Task) -> None:
+        """None: the program runs on the allocation's nodes, out of this process's reach."""
+        return None
+
     def close(self) -> None:
         """Every step was stopped by the supervisor; nothing is recorded to clean up."""

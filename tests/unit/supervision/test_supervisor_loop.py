@@ -273,7 +273,33 @@ def test_the_warn_action_only_reports_the_stall_and_a_task_without_the_handler_i
     assert status.state is State.SUCCEEDED and status.restarts == 0
     assert status.stall is not None and status.stall.stalls >= 1 and "job-chief-0" not in status.stall.suspects
     assert set(runtime.dumped) == {"job-chief-0"}  # the workers never said they dump stacks on the signal
+    assert runtime.read and set(runtime.read) == {"job-worker-0", "job-worker-1"}  # read from outside instead: nothing
     assert set(status.stall.suspects) == {"job-worker-0", "job-worker-1"}  # they gave none when asked
+
+
+PYSPY_STUCK_IN_OP = """Process 4242: python train.py
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 4243 (idle): "Thread-1"
+    load_shard (/home/me/train.py:12)
+    __call__ (/venv/lib/python3.11/site-packages/tensorflow/python/ops/script_ops.py:269)
+Thread 4242 (idle): "MainThread"
+    quick_execute (/venv/lib/python3.11/site-packages/tensorflow/python/eager/execute.py:53)"""
+
+
+def test_a_stall_reads_the_stacks_of_programs_without_the_handler_from_outside(tmp_path: Any) -> None:
+    """The chief announced the handler and is signalled; the workers did not, and are read (py-spy on local)."""
+    output = {"job-chief-0": [_event("stacks_on_signal", "job-chief-0", signal="SIGUSR1"), _event("step", "job-chief-0", step=1)]}
+    runtime = ScriptedRuntime({"job-chief-0": [None, 0]}, output=output, stacks={"job-chief-0": WAITING},
+                              outside={"job-worker-1": PYSPY_STUCK_IN_OP})  # worker-0: its reader gives none
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
+    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, stacks_dir=tmp_path).run()
+    assert status.state is State.SUCCEEDED and status.restarts == 1
+    assert runtime.dumped == ["job-chief-0"] and sorted(runtime.read) == ["job-worker-0", "job-worker-1"]
+    assert status.stall is not None and status.stall.suspects == ["job-worker-1"]  # py-spy's frames show the op
+    assert (tmp_path / "stall-1" / "job-worker-1.txt").read_text() == PYSPY_STUCK_IN_OP + "\n"
+    assert "quick_execute" in (tmp_path / "stall-1" / "job-chief-0.txt").read_text()
+    assert "no stacks" in (tmp_path / "stall-1" / "job-worker-0.txt").read_text()
 
 
 def test_step_time_reports_of_every_training_task_name_the_straggler() -> None:
