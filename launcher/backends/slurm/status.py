@@ -48,8 +48,9 @@ def describe(plan: Plan, written: JobStatus | None, allocation: Allocation | Non
         return replace(base, supervisor=SupervisorState.EXITED if base.state.terminal else SupervisorState.ALIVE)
     if written is not None and written.state.terminal and not stale:
         return replace(base, supervisor=SupervisorState.EXITED)
-    if written is not None and written.message == REQUEUEING and job is not None and not stale:
-        return replace(base, state=State.RESTARTING, supervisor=None)  # the controller is requeueing it
+    if written is not None and written.message == REQUEUEING and job is not None and job.state != "CANCELLED":
+        # The controller is requeueing it: it may show the job ended for a moment, its restart already counted.
+        return replace(base, state=State.RESTARTING, supervisor=None)
     ended = State.CANCELLED if job is not None and job.state == "CANCELLED" else State.FAILED
     how = f"ended {job.state}" if job is not None else "is no longer known to the controller"
     tasks = [t if t.state.terminal else replace(t, state=ended) for t in base.tasks]

@@ -157,7 +157,10 @@ def test_a_job_its_supervisor_requeues_is_restarting_while_the_controller_shows_
     allocation = Allocation(job_id="7", restarts=0, nodes={})
     status = describe(planned, written, allocation, SlurmJob("FAILED", "None", 0, "n1"), "batch.log")
     assert status.state is State.RESTARTING, status
+    requeue_counted = SlurmJob("FAILED", "None", 1, "n1")  # the controller counts the restart before the new allocation
+    assert describe(planned, written, allocation, requeue_counted, "batch.log").state is State.RESTARTING
     assert describe(planned, written, allocation, None, "batch.log").state is State.FAILED  # forgotten: it never came back
+    assert describe(planned, written, allocation, SlurmJob("CANCELLED", "None", 1, "n1"), "batch.log").state is State.CANCELLED
 
 
 def test_a_requeued_job_counts_one_preemption_and_restarts_every_task() -> None:
