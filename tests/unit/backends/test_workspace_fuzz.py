@@ -33,6 +33,8 @@ FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthChe
 def build(root: Path, outside: Path, entries: list[tuple[list[str], str, bytes]], ignore: bytes | None) -> None:
     for parts, kind, content in entries:
         path = root.joinpath(*parts)
+        if os.path.lexists(path):
+            continue  # an earlier entry took the name (writing a FIFO it made would block)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             if kind == "file":
