@@ -27,7 +27,8 @@ PATTERN_PARTS = st.sampled_from(["*", "**", "?", "[", "]", "[!a]", "[^a]", "[a-z
 IGNORE = st.one_of(st.lists(PATTERN_PARTS, max_size=30).map(lambda parts: "".join(parts).encode()),
                    st.binary(max_size=60))
 ONE_LINE_PROBLEM = re.compile(r"^(\S+?:(\d+:)? )?[\w.()-]+: \S.*$")
-FUZZ = settings(max_examples=80, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(max_examples=80, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
 def build(root: Path, outside: Path, entries: list[tuple[list[str], str, bytes]], ignore: bytes | None) -> None:
