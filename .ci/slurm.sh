@@ -2,7 +2,7 @@
 # Make a real three-node Slurm cluster run on this host for the slurm tests (called by scripts/test.sh in CI).
 #
 # Idempotent: installs Debian's slurmctld, slurmd, slurm-client and munge if missing, writes
-# /etc/slurm/slurm.conf and cgroup.conf (only when they differ), starts munged as user munge,
+# /etc/slurm/slurm.conf and cgroup.conf (only when they differ, then restarting daemons that run), starts munged as user munge,
 # slurmctld, and one `slurmd -N nX` per node (n1..n3: all this host, 127.0.0.1, ports 17001-17003),
 # each only if it is not running, waits (60 s at most) until `sinfo` shows three idle nodes, and
 # resumes nodes a former run left drained or down. No systemd, no slurmdbd (tfcluster does not need sacct).
@@ -43,6 +43,9 @@ SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=/var/log/slurm/slurmd-%n.log
 KillWait=10
 MinJobAge=60
+# A requeued job waits cred_expire + 1 s before it may start again (Slurm's default 120 s): shortened so that the
+# requeue tests wait ~31 s, not two minutes, and never start a job before its old credential expired.
+AuthInfo=cred_expire=30
 SlurmctldTimeout=30
 SlurmdTimeout=30
 InactiveLimit=0
@@ -53,8 +56,14 @@ PartitionName=debug Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP OverSubsc
 EOF
 )
 cgroup=$'CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n'
-[ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" = "$conf" ] || printf '%s\n' "$conf" >/etc/slurm/slurm.conf
-[ "$(cat /etc/slurm/cgroup.conf 2>/dev/null)"$'\n' = "$cgroup" ] || printf '%s' "$cgroup" >/etc/slurm/cgroup.conf
+changed=
+[ "$(cat /etc/slurm/slurm.conf 2>/dev/null)" = "$conf" ] || { printf '%s\n' "$conf" >/etc/slurm/slurm.conf; changed=1; }
+[ "$(cat /etc/slurm/cgroup.conf 2>/dev/null)"$'\n' = "$cgroup" ] || { printf '%s' "$cgroup" >/etc/slurm/cgroup.conf; changed=1; }
+if [ -n "$changed" ] && pgrep -x 'slurmctld|slurmd' >/dev/null; then
+    echo "slurm.sh: the configuration changed: restarting slurmctld and slurmd"
+    pkill -x 'slurmctld|slurmd' || true
+    for _ in $(seq 30); do pgrep -x 'slurmctld|slurmd' >/dev/null || break; sleep 1; done
+fi
 
 running() { pgrep -x "$1" -a | grep -q -- "$2"; }
 

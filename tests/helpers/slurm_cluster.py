@@ -99,15 +99,5 @@ def assert_nothing_left(name: str, job_id: str | None) -> None:
     assert not task_processes(name), f"processes of {name} left: {task_processes(name)}"
 
 
-def release(job_id: str) -> None:
-    """Wait (bounded) until Slurm requeued job ``job_id``, then let it start at once: Slurm holds a requeued job
-    for a while (``BeginTime``), which an administrator may lift with ``scontrol update StartTime=now``."""
-    ends = time.monotonic() + 120
-    while not (job := slurmctl.job(job_id)) or not job.waiting:
-        assert time.monotonic() < ends, job
-        time.sleep(0.5)
-    slurmctl.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
-
-
 def job_id(name: str) -> str | None:
     return SlurmState.named(name).read_job_id()

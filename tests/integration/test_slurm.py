@@ -25,7 +25,6 @@ from helpers.local_cluster import tfcluster, write_spec
 from helpers.slurm_cluster import (  # noqa: F401
     assert_nothing_left,
     job_id,
-    release,
     slurm_controller,
     task_process,
     task_processes,
@@ -170,7 +169,6 @@ def test_a_requeue_is_a_preemption_resumed_where_it_saved(tmp_path: Path, launch
     else:
         slurmctl.signal_batch(ran, "USR1")
     wait_status(name, lambda s: s.state is State.RESTARTING and "requeued" in s.message.lower(), timeout=120)
-    release(ran)
     status = finish(name)
     assert (status.restarts, status.preemptions) == (0, 1), status
     assert all(t.preemptions == 1 for t in status.tasks), status
