@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,12 @@ from click.testing import CliRunner
 from helpers.paths import REPO  # noqa: I001
 
 EXAMPLES = REPO / "examples"
+
+# A harness may start pytest with SIGINT ignored (a background job of a non-interactive shell is), and an ignored
+# signal stays ignored in every child: the Ctrl-C tests would then find `up` and `tensorboard` deaf to it, as
+# they are for a user who ran them under nohup. The tests are of a terminal's Ctrl-C, so they get one.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
