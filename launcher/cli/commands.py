@@ -342,9 +342,9 @@ def debug(name: str, backend: str | None) -> None:
     """Print the Python stacks of every thread of every running task of NAME, now (local, compose).
 
     Tasks running the built-in entrypoint, or a program that uses launcher.progress,
-    dump them on request (faulthandler). On local, other Python programs are read from
-    outside with py-spy (it needs ptrace rights over them: a refusal is one line on
-    stderr); elsewhere they are named as unable to.
+    dump them on request (faulthandler). Other Python programs are read from outside
+    with py-spy: on local as you (it needs ptrace rights over them: a refusal is one
+    line on stderr), on compose inside the task's container as its user.
     The stall watchdog collects the same on a stall (see `status`).
     """
     dumps = _backend_for(name, backend).stacks(name)

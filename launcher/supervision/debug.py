@@ -4,7 +4,7 @@ Contract: ``stacks_now(runtime, tasks)`` attaches to each task's current run
 (``Runtime.adopt``: output from the run's start, which says whether the task
 dumps its stacks on ``STACKS_SIGNAL``), asks those that do for their stacks,
 reads those of the others from outside (``Runtime.read_stacks``: py-spy on
-local), and returns ``{task: dump}`` for every task that runs: None when it
+local and compose), and returns ``{task: dump}`` for every task that runs: None when it
 gave none within ``seconds`` or they cannot be read (no handler, which
 ``launcher.progress`` or the entrypoint install, and no reader). It
 never stops, starts or records anything: a supervisor may run meanwhile.

@@ -31,7 +31,7 @@ it had already recorded as ended stays ended.
 The stall watchdog (``launcher.supervision.stall``) watches the lead task's
 progress reports. When it finds the job stalled it asks every task that
 handles ``STACKS_SIGNAL`` for its stacks (``Runtime.dump_stacks``), reads those
-of the others from outside (``Runtime.read_stacks``: py-spy on local), waits up
+of the others from outside (``Runtime.read_stacks``: py-spy on local and compose), waits up
 to ``STACKS_SECONDS`` for the signalled ones, writes each task's dump to
 ``<stacks_dir>/stall-<n>/<task>.txt``, names the suspects
 (``launcher.supervision.stacks``) and applies ``Rules.decide_stall``
@@ -93,7 +93,7 @@ class Runtime(Protocol):
     sends ``launcher.protocol.stacks.STACKS_SIGNAL`` to the task's program
     (not to a wrapper around it; the dump then comes in its ``output``). ``read_stacks`` reads
     the stacks of a running task's program from outside, for programs without the handler
-    (local: py-spy), and returns them, or None if it cannot. ``adopt`` attaches
+    (local and compose: py-spy), and returns them, or None if it cannot. ``adopt`` attaches
     to the current run of a task that another (dead) supervisor started,
     running or ended: True if there is such a run (then ``poll``, ``stop``
     and ``output`` work on it as on a started one, output from the start of

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -429,3 +430,28 @@ def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_restarted(
     stacks = Path(job.stall.stacks_dir or "")
     assert "in gate" in (stacks / "cstk-worker-1.txt").read_text()
     assert "script_ops.py" not in (stacks / "cstk-worker-0.txt").read_text()
+
+
+#: A plain Python program (no handler of tfcluster's): it says it waits, from inside the function it waits in.
+WAITS_FOR_A_PEER = ["python", "-c", """
+import threading
+def wait_for_the_peer():
+    print('waiting', flush=True)
+    threading.Event().wait()
+wait_for_the_peer()
+"""]
+
+
+def test_debug_reads_a_users_program_inside_its_hardened_container_with_py_spy(clusters: Clusters) -> None:  # noqa: F811
+    """``docker exec`` of the image's py-spy, as the task's uid, under cap_drop ALL and no-new-privileges."""
+    name = "spy"
+    clusters.up({"name": name, "roles": {"chief": {"command": WAITS_FOR_A_PEER},
+                                         "worker": {"replicas": 1, "command": ["sleep", "600"]}}})
+    clusters.wait(name, timeout=60, until=lambda job: any(
+        "waiting" in line for line in clusters.backend.logs(name, f"{name}-chief-0")))
+    stacks = clusters.backend.stacks(name)
+    chief, worker = stacks[f"{name}-chief-0"], stacks[f"{name}-worker-0"]
+    assert chief is not None and re.search(r"^ +wait_for_the_peer \(<string>:5\)$", chief, re.MULTILINE), chief
+    assert re.search(r"^Process \d+: python -c", chief, re.MULTILINE), chief
+    assert worker is None  # sleep is not Python
+    assert clusters.backend.describe(name).state is State.RUNNING  # reading stopped nothing

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import queue
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ from typing import Any
 import yaml
 
 from launcher.backends.compose.render import COMPOSE_FILE
+from launcher.backends.compose.stacks import read_container_stacks
 from launcher.backends.lines import iter_lines
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
@@ -114,9 +116,16 @@ class ContainerRuntime:
         except docker.errors.APIError:
             pass  # it ended meanwhile: no stacks, the report says so
 
-    def read_stacks(self, task: Task) -> None:
-        """None: the images do not ship py-spy (it would work under the hardening, as the task's uid: see the README)."""
-        return None
+    def read_stacks(self, task: Task) -> str | None:
+        """Every thread's Python stack of the task's program, read inside its container with the image's py-spy
+        (``launcher.backends.compose.stacks``). None, with one line on stderr saying why, when there is none."""
+        container = self._container(task)
+        if container is None or container.status != "running":
+            return None
+        dump, why = read_container_stacks(container)
+        if dump is None:
+            print(f"tfcluster: no stacks of {task.name}: {why}", file=sys.stderr, flush=True)
+        return dump
 
     def close(self) -> None:
         for name in list(self._followers):

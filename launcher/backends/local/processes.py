@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from launcher.backends.lines import LineReader
-from launcher.backends.local.pyspy import read_stacks
+from launcher.backends.pyspy import read_local_stacks
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol import env
@@ -245,7 +245,7 @@ class ProcessRuntime:
                 pass
 
     def read_stacks(self, task: Task) -> str | None:
-        """Every thread's Python stack of the task's program, read with py-spy (``launcher.backends.local.pyspy``).
+        """Every thread's Python stack of the task's program, read with py-spy (``launcher.backends.pyspy``).
 
         Every process of the task's group but its ``sh`` wrapper is read (the program, and what it
         started, e.g. Python under a shell script); those that are not Python are left out. None,
@@ -254,7 +254,7 @@ class ProcessRuntime:
         run = self._runs.get(task.name)
         if run is None or not self._running(task.name, run):
             return None
-        dump, why = read_stacks(sorted(set(group_members(run.record.pgid)) - {run.record.pgid}))
+        dump, why = read_local_stacks(sorted(set(group_members(run.record.pgid)) - {run.record.pgid}))
         if dump is None:
             print(f"tfcluster: no stacks of {task.name}: {why}", file=sys.stderr, flush=True)
         return dump

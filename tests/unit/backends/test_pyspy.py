@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.backends.local import pyspy
+from launcher.backends import pyspy
 
 #: What py-spy 0.4 writes on stderr when ptrace is refused (run as another user than the target's).
 REFUSED = "Permission Denied: Try running again with elevated permissions by going 'sudo env \"PATH=$PATH\" !!'"
@@ -23,9 +23,9 @@ def test_a_program_that_is_not_python_is_said_so_in_one_line() -> None:
 
 def test_without_py_spy_there_are_no_stacks_and_one_line_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pyspy, "pyspy_binary", lambda: None)
-    assert pyspy.read_stacks([1]) == (None, "py-spy is not installed (pip install py-spy)")
+    assert pyspy.read_local_stacks([1]) == (None, "py-spy is not installed (pip install py-spy)")
 
 
 def test_a_process_that_is_gone_gives_no_stacks_and_py_spys_reason() -> None:
-    dump, why = pyspy.read_stacks([2**22 + 1])  # above the kernel's largest pid
+    dump, why = pyspy.read_local_stacks([2**22 + 1])  # above the kernel's largest pid
     assert dump is None and why.startswith("py-spy: ") and "\n" not in why, why

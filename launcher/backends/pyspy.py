@@ -1,0 +1,108 @@
+"""Stacks of a Python program read from outside with ``py-spy``: no change to the program, no signal.
+
+Contract: ``read_stacks(pids, run)`` runs ``dump_command(pid)`` (``py-spy dump
+--pid PID --full-filenames``, an argument list) through ``run`` for each of
+``pids`` and returns ``(dump, problem)``: the dumps of those that are Python
+programs (py-spy's header naming the process and Python, then every thread's
+frames, most recent call first; the target is paused for the few
+milliseconds this takes), and one line saying why there is none when no pid
+gave one: reading another process is not permitted (py-spy needs ptrace
+rights over it: the same user, and under ``kernel.yama.ptrace_scope`` >= 1
+only the target's ancestors or holders of ``CAP_SYS_PTRACE`` have them, and
+py-spy is not the task's ancestor), the process is not Python, or py-spy did
+not answer in time. ``run`` decides where py-spy runs (``local_runner``: here,
+as the caller's user; the compose backend: ``docker exec`` in the task's
+container, as its user) and returns a ``Ran`` or one line saying why py-spy
+could not run; it never takes longer than ``PYSPY_SECONDS`` per pid (then
+py-spy is killed). Nothing here raises for any of these.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sysconfig
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+#: The longest one ``py-spy dump`` may take (it needs milliseconds); then it is killed and the task has no stacks.
+PYSPY_SECONDS = 10
+#: Yama's setting: 0 any process of the same user may be read, 1 only descendants, 2 only with CAP_SYS_PTRACE, 3 none.
+PTRACE_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
+#: py-spy's environment: its errors without a Rust backtrace.
+PYSPY_ENV = {"RUST_BACKTRACE": "0"}
+
+
+class Ran(NamedTuple):
+    """What one py-spy run gave."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+#: Runs a command (py-spy's) and returns what it gave, or one line saying why it could not run it.
+Runner = Callable[[list[str]], "Ran | str"]
+
+
+def dump_command(pid: int, binary: str = "py-spy") -> list[str]:
+    return [binary, "dump", "--pid", str(pid), "--full-filenames"]
+
+
+def pyspy_binary() -> str | None:
+    """py-spy next to this Python's scripts (it ships as a wheel with tfcluster), else on PATH."""
+    beside = Path(sysconfig.get_path("scripts")) / "py-spy"
+    return str(beside) if os.access(beside, os.X_OK) else shutil.which("py-spy")
+
+
+def local_runner(command: list[str]) -> Ran | str:
+    """Runs ``command`` here, as this user, killed after ``PYSPY_SECONDS``."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=PYSPY_SECONDS,
+                              env={**os.environ, **PYSPY_ENV}, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return f"py-spy did not answer within {PYSPY_SECONDS} s"
+    except OSError as exc:
+        return f"cannot run py-spy: {exc}"
+    return Ran(done.returncode, done.stdout, done.stderr)
+
+
+def read_local_stacks(pids: Sequence[int]) -> tuple[str | None, str]:
+    """``read_stacks`` of processes of this machine, with the py-spy installed beside tfcluster."""
+    binary = pyspy_binary()
+    if binary is None:
+        return None, "py-spy is not installed (pip install py-spy)"
+    return read_stacks(pids, local_runner, binary)
+
+
+def read_stacks(pids: Sequence[int], run: Runner, binary: str = "py-spy") -> tuple[str | None, str]:
+    """``(dump, "")`` if some of ``pids`` gave a dump, else ``(None, why)`` (see the module contract)."""
+    dumps, problems = [], []
+    for pid in pids:
+        ran = run(dump_command(pid, binary))
+        if isinstance(ran, str):
+            problems.append(ran)
+        elif ran.returncode == 0 and ran.stdout.strip():
+            dumps.append(ran.stdout.rstrip())
+        else:
+            problems.append(_why(ran.stderr))
+    if dumps:
+        return "\n\n".join(dumps), ""
+    return None, "; ".join(dict.fromkeys(problems)) or "no program runs in the task"
+
+
+def _why(stderr: str) -> str:
+    """py-spy's error in one line; for a refusal, the rule that refused it (never py-spy's advice to use sudo)."""
+    error = next((line.removeprefix("Error: ").strip() for line in stderr.splitlines() if line.strip()), "no output")
+    if "permission denied" in stderr.lower() or "operation not permitted" in stderr.lower():
+        try:
+            scope = f"kernel.yama.ptrace_scope={PTRACE_SCOPE.read_text().strip()}"
+        except OSError:
+            scope = "no Yama ptrace_scope here"
+        return (f"not permitted to read the process ({scope}): py-spy needs ptrace rights over it, which only "
+                "the same user has, and under ptrace_scope >= 1 only its ancestors or holders of CAP_SYS_PTRACE")
+    if "python version" in error.lower():
+        return f"not a Python program ({error})"
+    return f"py-spy: {error}"
