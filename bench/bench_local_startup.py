@@ -1,9 +1,11 @@
-"""Local backend launch overhead (not run in CI): python bench/bench_local_startup.py [--runs N]
+"""Local backend launch overhead (not run in CI): python bench/bench_local_startup.py [--repeat N]
 
 Time from launch to the chief's first training step of a demo-sized MWMS
 cluster (chief + 2 workers), ``tfcluster up --detach`` vs starting the
 same planned processes by hand (``Popen`` with each task's env), as a ratio
-table measured in one run. The helpers here are shared with
+table of the medians of ``--repeat`` runs of each, measured in one run, the
+two alternating (which goes first alternates too, so neither always finds
+the page cache warmer). The helpers here are shared with
 ``bench_recovery.py``.
 """
 
@@ -87,18 +89,23 @@ def launch_by_hand(workdir: Path, spec: dict[str, Any]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=2)
-    runs = parser.parse_args().runs
-    hand, tool = [], []
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each (median)")
+    repeat = parser.parse_args().repeat
+    hand: list[float] = []
+    tool: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["TFCLUSTER_HOME"] = str(Path(tmp) / "home")
-        for run in range(runs):
+        for run in range(repeat):
             workdir = Path(tmp) / f"run{run}"
             workdir.mkdir()
-            hand.append(launch_by_hand(workdir, SPEC))
-            tool.append(launch_with_tfcluster(workdir, SPEC)[0])
-            LocalBackend().cancel(SPEC["name"], volumes=True)
-    print_table("launch to first training step (MWMS chief + 2 workers, local)",
+            for first in ([hand, tool] if run % 2 == 0 else [tool, hand]):
+                if first is hand:
+                    hand.append(launch_by_hand(workdir, SPEC))
+                else:
+                    tool.append(launch_with_tfcluster(workdir, SPEC)[0])
+                    LocalBackend().cancel(SPEC["name"], volumes=True)
+    print(f"runs: by hand {', '.join(f'{t:.2f}' for t in hand)}; tfcluster {', '.join(f'{t:.2f}' for t in tool)}")
+    print_table(f"launch to first training step (MWMS chief + 2 workers, local; medians of {repeat})",
                 ("processes started by hand", statistics.median(hand)),
                 [("tfcluster up --detach", statistics.median(tool))])
 
