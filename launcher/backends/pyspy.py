@@ -11,10 +11,19 @@ rights over it: the same user, and under ``kernel.yama.ptrace_scope`` >= 1
 only the target's ancestors or holders of ``CAP_SYS_PTRACE`` have them, and
 py-spy is not the task's ancestor), the process is not Python, or py-spy did
 not answer in time. ``run`` decides where py-spy runs (``local_runner``: here,
-as the caller's user; the compose backend: ``docker exec`` in the task's
-container, as its user) and returns a ``Ran`` or one line saying why py-spy
+as the caller's user) and returns a ``Ran`` or one line saying why py-spy
 could not run; it never takes longer than ``PYSPY_SECONDS`` per pid (then
 py-spy is killed). Nothing here raises for any of these.
+
+``read_container_stacks(exec_in)`` does the same inside a container, where
+``exec_in`` runs a command as the container's own user (compose: ``docker
+exec``; Kubernetes: ``pods/exec``): it lists the container's processes from
+inside (``ls /proc``: its pid namespace), then runs the image's py-spy on
+each, killed after ``PYSPY_SECONDS`` by ``timeout -s KILL`` in the
+container. Nothing is added to the container's hardening: reading a process
+of one's own uid needs no capability (Docker's default seccomp profile, and
+the runtime default on Kubernetes, allow ptrace on kernels >= 4.8). An image
+without py-spy gives the one line that says so.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ PYSPY_SECONDS = 10
 PTRACE_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
 #: py-spy's environment: its errors without a Rust backtrace.
 PYSPY_ENV = {"RUST_BACKTRACE": "0"}
+#: ``timeout``'s exit codes: the command was killed (``-s KILL``), could not be run, was not found.
+KILLED, NOT_RUNNABLE, NOT_FOUND = 137, 126, 127
 
 
 class Ran(NamedTuple):
@@ -43,7 +54,7 @@ class Ran(NamedTuple):
     stderr: str
 
 
-#: Runs a command (py-spy's) and returns what it gave, or one line saying why it could not run it.
+#: Runs a command (py-spy's; in a container: any) and returns what it gave, or one line saying why it could not.
 Runner = Callable[[list[str]], "Ran | str"]
 
 
@@ -75,6 +86,28 @@ def read_local_stacks(pids: Sequence[int]) -> tuple[str | None, str]:
     if binary is None:
         return None, "py-spy is not installed (pip install py-spy)"
     return read_stacks(pids, local_runner, binary)
+
+
+def read_container_stacks(exec_in: Runner) -> tuple[str | None, str]:
+    """``read_stacks`` of every process of a container, through ``exec_in`` (see the module contract)."""
+    listing = exec_in(["ls", "/proc"])
+    if isinstance(listing, str):
+        return None, listing
+    if listing.returncode != 0:
+        return None, f"cannot list the container's processes: {(listing.stderr or listing.stdout).strip()}"
+    pids = sorted(int(entry) for entry in listing.stdout.split() if entry.isdigit())
+    return read_stacks(pids, lambda command: _bounded(exec_in, command))
+
+
+def _bounded(exec_in: Runner, command: list[str]) -> Ran | str:
+    ran = exec_in(["timeout", "-s", "KILL", str(PYSPY_SECONDS), *command])
+    if isinstance(ran, str):
+        return ran
+    if ran.returncode == KILLED:
+        return f"py-spy did not answer within {PYSPY_SECONDS} s"
+    if ran.returncode in (NOT_RUNNABLE, NOT_FOUND):
+        return f"py-spy is not in the task's image (the images `tfcluster build` makes ship it): {ran.stderr.strip()}"
+    return ran
 
 
 def read_stacks(pids: Sequence[int], run: Runner, binary: str = "py-spy") -> tuple[str | None, str]:

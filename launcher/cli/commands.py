@@ -339,12 +339,13 @@ def status(name: str, backend: str | None, output: str) -> None:
 @click.argument("name")
 @click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
 def debug(name: str, backend: str | None) -> None:
-    """Print the Python stacks of every thread of every running task of NAME, now (local, compose).
+    """Print the Python stacks of every thread of every running task of NAME, now (local, compose, k8s).
 
     Tasks running the built-in entrypoint, or a program that uses launcher.progress,
     dump them on request (faulthandler). Other Python programs are read from outside
     with py-spy: on local as you (it needs ptrace rights over them: a refusal is one
-    line on stderr), on compose inside the task's container as its user.
+    line on stderr), on compose inside the task's container as its user. On k8s every
+    task is read by py-spy in its pod (pods/exec).
     The stall watchdog collects the same on a stall (see `status`).
     """
     dumps = _backend_for(name, backend).stacks(name)

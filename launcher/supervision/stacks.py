@@ -1,4 +1,4 @@
-"""Stack dumps of tasks: which output lines are one, and which task they point at. Pure.
+"""Stack dumps of tasks: which output lines are one, which task they point at, and where they are kept.
 
 Contract: a task asked for its stacks (``Runtime.dump_stacks``: SIGUSR1,
 which the entrypoint and ``launcher.progress`` route to ``faulthandler``)
@@ -14,12 +14,21 @@ likely stuck in, with why, from every task's dump (None: it wrote none):
 2. else, when some tasks answered, those that did not (frozen, gone, or a
    program without the handler);
 3. else nobody in particular.
+
+``evidence(silent, timeout, names, why, directory)`` is the one line a stall
+is described by (every supervisor, and the Kubernetes watch), and
+``write_stacks(root, number, dumps)`` keeps a stall's dumps as
+``<root>/stall-<number>/<task>.txt``, owner-only like every state file (it
+raises ``OSError``); the rest is pure.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from launcher.supervision.statefile import private_dir, write_private
 
 #: faulthandler's lines: a thread's header, a frame, and the markers it writes for odd stacks.
 STACK_LINE = re.compile(
@@ -62,3 +71,22 @@ def suspects(dumps: Mapping[str, str | None]) -> tuple[tuple[str, ...], str]:
     if silent and len(silent) < len(dumps):
         return silent, "it wrote no stacks when asked (frozen, gone, or a program without the handler)"
     return (), "no task stands out: read the stacks"
+
+
+#: What a task's file holds when it gave no stacks.
+NO_STACKS = "(no stacks: the task did not answer, or its program does not dump them on request)"
+
+
+def evidence(silent_seconds: float, timeout_seconds: float, names: Sequence[str], why: str,
+             directory: str | None) -> str:
+    return (f"no progress for {silent_seconds:.0f} s (stall timeout {timeout_seconds:.0f} s); "
+            f"suspected: {', '.join(names) or 'none'} ({why})" + (f"; stacks in {directory}" if directory else ""))
+
+
+def write_stacks(root: Path, number: int, dumps: Mapping[str, str | None]) -> str:
+    """Each task's dump as ``<root>/stall-<number>/<task>.txt``; the directory."""
+    directory = root / f"stall-{number}"
+    private_dir(directory)
+    for name, dump in dumps.items():
+        write_private(directory / f"{name}.txt", (dump or NO_STACKS) + "\n")
+    return str(directory)

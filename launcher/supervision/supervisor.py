@@ -63,9 +63,8 @@ from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.progress import counts, progress, seed
 from launcher.supervision.noise import is_noise
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
-from launcher.supervision.stacks import is_stack_line, suspects
+from launcher.supervision.stacks import evidence, is_stack_line, suspects, write_stacks
 from launcher.supervision.stall import SIGNS_OF_LIFE, WATCHED_EVENTS, StallClock, StallVerdict, judge, observe
-from launcher.supervision.statefile import private_dir, write_private
 from launcher.supervision.status import JobStatus, StallStatus, State, TaskStatus
 from launcher.supervision.stragglers import WINDOW as STRAGGLER_WINDOW
 from launcher.supervision.stragglers import StepTime, stragglers
@@ -281,9 +280,7 @@ class Supervisor:
         dumps = self._collect_stacks()
         names, why = suspects(dumps)
         directory = self._write_stacks(stall.stalls, dumps)
-        what = (f"no progress for {judgement.silent_seconds:.0f} s (stall timeout {judgement.timeout_seconds:.0f} s); "
-                f"suspected: {', '.join(names) or 'none'} ({why})"
-                + (f"; stacks in {directory}" if directory else ""))
+        what = evidence(judgement.silent_seconds, judgement.timeout_seconds, names, why, directory)
         stall.message, stall.suspects, stall.reason, stall.stacks_dir = what, list(names), why, directory
         for name in names:
             self._runs[name].status.message = "stalled (suspected)"
@@ -317,19 +314,14 @@ class Supervisor:
                 for run in running}
 
     def _write_stacks(self, number: int, dumps: Mapping[str, str | None]) -> str | None:
-        """Each task's dump as ``<stacks_dir>/stall-<number>/<task>.txt``; the directory, or None without one."""
+        """Each task's dump under ``<stacks_dir>/stall-<number>/``; the directory, or None without one."""
         if self.stacks_dir is None:
             return None
-        directory = self.stacks_dir / f"stall-{number}"
         try:
-            private_dir(directory)  # like every state file: owner only
-            for name, dump in dumps.items():
-                write_private(directory / f"{name}.txt",
-                              (dump or "(no stacks: the task did not answer, or its program does not dump them on request)") + "\n")
+            return write_stacks(self.stacks_dir, number, dumps)
         except OSError as exc:
             _log(f"cannot write the stacks: {_one_line(exc)}")
             return None
-        return str(directory)
 
     def _poll(self) -> list[tuple[str, int]]:
         """Read new output of every running task; record and return the runs that ended, in plan order."""

@@ -11,7 +11,10 @@ what the API server's validation refuses in the fields tfcluster relies on
 template, ``restartPolicy``, Indexed-only fields, the ``successPolicy``
 grammar, ``podFailurePolicy`` with ``podReplacementPolicy``, and the
 immutability of a Job's template, ``completionMode`` and ``selector``).
-``pods/<name>/log`` (with ``follow``: streamed until the pod ends) and
+``pods/<name>/log`` (with ``follow``: streamed until the pod ends),
+``pods/<name>/exec`` (the websocket upgrade, then the command's stdout,
+stderr and exit status on channels 1, 2 and 3; what a command gives is the
+test's, ``pod_exec``: no container runs it) and
 ``pods/<name>/portforward``: the websocket upgrade and the
 ``v4.channel.k8s.io`` framing the API server speaks (per port a data and
 an error channel, each opened by a frame holding the port number), bytes
@@ -79,6 +82,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -100,7 +104,7 @@ KINDS = {
     "deployments": "Deployment",
 }
 WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-PORT_FORWARD_PROTOCOL = "v4.channel.k8s.io"
+PORT_FORWARD_PROTOCOL = EXEC_PROTOCOL = "v4.channel.k8s.io"
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 FAILURE_COUNT_KEY = "batch.kubernetes.io/job-index-failure-count"
 #: Where the ServiceAccount admission mounts the account's API token.
@@ -149,6 +153,8 @@ class FakeKubernetes:
         self._exits: dict[tuple[str, str], tuple[float, int]] = {}
         #: (namespace, pod, port) -> (host, port) that a port-forward to that pod's port reaches.
         self.pod_ports: dict[tuple[str, str, int], tuple[str, int]] = {}
+        #: Pod name prefix (a task) -> what running a command in its container gives: (exit code, stdout, stderr).
+        self.pod_exec: dict[str, Callable[[list[str]], tuple[int, str, str]]] = {}
         self._server: ThreadingHTTPServer | None = None
 
     # --- server ----------------------------------------------------------
@@ -757,6 +763,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._log(namespace, name, query)
             if method == "GET" and sub == "portforward":
                 return self._portforward(namespace, name, query)
+            if method == "GET" and sub == "exec":
+                return self._exec(namespace, name, query)
             if method == "GET" and name is None:
                 selector = dict(part.split("=", 1) for part in query.get("labelSelector", [""])[0].split(",") if part)
                 items = store.list(plural, namespace, {k.rstrip("="): v for k, v in selector.items()})
@@ -807,22 +815,8 @@ class _Handler(BaseHTTPRequestHandler):
         """``pods/<name>/portforward``: upgrade to a websocket, then relay the data channel (one port)."""
         if self.store.get("pods", name, namespace) is None:
             raise ApiError(404, "NotFound", f'pods "{name}" not found')
-        if self.headers.get("Upgrade", "").lower() != "websocket":
-            raise ApiError(400, "BadRequest", "Upgrade request required")
-        protocols = [p.strip() for p in self.headers.get("Sec-WebSocket-Protocol", "").split(",")]
-        if PORT_FORWARD_PROTOCOL not in protocols:
-            raise ApiError(400, "BadRequest", f"unsupported subprotocols {protocols}")
         port = int(query["ports"][0])
-        key = self.headers["Sec-WebSocket-Key"]
-        accept = base64.b64encode(hashlib.sha1((key + WEBSOCKET_GUID).encode()).digest()).decode()
-        self.send_response(101)
-        self.send_header("Upgrade", "websocket")
-        self.send_header("Connection", "Upgrade")
-        self.send_header("Sec-WebSocket-Accept", accept)
-        self.send_header("Sec-WebSocket-Protocol", PORT_FORWARD_PROTOCOL)
-        self.end_headers()
-        self.wfile.flush()
-        self.close_connection = True
+        self._upgrade(PORT_FORWARD_PROTOCOL)
         client = self.connection
         opening = port.to_bytes(2, "little")
         _send_frame(client, b"\x00" + opening)  # data channel
@@ -851,6 +845,48 @@ class _Handler(BaseHTTPRequestHandler):
                         break
                     _send_frame(client, b"\x00" + data)
         _send_frame(client, b"", opcode=0x8)
+
+    def _exec(self, namespace: str, name: str, query: dict[str, list[str]]) -> None:
+        """``pods/<name>/exec``: upgrade to a websocket; the command's stdout (channel 1), stderr (2), then its
+        end as a ``Status`` on the error channel (3), as the kubelet reports it; what the command gives is the
+        test's (``pod_exec``; unset: the command is not found, exit 127)."""
+        pod = self.store.get("pods", name, namespace)
+        if pod is None:
+            raise ApiError(404, "NotFound", f'pods "{name}" not found')
+        if pod["status"].get("phase") != "Running":
+            raise ApiError(400, "BadRequest", f"container {query.get('container', ['?'])[0]} is not running")
+        self._upgrade(EXEC_PROTOCOL)
+        command = query.get("command", [])
+        run = next((f for prefix, f in self.store.pod_exec.items() if name.startswith(prefix)), None)
+        code, stdout, stderr = run(command) if run else (127, "", f"{command[:1]}: executable file not found\n")
+        client = self.connection
+        if stdout:
+            _send_frame(client, b"\x01" + stdout.encode())
+        if stderr:
+            _send_frame(client, b"\x02" + stderr.encode())
+        status = {"metadata": {}, "status": "Success"} if code == 0 else {
+            "metadata": {}, "status": "Failure", "message": f"command terminated with non-zero exit code: {code}",
+            "reason": "NonZeroExitCode", "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+        _send_frame(client, b"\x03" + json.dumps(status).encode())
+        _send_frame(client, b"", opcode=0x8)
+
+    def _upgrade(self, protocol: str) -> None:
+        """Answer the websocket upgrade (``101``) speaking ``protocol``, or refuse it as the API server does."""
+        if self.headers.get("Upgrade", "").lower() != "websocket":
+            raise ApiError(400, "BadRequest", "Upgrade request required")
+        protocols = [p.strip() for p in self.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+        if protocol not in protocols:
+            raise ApiError(400, "BadRequest", f"unsupported subprotocols {protocols}")
+        key = self.headers["Sec-WebSocket-Key"]
+        accept = base64.b64encode(hashlib.sha1((key + WEBSOCKET_GUID).encode()).digest()).decode()
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        self.send_header("Sec-WebSocket-Protocol", protocol)
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from launcher.backends.compose.render import COMPOSE_FILE
-from launcher.backends.compose.stacks import read_container_stacks
+from launcher.backends.compose.stacks import read_stacks_in
 from launcher.backends.lines import iter_lines
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
@@ -118,11 +118,11 @@ class ContainerRuntime:
 
     def read_stacks(self, task: Task) -> str | None:
         """Every thread's Python stack of the task's program, read inside its container with the image's py-spy
-        (``launcher.backends.compose.stacks``). None, with one line on stderr saying why, when there is none."""
+        (``launcher.backends.pyspy.read_container_stacks``). None, with one line on stderr saying why, when there is none."""
         container = self._container(task)
         if container is None or container.status != "running":
             return None
-        dump, why = read_container_stacks(container)
+        dump, why = read_stacks_in(container)
         if dump is None:
             print(f"tfcluster: no stacks of {task.name}: {why}", file=sys.stderr, flush=True)
         return dump

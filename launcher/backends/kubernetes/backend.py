@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -48,6 +49,7 @@ from launcher.backends.kubernetes.portforward import PortForwarder
 from launcher.backends.kubernetes.target import KubernetesTarget, registry_problems, target
 from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board
 from launcher.backends.lines import interleave, iter_lines
+from launcher.backends.pyspy import PYSPY_ENV, PYSPY_SECONDS, Ran, read_container_stacks
 from launcher.backends.tensorboard import PORT, Board, log_dir_of, serve_locally, url, wait_until_serving
 from launcher.backends.workspace import ensure_images
 from launcher.errors import BackendUnavailable, LaunchError
@@ -61,7 +63,9 @@ from launcher.protocol.progress import JobProgress, fold, seed
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import ClusterSpec, RoleType, Strategy
 from launcher.spec.problems import Problem
+from launcher.supervision import harness
 from launcher.supervision.rules import Action
+from launcher.supervision.stacks import evidence, suspects, write_stacks
 from launcher.supervision.stall import SIGNS_OF_LIFE, WATCHED_EVENTS, StallVerdict, judge
 from launcher.supervision.status import JobStatus, StallStatus, State
 from launcher.supervision.stragglers import stragglers
@@ -73,6 +77,8 @@ GANG_GRACE_SECONDS = 60.0
 PROGRESS_TAIL_LINES = 50
 #: Log lines of the lead's pod the stall watchdog reads each round (the more, the more of its history it sees).
 STALL_TAIL_LINES = 1000
+#: How much longer than py-spy's own bound an exec in a pod may take (the API server, the kubelet, the websocket).
+EXEC_SLACK_SECONDS = 20
 
 
 @dataclass(frozen=True)
@@ -306,12 +312,14 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         judgement = judge(clock, now, policy.stall_floor_seconds)
         if judgement.verdict is not StallVerdict.STALLED:
             return []
-        lead_name = naming.task_name(name, policy.lead.role, policy.lead.index)
-        what = (f"no progress from {lead_name} for {judgement.silent_seconds:.0f} s "
-                f"(stall timeout {judgement.timeout_seconds:.0f} s); {k8s_stall.NO_SUSPECTS}")
-        decision = k8s_stall.rules(policy, jobs, name).decide_stall((), restarts_used, what)
-        stall = StallStatus(watching=True, stalls=(record.status.stalls if record else 0) + 1,
-                            message=decision.message, reason=k8s_stall.NO_SUSPECTS)
+        number = (record.status.stalls if record else 0) + 1
+        dumps = self._read_stacks(name, runs, namespace)
+        names, why = suspects(dumps)
+        directory = self._write_stacks(name, number, dumps)
+        what = evidence(judgement.silent_seconds, judgement.timeout_seconds, names, why, directory)
+        decision = k8s_stall.rules(policy, jobs, name).decide_stall(names, restarts_used, what)
+        stall = StallStatus(watching=True, stalls=number, message=decision.message, suspects=list(names), reason=why,
+                            stacks_dir=directory)
         self._write_stall(config_map, k8s_stall.StallRecord(pod=pod.name, status=stall), namespace)
         actions = [f"stall watchdog: {decision.message}"]
         if decision.action is Action.RESTART:
@@ -327,6 +335,59 @@ class KubernetesBackend(Backend[KubernetesOptions]):
                     self._end_job(job, now, namespace)
                     actions.append(f"stall: ended Job {job['metadata']['name']} (its deadline is now)")
         return actions
+
+    def stacks(self, name: str) -> dict[str, str | None]:
+        """Every running task's stacks, read in its pod by the image's py-spy through ``pods/exec``."""
+        namespace = self._ns()
+        if not self._list("Job", namespace, name):
+            raise LaunchError(f"no cluster named {name!r} in namespace {namespace}")
+        return self._read_stacks(name, k8s_status.runs_by_task(self._list("Pod", namespace, name)), namespace)
+
+    def _read_stacks(self, name: str, runs: dict[tuple[RoleType, int], list[k8s_status.PodView]],
+                     namespace: str) -> dict[str, str | None]:
+        """``{task: dump, None if it gave none}`` of each task whose latest pod runs (one line on stderr why not);
+        py-spy reads any Python program, so no task is asked to dump its own (no signal reaches a pod)."""
+        dumps: dict[str, str | None] = {}
+        for (role, index), views in sorted(runs.items(), key=lambda item: (item[0][0].value, item[0][1])):
+            if views[-1].phase != "Running" or views[-1].deleting:
+                continue
+            task = naming.task_name(name, role, index)
+            dump, why = read_container_stacks(partial(self._exec, views[-1].name, namespace))
+            if dump is None:
+                print(f"tfcluster: no stacks of {task}: {why}", file=sys.stderr, flush=True)
+            dumps[task] = dump
+        return dumps
+
+    def _write_stacks(self, name: str, number: int, dumps: dict[str, str | None]) -> str | None:
+        """The dumps under this machine's state directory of the run (``down`` removes it); None if unwritable."""
+        try:
+            return write_stacks(harness.StateDir.of(self.kind, name).stacks, number, dumps)
+        except OSError as exc:
+            print(f"tfcluster: cannot write the stacks of {name}: {exc}", file=sys.stderr, flush=True)
+            return None
+
+    def _exec(self, pod: str, namespace: str, command: list[str]) -> Ran | str:
+        """``command`` run in the pod's task container (``pods/exec``), with py-spy's environment."""
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.stream import stream
+        from websocket import WebSocketException
+
+        try:
+            with self._stream_lock:
+                response = stream(self._apis["core"].connect_get_namespaced_pod_exec, pod, namespace,
+                                  command=["env", *(f"{k}={v}" for k, v in PYSPY_ENV.items()), *command],
+                                  container=CONTAINER, stdin=False, stdout=True, stderr=True, tty=False,
+                                  _preload_content=False)
+            try:
+                response.run_forever(timeout=PYSPY_SECONDS + EXEC_SLACK_SECONDS)
+                if response.is_open():
+                    return f"exec in pod {pod} did not end within {PYSPY_SECONDS + EXEC_SLACK_SECONDS:.0f} s"
+                return Ran(response.returncode, response.read_stdout(), response.read_stderr())
+            finally:
+                response.close()
+        except (ApiException, WebSocketException, OSError, ValueError, KeyError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            return f"exec in pod {pod} failed: {str(reason).splitlines()[0] if str(reason) else type(exc).__name__}"
 
     def _write_stall(self, config_map: dict[str, Any], record: k8s_stall.StallRecord, namespace: str) -> None:
         name = config_map["metadata"]["name"]
@@ -514,6 +575,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
                 continue
             for obj in self._list(kind, namespace, name):
                 self._delete(kind, obj["metadata"]["name"], namespace)
+        harness.StateDir.of(self.kind, name).remove()  # the stall's stacks this machine's watch kept
 
     # --- API helpers -----------------------------------------------------
 

@@ -13,10 +13,11 @@ launcher show it, and the watch acts once per pod of the lead.
 all ``decide_stall`` needs). ``step_times`` keeps a task's ``step_time``
 events for ``launcher.supervision.stragglers``.
 
-What Kubernetes lacks here: no stack dumps (the watch has no exec into pods),
-so no task is suspected; under ParameterServer the coordinator keeps
-scheduling around a stuck worker, so the lead's progress does not stop and
-the watch cannot tell which worker is stuck.
+On a stall the watch reads every running task's stacks in its pod
+(``pods/exec`` of the image's py-spy) and names the suspects as every
+supervisor does (``launcher.supervision.stacks``). What Kubernetes lacks
+here: under ParameterServer the coordinator keeps scheduling around a stuck
+worker until an epoch's end, so the lead's progress stops only there.
 """
 
 from __future__ import annotations
@@ -40,8 +41,6 @@ from launcher.supervision.stragglers import StepTime as StepTimes
 
 #: The run's ConfigMap key holding the last ``StallRecord``.
 STALL_KEY = "stall.json"
-#: Why nobody is suspected on Kubernetes.
-NO_SUSPECTS = "Kubernetes: no stack dumps (the watch cannot exec into pods), no task suspected"
 
 
 class StallRecord(BaseModel):

@@ -9,6 +9,7 @@ and are killed (137) when their grace ends.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,7 +68,7 @@ def test_a_job_whose_progress_stops_restarts_with_reason_stalled_and_uses_the_bu
     stuck = [pod_of(fake, task) for task in TASKS]
     fake.now += 1
     actions = backend.supervise("st")
-    assert actions[0].startswith("stall watchdog: stalled: no progress from st-chief-0 for 61 s (stall timeout 60 s)")
+    assert actions[0].startswith("stall watchdog: stalled: no progress for 61 s (stall timeout 60 s)")
     assert "restarting st-chief-0, st-worker-0, st-worker-1 (restart 1/2)" in actions[0]
     assert actions[1:] == [f"stall restart: deleted {pod} (its Job recreates it)" for pod in stuck]
     status = backend.describe("st")
@@ -90,13 +91,13 @@ def test_action_fail_ends_the_job_with_the_stall_as_its_reason(fake: FakeKuberne
     backend = launch(fake, action="fail")
     fake.now = train(fake, fake.now + 5, steps=3, every=2.0) + FLOOR + 1
     actions = backend.supervise("st")
-    assert actions[0].startswith("stall watchdog: failed: stalled: no progress from st-chief-0")
+    assert actions[0].startswith("stall watchdog: failed: stalled: no progress for")
     assert actions[1:] == ["stall: ended Job st-chief (its deadline is now)", "stall: ended Job st-worker (its deadline is now)"]
     for job in ("st-chief", "st-worker"):
         fake.reconcile(job)
     status = backend.describe("st")
     assert status.state is State.FAILED and status.restarts == 0
-    assert status.message.startswith("failed: stalled: no progress from st-chief-0") and "DeadlineExceeded" in status.message
+    assert status.message.startswith("failed: stalled: no progress for") and "DeadlineExceeded" in status.message
     assert {("batch", "jobs", "update"), ("", "configmaps", "update")} <= rbac_used(fake) <= rbac_allowed()
 
 
@@ -148,7 +149,7 @@ def test_a_lead_whose_last_lines_hold_no_report_is_not_judged(fake: FakeKubernet
     fake.now = last + 10 * FLOOR
     assert backend.supervise("st") == []
     fake.pod_logs[key] += format_event(Step(step=4, time=fake.now - FLOOR - 1), "st-chief-0") + "\n"
-    assert backend.supervise("st")[0].startswith("stall watchdog: stalled: no progress from st-chief-0 for 61 s")
+    assert backend.supervise("st")[0].startswith("stall watchdog: stalled: no progress for 61 s")
 
 
 def test_a_program_without_progress_reports_is_never_judged(fake: FakeKubernetes) -> None:
@@ -176,3 +177,58 @@ def test_detached_without_a_deadline_warns_when_the_watch_has_a_stall_to_watch(f
     assert backend.supervises_only_when_watched(plan_for(pss))  # the entrypoint reports progress
     assert not backend.supervises_only_when_watched(plan_for({**pss, "deadline_seconds": 600}))
     assert not backend.supervises_only_when_watched(plan_for({**pss, "command": ["python", "train.py"]}))
+
+
+#: What ``py-spy dump`` prints of a task, as in the worker image: the built-in entrypoint waiting in a collective,
+#: and worker 1's input pipeline stuck in Python inside a ``tf.py_function``.
+WAITING = """Process 7: python -m launcher.worker
+Python v3.11.2 (/opt/venv/bin/python)
+
+Thread 7 (idle): "MainThread"
+    _call_flat (/opt/venv/lib/python3.11/site-packages/tensorflow/python/eager/polymorphic_function/concrete_function.py:1324)
+    train (/opt/venv/lib/python3.11/site-packages/launcher/worker/train.py:64)
+"""
+STUCK = WAITING + """Thread 41 (idle): "Thread-2"
+    gate (/workspace/stuck_input.py:46)
+    __call__ (/opt/venv/lib/python3.11/site-packages/tensorflow/python/ops/script_ops.py:268)
+"""
+
+
+def image(dump: str) -> Any:
+    """A task container of the worker image under ``pods/exec``: ``ls /proc``, and py-spy through timeout."""
+    def run(command: list[str]) -> tuple[int, str, str]:
+        assert command[:2] == ["env", "RUST_BACKTRACE=0"], command
+        if command[2:] == ["ls", "/proc"]:
+            return 0, "1\n7\nself\n", ""
+        assert command[2:6] == ["timeout", "-s", "KILL", "10"] and command[6:9] == ["py-spy", "dump", "--pid"], command
+        if command[9] == "1":
+            return 1, "", "Error: Failed to find python version from target process\n"
+        return 0, dump, ""
+    return run
+
+
+def test_a_stall_reads_every_pods_stacks_through_exec_and_names_the_stuck_task(fake: FakeKubernetes) -> None:
+    backend = launch(fake)
+    fake.pod_exec.update({"st-chief-0": image(WAITING), "st-worker-0": image(WAITING), "st-worker-1": image(STUCK)})
+    fake.now = train(fake, fake.now + 5, steps=10, every=2.0) + FLOOR + 1
+    actions = backend.supervise("st")
+    assert "suspected: st-worker-1 (a thread runs Python inside a TensorFlow op" in actions[0], actions[0]
+    stall = backend.describe("st").stall
+    assert stall.suspects == ["st-worker-1"] and stall.stacks_dir is not None, stall
+    stacks = Path(stall.stacks_dir)
+    assert sorted(p.name for p in stacks.iterdir()) == [f"{task}.txt" for task in TASKS]
+    assert "gate (/workspace/stuck_input.py:46)" in (stacks / "st-worker-1.txt").read_text()
+    assert ("", "pods/exec", "get") in rbac_used(fake) <= rbac_allowed()
+    backend.cancel("st", volumes=True)
+    assert not stacks.exists()  # down removes what the watch kept on this machine
+
+
+def test_debug_reads_the_stacks_of_every_running_pod_and_says_why_not_in_one_line(
+        fake: FakeKubernetes, capsys: pytest.CaptureFixture[str]) -> None:
+    backend = launch(fake)
+    fake.pod_exec.update({"st-chief-0": image(WAITING), "st-worker-1": image(STUCK)})  # worker 0: no py-spy
+    fake.pod_exec["st-worker-0"] = lambda command: (127, "", "timeout: failed to run command 'py-spy': No such file\n") \
+        if "py-spy" in command else (0, "1\n", "")
+    dumps = backend.stacks("st")
+    assert dumps["st-chief-0"] == WAITING.rstrip() and dumps["st-worker-0"] is None and "script_ops" in (dumps["st-worker-1"] or "")
+    assert "no stacks of st-worker-0: py-spy is not in the task's image" in capsys.readouterr().err
