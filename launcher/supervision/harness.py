@@ -17,8 +17,11 @@ Contract: every cluster of a backend that supervises from this machine has a
 ``start(state, entry_module)`` runs ``python -m <entry_module> <dir>`` in a
 session of its own (so it outlives the command that launched it) and
 returns once every task was started; a job that failed before that could
-not start its tasks, and that is a failed launch (``LaunchError``, the
-caller cleans up), the same on every backend.
+not start its tasks, and that is a failed launch (``LaunchError``), the
+same on every backend. ``launch(state, entry_module, undo)`` is ``start``
+with the one cleanup rule: ``undo`` after a failed start, or a Ctrl-C before
+every task ran; a Ctrl-C after that leaves the cluster to the caller's stop,
+its logs kept.
 ``serve(dir, make_runtime)`` is the body of that process: it supervises the
 plan with ``launcher.supervision.supervisor`` until the job is terminal;
 SIGTERM or SIGINT cancels (every task is stopped first). A supervisor is
@@ -152,6 +155,21 @@ def start(state: StateDir, entry_module: str, timeout: float = START_TIMEOUT_SEC
             break
         time.sleep(0.05)
     raise LaunchError(f"the supervisor did not start the cluster: {state.last_log_line() or 'timed out'}")
+
+
+def launch(state: StateDir, entry_module: str, undo: Callable[[], None]) -> None:
+    """``start``, calling ``undo`` (the backend removes what it set up) when the start failed, or was
+    interrupted (Ctrl-C) before every task ran: nothing half-started stays. Interrupted later, the
+    cluster runs on for the caller to stop (``Backend.stop``), its logs kept."""
+    try:
+        start(state, entry_module)
+    except KeyboardInterrupt:
+        if not state.started.exists():
+            undo()
+        raise
+    except BaseException:
+        undo()
+        raise
 
 
 def stop(state: StateDir, timeout: float | None = None) -> None:

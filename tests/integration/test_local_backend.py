@@ -105,6 +105,7 @@ def test_ctrl_c_on_up_stops_every_process_and_keeps_the_logs(tmp_path: Path) -> 
     up = subprocess.Popen([*CLI, "up", str(spec)], cwd=tmp_path,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wait_running("intr", 2)
+    wait_for_condition(LocalState.named("intr").started.exists)  # every task ran: Ctrl-C now stops, keeping the logs
     chief_log = LocalState.named("intr").task_log("intr-chief-0")
     wait_for_condition(lambda: "task started" in chief_log.read_text())
     left = processes("intr")

@@ -116,14 +116,17 @@ class ComposeBackend(Backend[BackendOptions]):
         }
         for filename, content in files.items():
             write_private(state.root / filename, content)
-        try:
-            runtime.run_compose(compose, state.root, "up", "--no-start", "--pull", "never")
-            harness.start(state, supervise.__name__)
-        except BaseException:
+        def undo() -> None:
             harness.stop(state)
             self._remove(plan.name, volumes=not volume_existed)
             state.remove()
+
+        try:
+            runtime.run_compose(compose, state.root, "up", "--no-start", "--pull", "never")
+        except BaseException:
+            undo()
             raise
+        harness.launch(state, supervise.__name__, undo)
 
     def _check_images(self, plan: Plan) -> None:
         import docker.errors

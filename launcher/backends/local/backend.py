@@ -73,12 +73,12 @@ class LocalBackend(Backend[BackendOptions]):
             checkpoints.prepare(Path(plan.run_config.checkpoint_dir), plan.name, plan.run_id)
         state.create(plan)
         private_dir(state.logs)
-        try:
-            harness.start(state, supervise.__name__)
-        except BaseException:
+
+        def undo() -> None:
             self._teardown(state)
             state.remove()
-            raise
+
+        harness.launch(state, supervise.__name__, undo)
 
     def describe(self, name: str) -> JobStatus | None:
         state = LocalState.of(self.kind, name)
