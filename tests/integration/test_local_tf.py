@@ -192,6 +192,29 @@ def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_the_job_su
     assert len(restored) == 1 and restored[0].step >= BACKUP_EVERY, restored  # from the backup, not from scratch
 
 
+def test_pss_worker_stuck_but_alive_is_found_stalled_and_restarted_alone(tmp_path: Path) -> None:
+    """A ParameterServer worker that stops answering (SIGSTOP: alive, its connections open) holds one closure.
+
+    The coordinator keeps scheduling on worker 0 until the epoch's end waits for that closure, forever:
+    TensorFlow reports nothing. The watchdog sees the chief's steps stop, the stopped worker is the one
+    task that gives no stacks, and it alone restarts; the coordinator runs the closure elsewhere and the
+    job succeeds, the chief, the ps and worker 0 never restarted.
+    """
+    name = launch(tmp_path, {"name": "pst", "strategy": "parameter_server",
+                             "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}},
+                             "stall": {"timeout_seconds": 20}}, epochs=8)
+    wait_status(name, lambda s: (s.progress.epoch or 0) >= 1, timeout=180)
+    os.killpg(LocalState.named(name).read_groups()[f"{name}-worker-1"], signal.SIGSTOP)
+    status = finish(name)
+    assert status.stall is not None and status.stall.stalls >= 1, status.stall
+    assert status.stall.suspects == [f"{name}-worker-1"], status.stall
+    assert [t.restarts for t in status.tasks] == [0, 0, status.stall.stalls, 0], status.tasks  # chief, w0, w1, ps
+    assert status.restarts == status.stall.stalls
+    stacks = Path(status.stall.stacks_dir or "")
+    assert "did not answer" in (stacks / f"{name}-worker-1.txt").read_text()
+    assert "launcher/worker" in (stacks / f"{name}-chief-0.txt").read_text()
+
+
 def test_debug_prints_the_stacks_of_every_task_of_a_running_job(tmp_path: Path) -> None:
     name = launch(tmp_path, {"name": "dbg", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}}}, epochs=40)
     try:
