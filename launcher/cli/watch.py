@@ -22,6 +22,7 @@ from launcher.backends.api import Backend
 from launcher.errors import TfclusterError
 from launcher.protocol.progress import JobProgress
 from launcher.supervision.status import JobStatus, State, SupervisorState
+from launcher.supervision.stragglers import StepTime
 
 POLL_SECONDS = 1.0
 #: Poll rounds in a row that may fail on a backend error before the watch gives up.
@@ -29,11 +30,14 @@ FAULT_RETRIES = 10
 
 
 def status_view(job: JobStatus) -> Group:
-    table = Table("task", "state", "restarts", "preempted", "exit", "message")
+    timed = any(task.step_time is not None for task in job.tasks)
+    table = Table("task", "state", "restarts", "preempted", "exit", *(["ms/step (input, compute, peers)"] if timed else []),
+                  "message")
     reports_progress = job.progress.reported  # then a task's ordinary output is noise here
     for task in job.tasks:
         exit_code = "" if task.exit_code is None else str(task.exit_code)
-        table.add_row(task.name, task.state.value, str(task.restarts), str(task.preemptions), exit_code,
+        times = [_breakdown(task.step_time)] if timed else []
+        table.add_row(task.name, task.state.value, str(task.restarts), str(task.preemptions), exit_code, *times,
                       task.message or ("" if reports_progress else task.last_line))
     lost = " (supervisor lost)" if job.supervisor is SupervisorState.LOST else ""
     counts = f" (restarts {job.restarts}, preemptions {job.preemptions})" if job.restarts or job.preemptions else ""
@@ -45,7 +49,7 @@ def status_view(job: JobStatus) -> Group:
     if job.message:
         lines.append(Text(job.message))
     for slow in job.stragglers:
-        measure = "input" if slow.measure == "input_seconds_per_batch" else "step"
+        measure = MEASURE_NAMES.get(slow.measure, slow.measure)
         lines.append(Text(f"straggler: {slow.task}: {measure} {slow.seconds * 1000:.0f} ms, {slow.ratio}x the median "
                           f"{slow.median_seconds * 1000:.0f} ms", style="yellow"))
     if job.stall is not None and job.stall.stalls:
@@ -53,6 +57,21 @@ def status_view(job: JobStatus) -> Group:
     elif job.stall is not None and not job.stall.watching and not job.state.terminal:
         lines.append(Text("stall watchdog: no step reports from this program, it cannot see steps"))
     return Group(*lines)
+
+
+#: How the live view names a straggler's measure (``launcher.supervision.stragglers.MEASURES``).
+MEASURE_NAMES = {"input_seconds_per_batch": "input", "compute_seconds_per_batch": "compute",
+                 "seconds_per_step": "step"}
+
+
+def _breakdown(times: StepTime | None) -> str:
+    """A task's step-time breakdown in ms: ``120 (10, 30, 80)``; ``-`` where a part is not measured."""
+    if times is None:
+        return ""
+    total, *parts = (None if v is None else f"{v * 1000:.0f}" for v in (
+        times.seconds_per_step, times.input_seconds_per_batch, times.compute_seconds_per_batch,
+        times.peer_wait_seconds_per_step))
+    return f"{total or '-'} ({', '.join(p or '-' for p in parts)})"
 
 
 def _progress_line(progress: JobProgress) -> str:

@@ -142,7 +142,10 @@ class StepTime(_Event):
     """A training task's own step times over epoch ``epoch`` (every training task, for stragglers).
 
     ``seconds_per_step``: its wall time per step (first step left out); ``input_seconds_per_batch``: its
-    input pipeline's time per batch from the entrypoint's probe (None: not measured).
+    input pipeline's time per batch from the entrypoint's probe; ``compute_seconds_per_batch``: its
+    forward and backward pass per batch, alone (``launcher.worker.compute``); ``peer_wait_seconds_per_step``:
+    its wall time per step beyond the larger of those two, waiting for its peers and the all-reduce.
+    None: not measured (a user's program, or ParameterServer, where the pipelines live on the workers).
     """
 
     event: Literal[EventKind.STEP_TIME] = EventKind.STEP_TIME
@@ -150,6 +153,8 @@ class StepTime(_Event):
     step: int | None = None
     seconds_per_step: float | None = None
     input_seconds_per_batch: float | None = None
+    compute_seconds_per_batch: float | None = None
+    peer_wait_seconds_per_step: float | None = None
 
 
 class StacksOnSignal(_Event):

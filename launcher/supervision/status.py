@@ -20,7 +20,7 @@ from typing import Any
 
 from launcher.plan.targets import BackendKind
 from launcher.protocol.progress import JobProgress
-from launcher.supervision.stragglers import Straggler
+from launcher.supervision.stragglers import StepTime, Straggler
 
 
 class State(str, Enum):
@@ -77,6 +77,8 @@ class TaskStatus:
     preemptions: int = 0
     #: The task's last line of ordinary output (not an event), for programs that report no progress.
     last_line: str = ""
+    #: A training task's last step-time breakdown (``step_time`` event); None before its first epoch ends.
+    step_time: StepTime | None = None
 
 
 @dataclass
@@ -114,7 +116,9 @@ class JobStatus:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobStatus:
         """The inverse of ``to_dict``."""
-        tasks = [TaskStatus(**{**t, "state": State(t["state"])}) for t in data["tasks"]]  # last_line: optional
+        tasks = [TaskStatus(**{**t, "state": State(t["state"]),  # last_line, step_time: optional
+                               "step_time": StepTime(**t["step_time"]) if t.get("step_time") else None})
+                 for t in data["tasks"]]
         supervisor, stall = data.get("supervisor"), data.get("stall")
         return cls(**{**data, "backend": BackendKind(data["backend"]), "state": State(data["state"]), "tasks": tasks,
                       "supervisor": None if supervisor is None else SupervisorState(supervisor),

@@ -1,13 +1,16 @@
 """Stragglers: the training tasks that keep the others waiting, named with their numbers. Pure.
 
-Contract: every training task reports its own step times (``step_time``
-events: ``seconds_per_step``, the task's wall time per step over the epoch,
-and ``input_seconds_per_batch``, its input pipeline's time per batch from
-the entrypoint's probe, null where there is none). ``stragglers(reports)``
-compares the tasks over their last ``WINDOW`` reports, one measure at a time:
-the input side first (under MultiWorkerMirrored every task's wall time per
-step is the slowest one's, so only the input side tells who is slow), then
-the wall time per step. A task is a straggler when its mean is above
+Contract: every training task reports its own step-time breakdown
+(``step_time`` events, ``StepTime.of``: ``seconds_per_step``, the task's wall
+time per step over the epoch; ``input_seconds_per_batch`` and
+``compute_seconds_per_batch``, its input pipeline's and its own forward and
+backward pass's time per batch from the entrypoint's probes; and
+``peer_wait_seconds_per_step``, the rest of its step: waiting for its peers;
+null where not measured). ``stragglers(reports)`` compares the tasks over
+their last ``WINDOW`` reports, one measure at a time: the input side first,
+then the compute (under MultiWorkerMirrored every task's wall time per step is
+the slowest one's, so only its own parts tell who is slow: the straggler's
+peers show the difference as peer wait), then the wall time per step. A task is a straggler when its mean is above
 ``RATIO`` x the median of the tasks' means (three tasks at least, and by
 ``MIN_SECONDS`` at least, so timer noise on fast steps names nobody).
 """
@@ -18,19 +21,28 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from launcher.protocol import events
+
 RATIO = 1.5
 WINDOW = 3
 MIN_TASKS = 3
 MIN_SECONDS = 0.005
-MEASURES = ("input_seconds_per_batch", "seconds_per_step")
+MEASURES = ("input_seconds_per_batch", "compute_seconds_per_batch", "seconds_per_step")
 
 
 @dataclass(frozen=True)
 class StepTime:
-    """One ``step_time`` report of a task."""
+    """One ``step_time`` report of a task: its step-time breakdown, in seconds (None: not measured)."""
 
-    seconds_per_step: float | None
-    input_seconds_per_batch: float | None
+    seconds_per_step: float | None = None
+    input_seconds_per_batch: float | None = None
+    compute_seconds_per_batch: float | None = None
+    peer_wait_seconds_per_step: float | None = None
+
+    @classmethod
+    def of(cls, event: events.StepTime) -> StepTime:
+        return cls(event.seconds_per_step, event.input_seconds_per_batch, event.compute_seconds_per_batch,
+                   event.peer_wait_seconds_per_step)
 
     def get(self, measure: str) -> float | None:
         value = getattr(self, measure)

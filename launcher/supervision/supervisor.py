@@ -457,7 +457,8 @@ class Supervisor:
             run.dumps_stacks = True
         elif isinstance(event, events.StepTime) and run.task.type.trains:
             times = self._step_times.setdefault(run.task.name, [])
-            times[:] = [*times, StepTime(event.seconds_per_step, event.input_seconds_per_batch)][-STRAGGLER_WINDOW:]
+            run.status.step_time = StepTime.of(event)
+            times[:] = [*times, run.status.step_time][-STRAGGLER_WINDOW:]
             self._job.stragglers = stragglers(self._step_times)
         if run.task.name == self._lead and (event.event in WATCHED_EVENTS or event.event in SIGNS_OF_LIFE):
             self._clock = observe(self._clock, event.event, time.monotonic())

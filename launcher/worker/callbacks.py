@@ -4,8 +4,13 @@ Contract: ``ProgressCallback`` emits ``step`` events (lead task, every
 ``every`` steps and at the end of each epoch; the loss is the running mean of
 the epoch, per replica) and ``epoch`` events with the epoch's logs and
 ``input_wait_fraction``, and on every training task (not only the lead) a
-``step_time`` event at each epoch's end with its own ``seconds_per_step`` and
-``input_seconds_per_batch`` (null without a probe), from which the supervisor
+``step_time`` event at each epoch's end with its own step-time breakdown:
+``seconds_per_step`` (wall), ``input_seconds_per_batch`` (the input probe
+below), ``compute_seconds_per_batch`` (``launcher.worker.compute``: the forward
+and backward pass on this task alone) and ``peer_wait_seconds_per_step`` = the
+wall time per step beyond the larger of those two (the input pipeline runs
+ahead of the step, so the two overlap): the time the task waited for its peers
+and the all-reduce; each null where not measured (no probe). From them the supervisor
 names stragglers (``launcher.supervision.stragglers``); given ``TrainSummaries`` (the lead task's, see
 ``launcher.worker.summaries``) it writes the batch logs (running means, per
 replica) every ``summaries.every`` steps and at each epoch's last step, and the
@@ -38,6 +43,7 @@ from typing import Any
 import tensorflow as tf
 
 from launcher.protocol import events
+from launcher.worker.compute import ComputeProbe
 from launcher.worker.data import seconds_per_batch
 from launcher.worker.reporter import Reporter, scalar
 from launcher.worker.summaries import TrainSummaries
@@ -89,6 +95,14 @@ def input_wait_fraction(input_seconds: float, step_seconds: float) -> float:
     return round(min(1.0, input_seconds / step_seconds), 4) if step_seconds > 0 else 0.0
 
 
+def peer_wait_seconds(step_seconds: float | None, input_seconds: float | None,
+                      compute_seconds: float | None) -> float | None:
+    """Wall seconds per step beyond the task's own input and compute (overlapping: the larger); None unmeasured."""
+    if step_seconds is None or compute_seconds is None:
+        return None
+    return round(max(0.0, step_seconds - max(compute_seconds, input_seconds or 0.0)), 6)
+
+
 class ProgressCallback(tf.keras.callbacks.Callback):
     def __init__(
         self,
@@ -98,6 +112,7 @@ class ProgressCallback(tf.keras.callbacks.Callback):
         every: int,
         input_probe: Iterable[Any] | None,
         summaries: TrainSummaries | None = None,
+        compute_probe: ComputeProbe | None = None,
     ):
         super().__init__()
         self._supports_tf_logs = True  # do not force a sync of PSS RemoteValues every batch
@@ -107,6 +122,7 @@ class ProgressCallback(tf.keras.callbacks.Callback):
         self.every = max(every, 1)
         self.timer = StepTimer()
         self.input_probe = input_probe
+        self.compute_probe = compute_probe
         self.summaries = summaries
         self.epoch = 0
         self.batch_loss_scale = 1.0  # custom loop: its loss is already reduced by strategy.reduce
@@ -152,9 +168,13 @@ class ProgressCallback(tf.keras.callbacks.Callback):
         step_seconds = self.timer.mean()
         input_seconds = None if self.input_probe is None or step_seconds is None else \
             seconds_per_batch(self.input_probe, PROBE_BATCHES)
+        compute_seconds = None if self.compute_probe is None or self.input_probe is None or step_seconds is None \
+            else self.compute_probe.seconds_per_batch(self.input_probe, PROBE_BATCHES)
         fraction = self._input_wait_fraction(epoch, input_seconds, step_seconds)
-        self.reporter.emit(events.StepTime(epoch=epoch, step=(epoch + 1) * self.steps_per_epoch,
-                                           seconds_per_step=step_seconds, input_seconds_per_batch=input_seconds))
+        self.reporter.emit(events.StepTime(
+            epoch=epoch, step=(epoch + 1) * self.steps_per_epoch, seconds_per_step=step_seconds,
+            input_seconds_per_batch=input_seconds, compute_seconds_per_batch=compute_seconds,
+            peer_wait_seconds_per_step=peer_wait_seconds(step_seconds, input_seconds, compute_seconds)))
         metrics = {k: scalar(v) for k, v in fetched(logs).items()}
         self.reporter.lead(
             events.EpochEnd(epoch=epoch, step=(epoch + 1) * self.steps_per_epoch, metrics=metrics,

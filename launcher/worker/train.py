@@ -28,6 +28,7 @@ from launcher.spec.models import Strategy, TrainingLoop
 from launcher.worker import data, lifecycle
 from launcher.worker.artifacts import lead_or_scratch
 from launcher.worker.callbacks import CheckpointEvents, ProgressCallback
+from launcher.worker.compute import ComputeProbe
 from launcher.worker.context import TaskContext
 from launcher.worker.preemption import CoordinatedSave, CoordinatorSave, FitPreemption, exit_on_notice
 from launcher.worker.reporter import scalar
@@ -83,11 +84,12 @@ class TrainingRun:
     summaries: TrainSummaries | None
 
     def progress(self, input_probe: Iterable[Any] | None) -> ProgressCallback:
-        """Progress events; ``input_probe``: the distributed input to time, None under PSS."""
+        """Progress events; ``input_probe``: the distributed input to time (and to time the compute on), None under PSS."""
         training = self.ctx.run_config.training
         every = training.steps_per_epoch // STEP_EVENTS_PER_EPOCH
+        compute = None if input_probe is None else ComputeProbe(self.model, self.strategy)
         return ProgressCallback(
-            self.ctx.reporter, training.steps_per_epoch, training.epochs, every, input_probe, self.summaries
+            self.ctx.reporter, training.steps_per_epoch, training.epochs, every, input_probe, self.summaries, compute
         )
 
 

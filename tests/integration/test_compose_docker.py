@@ -432,6 +432,29 @@ def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_restarted(
     assert "script_ops.py" not in (stacks / "cstk-worker-0.txt").read_text()
 
 
+def test_a_worker_with_a_slow_device_is_named_a_straggler_with_its_breakdown(clusters: Clusters, tmp_path) -> None:  # noqa: F811
+    """As on local: worker 1's forward pass takes 50 ms longer; its compute names it, its peers wait for it."""
+    from pathlib import Path
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "stuck_input.py").write_text((Path(__file__).parent / "scripts" / "stuck_input.py").read_text())
+    spec = tf_spec("cslow", {"chief": {}, "worker": {"replicas": 2}}, epochs=2, workspace=str(workspace))
+    spec["training"] = {**spec["training"], "module": "stuck_input", "args": {
+        **spec["training"]["args"], "slow_compute_worker": 1, "compute_delay": 0.05}}
+    clusters.up(spec)
+    job = clusters.wait("cslow", timeout=400)
+    assert job.state is State.SUCCEEDED, job.message
+    [straggler] = job.to_dict()["stragglers"]  # status -o json
+    assert (straggler["task"], straggler["measure"]) == ("cslow-worker-1", "compute_seconds_per_batch"), straggler
+    assert straggler["seconds"] >= 0.05 and straggler["ratio"] >= 1.5, straggler
+    times = {t.name: t.step_time for t in job.tasks}
+    slow = times.pop("cslow-worker-1")
+    assert slow is not None and all(
+        t is not None and (t.peer_wait_seconds_per_step or 0) > (slow.peer_wait_seconds_per_step or 0)
+        for t in times.values()), (slow, times)
+
+
 #: A plain Python program (no handler of tfcluster's): it says it waits, from inside the function it waits in.
 WAITS_FOR_A_PEER = ["python", "-c", """
 import threading

@@ -240,5 +240,26 @@ def test_a_worker_with_a_slow_input_pipeline_is_named_a_straggler_with_its_numbe
     document = json.loads(tfcluster("status", name, "-o", "json", cwd=tmp_path).stdout)
     [straggler] = document["stragglers"]
     assert straggler["task"] == f"{name}-worker-1" and straggler["measure"] == "input_seconds_per_batch", straggler
+    assert all(t["step_time"]["compute_seconds_per_batch"] > 0 for t in document["tasks"]), document["tasks"]
     assert straggler["seconds"] >= 0.05 and straggler["ratio"] >= 1.5, straggler
     assert document["stall"]["stalls"] == 0
+
+
+def test_a_worker_with_a_slow_device_is_named_a_straggler_by_its_compute_its_peers_wait(tmp_path: Path) -> None:
+    """Every task's wall time per step is the slow one's; its own breakdown tells it from its peers."""
+    (tmp_path / "stuck_input.py").write_text((SCRIPTS / "stuck_input.py").read_text())
+    name = launch(tmp_path, {"name": "slowc", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
+                             "training": {"module": "stuck_input",
+                                          "args": {"slow_compute_worker": 1, "compute_delay": 0.05}}},
+                  epochs=2)
+    finish(name)
+    document = json.loads(tfcluster("status", name, "-o", "json", cwd=tmp_path).stdout)
+    [straggler] = document["stragglers"]
+    assert straggler["task"] == f"{name}-worker-1" and straggler["measure"] == "compute_seconds_per_batch", straggler
+    assert straggler["seconds"] >= 0.05 and straggler["ratio"] >= 1.5, straggler
+    times = {t["name"]: t["step_time"] for t in document["tasks"]}
+    slow = times.pop(f"{name}-worker-1")
+    assert slow["seconds_per_step"] >= 0.05, slow
+    for task, peer in times.items():  # they waited for it
+        assert peer["compute_seconds_per_batch"] < slow["compute_seconds_per_batch"], (task, peer, slow)
+        assert peer["peer_wait_seconds_per_step"] > slow["peer_wait_seconds_per_step"], (task, peer, slow)

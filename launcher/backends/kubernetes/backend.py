@@ -430,8 +430,11 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         status.stall = record.status if record is not None else StallStatus(watching=watching)
         if status.state is State.FAILED and record is not None and record.status.message.startswith("failed:"):
             status.message = "; ".join(filter(None, [record.status.message, status.message]))
-        status.stragglers = stragglers({naming.task_name(name, role, index): k8s_stall.step_times(found)
-                                        for (role, index), found in events.items() if role.trains})
+        times = {naming.task_name(name, role, index): k8s_stall.step_times(found)
+                 for (role, index), found in events.items() if role.trains}
+        status.stragglers = stragglers(times)
+        for task in status.tasks:
+            task.step_time = times[task.name][-1] if times.get(task.name) else None
         return status
 
     def _recent_events(self, runs: list[k8s_status.PodView], namespace: str,

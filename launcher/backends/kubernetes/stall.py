@@ -79,4 +79,4 @@ def rules(policy: JobPolicy, jobs: list[Obj], cluster: str) -> Rules:
 
 def step_times(events: Iterable[Event]) -> list[StepTimes]:
     """A task's last ``step_time`` reports, for ``launcher.supervision.stragglers``."""
-    return [StepTimes(e.seconds_per_step, e.input_seconds_per_batch) for e in events if isinstance(e, StepTime)][-WINDOW:]
+    return [StepTimes.of(e) for e in events if isinstance(e, StepTime)][-WINDOW:]

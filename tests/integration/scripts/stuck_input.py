@@ -5,7 +5,9 @@ while ``marker`` does not exist, the gate lets ``block_after`` batches through,
 then creates ``marker`` and never returns: the process lives, its gRPC server
 answers, and its peers wait in the step's all-reduce, as with a stuck NFS read
 or a deadlocked loader. A restarted attempt finds the marker and does not block.
-``step_delay`` (seconds) slows every batch of worker ``slow_worker`` (a straggler).
+``step_delay`` (seconds) slows every batch of worker ``slow_worker`` (a straggler
+whose input is slow); ``compute_delay`` slows the model's forward pass on worker
+``slow_compute_worker`` (a straggler whose device is slow: same math, more time).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import tensorflow as tf
 
 from launcher.examples import mnist
 
-build_model = mnist.build_model
 make_eval_dataset = mnist.make_eval_dataset
 
 
@@ -29,8 +30,37 @@ def _task() -> tuple[str, int]:
     return task.get("type", ""), int(task.get("index", 0))
 
 
+class Delay(tf.keras.layers.Layer):
+    """Passes its input on after ``seconds``: the same math taking longer, as on a slower device."""
+
+    def __init__(self, seconds: float, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.seconds = seconds
+
+    def call(self, inputs: tf.Tensor) -> tf.Tensor:
+        slept = tf.py_function(lambda: time.sleep(self.seconds) or True, [], tf.bool)
+        with tf.control_dependencies([slept]):
+            return tf.identity(inputs)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "seconds": self.seconds}
+
+
+def build_model(slow_compute_worker: int = -1, compute_delay: float = 0.0, **args: Any) -> tf.keras.Model:
+    """The digits model; with ``compute_delay``, behind a ``Delay`` on every task (the same model everywhere,
+    as MultiWorkerMirrored needs), which waits on worker ``slow_compute_worker`` only."""
+    model = mnist.build_model(**args)
+    if not compute_delay:
+        return model
+    delay = compute_delay if _task() == ("worker", slow_compute_worker) else 0.0
+    slowed = tf.keras.Sequential([tf.keras.layers.Input(shape=(28, 28, 1)), Delay(delay), *model.layers])
+    slowed.compile(optimizer=tf.keras.optimizers.Adam(), loss=model.loss, metrics=["accuracy"])
+    return slowed
+
+
 def make_dataset(input_context: Any, global_batch_size: int, marker: str = "", block_after: int = 12,
-                 slow_worker: int = -1, step_delay: float = 0.0, **args: Any) -> tf.data.Dataset:
+                 slow_worker: int = -1, step_delay: float = 0.0, slow_compute_worker: int = -1,
+                 compute_delay: float = 0.0, **args: Any) -> tf.data.Dataset:
     dataset = mnist.make_dataset(input_context, global_batch_size, **args)
     blocks = bool(marker) and _task() == ("worker", 1) and not os.path.exists(marker)
     slow = _task() == ("worker", slow_worker)

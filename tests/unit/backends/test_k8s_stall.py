@@ -169,6 +169,8 @@ def test_a_straggler_is_named_in_describe_with_its_numbers(fake: FakeKubernetes)
     assert (straggler.task, straggler.measure, straggler.seconds, straggler.median_seconds, straggler.ratio) == \
         ("st-worker-1", "input_seconds_per_batch", 0.4, 0.1, 4.0)
     assert [s["task"] for s in backend.describe("st").to_dict()["stragglers"]] == ["st-worker-1"]  # status -o json
+    [task] = [t for t in backend.describe("st").tasks if t.name == "st-worker-1"]
+    assert task.step_time is not None and task.step_time.input_seconds_per_batch == 0.4  # its last report
 
 
 def test_detached_without_a_deadline_warns_when_the_watch_has_a_stall_to_watch(fake: FakeKubernetes) -> None:

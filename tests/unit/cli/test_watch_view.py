@@ -81,7 +81,7 @@ def test_status_text_counts_preemptions_apart_from_restarts() -> None:
 
 def test_the_view_shows_stalls_stragglers_and_an_unwatched_program() -> None:
     from launcher.supervision.status import StallStatus
-    from launcher.supervision.stragglers import Straggler
+    from launcher.supervision.stragglers import StepTime, Straggler
 
     stalled = JobStatus("t", BackendKind.LOCAL, State.RUNNING,
                         stall=StallStatus(True, 1, "no progress for 31 s; suspected: t-worker-1", ["t-worker-1"]),
@@ -89,5 +89,15 @@ def test_the_view_shows_stalls_stragglers_and_an_unwatched_program() -> None:
     text = render(stalled)
     assert "stalls: 1; last: no progress for 31 s; suspected: t-worker-1" in text
     assert "straggler: t-worker-2: input 90 ms, 30.0x the median 3 ms" in text
+    slow = Straggler("t-worker-2", "compute_seconds_per_batch", 0.09, 0.003, 30.0)
+    timed = JobStatus("t", BackendKind.LOCAL, State.RUNNING, stragglers=[slow], tasks=[
+        TaskStatus("t-worker-1", State.RUNNING, step_time=StepTime(0.1, 0.002, 0.003, 0.095)),
+        TaskStatus("t-worker-2", State.RUNNING, step_time=StepTime(0.1, 0.002, 0.09, None)),
+        TaskStatus("t-ps-0", State.RUNNING)])
+    text = render(timed)
+    assert "straggler: t-worker-2: compute 90 ms, 30.0x the median 3 ms" in text
+    assert "ms/step (input, compute, peers)" in text
+    assert "100 (2, 3, 95)" in text and "100 (2, 90, -)" in text
+    assert JobStatus.from_dict(timed.to_dict()) == timed
     assert "cannot see steps" in render(JobStatus("t", BackendKind.LOCAL, State.RUNNING, stall=StallStatus(False)))
     assert "cannot see steps" not in render(JobStatus("t", BackendKind.LOCAL, State.RUNNING, stall=StallStatus(True)))

@@ -152,6 +152,15 @@ def test_the_task_whose_input_is_slow_is_the_straggler_though_every_step_takes_a
     assert found[0].seconds == 0.08 and found[0].median_seconds == 0.003 and found[0].ratio > 20
 
 
+def test_with_inputs_alike_the_task_whose_compute_is_slow_is_the_straggler() -> None:
+    def report(compute: float, peers: float) -> list[StepTime]:
+        return [StepTime(0.2, 0.01, compute, peers)]
+
+    found = stragglers({"c": report(0.05, 0.15), "w0": report(0.05, 0.15), "w1": report(0.19, 0.01)})
+    assert [(s.task, s.measure, s.seconds, s.median_seconds) for s in found] == [
+        ("w1", "compute_seconds_per_batch", 0.19, 0.05)]
+
+
 def test_without_an_input_probe_the_wall_time_per_step_tells() -> None:
     found = stragglers({"a": times((0.1, None)), "b": times((0.11, None)), "c": times((0.3, None))})
     assert [s.task for s in found] == ["c"]

@@ -69,8 +69,8 @@ def train_step(model: tf.keras.Model, optimizer, batch) -> tf.Tensor:
     return loss
 
 
-def run_single_task(tmp_path: Path, loop: TrainingLoop) -> list[dict]:
-    """Train this module in-process with the default strategy; the ``epoch`` events."""
+def run_single_task(tmp_path: Path, loop: TrainingLoop, kind: str = "epoch") -> list[Any]:
+    """Train this module in-process with the default strategy; the events of ``kind``."""
     training = TrainingSpec(module=__name__, loop=loop, epochs=EPOCHS, steps_per_epoch=STEPS, batch_size_per_replica=BATCH)
     run_config = RunConfig(name="input", run_id="r1", strategy=Strategy.DEFAULT, training=training, checkpoint_dir=str(tmp_path))
     stream = io.StringIO()
@@ -78,7 +78,7 @@ def run_single_task(tmp_path: Path, loop: TrainingLoop) -> list[dict]:
     selection = Selection(Action.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
     train(TaskContext(reporter.task, run_config, {}, selection, usercode.load(training), reporter))
     events = [parse_event(line) for line in stream.getvalue().splitlines()]
-    return [e for e in events if e and e.event == "epoch"]
+    return [e for e in events if e and e.event == kind]
 
 
 @pytest.mark.parametrize("loop", list(TrainingLoop))
@@ -100,6 +100,26 @@ def test_a_pipeline_faster_than_the_step_is_not(tmp_path: Path, loop: TrainingLo
     fractions = [e.input_wait_fraction for e in epochs]
     assert fractions == [0.0] * EPOCHS, fractions
     assert "input-bound" not in caplog.text
+
+
+@pytest.mark.parametrize("loop", list(TrainingLoop))
+def test_each_epoch_reports_the_tasks_step_time_breakdown(tmp_path: Path, loop: TrainingLoop, monkeypatch) -> None:
+    """Input and compute measured by their probes (compute for real), the rest of the step is peer wait."""
+    probe_answering(monkeypatch, 0.0)
+    step_times = run_single_task(tmp_path, loop, kind="step_time")
+    assert len(step_times) == EPOCHS
+    for times in step_times:
+        assert times.input_seconds_per_batch == 0.0 and times.compute_seconds_per_batch > 0, times
+        assert times.peer_wait_seconds_per_step == pytest.approx(
+            max(0.0, times.seconds_per_step - times.compute_seconds_per_batch), abs=1e-6), times
+
+
+def test_peer_wait_is_the_step_beyond_the_larger_of_input_and_compute() -> None:
+    assert callbacks.peer_wait_seconds(0.5, 0.1, 0.2) == 0.3
+    assert callbacks.peer_wait_seconds(0.5, 0.4, 0.2) == pytest.approx(0.1)
+    assert callbacks.peer_wait_seconds(0.1, 0.0, 0.2) == 0.0  # timer noise: never negative
+    assert callbacks.peer_wait_seconds(0.5, None, 0.2) == 0.3
+    assert callbacks.peer_wait_seconds(0.5, 0.1, None) is None and callbacks.peer_wait_seconds(None, 0.1, 0.2) is None
 
 
 def test_without_a_probe_the_fraction_is_null_and_nothing_is_claimed(caplog) -> None:
