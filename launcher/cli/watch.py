@@ -84,6 +84,8 @@ def _progress_line(progress: JobProgress) -> str:
     parts = [bar + (f"epoch {epoch + 1}" + (f"/{epochs}" if epochs else "") if epoch is not None else "")]  # epochs count from 0
     shown = {"loss": progress.loss, "accuracy": progress.metrics.get("accuracy")}
     parts += [f"{k} {v:.4f}" for k, v in shown.items() if v is not None]
+    if progress.backup_every_steps and not progress.model_path:
+        parts.append(f"backup every {progress.backup_every_steps} steps")
     if progress.model_path:
         parts.append(f"model: {progress.model_path}")
     return "  ".join(p for p in parts if p)

@@ -47,6 +47,7 @@ class EventKind(str, Enum):
     PREEMPTED = "preempted"
     STEP_TIME = "step_time"
     STACKS_ON_SIGNAL = "stacks_on_signal"
+    BACKUP_INTERVAL = "backup_interval"
 
 
 def _now() -> float:
@@ -157,6 +158,18 @@ class StepTime(_Event):
     peer_wait_seconds_per_step: float | None = None
 
 
+class BackupInterval(_Event):
+    """The backup interval the training tasks agreed on (``backup_every_steps: auto``); from the lead task only.
+
+    ``save_seconds``: the lead's median time a backup held training up; ``step_seconds``: its time per step.
+    """
+
+    event: Literal[EventKind.BACKUP_INTERVAL] = EventKind.BACKUP_INTERVAL
+    steps: int
+    save_seconds: float | None = None
+    step_seconds: float | None = None
+
+
 class StacksOnSignal(_Event):
     """The task dumps its threads' stacks on ``signal`` (``launcher.protocol.stacks``): it may be sent it."""
 
@@ -166,7 +179,7 @@ class StacksOnSignal(_Event):
 
 Event = Annotated[
     Started | Restored | Step | EpochEnd | CheckpointSaved | Evaluation | Finished | Failed | Preempted | StepTime
-    | StacksOnSignal,
+    | StacksOnSignal | BackupInterval,
     Field(discriminator="event"),
 ]
 

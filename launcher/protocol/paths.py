@@ -10,6 +10,7 @@ reads it too, so this module imports no TensorFlow)::
     <dir>/_tfcluster/<run_id>/DONE     completion marker, written by the chief after export
     <dir>/_tfcluster/<run_id>/EVALUATOR  written by the evaluator when it first starts in that launch
     <dir>/_tfcluster/tmp/<task>/       scratch of non-chief tasks (removed by them)
+    <dir>/_tfcluster/tmp-backup/<task>/  their backups' scratch (an asynchronous write outlives a save call)
 
 Joins use '/' so URLs work unchanged.
 """
@@ -72,6 +73,11 @@ def evaluator_marker(checkpoint_dir: str, run_id: str) -> str:
 
 def scratch_dir(checkpoint_dir: str, task_name: str) -> str:
     return posixpath.join(checkpoint_dir, "_tfcluster", "tmp", task_name)
+
+
+def backup_scratch_dir(checkpoint_dir: str, task_name: str) -> str:
+    """A non-lead task's backup scratch: apart from ``scratch_dir``, which other writes remove while it is written."""
+    return posixpath.join(checkpoint_dir, "_tfcluster", "tmp-backup", task_name)
 
 
 def is_object_store(checkpoint_dir: str) -> bool:

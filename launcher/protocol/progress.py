@@ -14,6 +14,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from launcher.protocol.events import (
+    BackupInterval,
     EpochEnd,
     Evaluation,
     Event,
@@ -27,7 +28,8 @@ from launcher.protocol.events import (
 from launcher.protocol.runconfig import RunConfig
 
 #: The lead task's events that make up the job's progress.
-LEAD_EVENTS = frozenset({EventKind.STARTED, EventKind.RESTORED, EventKind.STEP, EventKind.EPOCH, EventKind.FINISHED})
+LEAD_EVENTS = frozenset({EventKind.STARTED, EventKind.RESTORED, EventKind.STEP, EventKind.EPOCH, EventKind.FINISHED,
+                         EventKind.BACKUP_INTERVAL})
 
 
 class JobProgress(BaseModel):
@@ -55,6 +57,8 @@ class JobProgress(BaseModel):
     #: The latest evaluation's metrics (an evaluator task).
     evaluation: Metrics | None = None
     model_path: str | None = None
+    #: Steps between backups: the spec's number, or the one ``auto`` chose (None: per epoch, or not chosen yet).
+    backup_every_steps: int | None = None
 
     @property
     def reported(self) -> bool:
@@ -67,7 +71,9 @@ def seed(run_config: RunConfig) -> JobProgress:
     if not run_config.lead_runs_entrypoint:
         return JobProgress()
     training = run_config.training
-    return JobProgress(epochs=training.epochs, total_steps=training.epochs * training.steps_per_epoch)
+    every = run_config.backup_every_steps
+    return JobProgress(epochs=training.epochs, total_steps=training.epochs * training.steps_per_epoch,
+                       backup_every_steps=every if isinstance(every, int) else None)
 
 
 def counts(event: Event, from_lead: bool) -> bool:
@@ -103,6 +109,8 @@ def progress(previous: JobProgress, event: Event) -> JobProgress:
             changes["metrics"] = event.metrics
     elif isinstance(event, Evaluation):
         return previous.model_copy(update={"evaluation": event.metrics})
+    elif isinstance(event, BackupInterval):
+        return previous.model_copy(update={"backup_every_steps": event.steps})
     else:
         return previous
     return previous.model_copy(update=changes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,7 +22,8 @@ class RunConfig(BaseModel):
 
     ``strategy`` is already resolved: ``auto`` here means a single task that
     picks mirrored / one_device / default from its own devices.
-    ``backup_every_steps`` None means BackupAndRestore once per epoch.
+    ``backup_every_steps`` None means BackupAndRestore once per epoch;
+    ``async_backups``: backups are written in a background thread (``launcher.worker.backups``).
     ``tensorboard_dir`` is the resolved log dir (None: no summaries), written
     every ``summary_every_steps`` steps by the chief.
     ``run_id`` identifies one launch; the completion marker carries it so a
@@ -40,7 +42,8 @@ class RunConfig(BaseModel):
     collective: Collective = Collective.AUTO
     training: TrainingSpec = TrainingSpec()
     checkpoint_dir: str
-    backup_every_steps: int | None = None
+    backup_every_steps: int | Literal["auto"] | None = None
+    async_backups: bool = False
     tpu: TPUSpec | None = None
     tensorboard_dir: str | None = None
     summary_every_steps: int = 10

@@ -12,9 +12,9 @@ from __future__ import annotations
 import difflib
 import re
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from launcher.spec.image_reference import ImageReference, RegistryReference
 from launcher.spec.quantities import BYTES, byte_count
@@ -219,6 +219,20 @@ class TrainingSpec(_Model):
     batch_size_per_replica: int = Field(64, ge=1, le=1_000_000)
 
 
+MAX_BACKUP_STEPS = 10_000_000
+
+
+def _backup_interval(value: object) -> object:
+    """One clear problem for a bad ``backup_every_steps`` (not one per member of its union)."""
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"a number of steps, auto, or null (got {value!r})")
+    if not 1 <= value <= MAX_BACKUP_STEPS:
+        raise ValueError(f"between 1 and {MAX_BACKUP_STEPS} steps (got {value})")
+    return value
+
+
 class CheckpointSpec(_Model):
     """Where checkpoints live and how often they are written.
 
@@ -229,13 +243,19 @@ class CheckpointSpec(_Model):
     """
 
     dir: str | None = Field(None, min_length=1)
-    backup_every_steps: int | None = Field(
+    backup_every_steps: Annotated[int | Literal["auto"] | None, BeforeValidator(_backup_interval)] = Field(
         100,
-        ge=1,
-        le=10_000_000,
         description=(
-            "BackupAndRestore every N steps (MWMS); null = every epoch. PSS always backs up per epoch. "
-            "Each backup pauses training: small N repeats less work after a failure but trains slower."
+            "BackupAndRestore every N steps (MWMS, single task); null = every epoch; auto = the fewest steps for "
+            "which backups hold training up at most 2% of the time, from the measured save and step times, chosen "
+            "again at each epoch's end. PSS always backs up per epoch. Small N repeats less work after a failure."
+        ),
+    )
+    async_backups: bool = Field(
+        True,
+        description=(
+            "Write backups in a background thread (MWMS, single task): a save pauses training only to copy the "
+            "variables to host memory; a task killed mid-write restores the previous backup. PSS saves synchronously."
         ),
     )
     save_grace_seconds: int = Field(

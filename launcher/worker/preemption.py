@@ -13,7 +13,10 @@ Contract:
   the same step once any of them got SIGTERM (the handler aligns the step
   through the coordination service), then raises ``Preempted(step)``. The
   save goes through ``write_manager`` (or ``save_fn``), so it is the run's
-  backup (``paths.backup_dir``) and the restart resumes from it.
+  backup (``paths.backup_dir``) and the restart resumes from it; ``settle``
+  (``launcher.worker.backups``) runs before and after it, so an asynchronous
+  backup in flight lands first and the preemption save is complete, and last,
+  when the task exits.
 - ``FitPreemption``: that for ``fit``, over ``BackupAndRestore``'s own
   checkpoint managers (put it right after that callback). tf_keras'
   ``BackupAndRestore(save_before_preemption=True)`` is not used: it enables
@@ -39,6 +42,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from launcher.worker.backups import Backups
 from launcher.worker.errors import Preempted
 
 
@@ -58,13 +62,25 @@ class CoordinatedSave:
         read_manager: tf.train.CheckpointManager,
         write_manager: tf.train.CheckpointManager | None = None,
         save_fn: Callable[[], None] | None = None,
+        settle: Callable[[], None] | None = None,
     ):
         self.step: int | None = None
         self.read_manager = read_manager
         self.write_manager = write_manager or read_manager
+        save = save_fn or self.write_manager.save
+
+        def settled_save() -> None:
+            # The backup write in flight lands first, so the preemption save is the last one; the preemption
+            # save itself is synchronous (TensorFlow writes synchronously in its preemption context).
+            if settle is not None:
+                settle()
+            save()
+            if settle is not None:
+                settle()
+
         # Single-task strategies have no cluster: the handler runs in its local mode.
         multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-        config = tf.distribute.experimental.TerminationConfig(exit_fn=self._exit, save_fn=save_fn)
+        config = tf.distribute.experimental.TerminationConfig(exit_fn=self._exit, save_fn=settled_save)
         self.handler = tf.distribute.experimental.PreemptionCheckpointHandler(
             strategy.cluster_resolver if multi_worker else None, self.write_manager, termination_config=config
         )
@@ -85,16 +101,18 @@ class CoordinatedSave:
 class FitPreemption(tf.keras.callbacks.Callback):
     """``CoordinatedSave`` for ``fit``: the save is ``BackupAndRestore``'s backup (put it right after that callback)."""
 
-    def __init__(self, steps_per_epoch: int):
+    def __init__(self, steps_per_epoch: int, backups: Backups):
         super().__init__()
         self.steps_per_epoch = steps_per_epoch
+        self.backups = backups
         self.epoch = 0
         self.save: CoordinatedSave | None = None
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         state = self.model._training_state  # BackupAndRestore's, created in its on_train_begin
         self.save = CoordinatedSave(
-            self.model.distribute_strategy, state.read_checkpoint_manager, state.write_checkpoint_manager
+            self.model.distribute_strategy, state.read_checkpoint_manager, state.write_checkpoint_manager,
+            settle=self.backups.settle,
         )
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:

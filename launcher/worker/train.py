@@ -27,9 +27,11 @@ from launcher.protocol import events, paths
 from launcher.spec.models import Strategy, TrainingLoop
 from launcher.worker import data, lifecycle
 from launcher.worker.artifacts import lead_or_scratch
+from launcher.worker.backups import Backups, BackupWriter
 from launcher.worker.callbacks import CheckpointEvents, ProgressCallback
 from launcher.worker.compute import ComputeProbe
 from launcher.worker.context import TaskContext
+from launcher.worker.interval import INITIAL_STEPS, AutoInterval
 from launcher.worker.preemption import CoordinatedSave, CoordinatorSave, FitPreemption, exit_on_notice
 from launcher.worker.reporter import scalar
 from launcher.worker.restore import ResumePoint, resume_point
@@ -83,6 +85,12 @@ class TrainingRun:
     resume: ResumePoint | None
     summaries: TrainSummaries | None
 
+    def auto_interval(self) -> AutoInterval | None:
+        """The backup interval's measures under ``backup_every_steps: auto``, else None."""
+        if self.ctx.run_config.backup_every_steps != "auto":
+            return None
+        return AutoInterval(self.strategy, initial=min(INITIAL_STEPS, self.ctx.run_config.training.steps_per_epoch))
+
     def progress(self, input_probe: Iterable[Any] | None) -> ProgressCallback:
         """Progress events; ``input_probe``: the distributed input to time (and to time the compute on), None under PSS."""
         training = self.ctx.run_config.training
@@ -116,12 +124,10 @@ def fit_loop(run: TrainingRun) -> dict[str, float]:
         # First: a step's curve point is on disk before a backup or a preemption save makes the step one a
         # restart does not train again (the step event then precedes the save).
         progress,
-        tf.keras.callbacks.BackupAndRestore(
-            backup_dir=paths.backup_dir(run_config.checkpoint_dir),
-            save_freq=run_config.backup_every_steps or "epoch",
-            delete_checkpoint=False,  # the chief deletes it once the model is exported (``_delete_backup``)
-        ),
-        CoordinatorSave(training.steps_per_epoch) if _is_pss(ctx) else FitPreemption(training.steps_per_epoch),
+        # The chief deletes the backup once the model is exported (``_delete_backup``).
+        backups := Backups(paths.backup_dir(run_config.checkpoint_dir), run_config.backup_every_steps or "epoch",
+                           run_config.async_backups, run.auto_interval(), ctx.reporter.lead),
+        CoordinatorSave(training.steps_per_epoch) if _is_pss(ctx) else FitPreemption(training.steps_per_epoch, backups),
         # ModelCheckpoint writes non-chief copies to temporary paths and removes them itself.
         tf.keras.callbacks.ModelCheckpoint(pattern, save_weights_only=True),
         CheckpointEvents(ctx.reporter, pattern),
@@ -151,6 +157,10 @@ class _Backup:
             model=model, optimizer=optimizer, ckpt_saved_epoch=self.saved_epoch, ckpt_saved_batch=self.saved_batch
         )
         self.manager = tf.train.CheckpointManager(self.checkpoint, posixpath.join(self.directory, "chief"), max_to_keep=1)
+        asynchronous = ctx.run_config.async_backups
+        self.writer = BackupWriter.of_manager(self.manager, asynchronous) if ctx.selection.is_lead else \
+            BackupWriter.of_scratch(self.checkpoint, paths.backup_scratch_dir(ctx.run_config.checkpoint_dir, ctx.task_name),
+                                    asynchronous)
 
     def restore(self) -> None:
         if self.manager.latest_checkpoint:
@@ -159,10 +169,7 @@ class _Backup:
     def save(self, epoch: int, batch: int) -> None:
         self.saved_epoch.assign(epoch)
         self.saved_batch.assign(batch)
-        if self.ctx.selection.is_lead:
-            self.manager.save()
-        else:
-            lead_or_scratch(self.ctx, posixpath.join(self.directory, "backup"), self.checkpoint.write)
+        self.writer.save()
 
 
 def custom_loop(run: TrainingRun) -> dict[str, float]:
@@ -195,8 +202,11 @@ def custom_loop(run: TrainingRun) -> dict[str, float]:
     backup = _Backup(ctx, model, optimizer)
     backup.restore()
     done = [0, 0]  # (epoch, batch) of the last step done, what a preemption save records
-    preemption = None if _is_pss(ctx) else CoordinatedSave(strategy, backup.manager, save_fn=lambda: backup.save(*done))
-    every = run_config.backup_every_steps
+    preemption = None if _is_pss(ctx) else CoordinatedSave(strategy, backup.manager, save_fn=lambda: backup.save(*done),
+                                                           settle=backup.writer.settle)
+    auto = run.auto_interval()
+    every = auto.steps if auto is not None else run_config.backup_every_steps
+    save_backup = backup.save if auto is None else lambda epoch, batch: auto.timed(lambda: backup.save(epoch, batch))
     pattern = paths.checkpoint_pattern(run_config.checkpoint_dir)
     start = run.resume or ResumePoint(0, 0, 0)
     loss: Any = None
@@ -209,16 +219,21 @@ def custom_loop(run: TrainingRun) -> dict[str, float]:
             # a save makes the step one a restart does not train again.
             progress.on_train_batch_end(batch, {"loss": loss})
             last = batch == training.steps_per_epoch - 1
-            if every and not last and (epoch * training.steps_per_epoch + batch + 1) % every == 0:
-                backup.save(epoch, batch)
+            if isinstance(every, int) and not last and (epoch * training.steps_per_epoch + batch + 1) % every == 0:
+                save_backup(epoch, batch)
             if preemption is not None:
                 done[:] = epoch, batch
                 preemption.after_step(epoch * training.steps_per_epoch + batch + 1)
         wait_for_steps()
         progress.on_epoch_end(epoch, {"loss": loss})
-        backup.save(epoch, training.steps_per_epoch - 1)
+        save_backup(epoch, training.steps_per_epoch - 1)
+        if auto is not None:
+            decided = auto.decide(progress.timer.mean())
+            every = decided.steps
+            ctx.reporter.lead(decided)
         weights = pattern.format(epoch=epoch + 1)
         lead_or_scratch(ctx, weights, model.save_weights)
         ctx.reporter.lead(events.CheckpointSaved(epoch=epoch, path=weights))
+    backup.writer.settle()  # the export and the backup's deletion come after the last write
     final = scalar(loss)
     return {"loss": final} if final is not None else {}

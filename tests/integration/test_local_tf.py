@@ -215,6 +215,30 @@ def test_pss_worker_stuck_but_alive_is_found_stalled_and_restarted_alone(tmp_pat
     assert "launcher/worker" in (stacks / f"{name}-chief-0.txt").read_text()
 
 
+def test_a_chief_killed_while_its_asynchronous_backup_is_written_restores_the_previous_complete_one(
+        tmp_path: Path) -> None:
+    """The chief's backup of step 10 is written but never recorded (its write thread stops before TensorFlow
+    records it); training goes on meanwhile, which a synchronous save would not allow; kill -9 of the chief:
+    the restart restores the backup of step 5, complete, and the job succeeds."""
+    (tmp_path / "stuck_backup.py").write_text((SCRIPTS / "stuck_backup.py").read_text())
+    marker = tmp_path / "stuck"
+    name = launch(tmp_path, {"name": "abk", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}},
+                             "checkpoint": {"backup_every_steps": 5},
+                             "training": {"module": "stuck_backup", "args": {"marker": str(marker)},
+                                          "steps_per_epoch": 20}},
+                  epochs=2)
+    # Step 15's event comes before its backup, which waits for the stuck write: the step proves the overlap.
+    wait_status(name, lambda s: marker.exists() and (s.progress.step or 0) >= 15, timeout=180)
+    assert "/backup/chief/ckpt-2" in marker.read_text()
+    kill_task(name, f"{name}-chief-0")
+    status = finish(name)
+    assert status.restarts == 1, status
+    chief = events(name, f"{name}-chief-0")
+    [restored] = [e for e in chief if e.event == "restored"]
+    assert restored.step == 5, restored
+    assert any(e.event == "finished" for e in chief[chief.index(restored):])
+
+
 def test_debug_prints_the_stacks_of_every_task_of_a_running_job(tmp_path: Path) -> None:
     name = launch(tmp_path, {"name": "dbg", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}}}, epochs=40)
     try:

@@ -143,6 +143,8 @@ def test_custom_loop_runs_the_users_train_step_under_mwms_from_the_cluster_file(
     assert len(chief.of("checkpoint")) == 2
     assert [step for step, _ in curve(tmp_path / "tensorboard" / "train", "loss")] == [10, 15, 20, 30]
     assert held_out_accuracy(chief.of("finished")[0].model_path) > 0.4
+    scratch = [p for d in ("tmp", "tmp-backup") for p in (tmp_path / "_tfcluster" / d).rglob("*") if p.is_file()]
+    assert not scratch, "non-lead scratch copies (asynchronous backups included) left behind"
 
 
 def test_single_task_auto_picks_the_default_strategy_on_cpu(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ EVERY_KIND = [
     events.Restored(epoch=1, step_in_epoch=2, step=12),
     events.Step(step=14, epoch=1, total_steps=30, loss=0.5),
     events.EpochEnd(epoch=1, step=20, metrics={"loss": 0.4, "accuracy": 0.8}, input_wait_fraction=0.1),
+    events.BackupInterval(steps=7, save_seconds=0.002, step_seconds=0.05),
     events.CheckpointSaved(path="/c/ckpt-0002", epoch=1),
     events.Evaluation(checkpoint="/c/ckpt-0002", metrics={"accuracy": 0.7}),
     events.Finished(metrics={"loss": 0.3}, model_path="/c/model"),
@@ -76,6 +77,8 @@ def _run_config(**fields: object) -> RunConfig:
 
 def test_the_seed_comes_from_the_run_config() -> None:
     assert seed(_run_config()) == JobProgress(epochs=3, total_steps=30)
+    assert seed(_run_config(backup_every_steps=20)).backup_every_steps == 20
+    assert seed(_run_config(backup_every_steps="auto")).backup_every_steps is None  # until the tasks chose it
     assert seed(_run_config(lead_runs_entrypoint=False)) == JobProgress()
     assert seed(_run_config()).reported and not JobProgress().reported
 
@@ -86,7 +89,7 @@ def test_the_fold_keeps_what_later_events_do_not_say() -> None:
     assert result == JobProgress(
         event=EventKind.FINISHED, time=lead[-3].time, strategy="MirroredStrategy", num_replicas_in_sync=2, epochs=3,
         epoch=1, step=20, total_steps=30, loss=0.4, metrics={"loss": 0.3}, input_wait_fraction=0.1,
-        evaluation={"accuracy": 0.7}, model_path="/c/model",
+        evaluation={"accuracy": 0.7}, model_path="/c/model", backup_every_steps=7,
     )
 
 
