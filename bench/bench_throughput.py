@@ -101,7 +101,7 @@ def baseline_throughput() -> float:
                 env={**os.environ, **TF_QUIET, **plan.task_env(task)},
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO,
             )
-            for task in plan.training_tasks()
+            for task in plan.tasks if task.type.trains
         ]
         outputs = [p.communicate(timeout=600)[0] for p in procs]
     line = next(text for text in outputs[0].splitlines() if text.startswith("BASELINE "))

@@ -12,9 +12,10 @@ Contract:
   complete backup, never a torn one.
 - ``BackupWriter``: one task's backup writes (``save``), the lead's kept and
   another task's to a scratch directory (every task must take part in a save,
-  only the lead keeps it). ``settle()`` waits for the write in flight (none:
-  at once) and then removes a scratch copy; ``save`` settles first, so one
-  write at most is in flight. Settle before anything that reads, replaces or
+  only the lead keeps it). ``save`` first waits for the write in flight, so
+  one write at most is in flight; a scratch copy is overwritten by the next.
+  ``settle()`` waits for the write in flight (none: at once) and then removes
+  a scratch copy. Settle before anything that reads, replaces or
   removes what a write produces: the synchronous preemption save
   (``launcher.worker.preemption``), the end of training (the final export and
   the backup's deletion come after it), the task's exit.
@@ -69,12 +70,10 @@ class BackupWriter:
                    checkpoint.sync, directory, asynchronous)
 
     def save(self) -> None:
-        self.settle()
+        self._sync()  # one write in flight at most; a scratch copy is overwritten, and removed by ``settle``
         if self.scratch is not None:
             tf.io.gfile.makedirs(self.scratch)
         self._write(ASYNC if self.asynchronous else None)
-        if not self.asynchronous:
-            self.settle()
 
     def settle(self) -> None:
         """Wait for the write in flight, then remove a scratch copy."""

@@ -7,8 +7,8 @@ SHARE``), between 1 and ``MAX_STEPS``. ``AutoInterval(strategy)`` keeps one
 task's measures: ``steps`` is the interval now (``initial`` until decided:
 the entrypoint starts at ``INITIAL_STEPS`` or an epoch, whichever is
 shorter, so the first epoch measures a backup); ``saved(seconds)`` records how long a backup held the step up
-(with asynchronous backups, the copy to host memory; the first, which also
-sets the writer up, is left out once another exists); ``decide(step_seconds)``,
+(with asynchronous backups, the copy to host memory; the first two, which
+set the writer up and trace its copy, are left out once others exist); ``decide(step_seconds)``,
 called by every training task at the same point (an epoch's end), proposes an
 interval from this task's median save and the epoch's time per step, and
 every task takes the largest proposal (``agree``: one all-gather under
@@ -66,7 +66,7 @@ class AutoInterval:
         self.saved(time.perf_counter() - start)
 
     def save_seconds(self) -> float | None:
-        measured = self.saves[1:] or self.saves
+        measured = self.saves[2:] or self.saves[1:] or self.saves
         return statistics.median(measured) if measured else None
 
     def decide(self, step_seconds: float | None) -> events.BackupInterval:
