@@ -243,7 +243,9 @@ class CheckpointSpec(_Model):
     """
 
     dir: str | None = Field(None, min_length=1)
-    backup_every_steps: Annotated[int | Literal["auto"] | None, BeforeValidator(_backup_interval)] = Field(
+    backup_every_steps: Annotated[
+        Annotated[int, Field(ge=1, le=MAX_BACKUP_STEPS)] | Literal["auto"] | None, BeforeValidator(_backup_interval)
+    ] = Field(
         100,
         description=(
             "BackupAndRestore every N steps (MWMS, single task); null = every epoch; auto = the fewest steps for "
