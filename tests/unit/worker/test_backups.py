@@ -35,22 +35,10 @@ pytestmark = pytest.mark.tf
 EPOCHS, STEPS, BATCH = 3, 6, 4
 
 
-def build_model() -> tf.keras.Model:
-    model = tf.keras.Sequential([tf.keras.layers.Input(shape=(2,)), tf.keras.layers.Dense(1)])
-    model.compile(tf.keras.optimizers.SGD(0.01), "mse")
-    return model
 
 
-def make_dataset(input_context, global_batch_size: int) -> tf.data.Dataset:
-    return tf.data.Dataset.from_tensors((tf.ones([global_batch_size, 2]), tf.ones([global_batch_size, 1]))).repeat()
 
 
-def train_step(model: tf.keras.Model, optimizer, batch) -> tf.Tensor:
-    features, labels = batch
-    with tf.GradientTape() as tape:
-        loss = tf.nn.compute_average_loss(tf.keras.losses.mean_squared_error(labels, model(features, training=True)))
-    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables, strict=True))
-    return loss
 
 
 def test_the_interval_keeps_backups_within_their_share_of_the_training_time() -> None:
@@ -91,7 +79,7 @@ def test_an_asynchronous_write_is_recorded_once_it_landed_and_a_scratch_copy_is_
 
 
 def run_auto(tmp_path: Path, loop: TrainingLoop) -> list[Any]:
-    training = TrainingSpec(module=__name__, loop=loop, epochs=EPOCHS, steps_per_epoch=STEPS, batch_size_per_replica=BATCH)
+    training = TrainingSpec(module="helpers.tiny_user_code", loop=loop, epochs=EPOCHS, steps_per_epoch=STEPS, batch_size_per_replica=BATCH)
     run_config = RunConfig(name="auto", run_id="r1", strategy=Strategy.DEFAULT, training=training,
                            checkpoint_dir=str(tmp_path), backup_every_steps="auto", async_backups=True)
     stream = io.StringIO()

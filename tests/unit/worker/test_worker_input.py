@@ -1,6 +1,6 @@
 """The per-epoch input-wait fraction, reported by the real entrypoint training loops in one process.
 
-This module is also the user code of those runs. The input probe's timing is
+The user code of those runs is ``helpers.tiny_user_code``. The input probe's timing is
 replaced by a fixed answer (a pipeline that needs far longer than any step,
 or no time at all), so the verdict does not depend on the machine's load;
 the measurement itself, with real slow pipelines and steps, is in
@@ -39,14 +39,8 @@ EPOCHS, STEPS, BATCH = 2, 8, 4
 HOURS = 3600.0
 
 
-def build_model() -> tf.keras.Model:
-    model = tf.keras.Sequential([tf.keras.layers.Input(shape=(2,)), tf.keras.layers.Dense(1)])
-    model.compile(tf.keras.optimizers.SGD(0.01), "mse")
-    return model
 
 
-def make_dataset(input_context, global_batch_size: int) -> tf.data.Dataset:
-    return tf.data.Dataset.from_tensors((tf.ones([global_batch_size, 2]), tf.ones([global_batch_size, 1]))).repeat()
 
 
 def probe_answering(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[int]:
@@ -61,17 +55,11 @@ def probe_answering(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[int
     return read
 
 
-def train_step(model: tf.keras.Model, optimizer, batch) -> tf.Tensor:
-    features, labels = batch
-    with tf.GradientTape() as tape:
-        loss = tf.nn.compute_average_loss(tf.keras.losses.mean_squared_error(labels, model(features, training=True)))
-    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables, strict=True))
-    return loss
 
 
 def run_single_task(tmp_path: Path, loop: TrainingLoop, kind: str = "epoch") -> list[Any]:
     """Train this module in-process with the default strategy; the events of ``kind``."""
-    training = TrainingSpec(module=__name__, loop=loop, epochs=EPOCHS, steps_per_epoch=STEPS, batch_size_per_replica=BATCH)
+    training = TrainingSpec(module="helpers.tiny_user_code", loop=loop, epochs=EPOCHS, steps_per_epoch=STEPS, batch_size_per_replica=BATCH)
     run_config = RunConfig(name="input", run_id="r1", strategy=Strategy.DEFAULT, training=training, checkpoint_dir=str(tmp_path))
     stream = io.StringIO()
     reporter = Reporter("input-chief-0", is_lead=True, stream=stream)
