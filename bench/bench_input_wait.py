@@ -20,6 +20,8 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import tensorflow as tf  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from helpers.tiny_user_code import train_step  # noqa: E402,F401  (this module is the user code: its custom loop step)
 from launcher.protocol.events import parse_event  # noqa: E402
 from launcher.protocol.runconfig import RunConfig  # noqa: E402
 from launcher.spec.models import Strategy, TrainingLoop, TrainingSpec  # noqa: E402
@@ -56,12 +58,6 @@ def make_dataset(input_context, global_batch_size: int, input_sleep: float = 0.0
     return dataset.map(lambda x, y: (x + _sleep(input_sleep), y)) if input_sleep else dataset
 
 
-def train_step(model: tf.keras.Model, optimizer, batch) -> tf.Tensor:
-    features, labels = batch
-    with tf.GradientTape() as tape:
-        loss = tf.nn.compute_average_loss(tf.keras.losses.mean_squared_error(labels, model(features, training=True)))
-    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables, strict=True))
-    return loss
 
 
 def fractions(loop: TrainingLoop, **args: float) -> list[float]:
