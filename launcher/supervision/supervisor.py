@@ -42,8 +42,12 @@ Every training task's ``step_time`` reports name the job's stragglers
 
 Stopping gives the tasks the plan's ``save_grace_seconds`` between the notice
 (SIGTERM) and the kill when they may be saving: on cancellation (``down``,
-Ctrl-C) and for the rest of a group one of whose tasks was preempted; other
-stops (a restart after a failure, after success) wait ``STOP_SECONDS``.
+Ctrl-C) and for the rest of a group one of whose tasks was preempted. A
+restart after a failure or a stall gives the rest of the group
+``RESTART_STOP_SECONDS``: they cannot save (a coordinated save needs every
+peer, and a MultiWorkerMirrored survivor waits in a collective for the lost
+one), so waiting longer only delays the recovery. Other stops (after
+success) wait ``STOP_SECONDS``.
 """
 
 from __future__ import annotations
@@ -75,6 +79,8 @@ FAULT_RETRIES = 5
 FAULT_PAUSE_SECONDS = 2.0
 #: Seconds between terminate and kill when no task can be saving.
 STOP_SECONDS = 5.0
+#: Seconds between terminate and kill for the rest of a group restarted after a failure (see the module contract).
+RESTART_STOP_SECONDS = 1.0
 
 
 class Runtime(Protocol):
@@ -349,7 +355,7 @@ class Supervisor:
         else:
             self._job.restarts += 1
         self._set_job(State.RESTARTING, decision.message)
-        grace = self.plan.policy.save_grace_seconds if decision.preemption else STOP_SECONDS
+        grace = self.plan.policy.save_grace_seconds if decision.preemption else RESTART_STOP_SECONDS
         self._stop([r for r in runs if r.running], "stopped for a restart", grace)
         for run in runs:
             if decision.preemption:
