@@ -111,7 +111,7 @@ def test_kubernetes(fake: FakeKubernetes) -> None:
 
 
 def test_a_job_of_the_entrypoint_is_seeded_alike_before_any_event(fake: FakeKubernetes) -> None:
-    seeded = JobProgress(epochs=3, total_steps=120)  # examples/demo.yaml: 3 epochs of 40 steps
+    seeded = JobProgress(epochs=3, total_steps=120, backup_every_steps=20)  # examples/demo.yaml: 3 epochs of 40 steps
     backend = backend_for(fake)
     backend.submit(dry_run_for(DEMO))
     status = backend.describe("demo")
