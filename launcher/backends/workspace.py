@@ -13,8 +13,11 @@ Contract:
   credentials it left out, and those taken back, are in the source it
   returns, for ``run``/``up`` to name.
 - ``ensure_images(workspace, echo)`` builds each ``WorkspaceImage`` that the
-  engine does not have yet (the tag holds the digest: an unchanged workspace
-  costs one lookup) and pushes the ones marked ``push``. A build runs with
+  engine does not have yet, or has on another base (the tag holds the
+  workspace's digest and the base's name; the layer's ``BASE_LABEL`` holds
+  the id of the base it was built on, so a rebuilt base, such as a new
+  ``tfcluster build``, rebuilds the layer: an unchanged workspace on an
+  unchanged base costs two lookups) and pushes the ones marked ``push``. A build runs with
   the host's network and CA bundle, like ``tfcluster build``, so it works
   without Docker Hub. Requirements that would replace the image's TensorFlow
   stack (tensorflow*, tf-keras, tensorboard) are left out, with a line saying so;
@@ -56,6 +59,8 @@ CHUNK = 1 << 20
 #: ``-2`` link to the (at most two) dirs it filled, ``bin`` to its scripts. The image's own ``PYTHONPATH``
 #: is kept after them.
 PACKAGES = "/opt/workspace-packages"
+#: The label a layer carries: the id of the base image it was built on.
+BASE_LABEL = "org.tfcluster.workspace.base-id"
 LAYER_DOCKERFILE = """\
 FROM {base} AS requirements
 USER root
@@ -298,20 +303,37 @@ def layer_context(image: WorkspaceImage, source: WorkspaceSource, ca_bundle: Pat
     return context
 
 
-def _exists(client: Any, tag: str) -> bool:
+def _base_id(client: Any, base: str) -> str:
+    """The id of the base image on the engine, pulled first if the engine lacks it (as a build would)."""
     import docker.errors
 
     try:
-        client.images.get(tag)
+        return str(client.images.get(base).id)
     except docker.errors.ImageNotFound:
-        return False
-    return True
+        pass
+    try:
+        return str(client.images.pull(base).id)
+    except docker.errors.APIError as error:
+        raise ImageBuildError(f"the workspace's base image {base} is not on this engine and pulling it failed: "
+                              f"{error.explanation or error}") from None
 
 
-def build_layer(client: Any, image: WorkspaceImage, source: WorkspaceSource, echo: Callable[[str], None]) -> None:
+def _built_on(client: Any, tag: str) -> str | None:
+    """The base id the layer ``tag`` was built on; None if the engine has no such image."""
+    import docker.errors
+
+    try:
+        labels = client.images.get(tag).labels or {}
+    except docker.errors.ImageNotFound:
+        return None
+    return str(labels.get(BASE_LABEL, ""))
+
+
+def build_layer(client: Any, image: WorkspaceImage, source: WorkspaceSource, base_id: str,
+                echo: Callable[[str], None]) -> None:
     ca = HOST_CA_BUNDLE if HOST_CA_BUNDLE.is_file() else None
     stream = client.api.build(fileobj=layer_context(image, source, ca, echo), custom_context=True, tag=image.tag,
-                              network_mode="host", rm=True, forcerm=True, decode=True)
+                              labels={BASE_LABEL: base_id}, network_mode="host", rm=True, forcerm=True, decode=True)
     for chunk in stream:
         if "error" in chunk:
             raise ImageBuildError(f"building the workspace image {image.tag} failed: {chunk['error'].strip()}")
@@ -336,10 +358,14 @@ def ensure_images(workspace: Workspace, echo: Callable[[str], None] = _to_stderr
     """Build the layers the engine lacks, then push those that go to a registry."""
     client = docker_client()
     for image in workspace.images:
-        if _exists(client, image.tag):
+        base_id = _base_id(client, image.base)
+        built_on = _built_on(client, image.tag)
+        if built_on == base_id:
             echo(f"workspace: {image.tag} is up to date")
         else:
-            echo(f"workspace: building {image.tag} from {workspace.source.directory} ({workspace.source.files} files) on {image.base}")
-            build_layer(client, image, workspace.source, echo)
+            why = "" if built_on is None else f" (its base {image.base} was rebuilt)"
+            echo(f"workspace: building {image.tag} from {workspace.source.directory} ({len(workspace.source.files)} files) "
+                 f"on {image.base}{why}")
+            build_layer(client, image, workspace.source, base_id, echo)
         if image.push:
             push(client, image.tag, echo)

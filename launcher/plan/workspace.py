@@ -6,8 +6,10 @@ into the planner, which stays pure. On the local backend tasks start in
 the directory. On container backends every distinct base image gets one
 ``WorkspaceImage``: ``FROM`` the base, the workspace at ``/workspace``
 (the working directory), its ``requirements.txt`` installed; its tag
-carries a hash of the files and the base, so an unchanged workspace is
-never rebuilt and a changed one never reuses a stale layer. With a
+carries a hash of the files and the base's name, so a changed workspace
+never reuses a stale layer (a rebuilt base under the same name is found
+when the layer is ensured, by the base id the layer is labelled with:
+``launcher.backends.workspace``). With a
 registry (Kubernetes) the tag names it and the layer is pushed there.
 """
 

@@ -22,7 +22,7 @@ from helpers.paths import REPO
 from helpers.registry import local_registry  # noqa: F401  (fixture)
 from launcher import api
 from launcher.backends.kubernetes.backend import KubernetesBackend
-from launcher.backends.workspace import ensure_images
+from launcher.backends.workspace import BASE_LABEL, ensure_images
 from launcher.supervision.status import State
 
 pytestmark = pytest.mark.docker
@@ -123,6 +123,43 @@ def test_an_unchanged_workspace_is_not_rebuilt_and_a_change_is(tmp_path: Path, w
     (root / "train.py").write_text((root / "train.py").read_text() + "\n# changed\n")
     changed: list[str] = []
     assert ensure(changed) != tag and any("building" in line for line in changed)
+
+
+def test_a_base_rebuilt_under_the_same_name_rebuilds_the_layer_on_it(
+    tmp_path: Path, worker_image: str, docker_engine: Any  # noqa: F811
+) -> None:
+    """A new ``tfcluster build`` keeps the base's name and changes its content: a layer on the old base would
+    run the old launcher, so it is rebuilt on the new one (and kept while the base stays the same)."""
+    root = workspace(tmp_path)
+    base = "tfcluster-test-ws-base:latest"
+
+    def build_base(version: str) -> str:
+        context = io.BytesIO()
+        with tarfile.open(fileobj=context, mode="w") as tar:
+            dockerfile = f"FROM {worker_image}\nLABEL version={version}\n".encode()
+            info = tarfile.TarInfo("Dockerfile")
+            info.size = len(dockerfile)
+            tar.addfile(info, io.BytesIO(dockerfile))
+        context.seek(0)
+        return str(docker_engine.images.build(fileobj=context, custom_context=True, tag=base, rm=True)[0].id)
+
+    def ensure() -> tuple[str, list[str]]:
+        plan = api.plan(api.validate_data(spec("wsbase", root, 1, image=base), "compose"), "compose")
+        said: list[str] = []
+        ensure_images(plan.workspace, said.append)  # type: ignore[arg-type]
+        return plan.tasks[0].image, said
+
+    try:
+        first = build_base("1")
+        tag, _ = ensure()
+        assert docker_engine.images.get(tag).labels[BASE_LABEL] == first
+        assert ensure() == (tag, [f"workspace: {tag} is up to date"])
+        second = build_base("2")
+        again, said = ensure()
+        assert again == tag and any(line.endswith(f"(its base {base} was rebuilt)") for line in said), said
+        assert docker_engine.images.get(tag).labels[BASE_LABEL] == second
+    finally:
+        docker_engine.images.remove(base, noprune=False)
 
 
 @pytest.mark.tf
