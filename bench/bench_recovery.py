@@ -1,10 +1,14 @@
-"""Local recovery time (not run in CI): python bench/bench_recovery.py [--repeat N]
+"""Local recovery time (not run in CI): python bench/bench_recovery.py [--repeat N] [--kill-at-step S]
 
 ``kill -9`` of an MWMS worker mid-training until the chief's first step
 after the supervisor's gang restart and the restore, against the time to
 the first step of a fresh ``tfcluster up`` measured in the same run, as a
-ratio table of the medians of ``--repeat`` runs (every task restarts and
-imports TensorFlow again, so recovery costs about one warm start).
+ratio table of the medians of ``--repeat`` runs: restarts that become the
+tasks' standbys (``restart.warm``, the default: TensorFlow already
+imported) and restarts that start every task afresh (``warm: false``). The
+kill comes at step ``--kill-at-step`` (default 100, about ten seconds into
+training): standbys start at the first step and import at idle priority,
+so a failure in the first seconds finds them still importing.
 """
 
 from __future__ import annotations
@@ -27,12 +31,12 @@ from launcher.backends.local.backend import LocalBackend
 from launcher.backends.local.state import LocalState  # noqa: E402
 
 
-def recover_once(workdir: Path) -> tuple[float, float, float]:
+def recover_once(workdir: Path, warm: bool, kill_at_step: int) -> tuple[float, float, float]:
     """(fresh launch to first step, kill to restored, kill to first step after the restore), in seconds."""
     name = SPEC["name"]
-    fresh, chief = launch_with_tfcluster(workdir, SPEC)
+    fresh, chief = launch_with_tfcluster(workdir, {**SPEC, "restart": {"warm": warm}})
     try:
-        wait_event(chief, "step", min_step=12)
+        wait_event(chief, "step", min_step=kill_at_step)
         killed = time.time()
         os.kill(LocalState.named(name).read_groups()[f"{name}-worker-1"], signal.SIGKILL)
         restored = wait_event(chief, "restored", after=killed)
@@ -44,20 +48,27 @@ def recover_once(workdir: Path) -> tuple[float, float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3, help="runs (median)")
-    repeat = parser.parse_args().repeat
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each kind (median)")
+    parser.add_argument("--kill-at-step", type=int, default=100, help="the step after which the worker is killed")
+    options = parser.parse_args()
+    runs: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["TFCLUSTER_HOME"] = str(Path(tmp) / "home")
-        runs = []
-        for run in range(repeat):
-            workdir = Path(tmp) / f"run{run}"
-            workdir.mkdir()
-            runs.append(recover_once(workdir))
-    print("runs (fresh, restored, resumed):", "; ".join(", ".join(f"{t:.2f}" for t in r) for r in runs))
-    fresh, restored, resumed = (statistics.median(column) for column in zip(*runs, strict=True))
-    print_table(f"kill -9 of a worker to the next training step (MWMS chief + 2 workers, local; medians of {repeat})",
-                ("fresh launch to first step", fresh),
-                [("kill to restored event", restored), ("kill to first step after restore", resumed)])
+        for run in range(options.repeat):
+            for warm in (True, False) if run % 2 == 0 else (False, True):
+                workdir = Path(tmp) / f"run{run}-{'warm' if warm else 'cold'}"
+                workdir.mkdir()
+                runs[warm].append(recover_once(workdir, warm, options.kill_at_step))
+    for warm, kind in ((True, "standbys"), (False, "afresh")):
+        print(f"runs {kind} (fresh, restored, resumed):",
+              "; ".join(", ".join(f"{t:.2f}" for t in r) for r in runs[warm]))
+    fresh = statistics.median(r[0] for r in runs[True] + runs[False])
+    rows = []
+    for warm, kind in ((True, "standbys"), (False, "afresh")):
+        restored, resumed = (statistics.median(r[i] for r in runs[warm]) for i in (1, 2))
+        rows += [(f"kill to restored event ({kind})", restored), (f"kill to first step after restore ({kind})", resumed)]
+    print_table(f"kill -9 of a worker to the next training step (MWMS chief + 2 workers, local; medians of "
+                f"{options.repeat}; kill after step {options.kill_at_step})", ("fresh launch to first step", fresh), rows)
 
 
 if __name__ == "__main__":

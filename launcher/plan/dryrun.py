@@ -50,9 +50,12 @@ def tasks_document(plan: Plan) -> dict[str, Any]:
 
 def plan_entries(plan: Plan) -> Iterator[dict[str, Any]]:
     """The ``tasks`` of ``plan_document``, one at a time: the contract's entries with image, command and env,
-    and ``replaces_entrypoint: true`` for a command that runs in place of the image's ENTRYPOINT."""
+    ``replaces_entrypoint: true`` for a command that runs in place of the image's ENTRYPOINT and
+    ``standby_command`` for a task that keeps a standby to restart in."""
     return ({**task_entry(plan, t), "image": t.image, "command": t.command,
-             **({"replaces_entrypoint": True} if t.replaces_entrypoint else {}), "env": t.env} for t in plan.tasks)
+             **({"replaces_entrypoint": True} if t.replaces_entrypoint else {}),
+             **({"standby_command": t.standby_command} if t.standby_command else {}), "env": t.env}
+            for t in plan.tasks)
 
 
 def plan_document(dry_run: DryRun) -> dict[str, Any]:

@@ -21,6 +21,8 @@ CONTAINER_CHECKPOINT_DIR = "/checkpoints"
 #: The interpreter on the PATH of the worker image.
 CONTAINER_PYTHON = "python"
 CONTAINER_ENTRYPOINT = [CONTAINER_PYTHON, "-m", "launcher.worker"]
+#: The standby a restarted task of the entrypoint becomes (``launcher.worker.standby``).
+STANDBY_MODULE = "launcher.worker.standby"
 
 
 class BackendKind(str, Enum):
@@ -36,6 +38,8 @@ class Target(ABC):
     runs_in_containers: bool = True
     #: The interpreter the tasks run Python with: the built-in entrypoint's and ``tfcluster run``'s script's.
     python: str = CONTAINER_PYTHON
+    #: The backend's runtime keeps a standby per task that has a ``Task.standby_command`` (restarts become it).
+    keeps_standbys: bool = False
 
     @abstractmethod
     def address(self, spec: ClusterSpec, role: RoleType, index: int, ordinal: int) -> str:
@@ -49,6 +53,10 @@ class Target(ABC):
 
     def entrypoint(self) -> list[str]:
         return list(CONTAINER_ENTRYPOINT)
+
+    def standby(self) -> list[str]:
+        """The command of a task's standby, which becomes the entrypoint (the role's ``args`` follow both)."""
+        return [self.python, "-m", STANDBY_MODULE]
 
     def registry(self, spec: ClusterSpec) -> str | None:
         """Where images built for this launch (the workspace layer) are pushed; None: the local engine has them."""

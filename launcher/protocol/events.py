@@ -48,6 +48,7 @@ class EventKind(str, Enum):
     STEP_TIME = "step_time"
     STACKS_ON_SIGNAL = "stacks_on_signal"
     BACKUP_INTERVAL = "backup_interval"
+    WARM_START = "warm_start"
 
 
 def _now() -> float:
@@ -177,9 +178,21 @@ class StacksOnSignal(_Event):
     signal: str
 
 
+class WarmStart(_Event):
+    """The task runs in its standby (``launcher.worker.standby``), which had imported TensorFlow beforehand.
+
+    ``import_seconds``: what those imports took the standby (the time a fresh interpreter would have spent now);
+    ``waited_seconds``: how long it then waited to be called.
+    """
+
+    event: Literal[EventKind.WARM_START] = EventKind.WARM_START
+    import_seconds: float
+    waited_seconds: float = 0.0
+
+
 Event = Annotated[
     Started | Restored | Step | EpochEnd | CheckpointSaved | Evaluation | Finished | Failed | Preempted | StepTime
-    | StacksOnSignal | BackupInterval,
+    | StacksOnSignal | BackupInterval | WarmStart,
     Field(discriminator="event"),
 ]
 

@@ -40,6 +40,13 @@ whose program reports no steps is said to be unwatched once, at the start.
 Every training task's ``step_time`` reports name the job's stragglers
 (``launcher.supervision.stragglers``) in its status.
 
+Standbys: when the lead task reports its first step after a start, the
+supervisor asks a runtime that keeps them (``Standbys``: local processes)
+to prepare one for every task with a ``standby_command``, so that a later
+restart becomes it instead of starting an interpreter and importing
+TensorFlow again; not earlier, so as not to slow the start down. A runtime
+fault there is logged and costs only the restarts' speed.
+
 Stopping gives the tasks the plan's ``save_grace_seconds`` between the notice
 (SIGTERM) and the kill when they may be saving: on cancellation (``down``,
 Ctrl-C) and for the rest of a group one of whose tasks was preempted. A
@@ -58,7 +65,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
@@ -120,6 +127,20 @@ class Runtime(Protocol):
     def read_stacks(self, task: Task) -> str | None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class Standbys(Protocol):
+    """A ``Runtime`` that keeps standbys for the tasks that have a ``Task.standby_command`` (local processes).
+
+    ``prepare`` starts one for each of ``tasks`` that has none waiting and
+    returns without waiting for it; a later ``start`` of such a task becomes
+    its standby (a run as fresh as any ``start`` gives: the standby ran
+    nothing but imports), or starts the task afresh when the standby is gone.
+    ``close`` ends the standbys left.
+    """
+
+    def prepare(self, tasks: Sequence[Task]) -> None: ...
 
 
 #: How much of a task's last output line its status keeps.
@@ -191,6 +212,8 @@ class Supervisor:
         builtin = plan.run_config.lead_runs_entrypoint  # which reports its steps
         self._clock = StallClock(time.monotonic(), reporting=builtin)
         self._job.stall = StallStatus(watching=builtin)
+        self._standbys = [t for t in plan.tasks if t.standby_command]
+        self._standbys_due = False
 
     def cancel(self) -> None:
         self._cancelled.set()
@@ -417,6 +440,7 @@ class Supervisor:
     def _start(self, runs: Mapping[str, _Run]) -> None:
         if any(run.task.type.trains for run in runs.values()):
             self._clock = self._clock.started(time.monotonic())
+        self._standbys_due = bool(self._standbys)  # after the next first step: not to slow the start down
         for run in runs.values():
             self.runtime.start(run.task)
             run.running = True
@@ -426,6 +450,16 @@ class Supervisor:
             run.status.exit_code = None
             run.status.message = ""
         self._publish()
+
+    def _prepare_standbys(self) -> None:
+        """Standbys for the restarts to come; a runtime fault here is logged and costs only their speed."""
+        self._standbys_due = False
+        if not isinstance(self.runtime, Standbys):
+            return
+        try:
+            self.runtime.prepare(self._standbys)
+        except Exception as exc:
+            _log(f"no standbys: {_one_line(exc)}")
 
     def _stop(self, runs: Iterable[_Run], message: str, grace_seconds: float) -> None:
         runs = list(runs)
@@ -461,11 +495,15 @@ class Supervisor:
             run.status.message = f"restored at epoch {event.epoch} step {event.step}"
         elif isinstance(event, events.StacksOnSignal):
             run.dumps_stacks = True
+        elif isinstance(event, events.WarmStart):
+            run.status.message = f"started in its standby (TensorFlow imported {event.import_seconds:.1f} s ahead)"
         elif isinstance(event, events.StepTime) and run.task.type.trains:
             times = self._step_times.setdefault(run.task.name, [])
             run.status.step_time = StepTime.of(event)
             times[:] = [*times, run.status.step_time][-STRAGGLER_WINDOW:]
             self._job.stragglers = stragglers(self._step_times)
+        if run.task.name == self._lead and isinstance(event, events.Step) and self._standbys_due:
+            self._prepare_standbys()
         if run.task.name == self._lead and (event.event in WATCHED_EVENTS or event.event in SIGNS_OF_LIFE):
             self._clock = observe(self._clock, event.event, time.monotonic())
             if self._job.stall is not None:

@@ -3,7 +3,8 @@
 Contract: ``tfcluster`` runs the real CLI in a subprocess (inheriting the
 test's ``TFCLUSTER_HOME``); ``wait_status`` polls ``LocalBackend.describe``
 and fails if the job ends before the condition holds; ``assert_nothing_left``
-checks with signal 0 that the daemon and every task process group are gone.
+checks that the daemon and every task process group are gone (``processes``
+finds the groups, standbys' too).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import yaml
 from launcher.backends.local.backend import LocalBackend
 from launcher.backends.local.processes import group_alive
 from launcher.backends.local.state import LocalState
+from launcher.protocol import env
 from launcher.supervision import procfs
+from launcher.supervision.procfs import stat_fields
 from launcher.supervision.status import JobStatus
 
 CLI = [sys.executable, "-c", "from launcher.cli.commands import main; main()"]
@@ -48,10 +51,26 @@ def wait_status(name: str, done: Callable[[JobStatus], bool], timeout: float) ->
 
 
 def processes(name: str) -> tuple[int | None, list[int]]:
-    """The supervisor pid and the task process groups recorded for cluster ``name``."""
+    """The supervisor pid and the process groups of cluster ``name``: those recorded for its tasks, and those of
+    any live process with one of its task names in its environment (its standbys, which are not recorded)."""
     files = LocalState.named(name)
     pid = int(files.pid.read_text()) if files.pid.exists() else None
-    return pid, list(files.read_groups().values())
+    return pid, sorted({*files.read_groups().values(), *task_groups(name)})
+
+
+def task_groups(name: str) -> set[int]:
+    """Process groups of the live processes whose environment names a task of cluster ``name``."""
+    marker = f"{env.TASK_NAME}={name}-".encode()
+    found = set()
+    for proc in Path("/proc").iterdir():
+        fields = stat_fields(int(proc.name)) if proc.name.isdigit() else None
+        try:
+            if fields is not None and fields[0] != "Z" and any(
+                    v.startswith(marker) for v in (proc / "environ").read_bytes().split(b"\0")):
+                found.add(int(fields[2]))
+        except OSError:
+            continue
+    return found
 
 
 def _alive(pid: int) -> bool:

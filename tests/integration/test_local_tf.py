@@ -71,6 +71,9 @@ def test_mwms_survives_a_killed_worker_and_resumes_from_the_backup(tmp_path: Pat
     assert up.wait(timeout=240) == 0, up.stderr.read()
     status = finish(name)
     assert status.restarts == 1 and all(t.restarts == 1 for t in status.tasks)
+    for task in status.tasks:  # every restarted task became its standby, which had imported TensorFlow
+        [warm] = [e for e in events(name, task.name) if e.event == "warm_start"]
+        assert warm.import_seconds > 0, warm
     chief = events(name, f"{name}-chief-0")
     restored = [e for e in chief if e.event == "restored"]
     assert len(restored) == 1 and restored[0].step > 0, restored
@@ -81,6 +84,17 @@ def test_mwms_survives_a_killed_worker_and_resumes_from_the_backup(tmp_path: Pat
     loss = curve(tmp_path / "tfcluster-runs" / name / "tensorboard" / "train", "loss")
     assert_monotonic(loss)
     assert [step for step, _ in loss] == sorted({*range(3, 61, 3), 15, 30, 45, 60})
+
+
+def test_down_ends_the_standbys_with_the_tasks(tmp_path: Path) -> None:
+    """From the first step every training task has a standby (an idle interpreter); ``down`` leaves none behind."""
+    name = launch(tmp_path, {"name": "stb", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}}}, epochs=20)
+    wait_status(name, lambda s: (s.progress.step or 0) >= 1, timeout=180)  # standbys start on the first step
+    daemon, groups = processes(name)
+    assert len(groups) == 4, groups  # two tasks, two standbys
+    down = tfcluster("down", name, cwd=tmp_path)
+    assert down.returncode == 0, down.stderr
+    assert_nothing_left(daemon, groups)
 
 
 def test_pss_with_evaluator_restarts_every_training_task_when_the_ps_is_killed(tmp_path: Path) -> None:

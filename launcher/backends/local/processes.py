@@ -19,6 +19,17 @@ is gone was killed together with its shell: it is reported as
 ``LOST_EXIT`` (as a SIGKILL), saying so in its output. Process groups are
 checked against reuse (``group_runs_task``) before any signal to an
 adopted one.
+
+Standbys (``launcher.supervision.supervisor.Standbys``): ``prepare`` starts
+a task's ``standby_command`` exactly as ``start`` starts its command (same
+wrapper, environment, directory and own process group), its stdin a pipe
+and its output discarded, its exit code written to ``<exit_dir>/<task>.standby``.
+``start`` of a task whose standby still runs becomes it: ``<task>.standby``
+turns into a link to ``<task>`` (so the wrapper writes the run's exit code
+where ``observe`` reads it), the log's path goes down the pipe and the
+standby's group is the run's. A standby that ended meanwhile is started
+afresh. ``close`` kills the standbys left; a supervisor that dies closes
+their pipes, on which they end by themselves (``launcher.worker.standby``).
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from launcher.backends.lines import LineReader
 from launcher.backends.pyspy import read_local_stacks
@@ -126,6 +138,14 @@ def observe(runs: Mapping[str, TaskRun], exit_dir: Path) -> dict[str, int | None
     return observed
 
 
+@dataclass(frozen=True)
+class _Standby:
+    """A task's standby: its wrapper (the group leader), whose stdin is the pipe it is called on."""
+
+    process: subprocess.Popen[bytes]
+    exit_file: Path
+
+
 @dataclass
 class _Run:
     """One run of a task: the shell this runtime started (``process``), or one adopted from a dead supervisor."""
@@ -147,6 +167,7 @@ class ProcessRuntime:
         self.on_runs = on_runs
         self.recorded = dict(recorded or {})
         self._runs: dict[str, _Run] = {}
+        self._standbys: dict[str, _Standby] = {}
         self._readers: dict[str, LineReader] = {}
         private_dir(log_dir)
         private_dir(exit_dir)
@@ -155,25 +176,58 @@ class ProcessRuntime:
         return self.log_dir / f"{task.name}.log"
 
     def start(self, task: Task) -> None:
-        task_env = {**os.environ, **self.plan.task_env(task)}
-        if shutil.which(task.command[0], path=task_env.get("PATH")) is None:
-            raise LaunchError(f"cannot start {task.name} ({task.command[0]}): no such executable")
         (self.exit_dir / task.name).unlink(missing_ok=True)
-        path = self.log_path(task)
-        with open_private(path) as log:
+        with open_private(self.log_path(task)) as log:
             offset = log.tell()
-            try:
-                process = subprocess.Popen(
-                    ["/bin/sh", "-c", WRAPPER, str(self.exit_dir / task.name), *task.command],
-                    env=task_env, cwd=self.plan.workdir,
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, process_group=0,
-                )
-            except OSError as exc:
-                raise LaunchError(f"cannot start {task.name} ({task.command[0]}): {exc}") from None
+            process = self._call_standby(task) or self._spawn(task, task.command, self.exit_dir / task.name, log)
         self._await_observable(task, process)
         self._runs[task.name] = _Run(TaskRun(process.pid, offset), process)
         self._reader(task, offset)
         self._record()
+
+    def prepare(self, tasks: Sequence[Task]) -> None:
+        for task in tasks:
+            waiting = self._standbys.get(task.name)
+            if waiting is not None and waiting.process.poll() is None:
+                continue
+            exit_file = self.exit_dir / f"{task.name}.standby"
+            exit_file.unlink(missing_ok=True)
+            process = self._spawn(task, task.standby_command, exit_file, subprocess.DEVNULL, stdin=subprocess.PIPE)
+            self._await_observable(task, process)  # as a run: seen as the task's from the moment it is recorded
+            self._standbys[task.name] = _Standby(process, exit_file)
+
+    def _spawn(self, task: Task, command: Sequence[str], exit_file: Path, output: IO[bytes] | int,
+               stdin: int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+        """``command`` of ``task`` under the wrapper that writes its exit code to ``exit_file``, in its own group."""
+        task_env = {**os.environ, **self.plan.task_env(task)}
+        if shutil.which(command[0], path=task_env.get("PATH")) is None:
+            raise LaunchError(f"cannot start {task.name} ({command[0]}): no such executable")
+        try:
+            return subprocess.Popen(
+                ["/bin/sh", "-c", WRAPPER, str(exit_file), *command],
+                env=task_env, cwd=self.plan.workdir,
+                stdin=stdin, stdout=output, stderr=subprocess.STDOUT, process_group=0,
+            )
+        except OSError as exc:
+            raise LaunchError(f"cannot start {task.name} ({command[0]}): {exc}") from None
+
+    def _call_standby(self, task: Task) -> subprocess.Popen[bytes] | None:
+        """The task's standby, told to become the task; None when it has none running."""
+        standby = self._standbys.pop(task.name, None)
+        if standby is None or standby.process.poll() is not None:
+            return None
+        assert standby.process.stdin is not None
+        standby.exit_file.unlink(missing_ok=True)
+        standby.exit_file.symlink_to(task.name)
+        try:
+            standby.process.stdin.write(f"{self.log_path(task)}\n".encode())
+            standby.process.stdin.close()
+        except OSError:  # it ended meanwhile
+            standby.exit_file.unlink(missing_ok=True)
+            kill_group(standby.process.pid)
+            standby.process.wait()
+            return None
+        return standby.process
 
     @staticmethod
     def _await_observable(task: Task, process: subprocess.Popen[bytes]) -> None:
@@ -268,7 +322,12 @@ class ProcessRuntime:
         return lines
 
     def close(self) -> None:
-        """Every task is stopped: no process group left for ``down`` to kill later."""
+        """Every task is stopped: no process group left for ``down`` to kill later; the standbys end."""
+        for standby in self._standbys.values():
+            kill_group(standby.process.pid)
+            standby.process.wait()
+            standby.exit_file.unlink(missing_ok=True)
+        self._standbys.clear()
         self.on_runs({})
 
     def _running(self, name: str, run: _Run) -> bool:

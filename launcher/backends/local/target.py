@@ -15,6 +15,7 @@ class LocalTarget(ProcessTarget):
     """Loopback processes running this interpreter. Ports are given: sequential for previews, free ones at launch."""
 
     kind = BackendKind.LOCAL
+    keeps_standbys = True
 
     def __init__(self, ports: list[int], workdir: Path | None = None):
         super().__init__(sys.executable, workdir)

@@ -19,6 +19,7 @@ EVERY_KIND = [
     events.Step(step=14, epoch=1, total_steps=30, loss=0.5),
     events.EpochEnd(epoch=1, step=20, metrics={"loss": 0.4, "accuracy": 0.8}, input_wait_fraction=0.1),
     events.BackupInterval(steps=7, save_seconds=0.002, step_seconds=0.05),
+    events.WarmStart(import_seconds=3.2, waited_seconds=41.0),
     events.CheckpointSaved(path="/c/ckpt-0002", epoch=1),
     events.Evaluation(checkpoint="/c/ckpt-0002", metrics={"accuracy": 0.7}),
     events.Finished(metrics={"loss": 0.3}, model_path="/c/model"),

@@ -1,0 +1,86 @@
+"""``python -m launcher.worker.standby [ARGS...]``: a task's standby, an interpreter ready to become the task.
+
+Contract: started with the task's environment and working directory, the
+standby imports what the built-in entrypoint imports (TensorFlow, tf_keras,
+``launcher.worker.main``) at the idle scheduling priority (``SCHED_IDLE``: it
+takes only CPU the running tasks leave), then waits. It runs nothing else: no
+TensorFlow context, device or server exists in it yet. Its stdin is a pipe
+from the runtime that started it, which writes one line, the task's log file:
+the standby then takes the normal priority back (every thread), reads stdin
+from ``/dev/null``, appends stdout and stderr to that file, emits
+``warm_start`` and runs ``python -m launcher.worker ARGS`` in this process
+exactly as a fresh interpreter would, whose exit code is its own. End of file
+before the line (the runtime discarded it, or its supervisor is gone) ends it
+at once with code 0. It imports only ``launcher.protocol`` of the controller
+before the line arrives and the worker after it, as the entrypoint does.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import threading
+import time
+from pathlib import Path
+
+from launcher.protocol import env, events
+
+#: The entrypoint the standby becomes.
+ENTRYPOINT_MODULE = "launcher.worker"
+
+
+def main(args: list[str]) -> None:
+    started = time.monotonic()
+    _set_priority(os.SCHED_IDLE)
+    log: list[str] = []
+    called = threading.Event()
+    threading.Thread(target=_await_call, args=(log, called), daemon=True, name="standby").start()
+    os.environ.setdefault(env.LEGACY_KERAS, "1")
+    import launcher.worker.main  # noqa: F401  (TensorFlow and tf_keras with it)
+
+    imported = time.monotonic()
+    called.wait()
+    _become(log[0])
+    task = os.environ.get(env.TASK_NAME, "")
+    events.emit(events.WarmStart(import_seconds=round(imported - started, 3),
+                                 waited_seconds=round(max(0.0, time.monotonic() - imported), 3)), task, sys.stdout)
+    sys.argv = [sys.argv[0], *args]
+    runpy.run_module(ENTRYPOINT_MODULE, run_name="__main__", alter_sys=True)
+
+
+def _await_call(log: list[str], called: threading.Event) -> None:
+    """Wait for the runtime's line; on it the normal priority comes back at once (imports may still run)."""
+    line = sys.stdin.buffer.readline().decode().strip()
+    if not line:
+        os._exit(0)
+    _set_priority(os.SCHED_OTHER)
+    log.append(line)
+    called.set()
+
+
+def _set_priority(policy: int) -> None:
+    """Every thread of this process to ``policy`` (a thread started meanwhile inherits its creator's)."""
+    for _ in range(2):
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setscheduler(int(tid), policy, os.sched_param(0))
+            except (ProcessLookupError, PermissionError):
+                pass  # ended meanwhile; or a policy this system refuses: the standby only runs slower
+
+
+def _become(log: str) -> None:
+    """Standard streams as a fresh task has them: stdin from /dev/null, stdout and stderr appended to ``log``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    null = os.open(os.devnull, os.O_RDONLY)
+    out = os.open(Path(log), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(null)
+    os.close(out)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
