@@ -232,3 +232,59 @@ def test_a_stall_of_a_program_without_the_handler_keeps_its_stacks_read_by_py_sp
     assert status.state is State.FAILED and status.stall is not None and status.stall.stalls == 1, status.message
     dump = (tmp_path / "stacks" / "stall-1" / "sup-chief-0.txt").read_text()
     assert dump.startswith("Process ") and "stuck_in_my_loader (<string>:3)" in dump, dump
+
+
+#: Stands in for ``launcher.worker.standby`` (which imports TensorFlow): waits for its line, appends to that log.
+STANDBY = """
+import os, sys
+log = sys.stdin.readline().strip()
+if not log:
+    sys.exit(0)
+out = os.open(log, os.O_WRONLY | os.O_APPEND)
+os.dup2(out, 1)
+print('ran in the standby', os.getpid(), flush=True)
+sys.exit(7)
+"""
+
+
+def standby_task(tmp_path: Path, standby: str) -> tuple[Any, Any]:
+    """A plan of one worker printing ``afresh`` and its task with ``standby`` as its standby's program."""
+    plan = api.plan(validate_data({"name": "stb", "roles": {"worker": role("print('afresh', flush=True)")}}), "local",
+                    launching=True)
+    return plan, plan.tasks[0].model_copy(update={"standby_command": [sys.executable, "-c", standby]})
+
+
+def test_a_start_becomes_the_standby_whose_exit_code_an_adopting_runtime_reads(tmp_path: Path) -> None:
+    plan, worker = standby_task(tmp_path, STANDBY)
+    records: dict = {}
+    first = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits", on_runs=records.update)
+    first.prepare([worker])
+    [standby] = first._standbys.values()
+    first.start(worker)
+    assert records[worker.name].pgid == standby.process.pid  # the run is the standby's group
+    second = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits", recorded=records)
+    assert second.adopt(worker)
+    ends = time.monotonic() + 10
+    while (code := second.poll(worker)) is None and time.monotonic() < ends:
+        time.sleep(0.05)
+    assert code == 7, "the wrapper wrote the standby's exit code where the task's is read"
+    assert [line.split()[:4] for line in second.output(worker)] == [["ran", "in", "the", "standby"]]
+    first.close()
+
+
+def test_a_standby_that_ended_is_replaced_by_a_fresh_start_and_close_ends_those_waiting(tmp_path: Path) -> None:
+    plan, worker = standby_task(tmp_path, "pass")  # ends at once, as a standby killed by the OOM killer would
+    runtime = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits")
+    runtime.prepare([worker])
+    [gone] = runtime._standbys.values()
+    gone.process.wait()
+    runtime.start(worker)
+    ends = time.monotonic() + 10
+    while (code := runtime.poll(worker)) is None and time.monotonic() < ends:
+        time.sleep(0.05)
+    assert code == 0 and runtime.output(worker) == ["afresh"]
+    _, waiting = standby_task(tmp_path, STANDBY)
+    runtime.prepare([waiting])
+    [standby] = runtime._standbys.values()
+    runtime.close()
+    assert standby.process.poll() is not None and not group_alive(standby.process.pid)
