@@ -58,7 +58,7 @@ def _detached_until_done(ws: Path, name: str, *launch: str) -> None:
     assert result.returncode == 0, result.stderr
     wait_status(name, lambda s: s.state is State.RUNNING, timeout=60)
     running = processes(name)
-    assert len(running[1]) == 4
+    assert len(LocalState.named(name).read_groups()) == 4
     status = wait_status(name, lambda s: s.state.terminal, timeout=300)
     chief_log = LocalState.named(name).task_log(f"{name}-chief-0").read_text()[-3000:]
     assert status.state is State.SUCCEEDED, f"{status.message}\n{chief_log}"

@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -61,6 +62,8 @@ WRAPPER = "trap 'true' INT TERM; \"$@\"; code=$?; (umask 077; echo \"$code\" > \
 
 #: How long ``start`` waits for a started shell to show its environment in /proc (a few ms in practice).
 OBSERVABLE_TIMEOUT_SECONDS = 5.0
+#: How long a killed group may take to be gone (a large process's teardown: well under a second in practice).
+GONE_TIMEOUT_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,36 @@ def group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
 
 
+def group_tearing_down(pgid: int) -> bool:
+    """True while a process of group ``pgid`` runs, or is a zombie whose other threads still exit.
+
+    A multi-threaded process's main thread turns zombie before its other threads have ended, and
+    its files (sockets) are closed only when the last one has.
+    """
+    for proc in Path("/proc").iterdir():
+        fields = stat_fields(int(proc.name)) if proc.name.isdigit() else None
+        if fields is None or fields[2] != str(pgid):
+            continue
+        try:
+            if fields[0] != "Z" or len(list((proc / "task").iterdir())) > 1:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def kill_group_and_wait(pgid: int) -> None:
+    """SIGKILL group ``pgid`` and return once it is torn down (or after ``GONE_TIMEOUT_SECONDS``).
+
+    A killed process holds its sockets until the kernel has torn it down, which takes a large TensorFlow
+    process a while after its ``sh`` wrapper is reaped: a restart must not find the task's port still bound.
+    """
+    kill_group(pgid)
+    ends = time.monotonic() + GONE_TIMEOUT_SECONDS
+    while group_tearing_down(pgid) and time.monotonic() < ends:
+        time.sleep(0.01)
+
+
 def program_pids(pgid: int) -> list[int]:
     """The live processes of group ``pgid`` whose parent is its leader: a task's program under its ``sh`` wrapper."""
     return [pid for pid, parent in group_members(pgid).items() if parent == pgid]
@@ -136,6 +169,23 @@ def observe(runs: Mapping[str, TaskRun], exit_dir: Path) -> dict[str, int | None
         code = read_exit(exit_dir, name)  # written before the group ends: read after looking at the group
         observed[name] = code if code is not None or running else LOST_EXIT
     return observed
+
+
+def _await_port(port: int) -> None:
+    """Return once nothing listens on ``port`` (as the task's server will bind it), or after ``GONE_TIMEOUT_SECONDS``.
+
+    What ran as the task before may still hold it while the kernel tears it down; a standby binds at once.
+    """
+    ends = time.monotonic() + GONE_TIMEOUT_SECONDS
+    while time.monotonic() < ends:
+        with socket.socket(socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds: TIME_WAIT is no obstacle
+            try:
+                probe.bind(("", port))
+                return
+            except OSError:
+                pass
+        time.sleep(0.01)
 
 
 @dataclass(frozen=True)
@@ -176,6 +226,7 @@ class ProcessRuntime:
         return self.log_dir / f"{task.name}.log"
 
     def start(self, task: Task) -> None:
+        _await_port(task.port)
         (self.exit_dir / task.name).unlink(missing_ok=True)
         with open_private(self.log_path(task)) as log:
             offset = log.tell()
@@ -257,14 +308,14 @@ class ProcessRuntime:
             code = run.process.poll()
             if code is None:
                 return None
-            kill_group(run.record.pgid)  # whatever the task left behind in its group
+            kill_group_and_wait(run.record.pgid)  # whatever the task left behind in its group
             return SIGNAL_EXIT_BASE - code if code < 0 else code
         running = group_runs_task(run.record.pgid, task.name)
         code = read_exit(self.exit_dir, task.name)
         if code is None and running:
             return None
         if running:
-            kill_group(run.record.pgid)  # ours (checked): whatever the task left behind
+            kill_group_and_wait(run.record.pgid)  # ours (checked): whatever the task left behind
         if code is None:
             run.notes.append(f"{task.name} ended while no supervisor watched it, without an exit code "
                              f"(killed with its shell): taken as {LOST_EXIT}")
@@ -282,10 +333,10 @@ class ProcessRuntime:
             time.sleep(0.05)
         for name, run in runs.items():
             if run.process is not None:
-                kill_group(run.record.pgid)
+                kill_group_and_wait(run.record.pgid)
                 run.process.wait()
             elif group_runs_task(run.record.pgid, name):
-                kill_group(run.record.pgid)
+                kill_group_and_wait(run.record.pgid)
 
     def dump_stacks(self, task: Task) -> None:
         """``STACKS_SIGNAL`` to the task's program: the children of its ``sh`` wrapper (the group's leader)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import sys
 from contextlib import ExitStack
@@ -9,6 +10,17 @@ from pathlib import Path
 
 from launcher.plan.targets import BackendKind, ProcessTarget
 from launcher.spec.models import ClusterSpec, RoleType
+
+#: The lowest port a launch takes (below it: well-known and commonly configured services).
+FIRST_PORT = 20000
+
+
+def ephemeral_start(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> int:
+    """The first port of the range the kernel gives outgoing connections (32768 when it cannot be read)."""
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 class LocalTarget(ProcessTarget):
@@ -28,13 +40,28 @@ class LocalTarget(ProcessTarget):
 
     @classmethod
     def with_free_ports(cls, count: int, workdir: Path | None = None) -> LocalTarget:
-        """Ports the OS reports free now (all held open together, so they are distinct)."""
+        """Ports free now, below the system's ephemeral range (all held open together, so they are distinct).
+
+        Not ephemeral ones: while a task restarts, its port is free, and the kernel may give it to any
+        outgoing connection (the other tasks reconnecting) as its source port; the restarted task's
+        server could then not bind it. Ports are tried from a random one of ``FIRST_PORT`` .. the
+        range's start, so clusters started together rarely try the same ones; the OS picks when none is free.
+        """
+        end = ephemeral_start()
+        candidates = list(range(FIRST_PORT, end))
+        first = random.randrange(len(candidates)) if candidates else 0
         with ExitStack() as stack:
-            ports = []
-            for _ in range(count):
-                sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-                sock.bind(("127.0.0.1", 0))
-                ports.append(sock.getsockname()[1])
+            ports: list[int] = []
+            for port in [*candidates[first:], *candidates[:first], *[0] * count]:
+                if len(ports) == count:
+                    break
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    sock.close()
+                    continue
+                ports.append(stack.enter_context(sock).getsockname()[1])
         return cls(ports, workdir)
 
     def port(self, spec: ClusterSpec, role: RoleType, ordinal: int) -> int:
