@@ -39,6 +39,8 @@ two commands adopting at once start one supervisor.
 from __future__ import annotations
 
 import fcntl
+import os
+import select
 import shutil
 import signal
 import subprocess
@@ -239,6 +241,29 @@ def main(make_runtime: Callable[[Plan, StateDir], Runtime], argv: list[str] | No
     return serve(Path(args[0]), make_runtime, adopt=ADOPT_FLAG in args[1:])
 
 
+def _pause_until_a_signal() -> Callable[[float], None]:
+    """A pause between poll rounds that ends early on any signal: a child that ended (a local task's
+    wrapper: its exit is seen at once, not up to a round later), or a cancellation.
+
+    Python's C-level handler writes each signal's number to the wakeup pipe (``signal.set_wakeup_fd``);
+    SIGCHLD needs a Python handler for that (its default action is to ignore it).
+    """
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    signal.set_wakeup_fd(write)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+
+    def pause(seconds: float) -> None:
+        select.select([read], [], [], seconds)
+        try:
+            os.read(read, 4096)
+        except BlockingIOError:
+            pass
+
+    return pause
+
+
 def serve(root: Path, make_runtime: Callable[[Plan, StateDir], Runtime], adopt: bool = False) -> int:
     """Supervise the plan in ``root`` until the job is terminal (the detached process); 0 if it succeeded.
 
@@ -255,7 +280,7 @@ def serve(root: Path, make_runtime: Callable[[Plan, StateDir], Runtime], adopt: 
         print(f"{plan.name}: failed: {message}", flush=True)
         return 1
     supervisor = Supervisor(plan, runtime, on_status=state.write_status, on_started=state.mark_started, resume=resume,
-                            stacks_dir=state.stacks)
+                            stacks_dir=state.stacks, pause=_pause_until_a_signal())
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: supervisor.cancel())
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

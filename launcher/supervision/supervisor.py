@@ -174,6 +174,8 @@ class Supervisor:
     ``on_started`` is called once, when every task has been started.
     ``cancel`` may be called from another thread or a signal handler.
     ``resume`` adopts the tasks of a job another supervisor ran (see the module contract).
+    ``pause(seconds)`` waits between poll rounds; it may end early (the harness ends it on any signal,
+    so a task's exit is seen at once); by default it waits for ``cancel``.
     """
 
     def __init__(
@@ -189,6 +191,7 @@ class Supervisor:
         fault_pause: float = FAULT_PAUSE_SECONDS,
         resume: JobStatus | None = None,
         stacks_dir: Path | None = None,
+        pause: Callable[[float], None] | None = None,
     ):
         self.plan = plan
         self.rules = Rules.from_plan(plan)
@@ -204,6 +207,7 @@ class Supervisor:
                               tensorboard_dir=plan.run_config.tensorboard_dir)
         self._published: JobStatus | None = None
         self._cancelled = threading.Event()
+        self._pause = pause or self._cancelled.wait
         self._lead = plan.lead().name
         self._resume = resume
         self._vanished: list[tuple[str, int]] = []  # exits found while adopting, decided in the first round
@@ -295,7 +299,7 @@ class Supervisor:
             if stalled is not None:
                 return State.FAILED, stalled
             self._publish()
-            self._cancelled.wait(self.poll_seconds)
+            self._pause(self.poll_seconds)
 
     def _watch(self) -> str | None:
         """Judge the job's progress; on a stall collect the stacks and act. A message when the job fails of it."""
