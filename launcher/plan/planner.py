@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from launcher.plan import logdir, naming
 from launcher.plan.images import image_for
 from launcher.plan.policy import JobPolicy, make_policy
-from launcher.plan.programs import runs_entrypoint
+from launcher.plan.programs import runs_entrypoint, wants_standby
 from launcher.plan.targets import BackendKind, Target
 from launcher.plan.workspace import Workspace, WorkspaceSource, plan_workspace
 from launcher.protocol import env, paths
@@ -62,7 +62,7 @@ class Task(BaseModel):
     #: The task runs the built-in entrypoint (``launcher.plan.programs.runs_entrypoint``).
     runs_entrypoint: bool = False
     #: The command of the task's standby, which a restart of the task becomes (``launcher.worker.standby``): a
-    #: training task of the entrypoint, on a backend that keeps standbys, with ``restart.warm``; [] for none.
+    #: task ``launcher.plan.programs.wants_standby``, on a backend that keeps standbys; [] for none.
     standby_command: list[str] = []
     env: dict[str, str]
     resources: Resources
@@ -177,8 +177,8 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
                     command=[*_program(spec, role, strategy, target), *role_spec.args],
                     replaces_entrypoint=role_spec.replaces_entrypoint,
                     runs_entrypoint=runs_entrypoint(spec, role, strategy),
-                    standby_command=[*target.standby(), *role_spec.args] if _keeps_standby(spec, role, strategy, target)
-                    else [],
+                    standby_command=[*target.standby(), *role_spec.args]
+                    if target.keeps_standbys and wants_standby(spec, role, strategy) else [],
                     env={**spec.env, **role_spec.env, **job_env,
                          **program_env(run_config, name, TaskRef(role, index) == policy.lead)},
                     resources=role_spec.resources,
@@ -202,10 +202,6 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
         spec=spec,
         workspace=planned_workspace or None,
     )
-
-
-def _keeps_standby(spec: ClusterSpec, role: RoleType, strategy: Strategy, target: Target) -> bool:
-    return target.keeps_standbys and spec.restart.warm and role.trains and runs_entrypoint(spec, role, strategy)
 
 
 def _program(spec: ClusterSpec, role: RoleType, strategy: Strategy, target: Target) -> list[str]:

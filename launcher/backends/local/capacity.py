@@ -2,7 +2,8 @@
 
 Contract: ``memory_problems(spec)`` returns one problem at ``roles`` when the
 tasks' memory, estimated per task from its role's ``resources.memory`` and
-otherwise ``TASK_MEMORY_FLOOR``, exceeds what Linux reports available
+otherwise ``TASK_MEMORY_FLOOR``, plus ``STANDBY_MEMORY_FLOOR`` for each
+standby (``restart.warm``: a training task of the entrypoint), exceeds what Linux reports available
 (``MemAvailable`` in /proc/meminfo); none when it fits or the machine does
 not say. A floor, not a forecast: only a cluster that clearly cannot fit is
 refused. Reads /proc only, imports no TensorFlow.
@@ -12,13 +13,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from launcher.plan.programs import wants_standby
 from launcher.spec.models import ClusterSpec, RoleType
 from launcher.spec.problems import Problem
 from launcher.spec.quantities import byte_count
+from launcher.spec.rules import resolve_strategy
 
 #: Memory a task running the TensorFlow entrypoint takes at the least (TF + tf_keras imported, a
 #: small model built): measured ~0.5-0.7 GiB resident per MNIST task here; the floor is below that.
 TASK_MEMORY_FLOOR = 512 * 2**20
+#: Memory a standby takes while it waits (TF + tf_keras imported): measured ~547 MiB resident here.
+STANDBY_MEMORY_FLOOR = 512 * 2**20
 MEMINFO = Path("/proc/meminfo")
 GIB = 2**30
 
@@ -35,13 +40,20 @@ def mem_available(meminfo: Path = MEMINFO) -> int | None:
 
 
 def memory_needed(spec: ClusterSpec) -> int:
-    """The tasks' memory at the least: each role's ``resources.memory``, else ``TASK_MEMORY_FLOOR``, per task."""
-    total = 0
+    """The tasks' memory at the least: each role's ``resources.memory``, else ``TASK_MEMORY_FLOOR``, per task;
+    and ``STANDBY_MEMORY_FLOOR`` per standby."""
+    total = standbys(spec) * STANDBY_MEMORY_FLOOR
     for role in RoleType:
         role_spec = spec.roles.role(role)
         memory = role_spec.resources.memory
         total += role_spec.replicas * (byte_count(memory) if memory else TASK_MEMORY_FLOOR)
     return total
+
+
+def standbys(spec: ClusterSpec) -> int:
+    """How many standbys the local backend keeps for the job (``launcher.plan.programs.wants_standby``)."""
+    strategy = resolve_strategy(spec)
+    return sum(spec.roles.replicas(role) for role in RoleType if wants_standby(spec, role, strategy))
 
 
 def memory_problems(spec: ClusterSpec, available: int | None = None) -> list[Problem]:
@@ -50,6 +62,9 @@ def memory_problems(spec: ClusterSpec, available: int | None = None) -> list[Pro
     if available is None or needed <= available:
         return []
     tasks = sum(spec.roles.replicas(r) for r in RoleType)
-    return [Problem("roles", f"the {tasks} tasks need at least {needed / GIB:.1f} GiB (resources.memory, else "
+    waiting = standbys(spec)
+    also = (f" and their {waiting} standbys ({STANDBY_MEMORY_FLOOR // 2**20} MiB each; `restart.warm: false` "
+            "keeps none)") if waiting else ""
+    return [Problem("roles", f"the {tasks} tasks{also} need at least {needed / GIB:.1f} GiB (resources.memory, else "
                              f"{TASK_MEMORY_FLOOR // 2**20} MiB per task), over the {available / GIB:.1f} GiB this "
                              f"machine has available; `up --force` starts them anyway")]
