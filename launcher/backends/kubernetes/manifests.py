@@ -400,9 +400,11 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
     volumes += [{"name": volume.name, **volume.source} for volume in k8s.volumes]
     mounts += [camel(mount.model_dump(exclude_none=True)) for mount in k8s.volume_mounts]
     resources = _resources(group)
+    pulled = _pull_always(plan)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": group.first.image,
+        **pulled,
         # args: the image's ENTRYPOINT (tini, PID 1: signals, reaping) stays in front; command: in its place,
         # as a TFJob's command (Task.replaces_entrypoint). An empty command keeps the image's own CMD too.
         **({_COMMAND_KEY[group.first.replaces_entrypoint]: [literal(arg) for arg in program]} if program else {}),
@@ -423,13 +425,25 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
         **hardened_pod(plan, [container], volumes),
     }
     if plan.workspace is not None:
-        pod["initContainers"] = [_workspace_seed(group.first.image, resources)]
+        pod["initContainers"] = [{**_workspace_seed(group.first.image, resources), **pulled}]
     if k8s.scheduler_name:
         pod["schedulerName"] = k8s.scheduler_name
     metadata: dict[str, Any] = {"labels": {**k8s.pod_labels, **naming.labels(plan.name, plan.run_id, group.role)}}
     if k8s.pod_annotations:
         metadata["annotations"] = dict(k8s.pod_annotations)
     return {"metadata": metadata, "spec": pod}
+
+
+def _pull_always(plan: Plan) -> dict[str, str]:
+    """``imagePullPolicy: Always`` for a workspace layer pushed to a registry, else nothing (Kubernetes' default).
+
+    The layer's tag names the workspace and its base by name (``launcher.plan.workspace``): rebuilt on a
+    rebuilt base, it is pushed under the same tag, and a node that pulled the old one would keep it under
+    ``IfNotPresent``. ``Always`` has the node compare the registry's digest at each pod start (layers it
+    has are not downloaded again).
+    """
+    pushed = plan.workspace is not None and any(image.push for image in plan.workspace.images)
+    return {"imagePullPolicy": "Always"} if pushed else {}
 
 
 def _workspace_seed(image: str, resources: dict[str, Any]) -> Manifest:

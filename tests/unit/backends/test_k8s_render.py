@@ -645,3 +645,6 @@ def test_a_workspace_is_writable_through_a_copy_the_init_container_makes(tmp_pat
     assert volume == {"name": "workspace", "emptyDir": {}}
     assert {"name": "workspace", "mountPath": "/workspace"} in task["volumeMounts"]
     assert "initContainers" not in _by_kind(PLANS["demo"], "Job")[0]["spec"]["template"]["spec"]  # no workspace
+    # The layer's tag survives a rebuilt base: nodes check the registry's digest rather than keep an old pull.
+    assert seed["imagePullPolicy"] == task["imagePullPolicy"] == "Always"
+    assert "imagePullPolicy" not in _by_kind(PLANS["demo"], "Job")[0]["spec"]["template"]["spec"]["containers"][0]
