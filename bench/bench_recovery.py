@@ -32,6 +32,9 @@ from common import print_table  # noqa: E402
 from launcher.backends.local.backend import LocalBackend
 from launcher.backends.local.state import LocalState  # noqa: E402
 
+#: ``restart.warm`` and how the table names its runs.
+KINDS = ((True, "standbys"), (False, "afresh"))
+
 
 def recover_once(workdir: Path, warm: bool, kill_at_step: int) -> tuple[float, float, float]:
     """(fresh launch to first step, kill to restored, kill to first step after the restore), in seconds."""
@@ -61,12 +64,12 @@ def main() -> None:
                 workdir = Path(tmp) / f"run{run}-{'warm' if warm else 'cold'}"
                 workdir.mkdir()
                 runs[warm].append(recover_once(workdir, warm, options.kill_at_step))
-    for warm, kind in ((True, "standbys"), (False, "afresh")):
+    for warm, kind in KINDS:
         print(f"runs {kind} (fresh, restored, resumed):",
               "; ".join(", ".join(f"{t:.2f}" for t in r) for r in runs[warm]))
     fresh = statistics.median(r[0] for r in runs[True] + runs[False])
     rows = []
-    for warm, kind in ((True, "standbys"), (False, "afresh")):
+    for warm, kind in KINDS:
         restored, resumed = (statistics.median(r[i] for r in runs[warm]) for i in (1, 2))
         rows += [(f"kill to restored event ({kind})", restored), (f"kill to first step after restore ({kind})", resumed)]
     print_table(f"kill -9 of a worker to the next training step (MWMS chief + 2 workers, local; medians of "

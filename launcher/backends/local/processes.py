@@ -34,6 +34,7 @@ their pipes, on which they end by themselves (``launcher.worker.standby``).
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -41,7 +42,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -85,18 +86,23 @@ def kill_group(pgid: int, sig: signal.Signals = signal.SIGKILL) -> None:
         pass
 
 
+def _group_processes(pgid: int) -> Iterator[tuple[Path, list[str]]]:
+    """``(/proc/<pid>, its stat fields)`` of every process of group ``pgid``, zombies included."""
+    for proc in Path("/proc").iterdir():
+        fields = stat_fields(int(proc.name)) if proc.name.isdigit() else None
+        if fields is not None and fields[2] == str(pgid):
+            yield proc, fields
+
+
 def group_runs_task(pgid: int, task_name: str) -> bool:
     """True if a live (not zombie) process of group ``pgid`` is task ``task_name`` (its environment says so).
 
     Guards against process-group ids reused by the system after the task ended.
     """
     marker = f"{env.TASK_NAME}={task_name}".encode()
-    for proc in Path("/proc").iterdir():
-        fields = stat_fields(int(proc.name)) if proc.name.isdigit() else None
-        if fields is None or fields[2] != str(pgid) or fields[0] == "Z":
-            continue
+    for proc, fields in _group_processes(pgid):
         try:
-            if marker in (proc / "environ").read_bytes().split(b"\0"):
+            if fields[0] != "Z" and marker in (proc / "environ").read_bytes().split(b"\0"):
                 return True
         except OSError:
             continue
@@ -105,12 +111,7 @@ def group_runs_task(pgid: int, task_name: str) -> bool:
 
 def group_members(pgid: int) -> dict[int, int]:
     """``{pid: parent pid}`` of the live processes of group ``pgid`` (zombies, ended but not yet reaped, do not count)."""
-    members = {}
-    for proc in Path("/proc").iterdir():
-        fields = stat_fields(int(proc.name)) if proc.name.isdigit() else None
-        if fields is not None and fields[2] == str(pgid) and fields[0] != "Z":
-            members[int(proc.name)] = int(fields[1])
-    return members
+    return {int(proc.name): int(fields[1]) for proc, fields in _group_processes(pgid) if fields[0] != "Z"}
 
 
 def group_alive(pgid: int) -> bool:
@@ -124,10 +125,7 @@ def group_tearing_down(pgid: int) -> bool:
     A multi-threaded process's main thread turns zombie before its other threads have ended, and
     its files (sockets) are closed only when the last one has.
     """
-    for proc in Path("/proc").iterdir():
-        fields = stat_fields(int(proc.name)) if proc.name.isdigit() else None
-        if fields is None or fields[2] != str(pgid):
-            continue
+    for proc, fields in _group_processes(pgid):
         try:
             if fields[0] != "Z" or len(list((proc / "task").iterdir())) > 1:
                 return True
@@ -177,15 +175,28 @@ def _await_port(port: int) -> None:
     What ran as the task before may still hold it while the kernel tears it down; a standby binds at once.
     """
     ends = time.monotonic() + GONE_TIMEOUT_SECONDS
-    while time.monotonic() < ends:
-        with socket.socket(socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds: TIME_WAIT is no obstacle
-            try:
-                probe.bind(("", port))
-                return
-            except OSError:
-                pass
+    while _port_in_use(port) and time.monotonic() < ends:
         time.sleep(0.01)
+
+
+def _port_in_use(port: int) -> bool:
+    """True if binding ``port`` on every address fails as in use (``SO_REUSEADDR``, as gRPC binds: TIME_WAIT is
+    no obstacle); IPv6 first (dual-stack, it sees IPv4 listeners too), IPv4 where this host has no IPv6."""
+    for family, address in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
+        try:
+            probe = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:
+            continue
+        with probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((address, port))
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return True
+                continue  # an address this host cannot bind (IPv6 disabled): try the next family
+            return False
+    return False
 
 
 @dataclass(frozen=True)
