@@ -34,7 +34,7 @@ from launcher.backends.local.backend import LocalBackend  # noqa: E402
 from launcher.backends.local.state import LocalState  # noqa: E402
 from launcher.protocol.events import parse_event  # noqa: E402
 
-CLI = [sys.executable, "-c", "from launcher.cli.commands import main; main()"]
+CLI = [sys.executable, "-m", "launcher"]
 SPEC: dict[str, Any] = {
     "name": "bench",
     "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},

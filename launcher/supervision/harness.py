@@ -14,8 +14,11 @@ Contract: every cluster of a backend that supervises from this machine has a
 - ``stacks/stall-<n>/<task>.txt``: every task's stacks at the job's n-th stall;
 - whatever the backend adds (task logs, compose files).
 
-``start(state, entry_module)`` runs ``python -m <entry_module> <dir>`` in a
-session of its own (so it outlives the command that launched it) and
+``start(state, entry_module)`` starts the supervisor, ``python -m
+<entry_module> <dir>``, in a session of its own (so it outlives the command
+that launched it; ``launcher.supervision.detach``: forked from the
+``tfcluster`` command, calling ``serve`` with the module's
+``runtime(plan, state)``, which is what its ``__main__`` runs) and
 returns once every task was started; a job that failed before that could
 not start its tasks, and that is a failed launch (``LaunchError``), the
 same on every backend. ``launch(state, entry_module, undo)`` is ``start``
@@ -43,17 +46,17 @@ import os
 import select
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
+from importlib import import_module
 from pathlib import Path
 
 from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
-from launcher.supervision import procfs
+from launcher.supervision import detach, procfs
 from launcher.supervision.statefile import open_private, private_dir, read_json, write_json, write_private
 from launcher.supervision.status import JobStatus, State, SupervisorState
 from launcher.supervision.supervisor import Runtime, Supervisor
@@ -139,15 +142,13 @@ class StateDir:
 def start(state: StateDir, entry_module: str, timeout: float = START_TIMEOUT_SECONDS, adopt: bool = False) -> None:
     """Start the detached supervisor of ``state`` and wait until it started (``adopt``: adopted) every task."""
     state.started.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", entry_module, str(state.root), *([ADOPT_FLAG] if adopt else [])]
     with open_private(state.log) as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", entry_module, str(state.root), *([ADOPT_FLAG] if adopt else [])],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+        process = detach.start(argv, log, lambda: serve(state.root, import_module(entry_module).runtime, adopt))
     write_private(state.pid, str(process.pid))
     ends = time.monotonic() + timeout
     while time.monotonic() < ends:
-        exited = process.poll() is not None  # before reading the files: it may finish in between
+        exited = process.ended()  # before reading the files: it may finish in between
         if state.started.exists():
             return
         job = state.read_status()

@@ -26,7 +26,7 @@ from launcher.supervision import procfs
 from launcher.supervision.procfs import stat_fields
 from launcher.supervision.status import JobStatus
 
-CLI = [sys.executable, "-c", "from launcher.cli.commands import main; main()"]
+CLI = [sys.executable, "-m", "launcher"]
 
 
 def tfcluster(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ from launcher.plan import naming
 from launcher.plan.script import ScriptRun, script_spec_data
 from launcher.spec.models import RoleType, Strategy
 
-CLI = [sys.executable, "-c", "from launcher.cli.commands import main; main()"]
+CLI = [sys.executable, "-m", "launcher"]
 
 
 def _replicas(spec) -> dict[str, int]:

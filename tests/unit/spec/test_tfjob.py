@@ -21,7 +21,7 @@ from launcher.plan.script import ScriptRun
 from launcher.spec.models import RestartPolicy, RoleType, Strategy
 
 TFJOB = REPO / "examples" / "tfjob.yaml"
-CLI = [sys.executable, "-c", "from launcher.cli.commands import main; main()"]
+CLI = [sys.executable, "-m", "launcher"]
 
 
 def _tfjob(**replica_changes) -> dict:
