@@ -317,8 +317,8 @@ class RestartSpec(_Model):
         description=(
             "Keep a standby per training task of the built-in entrypoint, from the job's first step on: an "
             "interpreter with TensorFlow imported (about 0.5 GB of memory, no CPU while it waits) that a restart "
-            "becomes, instead of starting Python and importing TensorFlow again. Local backend; other backends "
-            "start every restart afresh."
+            "becomes, instead of starting Python and importing TensorFlow again. Local processes and compose (a "
+            "standby container per task); Slurm and Kubernetes start every restart afresh."
         ),
     )
 

@@ -1,30 +1,42 @@
-"""``python -m launcher.worker.standby [ARGS...]``: a task's standby, an interpreter ready to become the task.
+"""``python -m launcher.worker.standby [--on-signal] [ARGS...]``: a task's standby, an interpreter ready to become the task.
 
 Contract: started with the task's environment and working directory, the
 standby imports what the built-in entrypoint imports (TensorFlow, tf_keras,
-``launcher.worker.main``) at the idle scheduling priority (``SCHED_IDLE``: it
-takes only CPU the running tasks leave), then waits. It runs nothing else: no
-TensorFlow context, device or server exists in it yet. Its stdin is a pipe
-from the runtime that started it, which writes one line, the task's log file:
-the standby then takes the normal priority back (every thread), reads stdin
-from ``/dev/null``, appends stdout and stderr to that file, emits
+``launcher.worker.main``), then waits. It runs nothing else: no TensorFlow
+context, device or server exists in it yet. Once called, it emits
 ``warm_start`` and runs ``python -m launcher.worker ARGS`` in this process
-exactly as a fresh interpreter would, whose exit code is its own. End of file
-before the line (the runtime discarded it, or its supervisor is gone) ends it
-at once with code 0. It imports only ``launcher.protocol`` of the controller
-before the line arrives and the worker after it, as the entrypoint does.
+exactly as a fresh interpreter would, whose exit code is its own. It imports
+only ``launcher.protocol`` of the controller before the call and the worker
+after it, as the entrypoint does.
+
+How it is called (``launcher.protocol.standby``):
+
+- by default (local processes) its stdin is a pipe from the runtime that
+  started it, which writes one line, the task's log file. It imports at the
+  idle scheduling priority (``SCHED_IDLE``: it takes only CPU the running
+  tasks leave); on the line it takes the normal priority back (every
+  thread), reads stdin from ``/dev/null`` and appends stdout and stderr to
+  that file. End of file before the line (the runtime discarded it, or its
+  supervisor is gone) ends it at once with code 0;
+- with ``--on-signal`` (a container: its output already is the task's log)
+  it prints ``READY_LINE`` and becomes the task on ``CALL_SIGNAL``. Its
+  priority is the runtime's to set (a container's CPU weight): an
+  unprivileged process cannot take the normal priority back from
+  ``SCHED_IDLE``.
 """
 
 from __future__ import annotations
 
 import os
 import runpy
+import signal
 import sys
 import threading
 import time
 from pathlib import Path
 
 from launcher.protocol import env, events
+from launcher.protocol.standby import CALL_SIGNAL, ON_SIGNAL, READY_LINE
 
 #: The entrypoint the standby becomes.
 ENTRYPOINT_MODULE = "launcher.worker"
@@ -32,16 +44,27 @@ ENTRYPOINT_MODULE = "launcher.worker"
 
 def main(args: list[str]) -> None:
     started = time.monotonic()
-    _set_priority(os.SCHED_IDLE)
+    on_signal = args[:1] == [ON_SIGNAL]
     log: list[str] = []
     called = threading.Event()
-    threading.Thread(target=_await_call, args=(log, called), daemon=True, name="standby").start()
+    if on_signal:
+        args = args[1:]
+        # blocked here, so in every thread the imports start: the call waits, pending, for sigwait below
+        signal.pthread_sigmask(signal.SIG_BLOCK, {CALL_SIGNAL})
+        print(READY_LINE, flush=True)
+    else:
+        _set_priority(os.SCHED_IDLE)
+        threading.Thread(target=_await_call, args=(log, called), daemon=True, name="standby").start()
     os.environ.setdefault(env.LEGACY_KERAS, "1")
     import launcher.worker.main  # noqa: F401  (TensorFlow and tf_keras with it)
 
     imported = time.monotonic()
-    called.wait()
-    _become(log[0])
+    if on_signal:
+        signal.sigwait({CALL_SIGNAL})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {CALL_SIGNAL})
+    else:
+        called.wait()
+        _become(log[0])
     task = os.environ.get(env.TASK_NAME, "")
     events.emit(events.WarmStart(import_seconds=round(imported - started, 3),
                                  waited_seconds=round(max(0.0, time.monotonic() - imported), 3)), task, sys.stdout)

@@ -19,11 +19,13 @@ import pytest
 
 from helpers.boards import free_port, scalar_curves, start_board, stop_board
 from helpers.docker_engine import IMAGE, Clusters, clusters, compose_cli, docker_engine, trainer, worker_image  # noqa: F401
+from helpers.polling import wait_for_condition
 from helpers.socket_proxy import SocketProxy
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.compose.backend import compose_command
 from launcher.backends.compose.render import COMPOSE_FILE
+from launcher.backends.compose.standbys import is_task_container
 from launcher.errors import BackendUnavailable, LaunchError
 from launcher.plan import naming
 from launcher.plan.targets import BackendKind
@@ -202,10 +204,19 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
     job = clusters.wait(name, timeout=300)
     assert job.state is State.SUCCEEDED, job.message
     assert job.restarts >= 1, "the kill was not noticed"
-    events = [parse_event(line) for line in clusters.backend.logs(name, f"{name}-chief-0")]
-    restored = [e for e in events if e and e.event == "restored"]
+    for task in job.tasks:  # every restarted task became its standby container; logs still hold the killed run
+        lines = list(clusters.backend.logs(name, task.name))
+        events = [e for e in map(parse_event, lines) if e]
+        warm = [i for i, e in enumerate(events) if e.event == "warm_start"]
+        assert len(warm) == job.restarts and events[warm[0]].import_seconds > 0, (task.name, warm)
+        assert any(e.event == "started" for e in events[:warm[0]]), "the killed run's output is gone"
+    chief = [e for e in map(parse_event, clusters.backend.logs(name, f"{name}-chief-0")) if e]
+    restored = [e for e in chief if e.event == "restored"]
     assert restored and restored[-1].step > 0, "training did not resume from a backup"
     assert "model/model.keras" in volume_files(docker_engine, name)
+    wait_for_condition(lambda: StateDir.of(BackendKind.COMPOSE, name).supervisor() is None)
+    containers, _, _ = project_objects(docker_engine, name)
+    assert sorted(c.name for c in containers) == sorted(t.name for t in job.tasks), "a standby outlived the job"
 
 
 @pytest.mark.tf
@@ -317,7 +328,8 @@ def test_mwms_survives_kill_9_of_the_supervisor_and_watch_adopts_the_containers(
     clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 1}}, restart={"max_restarts": 0}, epochs=KILLED_EPOCHS))
     running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.step or 0) >= 3)
     assert not running.state.terminal, f"finished before the kill: {running.message}"
-    started = {c.name: c.attrs["State"]["StartedAt"] for c in project_objects(docker_engine, name)[0]}
+    started = {c.name: c.attrs["State"]["StartedAt"] for c in project_objects(docker_engine, name)[0]
+               if is_task_container(c.name)}
     kill_supervisor(name)
     lost = clusters.backend.describe(name)
     assert lost is not None and lost.supervisor is SupervisorState.LOST, lost
@@ -326,7 +338,8 @@ def test_mwms_survives_kill_9_of_the_supervisor_and_watch_adopts_the_containers(
     assert watched.returncode == 0, watched.stdout[-3000:] + watched.stderr
     job = clusters.backend.describe(name)
     assert job is not None and job.state is State.SUCCEEDED and job.restarts == 0, job
-    containers = project_objects(docker_engine, name)[0]
+    wait_for_condition(lambda: StateDir.of(BackendKind.COMPOSE, name).supervisor() is None)
+    containers = project_objects(docker_engine, name)[0]  # the standbys too: the adopting supervisor removed them
     assert {c.name: c.attrs["State"]["StartedAt"] for c in containers} == started, "a container was restarted"
     assert all(c.status == "exited" for c in containers), "a container is left running"
     assert "model/model.keras" in volume_files(docker_engine, name)

@@ -23,6 +23,7 @@ import pytest
 
 from helpers.gates import BLOCK, wait_for
 from helpers.local_cluster import CLI, assert_nothing_left, processes, tfcluster, wait_status, write_spec
+from helpers.polling import wait_for_condition
 from launcher.backends.local.processes import group_alive
 from launcher.backends.local.state import LocalState
 from launcher.cli import registry
@@ -118,13 +119,6 @@ def test_ctrl_c_on_up_stops_every_process_and_keeps_the_logs(tmp_path: Path) -> 
     assert status["state"] == "cancelled"
     assert tfcluster("down", "intr", cwd=tmp_path).returncode == 0
     assert tfcluster("logs", "intr", cwd=tmp_path).returncode == 1
-
-
-def wait_for_condition(condition, timeout: float = 30) -> None:
-    ends = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < ends, "timed out"
-        time.sleep(0.05)
 
 
 def test_down_never_kills_a_process_group_that_is_no_longer_the_clusters(tmp_path: Path) -> None:

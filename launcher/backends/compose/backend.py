@@ -10,7 +10,7 @@ shared detached supervisor with containers as its runtime
 it, and whatever it created is removed. The cluster's Docker objects carry
 the compose project label ``com.docker.compose.project=<name>``;
 ``cancel`` removes the containers with their anonymous volumes (a task's
-workspace copy), the run's TensorBoard containers
+workspace copy; the standbys too), the run's TensorBoard containers
 (``launcher.backends.compose.tensorboard``) and the network (and, with
 ``volumes``, the checkpoint volume when compose created it from the
 rendered file, which labels it as tfcluster's and the project's; never a
@@ -27,10 +27,11 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from launcher.backends.api import Backend, BackendOptions
-from launcher.backends.compose import runtime, supervise
+from launcher.backends.compose import runtime, standbys, supervise
 from launcher.backends.compose import tensorboard as board
 from launcher.backends.compose.render import PROJECT_LABEL, checkpoint_problems, render
 from launcher.backends.compose.target import ComposeTarget, target
@@ -55,8 +56,12 @@ _CONTAINER_STATES = {"created": State.PENDING, "running": State.RUNNING, "restar
                      "paused": State.RUNNING}
 
 
-def _follow_logs(container: Any) -> Iterator[str]:
-    return iter_lines(container.logs(stream=True, follow=True))
+def _task_logs(root: Path, container: Any, follow: bool) -> Iterator[str]:
+    """The task's output: its containers that restarts replaced (``standbys.retire``), then its container's."""
+    ended = standbys.ended_log(root, container.name)
+    if ended.is_file():
+        yield from iter_lines(iter([ended.read_bytes()]))
+    yield from iter_lines(container.logs(stream=True, follow=follow))
 
 
 def compose_command() -> list[str]:
@@ -101,7 +106,7 @@ class ComposeBackend(Backend[BackendOptions]):
     def submit(self, dry_run: DryRun) -> None:
         plan = dry_run.plan
         state = harness.StateDir.of(self.kind, plan.name)
-        if self._containers(plan.name) or state.supervisor() is not None:
+        if self._containers(plan.name, every=True) or state.supervisor() is not None:
             raise LaunchError(f"cluster {plan.name!r} already exists on compose: `tfcluster down {plan.name}` first")
         if plan.workspace:
             ensure_images(plan.workspace)
@@ -179,18 +184,19 @@ class ComposeBackend(Backend[BackendOptions]):
         containers = self._containers(name)
         if not containers:
             raise LaunchError(f"no cluster named {name!r} on compose")
+        root = harness.StateDir.of(self.kind, name).root
         if task is not None:
             chosen = [c for c in containers if c.name == task]
             if not chosen:
                 raise LaunchError(f"no task {task!r} in cluster {name!r}; tasks: {', '.join(c.name for c in containers)}")
-            yield from iter_lines(chosen[0].logs(stream=True, follow=follow))
+            yield from _task_logs(root, chosen[0], follow)
             return
         if not follow:
             for container in containers:
-                for line in iter_lines(container.logs(stream=True, follow=False)):
+                for line in _task_logs(root, container, False):
                     yield f"{container.name} | {line}"
             return
-        yield from interleave({c.name: partial(_follow_logs, c) for c in containers})
+        yield from interleave({c.name: partial(_task_logs, root, c, True) for c in containers})
 
     def stacks(self, name: str) -> dict[str, str | None]:
         """Through a ``ContainerRuntime`` attached to the running containers (it starts nothing)."""
@@ -222,7 +228,7 @@ class ComposeBackend(Backend[BackendOptions]):
 
     def _remove(self, name: str, volumes: bool) -> None:
         boards = self.client.containers.list(all=True, filters=board.board_filters(name))
-        for container in [*self._containers(name), *boards]:
+        for container in [*self._containers(name, every=True), *boards]:
             container.remove(force=True, v=True)  # v: its anonymous volumes (the task's workspace copy) too
         networks, project_volumes = self._project_objects(name)
         for network in networks:
@@ -235,9 +241,11 @@ class ComposeBackend(Backend[BackendOptions]):
         filters = {"label": f"{PROJECT_LABEL}={name}"}
         return self.client.networks.list(filters=filters), self.client.volumes.list(filters=filters)
 
-    def _containers(self, name: str) -> list[Any]:
-        """The cluster's containers (running or not), in plan order."""
-        found = self.client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={name}"})
+    def _containers(self, name: str, every: bool = False) -> list[Any]:
+        """The cluster's task containers (running or not), in plan order; ``every``: its standbys and the
+        containers being retired too."""
+        found = [c for c in self.client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={name}"})
+                 if every or standbys.is_task_container(c.name)]
 
         def order(container: Any) -> tuple[int, int, str]:
             found = container.labels

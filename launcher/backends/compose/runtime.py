@@ -13,6 +13,12 @@ over from a dead one, e.g. after the machine rebooted) follows a container
 that ran from the start of its current run, and ``observe`` reads the
 containers without following anything.
 
+Standbys (``launcher.supervision.supervisor.Standbys``): ``prepare`` starts
+a standby container per task (``launcher.backends.compose.standbys``);
+``start`` of a task with a ready standby makes it the task, and the task's
+ended container is retired (its output kept for ``logs``, then removed) on
+a thread ``close`` waits for. ``close`` removes the standbys left.
+
 ``run_compose`` runs ``docker compose`` on the cluster's rendered file plus
 ``OVERRIDE_FILE`` (Docker restarts nothing under supervision: see
 ``launcher.backends.compose.render``).
@@ -34,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from launcher.backends.compose import standbys
 from launcher.backends.compose.render import COMPOSE_FILE
 from launcher.backends.compose.stacks import read_stacks_in
 from launcher.backends.lines import iter_lines
@@ -61,21 +68,39 @@ class ContainerRuntime:
         self.workdir = workdir
         self._lines: dict[str, queue.SimpleQueue[str]] = {}
         self._followers: dict[str, threading.Thread] = {}
+        self._standbys: set[str] = set()
+        self._retiring: list[threading.Thread] = []
 
     def start(self, task: Task) -> None:
         import docker.errors
 
-        container = self._container(task) or self._recreate(task)
         since = time.time()
-        try:
-            container.start()
-        except docker.errors.APIError as exc:
-            raise LaunchError(f"cannot start {task.name}: {exc.explanation or exc}") from exc
+        container = standbys.call(self.client, task, self._retire) if task.name in self._standbys else None
+        self._standbys.discard(task.name)
+        if container is None:
+            container = self._container(task) or self._recreate(task)
+            try:
+                container.start()
+            except docker.errors.APIError as exc:
+                raise LaunchError(f"cannot start {task.name}: {exc.explanation or exc}") from exc
         follower = threading.Thread(target=self._follow, args=(container, since), daemon=True)
         self._followers[task.name] = follower
         follower.start()
 
+    def prepare(self, tasks: Sequence[Task]) -> None:
+        with ThreadPoolExecutor(max_workers=max(len(tasks), 1)) as pool:
+            list(pool.map(lambda task: standbys.create(self.client, task), tasks))
+        self._standbys.update(task.name for task in tasks)
+
+    def _retire(self, container: Any) -> None:
+        retiring = threading.Thread(target=standbys.retire, args=(container, self.workdir), daemon=True)
+        self._retiring.append(retiring)
+        retiring.start()
+
     def adopt(self, task: Task) -> bool:
+        """Follow the task's running container, and keep the standby the dead supervisor prepared for it."""
+        if standbys.find(self.client, standbys.standby_name(task.name)) is not None:
+            self._standbys.add(task.name)
         container = self._container(task)
         if container is None or container.status == "created":
             return False  # removed, or never started
@@ -130,6 +155,12 @@ class ContainerRuntime:
     def close(self) -> None:
         for name in list(self._followers):
             self._join(name)
+        for name in self._standbys:
+            standbys.remove(self.client, name)
+        self._standbys.clear()
+        for retiring in self._retiring:
+            retiring.join()
+        self._retiring.clear()
 
     def output(self, task: Task) -> list[str]:
         lines, pending = [], self._queue(task.name)
@@ -182,8 +213,8 @@ def started_at(container: Any) -> float:
 
 
 def observe(containers: Sequence[Any]) -> dict[str, int | None]:
-    """``{task: exit code, None while it runs}`` of the cluster's containers that were started."""
-    return {c.name: exit_code(c) for c in containers if c.status != "created"}
+    """``{task: exit code, None while it runs}`` of the cluster's task containers that were started."""
+    return {c.name: exit_code(c) for c in containers if c.status != "created" and standbys.is_task_container(c.name)}
 
 
 def compose_files() -> list[str]:
