@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from common import print_table  # noqa: E402
 
 from launcher import api  # noqa: E402
 from launcher.api import validate_data  # noqa: E402
+from launcher.backends.api import BackendOptions  # noqa: E402
 from launcher.backends.local.backend import LocalBackend  # noqa: E402
 from launcher.backends.local.state import LocalState  # noqa: E402
 from launcher.protocol.events import parse_event  # noqa: E402
@@ -44,27 +46,41 @@ SPEC: dict[str, Any] = {
 }
 
 
-def wait_event(log: Path, kind: str, after: float = 0.0, timeout: float = 300.0, min_step: int = 0) -> dict[str, Any]:
-    """The first ``kind`` event in ``log`` stamped after ``after`` and at ``min_step`` or later."""
+def wait_event(log: Path | Callable[[], list[str]], kind: str, after: float = 0.0, timeout: float = 300.0,
+               min_step: int = 0) -> dict[str, Any]:
+    """The first ``kind`` event in ``log`` (a file, or what returns its lines) stamped after ``after`` and at
+    ``min_step`` or later."""
     ends = time.monotonic() + timeout
     while time.monotonic() < ends:
-        if log.exists():
-            for event in filter(None, map(parse_event, log.read_text(errors="replace").splitlines())):
-                found = event.model_dump(mode="json")  # events are typed; the benches read their fields by name
-                late = int(found.get("step") or 0) >= min_step
-                if found["event"] == kind and found["time"] > after and late:
-                    return found
+        lines = log() if callable(log) else log.read_text(errors="replace").splitlines() if log.exists() else []
+        for event in filter(None, map(parse_event, lines)):
+            found = event.model_dump(mode="json")  # events are typed; the benches read their fields by name
+            late = int(found.get("step") or 0) >= min_step
+            if found["event"] == kind and found["time"] > after and late:
+                return found
         time.sleep(0.1)
     raise TimeoutError(f"no {kind} event in {log} within {timeout} s")
 
 
-def launch_with_tfcluster(workdir: Path, spec: dict[str, Any]) -> tuple[float, Path]:
-    """Seconds from ``up --detach`` to the chief's first step; the cluster is still running."""
+def chief_log(name: str, backend: str) -> Path | Callable[[], list[str]]:
+    """The chief's output: its log file (local), or what ``tfcluster logs`` reads (compose: its containers)."""
+    chief = f"{name}-chief-0"
+    if backend == "local":
+        return LocalState.named(name).task_log(chief)
+    from launcher.backends.compose.backend import ComposeBackend
+
+    compose = ComposeBackend.create(BackendOptions())
+    return lambda: list(compose.logs(name, chief))
+
+
+def launch_with_tfcluster(workdir: Path, spec: dict[str, Any], backend: str = "local"
+                          ) -> tuple[float, Path | Callable[[], list[str]]]:
+    """Seconds from ``up --detach`` to the chief's first step, and the chief's log; the cluster is still running."""
     path = workdir / "spec.json"
     path.write_text(json.dumps(spec))
     start = time.time()
-    subprocess.run([*CLI, "up", "--detach", str(path)], cwd=workdir, check=True, capture_output=True)
-    chief = LocalState.named(spec["name"]).task_log(f"{spec['name']}-chief-0")
+    subprocess.run([*CLI, "up", "--detach", "-b", backend, str(path)], cwd=workdir, check=True, capture_output=True)
+    chief = chief_log(spec["name"], backend)
     return wait_event(chief, "step", after=start)["time"] - start, chief
 
 
