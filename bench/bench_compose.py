@@ -8,9 +8,9 @@ Prints one table of ratios against hand-written baselines measured in the same r
 - image: build time cached (a launcher-only change); with ``--cold``, also the size
   and the build time without Docker's cache (downloads TensorFlow again: minutes)
   vs a hand-written one-stage Dockerfile that pip-installs the ``worker`` extra
-  (tensorflow, tf-keras, tensorboard) and pydantic on the same base;
-- recovery: kill -9 of a worker's training process until the chief's next step
-  after the resumed restart, vs the time to the first step of a fresh launch.
+  (tensorflow, tf-keras, tensorboard) and pydantic on the same base.
+
+Recovery on compose is ``bench_recovery.py --backend compose``'s.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ import docker
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from helpers.docker_engine import trainer  # noqa: E402
 from launcher import api  # noqa: E402
 from launcher.api import validate_data  # noqa: E402
+from launcher.backends.api import BackendOptions  # noqa: E402
 from launcher.backends.compose.backend import ComposeBackend, compose_command  # noqa: E402
 from launcher.backends.images import build_image  # noqa: E402
 from launcher.protocol.events import parse_event  # noqa: E402
@@ -140,19 +140,6 @@ def launch_by_hand(client, workdir: Path) -> float:
     return took
 
 
-def recovery(client, backend: ComposeBackend, name: str) -> float:
-    """Seconds from kill -9 of worker-1's trainer to the chief's next step after the group restart."""
-    worker = client.containers.get(f"{name}-worker-1")
-    pid, _ = trainer(worker)
-    killed = time.time()
-    worker.exec_run(["python", "-c", f"import os; os.kill({pid}, 9)"])
-    while backend.describe(name).restarts == 0:
-        if time.time() - killed > 60:
-            raise TimeoutError("the kill was not noticed")
-        time.sleep(0.2)
-    return first_step(client, f"{name}-chief-0", after=killed) - killed
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cold", action="store_true", help="also time a build without Docker's cache")
@@ -182,7 +169,7 @@ def main() -> None:
     finally:
         marker.unlink()
 
-    backend = ComposeBackend.create()
+    backend = ComposeBackend.create(BackendOptions())
     ours, theirs = [], []
     with tempfile.TemporaryDirectory() as scratch:
         for run in range(options.runs):
@@ -190,13 +177,10 @@ def main() -> None:
             name = f"bench-{run}"
             try:
                 ours.append(launch_tfcluster(client, backend, name))
-                if run == 0:
-                    recovered = recovery(client, backend, name)
             finally:
                 backend.cancel(name, volumes=True)
     launch, baseline = min(ours), min(theirs)
     rows.append(("up -> first step (s)", launch, baseline))
-    rows.append(("recovery: kill -9 -> next step (s)", recovered, baseline))
 
     print(f"{'measure':38} {'tfcluster':>10} {'baseline':>10} {'ratio':>7}")
     for label, value, reference in rows:

@@ -69,6 +69,7 @@ if not ran.exists():
 
 #: Epochs of the runs a test kills something of: far from done when the kill comes (Docker's API is slow under load).
 KILLED_EPOCHS = 6
+STEPS_PER_EPOCH = 25
 
 
 def tf_spec(name: str, roles: dict[str, Any], epochs: int = 3, **fields: Any) -> dict[str, Any]:
@@ -76,7 +77,7 @@ def tf_spec(name: str, roles: dict[str, Any], epochs: int = 3, **fields: Any) ->
         "name": name,
         "roles": roles,
         "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
-        "training": {"epochs": epochs, "steps_per_epoch": 25, "batch_size_per_replica": 16,
+        "training": {"epochs": epochs, "steps_per_epoch": STEPS_PER_EPOCH, "batch_size_per_replica": 16,
                      "args": {"train_examples": 512, "test_examples": 128}},
         "checkpoint": {"backup_every_steps": 3},
         "deadline_seconds": 400,
@@ -204,6 +205,7 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
     job = clusters.wait(name, timeout=300)
     assert job.state is State.SUCCEEDED, job.message
     assert job.restarts >= 1, "the kill was not noticed"
+    assert job.progress.step == KILLED_EPOCHS * STEPS_PER_EPOCH, "the supervisor lost the restarted tasks' progress"
     for task in job.tasks:  # every restarted task became its standby container; logs still hold the killed run
         lines = list(clusters.backend.logs(name, task.name))
         events = [e for e in map(parse_event, lines) if e]

@@ -91,10 +91,12 @@ def call(client: Any, task: Task, retire: Callable[[Any], None]) -> Any | None:
     ended = find(client, task.name)
     if ended is not None:
         ended.rename(f"{task.name}{ENDED_INFIX}{time.time_ns()}")
+        ended.reload()  # the SDK's object keeps the old name until it reads the container again
         retire(ended)
     standby.rename(task.name)
     standby.update(cpu_shares=NORMAL_CPU_SHARES)
     standby.kill(signal=CALL_SIGNAL.name)
+    standby.reload()
     return standby
 
 
