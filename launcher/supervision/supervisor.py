@@ -41,7 +41,7 @@ Every training task's ``step_time`` reports name the job's stragglers
 (``launcher.supervision.stragglers``) in its status.
 
 Standbys: when the lead task reports its first step after a start, the
-supervisor asks a runtime that keeps them (``Standbys``: local processes)
+supervisor asks a runtime that keeps them (``Standbys``: local processes, containers)
 to prepare one for every task with a ``standby_command``, so that a later
 restart becomes it instead of starting an interpreter and importing
 TensorFlow again; not earlier, so as not to slow the start down. A runtime
@@ -131,7 +131,7 @@ class Runtime(Protocol):
 
 @runtime_checkable
 class Standbys(Protocol):
-    """A ``Runtime`` that keeps standbys for the tasks that have a ``Task.standby_command`` (local processes).
+    """A ``Runtime`` that keeps standbys for the tasks that have a ``Task.standby_command`` (processes, containers).
 
     ``prepare`` starts one for each of ``tasks`` that has none waiting and
     returns without waiting for it; a later ``start`` of such a task becomes

@@ -22,6 +22,8 @@ from helpers.polling import wait_for_condition
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.compose import standbys
+from launcher.errors import LaunchError
+from launcher.plan import naming
 from launcher.plan.planner import Task
 from launcher.protocol.standby import CALL_SIGNAL, READY_LINE
 
@@ -46,7 +48,8 @@ def task_container(docker_engine: Any, worker_image: str) -> Iterator[tuple[Task
     container = docker_engine.containers.create(
         IMAGE, ["python", "-c", "print('the first run')"], name=task.name, hostname=task.name, user="1000:1000",
         read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges:true"], init=True, network=network.name,
-        labels={"com.docker.compose.project": cluster, "com.docker.compose.service": task.name},
+        labels={"com.docker.compose.project": cluster, "com.docker.compose.service": task.name,
+                **naming.labels(cluster, "manual", task.type, task.index)},
     )
     container.start()
     assert container.wait(timeout=60)["StatusCode"] == 0
@@ -113,3 +116,17 @@ def test_a_standby_that_is_not_ready_is_removed_and_the_task_starts_afresh(
     assert standbys.call(docker_engine, task, lambda ended: pytest.fail("retired a task for a standby never called")) is None
     assert standbys.find(docker_engine, standbys.standby_name(task.name)) is None
     assert docker_engine.containers.get(task.name).status == "exited", "the ended task container was touched"
+
+
+def test_a_container_of_another_owner_with_a_standbys_name_is_never_touched(
+    docker_engine: Any, task_container: tuple[Task, Any]  # noqa: F811
+) -> None:
+    task, network = task_container
+    foreign = docker_engine.containers.run(IMAGE, ["sleep", "600"], name=standbys.standby_name(task.name), detach=True,
+                                           labels={"com.docker.compose.project": network.name})
+    with pytest.raises(LaunchError, match="is not tfcluster's"):
+        standbys.create(docker_engine, task)
+    assert standbys.call(docker_engine, task, lambda ended: pytest.fail("retired a task for a foreign container")) is None
+    standbys.remove(docker_engine, task.name)
+    foreign.reload()
+    assert foreign.status == "running"

@@ -17,6 +17,7 @@ having removed it, for a standby that is not running or not ready.
 ``ended_log(root, task)`` (what ``logs`` prints before the container's own)
 and removes it with its anonymous volumes.
 ``is_task_container(name)``: False for standbys and retired containers.
+A container of another owner that has a standby's name is never touched.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from launcher.errors import LaunchError
+from launcher.plan import naming
 from launcher.plan.planner import Task
 from launcher.protocol.standby import CALL_SIGNAL, READY_LINE
 from launcher.supervision.statefile import open_private, private_dir
@@ -61,10 +64,20 @@ def find(client: Any, name: str) -> Any | None:
         return None
 
 
+def ours(container: Any, task_name: str) -> bool:
+    """True if ``container`` is one tfcluster made for the task (a container of another owner is never touched)."""
+    return bool(container.labels.get(naming.LABEL_TASK) == task_name)
+
+
 def create(client: Any, task: Task) -> None:
-    """Start the task's standby as a copy of its container (see the module contract); one left over is replaced."""
+    """Start the task's standby as a copy of its container (see the module contract); one left over is replaced.
+
+    Raises ``LaunchError`` when a container of another owner has the standby's name.
+    """
     left = find(client, standby_name(task.name))
     if left is not None:
+        if not ours(left, task.name):
+            raise LaunchError(f"a container named {left.name} exists and is not tfcluster's: {task.name} has no standby")
         if left.status == "running":
             return
         left.remove(force=True, v=True)
@@ -83,7 +96,7 @@ def create(client: Any, task: Task) -> None:
 def call(client: Any, task: Task, retire: Callable[[Any], None]) -> Any | None:
     """The task's ready standby, made the task (see the module contract); None when there is none."""
     standby = find(client, standby_name(task.name))
-    if standby is None:
+    if standby is None or not ours(standby, task.name):
         return None
     if standby.status != "running" or READY_LINE.encode() not in standby.logs(stdout=True, stderr=False):
         standby.remove(force=True, v=True)
@@ -103,7 +116,7 @@ def call(client: Any, task: Task, retire: Callable[[Any], None]) -> Any | None:
 def remove(client: Any, task_name: str) -> None:
     """Remove the task's standby, if any."""
     standby = find(client, standby_name(task_name))
-    if standby is not None:
+    if standby is not None and ours(standby, task_name):
         standby.remove(force=True, v=True)
 
 
