@@ -95,7 +95,7 @@ def volume_files(engine, cluster: str) -> list[str]:
 
 def project_objects(engine, cluster: str) -> tuple[list, list, list]:
     label = {"label": f"com.docker.compose.project={cluster}"}
-    return (engine.containers.list(all=True, filters=label), engine.networks.list(filters=label),
+    return (engine.containers.list(all=True, filters=label, ignore_removed=True), engine.networks.list(filters=label),
             engine.volumes.list(filters=label))
 
 

@@ -227,9 +227,14 @@ class ComposeBackend(Backend[BackendOptions]):
         state.remove()
 
     def _remove(self, name: str, volumes: bool) -> None:
-        boards = self.client.containers.list(all=True, filters=board.board_filters(name))
+        boards = self.client.containers.list(all=True, filters=board.board_filters(name), ignore_removed=True)
+        import docker.errors
+
         for container in [*self._containers(name, every=True), *boards]:
-            container.remove(force=True, v=True)  # v: its anonymous volumes (the task's workspace copy) too
+            try:
+                container.remove(force=True, v=True)  # v: its anonymous volumes (the task's workspace copy) too
+            except docker.errors.NotFound:
+                pass  # removed meanwhile (a standby its supervisor removed while ending)
         networks, project_volumes = self._project_objects(name)
         for network in networks:
             network.remove()
@@ -244,7 +249,8 @@ class ComposeBackend(Backend[BackendOptions]):
     def _containers(self, name: str, every: bool = False) -> list[Any]:
         """The cluster's task containers (running or not), in plan order; ``every``: its standbys and the
         containers being retired too."""
-        found = [c for c in self.client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={name}"})
+        found = [c for c in self.client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={name}"},
+                                                      ignore_removed=True)
                  if every or standbys.is_task_container(c.name)]
 
         def order(container: Any) -> tuple[int, int, str]:
