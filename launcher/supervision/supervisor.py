@@ -86,8 +86,9 @@ FAULT_RETRIES = 5
 FAULT_PAUSE_SECONDS = 2.0
 #: Seconds between terminate and kill when no task can be saving.
 STOP_SECONDS = 5.0
-#: Seconds between terminate and kill for the rest of a group restarted after a failure (see the module contract).
-RESTART_STOP_SECONDS = 1.0
+#: Seconds between terminate and kill for the rest of a group restarted after a failure (see the module contract):
+#: enough for a task that is already ending to finish its last lines.
+RESTART_STOP_SECONDS = 0.25
 
 
 class Runtime(Protocol):

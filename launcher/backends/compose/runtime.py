@@ -120,10 +120,15 @@ class ContainerRuntime:
         return code
 
     def stop(self, tasks: Sequence[Task], grace_seconds: float) -> None:
+        """SIGTERM (through tini), SIGKILL after ``grace_seconds``: ``docker stop`` counts whole seconds, so
+        a shorter grace is kept here."""
         def stop_one(task: Task) -> None:
             container = self._container(task)
             if container is not None and container.status in ("running", "restarting", "paused"):
-                container.stop(timeout=math.ceil(grace_seconds))  # SIGTERM (through tini), SIGKILL after it
+                if grace_seconds >= 1:
+                    container.stop(timeout=math.ceil(grace_seconds))
+                else:
+                    _stop_within(container, grace_seconds)
             self._join(task.name)
 
         with ThreadPoolExecutor(max_workers=max(len(tasks), 1)) as pool:
@@ -203,6 +208,26 @@ class ContainerRuntime:
         if container is None:
             raise LaunchError(f"compose did not create {task.name}")
         return container
+
+
+def _stop_within(container: Any, grace_seconds: float) -> None:
+    """SIGTERM, then SIGKILL unless the container ended within ``grace_seconds`` (under a second); returns once
+    it ended, as ``docker stop`` does."""
+    import docker.errors
+
+    ends = time.monotonic() + grace_seconds
+    try:
+        container.kill(signal="SIGTERM")
+        while time.monotonic() < ends:
+            container.reload()
+            if container.status in ENDED_STATUSES:
+                return
+            time.sleep(0.05)
+        container.kill()
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:  # 409: it is not running (any more): ended already
+            raise
+    container.wait()
 
 
 def started_at(container: Any) -> float:
