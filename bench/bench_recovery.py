@@ -7,8 +7,7 @@ the first step of a fresh ``tfcluster up`` measured in the same run, as a
 ratio table of the medians of ``--repeat`` runs: restarts that become the
 tasks' standbys (``restart.warm``, the default: TensorFlow already
 imported; on compose, standby containers) and restarts that start every
-task afresh (``warm: false``). The
-kill comes at step ``--kill-at-step`` (default 300, about 20 s into
+task afresh (``warm: false``). The kill comes at step ``--kill-at-step`` (default 300, about 20 s into
 training): standbys start at the first step and import at idle priority,
 which on this machine's two cores, both busy training, takes them about
 16 s; a failure before that finds them still importing (they then finish

@@ -60,7 +60,7 @@ def _task_logs(root: Path, container: Any, follow: bool) -> Iterator[str]:
     """The task's output: its containers that restarts replaced (``standbys.retire``), then its container's."""
     ended = standbys.ended_log(root, container.name)
     if ended.is_file():
-        yield from iter_lines(iter([ended.read_bytes()]))
+        yield from iter_lines([ended.read_bytes()])
     yield from iter_lines(container.logs(stream=True, follow=follow))
 
 
@@ -227,9 +227,9 @@ class ComposeBackend(Backend[BackendOptions]):
         state.remove()
 
     def _remove(self, name: str, volumes: bool) -> None:
-        boards = self.client.containers.list(all=True, filters=board.board_filters(name), ignore_removed=True)
         import docker.errors
 
+        boards = self.client.containers.list(all=True, filters=board.board_filters(name), ignore_removed=True)
         for container in [*self._containers(name, every=True), *boards]:
             try:
                 container.remove(force=True, v=True)  # v: its anonymous volumes (the task's workspace copy) too

@@ -88,9 +88,12 @@ class ContainerRuntime:
         follower.start()
 
     def prepare(self, tasks: Sequence[Task]) -> None:
+        def prepare_one(task: Task) -> None:
+            standbys.create(self.client, task)
+            self._standbys.add(task.name)  # each as it is made: ``close`` removes it even if another one failed
+
         with ThreadPoolExecutor(max_workers=max(len(tasks), 1)) as pool:
-            list(pool.map(lambda task: standbys.create(self.client, task), tasks))
-        self._standbys.update(task.name for task in tasks)
+            list(pool.map(prepare_one, tasks))
 
     def _retire(self, container: Any) -> None:
         retiring = threading.Thread(target=standbys.retire, args=(container, self.workdir), daemon=True)
@@ -194,12 +197,7 @@ class ContainerRuntime:
             follower.join(timeout=5)
 
     def _container(self, task: Task) -> Any | None:
-        import docker.errors
-
-        try:
-            return self.client.containers.get(task.name)
-        except docker.errors.NotFound:
-            return None
+        return standbys.find(self.client, task.name)
 
     def _recreate(self, task: Task) -> Any:
         """Create a removed task container again from the compose files."""
@@ -238,8 +236,9 @@ def started_at(container: Any) -> float:
 
 
 def observe(containers: Sequence[Any]) -> dict[str, int | None]:
-    """``{task: exit code, None while it runs}`` of the cluster's task containers that were started."""
-    return {c.name: exit_code(c) for c in containers if c.status != "created" and standbys.is_task_container(c.name)}
+    """``{task: exit code, None while it runs}`` of the task containers (no standby: ``standbys.is_task_container``)
+    that were started."""
+    return {c.name: exit_code(c) for c in containers if c.status != "created"}
 
 
 def compose_files() -> list[str]:
