@@ -10,15 +10,32 @@ Contract:
   file only in the write's done callback, and deletes the older one after
   that: a task killed while a write is in flight restores the previous,
   complete backup, never a torn one.
+- ``compile_background_writes``: TensorFlow writes the host copy eagerly,
+  walking the whole object graph in Python on every save, as one shard per
+  device it finds and a merge of them (most of a save's CPU time, taken
+  from the training steps when the cores are busy). Here the tensors
+  TensorFlow's saver gathers are written by one SaveV2, traced once into a
+  ``tf.function``: the files of a single-shard save (SaveV2 writes them as
+  temporary files and renames them, the index last), the same write
+  callbacks (where ``CheckpointManager`` records the save). Only when every
+  saved object is a variable, with no Python state and no registered saver:
+  a variable's copy is read when the traced write runs, while anything else
+  would be frozen at tracing, so it keeps the eager write. The objects saved
+  are those of the first save, as TensorFlow's copy to host already assumes.
 - ``BackupWriter``: one task's backup writes (``save``), the lead's kept and
-  another task's to a scratch directory (every task must take part in a save,
-  only the lead keeps it). ``save`` first waits for the write in flight, so
-  one write at most is in flight; a scratch copy is overwritten by the next.
-  ``settle()`` waits for the write in flight (none: at once) and then removes
-  a scratch copy. Settle before anything that reads, replaces or
-  removes what a write produces: the synchronous preemption save
-  (``launcher.worker.preemption``), the end of training (the final export and
-  the backup's deletion come after it), the task's exit.
+  another task's to a scratch directory. Under MultiWorkerMirrored every
+  task takes part in the first save (it creates the checkpoints' save
+  counters, and creating a variable broadcasts its initial value) and in
+  every save of a checkpoint that holds a variable synchronized on read
+  (reading one is an all-reduce); otherwise a later save reads local values
+  only, and a task that does not keep its copy writes nothing. ``save``
+  first waits for the write in flight, so one write at most is in flight; a
+  scratch copy is overwritten by the next. ``settle()`` waits for the write
+  in flight (none: at once) and then removes a scratch copy. Settle before
+  anything that reads, replaces or removes what a write produces: the
+  synchronous preemption save (``launcher.worker.preemption``), the end of
+  training (the final export and the backup's deletion come after it), the
+  task's exit.
 - ``Backups``: tf_keras' ``BackupAndRestore`` writing through a
   ``BackupWriter``. It removes a scratch copy a killed task left before
   anything reads it: TensorFlow's preemption handler would restore that copy
@@ -37,6 +54,7 @@ from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
+from tensorflow.python.checkpoint import functional_saver
 from tf_keras.src.distribute import distributed_file_utils
 
 from launcher.protocol import events
@@ -46,38 +64,105 @@ from launcher.worker.interval import AutoInterval
 ASYNC = tf.train.CheckpointOptions(enable_async=True)
 
 
+def compile_background_writes(checkpoint: tf.train.Checkpoint) -> None:
+    """Write ``checkpoint``'s asynchronous saves as one traced SaveV2 (see the module contract)."""
+    helper = checkpoint._async_checkpointer()  # TensorFlow's own asynchronous checkpoint (created on first use)
+    saver = helper.checkpointer()._saver  # writes the host copy, from TensorFlow's background thread
+    if getattr(saver, "compiled_by_tfcluster", False):
+        return
+    eager_save = saver.save
+    traced: list[Callable[[tf.Tensor], tf.Tensor]] = []  # decided at the first write, when the copy exists
+
+    def save(file_prefix: str, checkpoint_number: int | None = None, session: object = None,
+             options: tf.train.CheckpointOptions | None = None) -> object:
+        if not traced and _only_variables(helper, saver):
+            traced.append(_single_shard_write(saver, helper._default_device))
+        if checkpoint_number is not None or not traced:
+            return eager_save(file_prefix, checkpoint_number, session, options)
+        tf.io.gfile.makedirs(posixpath.dirname(file_prefix))  # as the eager write does
+        return traced[0](tf.constant(file_prefix))
+
+    saver.save = save
+    saver.compiled_by_tfcluster = True
+
+
+def reads_collectively(checkpoint: tf.train.Checkpoint) -> bool:
+    """Reading ``checkpoint``'s values takes every task: it holds a variable synchronized on read."""
+    return any(isinstance(t, tf.Variable) and t.synchronization == tf.VariableSynchronization.ON_READ
+               for t in tf.train.TrackableView(checkpoint).descendants())
+
+
+def _only_variables(helper: Any, saver: Any) -> bool:
+    """Every object the write serializes is a copied variable: nothing a trace would freeze."""
+    if not all(isinstance(t, tf.Variable) for t in helper._saveable_trackables):
+        return False
+    _, python_state, registered_savers, _ = saver._gather_serialized_tensors(None)
+    return not python_state and not registered_savers
+
+
+def _single_shard_write(saver: Any, device: str) -> Callable[[tf.Tensor], tf.Tensor]:
+    """The checkpoint's tensors, gathered as TensorFlow's saver gathers them, written by one SaveV2 at ``prefix``.
+
+    The same files as a single-task save (``prefix.index``, ``prefix.data-00000-of-00001``; SaveV2 writes
+    temporary files and renames them, the index last) without the per-task shards and their merge.
+    """
+    task = tf.DeviceSpec.from_string(device)
+
+    @tf.function
+    def write(prefix: tf.Tensor) -> tf.Tensor:
+        serialized, _, _, _ = saver._gather_serialized_tensors(None)
+        shard: dict[str, dict[str, Any]] = {}
+        for _, task_shards in functional_saver.MultiDeviceSaver(serialized)._get_shards_by_task(None):
+            for task_shard in task_shards:
+                for key, slices in task_shard.items():
+                    shard.setdefault(key, {}).update(slices)
+        with tf.control_dependencies([functional_saver._single_shard_save(prefix, shard, task)]):
+            return tf.identity(prefix)
+
+    return write
+
+
 class BackupWriter:
     """Writes one task's backups, each after the previous one landed (see the module contract)."""
 
-    def __init__(self, write: Callable[[tf.train.CheckpointOptions | None], object], sync: Callable[[], None],
+    def __init__(self, checkpoint: tf.train.Checkpoint, write: Callable[[tf.train.CheckpointOptions | None], object],
                  scratch: str | None, asynchronous: bool):
+        self.checkpoint = checkpoint
         self._write = write
-        self._sync = sync
         self.scratch = scratch
         self.asynchronous = asynchronous
+        self.saved = False
+        self.skips = False  # a scratch copy whose later saves read local values only (see the module contract)
 
     @classmethod
     def of_manager(cls, manager: tf.train.CheckpointManager, asynchronous: bool,
                    scratch: bool = False) -> BackupWriter:
         """Saves through ``manager``; ``scratch``: its directory is a scratch copy, removed once written."""
-        return cls(lambda options: manager.save(options=options), manager.sync,
+        return cls(manager.checkpoint, lambda options: manager.save(options=options),
                    manager.directory if scratch else None, asynchronous)
 
     @classmethod
     def of_scratch(cls, checkpoint: tf.train.Checkpoint, directory: str, asynchronous: bool) -> BackupWriter:
         """Writes ``checkpoint`` into the scratch ``directory`` (a task that takes part but does not keep)."""
-        return cls(lambda options: checkpoint.write(posixpath.join(directory, "backup"), options=options),
-                   checkpoint.sync, directory, asynchronous)
+        return cls(checkpoint, lambda options: checkpoint.write(posixpath.join(directory, "backup"), options=options),
+                   directory, asynchronous)
 
     def save(self) -> None:
-        self._sync()  # one write in flight at most; a scratch copy is overwritten, and removed by ``settle``
+        if self.skips:
+            return
+        if not self.saved:
+            self.saved = True
+            self.skips = self.scratch is not None and not reads_collectively(self.checkpoint)
+            if self.asynchronous:
+                compile_background_writes(self.checkpoint)
+        self.checkpoint.sync()  # one write in flight at most; a scratch copy is overwritten, and removed by ``settle``
         if self.scratch is not None:
             tf.io.gfile.makedirs(self.scratch)
         self._write(ASYNC if self.asynchronous else None)
 
     def settle(self) -> None:
         """Wait for the write in flight, then remove a scratch copy."""
-        self._sync()
+        self.checkpoint.sync()
         if self.scratch is not None and tf.io.gfile.exists(self.scratch):
             tf.io.gfile.rmtree(self.scratch)
 

@@ -35,12 +35,6 @@ pytestmark = pytest.mark.tf
 EPOCHS, STEPS, BATCH = 3, 6, 4
 
 
-
-
-
-
-
-
 def test_the_interval_keeps_backups_within_their_share_of_the_training_time() -> None:
     assert steps_between(save_seconds=0.01, step_seconds=0.1) == 5  # 0.01 / (5 x 0.1) = 2 %
     assert steps_between(save_seconds=0.0101, step_seconds=0.1) == 6  # never above the share
@@ -76,6 +70,83 @@ def test_an_asynchronous_write_is_recorded_once_it_landed_and_a_scratch_copy_is_
     scratch.save()
     scratch.settle()
     assert not (tmp_path / "scratch").exists()
+
+
+def trained_model() -> Any:
+    model = tf.keras.Sequential([tf.keras.layers.Input(shape=(3,)), tf.keras.layers.Dense(4), tf.keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(tf.ones([8, 3]), tf.ones([8, 1]), epochs=1, verbose=0)  # the optimizer's slots exist from here
+    return model
+
+
+def test_an_asynchronous_backup_is_one_traced_write_that_restores_the_values_of_its_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tensorflow.python.checkpoint.checkpoint import TrackableSaver
+
+    walks = []  # the Python walks of the object graph: once to trace, instead of once per save
+    gather = TrackableSaver._gather_serialized_tensors
+    monkeypatch.setattr(TrackableSaver, "_gather_serialized_tensors", lambda *a, **k: walks.append(1) or gather(*a, **k))
+    model = trained_model()
+    checkpoint = tf.train.Checkpoint(model=model)
+    manager = tf.train.CheckpointManager(checkpoint, str(tmp_path / "chief"), max_to_keep=1)
+    writer = BackupWriter.of_manager(manager, asynchronous=True)
+    for _ in range(5):
+        model.fit(tf.ones([8, 3]), tf.ones([8, 1]), epochs=1, verbose=0)
+        saved = [v.numpy() for v in model.variables + model.optimizer.variables()]
+        writer.save()
+    model.fit(tf.ones([8, 3]), tf.ones([8, 1]), epochs=1, verbose=0)  # changes every value after the last save
+    writer.settle()
+    assert manager.latest_checkpoint and manager.latest_checkpoint.endswith("ckpt-5")
+    assert len(walks) <= 2, walks  # whether it can be traced, then the trace
+    assert sorted(p.name for p in (tmp_path / "chief").glob("ckpt-5.*")) == ["ckpt-5.data-00000-of-00001", "ckpt-5.index"]
+    fresh = trained_model()
+    tf.train.Checkpoint(model=fresh).read(manager.latest_checkpoint).assert_existing_objects_matched()
+    restored = [v.numpy() for v in fresh.variables + fresh.optimizer.variables()]
+    assert len(restored) == len(saved) and all((a == b).all() for a, b in zip(restored, saved, strict=True))
+
+
+class Counter(tf.train.experimental.PythonState):
+    """Python state: what a traced write would freeze at tracing."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def serialize(self) -> str:
+        return str(self.value)
+
+    def deserialize(self, string_value: str) -> None:
+        self.value = int(string_value)
+
+
+def test_python_state_keeps_the_eager_write_and_is_saved_as_it_was_at_each_save(tmp_path: Path) -> None:
+    counter = Counter()
+    checkpoint = tf.train.Checkpoint(v=tf.Variable(1.0), counter=counter)
+    manager = tf.train.CheckpointManager(checkpoint, str(tmp_path / "chief"), max_to_keep=1)
+    writer = BackupWriter.of_manager(manager, asynchronous=True)
+    for value in (1, 2, 3):
+        counter.value = value
+        writer.save()
+        writer.settle()
+    restored = Counter()
+    tf.train.Checkpoint(v=tf.Variable(0.0), counter=restored).read(manager.latest_checkpoint).expect_partial()
+    assert restored.value == 3
+
+
+@pytest.mark.parametrize("synchronization", [tf.VariableSynchronization.ON_WRITE, tf.VariableSynchronization.ON_READ])
+def test_a_scratch_copy_is_written_at_every_save_only_when_reading_a_variable_takes_every_task(
+        tmp_path: Path, synchronization: Any) -> None:
+    variable = tf.Variable(1.0, synchronization=synchronization, aggregation=tf.VariableAggregation.SUM)
+    scratch = tmp_path / "scratch"
+    writer = BackupWriter.of_scratch(tf.train.Checkpoint(v=variable), str(scratch), asynchronous=True)
+    writer.save()  # the first save: every task takes part (it creates the checkpoint's save counter)
+    writer.checkpoint.sync()
+    assert (scratch / "backup.index").exists()
+    writer.settle()
+    writer.save()
+    writer.checkpoint.sync()
+    assert (scratch / "backup.index").exists() == (synchronization == tf.VariableSynchronization.ON_READ)
+    writer.settle()
+    assert not scratch.exists()
 
 
 def run_auto(tmp_path: Path, loop: TrainingLoop) -> list[Any]:
