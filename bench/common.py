@@ -19,12 +19,17 @@ def median_seconds(command: Sequence[str], repeat: int = 7, **kwargs) -> float:
     return statistics.median(times)
 
 
-def print_table(title: str, baseline: tuple[str, float], rows: list[tuple[str, float]], unit: str = "s") -> None:
-    """Print each row's value and its ratio to the baseline measured in the same run."""
+def print_table(title: str, baseline: tuple[str, float], rows: list[tuple[str, float]], unit: str = "s",
+                ratios: Sequence[float] | None = None) -> None:
+    """Print each row's value and its ratio to the baseline measured in the same run.
+
+    ``ratios``: the rows' own ratios (e.g. medians of per-round ratios) instead of value / baseline.
+    """
     name, base = baseline
     width = max(len(r[0]) for r in [baseline, *rows])
+    shown = [1.0, *(ratios if ratios is not None else (value / base for _, value in rows))]
     print(f"\n{title}")
     print(f"{'measurement'.ljust(width)}  {'value':>10}  {'ratio':>7}")
-    for label, value in [baseline, *rows]:
-        print(f"{label.ljust(width)}  {value:>9.3f}{unit}  {value / base:>7.2f}")
-    print(f"(ratio = value / {name})")
+    for (label, value), ratio in zip([baseline, *rows], shown, strict=True):
+        print(f"{label.ljust(width)}  {value:>9.3f}{unit}  {ratio:>7.3f}")
+    print(f"(ratio = value / {name}" + (", the median of the ratios of each round)" if ratios is not None else ")"))
