@@ -71,16 +71,17 @@ def compile_background_writes(checkpoint: tf.train.Checkpoint) -> None:
     if getattr(saver, "compiled_by_tfcluster", False):
         return
     eager_save = saver.save
-    traced: list[Callable[[tf.Tensor], tf.Tensor]] = []  # decided at the first write, when the copy exists
+    traced: list[Callable[[tf.Tensor], tf.Tensor] | None] = []  # decided once, at the first write: the copy exists
 
     def save(file_prefix: str, checkpoint_number: int | None = None, session: object = None,
              options: tf.train.CheckpointOptions | None = None) -> object:
-        if not traced and _only_variables(helper, saver):
-            traced.append(_single_shard_write(saver, helper._default_device))
-        if checkpoint_number is not None or not traced:
+        if not traced:
+            traced.append(_single_shard_write(saver, helper._default_device) if _only_variables(helper, saver) else None)
+        write = traced[0]
+        if checkpoint_number is not None or write is None:
             return eager_save(file_prefix, checkpoint_number, session, options)
         tf.io.gfile.makedirs(posixpath.dirname(file_prefix))  # as the eager write does
-        return traced[0](tf.constant(file_prefix))
+        return write(tf.constant(file_prefix))
 
     saver.save = save
     saver.compiled_by_tfcluster = True
