@@ -43,6 +43,7 @@ from typing import IO, Any
 from launcher.backends.dockerignore import Rules, decoded, make_rule, read_rules
 from launcher.backends.images import HOST_CA_BUNDLE, docker_client
 from launcher.errors import ImageBuildError, LaunchError
+from launcher.plan.images import TASK_UID
 from launcher.plan.workspace import CONTAINER_WORKSPACE, Workspace, WorkspaceImage, WorkspaceSource
 from launcher.spec.problems import Problem, SpecError
 
@@ -80,7 +81,7 @@ RUN set -e; mkdir -p {packages}; cd {packages}; \\
 
 FROM {base}
 COPY --from=requirements {packages} {packages}
-COPY --chown=1000:1000 workspace/ {workdir}/
+COPY --chown={uid}:{uid} workspace/ {workdir}/
 ENV PYTHONPATH={packages}/site-packages-1:{packages}/site-packages-2${{PYTHONPATH:+:$PYTHONPATH}} \\
     PATH={packages}/bin:$PATH
 WORKDIR {workdir}
@@ -283,7 +284,8 @@ def layer_context(image: WorkspaceImage, source: WorkspaceSource, ca_bundle: Pat
     root = Path(source.directory)
     context = tempfile.SpooledTemporaryFile(max_size=64 << 20)
     with tarfile.open(fileobj=context, mode="w") as tar:
-        _add(tar, "Dockerfile", LAYER_DOCKERFILE.format(base=image.base, packages=PACKAGES, workdir=CONTAINER_WORKSPACE).encode())
+        _add(tar, "Dockerfile", LAYER_DOCKERFILE.format(
+            base=image.base, packages=PACKAGES, workdir=CONTAINER_WORKSPACE, uid=TASK_UID).encode())
         _add(tar, "build/requirements.txt", _requirements(root, echo))
         _add(tar, "build/ca.crt", ca_bundle.read_bytes() if ca_bundle else b"")
         directory = tarfile.TarInfo("workspace")

@@ -1,6 +1,7 @@
 """Which container image a task runs: the one home of the worker images' names.
 
-Contract: ``image_for(spec, role_spec)`` is the role's ``image``, else the
+Contract: ``TASK_UID`` is the worker image's user, the one home of its uid.
+``image_for(spec, role_spec)`` is the role's ``image``, else the
 spec's ``image``, else the worker image of the role's variant: the GPU variant
 (``tfcluster-worker:latest-gpu``, ``tfcluster build --gpu``) for a role that
 requests ``resources.gpu > 0``, the CPU one (``tfcluster-worker:latest``) otherwise.
@@ -13,6 +14,9 @@ from enum import Enum
 from launcher.spec.models import ClusterSpec, RoleSpec
 
 WORKER_REPOSITORY = "tfcluster-worker"
+#: uid and gid of the worker image's non-root user ``tfcluster`` (worker_image/Dockerfile's ``USER``), owner of
+#: /checkpoints: the container backends run every task as it and give it what it writes.
+TASK_UID = 1000
 
 
 class ImageVariant(str, Enum):

@@ -40,6 +40,7 @@ import yaml
 
 from launcher.backends.escaping import literal
 from launcher.plan import naming
+from launcher.plan.images import TASK_UID
 from launcher.plan.planner import Plan, Task
 from launcher.plan.targets import CONTAINER_CHECKPOINT_DIR
 from launcher.protocol.paths import is_object_store
@@ -49,8 +50,7 @@ from launcher.spec.problems import Problem
 from launcher.spec.quantities import byte_count
 
 COMPOSE_FILE = "docker-compose.yaml"
-#: The worker image's non-root user (worker_image/Dockerfile), owner of /checkpoints, and its home.
-TASK_UID = 1000
+#: The worker image's non-root user (``TASK_UID``) and its home.
 TASK_USER = f"{TASK_UID}:{TASK_UID}"
 TASK_HOME = "/home/tfcluster"
 #: What a task may write besides its volumes (the root filesystem is read-only): scratch space, and the

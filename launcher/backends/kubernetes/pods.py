@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from launcher.plan import naming
+from launcher.plan.images import TASK_UID
 from launcher.plan.planner import Plan
 from launcher.protocol.paths import is_object_store
 from launcher.spec.models import RoleType
@@ -26,8 +27,6 @@ TENSORBOARD_KEY = "tensorboard.json"
 #: The pod volumes tfcluster itself mounts: scratch at /tmp, the cluster file, the checkpoint claim,
 #: the writable copy of the workspace.
 TMP_VOLUME, CONFIG_VOLUME, CHECKPOINT_VOLUME, WORKSPACE_VOLUME = "tmp", "tfcluster", "checkpoints", "workspace"
-#: uid/gid of the ``tfcluster`` user in the worker image (worker_image/Dockerfile).
-TASK_UID = 1000
 
 
 def meta(plan: Plan, name: str, role: RoleType | None = None) -> dict[str, Any]:

@@ -1,13 +1,15 @@
-"""Which image each task runs: the role's, the spec's, else the worker image of the role's variant."""
+"""Which image each task runs: the role's, the spec's, else the worker image of the role's variant; its user."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
+from helpers.paths import REPO
 from launcher import api
-from launcher.plan.images import ImageVariant
+from launcher.plan.images import TASK_UID, ImageVariant
 
 
 def images(spec: dict[str, Any], backend: str) -> dict[str, str]:
@@ -33,3 +35,9 @@ def test_an_image_named_by_the_spec_or_the_role_wins_over_the_variant() -> None:
 
 def test_the_variants_tags_are_the_ones_build_makes() -> None:
     assert [v.default_tag for v in ImageVariant] == ["tfcluster-worker:latest", "tfcluster-worker:latest-gpu"]
+
+
+def test_the_worker_image_runs_as_the_user_the_backends_name() -> None:
+    dockerfile = (REPO / "worker_image" / "Dockerfile").read_text()
+    assert re.findall(r"^USER (.+)$", dockerfile, re.MULTILINE)[-1] == f"{TASK_UID}:{TASK_UID}"
+    assert f"useradd --uid {TASK_UID} " in dockerfile and f"install -d -o {TASK_UID} -g {TASK_UID} /checkpoints" in dockerfile
