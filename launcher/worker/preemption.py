@@ -110,16 +110,21 @@ class FitPreemption(tf.keras.callbacks.Callback):
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         state = self.model._training_state  # BackupAndRestore's, created in its on_train_begin
+
+        def save() -> None:
+            self.backups.record_batch()
+            state.write_checkpoint_manager.save()
+
         self.save = CoordinatedSave(
             self.model.distribute_strategy, state.read_checkpoint_manager, state.write_checkpoint_manager,
-            settle=self.backups.settle,
+            save_fn=save, settle=self.backups.settle,
         )
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.epoch = epoch
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        # BackupAndRestore recorded (epoch, batch) at this batch's begin: a save resumes after it.
+        # The save records (epoch, this batch) first (``Backups.record_batch``): a restore resumes after it.
         if self.save is not None:
             self.save.after_step(self.epoch * self.steps_per_epoch + int(batch) + 1)
 

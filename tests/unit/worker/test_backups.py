@@ -23,10 +23,11 @@ from launcher.protocol.events import parse_event  # noqa: E402
 from launcher.protocol.runconfig import RunConfig  # noqa: E402
 from launcher.spec.models import Strategy, TrainingLoop, TrainingSpec  # noqa: E402
 from launcher.worker import usercode  # noqa: E402
-from launcher.worker.backups import BackupWriter  # noqa: E402
+from launcher.worker.backups import Backups, BackupWriter  # noqa: E402
 from launcher.worker.context import TaskContext  # noqa: E402
 from launcher.worker.interval import AutoInterval, steps_between  # noqa: E402
 from launcher.worker.reporter import Reporter  # noqa: E402
+from launcher.worker.restore import ResumePoint, resume_point  # noqa: E402
 from launcher.worker.selection import Action, Selection  # noqa: E402
 from launcher.worker.train import train  # noqa: E402
 
@@ -158,6 +159,37 @@ def run_auto(tmp_path: Path, loop: TrainingLoop) -> list[Any]:
     selection = Selection(Action.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
     train(TaskContext(reporter.task, run_config, {}, selection, usercode.load(training), reporter))
     return [e for e in map(parse_event, stream.getvalue().splitlines()) if e]
+
+
+@pytest.mark.parametrize(("save_freq", "steps_done", "expected", "saved_at"), [
+    (3, 7, ResumePoint(1, 1, 6), [3, 6]),
+    (5, 11, ResumePoint(2, 0, 10), [5, 10]),
+    ("epoch", 7, ResumePoint(1, 0, 5), [5]),
+])
+def test_the_batch_is_recorded_only_by_a_save_and_resumes_as_tf_keras_own(
+    tmp_path: Path, save_freq: int | str, steps_done: int, expected: ResumePoint, saved_at: list[int],
+) -> None:
+    """The resume points of ``test_resume_point_matches_tf_keras_backup``, without an assign at every step."""
+    recorded: list[int] = []  # the checkpoint's batch variable at each step's end
+
+    class Interrupt(tf.keras.callbacks.Callback):
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            recorded.append(int(self.model._training_state._ckpt_saved_batch.numpy()))
+            if self.model._train_counter.numpy() >= steps_done:
+                raise RuntimeError("interrupted")
+
+    model = tf.keras.Sequential([tf.keras.layers.Input(shape=(2,)), tf.keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    inputs = tf.data.Dataset.from_tensors((tf.zeros([4, 2]), tf.zeros([4, 1]))).repeat()
+    backups = Backups(str(tmp_path), save_freq=save_freq, asynchronous=False)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        model.fit(inputs, epochs=3, steps_per_epoch=5, callbacks=[backups, Interrupt()], verbose=0)
+    assert resume_point(str(tmp_path), steps_per_epoch=5, step_granular=save_freq != "epoch") == expected
+    # Unused (-1) until the first save, then the batch of the last save (an epoch's save is seen a step later).
+    seen_at = [step + (save_freq == "epoch") for step in saved_at]
+    last_saved = [max((s for s, seen in zip(saved_at, seen_at, strict=True) if seen <= step), default=None)
+                  for step in range(1, steps_done + 1)]
+    assert recorded == [-1 if s is None else (s - 1) % 5 for s in last_saved]
 
 
 @pytest.mark.parametrize("loop", list(TrainingLoop))
