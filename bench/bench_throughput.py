@@ -11,8 +11,9 @@ average share of backups (one per interval; none for the per-epoch row).
 ``--repeat N`` runs N rounds, each the baseline and then every row, and a
 row's ratio is the median of its ratios in each round: a slow minute of this
 shared machine weighs on both sides of a ratio. Backups are asynchronous
-(the spec default) unless the row says synchronous; the ``auto`` row lets the tasks choose the interval
-(``backup_every_steps: auto``). Goal: ratio >= 0.97 with a backup every 10 steps.
+(the spec default) unless the row says synchronous; the ``auto`` row lets
+the tasks choose the interval (``backup_every_steps: auto``). Goal: ratio
+>= 0.97 with a backup every 10 steps.
 
 Run: python bench/bench_throughput.py [--repeat N]   (not run in CI; ~2 min per round)
 """

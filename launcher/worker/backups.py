@@ -41,9 +41,10 @@ Contract:
   variable at every batch's begin (a distributed variable's assign, ~0.1 ms
   of every step); here it is assigned the same value (the batch last
   begun) only when a save is about to write it: ``_backup`` and
-  ``record_batch`` (the preemption save, ``launcher.worker.preemption``). It removes a scratch copy a killed task left before
-  anything reads it: TensorFlow's preemption handler would restore that copy
-  (of another step than the lead's backup) on this task. With an
+  ``record_batch`` (the preemption save, ``launcher.worker.preemption``).
+  It removes a scratch copy a killed task left before anything reads it:
+  TensorFlow's preemption handler would restore that copy (of another step
+  than the lead's backup) on this task. With an
   ``AutoInterval`` it times each backup and each epoch's steps and, at each
   epoch's end, takes the interval the tasks agree on and reports it.
 - Asynchronous only where the variables live on this task (MultiWorkerMirrored
