@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -34,33 +32,24 @@ from tempfile import TemporaryDirectory
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from helpers.tf_cluster import TF_QUIET, cluster_spec  # noqa: E402
+from handwritten import MNIST_PREAMBLE, run_training_tasks  # noqa: E402
+
+from helpers.tf_cluster import cluster_spec  # noqa: E402
 from launcher.api import plan as make_plan  # noqa: E402
 
 STEPS, BATCH, WARM_STEPS = 700, 64, 100
 
-TASK = """
-import json, os, sys, time
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-import tensorflow as tf
-from launcher.examples import mnist
+TASK = MNIST_PREAMBLE.format(batch=BATCH) + f"""
 from launcher.worker.backups import Backups
 
 backup_dir, every, asynchronous = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "async"
-strategy = tf.distribute.MultiWorkerMirroredStrategy()
-with strategy.scope():
-    model = mnist.build_model()
-options = tf.data.Options()
-options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-global_batch = {batch} * strategy.num_replicas_in_sync
-dataset = mnist.make_dataset(None, global_batch).with_options(options).prefetch(tf.data.AUTOTUNE)
 ends = []
 
 class Clock(tf.keras.callbacks.Callback):  # first: a step's end is timed before its save
     def on_train_batch_end(self, batch, logs=None):
         ends.append(time.perf_counter())
 
-model.fit(dataset, epochs=1, steps_per_epoch={steps}, verbose=0,
+model.fit(dataset, epochs=1, steps_per_epoch={STEPS}, verbose=0,
           callbacks=[Clock(), Backups(backup_dir, every, asynchronous)])
 print("STEPS", json.dumps([b - a for a, b in zip(ends, ends[1:])]))
 """
@@ -87,19 +76,8 @@ def one_run(every: int, mode: str) -> tuple[list[float], float]:
         spec = cluster_spec("bench", {"chief": 1, "worker": 1}, Path(tmp),
                             training={"epochs": 1, "steps_per_epoch": STEPS, "batch_size_per_replica": BATCH})
         plan = make_plan(spec, "local", "bench", launching=True)
-        script = TASK.format(batch=BATCH, steps=STEPS)
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", script, str(Path(tmp) / "backup"), str(every), mode],
-                env={**os.environ, **TF_QUIET, **plan.task_env(task)},
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-            )
-            for task in plan.tasks if task.type.trains
-        ]
-        outputs = [p.communicate(timeout=600) for p in procs]
-    if any(p.returncode for p in procs):
-        raise SystemExit("\n".join(err[-2000:] for _, err in outputs))
-    line = next(text for text in outputs[0][0].splitlines() if text.startswith("STEPS "))
+        output = run_training_tasks(plan, TASK, str(Path(tmp) / "backup"), str(every), mode)
+    line = next(text for text in output.splitlines() if text.startswith("STEPS "))
     return excess_by_position(json.loads(line.removeprefix("STEPS ")), every)
 
 

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 from functools import partial
 from pathlib import Path
@@ -38,8 +36,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(REPO / "tests"))
 from common import print_table  # noqa: E402
+from handwritten import MNIST_PREAMBLE, run_training_tasks  # noqa: E402
 
-from helpers.tf_cluster import TF_QUIET, cluster_spec, describe, run_cluster  # noqa: E402
+from helpers.tf_cluster import cluster_spec, describe, run_cluster  # noqa: E402
 from launcher.api import plan as make_plan  # noqa: E402
 from launcher.spec.models import CheckpointSpec  # noqa: E402
 
@@ -49,19 +48,7 @@ MEASURED_EPOCH = 0
 DEFAULT_BACKUP_EVERY_STEPS = CheckpointSpec().backup_every_steps
 BACKUP_INTERVALS = (DEFAULT_BACKUP_EVERY_STEPS, 10)
 
-BASELINE = f"""
-import json, os, sys, time
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-import tensorflow as tf
-from launcher.examples import mnist
-
-strategy = tf.distribute.MultiWorkerMirroredStrategy()
-global_batch = {BATCH} * strategy.num_replicas_in_sync
-with strategy.scope():
-    model = mnist.build_model()
-options = tf.data.Options()
-options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-dataset = mnist.make_dataset(None, global_batch).with_options(options).prefetch(tf.data.AUTOTUNE)
+BASELINE = MNIST_PREAMBLE.format(batch=BATCH) + f"""
 marks = {{}}
 
 class Clock(tf.keras.callbacks.Callback):
@@ -102,17 +89,8 @@ def entrypoint_throughput(backup_every_steps: int | str | None, async_backups: b
 
 def baseline_throughput() -> float:
     with TemporaryDirectory() as tmp:
-        plan = make_plan(_spec(Path(tmp), None), "local", "bench", launching=True)
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", BASELINE],
-                env={**os.environ, **TF_QUIET, **plan.task_env(task)},
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO,
-            )
-            for task in plan.tasks if task.type.trains
-        ]
-        outputs = [p.communicate(timeout=600)[0] for p in procs]
-    line = next(text for text in outputs[0].splitlines() if text.startswith("BASELINE "))
+        output = run_training_tasks(make_plan(_spec(Path(tmp), None), "local", "bench", launching=True), BASELINE)
+    line = next(text for text in output.splitlines() if text.startswith("BASELINE "))
     result = json.loads(line.removeprefix("BASELINE "))
     return result["steps"] * result["global_batch"] / result["seconds"]
 
