@@ -5,12 +5,17 @@ on ``host:port`` once entered; every accepted connection gets its own
 port-forward stream from ``open_stream()`` (the Kubernetes client's
 ``kubernetes.stream.portforward`` on ``pods/<pod>/portforward``, a
 websocket to the API server) and bytes are copied both ways until either
-side closes. Leaving the context closes the listener and every
-connection. ``running()`` is False once the listener is closed.
+side closes. Leaving the context stops listening and closes every
+connection before it returns: a connect right after it is refused. A
+socket closed while another thread waits on it stays open in the kernel
+until that wait ends, so the listener and the connections are shut down
+(which wakes their threads) and the accepting thread is joined.
+``running()`` is False once the listener is closed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import threading
@@ -30,6 +35,9 @@ class PortForwarder:
         self.address = (host, port)
         self._closed = threading.Event()
         self._listener: socket.socket | None = None
+        self._accepting: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
 
     def __enter__(self) -> PortForwarder:
         family = socket.AF_INET6 if ":" in self.address[0] else socket.AF_INET
@@ -43,13 +51,21 @@ class PortForwarder:
         listener.listen()
         listener.settimeout(POLL_SECONDS)
         self._listener = listener
-        threading.Thread(target=self._accept, name="port-forward", daemon=True).start()
+        self._accepting = threading.Thread(target=self._accept, name="port-forward", daemon=True)
+        self._accepting.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._closed.set()
         if self._listener is not None:
+            _shut_down(self._listener)
             self._listener.close()
+        if self._accepting is not None:
+            self._accepting.join()
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            _shut_down(connection)
 
     def running(self) -> bool:
         return self._listener is not None and not self._closed.is_set()
@@ -63,16 +79,22 @@ class PortForwarder:
                 continue
             except OSError:
                 return
+            with self._lock:
+                self._connections.add(connection)
             threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
 
     def _serve(self, connection: socket.socket) -> None:
         stream = None
         try:
+            if self._closed.is_set():  # accepted as the forward was left: __exit__ may not have seen it
+                return
             stream = self.open_stream()
             self._pump(connection, stream.socket(self.remote_port))
         except Exception:  # noqa: BLE001 - one failed connection must not end the forward; the client sees it closed
             pass
         finally:
+            with self._lock:
+                self._connections.discard(connection)
             connection.close()
             if stream is not None:
                 stream.close()
@@ -88,3 +110,9 @@ class PortForwarder:
                 if not data:
                     return
                 peers[fileno].sendall(data)
+
+
+def _shut_down(sock: socket.socket) -> None:
+    """Ends ``sock`` for every thread waiting on it (a listener stops listening); already ended is fine."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
