@@ -384,9 +384,10 @@ class ProcessRuntime:
         return lines
 
     def close(self) -> None:
-        """Every task is stopped: no process group left for ``down`` to kill later; the standbys end."""
+        """Every task is stopped: no process group left for ``down`` to kill later; the standbys have ended when it
+        returns (their groups torn down, not only their shells reaped: a signalled process dies when next scheduled)."""
         for standby in self._standbys.values():
-            kill_group(standby.process.pid)
+            kill_group_and_wait(standby.process.pid)
             standby.process.wait()
             standby.exit_file.unlink(missing_ok=True)
         self._standbys.clear()
