@@ -180,6 +180,7 @@ def test_a_killed_supervisor_is_reported_lost_and_down_removes_everything(tmp_pa
     assert "(supervisor lost)" in tfcluster("status", "orphan", cwd=tmp_path).stdout
     assert all(map(group_alive, groups)), "the tasks outlive their supervisor until `down` or `watch`"
     assert tfcluster("down", "orphan", cwd=tmp_path).returncode == 0
+    assert not [pgid for pgid in groups if group_alive(pgid)], "down returned before the tasks it killed were gone"
     assert_nothing_left(daemon, groups)
 
 

@@ -30,7 +30,7 @@ from launcher.backends import logfiles
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.local import checkpoints, supervise
 from launcher.backends.local.capacity import memory_problems
-from launcher.backends.local.processes import ProcessRuntime, group_runs_task, kill_group, observe
+from launcher.backends.local.processes import ProcessRuntime, group_runs_task, kill_group_and_wait, observe
 from launcher.backends.local.state import LocalState
 from launcher.backends.local.target import LocalTarget, target
 from launcher.backends.logfiles import command_problems
@@ -130,8 +130,9 @@ class LocalBackend(Backend[BackendOptions]):
 
     @staticmethod
     def _teardown(state: LocalState) -> None:
-        """Stop the supervisor (it stops its tasks), then kill whatever is left."""
+        """Stop the supervisor (it stops its tasks), then kill whatever is left and wait until it is torn down
+        (its ports free for the next ``up``)."""
         harness.stop(state)
         for task_name, pgid in state.read_groups().items():
             if group_runs_task(pgid, task_name):
-                kill_group(pgid)
+                kill_group_and_wait(pgid)
