@@ -10,7 +10,6 @@ fails under ``CI`` when the registry cannot run and skips elsewhere.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.boards import free_port
 from helpers.docker_engine import unavailable
 
 CONFIG = """version: 0.1
@@ -28,19 +28,13 @@ http: {{addr: "127.0.0.1:{port}"}}
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def local_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = shutil.which("docker-registry")
     if binary is None:
         unavailable("no docker-registry binary (apt-get install docker-registry; .ci/docker.sh does)")
     root: Path = tmp_path_factory.mktemp("registry")
-    port = _free_port()
+    port = free_port()
     (root / "config.yml").write_text(CONFIG.format(root=root / "storage", port=port))
     log = (root / "registry.log").open("wb")
     process = subprocess.Popen([str(binary), "serve", str(root / "config.yml")], stdout=log, stderr=subprocess.STDOUT)

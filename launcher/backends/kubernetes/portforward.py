@@ -86,7 +86,7 @@ class PortForwarder:
     def _serve(self, connection: socket.socket) -> None:
         stream = None
         try:
-            if self._closed.is_set():  # accepted as the forward was left: __exit__ may not have seen it
+            if self._closed.is_set():  # accepted as the forward was left: __exit__ ends it; open no stream
                 return
             stream = self.open_stream()
             self._pump(connection, stream.socket(self.remote_port))

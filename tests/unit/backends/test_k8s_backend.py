@@ -23,6 +23,7 @@ import yaml
 from kubernetes import client
 
 from fakes.kubernetes_api import IGNORES_SIGTERM, TOKEN_PATH, FakeKubernetes, OnSigterm
+from helpers.boards import free_port
 from helpers.k8s_fake import backend_for, rbac_allowed, rbac_used
 from helpers.k8s_specs import DEMO, dry_run_for, plan_for
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
@@ -585,7 +586,7 @@ def _open_board(fake: FakeKubernetes, backend: KubernetesBackend, names: tuple[s
         rolled.append(pod)
 
     threading.Thread(target=deployment_controller, daemon=True).start()
-    port = _free_port()
+    port = free_port()
     seen: dict[str, object] = {}
     try:
         with backend.tensorboard(list(names), "127.0.0.1", port) as board:
@@ -696,10 +697,10 @@ def test_a_board_of_several_runs_names_the_run_it_cannot_show(fake: FakeKubernet
     backend = backend_for(fake)
     backend.submit(dry_run_for(DEMO, "run-1"))
     with pytest.raises(LaunchError, match="no cluster named 'nope' in namespace 'default'"):
-        backend.tensorboard(["demo", "nope"], "127.0.0.1", _free_port())
+        backend.tensorboard(["demo", "nope"], "127.0.0.1", free_port())
     backend.submit(dry_run_for({**PSS, "tensorboard": {"enabled": False}}, "run-2"))
     with pytest.raises(LaunchError, match="run 'pss' writes no TensorBoard summaries"):
-        backend.tensorboard(["demo", "pss"], "127.0.0.1", _free_port())
+        backend.tensorboard(["demo", "pss"], "127.0.0.1", free_port())
     assert not [key for key in fake.objects if key[0] == "deployments"]
 
 
@@ -729,13 +730,8 @@ def test_down_removes_a_board_a_killed_command_left(fake: FakeKubernetes) -> Non
 def test_tensorboard_of_an_unknown_or_summary_less_run_is_a_one_line_error(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     with pytest.raises(LaunchError, match="no cluster named 'nope'"):
-        backend.tensorboard(["nope"], "127.0.0.1", _free_port())
+        backend.tensorboard(["nope"], "127.0.0.1", free_port())
     backend.submit(dry_run_for({**PSS, "tensorboard": {"enabled": False}}, "run-1"))
     with pytest.raises(LaunchError, match="tensorboard.enabled: false"):
-        backend.tensorboard(["pss"], "127.0.0.1", _free_port())
+        backend.tensorboard(["pss"], "127.0.0.1", free_port())
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

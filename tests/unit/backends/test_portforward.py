@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 
+from helpers.boards import free_port
 from launcher.backends.kubernetes.portforward import PortForwarder
 
 
@@ -30,14 +31,8 @@ class EchoStream:
         self.local.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_bytes_go_both_ways_and_leaving_ends_an_open_connection() -> None:
-    port = _free_port()
+    port = free_port()
     with PortForwarder(EchoStream, 6006, "127.0.0.1", port) as forward:
         client = socket.create_connection(("127.0.0.1", port), timeout=10)
         client.sendall(b"ping")
@@ -50,7 +45,7 @@ def test_bytes_go_both_ways_and_leaving_ends_an_open_connection() -> None:
 
 def test_a_connect_right_after_leaving_is_refused() -> None:
     for _ in range(5):  # the accepting thread is waiting on the listener each time it is left
-        port = _free_port()
+        port = free_port()
         with PortForwarder(EchoStream, 6006, "127.0.0.1", port):
             pass
         with socket.socket() as sock:
