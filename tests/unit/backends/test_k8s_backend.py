@@ -570,9 +570,10 @@ class _PodTensorBoard(http.server.BaseHTTPRequestHandler):
 
 
 def _open_board(fake: FakeKubernetes, backend: KubernetesBackend, names: tuple[str, ...] = ("demo",),
-                board_name: str = "demo-tensorboard") -> tuple[str, int, dict[str, object]]:
+                board_name: str = "demo-tensorboard") -> tuple[str, dict[str, object]]:
     """``backend.tensorboard(names)`` with the test as Deployment controller of ``board_name``; returns the pod,
-    the port and what the board answered on the data API (through the forward) and its objects while it ran."""
+    what the board answered on the data API (through the forward), its objects while it ran, and
+    whether the port still answered right after leaving the board."""
     pod_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _PodTensorBoard)
     threading.Thread(target=pod_server.serve_forever, daemon=True).start()
     rolled: list[str] = []
@@ -595,15 +596,17 @@ def _open_board(fake: FakeKubernetes, backend: KubernetesBackend, names: tuple[s
                 seen["answer"] = json.loads(response.read())
             seen["objects"] = {p: fake.get(p, board_name) for p in ("deployments", "services", "networkpolicies")}
             seen["tasks"] = backend.describe("demo").tasks
+        with socket.socket() as sock:  # at once, before the pod's server shuts down (a 0.5 s poll)
+            seen["port open after leaving"] = sock.connect_ex(("127.0.0.1", port)) == 0
     finally:
         pod_server.shutdown()
-    return rolled[0], port, seen
+    return rolled[0], seen
 
 
 def test_tensorboard_deployment_is_owned_by_the_run_and_reached_through_a_port_forward(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     backend.submit(dry_run_for(DEMO, "run-1"))
-    pod, port, seen = _open_board(fake, backend)
+    pod, seen = _open_board(fake, backend)
     assert seen["answer"] == {"path": "/data/plugin/scalars/tags", "served-by": "the pod"}
     config_map = fake.get("configmaps", "demo-tfconfig")
     owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "demo-tfconfig", "uid": config_map["metadata"]["uid"]}
@@ -615,8 +618,7 @@ def test_tensorboard_deployment_is_owned_by_the_run_and_reached_through_a_port_f
     for plural in ("deployments", "services", "networkpolicies"):  # leaving the board leaves nothing of it
         assert fake.get(plural, "demo-tensorboard") is None, plural
     assert fake.get("pods", pod) is None
-    with socket.socket() as sock:
-        assert sock.connect_ex(("127.0.0.1", port)) != 0, "the forwarded port is still open"
+    assert not seen["port open after leaving"], "the forwarded port is still open"
 
 
 OTHER = {"name": "other", "roles": {"chief": {}, "worker": {"replicas": 1}}}
@@ -633,7 +635,7 @@ def test_a_board_of_two_runs_reads_both_claims_is_owned_by_both_and_leaves_nothi
     backend.submit(dry_run_for(OTHER, "run-2"))
     board_name = naming.shared_tensorboard_name(["demo", "other"])
     # Any order, a name twice: the same board of the two runs.
-    pod, port, seen = _open_board(fake, backend, ("other", "demo", "other"), board_name)
+    pod, seen = _open_board(fake, backend, ("other", "demo", "other"), board_name)
     assert seen["answer"] == {"path": "/data/plugin/scalars/tags", "served-by": "the pod"}
     owners = [_owner(fake, "demo"), _owner(fake, "other")]
     for plural, obj in seen["objects"].items():
@@ -651,8 +653,7 @@ def test_a_board_of_two_runs_reads_both_claims_is_owned_by_both_and_leaves_nothi
     assert fake.get("pods", pod) is None
     assert not [key for key in fake.objects if key[0] in ("deployments", "services", "networkpolicies") and
                 key[2].startswith("tfcluster-tensorboard")]
-    with socket.socket() as sock:
-        assert sock.connect_ex(("127.0.0.1", port)) != 0, "the forwarded port is still open"
+    assert not seen["port open after leaving"], "the forwarded port is still open"
 
 
 def _leave_shared_board(fake: FakeKubernetes, runs: list[str]) -> str:
