@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from helpers.required import unavailable
 from launcher import api
 from launcher.backends.api import BackendOptions
 from launcher.backends.compose.backend import ComposeBackend, compose_command
@@ -55,13 +56,6 @@ def trainer(container: Any, timeout: float = 30) -> tuple[int, int]:
             return int(found[0]), int(found[1])
         time.sleep(0.5)
     raise TimeoutError(f"no training process in {container.name}")
-
-
-def unavailable(reason: str) -> None:
-    """Fail under CI (docker tests are required there), skip elsewhere."""
-    if os.environ.get("CI"):
-        pytest.fail(f"CI is set but {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 @functools.cache

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from helpers.boards import free_port
-from helpers.docker_engine import unavailable
+from helpers.required import unavailable
 
 CONFIG = """version: 0.1
 log: {{level: warn}}

@@ -20,18 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers.required import unavailable
 from launcher.backends.slurm import slurmctl
 from launcher.backends.slurm.backend import SlurmBackend
 from launcher.backends.slurm.state import SlurmState
 from launcher.protocol import env
 from launcher.supervision.status import JobStatus
-
-
-def unavailable(reason: str) -> None:
-    """Fail under CI (the slurm tests are required there), skip elsewhere."""
-    if os.environ.get("CI"):
-        pytest.fail(f"CI is set but {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
