@@ -3,8 +3,10 @@
 Contract: ``make_plan`` does no I/O and starts nothing. The plan holds one
 task per replica (chief, worker, ps, evaluator order, indices from 0), the
 training ``cluster`` shared by every training task, each task's command
-and environment, and the job policy (``launcher.plan.policy``). The TensorBoard log dir is
-resolved once (``launcher.plan.logdir``) and handed to every task in
+and environment (the target's ``task_env`` first, e.g. the allocator a local
+launch preloads, then the spec's, then the launcher's own), and the job
+policy (``launcher.plan.policy``). The TensorBoard log dir is resolved once
+(``launcher.plan.logdir``) and handed to every task in
 ``RunConfig.tensorboard_dir`` and ``TFCLUSTER_TENSORBOARD_DIR``.
 ``Plan.tf_config(task)`` / ``Plan.task_env(task)`` give what a backend must
 start the task with (in ``Plan.workdir`` when set: the user's workspace);
@@ -152,6 +154,7 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
         summary_every_steps=spec.tensorboard.update_steps,
         lead_runs_entrypoint=runs_entrypoint(spec, policy.lead.role, strategy),
     )
+    target_env = target.task_env()
     job_env = {**env.BASE_TASK_ENV, **run_config.to_env()}
     if tensorboard_dir is not None:
         job_env[env.TENSORBOARD_DIR] = tensorboard_dir
@@ -179,7 +182,7 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
                     runs_entrypoint=runs_entrypoint(spec, role, strategy),
                     standby_command=[*target.standby(), *role_spec.args]
                     if target.keeps_standbys and wants_standby(spec, role, strategy) else [],
-                    env={**spec.env, **role_spec.env, **job_env,
+                    env={**target_env, **spec.env, **role_spec.env, **job_env,
                          **program_env(run_config, name, TaskRef(role, index) == policy.lead)},
                     resources=role_spec.resources,
                 )

@@ -66,6 +66,11 @@ class Target(ABC):
         """Where tasks start (the user's workspace); None keeps the image's working directory."""
         return None
 
+    def task_env(self) -> dict[str, str]:
+        """Environment every task gets first (the spec's ``env`` overrides it): what the backend found where the
+        tasks run, e.g. the allocator it preloads on this host (``launcher.backends.allocator``)."""
+        return {}
+
 
 class ProcessTarget(Target, ABC):
     """Tasks that are processes started in the user's workspace (local, Slurm), not containers.

@@ -71,6 +71,16 @@ def test_image_runs_tasks_as_non_root_under_tini(docker_engine, worker_image: st
 
 
 @pytest.mark.docker
+def test_image_runs_tasks_with_tcmalloc_unless_the_spec_clears_the_preload(docker_engine, worker_image: str) -> None:  # noqa: F811
+    script = "print(any('libtcmalloc_minimal' in line for line in open('/proc/self/maps')))"
+    # stderr too: the dynamic loader says there when a preload cannot be found
+    assert run_in_image(docker_engine, worker_image, "python", "-c", script, stderr=True).split() == ["True"]
+    cleared = run_in_image(docker_engine, worker_image, "python", "-c", script, stderr=True,
+                           environment={"LD_PRELOAD": ""})  # a spec's env: {LD_PRELOAD: ""}
+    assert cleared.split() == ["False"]
+
+
+@pytest.mark.docker
 def test_image_has_the_worker_stack_but_not_the_controller_nor_the_build_ca(docker_engine, worker_image: str) -> None:  # noqa: F811
     script = (
         "import importlib.util as u, os, glob;"

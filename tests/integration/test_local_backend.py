@@ -24,6 +24,8 @@ import pytest
 from helpers.gates import BLOCK, wait_for
 from helpers.local_cluster import CLI, assert_nothing_left, processes, tfcluster, wait_status, write_spec
 from helpers.polling import wait_for_condition
+from helpers.required import unavailable
+from launcher.backends import allocator
 from launcher.backends.local.processes import group_alive
 from launcher.backends.local.state import LocalState
 from launcher.cli import registry
@@ -292,6 +294,19 @@ def test_down_volumes_deletes_the_dir_up_created_also_on_a_later_run(tmp_path: P
         assert (tmp_path / "runs/a/ckpt").is_dir()
     assert tfcluster("down", "again", "--volumes", cwd=tmp_path).returncode == 0
     assert not (tmp_path / "runs/a/ckpt").exists() and (tmp_path / "runs/a").is_dir()  # only what was marked
+
+
+def test_tasks_run_with_tcmalloc_unless_their_spec_clears_the_preload(tmp_path: Path) -> None:
+    if not allocator.preload_env(environ={}):
+        unavailable(f"{allocator.LIBRARY} is not installed (Debian: libtcmalloc-minimal4; scripts/setup-venv.sh)")
+    mapped = script("print('tcmalloc', any('libtcmalloc_minimal' in line for line in open('/proc/self/maps')))")
+    spec = write(tmp_path, "malloc", {"chief": {"command": mapped},
+                                      "worker": {"command": mapped, "env": {"LD_PRELOAD": ""}}})
+    result = tfcluster("up", str(spec), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert tfcluster("logs", "malloc", "malloc-chief-0", cwd=tmp_path).stdout.strip() == "tcmalloc True"
+    assert tfcluster("logs", "malloc", "malloc-worker-0", cwd=tmp_path).stdout.strip() == "tcmalloc False"
+    assert tfcluster("down", "malloc", cwd=tmp_path).returncode == 0
 
 
 def test_the_controller_files_are_private_to_their_owner(tmp_path: Path) -> None:

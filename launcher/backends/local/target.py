@@ -1,4 +1,4 @@
-"""Addressing on the local backend: loopback ports, checkpoints under the working directory."""
+"""Addressing on the local backend: loopback ports, checkpoints under the working directory, TCMalloc when installed."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
+from launcher.backends import allocator
 from launcher.plan.targets import BackendKind, ProcessTarget
 from launcher.spec.models import ClusterSpec, RoleType
 
@@ -32,6 +33,10 @@ class LocalTarget(ProcessTarget):
     def __init__(self, ports: list[int], workdir: Path | None = None):
         super().__init__(sys.executable, workdir)
         self.ports = ports
+        self.allocator_env = allocator.preload_env()  # found once: a preview shows what a launch applies
+
+    def task_env(self) -> dict[str, str]:
+        return dict(self.allocator_env)
 
     @classmethod
     def preview(cls, count: int, base_port: int = 20000, workdir: Path | None = None) -> LocalTarget:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers.paths import REPO  # noqa: I001
+from launcher.backends import allocator
 from launcher.cli.commands import main
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -53,6 +54,9 @@ def compare(golden: Path, actual: str, update: bool) -> None:
 def test_dry_run_matches_golden(example: Path, output: str, backend: str, cli, monkeypatch) -> None:
     update = updating(os.environ)
     monkeypatch.chdir(REPO)
+    # A local plan's tasks preload the allocator this host has: the goldens show a Debian host's, on any machine.
+    monkeypatch.setattr(allocator, "preload_env", lambda: {
+        allocator.PRELOAD: f"/usr/lib/x86_64-linux-gnu/{allocator.LIBRARY}", **allocator.QUIET})
     result = cli.invoke(main, ["dry-run", str(example.relative_to(REPO)), "-o", output, "-b", backend],
                         env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output
