@@ -5,9 +5,9 @@ Run: python bench/bench_save_cost.py [--repeat N] [--every K]   (~1 min per roun
 A throughput ratio (``bench_throughput.py``) mixes a save's cost with this
 shared machine's drift between runs, which is as large as the cost. Here
 the cost is read inside one run: a MultiWorkerMirrored cluster (chief + 1
-worker on loopback, TF_CONFIG from the same local plan as the entrypoint's)
-trains the MNIST CNN of ``launcher.examples.mnist`` with the entrypoint's
-``Backups`` callback (``launcher.worker.backups``) saving every ``--every``
+worker on loopback, TF_CONFIG and the preloaded allocator from the same local
+plan as the entrypoint's) trains the MNIST CNN of ``launcher.examples.mnist``
+with the entrypoint's ``Backups`` callback (``launcher.worker.backups``) saving every ``--every``
 steps, and the chief times every step. Steps are grouped by their position
 after a save: position 0 is the interval that holds the save (the save, then
 the next step), position 1 the next step (when the asynchronous write runs),

@@ -11,15 +11,22 @@ of this shared machine do not decide a ratio), read from the chief's
 baseline. The window is a multiple of every fixed backup interval, so it
 holds each row's average share of backups (one per interval; none for the
 per-epoch row).
-``--repeat N`` runs N rounds, each the baseline, every row and the baseline
-again; a row's ratio in a round is against the mean of that round's two
-baselines (a drift during the round weighs on both sides), its ratio the
-median over the rounds, printed with the range of the rounds' ratios.
+The entrypoint's tasks run as a local launch starts them, with TCMalloc
+preloaded where the host has it (``launcher.backends.allocator``). There are
+two baselines: the script as a user starts it by hand (glibc's malloc: the
+goal's baseline), and the same script with TCMalloc preloaded too (the
+second table, on a host that has it: what the backups and the entrypoint
+cost, without the allocator's gain).
+``--repeat N`` runs N rounds, each the baselines, every row and the
+baselines again; a row's ratio in a round is against the mean of that
+round's two runs of a baseline (a drift during the round weighs on both
+sides), its ratio the median over the rounds, printed with the range of the
+rounds' ratios.
 Backups are asynchronous (the spec default) unless the row says synchronous;
 the ``auto`` row lets the tasks choose the interval (``backup_every_steps:
 auto``). Goal: ratio >= 0.97 with a backup every 10 steps.
 
-Run: python bench/bench_throughput.py [--repeat N]   (not run in CI; ~5 min per round)
+Run: python bench/bench_throughput.py [--repeat N]   (not run in CI; ~6 min per round)
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from handwritten import MNIST_PREAMBLE, run_training_tasks  # noqa: E402
 
 from helpers.tf_cluster import cluster_spec, describe, run_cluster  # noqa: E402
 from launcher.api import plan as make_plan  # noqa: E402
+from launcher.backends import allocator  # noqa: E402
 from launcher.spec.models import CheckpointSpec  # noqa: E402
 
 EPOCHS, STEPS, BATCH = 1, 1200, 64
@@ -87,9 +95,11 @@ def entrypoint_throughput(backup_every_steps: int | str | None, async_backups: b
         return (last - first) * global_batch / (times[last] - times[first])
 
 
-def baseline_throughput() -> float:
+def baseline_throughput(preload: bool) -> float:
+    """The hand-written script as a user starts it (glibc's malloc), or with the allocator tfcluster preloads."""
     with TemporaryDirectory() as tmp:
-        output = run_training_tasks(make_plan(_spec(Path(tmp), None), "local", "bench", launching=True), BASELINE)
+        output = run_training_tasks(make_plan(_spec(Path(tmp), None), "local", "bench", launching=True), BASELINE,
+                                    env=None if preload else {allocator.PRELOAD: ""})
     line = next(text for text in output.splitlines() if text.startswith("BASELINE "))
     result = json.loads(line.removeprefix("BASELINE "))
     return result["steps"] * result["global_batch"] / result["seconds"]
@@ -112,23 +122,29 @@ def main() -> None:
         "entrypoint, backup every 10 steps, synchronous": partial(entrypoint_throughput, 10, False),
         "entrypoint, backup_every_steps: auto": partial(entrypoint_throughput, "auto"),
     }
-    baselines: list[float] = []
+    baselines: dict[bool, list[float]] = {False: [], True: []}
     values: dict[str, list[float]] = {label: [] for label in rows}
     for _ in range(repeat):
-        before = baseline_throughput()
+        before = {preload: baseline_throughput(preload) for preload in baselines}
         for label, measure in rows.items():
             values[label].append(measure())
-        baselines.append((before + baseline_throughput()) / 2)
-    ratios = {label: [v / b for v, b in zip(found, baselines, strict=True)] for label, found in values.items()}
-    print_table(
-        f"MWMS chief+1 worker, MNIST CNN, global batch {BATCH * 2}: examples/s (higher is better, goal ratio >= 0.97;"
-        f" medians of {repeat} rounds)",
-        ("hand-written tf_keras MWMS", statistics.median(baselines)),
-        [(label, statistics.median(found)) for label, found in values.items()], unit=" ex/s",
-        ratios=[statistics.median(each) for each in ratios.values()],
-    )
-    for label, each in ratios.items():
-        print(f"{label}: ratios of the {repeat} rounds {min(each):.3f}..{max(each):.3f}")
+        for preload, found in baselines.items():
+            found.append((before[preload] + baseline_throughput(preload)) / 2)
+    preloads = bool(allocator.preload_env())
+    for preload, name in ((False, "hand-written tf_keras MWMS"), (True, "hand-written, TCMalloc preloaded")):
+        if preload and not preloads:
+            continue
+        ratios = {label: [v / b for v, b in zip(found, baselines[preload], strict=True)]
+                  for label, found in values.items()}
+        print_table(
+            f"MWMS chief+1 worker, MNIST CNN, global batch {BATCH * 2}: examples/s (higher is better, goal ratio >= 0.97"
+            f" against the first table's baseline; medians of {repeat} rounds)",
+            (name, statistics.median(baselines[preload])),
+            [(label, statistics.median(found)) for label, found in values.items()], unit=" ex/s",
+            ratios=[statistics.median(each) for each in ratios.values()],
+        )
+        for label, each in ratios.items():
+            print(f"{label}: ratios of the {repeat} rounds {min(each):.3f}..{max(each):.3f}")
 
 
 if __name__ == "__main__":

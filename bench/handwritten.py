@@ -6,7 +6,8 @@ of ``launcher.examples.mnist``, built in the strategy's scope),
 ``global_batch`` and ``dataset`` (auto-sharded by data, prefetched), as the
 entrypoint builds them. ``run_training_tasks(plan, script, *args)`` starts
 ``python -c script *args`` as every training task of ``plan`` with the task's
-environment (TF_CONFIG from the plan), waits for all, and returns the first
+environment (TF_CONFIG from the plan, the allocator a local launch preloads;
+``env`` over it), waits for all, and returns the first
 task's (the chief's) standard output; a task that fails ends the bench with
 the tails of the tasks' standard errors.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from helpers.tf_cluster import TF_QUIET  # the benches put tests/ on sys.path
@@ -39,11 +41,12 @@ dataset = mnist.make_dataset(None, global_batch).with_options(options).prefetch(
 """
 
 
-def run_training_tasks(plan: Plan, script: str, *args: str, timeout: float = 600) -> str:
+def run_training_tasks(plan: Plan, script: str, *args: str, timeout: float = 600,
+                       env: Mapping[str, str] | None = None) -> str:
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", script, *args],
-            env={**os.environ, **TF_QUIET, **plan.task_env(task)},
+            env={**os.environ, **TF_QUIET, **plan.task_env(task), **(env or {})},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
         )
         for task in plan.tasks if task.type.trains
