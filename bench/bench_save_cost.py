@@ -7,8 +7,8 @@ shared machine's drift between runs, which is as large as the cost. Here
 the cost is read inside one run: a MultiWorkerMirrored cluster (chief + 1
 worker on loopback, TF_CONFIG and the preloaded allocator from the same local
 plan as the entrypoint's) trains the MNIST CNN of ``launcher.examples.mnist``
-with the entrypoint's ``Backups`` callback (``launcher.worker.backups``) saving every ``--every``
-steps, and the chief times every step. Steps are grouped by their position
+with the entrypoint's ``Backups`` callback (``launcher.worker.backups``)
+saving every ``--every`` steps, and the chief times every step. Steps are grouped by their position
 after a save: position 0 is the interval that holds the save (the save, then
 the next step), position 1 the next step (when the asynchronous write runs),
 and so on. The cost of a save is the sum over the positions of their mean
