@@ -11,8 +11,11 @@ their last ``WINDOW`` reports, one measure at a time: the input side first,
 then the compute (under MultiWorkerMirrored every task's wall time per step is
 the slowest one's, so only its own parts tell who is slow: the straggler's
 peers show the difference as peer wait), then the wall time per step. A task is a straggler when its mean is above
-``RATIO`` x the median of the tasks' means (three tasks at least, and by
-``MIN_SECONDS`` at least, so timer noise on fast steps names nobody).
+``RATIO`` x the median of the tasks' means (three tasks at least), by
+``MIN_SECONDS`` at least and by ``STEP_SHARE`` of the median wall time per
+step at least (when reported): what it holds the others up must be a part of
+their step that matters, so timer noise on fast steps and a probe's jitter
+on slow ones (an input probe's 6 ms against 1 ms, in 100 ms steps) name nobody.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ RATIO = 1.5
 WINDOW = 3
 MIN_TASKS = 3
 MIN_SECONDS = 0.005
+STEP_SHARE = 0.1
 MEASURES = ("input_seconds_per_batch", "compute_seconds_per_batch", "seconds_per_step")
 
 
@@ -62,17 +66,25 @@ class Straggler:
 
 def stragglers(reports: Mapping[str, Sequence[StepTime]]) -> list[Straggler]:
     """The stragglers among the tasks' last ``WINDOW`` reports (see the module contract); [] when none."""
+    steps = _means(reports, "seconds_per_step")
+    least = max(MIN_SECONDS, STEP_SHARE * statistics.median(steps.values())) if steps else MIN_SECONDS
     for measure in MEASURES:
-        means = {}
-        for task, times in reports.items():
-            values = [v for v in (t.get(measure) for t in times[-WINDOW:]) if v is not None]
-            if values:
-                means[task] = statistics.fmean(values)
+        means = _means(reports, measure)
         if len(means) < MIN_TASKS:
             continue
         median = statistics.median(means.values())
         slow = [Straggler(task, measure, round(mean, 4), round(median, 4), round(mean / median, 2) if median else 0.0)
-                for task, mean in means.items() if mean > RATIO * median and mean - median >= MIN_SECONDS]
+                for task, mean in means.items() if mean > RATIO * median and mean - median >= least]
         if slow:
             return slow
     return []
+
+
+def _means(reports: Mapping[str, Sequence[StepTime]], measure: str) -> dict[str, float]:
+    """Each task's mean of ``measure`` over its last ``WINDOW`` reports (tasks that did not measure it left out)."""
+    means = {}
+    for task, times in reports.items():
+        values = [v for v in (t.get(measure) for t in times[-WINDOW:]) if v is not None]
+        if values:
+            means[task] = statistics.fmean(values)
+    return means

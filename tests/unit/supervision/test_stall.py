@@ -172,6 +172,19 @@ def test_nobody_is_named_among_equals_or_by_timer_noise_or_with_too_few_tasks() 
     assert stragglers({"a": times((0.1, 0.01)), "b": times((0.1, 0.5))}) == []
 
 
+def test_a_probes_jitter_that_is_a_small_part_of_the_step_names_nobody_and_the_slow_compute_still_tells() -> None:
+    """CI's compose run: worker 0's input probe read 6.3 ms against a median of 1.2 ms, in ~100 ms steps."""
+    def report(input_seconds: float, compute: float) -> list[StepTime]:
+        return [StepTime(0.1, input_seconds, compute)]
+
+    found = stragglers({"c": report(0.0012, 0.02), "w0": report(0.0063, 0.02), "w1": report(0.0011, 0.07)})
+    assert [(s.task, s.measure) for s in found] == [("w1", "compute_seconds_per_batch")]
+    assert stragglers({"c": report(0.0012, 0.02), "w0": report(0.0063, 0.02), "w1": report(0.0011, 0.02)}) == []
+    # the same 5 ms in 20 ms steps holds the others up by a quarter of a step: named
+    found = stragglers({t: [StepTime(0.02, i, 0.01)] for t, i in (("c", 0.0012), ("w0", 0.0063), ("w1", 0.0011))})
+    assert [(s.task, s.measure) for s in found] == [("w0", "input_seconds_per_batch")]
+
+
 def test_the_window_forgets_old_reports() -> None:
     slow_then_fast = times((0.1, 0.5), (0.1, 0.01), (0.1, 0.01), (0.1, 0.01))
     assert stragglers({"a": times((0.1, 0.01)), "b": times((0.1, 0.01)), "c": slow_then_fast}) == []
