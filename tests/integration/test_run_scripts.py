@@ -134,12 +134,16 @@ def test_a_script_with_the_progress_callback_stuck_in_its_input_pipeline_is_rest
 
 
 def test_a_slow_first_step_and_slow_saves_never_trip_the_watchdog(tmp_path: Path) -> None:
-    """First step 1.5x the floor (under the first-step allowance), each epoch's save 0.8x the floor."""
+    """First step 1.5x the floor (under the first-step allowance), each epoch's save half the floor.
+
+    The first epoch's end is covered by the floor alone (no longer interval seen yet): the save's sleep
+    plus the rest of an epoch's end must fit in it on a loaded CI host too (0.8x the floor did not, once).
+    """
     ws = workspace(tmp_path, SCRIPTS / "stuck_progress.py")
     spec = stall_spec(ws, 10)
     result = tfcluster("run", "-f", str(spec), *QUIET, "stuck_progress.py", "--first-delay", "15",
-                       "--save-delay", "8", "--epochs", "3", cwd=ws, timeout=500)
+                       "--save-delay", "5", "--epochs", "3", cwd=ws, timeout=500)
     assert result.returncode == 0, tfcluster("logs", "stuck-progress", cwd=ws).stdout[-3000:]
     status = json.loads(tfcluster("status", "stuck-progress", "-o", "json", cwd=ws).stdout)
-    assert status["state"] == "succeeded" and status["restarts"] == 0, status["message"]
+    assert status["state"] == "succeeded" and status["restarts"] == 0, (status["message"], status["stall"])
     assert status["stall"]["watching"] and status["stall"]["stalls"] == 0, status["stall"]
