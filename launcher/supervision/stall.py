@@ -25,7 +25,9 @@ The timeout is derived from what the job has shown, never below the floor
   (intervals over the last ``WINDOW`` reports; the one ending an attempt's first
   report is left out: it holds the tracing). A checkpoint save, an
   evaluation or an epoch's end lengthens the interval it falls in; once seen,
-  ``MAX_FACTOR`` covers it, and the floor covers the first one.
+  ``MAX_FACTOR`` covers it, and the floor covers the first one;
+- after the lead's ``finished`` (training done; its export and its exit report
+  nothing), counted from then: the first-step allowance again.
 """
 
 from __future__ import annotations
@@ -83,6 +85,10 @@ class StallClock:
                            reporting=True)
         return replace(self, since=now, last_report=now, intervals=(*self.intervals, took)[-WINDOW:], reporting=True)
 
+    def finished(self, now: float) -> StallClock:
+        """The lead finished training: its export and exit get the first-step allowance from now."""
+        return replace(self, since=now, last_report=None)
+
     def reports(self) -> StallClock:
         """The job reports progress, though none came yet (the built-in entrypoint)."""
         return replace(self, reporting=True)
@@ -94,6 +100,8 @@ def observe(clock: StallClock, kind: EventKind, now: float) -> StallClock:
         return clock.advanced(now)
     if kind in SIGNS_OF_LIFE:
         return clock.alive(now).reports()
+    if kind is EventKind.FINISHED:
+        return clock.finished(now)
     return clock
 
 

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from launcher import api
+from launcher.protocol.events import EventKind
 from launcher.supervision.rules import Action, Rules
 from launcher.supervision.stacks import is_stack_line, suspects
-from launcher.supervision.stall import FIRST_STEP_FACTOR, StallClock, StallVerdict, judge
+from launcher.supervision.stall import FIRST_STEP_FACTOR, StallClock, StallVerdict, judge, observe
 from launcher.supervision.stragglers import StepTime, stragglers
 
 FLOOR = 10.0
@@ -188,3 +189,14 @@ def test_a_probes_jitter_that_is_a_small_part_of_the_step_names_nobody_and_the_s
 def test_the_window_forgets_old_reports() -> None:
     slow_then_fast = times((0.1, 0.5), (0.1, 0.01), (0.1, 0.01), (0.1, 0.01))
     assert stragglers({"a": times((0.1, 0.01)), "b": times((0.1, 0.01)), "c": slow_then_fast}) == []
+
+
+def test_after_the_lead_finished_its_exit_gets_the_first_step_allowance_not_the_floor() -> None:
+    """CI: a chief's exit after ``finished`` took over 15 s with a 10 s floor, and the finished job was restarted."""
+    clock = StallClock(since=0.0).reports()
+    for now in (1.0, 1.1, 1.2, 1.3):
+        clock = observe(clock, EventKind.STEP, now)
+    assert judge(clock, 12.0, 10.0).verdict is StallVerdict.STALLED  # silent past the floor while training
+    clock = observe(clock, EventKind.FINISHED, 2.0)
+    assert judge(clock, 20.0, 10.0).verdict is StallVerdict.HEALTHY  # 18 s into its exit: within 3x the floor
+    assert judge(clock, 33.0, 10.0).verdict is StallVerdict.STALLED  # an exit that hangs is still found
