@@ -70,7 +70,8 @@ class StallClock:
     reporting: bool = False
 
     def started(self, now: float) -> StallClock:
-        """The training group (re)started: a new attempt, with the first-step allowance again."""
+        """The first-step allowance again, from ``now``: the training group (re)started (a new attempt), a
+        warned stall is judged afresh, or the lead finished training (its export and exit report nothing)."""
         return replace(self, since=now, last_report=None)
 
     def alive(self, now: float) -> StallClock:
@@ -85,10 +86,6 @@ class StallClock:
                            reporting=True)
         return replace(self, since=now, last_report=now, intervals=(*self.intervals, took)[-WINDOW:], reporting=True)
 
-    def finished(self, now: float) -> StallClock:
-        """The lead finished training: its export and exit get the first-step allowance from now."""
-        return replace(self, since=now, last_report=None)
-
     def reports(self) -> StallClock:
         """The job reports progress, though none came yet (the built-in entrypoint)."""
         return replace(self, reporting=True)
@@ -100,8 +97,8 @@ def observe(clock: StallClock, kind: EventKind, now: float) -> StallClock:
         return clock.advanced(now)
     if kind in SIGNS_OF_LIFE:
         return clock.alive(now).reports()
-    if kind is EventKind.FINISHED:
-        return clock.finished(now)
+    if kind is EventKind.FINISHED:  # its export and exit report nothing: the first-step allowance again
+        return clock.started(now)
     return clock
 
 
