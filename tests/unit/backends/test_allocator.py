@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from helpers.paths import REPO
 from launcher.backends import allocator
 from launcher.backends.local.target import LocalTarget
 from launcher.plan.planner import make_plan
@@ -38,3 +39,10 @@ def test_a_local_plan_gives_every_task_the_preload_and_the_specs_env_overrides_i
     assert {k: chief.env[k] for k in preload} == preload
     assert [w.env["LD_PRELOAD"] for w in workers] == ["", ""]
     assert plan.task_env(chief)["LD_PRELOAD"] == preload["LD_PRELOAD"]  # what the runtime starts it with
+
+
+def test_the_worker_image_preloads_the_same_library_with_the_same_variables() -> None:
+    """The Dockerfile's ENV is the one copy of this module's values that cannot import them."""
+    dockerfile = (REPO / "worker_image" / "Dockerfile").read_text()
+    for name, value in {allocator.PRELOAD: allocator.LIBRARY, **allocator.QUIET}.items():
+        assert f"{name}={value}" in dockerfile, name
