@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from helpers.paths import REPO
@@ -45,4 +46,4 @@ def test_the_worker_image_preloads_the_same_library_with_the_same_variables() ->
     """The Dockerfile's ENV is the one copy of this module's values that cannot import them."""
     dockerfile = (REPO / "worker_image" / "Dockerfile").read_text()
     for name, value in {allocator.PRELOAD: allocator.LIBRARY, **allocator.QUIET}.items():
-        assert f"{name}={value}" in dockerfile, name
+        assert re.search(rf"\b{name}={re.escape(value)}(\s|$)", dockerfile, re.MULTILINE), name
