@@ -3,8 +3,11 @@
 Contract: what tfcluster keeps here (a plan, whose env may carry
 credentials, the rendered compose file, logs that may echo that env) is
 readable by its owner only: ``private_dir`` makes a directory ``0700``
-(and every directory between ``naming.home()`` and it, when it lies
-there), tightening one an older version left open; ``write_private``
+(and every directory below ``naming.home()`` down to it, when it lies
+there: tfcluster's own), tightening one an older version left open; the
+home itself is made ``0700`` only when tfcluster creates it: an existing
+one (``$TFCLUSTER_HOME`` may name a shared directory) keeps its mode, and
+what tfcluster keeps there is in its private subdirectories; ``write_private``
 replaces a file atomically with a ``0600`` one; ``open_private``
 opens a ``0600`` file for appending (tightening an existing one).
 ``write_json`` is ``write_private`` of JSON, so a reader in another
@@ -28,16 +31,30 @@ FILE_MODE = 0o600
 def private_dir(path: Path) -> Path:
     """``path`` as a directory only its owner can enter, created if missing; returns ``path``.
 
-    Under ``naming.home()``, every directory from the home down to ``path`` gets the same mode.
+    Under ``naming.home()``, every directory below the home down to ``path`` gets the same mode; the home
+    only if this call creates it (an existing home is never changed).
     """
     home = naming.home().absolute()
     path = path.absolute()
     chain = [path, *path.parents]
-    levels = chain[:chain.index(home) + 1] if home in chain else [path]
+    if home in chain:
+        _make_home(home)
+        levels = chain[:chain.index(home)]
+    else:
+        levels = [path]
     for directory in reversed(levels):
         directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         os.chmod(directory, DIR_MODE)
     return path
+
+
+def _make_home(home: Path) -> None:
+    """Create ``home`` private if it is missing; an existing one (the user's, maybe shared) keeps its mode."""
+    try:
+        home.mkdir(mode=DIR_MODE, parents=True)
+    except FileExistsError:
+        return
+    os.chmod(home, DIR_MODE)  # mkdir's mode passes through the umask
 
 
 def write_private(path: Path, content: str | bytes) -> None:

@@ -312,16 +312,19 @@ def test_tasks_run_with_tcmalloc_unless_their_spec_clears_the_preload(tmp_path: 
 def test_the_controller_files_are_private_to_their_owner(tmp_path: Path) -> None:
     home = Path(os.environ["TFCLUSTER_HOME"])
     home.mkdir(mode=0o755, exist_ok=True)
-    home.chmod(0o755)  # as an older version left it: tightened on write
+    home.chmod(0o755)  # the user's (maybe shared) directory: kept as it is
+    (home / "local").mkdir(mode=0o755)
+    (home / "local").chmod(0o755)  # as an older version left it: tightened on write
     secret = 'import os; print(os.environ["API_TOKEN"])'
     spec = write(tmp_path, "priv", {"chief": {"command": [sys.executable, "-c", secret]}}, env={"API_TOKEN": "s3cr3t"})
     assert tfcluster("up", str(spec), cwd=tmp_path).returncode == 0
     state = LocalState.named("priv")
     assert "s3cr3t" in state.task_log("priv-chief-0").read_text() and "s3cr3t" in state.plan.read_text()
-    entries = [home, *home.rglob("*")]
+    entries = list(home.rglob("*"))
     assert state.exits in entries and state.task_log("priv-chief-0") in entries and (home / "clusters") in entries
     modes = {str(p.relative_to(home)): oct(p.stat().st_mode & 0o777) for p in entries}
     assert modes == {name: oct(0o700 if (home / name).is_dir() else 0o600) for name in modes}
+    assert oct(home.stat().st_mode & 0o777) == oct(0o755)
 
 
 #: A user's program that never imports launcher: it blocks in a function of its own until its fifo's writer closes.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,17 +15,36 @@ def mode(path: Path) -> int:
     return path.stat().st_mode & 0o777
 
 
-def test_private_dir_makes_and_tightens_every_level_from_the_home_down(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("existing", [0o755, 0o1777, 0o750], ids=oct)
+def test_private_dir_tightens_every_level_below_an_existing_home_and_never_the_home(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, existing: int) -> None:
+    """``$TFCLUSTER_HOME`` may name a shared directory (``/tmp``, a project dir on a cluster's filesystem)."""
     home = tmp_path / "home"
-    home.mkdir(mode=0o755)
-    home.chmod(0o755)
+    home.mkdir()
+    home.chmod(existing)
+    (home / "local").mkdir(mode=0o755)
+    (home / "local").chmod(0o755)  # as an older version left it: tightened
     monkeypatch.setenv("TFCLUSTER_HOME", str(home))
     made = private_dir(naming.state_dir("local", "demo"))
-    assert [mode(p) for p in (home, home / "local", made)] == [0o700] * 3
+    assert [mode(p) for p in (home / "local", made)] == [0o700] * 2
+    assert home.stat().st_mode & 0o7777 == existing
+    private_dir(home)
+    assert home.stat().st_mode & 0o7777 == existing
     tmp_path.chmod(0o755)
     private_dir(made)
     assert mode(tmp_path) == 0o755  # above the home: untouched
+
+
+def test_a_home_tfcluster_creates_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "new" / "home"
+    monkeypatch.setenv("TFCLUSTER_HOME", str(home))
+    previous = os.umask(0o022)
+    try:
+        made = private_dir(naming.state_dir("slurm", "demo"))
+    finally:
+        os.umask(previous)
+    assert [mode(p) for p in (home, home / "slurm", made)] == [0o700] * 3
+    assert mode(tmp_path / "new") == 0o755  # made on the way, not tfcluster's
 
 
 def test_private_dir_outside_the_home_tightens_only_itself(tmp_path: Path) -> None:
