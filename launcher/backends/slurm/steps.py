@@ -4,7 +4,10 @@ Contract: runs inside the allocation (``SLURM_JOB_ID`` set). ``start`` runs
 ``srun --nodes=1 --ntasks=1 --nodelist=NODE --overlap --job-name=TASK ...
 COMMAND`` (an argument list) with ``{**os.environ, **plan.task_env(task)}``
 in ``plan.workdir``, its output (the task's stdout and stderr, forwarded by
-srun) appended to ``<log_dir>/<task>.log`` on the shared filesystem.
+srun) appended to ``<log_dir>/<task>.log`` on the shared filesystem
+(the dir ``0700``, the logs ``0600``: a task's output may echo its env;
+``launcher.supervision.statefile``, also when the batch script was
+submitted by hand from a ``render -d`` directory).
 ``poll`` is srun's exit code, the task's (128+N for signal N). ``stop``
 sends SIGTERM to the steps' tasks (``scancel --signal=TERM JOB.STEP``: srun
 itself would kill them at once, with no time to save), waits up to the
@@ -28,6 +31,7 @@ from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol.exitcodes import SIGNAL_EXIT_BASE
 from launcher.protocol.stacks import STACKS_SIGNAL
+from launcher.supervision.statefile import open_private, private_dir
 
 #: How long a cancelled step's srun gets to exit before it is killed.
 CANCEL_WAIT_SECONDS = 30.0
@@ -52,11 +56,11 @@ class StepRuntime:
         self.job_id = job_id
         self._sruns: dict[str, subprocess.Popen[bytes]] = {}
         self._readers: dict[str, LineReader] = {}
-        log_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(log_dir)
 
     def start(self, task: Task) -> None:
         path = self.log_dir / f"{task.name}.log"
-        with open(path, "ab") as log:
+        with open_private(path) as log:
             offset = log.tell()
             try:
                 self._sruns[task.name] = subprocess.Popen(

@@ -1,7 +1,9 @@
 """``python -m launcher.backends.slurm.supervise DIR``: the supervisor the batch script runs inside the allocation.
 
-Contract: reads ``DIR/plan.json``, resolves the allocation's nodes into it
-(``placement.resolve``), records the ``Allocation``, and supervises the
+Contract: makes ``DIR/batch.log`` (its own output, which Slurm created
+with the job's umask) owner-only, as the tasks' logs are
+(``launcher.supervision.statefile``); reads ``DIR/plan.json``, resolves
+the allocation's nodes into it (``placement.resolve``), records the ``Allocation``, and supervises the
 tasks as srun steps (``steps.StepRuntime``) with the shared
 ``Supervisor`` and the plan's ``JobPolicy``, writing ``status.json``.
 
@@ -26,11 +28,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from launcher.backends.slurm import placement, slurmctl
+from launcher.backends.slurm.script import BATCH_LOG
 from launcher.backends.slurm.state import Allocation, SlurmState
 from launcher.backends.slurm.status import REQUEUEING
 from launcher.backends.slurm.steps import StepRuntime
 from launcher.errors import TfclusterError
 from launcher.plan.targets import BackendKind
+from launcher.supervision.statefile import open_private
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
 
@@ -45,6 +49,8 @@ def requeued(previous: JobStatus) -> JobStatus:
 
 def serve(root: Path) -> int:
     state = SlurmState(root)
+    with open_private(root / BATCH_LOG):
+        pass  # tightened: it may hold a task's last lines in a failure message
     plan = state.read_plan()
     job_id = os.environ["SLURM_JOB_ID"]
     restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)

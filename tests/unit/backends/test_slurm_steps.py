@@ -1,0 +1,43 @@
+"""The Slurm runtime's task logs, with a stand-in ``srun`` on PATH (no Slurm needed): what a task prints is its owner's.
+
+The real workflow (``render -d`` and ``sbatch`` by hand) is in tests/integration/test_slurm_sbatch_workflow.py.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers.polling import wait_for_condition
+from launcher import api
+from launcher.backends.slurm.steps import StepRuntime
+
+
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    """The umask most users have: new files 0644, new directories 0755, unless made private."""
+    previous = os.umask(0o022)
+    yield
+    os.umask(previous)
+
+
+def test_task_logs_and_their_dir_are_private_to_their_owner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            open_umask: None) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\necho \"API_TOKEN=$API_TOKEN\"\n")  # the step's output: the task's
+    (bin_dir / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    plan = api.plan(api.validate_data({"name": "job", "roles": {"worker": {"command": ["true"]}},
+                                       "env": {"API_TOKEN": "s3cr3t"}}, "slurm"), "slurm")
+    task = plan.tasks[0]
+    logs = tmp_path / "submit" / "logs"
+    runtime = StepRuntime(plan, {task.name: "n1"}, logs, "1")
+    runtime.start(task)
+    wait_for_condition(lambda: runtime.poll(task) is not None)
+    log = logs / f"{task.name}.log"
+    assert log.read_text() == "API_TOKEN=s3cr3t\n"
+    assert (oct(logs.stat().st_mode & 0o777), oct(log.stat().st_mode & 0o777)) == (oct(0o700), oct(0o600))
