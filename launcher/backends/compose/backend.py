@@ -13,10 +13,13 @@ the compose project label ``com.docker.compose.project=<name>``;
 workspace copy; the standbys too), the run's TensorBoard containers
 (``launcher.backends.compose.tensorboard``) and the network (and, with
 ``volumes``, the checkpoint volume when compose created it from the
-rendered file, which labels it as tfcluster's and the project's; never a
-volume of that name that existed before, which compose only uses). When the supervisor died (``kill -9``, a
-reboot of this machine), ``describe`` reads the tasks from their containers
-and ``supervise`` (each round of ``watch``) starts a supervisor that adopts them.
+rendered file, which labels it as tfcluster's and the cluster's:
+``launcher.backends.checkpoints.created_for``, every backend's removal
+guard; never a volume of that name that existed before, which compose only
+uses). The rendered file mounts no host directory, so no file of this host
+is deleted. When the supervisor died (``kill -9``, a reboot of this
+machine), ``describe`` reads the tasks from their containers and
+``supervise`` (each round of ``watch``) starts a supervisor that adopts them.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from launcher.backends import checkpoints
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.compose import runtime, standbys, supervise
 from launcher.backends.compose import tensorboard as board
@@ -239,7 +243,7 @@ class ComposeBackend(Backend[BackendOptions]):
         for network in networks:
             network.remove()
         for volume in project_volumes if volumes else []:
-            if (volume.attrs.get("Labels") or {}).get(naming.LABEL_MANAGED) == naming.MANAGER:  # one tfcluster made
+            if checkpoints.created_for(volume.attrs.get("Labels"), name):  # the removal guard: one tfcluster made
                 volume.remove(force=True)
 
     def _project_objects(self, name: str) -> tuple[list[Any], list[Any]]:

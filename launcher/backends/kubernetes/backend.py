@@ -23,6 +23,11 @@ When every log dir is a bucket, TensorBoard runs here instead.
 
 Every object carries ``tfcluster.io/cluster=<name>``; ``describe``, ``logs``
 and ``cancel`` find the cluster by that label in the backend's namespace.
+``cancel(volumes=True)`` deletes a claim only when it carries tfcluster's
+labels for the cluster (``launcher.backends.checkpoints.created_for``, every
+backend's removal guard): a claim the spec names
+(``kubernetes.volume_claim.name``) or one of the default name that existed
+before is never deleted, nor a claim in ``kubernetes.volumes``.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from launcher.backends import checkpoints
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.kubernetes import stall as k8s_stall
 from launcher.backends.kubernetes import status as k8s_status
@@ -577,7 +583,8 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             if kind in _KEPT and not volumes:
                 continue
             for obj in self._list(kind, namespace, name):
-                self._delete(kind, obj["metadata"]["name"], namespace)
+                if kind not in _KEPT or checkpoints.created_for(obj["metadata"].get("labels"), name):
+                    self._delete(kind, obj["metadata"]["name"], namespace)
         harness.StateDir.of(self.kind, name).remove()  # the stall's stacks this machine's watch kept
 
     # --- API helpers -----------------------------------------------------

@@ -9,8 +9,8 @@ are ``logs/<task>.log`` there, kept after the job ends and removed by
 ``cancel``. The checkpoint dir is created (and marked) by ``submit`` when
 missing and kept by ``cancel``; ``cancel(volumes=True)`` deletes it only if
 tfcluster created it for this cluster and it holds no place the user
-works in (``launcher.backends.local.checkpoints``). A cluster whose
-supervisor still runs cannot be submitted again.
+works in (``launcher.backends.checkpoints``, every backend's removal
+guard). A cluster whose supervisor still runs cannot be submitted again.
 ``cancel`` stops the supervisor (which stops the tasks) and then kills every
 recorded process group that still runs one of the cluster's tasks, so
 nothing of the cluster is left, also when the supervisor had died.
@@ -24,11 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from pathlib import Path
 
-from launcher.backends import logfiles
+from launcher.backends import checkpoints, logfiles
 from launcher.backends.api import Backend, BackendOptions
-from launcher.backends.local import checkpoints, supervise
+from launcher.backends.local import supervise
 from launcher.backends.local.capacity import memory_problems
 from launcher.backends.local.processes import ProcessRuntime, group_runs_task, kill_group_and_wait, observe
 from launcher.backends.local.state import LocalState
@@ -38,9 +37,8 @@ from launcher.backends.tensorboard import Board, planned_log_dirs, serve_locally
 from launcher.errors import LaunchError
 from launcher.plan.dryrun import DryRun
 from launcher.plan.targets import BackendKind
-from launcher.protocol.paths import is_object_store
 from launcher.spec.models import ClusterSpec
-from launcher.spec.problems import Problem, SpecError
+from launcher.spec.problems import Problem
 from launcher.supervision import harness
 from launcher.supervision.debug import stacks_now
 from launcher.supervision.statefile import private_dir
@@ -69,8 +67,7 @@ class LocalBackend(Backend[BackendOptions]):
         if state.supervisor() is not None:
             raise LaunchError(f"cluster {plan.name!r} is already running locally; stop it first with "
                               f"`tfcluster down {plan.name}`")
-        if not is_object_store(plan.run_config.checkpoint_dir):
-            checkpoints.prepare(Path(plan.run_config.checkpoint_dir), plan.name, plan.run_id)
+        checkpoints.prepare_for(plan)
         state.create(plan)
         private_dir(state.logs)
 
@@ -109,17 +106,12 @@ class LocalBackend(Backend[BackendOptions]):
 
     def cancel(self, name: str, volumes: bool = False) -> None:
         """Stop and forget cluster ``name``; with ``volumes`` also delete its checkpoint dir, which must be one
-        tfcluster created for it (``checkpoints.removal_problem``: else ``SpecError``, and nothing is done)."""
+        tfcluster created for it (``checkpoints.guard``: else ``SpecError``, and nothing is done)."""
         state = self._existing(name)
-        plan = state.read_plan()
-        checkpoint_dir = None if is_object_store(plan.run_config.checkpoint_dir) else Path(plan.run_config.checkpoint_dir)
-        if volumes and checkpoint_dir is not None:
-            problem = checkpoints.removal_problem(checkpoint_dir, name, Path(plan.workdir or "."))
-            if problem is not None:
-                raise SpecError([problem])
+        checkpoint_dir = checkpoints.guard(state.read_plan()) if volumes else None
         self._teardown(state)
         state.remove()
-        if volumes and checkpoint_dir is not None:
+        if checkpoint_dir is not None:
             checkpoints.remove(checkpoint_dir)
 
     def _existing(self, name: str) -> LocalState:

@@ -9,7 +9,11 @@ job of the same name that Slurm still runs or queues is refused).
 (``launcher.backends.slurm.status``). ``stop`` signals the batch step
 (SIGTERM: the supervisor stops every task with the save grace), then
 ``scancel``s the job and waits, bounded, until Slurm has ended it; ``cancel``
-does that and removes the state (and, with ``volumes``, the checkpoint dir).
+does that and removes the state. The checkpoint dir is created (and marked)
+by ``submit`` when missing; ``cancel(volumes=True)`` deletes it only if
+tfcluster created it for this cluster and it holds no place the user works
+in (``launcher.backends.checkpoints``, every backend's removal guard, asked
+before the job is touched: a refusal is ``SpecError`` and nothing is done).
 A controller that does not answer is retried, then reported in one line
 (``slurmctl``). ``tensorboard`` reads the runs' log dirs with a local
 TensorBoard, as the local backend does (the shared filesystem is mounted here).
@@ -17,13 +21,12 @@ TensorBoard, as the local backend does (the shared filesystem is mounted here).
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
-from launcher.backends import logfiles
+from launcher.backends import checkpoints, logfiles
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.logfiles import command_problems
 from launcher.backends.slurm import slurmctl
@@ -39,6 +42,7 @@ from launcher.plan.targets import BackendKind
 from launcher.protocol.paths import is_object_store
 from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem
+from launcher.supervision.statefile import private_dir
 from launcher.supervision.status import JobStatus
 
 #: Directories that are local to each node of a cluster: a checkpoint dir there cannot be shared.
@@ -78,12 +82,11 @@ class SlurmBackend(Backend[BackendOptions]):
         if job is not None and not job.ended:
             raise LaunchError(f"cluster {plan.name!r} is Slurm job {job_id}, still {job.state.lower()}; stop it "
                               f"first with `tfcluster down {plan.name}`")
+        checkpoints.prepare_for(plan)
         state.create(plan)
         for name, content in dry_run.files.items():
             (state.root / name).write_text(content)
-        state.logs.mkdir()
-        if not is_object_store(plan.run_config.checkpoint_dir):
-            Path(plan.run_config.checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        private_dir(state.logs)
         try:
             state.job_id.write_text(slurmctl.submit(SCRIPT, cwd=str(state.root)))
         except BaseException:
@@ -110,12 +113,14 @@ class SlurmBackend(Backend[BackendOptions]):
         self._end(self._existing(name))
 
     def cancel(self, name: str, volumes: bool = False) -> None:
+        """End the job and forget it; with ``volumes`` also delete its checkpoint dir, which must be one
+        tfcluster created for it (``checkpoints.guard``: else ``SpecError``, and the job is not touched)."""
         state = self._existing(name)
-        checkpoint_dir = state.read_plan().run_config.checkpoint_dir
+        checkpoint_dir = checkpoints.guard(state.read_plan()) if volumes else None
         self._end(state)
         state.remove()
-        if volumes and not is_object_store(checkpoint_dir):
-            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+        if checkpoint_dir is not None:
+            checkpoints.remove(checkpoint_dir)
 
     @staticmethod
     def _existing(name: str) -> SlurmState:

@@ -1,4 +1,5 @@
-"""``down --volumes`` on local deletes a checkpoint dir only if tfcluster created it for that cluster."""
+"""The removal guard every backend's ``down --volumes`` calls: a checkpoint dir, volume or claim is deleted only if
+tfcluster created it for that cluster (``launcher.backends.checkpoints``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends.local import checkpoints
+from launcher import api
+from launcher.api import validate_data
+from launcher.backends import checkpoints
 from launcher.errors import LaunchError
+from launcher.plan import naming
+from launcher.plan.planner import Plan
+from launcher.plan.targets import BackendKind
+from launcher.spec.problems import SpecError
 
 
 @pytest.fixture
@@ -74,3 +81,35 @@ def test_a_file_in_the_way_is_one_line(places: Path) -> None:
     (places / "ckpt").write_text("a file")
     with pytest.raises(LaunchError, match="exists and is not a directory"):
         checkpoints.prepare(places / "ckpt", "demo", "run-1")
+
+
+@pytest.mark.parametrize("kind", [BackendKind.LOCAL, BackendKind.SLURM], ids=lambda k: k.value)
+def test_guard_of_a_plan_refuses_with_one_problem_and_passes_the_dir_prepare_for_made(
+        places: Path, kind: BackendKind) -> None:
+    def plan(directory: str) -> Plan:
+        return api.plan(validate_data({"name": "demo", "roles": {"worker": {"command": ["true"]}},
+                                       "checkpoint": {"dir": directory}}), kind, "run-1")
+
+    with pytest.raises(SpecError) as refused:
+        checkpoints.guard(plan("."))
+    assert [p.path for p in refused.value.problems] == ["checkpoint.dir"]
+    made = plan("runs/demo")
+    checkpoints.prepare_for(made)
+    assert checkpoints.guard(made) == places / "runs" / "demo"
+    assert checkpoints.guard(plan("gs://bucket/ckpt")) is None  # an object store: never deleted
+    checkpoints.prepare_for(plan("gs://bucket/ckpt"))
+    assert sorted(p.name for p in places.iterdir()) == ["runs"]
+
+
+@pytest.mark.parametrize("labels, created", [
+    (naming.labels("demo", "run-1"), True),
+    ({naming.LABEL_MANAGED: naming.MANAGER, naming.LABEL_CLUSTER: "demo"}, True),
+    (naming.labels("other", "run-1"), False),
+    ({naming.LABEL_CLUSTER: "demo"}, False),  # names the cluster, but not made by tfcluster
+    ({naming.LABEL_MANAGED: naming.MANAGER}, False),
+    ({"com.docker.compose.project": "demo"}, False),
+    ({}, False),
+    (None, False),
+])
+def test_an_engine_object_is_tfclusters_only_with_both_labels(labels: dict[str, str] | None, created: bool) -> None:
+    assert checkpoints.created_for(labels, "demo") is created
