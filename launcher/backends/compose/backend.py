@@ -8,7 +8,9 @@ creates everything with ``docker compose up --no-start`` and starts the
 shared detached supervisor with containers as its runtime
 (``launcher.backends.compose.supervise``); a task that cannot start fails
 it, and whatever it created is removed. The cluster's Docker objects carry
-the compose project label ``com.docker.compose.project=<name>``;
+the compose project label ``com.docker.compose.project=<name>`` and
+tfcluster's labels for the cluster (a compose project of that name that is
+not tfcluster's refuses ``submit`` and is never touched by ``cancel``);
 ``cancel`` removes the containers with their anonymous volumes (a task's
 workspace copy; the standbys too), the run's TensorBoard containers
 (``launcher.backends.compose.tensorboard``) and the network (and, with
@@ -82,6 +84,13 @@ def compose_command() -> list[str]:
     )
 
 
+def _ours(name: str) -> dict[str, list[str]]:
+    """Docker's filter for what tfcluster made for cluster ``name``: the compose project's label and tfcluster's
+    two (a compose project of that name that someone else runs is not the cluster: ``down`` never touches it)."""
+    return {"label": [f"{PROJECT_LABEL}={name}", f"{naming.LABEL_MANAGED}={naming.MANAGER}",
+                      f"{naming.LABEL_CLUSTER}={name}"]}
+
+
 class ComposeBackend(Backend[BackendOptions]):
     kind = BackendKind.COMPOSE
 
@@ -112,6 +121,9 @@ class ComposeBackend(Backend[BackendOptions]):
         state = harness.StateDir.of(self.kind, plan.name)
         if self._containers(plan.name, every=True) or state.supervisor() is not None:
             raise LaunchError(f"cluster {plan.name!r} already exists on compose: `tfcluster down {plan.name}` first")
+        if self.client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={plan.name}"}, ignore_removed=True):
+            raise LaunchError(f"a compose project named {plan.name!r} that tfcluster did not start has containers on "
+                              "this engine: rename the cluster (tfcluster never touches that project)")
         if plan.workspace:
             ensure_images(plan.workspace)
         self._check_images(plan)
@@ -247,14 +259,13 @@ class ComposeBackend(Backend[BackendOptions]):
                 volume.remove(force=True)
 
     def _project_objects(self, name: str) -> tuple[list[Any], list[Any]]:
-        filters = {"label": f"{PROJECT_LABEL}={name}"}
+        filters = _ours(name)
         return self.client.networks.list(filters=filters), self.client.volumes.list(filters=filters)
 
     def _containers(self, name: str, every: bool = False) -> list[Any]:
         """The cluster's task containers (running or not), in plan order; ``every``: its standbys and the
         containers being retired too."""
-        found = [c for c in self.client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={name}"},
-                                                      ignore_removed=True)
+        found = [c for c in self.client.containers.list(all=True, filters=_ours(name), ignore_removed=True)
                  if every or standbys.is_task_container(c.name)]
 
         def order(container: Any) -> tuple[int, int, str]:
