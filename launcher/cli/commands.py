@@ -443,7 +443,9 @@ def logs(name: str, task: str | None, follow: bool, backend: str | None) -> None
 @main.command()
 @click.argument("name", callback=_cluster_names)
 @click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
-@click.option("--volumes", is_flag=True, help="Also delete the checkpoint volume.")
+@click.option("--volumes", is_flag=True,
+              help="Also delete the checkpoint dir, volume or claim, only one tfcluster created for NAME "
+                   "(a dir it did not create: exit 2, nothing done).")
 def down(name: str, backend: str | None, volumes: bool) -> None:
     """Stop cluster NAME and remove everything it started (checkpoints stay unless --volumes)."""
     _backend_for(name, backend).cancel(name, volumes=volumes)
