@@ -388,3 +388,17 @@ def test_a_label_key_or_file_name_with_a_line_break_adds_no_line_to_the_converte
     comments = [line for line in result.stdout.splitlines() if line.startswith("#")]
     assert len(comments) == 1 + (where != "file name"), comments  # the header line, the own label's note
     assert sum(ascii(injection)[1:-1] in line for line in comments) == 1 + (where == "both"), comments  # escaped
+
+
+def test_a_node_selector_or_pod_annotation_key_the_api_server_would_refuse_is_refused_at_validate(tmp_path: Path) -> None:
+    """Kubernetes checks a nodeSelector as labels and an annotation key as a label key in any case (a value may
+    hold lines): refused at the TFJob's field before anything starts, not by the API server mid-launch."""
+    def pod_fields(replica: dict) -> None:
+        replica["template"]["spec"]["nodeSelector"] = {"pool\nx": "gpu", "zone": "a\nb"}
+        replica["template"]["metadata"] = {"annotations": {"Example.COM/Ok": "two\nlines", "note\nslurm": "x"}}
+
+    errors = _errors(tmp_path, _tfjob(Chief=pod_fields, Worker=pod_fields, PS=pod_fields), "validate", "-b", "k8s")
+    where = "spec.tfReplicaSpecs.Chief.template"
+    assert sorted(e.split(": ", 1)[1].split(": ", 1)[0] for e in errors) == [
+        f'{where}.metadata.annotations."note\\nslurm"', f'{where}.spec.nodeSelector."pool\\nx"',
+        f"{where}.spec.nodeSelector.zone"], errors
