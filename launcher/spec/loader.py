@@ -180,7 +180,10 @@ def _salvage(data: dict[str, Any], exc: ValidationError) -> ClusterSpec | None:
 
 
 def _drop(data: Any, loc: tuple[Any, ...]) -> None:
-    """Remove the value at ``loc`` (or the deepest mapping key on the way that exists)."""
+    """Remove the value at ``loc`` (or the deepest mapping key on the way that exists); an empty ``loc`` (the
+    document itself, e.g. a key that is no Unicode text) removes nothing."""
+    if not loc:
+        return
     parent = data
     for part in loc[:-1]:
         child = parent.get(part) if isinstance(parent, dict) else None

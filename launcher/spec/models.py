@@ -141,6 +141,20 @@ LabelKey = Annotated[str, AfterValidator(_check_label_key)]
 LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE)]
 
 
+def _check_annotation_key(key: str) -> str:
+    try:
+        _check_label_key(key.lower())
+    except ValueError:
+        raise ValueError("is not a Kubernetes annotation key: an optional DNS subdomain and '/', then at most 63 "
+                         "letters, digits, '-', '_' and '.', starting and ending with a letter or digit (any case)"
+                         ) from None
+    return key
+
+
+#: A Kubernetes annotation key: the API server checks it as a label key, lower-cased first.
+AnnotationKey = Annotated[str, AfterValidator(_check_annotation_key)]
+
+
 def _at_least_6mi(memory: str) -> str:
     if byte_count(memory) < MIN_MEMORY_BYTES:
         raise ValueError(f"is {byte_count(memory)} bytes; a task needs at least 6Mi (Docker's minimum)")
@@ -429,7 +443,7 @@ class KubernetesSpec(_Model):
     """Kubernetes-only settings; ignored by the other backends."""
 
     namespace: str = Field("default", pattern=DNS_LABEL, max_length=63)
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
     image_pull_secrets: list[str] = Field(default_factory=list)
     env_from_secrets: list[str] = Field(default_factory=list, description="Secrets whose keys become env vars.")
@@ -440,7 +454,8 @@ class KubernetesSpec(_Model):
     pod_labels: dict[LabelKey, LabelValue] = Field(
         default_factory=dict, description="Labels on every task's pod, e.g. for a policy's or a monitor's selector."
     )
-    pod_annotations: dict[str, str] = Field(default_factory=dict, description="e.g. Kueue/Volcano PodGroup keys.")
+    pod_annotations: dict[AnnotationKey, str] = Field(default_factory=dict,
+                                                      description="e.g. Kueue/Volcano PodGroup keys.")
     volume_claim: VolumeClaim = Field(default_factory=VolumeClaim)
     ttl_seconds_after_finished: int | None = Field(3600, ge=0)
     service_account: str | None = Field(

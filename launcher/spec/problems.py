@@ -19,15 +19,17 @@ from launcher.errors import TfclusterError
 if TYPE_CHECKING:
     from launcher.spec.models import ClusterSpec
 
-_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-#: Characters that could end a line or drive a terminal (C0, DEL, C1, Unicode line breaks), as escapes.
-_CONTROL = {code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+#: Characters that could end a line or drive a terminal (C0, DEL, C1, Unicode line breaks), and those no UTF-8
+#: text or YAML stream carries (lone surrogates, as an undecodable file name holds; U+FFFE, U+FFFF), as escapes.
+_CONTROL = {code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029,
+                                                      *range(0xD800, 0xE000), 0xFFFE, 0xFFFF)}
 _PATH_PART = re.compile(r'"(?:[^"\\]|\\.)*"|[^.]+')
 
 
 def join_path(parts: Iterable[object]) -> str:
     """Dotted YAML path; keys that are not plain words are quoted (``env."my key"``)."""
-    return ".".join(p if _PLAIN_KEY.match(p) else json.dumps(p) for p in map(str, parts))
+    return ".".join(p if _PLAIN_KEY.fullmatch(p) else json.dumps(p) for p in map(str, parts))
 
 
 def split_path(path: str) -> tuple[str, ...]:
@@ -37,7 +39,8 @@ def split_path(path: str) -> tuple[str, ...]:
 
 def one_line(text: str) -> str:
     """``text`` with every control character escaped (``\\n``, ``\\x1b``, ...): a value quoted in a message
-    can neither start a line of its own nor recolour the terminal. Every problem line passes here."""
+    can neither start a line of its own nor recolour the terminal. Every problem line passes here, and every
+    comment ``convert`` writes (``tfjob.to_yaml``)."""
     return text.translate(_CONTROL)
 
 

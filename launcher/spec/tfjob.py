@@ -54,7 +54,7 @@ from typing import Any
 
 import yaml
 
-from launcher.spec.problems import Problem, join_path, kind_of, split_path
+from launcher.spec.problems import Problem, join_path, kind_of, one_line, split_path
 from launcher.spec.tfjob_vocabulary import (
     ACTIVE_DEADLINE,
     API_VERSION,
@@ -178,12 +178,19 @@ class Converted:
 
 
 def to_yaml(converted: Converted, source: str) -> str:
-    """The spec as YAML (``tfcluster convert``), headed by one comment per TFJob field it does not carry."""
-    header = [f"# tfcluster spec converted from the TFJob {source}"]
-    header += [f"# not carried: {p.path}: {p.message.removeprefix('not carried: ')}" for p in converted.dropped]
-    header += [f"# note: {p.path}: {p.message}" for p in converted.notes]
-    header += [f"# Kubernetes only (-b k8s): {p.path}" for p in converted.kubernetes_only + converted.kubernetes_inert]
-    return "\n".join(header) + "\n" + yaml.safe_dump(converted.data, sort_keys=False)
+    """The spec as YAML (``tfcluster convert``), headed by one comment per TFJob field it does not carry, carries
+    with a difference or only on Kubernetes. Every comment passes ``comment``, so no text of the TFJob or its file
+    name (``source``) can start a line of its own; the body is the YAML emitter's alone."""
+    header = [f"tfcluster spec converted from the TFJob {source}"]
+    header += [f"not carried: {p.path}: {p.message.removeprefix('not carried: ')}" for p in converted.dropped]
+    header += [f"note: {p.path}: {p.message}" for p in converted.notes]
+    header += [f"Kubernetes only (-b k8s): {p.path}" for p in converted.kubernetes_only + converted.kubernetes_inert]
+    return "".join(map(comment, header)) + yaml.safe_dump(converted.data, sort_keys=False)
+
+
+def comment(text: str) -> str:
+    """``text`` as one YAML comment line: every character that could end it escaped (``problems.one_line``)."""
+    return f"# {one_line(text)}\n"
 
 
 def convert(data: dict[str, Any]) -> Converted:

@@ -98,6 +98,11 @@ def test_a_key_with_dots_is_located_at_its_own_line() -> None:
         "then at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit"]
 
 
+def test_a_key_that_ends_in_a_line_break_is_quoted_in_its_path() -> None:
+    """A path names a key bare only when the whole key is a plain word (a ``$`` anchor also took ``"nmae\\n"``)."""
+    assert problems('name: d\nroles: {worker: {}}\n"nmae\\n": 1\n')[0].startswith('s.yaml:3: "nmae\\n": unknown field')
+
+
 def test_name_too_long_names_a_task_that_exists() -> None:
     [line] = problems("name: " + "a" * 52 + "\nroles: {worker: {replicas: 2}}\n")
     assert "-checkpoints' is 64 chars" in line and "evaluator" not in line
@@ -156,6 +161,18 @@ def test_a_hostile_value_or_file_name_cannot_forge_a_line_or_drive_the_terminal(
         assert line.isprintable() and "\x1b" not in line, line
     assert all(line.startswith(ascii(hostile)[1:-1]) for line in lines), lines
     assert any(line.endswith(f"a second mount at {ascii(hostile)[1:-1]}") for line in lines), lines
+
+
+def test_text_no_utf_8_carries_is_escaped_in_its_one_line_and_a_key_of_it_is_no_traceback() -> None:
+    """A lone surrogate (a file name's byte that is not UTF-8, or a YAML escape) and U+FFFE/U+FFFF: no terminal
+    or YAML stream can carry them raw. Found by convert's fuzz: such a top-level key gave a traceback."""
+    hostile = "/\udc80\ufffe\uffff"
+    with pytest.raises(SpecError) as info:
+        parse_spec(f"name: d\nroles: {{worker: {{}}}}\n{json.dumps(hostile)}: 1\n", source=hostile)
+    lines = str(info.value).splitlines()
+    assert lines and all(line.isascii() and line.isprintable() for line in lines), lines
+    assert all(line.startswith("/\\udc80\\ufffe\\uffff:") for line in lines), lines
+    assert lines[-1].endswith("unable to parse raw data as a unicode string (got '/\\udc80\\ufffe\\uffff')"), lines
 
 
 def test_a_hostile_command_line_value_stays_on_one_line(tmp_path) -> None:

@@ -1,4 +1,5 @@
-"""Property tests: planner invariants for random valid specs; clean errors for random invalid input."""
+"""Property tests: planner invariants for random valid specs; clean errors for random invalid input. Derandomized
+(the same examples every run), like every fuzz file of the suite."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from launcher.spec.models import RoleType
 
 SEGMENT = r'([\w-]+|"([^"\\]|\\.)*")'
 ERROR_LINE = re.compile(rf"^(\S+?:(\d+:)? )?(\(spec\)|{SEGMENT}(\.{SEGMENT})*): \S.*$")
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @st.composite

@@ -364,3 +364,41 @@ def test_run_f_takes_roles_and_resources_from_a_tfjob_and_runs_the_script(tmp_pa
     assert chief.command == [sys.executable, "train.py", "--fast"]
     assert plan.task("mnist-pss-ps-0").command[1:] == ["-m", "launcher.worker"]  # PSS: tfcluster serves
     assert not any(task.replaces_entrypoint for task in plan.tasks)  # the script runs as a native spec's program
+
+
+#: The issue's attack: text that, written raw into one of convert's comments, ends the comment and starts a
+#: `slurm:` section whose setup lines every Slurm task would run.
+INJECTION = '\nslurm:\n  setup: ["touch pwned"]\n#'
+
+
+@pytest.mark.parametrize("line_break", ["\n", "\r", "\r\n", "\x85", "\u2028", "\u2029"], ids=ascii)
+@pytest.mark.parametrize("where", ["label key", "file name", "both"])
+def test_a_label_key_or_file_name_with_a_line_break_adds_no_line_to_the_converted_spec(
+        cli, tmp_path: Path, where: str, line_break: str) -> None:
+    injection = INJECTION.replace("\n", line_break)
+    data = _tfjob()
+    if where != "file name":  # one of tfcluster's own labels: dropped, and its key named in a note
+        data["metadata"]["labels"] = {f"tfcluster.io/x{injection}": "v"}
+    path = tmp_path / (f"job{injection}.yaml" if where != "label key" else "job.yaml")
+    path.write_text(yaml.safe_dump(data))
+    result = cli.invoke(main, ["convert", str(path)])
+    assert result.exit_code == 0, result.output
+    converted = yaml.safe_load(result.stdout)
+    assert "slurm" not in converted and converted == yaml.safe_load(api.convert_tfjob(TFJOB))
+    comments = [line for line in result.stdout.splitlines() if line.startswith("#")]
+    assert len(comments) == 1 + (where != "file name"), comments  # the header line, the own label's note
+    assert sum(ascii(injection)[1:-1] in line for line in comments) == 1 + (where == "both"), comments  # escaped
+
+
+def test_a_node_selector_or_pod_annotation_key_the_api_server_would_refuse_is_refused_at_validate(tmp_path: Path) -> None:
+    """Kubernetes checks a nodeSelector as labels and an annotation key as a label key in any case (a value may
+    hold lines): refused at the TFJob's field before anything starts, not by the API server mid-launch."""
+    def pod_fields(replica: dict) -> None:
+        replica["template"]["spec"]["nodeSelector"] = {"pool\nx": "gpu", "zone": "a\nb"}
+        replica["template"]["metadata"] = {"annotations": {"Example.COM/Ok": "two\nlines", "note\nslurm": "x"}}
+
+    errors = _errors(tmp_path, _tfjob(Chief=pod_fields, Worker=pod_fields, PS=pod_fields), "validate", "-b", "k8s")
+    where = "spec.tfReplicaSpecs.Chief.template"
+    assert sorted(e.split(": ", 1)[1].split(": ", 1)[0] for e in errors) == [
+        f'{where}.metadata.annotations."note\\nslurm"', f'{where}.spec.nodeSelector."pool\\nx"',
+        f"{where}.spec.nodeSelector.zone"], errors
