@@ -4,14 +4,17 @@ Contract:
 - ``scan(directory)`` lists the files that would ship and digests their
   paths, exec bits and contents, reading each file in chunks (bounded
   memory). What ships: every regular file, less what ``DEFAULT_RULES``
-  (credentials, version control, virtualenvs, run dirs, bytecode) and then
-  the directory's ``.dockerignore`` (Docker's semantics,
-  ``launcher.backends.dockerignore``) leave out; a ``!`` line there takes
-  anything back. Symbolic links never ship, nor what they point to. It
+  (credentials by name, version control, virtualenvs, run dirs, bytecode)
+  and then the directory's ``.dockerignore`` (Docker's semantics,
+  ``launcher.backends.dockerignore``) leave out, less the files that hold a
+  credential by content (``launcher.backends.credentials``, the one
+  detector); a ``!`` line there takes anything back, a credential by name
+  or content too. Symbolic links never ship, nor what they point to. It
   raises ``LaunchError`` for a missing directory and ``SpecError`` for a bad
   ``.dockerignore`` or a workspace over ``MAX_WORKSPACE_BYTES``; the
-  credentials it left out, and those taken back, are in the source it
-  returns, for ``run``/``up`` to name.
+  credentials it left out, and those taken back, each with the rule that
+  matched, are in the source it returns, for ``run``/``up``/``dry-run`` to
+  name.
 - ``ensure_images(workspace, echo)`` builds each ``WorkspaceImage`` that the
   engine does not have yet, or has on another base (the tag holds the
   workspace's digest and the base's name; the layer's ``BASE_LABEL`` holds
@@ -35,16 +38,17 @@ import re
 import sys
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from launcher.backends.credentials import NAME_PATTERNS, by_name, detect
 from launcher.backends.dockerignore import Rules, decoded, make_rule, read_rules
 from launcher.backends.images import HOST_CA_BUNDLE, docker_client
 from launcher.errors import ImageBuildError, LaunchError
 from launcher.plan.images import TASK_UID
-from launcher.plan.workspace import CONTAINER_WORKSPACE, Workspace, WorkspaceImage, WorkspaceSource
+from launcher.plan.workspace import CONTAINER_WORKSPACE, CredentialFile, Workspace, WorkspaceImage, WorkspaceSource
 from launcher.spec.problems import Problem, SpecError
 
 REQUIREMENTS = "requirements.txt"
@@ -88,20 +92,13 @@ WORKDIR {workdir}
 """
 
 
-#: What never ships unless a ``!`` line of the workspace's ``.dockerignore`` takes it back (later lines win, as
-#: in Docker), in ``.dockerignore`` syntax and at any depth. Credentials: left out by name, and ``run``/``up``
-#: name each one left out when they start.
-CREDENTIALS = (
-    "**/.env*", "**/*.pem", "**/*.key", "**/*.p12", "**/*.pfx", "**/*.ppk",
-    "**/id_rsa*", "**/id_dsa*", "**/id_ecdsa*", "**/id_ed25519*",
-    "**/.ssh", "**/.aws", "**/.azure", "**/.gcloud", "**/.config/gcloud", "**/.kube", "**/.docker/config.json",
-    "**/.netrc", "**/_netrc", "**/.git-credentials", "**/.pypirc", "**/.npmrc", "**/.pgpass",
-    "**/*credentials*.json", "**/*.tfstate*",
-)
 #: Not code: version control, virtualenvs, tfcluster's own run dirs, bytecode.
 NOT_CODE = ("**/.git", "**/.venv", "**/venv", "**/tfcluster-runs", "**/__pycache__")
 CREDENTIAL_ORIGIN = "tfcluster's credential list"
-DEFAULT_RULES = (*(make_rule(p, CREDENTIAL_ORIGIN) for p in CREDENTIALS), *(make_rule(p, "tfcluster's defaults") for p in NOT_CODE))
+#: What never ships unless a ``!`` line of the workspace's ``.dockerignore`` takes it back (later lines win, as
+#: in Docker), in ``.dockerignore`` syntax and at any depth: credentials by name (``launcher.backends.credentials``;
+#: by content: ``withhold_by_content``), then what is not code.
+DEFAULT_RULES = (*(make_rule(p, CREDENTIAL_ORIGIN) for p in NAME_PATTERNS), *(make_rule(p, "tfcluster's defaults") for p in NOT_CODE))
 #: Above this, ``scan`` refuses a workspace (``force`` overrides): every task's image carries it.
 MAX_WORKSPACE_BYTES = 100 << 20
 IGNORE_FILE = ".dockerignore"
@@ -110,20 +107,22 @@ IGNORE_FILE = ".dockerignore"
 @dataclass
 class Selection:
     """What ships of a workspace: ``files`` as (relative posix path, path, size), sorted by path; ``withheld``,
-    the credentials the defaults left out (a directory once, as ``dir/``); ``reincluded``, the files ``!``
-    lines take back although the credential list names them; ``undecodable``, shipping names not UTF-8."""
+    the credentials left out (a directory once, as ``dir/``); ``reincluded``, the files ``!`` lines take back
+    although they look like credentials; ``undecodable``, shipping names not UTF-8; ``taken_back``, the files a
+    ``!`` line decides (they ship whatever their content)."""
 
     files: list[tuple[str, Path, int]] = field(default_factory=list)
-    withheld: list[str] = field(default_factory=list)
-    reincluded: list[str] = field(default_factory=list)
+    withheld: list[CredentialFile] = field(default_factory=list)
+    reincluded: list[CredentialFile] = field(default_factory=list)
     undecodable: list[str] = field(default_factory=list)
+    taken_back: set[str] = field(default_factory=set)
 
 
-def select(root: Path) -> Selection:
+def select(root: Path, contents: bool = True) -> Selection:
     """Walk ``root`` (never following a symbolic link: a link ships nothing, neither itself nor its target;
-    nor FIFOs, sockets, devices) and decide each entry by ``DEFAULT_RULES`` then the ``.dockerignore``."""
+    nor FIFOs, sockets, devices) and decide each entry by ``DEFAULT_RULES`` then the ``.dockerignore``; with
+    ``contents``, then each file by its content (``withhold_by_content``)."""
     rules = Rules([*DEFAULT_RULES, *read_rules(root / IGNORE_FILE, IGNORE_FILE)])
-    credential = [rule.origin == CREDENTIAL_ORIGIN for rule in rules.rules]
     selection = Selection()
     stack: list[tuple[str, tuple[bool, ...] | None]] = [("", None)]  # a directory and its rules' matches
     while stack:
@@ -142,17 +141,43 @@ def select(root: Path) -> Selection:
                 stack.append((relative, matches))
                 continue
             if excluded and decider is not None and decider.origin == CREDENTIAL_ORIGIN:
-                selection.withheld.append(shown(relative) + ("/" if is_dir else ""))
+                selection.withheld.append(CredentialFile(path=shown(relative) + ("/" if is_dir else ""), why=by_name(decider.text)))
             if not (is_dir or excluded):
-                if any(m and c for m, c in zip(matches, credential, strict=True)):
-                    selection.reincluded.append(shown(relative))
+                if decider is not None:  # a ! line ships it
+                    selection.taken_back.add(relative)
+                    named = next((rule for rule, match in zip(rules.rules, matches, strict=True)
+                                  if match and rule.origin == CREDENTIAL_ORIGIN), None)
+                    if named is not None:
+                        selection.reincluded.append(CredentialFile(path=shown(relative), why=by_name(named.text)))
                 if shown(relative) != relative:
                     selection.undecodable.append(shown(relative))
                 selection.files.append((relative, root / relative, size))
     selection.files.sort()
-    selection.withheld.sort()
-    selection.reincluded.sort()
+    selection.withheld.sort(key=lambda credential: credential.path)
+    selection.reincluded.sort(key=lambda credential: credential.path)
+    if contents:
+        withhold_by_content(selection)
     return selection
+
+
+def withhold_by_content(selection: Selection, among: Collection[str] | None = None) -> None:
+    """Leave out each file of ``selection`` (of those ``among``, default all) that holds a credential by content
+    (``launcher.backends.credentials.detect``: a bounded prefix of each), unless a ``!`` line ships it: then it
+    ships, named in ``reincluded`` with what it holds. Raises ``OSError`` for a file it cannot read."""
+    kept = []
+    reincluded = {credential.path: credential for credential in selection.reincluded}
+    for relative, path, size in selection.files:
+        what = detect(path) if among is None or relative in among else None
+        if what is None:
+            kept.append((relative, path, size))
+        elif relative in selection.taken_back:
+            kept.append((relative, path, size))
+            reincluded[shown(relative)] = CredentialFile(path=shown(relative), why=what)
+        else:
+            selection.withheld.append(CredentialFile(path=shown(relative), why=what))
+    selection.files = kept
+    selection.reincluded = sorted(reincluded.values(), key=lambda credential: credential.path)
+    selection.withheld.sort(key=lambda credential: credential.path)
 
 
 def shown(relative: str) -> str:
@@ -170,7 +195,8 @@ def script_problem(directory: Path, script: str, shipped: bool, own_image: bool 
 
     Processes (not ``shipped``) run it in place: it must be a file there.
     Containers (``shipped``) run the workspace layer: a relative ``script``
-    must be one of the ``shipped_files``; an absolute one names a file of
+    must be one of the ``shipped_files`` (not left out by name or by its
+    content, which the problem names); an absolute one names a file of
     the image, which only an image of the user's (``own_image``) may hold
     (not checked), never a path into ``directory`` on this machine.
     """
@@ -183,7 +209,15 @@ def script_problem(directory: Path, script: str, shipped: bool, own_image: bool 
     relative = Path(os.path.normpath(script)).as_posix()
     if relative.startswith("../"):
         return f"{script}: outside the workspace {directory}, which is all that ships to the tasks"
-    if not any(relative == name for name, _ in shipped_files(directory)):
+    try:
+        selection = select(directory, contents=False)
+        withhold_by_content(selection, among={relative})  # the script's own content only
+    except OSError as exc:
+        return f"{shown(str(exc.filename))}: cannot read it: {exc.strerror}"
+    if not any(relative == name for name, _, _ in selection.files):
+        why = next((credential.why for credential in selection.withheld if credential.path == shown(relative)), None)
+        if why is not None:
+            return f"{script}: left out of the workspace image as a credential ({why}): a line !{relative} in {IGNORE_FILE} ships it"
         return (f"{script}: left out of the workspace image ({IGNORE_FILE} or tfcluster's default exclusions: "
                 f"a line !{relative} there ships it; or a symbolic link, which never ships)")
     return None
@@ -205,7 +239,7 @@ def scan(directory: str | Path, contents: bool = True, max_bytes: int | None = M
 
     Raises ``SpecError`` (exit 2, one line) for a bad ``.dockerignore``, an unreadable entry, a shipping name
     that is not UTF-8, or more than ``max_bytes`` to ship (naming the biggest entries; None: no cap), all
-    before reading any file's contents.
+    before reading any file's contents; then each file's first bytes tell whether it holds a credential.
     """
     root = Path(directory).resolve()
     if not root.is_dir():
@@ -213,17 +247,26 @@ def scan(directory: str | Path, contents: bool = True, max_bytes: int | None = M
     if not contents:
         return WorkspaceSource(directory=str(root), digest="")
     try:
-        selection = select(root)
+        selection = select(root, contents=False)
     except OSError as exc:
-        raise SpecError([Problem("workspace", f"{shown(str(exc.filename))!r}: cannot read it: {exc.strerror}")]) from None
+        raise _unreadable(exc) from None
     if selection.undecodable:
         raise SpecError([Problem("workspace", f"{', '.join(map(repr, selection.undecodable[:5]))}: file names that are not UTF-8 "
                                               f"would ship from {root}: rename them or leave them out in {IGNORE_FILE}")])
     size = sum(size for _, _, size in selection.files)
     if max_bytes is not None and size > max_bytes:
         raise SpecError([Problem("workspace", _oversize(root, selection, size, max_bytes))])
+    try:
+        withhold_by_content(selection)
+    except OSError as exc:
+        raise _unreadable(exc) from None
+    size = sum(size for _, _, size in selection.files)
     return WorkspaceSource(directory=str(root), digest=_digest(selection), files=[r for r, _, _ in selection.files],
                            size=size, withheld=selection.withheld, reincluded=selection.reincluded)
+
+
+def _unreadable(error: OSError) -> SpecError:
+    return SpecError([Problem("workspace", f"{shown(str(error.filename))!r}: cannot read it: {error.strerror}")])
 
 
 def _oversize(root: Path, selection: Selection, size: int, max_bytes: int) -> str:

@@ -286,7 +286,7 @@ def _launch(dry_run_: DryRun, detach: bool, namespace: str | None, context: str 
     if plan.workspace and plan.workspace.images:
         from launcher.cli.views import credential_notes
 
-        for note in credential_notes(plan.workspace.source.withheld, plan.workspace.source.reincluded):
+        for note in credential_notes(plan.workspace.source):
             click.echo(note, err=True)
     try:
         runner.submit(dry_run_)

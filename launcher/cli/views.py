@@ -12,19 +12,23 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from launcher.plan.workspace import CredentialFile, WorkspaceSource
 
-def credential_notes(withheld: list[str], reincluded: list[str]) -> list[str]:
+
+def credential_notes(source: WorkspaceSource) -> list[str]:
     """What ``run``/``up`` say (and the dry run shows) about credentials in a workspace that ships: one line for
-    those left out, one for those a ``.dockerignore`` ``!`` line ships anyway. Names are quoted, control
-    characters escaped, so a file name cannot forge a line."""
+    those left out, one for those a ``.dockerignore`` ``!`` line ships anyway, each file with the rule that
+    matched (never the secret). Names are quoted, control characters escaped, so a file name cannot forge a line."""
     notes = []
-    if withheld:
-        notes.append(f"workspace: left out as credentials (a line !NAME in .dockerignore ships one): "
-                     f"{', '.join(map(repr, withheld))}")
-    if reincluded:
-        notes.append(f"workspace: shipping what looks like credentials, as .dockerignore takes it back: "
-                     f"{', '.join(map(repr, reincluded))}")
+    if source.withheld:
+        notes.append(f"workspace: left out as credentials (a line !NAME in .dockerignore ships one): {_named(source.withheld)}")
+    if source.reincluded:
+        notes.append(f"workspace: shipping what looks like credentials, as .dockerignore takes it back: {_named(source.reincluded)}")
     return notes
+
+
+def _named(credentials: list[CredentialFile]) -> str:
+    return ", ".join(f"{credential.path!r} ({credential.why})" for credential in credentials)
 
 
 def render_text(document: dict[str, Any], console: Console | None = None) -> None:
@@ -40,7 +44,7 @@ def render_text(document: dict[str, Any], console: Console | None = None) -> Non
         shipped = f" ({len(source['files'])} files ship, {source['size']:,} bytes; `-o plan` lists them)" if workspace["images"] else ""
         console.out(f"workspace: {source['directory']}{shipped}, tasks run in {workspace['workdir']}", highlight=False)
         if workspace["images"]:
-            for note in credential_notes(source["withheld"], source["reincluded"]):
+            for note in credential_notes(WorkspaceSource.model_validate(source)):
                 console.out(f"  {note}", highlight=False)
         for image in workspace["images"]:
             push = ", pushed there" if image["push"] else ""

@@ -25,11 +25,21 @@ CONTAINER_WORKSPACE = "/workspace"
 LAYER_FORMAT = "3"
 
 
+class CredentialFile(BaseModel):
+    """A file of the workspace that looks like a credential (a directory, by name: ``dir/``), and ``why``: the
+    rule that matched (``launcher.backends.credentials``), never the secret."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    why: str
+
+
 class WorkspaceSource(BaseModel):
     """The workspace as scanned on the controller's machine: its absolute path and content digest; for
     containers, every file that ships (``files``, sorted, ``size`` bytes in all), the credentials left out
-    (``withheld``; a directory once, as ``dir/``) and those a ``.dockerignore`` ``!`` line ships anyway
-    (``reincluded``)."""
+    (``withheld``, by name or content; a directory once) and those a ``.dockerignore`` ``!`` line ships
+    anyway (``reincluded``), each sorted by path."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -37,8 +47,8 @@ class WorkspaceSource(BaseModel):
     digest: str
     files: list[str] = []
     size: int = 0
-    withheld: list[str] = []
-    reincluded: list[str] = []
+    withheld: list[CredentialFile] = []
+    reincluded: list[CredentialFile] = []
 
 
 class WorkspaceImage(BaseModel):

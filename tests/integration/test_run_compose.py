@@ -1,7 +1,7 @@
 """``tfcluster run -b compose``: a user's unmodified MWMS script in containers, straight from its directory
 (real Docker engine): no Dockerfile, its requirements.txt installed into the workspace layer; the
 containers hardened (read-only root, no capabilities) with the workspace, HOME and /tmp writable; credentials in the
-directory never reach the containers."""
+directory, by name or by content, never reach the containers."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from helpers.docker_engine import compose_cli, docker_engine, worker_image  # noqa: F401
 from helpers.local_cluster import CLI
 from helpers.paths import REPO
-from helpers.workspaces import CREDENTIAL_FILES
+from helpers.workspaces import CONTENT_CREDENTIAL_FILES, NAMED_CREDENTIAL_FILES
 from launcher.plan import naming
 
 pytestmark = [pytest.mark.docker, pytest.mark.tf]  # real TensorFlow in the containers
@@ -95,9 +95,10 @@ print("workspace:", os.getcwd(), json.dumps(sorted(found)))
 def test_credentials_in_the_directory_never_reach_the_container_and_are_named_at_start(docker_engine, worker_image, tmp_path) -> None:  # noqa: F811
     project = tmp_path / "project"
     project.mkdir()
-    for name in [*CREDENTIAL_FILES, ".env.example", ".git/config", ".venv/bin/python", "pkg/util.py"]:
+    for name, text in {**NAMED_CREDENTIAL_FILES, **CONTENT_CREDENTIAL_FILES, **dict.fromkeys(
+            [".env.example", ".git/config", ".venv/bin/python", "pkg/util.py"], "secret\n")}.items():
         (project / name).parent.mkdir(parents=True, exist_ok=True)
-        (project / name).write_text("secret\n")
+        (project / name).write_text(text)
     (project / "list_workspace.py").write_text(LIST_WORKSPACE)
     (project / ".dockerignore").write_text("!.env.example\n")
     (tmp_path / "home" / ".ssh").mkdir(parents=True)
@@ -112,4 +113,8 @@ def test_credentials_in_the_directory_never_reach_the_container_and_are_named_at
         assert json.loads(listed) == [".dockerignore", ".env.example", "list_workspace.py", "pkg/", "pkg/util.py"]
         [named] = [line for line in result.stderr.splitlines() if "left out as credentials" in line]
         assert all(repr(name) in named for name in (".aws/", ".ssh/", "id_rsa", ".env", "terraform.tfstate", ".kube/"))
+        assert all(repr(name) in named for name in CONTENT_CREDENTIAL_FILES)  # by content, each with its rule:
+        assert "'gcp/trainer.json' (a cloud service-account key)" in named and "'site/.htpasswd' (name matches **/.htpasswd)" in named
+        secrets = {line for text in CONTENT_CREDENTIAL_FILES.values() for line in text.splitlines() if len(line) >= 20}
+        assert not [line for line in secrets if line in logs + result.stdout + result.stderr]  # never printed
         assert "shipping what looks like credentials, as .dockerignore takes it back: '.env.example'" in result.stderr

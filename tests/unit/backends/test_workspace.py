@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers.workspaces import CREDENTIAL_FILES
+from helpers.workspaces import CONTENT_CREDENTIAL_FILES, CREDENTIAL_FILES, PLAIN_FILES
 from launcher import api
 from launcher.backends.workspace import layer_context, scan, shipped_files
 from launcher.errors import LaunchError
 from launcher.plan.dryrun import plan_document
-from launcher.plan.workspace import CONTAINER_WORKSPACE, plan_workspace, workspace_image
+from launcher.plan.workspace import CONTAINER_WORKSPACE, CredentialFile, plan_workspace, workspace_image
 from launcher.spec.problems import SpecError
 
 
@@ -29,6 +29,10 @@ def shipped(root: Path) -> list[str]:
     return sorted(relative for relative, _ in shipped_files(root))
 
 
+def paths(credentials: list[CredentialFile]) -> list[str]:
+    return [credential.path for credential in credentials]
+
+
 def test_vcs_venv_runs_and_caches_never_ship(tmp_path: Path) -> None:
     make(tmp_path, {"train.py": "", ".git/HEAD": "", ".venv/bin/python": "", "tfcluster-runs/x/ckpt": "",
                     "pkg/__pycache__/m.pyc": "", "pkg/m.py": "", "sub/.git": "gitdir: ../.git/worktrees/sub\n"})
@@ -39,11 +43,12 @@ def test_credentials_never_ship_and_are_named_a_directory_once(tmp_path: Path) -
     make(tmp_path, {name: "secret" for name in CREDENTIAL_FILES} | {"train.py": "", ".docker/daemon.json": "", "tls/ca.md": ""})
     source = scan(tmp_path)
     assert source.files == [".docker/daemon.json", "tls/ca.md", "train.py"]
-    assert source.withheld == sorted([".aws/", ".azure/", ".config/gcloud/", ".docker/config.json", ".env", ".env.local",
-                                      ".gcloud/", ".git-credentials", ".kube/", ".netrc", ".npmrc", ".pypirc", ".ssh/",
-                                      "cert.p12", "conf/gcp-credentials-prod.json", "credentials.json", "id_ed25519", "id_rsa",
-                                      "id_rsa.pub", "infra/terraform.tfstate.backup", "server.pem", "sub/.env",
-                                      "terraform.tfstate", "tls/server.key"])
+    assert paths(source.withheld) == sorted([".aws/", ".azure/", ".config/gcloud/", ".docker/config.json", ".env", ".env.local",
+                                             ".gcloud/", ".git-credentials", ".kube/", ".netrc", ".npmrc", ".pypirc", ".ssh/",
+                                             "cert.p12", "conf/gcp-credentials-prod.json", "credentials.json", "id_ed25519", "id_rsa",
+                                             "id_rsa.pub", "infra/terraform.tfstate.backup", "server.pem", "sub/.env",
+                                             "terraform.tfstate", "tls/server.key"])
+    assert source.withheld[0] == CredentialFile(path=".aws/", why="name matches **/.aws")
     assert source.reincluded == []
 
 
@@ -52,7 +57,33 @@ def test_a_bang_line_ships_a_credential_on_purpose_and_says_so(tmp_path: Path) -
                     ".dockerignore": "!.env.example\n!.aws/config\n"})
     source = scan(tmp_path)
     assert source.files == [".aws/config", ".dockerignore", ".env.example", "train.py"]
-    assert source.withheld == [".aws/credentials", ".env"] and source.reincluded == [".aws/config", ".env.example"]
+    assert paths(source.withheld) == [".aws/credentials", ".env"] and paths(source.reincluded) == [".aws/config", ".env.example"]
+
+
+def test_credentials_by_content_never_ship_and_are_named_with_the_rule_that_matched(tmp_path: Path) -> None:
+    make(tmp_path, CONTENT_CREDENTIAL_FILES | PLAIN_FILES)
+    source = scan(tmp_path)
+    assert source.files == sorted(PLAIN_FILES)
+    assert paths(source.withheld) == sorted(CONTENT_CREDENTIAL_FILES) and source.reincluded == []
+    assert CredentialFile(path="keys/prod", why="detect-secrets: Private Key") in source.withheld
+    assert CredentialFile(path="deploy/ci.kubeconfig", why="a kubeconfig with a client key, token or password") in source.withheld
+    assert source.size == sum(len(text.encode()) for text in PLAIN_FILES.values())
+
+
+def test_a_bang_line_ships_a_credential_by_content_too_and_says_what_it_holds(tmp_path: Path) -> None:
+    """As for names: the last line that decides a path is a ``!`` line, so it ships, named with its rule."""
+    make(tmp_path, CONTENT_CREDENTIAL_FILES | {"train.py": "", ".dockerignore": "!keys/prod\n!vault\n"})
+    source = scan(tmp_path)
+    assert {"keys/prod", "vault/token", "vault/legacy-token"} <= set(source.files) and "keys/deploy" not in source.files
+    assert source.reincluded == [CredentialFile(path="keys/prod", why="detect-secrets: Private Key"),
+                                 CredentialFile(path="vault/legacy-token", why="a legacy Vault token"),
+                                 CredentialFile(path="vault/token", why="a Vault token")]
+    assert "keys/prod" not in paths(source.withheld) and "keys/deploy" in paths(source.withheld)
+
+
+def test_a_bang_line_on_a_credential_by_name_names_what_it_holds(tmp_path: Path) -> None:
+    make(tmp_path, {".env": CONTENT_CREDENTIAL_FILES["vault/token"], ".dockerignore": "!.env\n"})
+    assert scan(tmp_path).reincluded == [CredentialFile(path=".env", why="a Vault token")]
 
 
 def test_what_the_user_leaves_out_is_not_named_as_a_credential(tmp_path: Path) -> None:
@@ -107,7 +138,7 @@ def test_a_file_name_that_is_not_utf8_is_one_line_unless_it_is_left_out(tmp_path
                                 "rename them or leave them out in .dockerignore")
     (tmp_path / ".dockerignore").write_text("data/*.bin\n")
     source = scan(tmp_path)
-    assert source.files == [".dockerignore", "train.py"] and source.withheld == [".env\\xfe"]
+    assert source.files == [".dockerignore", "train.py"] and paths(source.withheld) == [".env\\xfe"]
 
 
 def test_a_bad_dockerignore_is_one_line_per_problem_from_dry_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,7 +152,8 @@ def test_dry_run_plans_list_every_file_that_ships_and_what_was_left_out(tmp_path
     make(tmp_path, {"train.py": "", "lib/m.py": "", ".env": "", ".git/HEAD": ""})
     monkeypatch.chdir(tmp_path)
     workspace = plan_document(api.dry_run(spec_file(tmp_path, "."), "compose"))["workspace"]["source"]
-    assert workspace["files"] == ["lib/m.py", "spec.yaml", "train.py"] and workspace["withheld"] == [".env"]
+    assert workspace["files"] == ["lib/m.py", "spec.yaml", "train.py"]
+    assert workspace["withheld"] == [{"path": ".env", "why": "name matches **/.env*"}]
     assert api.dry_run(spec_file(tmp_path, "."), "local").plan.workspace.source.files == []  # type: ignore[union-attr]
 
 
@@ -147,12 +179,16 @@ def test_a_double_star_slash_pattern_matches_at_the_top_too(tmp_path: Path) -> N
     (".venv/tool.py", True, ".venv/tool.py: left out of the workspace image"),
     ("./train.py", True, None),
     ("link.py", True, "link.py: left out of the workspace image"),  # symbolic links do not ship
+    ("keyed.py", True, "keyed.py: left out of the workspace image as a credential (detect-secrets: AWS Access Key): "
+                       "a line !keyed.py in .dockerignore ships it"),
+    ("keyed.py", False, None),  # local tasks run it where it is
 ])
 def test_a_script_must_be_in_the_workspace_and_in_its_image(tmp_path: Path, script: str, shipped_too: bool,
                                                             problem: str | None) -> None:
     from launcher.backends.workspace import script_problem
 
-    root = make(tmp_path / "ws", {"train.py": "", ".dockerignore": "data\n", "data/prep.py": "", ".venv/tool.py": ""})
+    root = make(tmp_path / "ws", {"train.py": "", ".dockerignore": "data\n", "data/prep.py": "", ".venv/tool.py": "",
+                                  "keyed.py": CONTENT_CREDENTIAL_FILES["aws_settings.py"]})
     make(tmp_path, {"outside.py": ""})
     (root / "link.py").symlink_to(root / "train.py")
     found = script_problem(root, script, shipped=shipped_too)
@@ -243,10 +279,29 @@ def test_the_text_dry_run_counts_what_ships_and_names_what_was_left_out_in_one_l
                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from launcher.cli.commands import main
 
-    make(tmp_path, {"train.py": "x", ".aws/credentials": "", ".env": "", "new\nline.pem": ""})
+    make(tmp_path, {"train.py": "x", ".aws/credentials": "", ".env": "", "new\nline.pem": "",
+                    "keys/prod": CONTENT_CREDENTIAL_FILES["keys/prod"]})
     monkeypatch.chdir(tmp_path)
     result = cli.invoke(main, ["dry-run", str(spec_file(tmp_path, ".")), "-b", "compose"])
     assert result.exit_code == 0, result.output
     assert f"workspace: {tmp_path} (2 files ship, " in result.stdout
     [note] = [line for line in result.stdout.splitlines() if "left out as credentials" in line]
-    assert note.endswith("'.aws/', '.env', 'new\\nline.pem'")  # a name cannot forge a line
+    assert note.endswith("'.aws/' (name matches **/.aws), '.env' (name matches **/.env*), "
+                         "'keys/prod' (detect-secrets: Private Key), 'new\\nline.pem' (name matches **/*.pem)")  # no forged line
+    assert "BEGIN" not in result.output  # the rule that matched, never the secret
+
+
+def test_a_script_that_cannot_be_read_is_one_problem_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its content is read to tell whether it is a credential (as root, a mode of 0 reads anyway: the error is made)."""
+    from launcher.backends import workspace
+    from launcher.backends.workspace import script_problem
+
+    root = make(tmp_path, {"train.py": ""})
+
+    def unreadable(path: Path) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(workspace, "detect", unreadable)
+    assert script_problem(root, "train.py", shipped=True) == f"{root}/train.py: cannot read it: Permission denied"
+    with pytest.raises(SpecError, match=r"^workspace: '.*/train.py': cannot read it: Permission denied$"):
+        scan(root)

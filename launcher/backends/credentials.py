@@ -1,0 +1,249 @@
+"""Credentials among the user's files, by name and by content: the one detector every place that ships files calls.
+
+Contract:
+- ``NAME_PATTERNS`` (``.dockerignore`` syntax, any depth) name the files and
+  directories that are credentials by their name; ``by_name(pattern)`` is
+  the reason shown for one. The workspace (``launcher.backends.workspace``)
+  puts them before the user's ``.dockerignore``, so a ``!`` line there
+  takes one back.
+- ``detect(path)`` says what kind of credential the regular file ``path``
+  holds by its content (``"a cloud service-account key"``), or None. It reads at most
+  ``PREFIX_BYTES`` of the file and never follows a link nor blocks on a
+  FIFO; a file whose prefix holds a NUL byte and that is longer than it (a
+  model, an archive, an image) is not read further and counts as none. The
+  reason names the rule, never the secret: no secret is kept, returned,
+  logged or shown. ``what_is(data, whole)`` is the same test on bytes read
+  already (``whole``: ``data`` is the file, not a cut prefix). ``OSError``
+  propagates (the caller names the file).
+- The rules, in order: tfcluster's own typed rules (``CONTENT_RULES``: what
+  the detector below lacks, or names too vaguely), then Yelp's
+  ``detect-secrets`` plugins whose patterns are a credential's own shape
+  (``plugins()``: private keys, AWS keys, GitHub/GitLab/Slack/Stripe/PyPI/
+  npm/OpenAI/SendGrid/Square tokens, JWTs, Azure storage keys), called on
+  the prefix directly (``analyze_string``: no network check, no global
+  settings), a find right after a letter or digit (inside base64 data) not
+  counted. Its generic heuristics (high-entropy strings, ``password=``
+  keywords, ``user:pass@`` URLs) and its short shapes without a prefix of
+  their own (Twilio, Mailchimp, Discord, Telegram, IBM, ...) are left out:
+  they fire on code and data (hashes, base64 blobs, examples), and a
+  withheld module fails the user's run. ``detect-secrets`` is imported on
+  the first content test only (it costs ~0.15 s), so the CLI starts fast.
+
+What ``detect-secrets`` lacks, as of 1.5 (each a rule here): a cloud
+service-account key is found only as some private key; a kubeconfig's
+``client-key-data`` is base64 (its private key is not seen) and a static
+token is not a JWT; a Docker/Podman ``auths`` entry, ``.pgpass`` and
+``.htpasswd`` lines, a HashiCorp Vault token and a PKCS#8 ``ENCRYPTED
+PRIVATE KEY`` have no plugin.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import re2
+
+if TYPE_CHECKING:
+    from detect_secrets.plugins.base import BasePlugin
+
+#: Credentials by name, in ``.dockerignore`` syntax, at any depth.
+NAME_PATTERNS = (
+    "**/.env*", "**/*.pem", "**/*.key", "**/*.p12", "**/*.pfx", "**/*.ppk",
+    "**/id_rsa*", "**/id_dsa*", "**/id_ecdsa*", "**/id_ed25519*",
+    "**/.ssh", "**/.aws", "**/.azure", "**/.gcloud", "**/.config/gcloud", "**/.kube", "**/.docker/config.json",
+    "**/.netrc", "**/_netrc", "**/.git-credentials", "**/.pypirc", "**/.npmrc", "**/.pgpass", "**/.htpasswd",
+    "**/.vault-token", "**/*credentials*.json", "**/*.tfstate*",
+)
+#: How much of a file the content rules read (a key, a kubeconfig, a service-account key fit many times over).
+PREFIX_BYTES = 64 << 10
+
+
+def by_name(pattern: str) -> str:
+    """The reason shown for a file or directory left out by its name: the pattern that matched."""
+    return f"name matches {pattern}"
+
+
+@dataclass(frozen=True)
+class ContentRule:
+    """A credential recognised by content: ``what`` it is (shown) when ``matches`` the decoded prefix (and whether
+    that is the whole file). The test runs only when one of ``keywords`` (lower case) occurs in the file, in any
+    case, none meaning always: one cheap scan keeps the regular expressions off most files, as gitleaks' keywords do."""
+
+    what: str
+    matches: Callable[[str, bool], bool]
+    keywords: tuple[str, ...] = ()
+
+
+def _options() -> re2.Options:
+    options = re2.Options()
+    options.log_errors = False
+    return options
+
+
+def _search(*patterns: str) -> Callable[[str, bool], bool]:
+    """A test that holds when every one of ``patterns`` (RE2: linear time, whatever the file) is found."""
+    compiled = [re2.compile(f"(?m){pattern}", _options()) for pattern in patterns]
+    return lambda text, whole: all(regex.search(text) is not None for regex in compiled)
+
+
+def _every_line(pattern: str) -> Callable[[str, bool], bool]:
+    """A test that holds when every line that is not blank nor a ``#`` comment matches ``pattern`` whole (one line
+    at least); a cut prefix's last line, maybe cut too, is not judged. The first other line ends the test."""
+    line = re2.compile(pattern, _options())
+
+    def matches(text: str, whole: bool) -> bool:
+        found = False
+        for entry in _lines(text if whole else text[:text.rfind("\n") + 1]):
+            entry = entry.strip()
+            if not entry or entry.startswith("#"):
+                continue
+            if line.fullmatch(entry) is None:
+                return False
+            found = True
+        return found
+
+    return matches
+
+
+def _lines(text: str) -> Iterator[str]:
+    """The lines of ``text``, one at a time (a test that stops at the first line splits no more)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        yield text[start:end]
+        start = end + 1
+
+
+#: A key of a kubeconfig (YAML or JSON) at the start of a line, maybe a list item, and its ``:``.
+_KEY = r'^\s*-?\s*"?(?:{})"?\s*:\s*'
+#: A field of a ``.pgpass`` line (``\:`` and ``\\`` escaped); the password, the last, may hold blanks.
+_PGPASS_FIELD, _PGPASS_PASSWORD = r"(?:[^:\\\s]|\\.)+", r"(?:[^:\\]|\\.)+"
+_HASH_CHARS = "[./0-9A-Za-z]"
+#: A whole file that is one token of Vault before 1.10 (``s.`` and 24 characters), as ``~/.vault-token`` holds.
+_LEGACY_VAULT_TOKEN = re2.compile(r"\s*s\.[A-Za-z0-9]{24}\s*", _options())
+
+CONTENT_RULES = (
+    ContentRule("a cloud service-account key",
+                _search(r'"type"\s*:\s*"service_account"', r'"private_key"\s*:\s*"-{5}BEGIN'), ("service_account",)),
+    ContentRule("a kubeconfig with a client key, token or password",
+                _search(_KEY.format("kind") + r'"?Config"?\s*,?\s*$', _KEY.format("users") + r"[\[{]?\s*$",
+                        _KEY.format("client-key-data|token|password|access-token|refresh-token|id-token|client-secret")
+                        + r'"?[^\s"\[{]'), ("users",)),
+    ContentRule("a container registry login, Docker auths",
+                _search(r'"auths"\s*:\s*\{', r'"(?:auth|identitytoken|registrytoken)"\s*:\s*"[^"\s]+"'), ("auths",)),
+    ContentRule("an encrypted PKCS#8 private key", _search(r"-{5}BEGIN ENCRYPTED PRIVATE KEY-{5}"), ("encrypted private key",)),
+    ContentRule("a Vault token", _search(r"\bhv[sbr]\.[A-Za-z0-9_-]{24,}"), ("hvs.", "hvb.", "hvr.")),
+    ContentRule("a legacy Vault token",
+                lambda text, whole: whole and len(text) < 64 and _LEGACY_VAULT_TOKEN.fullmatch(text) is not None),
+    ContentRule("PostgreSQL passwords, .pgpass lines",
+                _every_line(rf"{_PGPASS_FIELD}:(?:\*|\d+):{_PGPASS_FIELD}:{_PGPASS_FIELD}:{_PGPASS_PASSWORD}")),
+    ContentRule("password hashes, .htpasswd lines",
+                _every_line(rf"[^:\s]+:(?:\$apr1\${_HASH_CHARS}{{0,8}}\${_HASH_CHARS}{{22}}|\$2[abxy]?\$\d\d\${_HASH_CHARS}{{53}}"
+                            rf"|\{{SHA\}}[A-Za-z0-9+/]{{27}}=|\$[156]\$[^$:\s]{{1,16}}\${_HASH_CHARS}{{22,86}})")),
+)
+
+#: The ``detect-secrets`` plugins used, each with the keywords (lower case) one of which every pattern of its
+#: ``denylist`` needs, as of detect-secrets 1.5 (``tests/unit/backends/test_credentials.py`` pins those patterns).
+PLUGIN_KEYWORDS = {
+    "PrivateKeyDetector": ("private key", "putty-user-key-file-2"),
+    "AWSKeyDetector": ("a3t", "abia", "acca", "akia", "asia", "aws"),
+    "AzureStorageKeyDetector": ("accountkey=",),
+    "GitHubTokenDetector": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    "GitLabTokenDetector": ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-",
+                            "glagent-", "gloas-"),
+    "JwtTokenDetector": ("eyj",),
+    "NpmDetector": ("/:_authtoken=",),
+    "OpenAIDetector": ("t3blbkfj",),
+    "PypiTokenDetector": ("pypi-age",),
+    "SendGridDetector": ("sg.",),
+    "SlackDetector": ("xox", "hooks.slack.com"),
+    "SquareOAuthDetector": ("sq0csp-",),
+    "StripeDetector": ("k_live_",),
+}
+
+
+@functools.cache
+def plugins() -> tuple[tuple[BasePlugin, tuple[str, ...]], ...]:
+    """The ``detect-secrets`` plugins used, each with its keywords (imported here, on first use)."""
+    from detect_secrets.plugins.aws import AWSKeyDetector
+    from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+    from detect_secrets.plugins.github_token import GitHubTokenDetector
+    from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+    from detect_secrets.plugins.jwt import JwtTokenDetector
+    from detect_secrets.plugins.npm import NpmDetector
+    from detect_secrets.plugins.openai import OpenAIDetector
+    from detect_secrets.plugins.private_key import PrivateKeyDetector
+    from detect_secrets.plugins.pypi_token import PypiTokenDetector
+    from detect_secrets.plugins.sendgrid import SendGridDetector
+    from detect_secrets.plugins.slack import SlackDetector
+    from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+    from detect_secrets.plugins.stripe import StripeDetector
+
+    classes: tuple[type[BasePlugin], ...] = (
+        PrivateKeyDetector, AWSKeyDetector, AzureStorageKeyDetector, GitHubTokenDetector, GitLabTokenDetector,
+        JwtTokenDetector, NpmDetector, OpenAIDetector, PypiTokenDetector, SendGridDetector, SlackDetector,
+        SquareOAuthDetector, StripeDetector)
+    return tuple((cls(), PLUGIN_KEYWORDS[cls.__name__]) for cls in classes)
+
+
+def _keyword_scan() -> Callable[[bytes], list[bytes]]:
+    """One pass over a file's bytes finding every rule's and plugin's keywords (RE2, any case)."""
+    options = _options()
+    options.case_sensitive = False
+    words = {word for rule in CONTENT_RULES for word in rule.keywords} | {w for ws in PLUGIN_KEYWORDS.values() for w in ws}
+    return re2.compile("|".join(re2.escape(word) for word in sorted(words)).encode(), options).findall
+
+
+_KEYWORDS = _keyword_scan()
+
+
+def what_is(data: bytes, whole: bool) -> str | None:
+    """What credential ``data`` (a file's first bytes; ``whole``: all of it) holds by content, or None."""
+    if b"\0" in data and not whole:
+        return None  # a long binary: its first bytes are a header, not a credential
+    found = {word.decode().lower() for word in _KEYWORDS(data)}
+    text = data.decode(errors="replace")
+    for rule in CONTENT_RULES:
+        if (not rule.keywords or found.intersection(rule.keywords)) and rule.matches(text, whole):
+            return rule.what
+    for plugin, keywords in plugins():
+        if found.intersection(keywords) and any(_standalone(text, secret) for secret in plugin.analyze_string(text)):
+            return f"detect-secrets: {plugin.secret_type}"  # (the secret it found is dropped unseen)
+    return None
+
+
+def _standalone(text: str, found: str) -> bool:
+    """Whether ``found`` occurs in ``text`` other than right after a letter or digit: a key id's shape inside
+    base64 data (a font, an image in a notebook) is no key. (Only the left side: a pattern may end lazily, a
+    JWT's does, before the rest of its token.)"""
+    start = text.find(found)
+    while start >= 0:
+        before = text[start - 1] if start else " "
+        if not (before.isascii() and before.isalnum()):
+            return True
+        start = text.find(found, start + 1)
+    return False
+
+
+def detect(path: Path) -> str | None:
+    """What credential the regular file at ``path`` holds by content (its first ``PREFIX_BYTES``), or None; a
+    path that is no longer a regular file (replaced by a link, a FIFO) counts as none."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        if error.errno == errno.ELOOP:  # a symbolic link now, which does not ship
+            return None
+        raise
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        data = handle.read(PREFIX_BYTES + 1)
+    return what_is(data[:PREFIX_BYTES], whole=len(data) <= PREFIX_BYTES)
