@@ -19,7 +19,7 @@ from launcher.errors import TfclusterError
 if TYPE_CHECKING:
     from launcher.spec.models import ClusterSpec
 
-_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 #: Characters that could end a line or drive a terminal (C0, DEL, C1, Unicode line breaks), as escapes.
 _CONTROL = {code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
 _PATH_PART = re.compile(r'"(?:[^"\\]|\\.)*"|[^.]+')
@@ -27,7 +27,7 @@ _PATH_PART = re.compile(r'"(?:[^"\\]|\\.)*"|[^.]+')
 
 def join_path(parts: Iterable[object]) -> str:
     """Dotted YAML path; keys that are not plain words are quoted (``env."my key"``)."""
-    return ".".join(p if _PLAIN_KEY.match(p) else json.dumps(p) for p in map(str, parts))
+    return ".".join(p if _PLAIN_KEY.fullmatch(p) else json.dumps(p) for p in map(str, parts))
 
 
 def split_path(path: str) -> tuple[str, ...]:
