@@ -478,6 +478,13 @@ PATTERN_MEANINGS.update({
 })
 
 
+class SlurmPorts(str, Enum):
+    """How a Slurm job's block of TensorFlow ports is chosen (``launcher.backends.slurm.placement``)."""
+
+    RANDOM = "random"  # from a secret the job draws when it first starts: not computable from the job id
+    JOB_ID = "job-id"  # from the job id: jobs submitted fewer than the block count apart never collide
+
+
 class SlurmSpec(_Model):
     """Slurm-only settings (``-b slurm``); ignored by the other backends. Defaults work on a plain cluster."""
 
@@ -503,6 +510,13 @@ class SlurmSpec(_Model):
         None, pattern=ONE_LINE,
         description="The Python on the nodes that runs tfcluster and the built-in entrypoint; default: the "
         "interpreter running tfcluster (a virtualenv on the shared filesystem).",
+    )
+    ports: SlurmPorts = Field(
+        SlurmPorts.RANDOM,
+        description="The job's block of TensorFlow ports: random (from a secret the job keeps in its state dir, "
+        "not computable from the public job id; two jobs sharing a node collide with a small chance) or job-id "
+        "(job id modulo the number of blocks: jobs submitted fewer than that apart never collide, and anyone "
+        "can compute the ports).",
     )
 
 

@@ -27,6 +27,7 @@ from launcher.backends import logfiles
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.logfiles import command_problems
 from launcher.backends.slurm import slurmctl
+from launcher.backends.slurm.placement import port_block_problems
 from launcher.backends.slurm.script import SCRIPT, files
 from launcher.backends.slurm.state import SlurmState
 from launcher.backends.slurm.status import describe
@@ -57,8 +58,8 @@ class SlurmBackend(Backend[BackendOptions]):
     @classmethod
     def validate(cls, spec: ClusterSpec) -> list[Problem]:
         """Tasks are processes (an empty ``command`` has no image to run); checkpoints on the shared filesystem
-        (``launcher.plan.storage`` with ``SlurmTarget.storage``)."""
-        return [*command_problems(spec), *storage_problems(spec, cls.target(spec))]
+        (``launcher.plan.storage`` with ``SlurmTarget.storage``); the job's port block below 65536."""
+        return [*command_problems(spec), *storage_problems(spec, cls.target(spec)), *port_block_problems(spec)]
 
     @classmethod
     def render(cls, plan: Plan) -> dict[str, str]:

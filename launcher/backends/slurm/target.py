@@ -49,6 +49,11 @@ def node_slot(spec: ClusterSpec, ordinal: int) -> int:
     return ordinal // per_node if per_node else ordinal
 
 
+def base_port(spec: ClusterSpec) -> int:
+    """The lowest ``port`` of the roles that have tasks: where the job's port blocks start."""
+    return min(spec.roles.role(r).port for r in RoleType if spec.roles.replicas(r))
+
+
 def python(spec: ClusterSpec) -> str:
     """The interpreter on the nodes: ``slurm.python``, else the one running tfcluster (a shared venv)."""
     return spec.slurm.python or sys.executable
@@ -63,8 +68,7 @@ class SlurmTarget(ProcessTarget):
         super().__init__(python(spec), workdir)
 
     def port(self, spec: ClusterSpec, role: RoleType, ordinal: int) -> int:
-        base = min(spec.roles.role(r).port for r in RoleType if spec.roles.replicas(r))
-        return base + ordinal
+        return base_port(spec) + ordinal
 
     def storage(self, spec: ClusterSpec) -> Storage:
         """A process target's, and every task must reach the same files: nothing node-local."""
