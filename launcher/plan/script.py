@@ -98,14 +98,14 @@ def _roles(run: ScriptRun) -> dict[str, dict[str, int]]:
 def script_problems(run: ScriptRun, from_spec: bool) -> list[Problem]:
     """What is wrong with the options of ``run`` (``from_spec``: ``-f`` was given)."""
     problems = []
-    if run.module and not re.match(PY_MODULE, run.program):
+    if run.module and not re.fullmatch(PY_MODULE, run.program):
         problems.append(Problem("-m", f"{run.program!r} is not a dotted module name, e.g. mypackage.train"))
     if not run.module and not run.program.endswith(".py"):
         problems.append(Problem("SCRIPT", f"{run.program!r} is not a .py file (or use -m package.module)"))
     for option, count, least in (("--workers", run.workers, 0), ("--ps", run.ps, 1)):
         if count is not None and not least <= count <= MAX_REPLICAS:
             problems.append(Problem(option, f"is {count}; must be between {least} and {MAX_REPLICAS}"))
-    if run.name is not None and not (re.match(DNS_LABEL, run.name) and len(run.name) <= naming.MAX_DNS_LABEL):
+    if run.name is not None and not (re.fullmatch(DNS_LABEL, run.name) and len(run.name) <= naming.MAX_DNS_LABEL):
         problems.append(Problem("--name", f"{run.name!r} must be a DNS-1123 label: lowercase letters, digits "
                                           "and '-', starting with a letter, at most 63 chars"))
     for item in run.env:

@@ -4,12 +4,17 @@ Contract: a ``Target`` answers, for a given spec, each task's address
 (host:port as other tasks dial it), its port, the default checkpoint dir
 the entrypoint command and the tasks' working directory. The planner asks only this interface; each
 backend package implements its own, so a new backend adds a ``Target``
-and the planner stays unchanged.
+and the planner stays unchanged. ``Target.storage`` states where the target
+lets a run keep its files (``Storage``: the mount points it uses itself, the
+directories that are the user's or each node's own); ``launcher.plan.storage``
+is the one rule that checks the spec's paths against it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
@@ -23,6 +28,15 @@ CONTAINER_PYTHON = "python"
 CONTAINER_ENTRYPOINT = [CONTAINER_PYTHON, "-m", "launcher.worker"]
 #: The standby a restarted task of the entrypoint becomes (``launcher.worker.standby``).
 STANDBY_MODULE = "launcher.worker.standby"
+#: What every container runtime (Docker, the kubelet's) mounts in each container itself: a volume may be
+#: neither at one of them, nor in one, nor hold one.
+RUNTIME_MOUNTS: Mapping[str, str] = {
+    "/proc": "the container's proc filesystem", "/sys": "the container's sysfs",
+    "/etc/hosts": "the runtime's hosts file", "/etc/hostname": "the runtime's hostname file",
+    "/etc/resolv.conf": "the runtime's DNS settings",
+}
+#: Directories of every container that a volume may lie in (``/dev/shm``) but neither be nor hold.
+RUNTIME_DIRS: Mapping[str, str] = {"/dev": "the container's devices"}
 
 
 class BackendKind(str, Enum):
@@ -30,6 +44,28 @@ class BackendKind(str, Enum):
     COMPOSE = "compose"
     K8S = "k8s"
     SLURM = "slurm"
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where a target lets a run keep its files (the checkpoint dir, the summaries): its path rules.
+
+    ``in_containers``: paths name places in every task's container and must be absolute; otherwise they name
+    places on the machines the tasks run on, a relative one from ``base`` (the tasks' working directory).
+    ``volume``: a local checkpoint dir must be this mount point or lie in it (None: the checkpoint volume is
+    mounted where the checkpoint dir says, or there is no volume). ``mounts``: what the target mounts itself
+    (path -> what it is); a checkpoint dir or a volume may neither be one, lie in one, nor hold one.
+    ``owned``: directories that are not the run's own (the container's devices); a checkpoint dir may lie in
+    one but neither be one nor hold one. ``node_local``: directories each node
+    has its own of: files every task shares cannot live there.
+    """
+
+    in_containers: bool
+    base: str | None = None
+    volume: str | None = None
+    mounts: Mapping[str, str] = field(default_factory=dict)
+    owned: Mapping[str, str] = field(default_factory=dict)
+    node_local: tuple[str, ...] = ()
 
 
 class Target(ABC):
@@ -71,6 +107,11 @@ class Target(ABC):
         tasks run, e.g. the allocator it preloads on this host (``launcher.backends.allocator``)."""
         return {}
 
+    def storage(self, spec: ClusterSpec) -> Storage:
+        """Where this target lets ``spec``'s run keep its files (default: in containers, beside the runtime's
+        own mounts)."""
+        return Storage(in_containers=True, mounts=RUNTIME_MOUNTS, owned=RUNTIME_DIRS)
+
 
 class ProcessTarget(Target, ABC):
     """Tasks that are processes started in the user's workspace (local, Slurm), not containers.
@@ -98,3 +139,8 @@ class ProcessTarget(Target, ABC):
 
     def workdir(self) -> str:
         return str(self.workdir_path)
+
+    def storage(self, spec: ClusterSpec) -> Storage:
+        """Paths on the hosts, a relative one from the working directory. (Which directory ``down --volumes`` may
+        delete is the removal guard's rule, not this one: a checkpoint dir may be one the user had.)"""
+        return Storage(in_containers=False, base=self.workdir())

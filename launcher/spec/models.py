@@ -19,13 +19,15 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from launcher.spec.image_reference import ImageReference, RegistryReference
 from launcher.spec.quantities import BYTES, byte_count
 
+#: Patterns: a ``Field(pattern=...)`` is matched by pydantic's Rust regex engine, where ``$`` is the end of the
+#: text (Python's ``re`` lets ``$`` match before a final newline, so the compiled ones are used with ``fullmatch``).
 DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 PY_MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 ABSOLUTE_PATH = r"^/"
 #: A Kubernetes label name (the part after an optional ``prefix/``) and value (which may be empty).
 LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
-LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{LABEL_NAME}$")
+LABEL_KEY = re.compile(rf"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{LABEL_NAME}")
 LABEL_VALUE = rf"^({LABEL_NAME})?$"
 
 #: What each pattern means, for error messages people can act on.
@@ -117,7 +119,7 @@ class _Model(BaseModel):
 
 
 def _check_env_name(key: str) -> str:
-    if not ENV_NAME.match(key):
+    if not ENV_NAME.fullmatch(key):
         raise ValueError("is not a valid environment variable name")
     return key
 
@@ -129,7 +131,7 @@ EnvName = Annotated[str, AfterValidator(_check_env_name)]
 
 def _check_label_key(key: str) -> str:
     prefix, _, name = key.rpartition("/")
-    if not LABEL_KEY.match(key) or len(name) > 63 or len(prefix) > 253:
+    if not LABEL_KEY.fullmatch(key) or len(name) > 63 or len(prefix) > 253:
         raise ValueError("is not a Kubernetes label key: an optional DNS subdomain and '/', then at most 63 "
                          "letters, digits, '-', '_' and '.', starting and ending with a letter or digit")
     return key
@@ -491,6 +493,13 @@ PATTERN_MEANINGS.update({
 })
 
 
+class SlurmPorts(str, Enum):
+    """How a Slurm job's block of TensorFlow ports is chosen (``launcher.backends.slurm.placement``)."""
+
+    RANDOM = "random"  # from a secret the job draws when it first starts: not computable from the job id
+    JOB_ID = "job-id"  # from the job id: jobs submitted fewer than the block count apart never collide
+
+
 class SlurmSpec(_Model):
     """Slurm-only settings (``-b slurm``); ignored by the other backends. Defaults work on a plain cluster."""
 
@@ -516,6 +525,13 @@ class SlurmSpec(_Model):
         None, pattern=ONE_LINE,
         description="The Python on the nodes that runs tfcluster and the built-in entrypoint; default: the "
         "interpreter running tfcluster (a virtualenv on the shared filesystem).",
+    )
+    ports: SlurmPorts = Field(
+        SlurmPorts.RANDOM,
+        description="The job's block of TensorFlow ports: random (from a secret the job keeps in its state dir, "
+        "not computable from the public job id; two jobs sharing a node collide with a small chance) or job-id "
+        "(job id modulo the number of blocks: jobs submitted fewer than that apart never collide, and anyone "
+        "can compute the ports).",
     )
 
 

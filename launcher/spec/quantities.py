@@ -21,7 +21,7 @@ _FACTORS = {
 
 def byte_count(quantity: str) -> int:
     """``quantity`` in bytes, rounded up; ValueError if it is not a byte quantity."""
-    match = _SPLIT.match(quantity)
+    match = _SPLIT.fullmatch(quantity)
     if match is None or match.group(2) not in _FACTORS:
         raise ValueError(f"not a byte quantity: {quantity!r}")
     value = float(match.group(1)) * _FACTORS[match.group(2)]

@@ -1,14 +1,17 @@
-"""Two Slurm jobs with the same base port on the same nodes: each task binds the port its TF_CONFIG gives it.
+"""Slurm jobs' port blocks on real nodes: each task binds the port its TF_CONFIG gives it.
 
 Every node of the test cluster is this host (127.0.0.1), so two jobs share every node, as jobs of a real
 cluster share nodes under ``OverSubscribe``. The tasks are a small program, no TensorFlow: it binds and
 listens on its own address from TF_CONFIG (as a TF server would), says so with a marker file, and holds the
-port until the test releases every task, so all four ports are held at once. With ports that are only the
-base plus the task's number both jobs would bind the same two ports and one job would fail.
+port until the test releases every task. Two ``slurm.ports: job-id`` jobs submitted one after the other hold
+all four ports at once (with ports that are only the base plus the task's number both jobs would bind the
+same two ports and one job would fail). A job of the default ``random`` block binds the ports its supervisor
+computed from the secret it drew and keeps owner-only in the job's state dir, not those of its job id.
 """
 
 from __future__ import annotations
 
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -18,12 +21,13 @@ import pytest
 
 from helpers.local_cluster import tfcluster, write_spec
 from helpers.slurm_cluster import assert_nothing_left, job_id, slurm_controller, wait_status  # noqa: F401
+from launcher.backends.slurm.placement import PORT_SPAN
 from launcher.backends.slurm.state import SlurmState
 from launcher.supervision.status import State
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_controller")]
 
-NAMES = ("sl-port-a", "sl-port-b")
+NAMES = ("sl-port-a", "sl-port-b", "sl-port-random")
 HOLD = """\
 import json, os, pathlib, socket, sys, time
 config = json.loads(os.environ["TF_CONFIG"])
@@ -50,24 +54,47 @@ def jobs(tmp_path: Path) -> Iterator[None]:
             assert_nothing_left(name, ran)
 
 
-def test_two_jobs_sharing_nodes_and_base_port_get_disjoint_ports(tmp_path: Path, jobs: None) -> None:
+def hold(tmp_path: Path, names: tuple[str, ...], ports: str) -> list[int]:
+    """Submit a job per name whose two tasks hold their ports; the ports, once every task holds its own."""
     (tmp_path / "hold.py").write_text(HOLD)
-    for name in NAMES:
+    for name in names:
         spec = {"name": name, "roles": {"worker": {"replicas": 2, "port": 2222}}, "command": [sys.executable, "hold.py"],
-                "restart": {"policy": "never"}}
+                "restart": {"policy": "never"}, "slurm": {"ports": ports}}
         result = tfcluster("up", "-b", "slurm", "--detach", str(write_spec(tmp_path, spec)), cwd=tmp_path)
         assert result.returncode == 0, result.stderr
-    markers = [tmp_path / f"bound-{name}-worker-{index}" for name in NAMES for index in range(2)]
+    markers = [tmp_path / f"bound-{name}-worker-{index}" for name in names for index in range(2)]
     ends = time.monotonic() + 180
     while not all(marker.exists() for marker in markers):
-        for name in NAMES:
+        for name in names:
             status = SlurmState.named(name).read_status()
             assert status is None or not status.state.terminal, f"{name} ended: {status}"
         assert time.monotonic() < ends, f"bound: {[m.name for m in markers if m.exists()]}"
         time.sleep(0.2)
-    ports = [int(marker.read_text()) for marker in markers]
-    assert len(set(ports)) == 4, ports  # all four held at once, on one address
+    return [int(marker.read_text()) for marker in markers]
+
+
+def release(tmp_path: Path, names: tuple[str, ...]) -> None:
     (tmp_path / "release").touch()
-    for name in NAMES:
+    for name in names:
         status = wait_status(name, lambda s: s.state.terminal, timeout=120)
         assert status.state is State.SUCCEEDED, status
+
+
+def test_two_jobs_sharing_nodes_and_base_port_get_disjoint_ports(tmp_path: Path, jobs: None) -> None:
+    ports = hold(tmp_path, NAMES[:2], "job-id")
+    assert len(set(ports)) == 4, ports  # all four held at once, on one address
+    release(tmp_path, NAMES[:2])
+
+
+def test_a_random_block_comes_from_the_secret_the_job_keeps_private(tmp_path: Path, jobs: None) -> None:
+    name = NAMES[2]
+    ports = hold(tmp_path, (name,), "random")
+    state = SlurmState.named(name)
+    ran = int(job_id(name) or 0)
+    blocks = PORT_SPAN // 2
+    secret = int(state.secret.read_text())
+    assert stat.S_IMODE(state.secret.stat().st_mode) == 0o600
+    first = 2222 + (ran + secret) % blocks * 2
+    assert sorted(ports) == [first, first + 1], (ports, ran)
+    assert first != 2222 + ran % blocks * 2 or secret % blocks == 0  # not the block its public job id gives
+    release(tmp_path, (name,))

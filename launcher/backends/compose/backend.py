@@ -39,17 +39,18 @@ from launcher.backends import checkpoints
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.compose import runtime, standbys, supervise
 from launcher.backends.compose import tensorboard as board
-from launcher.backends.compose.render import PROJECT_LABEL, checkpoint_problems, render
+from launcher.backends.compose.render import PROJECT_LABEL, render
 from launcher.backends.compose.target import ComposeTarget, target
 from launcher.backends.images import docker_client
 from launcher.backends.lines import interleave, iter_lines
 from launcher.backends.tensorboard import Board, planned_log_dirs, serve_locally
 from launcher.backends.workspace import ensure_images
 from launcher.errors import BackendUnavailable, LaunchError
-from launcher.plan import logdir, naming
+from launcher.plan import naming
 from launcher.plan.dryrun import DryRun
 from launcher.plan.planner import Plan
-from launcher.plan.targets import CONTAINER_CHECKPOINT_DIR, BackendKind
+from launcher.plan.storage import storage_problems
+from launcher.plan.targets import BackendKind
 from launcher.protocol.paths import is_object_store
 from launcher.spec.models import ClusterSpec, RoleType
 from launcher.spec.problems import Problem
@@ -103,7 +104,8 @@ class ComposeBackend(Backend[BackendOptions]):
 
     @classmethod
     def validate(cls, spec: ClusterSpec) -> list[Problem]:
-        return [*checkpoint_problems(spec), *logdir.outside_volume_problems(spec, CONTAINER_CHECKPOINT_DIR)]
+        """Checkpoints and summaries in the checkpoint volume (``launcher.plan.storage``, ``ComposeTarget.storage``)."""
+        return storage_problems(spec, cls.target(spec))
 
     @classmethod
     def render(cls, plan: Plan) -> dict[str, str]:

@@ -2,8 +2,8 @@
 
 Contract:
 
-- ``checkpoint_problems(spec)``: the spec rule only compose has (a local
-  ``checkpoint.dir`` must lie in the checkpoint volume at ``/checkpoints``),
+- Where a run keeps its files is ``ComposeTarget.storage``'s rule (a local
+  ``checkpoint.dir`` lies in the checkpoint volume at ``/checkpoints``),
   reported by ``validate`` like every spec problem; rendering never raises.
 - ``render(plan)`` is pure and deterministic: ``{"docker-compose.yaml": ...}``
   with one service per task (service = container name = hostname = task
@@ -44,9 +44,7 @@ from launcher.plan.images import TASK_UID
 from launcher.plan.planner import Plan, Task
 from launcher.plan.targets import CONTAINER_CHECKPOINT_DIR
 from launcher.protocol.paths import is_object_store
-from launcher.spec.models import ClusterSpec, Resources
-from launcher.spec.paths import is_within
-from launcher.spec.problems import Problem
+from launcher.spec.models import Resources
 from launcher.spec.quantities import byte_count
 
 COMPOSE_FILE = "docker-compose.yaml"
@@ -82,25 +80,6 @@ def _limits(resources: Resources) -> dict[str, Any]:
         device = {"driver": "nvidia", "count": resources.gpu, "capabilities": ["gpu"]}
         limits["deploy"] = {"resources": {"reservations": {"devices": [device]}}}
     return limits
-
-
-def checkpoint_problems(spec: ClusterSpec) -> list[Problem]:
-    """A local ``checkpoint.dir`` must be ``/checkpoints`` or below it.
-
-    The image makes ``/checkpoints`` for the non-root user, and a fresh named
-    volume takes its owner from the mount point; mounted anywhere else it
-    would be root's and unwritable. Object-store URLs mount nothing.
-    """
-    directory = spec.checkpoint.dir
-    if directory is None or is_object_store(directory):
-        return []
-    if is_within(directory, CONTAINER_CHECKPOINT_DIR):
-        return []
-    return [Problem(
-        "checkpoint.dir",
-        f"on compose must be {CONTAINER_CHECKPOINT_DIR} or a path below it (the checkpoint volume, "
-        f"writable by the non-root tasks), or a gs:// or s3:// URL; got {directory!r}",
-    )]
 
 
 def checkpoint_mount(plan: Plan) -> str | None:

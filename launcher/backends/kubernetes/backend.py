@@ -59,9 +59,10 @@ from launcher.backends.pyspy import PYSPY_ENV, PYSPY_SECONDS, Ran, read_containe
 from launcher.backends.tensorboard import PORT, Board, log_dir_of, serve_locally, url, wait_until_serving
 from launcher.backends.workspace import ensure_images
 from launcher.errors import BackendUnavailable, LaunchError
-from launcher.plan import logdir, naming
+from launcher.plan import naming
 from launcher.plan.dryrun import DryRun
 from launcher.plan.planner import Plan
+from launcher.plan.storage import storage_problems
 from launcher.plan.targets import BackendKind
 from launcher.protocol.events import Event, parse_event
 from launcher.protocol.paths import is_object_store
@@ -182,9 +183,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     @classmethod
     def validate(cls, spec: ClusterSpec) -> list[Problem]:
-        checkpoint_dir = target(spec).checkpoint_dir(spec)
-        return [*config_map_problems(spec), *registry_problems(spec), *volume_problems(spec, checkpoint_dir),
-                *logdir.outside_volume_problems(spec, checkpoint_dir)]
+        """The cluster in one ConfigMap, a registry for a workspace, the checkpoint dir and the spec's mounts clear
+        of the pod's own mounts (``launcher.plan.storage``, ``KubernetesTarget.storage``)."""
+        return [*config_map_problems(spec), *registry_problems(spec), *storage_problems(spec, cls.target(spec)),
+                *volume_problems(spec)]
 
     @classmethod
     def render(cls, plan: Plan) -> dict[str, str]:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import yaml
@@ -49,6 +50,7 @@ from launcher.backends.kubernetes.pods import (
     CONFIG_VOLUME,
     JOB_KEY,
     TENSORBOARD_KEY,
+    TMP_DIR,
     TMP_VOLUME,
     WORKSPACE_VOLUME,
     Manifest,
@@ -63,12 +65,12 @@ from launcher.backends.kubernetes.tensorboard import tensorboard_objects
 from launcher.plan import naming
 from launcher.plan.planner import Plan, Task, make_plan
 from launcher.plan.policy import JobPolicy
+from launcher.plan.storage import clash
 from launcher.plan.workspace import CONTAINER_WORKSPACE
 from launcher.protocol import env as task_env
 from launcher.protocol.paths import is_object_store
 from launcher.spec import tfjob_vocabulary as vocabulary
 from launcher.spec.models import ClusterSpec, RoleType, SuccessPolicy
-from launcher.spec.paths import is_within
 from launcher.spec.problems import Problem
 
 #: Set by the Job controller on each pod (label since 1.28, annotation since 1.21).
@@ -190,25 +192,25 @@ def config_map_problems(spec: ClusterSpec) -> list[Problem]:
     )]
 
 
-def volume_problems(spec: ClusterSpec, checkpoint_dir: str) -> list[Problem]:
-    """``kubernetes.volumes``/``volume_mounts`` must leave the pod's own volumes alone: not their names,
-    and no mount at, above or below their paths (nor over the workspace the image carries)."""
+def volume_problems(spec: ClusterSpec) -> list[Problem]:
+    """``kubernetes.volumes``/``volume_mounts`` must leave the pod's own volumes alone: not their names, and no
+    mount at, above or below their paths (``KubernetesTarget.storage``'s and the checkpoint claim's), by the
+    rule of ``launcher.plan.storage``: one problem per mount, the first path it meets."""
     k8s = spec.kubernetes
-    own_paths = {"/tmp": "the tasks' scratch space", CONFIG_DIR: "the cluster file"}
-    if not is_object_store(checkpoint_dir):
-        own_paths[checkpoint_dir] = "the checkpoint volume"
-    if spec.workspace:
-        own_paths[CONTAINER_WORKSPACE] = "the workspace"
+    target = KubernetesTarget()
+    checkpoint_dir = target.checkpoint_dir(spec)
+    claim = {} if is_object_store(checkpoint_dir) else {checkpoint_dir: "the checkpoint volume"}
+    storage = target.storage(spec)
     problems = [
         Problem(f"kubernetes.volumes.{i}.name", f"{volume.name!r} is a volume tfcluster mounts itself; rename it")
         for i, volume in enumerate(k8s.volumes)
         if volume.name in (TMP_VOLUME, CONFIG_VOLUME, CHECKPOINT_VOLUME, WORKSPACE_VOLUME)
     ]
     for i, mount in enumerate(k8s.volume_mounts):
-        for path, what in own_paths.items():
-            if is_within(mount.mount_path, path) or is_within(path, mount.mount_path):
-                problems.append(Problem(f"kubernetes.volume_mounts.{i}.mount_path",
-                                        f"{mount.mount_path} overlaps {path}, {what}; mount it elsewhere"))
+        met = clash(mount.mount_path, replace(storage, mounts={**claim, **storage.mounts}))
+        if met:
+            problems.append(Problem(f"kubernetes.volume_mounts.{i}.mount_path",
+                                    f"{mount.mount_path} {met}; mount it elsewhere"))
     return problems
 
 
@@ -384,7 +386,7 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
     """
     k8s = plan.spec.kubernetes
     program = _program(plan, group, indexed=native)
-    mounts: list[dict[str, Any]] = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
+    mounts: list[dict[str, Any]] = [{"name": TMP_VOLUME, "mountPath": TMP_DIR}]
     volumes: list[dict[str, Any]] = [{"name": TMP_VOLUME, "emptyDir": {}}]
     if native:
         items = [{"key": CLUSTER_KEY, "path": CLUSTER_KEY}]

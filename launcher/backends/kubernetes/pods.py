@@ -21,6 +21,8 @@ from launcher.spec.models import RoleType
 Manifest = dict[str, Any]
 
 CONFIG_DIR = "/etc/tfcluster"
+#: The tasks' (and TensorBoard's) writable scratch space, an ``emptyDir``.
+TMP_DIR = "/tmp"
 CLUSTER_KEY = "cluster.json"
 JOB_KEY = "job.json"
 TENSORBOARD_KEY = "tensorboard.json"

@@ -1,9 +1,16 @@
-"""Addressing on Kubernetes: ``<task>.<headless service>`` resolves inside the namespace."""
+"""Addressing on Kubernetes: ``<task>.<headless service>`` resolves inside the namespace.
+
+``KubernetesTarget.storage`` names every mount point a task's pod has besides the checkpoint claim (which is
+mounted at the checkpoint dir): ``/tmp``, the cluster file's ``/etc/tfcluster``, the workspace copy at
+``/workspace`` (with a workspace) and the runtime's own; ``launcher.backends.kubernetes.manifests`` mounts them.
+"""
 
 from __future__ import annotations
 
+from launcher.backends.kubernetes.pods import CONFIG_DIR, TMP_DIR
 from launcher.plan import naming
-from launcher.plan.targets import BackendKind, Target
+from launcher.plan.targets import RUNTIME_DIRS, RUNTIME_MOUNTS, BackendKind, Storage, Target
+from launcher.plan.workspace import CONTAINER_WORKSPACE
 from launcher.spec.models import ClusterSpec, RoleType
 from launcher.spec.problems import Problem
 
@@ -19,6 +26,12 @@ class KubernetesTarget(Target):
 
     def registry(self, spec: ClusterSpec) -> str | None:
         return spec.kubernetes.registry
+
+    def storage(self, spec: ClusterSpec) -> Storage:
+        own = {TMP_DIR: "the tasks' scratch space", CONFIG_DIR: "the cluster file"}
+        if spec.workspace:
+            own[CONTAINER_WORKSPACE] = "the workspace"
+        return Storage(in_containers=True, mounts={**own, **RUNTIME_MOUNTS}, owned=RUNTIME_DIRS)
 
 
 def target(spec: ClusterSpec, *, launching: bool = False) -> KubernetesTarget:

@@ -24,6 +24,7 @@ from launcher.backends.kubernetes.pods import (
     CHECKPOINT_VOLUME,
     JOB_KEY,
     TENSORBOARD_KEY,
+    TMP_DIR,
     TMP_VOLUME,
     Manifest,
     checkpoint_claim_name,
@@ -161,7 +162,7 @@ def _board_objects(meta: dict[str, Any], labels: dict[str, str], pod: dict[str, 
     """A TensorBoard's Deployment, Service and NetworkPolicy (``meta``): TensorBoard reading ``dirs`` in a pod
     of ``image`` with the settings ``pod`` (whose containers and volumes it replaces), the ``claims`` mounted
     read-only."""
-    mounts: list[dict[str, Any]] = [{"name": TMP_VOLUME, "mountPath": "/tmp"}]
+    mounts: list[dict[str, Any]] = [{"name": TMP_VOLUME, "mountPath": TMP_DIR}]
     volumes: list[dict[str, Any]] = [{"name": TMP_VOLUME, "emptyDir": {}}]
     for claim in claims:
         mounts.append({"name": claim.volume, "mountPath": claim.path, "readOnly": True})

@@ -36,6 +36,7 @@ from launcher.backends.logfiles import command_problems
 from launcher.backends.tensorboard import Board, planned_log_dirs, serve_locally
 from launcher.errors import LaunchError
 from launcher.plan.dryrun import DryRun
+from launcher.plan.storage import storage_problems
 from launcher.plan.targets import BackendKind
 from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem
@@ -58,8 +59,9 @@ class LocalBackend(Backend[BackendOptions]):
 
     @classmethod
     def validate(cls, spec: ClusterSpec) -> list[Problem]:
-        """A process needs a program: an empty role ``command`` (the image's own) runs only in containers."""
-        return command_problems(spec)
+        """A process needs a program: an empty role ``command`` (the image's own) runs only in containers; the
+        checkpoint and log dirs a directory of the run's own (``launcher.plan.storage``)."""
+        return [*command_problems(spec), *storage_problems(spec, cls.target(spec))]
 
     def submit(self, dry_run: DryRun) -> None:
         plan = dry_run.plan

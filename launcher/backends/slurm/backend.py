@@ -24,12 +24,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from pathlib import PurePosixPath
 
 from launcher.backends import checkpoints, logfiles
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.logfiles import command_problems
 from launcher.backends.slurm import slurmctl
+from launcher.backends.slurm.placement import port_block_problems
 from launcher.backends.slurm.script import SCRIPT, files
 from launcher.backends.slurm.state import SlurmState
 from launcher.backends.slurm.status import describe
@@ -38,15 +38,13 @@ from launcher.backends.tensorboard import Board, planned_log_dirs, serve_locally
 from launcher.errors import LaunchError
 from launcher.plan.dryrun import DryRun
 from launcher.plan.planner import Plan
+from launcher.plan.storage import storage_problems
 from launcher.plan.targets import BackendKind
-from launcher.protocol.paths import is_object_store
 from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem
 from launcher.supervision.statefile import private_dir
 from launcher.supervision.status import JobStatus
 
-#: Directories that are local to each node of a cluster: a checkpoint dir there cannot be shared.
-NODE_LOCAL_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 #: How long ``stop`` waits for Slurm to end the job, on top of the plan's save grace.
 END_TIMEOUT_SECONDS = 60.0
 END_POLL_SECONDS = 0.5
@@ -61,14 +59,9 @@ class SlurmBackend(Backend[BackendOptions]):
 
     @classmethod
     def validate(cls, spec: ClusterSpec) -> list[Problem]:
-        """Tasks are processes (an empty ``command`` has no image to run); checkpoints on the shared filesystem."""
-        problems = command_problems(spec)
-        configured = spec.checkpoint.dir
-        if configured and not is_object_store(configured) and _node_local(configured):
-            problems.append(Problem("checkpoint.dir", f"{configured!r} is local to each node: every task must reach "
-                                                      "the same checkpoint dir on the shared filesystem (default: "
-                                                      "tfcluster-runs/<name> under the submit directory)"))
-        return problems
+        """Tasks are processes (an empty ``command`` has no image to run); checkpoints on the shared filesystem
+        (``launcher.plan.storage`` with ``SlurmTarget.storage``); the job's port block below 65536."""
+        return [*command_problems(spec), *storage_problems(spec, cls.target(spec)), *port_block_problems(spec)]
 
     @classmethod
     def render(cls, plan: Plan) -> dict[str, str]:
@@ -157,9 +150,3 @@ class SlurmBackend(Backend[BackendOptions]):
                 return False
             time.sleep(END_POLL_SECONDS)
         return True
-
-
-def _node_local(directory: str) -> bool:
-    path = PurePosixPath(directory)
-    return path.is_absolute() and any(path == PurePosixPath(d) or PurePosixPath(d) in path.parents
-                                      for d in NODE_LOCAL_DIRS)

@@ -1,19 +1,28 @@
 """Where the tasks of a plan run in an allocation, and what the allocation is sized for: pure functions.
 
-Contract: ``resolve(plan, nodes, job_id)`` takes the allocation's nodes in
-order (``Node``: Slurm's node name, and its ``NodeAddr``) and Slurm's job id,
-and returns the plan with every ``${node:SLOT}`` placeholder
-(``launcher.backends.slurm.target``) replaced by node ``SLOT % len(nodes)``'s
-address and every ``${port:I}`` by ``first_port(plan, job_id) + I`` (task
-addresses and ports, and the training cluster, hence every TF_CONFIG),
-together with the node name each task runs on.
+Contract: ``resolve(plan, nodes, job_id, secret)`` takes the allocation's
+nodes in order (``Node``: Slurm's node name, and its ``NodeAddr``), Slurm's
+job id and the job's secret, and returns the plan with every
+``${node:SLOT}`` placeholder (``launcher.backends.slurm.target``) replaced by
+node ``SLOT % len(nodes)``'s address and every ``${port:I}`` by
+``first_port(plan, job_id, secret) + I`` (task addresses and ports, and the
+training cluster, hence every TF_CONFIG), together with the node name each
+task runs on. The supervisor calls it once per allocation, so every task of
+the job agrees on every port.
 
-Ports per job: the job's tasks take a block of consecutive ports; its block
-is number ``job_id % blocks`` of the ``blocks`` that fit in the
-``PORT_SPAN`` ports from the base port (and below 65536). Two jobs on a node
-get disjoint ports unless their job ids differ by a multiple of ``blocks``
-(Slurm numbers jobs in order, so two jobs submitted less than ``blocks``
-jobs apart never collide); ports other programs hold are not looked at. ``allocation_options(plan)`` is the ``sbatch`` options that
+Ports per job (the one home of the port block): the job's tasks take a block
+of consecutive ports; the ``blocks`` that fit in the ``PORT_SPAN`` ports from
+the base port and below 65536 are numbered, and the job takes block
+``(job_id + offset) % blocks``. ``slurm.ports: random`` (the default): the
+offset is the job's ``secret``, drawn when it first starts and kept private
+(``SlurmState.port_secret``), so the block cannot be computed from the public
+job id; two jobs on a node then collide with probability about 1/``blocks``.
+``job-id``: the offset is 0, and two jobs on a node get disjoint ports unless
+their job ids differ by a multiple of ``blocks`` (Slurm numbers jobs in order,
+so two jobs submitted less than ``blocks`` jobs apart never collide), at
+ports anyone can compute. Ports other programs hold are not looked at.
+``port_block_problems(spec)`` is the rule ``validate`` applies: the block
+must fit below 65536. ``allocation_options(plan)`` is the ``sbatch`` options that
 size one allocation for all the plan's tasks: ``--ntasks`` (spread over
 nodes, or ``slurm.tasks_per_node`` per node), CPUs, memory and GPUs per task
 from the largest request of any role (one allocation holds every role), and
@@ -25,9 +34,11 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from launcher.backends.slurm.target import NODE_PLACEHOLDER, PORT_PLACEHOLDER
+from launcher.backends.slurm.target import NODE_PLACEHOLDER, PORT_PLACEHOLDER, base_port
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan
+from launcher.spec.models import ClusterSpec, RoleType, SlurmPorts
+from launcher.spec.problems import Problem
 from launcher.spec.quantities import byte_count
 
 MIB = 2**20
@@ -42,19 +53,43 @@ class Node(NamedTuple):
     address: str
 
 
-def first_port(plan: Plan, job_id: str) -> int:
-    """The first port of job ``job_id``'s block (see the module contract)."""
+def port_blocks(base: int, tasks: int) -> int:
+    """How many blocks of ``tasks`` consecutive ports a job starting at ``base`` may take: those in the
+    ``PORT_SPAN`` ports from ``base``, at least the first when it fits below 65536 (0: not even that)."""
+    if base + tasks - 1 > MAX_PORT:
+        return 0
+    return max(1, min(PORT_SPAN, MAX_PORT + 1 - base) // tasks)
+
+
+def port_block_problems(spec: ClusterSpec) -> list[Problem]:
+    """A problem at the base role's ``port`` when the job's tasks cannot take consecutive ports below 65536."""
+    tasks = sum(spec.roles.replicas(role) for role in RoleType)
+    base = base_port(spec)
+    if port_blocks(base, tasks):
+        return []
+    role = next(r for r in RoleType if spec.roles.replicas(r) and spec.roles.role(r).port == base)
+    return [Problem(f"roles.{role.value}.port", f"the job's {tasks} tasks take consecutive ports from {base} on, "
+                                                f"up to {base + tasks - 1}, past {MAX_PORT}: lower the port or use "
+                                                "fewer tasks")]
+
+
+def first_port(plan: Plan, job_id: str, secret: int) -> int:
+    """The first port of job ``job_id``'s block, ``secret`` its offset under ``slurm.ports: random``."""
     tasks = len(plan.tasks)
     base = min(task.port for task in plan.tasks)
-    blocks = max(1, min(PORT_SPAN, MAX_PORT + 1 - base) // tasks)
-    return base + int(job_id) % blocks * tasks
+    blocks = port_blocks(base, tasks)
+    if not blocks:
+        raise LaunchError(f"the job's {tasks} tasks do not fit in ports {base} to {MAX_PORT}")
+    offset = secret if plan.spec.slurm.ports is SlurmPorts.RANDOM else 0
+    return base + (int(job_id) + offset) % blocks * tasks
 
 
-def resolve(plan: Plan, nodes: list[Node], job_id: str) -> tuple[Plan, dict[str, str]]:
-    """``plan`` with its placeholders resolved on ``nodes`` for job ``job_id``, and ``{task name: node name}``."""
+def resolve(plan: Plan, nodes: list[Node], job_id: str, secret: int) -> tuple[Plan, dict[str, str]]:
+    """``plan`` with its placeholders resolved on ``nodes`` for job ``job_id`` (whose port secret is ``secret``),
+    and ``{task name: node name}``."""
     if not nodes:
         raise LaunchError("the allocation has no nodes (SLURM_JOB_NODELIST is empty)")
-    first = first_port(plan, job_id)
+    first = first_port(plan, job_id, secret)
 
     def node(slot: str) -> Node:
         return nodes[int(slot) % len(nodes)]

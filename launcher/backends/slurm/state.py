@@ -8,18 +8,22 @@ also the job's submit directory: ``job.sbatch`` and ``plan.json``
 ``job_id`` (written by ``submit``), ``allocation.json`` (written by each
 allocation's supervisor before its first status: the Slurm restart count it
 runs under and its nodes, so a status left by an earlier allocation is known
-as such), ``status.json`` and ``logs/<task>.log`` (every run of a task).
+as such), ``port_secret`` (the job's secret offset of its port block, drawn by
+its first allocation's supervisor, owner-only, kept across requeues:
+``launcher.backends.slurm.placement``), ``status.json`` and
+``logs/<task>.log`` (every run of a task).
 """
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from launcher.plan.targets import BackendKind
 from launcher.supervision.harness import StateDir
-from launcher.supervision.statefile import read_json, write_json
+from launcher.supervision.statefile import read_json, write_json, write_private
 
 
 class Allocation(BaseModel):
@@ -36,6 +40,7 @@ class SlurmState(StateDir):
         self.logs = root / "logs"
         self.job_id = root / "job_id"
         self.allocation = root / "allocation.json"
+        self.secret = root / "port_secret"
 
     @classmethod
     def named(cls, name: str) -> SlurmState:
@@ -56,3 +61,12 @@ class SlurmState(StateDir):
 
     def write_allocation(self, allocation: Allocation) -> None:
         write_json(self.allocation, allocation.model_dump())
+
+    def port_secret(self) -> int:
+        """The job's port secret: the one kept here, else a new random one, kept (owner-only)."""
+        try:
+            return int(self.secret.read_text())
+        except (OSError, ValueError):
+            drawn = secrets.randbits(63)
+            write_private(self.secret, str(drawn))
+            return drawn

@@ -61,7 +61,7 @@ def serve(root: Path) -> int:
         return 0
     try:
         nodes = slurmctl.allocation_nodes(os.environ.get("SLURM_JOB_NODELIST", ""))
-        resolved, places = placement.resolve(plan, nodes, job_id)
+        resolved, places = placement.resolve(plan, nodes, job_id, state.port_secret())
     except TfclusterError as exc:
         return _fail(state, plan.name, f"cannot place the tasks: {exc}")
     state.write_allocation(Allocation(job_id=job_id, restarts=restarts, nodes=dict(nodes)))

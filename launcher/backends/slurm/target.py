@@ -11,7 +11,8 @@ the address Slurm gives that node and that port
 the job's base port (the lowest of its roles' ``port``) plus the ordinal,
 the port the task gets when the job's port block is its first one. Checkpoints and the tasks'
 working directory default to the submit directory (as ``sbatch`` does),
-which must be on the filesystem every node shares. Tasks run the
+which must be on the filesystem every node shares (``NODE_LOCAL_DIRS`` are
+not: ``SlurmTarget.storage`` says so to ``launcher.plan.storage``). Tasks run the
 interpreter ``slurm.python`` names, else the one running tfcluster.
 """
 
@@ -19,15 +20,18 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from launcher.plan.targets import BackendKind, ProcessTarget
+from launcher.plan.targets import BackendKind, ProcessTarget, Storage
 from launcher.spec.models import ClusterSpec, RoleType
 
 #: A node of the allocation in a planned address: ``${node:0}`` is the allocation's first node.
 NODE_PLACEHOLDER = re.compile(r"\$\{node:(\d+)\}")
 #: A port of the job in a planned address: ``${port:2}`` is the job's first port plus 2.
 PORT_PLACEHOLDER = re.compile(r"\$\{port:(\d+)\}")
+#: Directories that are local to each node of a cluster: a checkpoint or log dir there cannot be shared.
+NODE_LOCAL_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 
 
 def node_placeholder(slot: int) -> str:
@@ -45,6 +49,11 @@ def node_slot(spec: ClusterSpec, ordinal: int) -> int:
     return ordinal // per_node if per_node else ordinal
 
 
+def base_port(spec: ClusterSpec) -> int:
+    """The lowest ``port`` of the roles that have tasks: where the job's port blocks start."""
+    return min(spec.roles.role(r).port for r in RoleType if spec.roles.replicas(r))
+
+
 def python(spec: ClusterSpec) -> str:
     """The interpreter on the nodes: ``slurm.python``, else the one running tfcluster (a shared venv)."""
     return spec.slurm.python or sys.executable
@@ -59,8 +68,11 @@ class SlurmTarget(ProcessTarget):
         super().__init__(python(spec), workdir)
 
     def port(self, spec: ClusterSpec, role: RoleType, ordinal: int) -> int:
-        base = min(spec.roles.role(r).port for r in RoleType if spec.roles.replicas(r))
-        return base + ordinal
+        return base_port(spec) + ordinal
+
+    def storage(self, spec: ClusterSpec) -> Storage:
+        """A process target's, and every task must reach the same files: nothing node-local."""
+        return replace(super().storage(spec), node_local=NODE_LOCAL_DIRS)
 
     def address(self, spec: ClusterSpec, role: RoleType, index: int, ordinal: int) -> str:
         return f"{node_placeholder(node_slot(spec, ordinal))}:{port_placeholder(ordinal)}"

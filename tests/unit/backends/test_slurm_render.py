@@ -8,6 +8,7 @@ for a cluster (every address distinct) and against the nodes given.
 from __future__ import annotations
 
 import shlex
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -16,14 +17,15 @@ from typing import Any
 import pytest
 
 from launcher import api
-from launcher.backends.slurm.placement import PORT_SPAN, Node, allocation_options, resolve
+from launcher.backends.slurm.placement import PORT_SPAN, Node, allocation_options, port_block_problems, resolve
 from launcher.backends.slurm.script import PLAN, SCRIPT, batch_script, files
 from launcher.backends.slurm.slurmctl import SlurmJob, records
-from launcher.backends.slurm.state import Allocation
+from launcher.backends.slurm.state import Allocation, SlurmState
 from launcher.backends.slurm.status import REQUEUEING, describe
 from launcher.backends.slurm.supervise import requeued
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan
+from launcher.spec.models import SlurmPorts
 from launcher.supervision.status import JobStatus, State, SupervisorState, TaskStatus
 
 NODES = [Node("n1", "10.0.0.1"), Node("n2", "10.0.0.2"), Node("n3", "10.0.0.3")]
@@ -75,25 +77,26 @@ def test_placeholders_resolve_to_the_nodes_addresses_with_distinct_ports() -> No
     planned = plan({"roles": {"chief": {}, "worker": {"replicas": 3}, "evaluator": {}}})
     assert [t.address for t in planned.tasks] == ["${node:0}:${port:0}", "${node:1}:${port:1}", "${node:2}:${port:2}",
                                                   "${node:3}:${port:3}", "${node:4}:${port:4}"]
-    resolved, placement = resolve(planned, NODES, "0")  # job 0: the first block, from the base port
+    resolved, placement = resolve(planned, NODES, "0", 0)  # job 0, secret 0: the first block, from the base port
     assert placement == {"job-chief-0": "n1", "job-worker-0": "n2", "job-worker-1": "n3", "job-worker-2": "n1",
                          "job-evaluator-0": "n2"}  # spread: slots wrap around the allocation's nodes
     assert resolved.cluster == {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2223", "10.0.0.3:2224", "10.0.0.1:2225"]}
     worker = resolved.task("job-worker-2")
     assert resolved.tf_config(worker)["cluster"] == resolved.cluster and worker.address == "10.0.0.1:2225"
     assert worker.port == 2225 and "${" not in resolved.model_dump_json()
-    on_one = resolve(planned, NODES[:1], "0")[0]
+    on_one = resolve(planned, NODES[:1], "0", 0)[0]
     assert len({t.address for t in on_one.tasks}) == len(on_one.tasks)  # one node: still no two tasks share a port
 
 
-def _ports(planned: Plan, job_id: str) -> set[int]:
-    return {t.port for t in resolve(planned, NODES[:1], job_id)[0].tasks}
+def _ports(planned: Plan, job_id: str, secret: int = 0) -> set[int]:
+    return {t.port for t in resolve(planned, NODES[:1], job_id, secret)[0].tasks}
 
 
 def test_jobs_sharing_a_node_get_disjoint_ports_from_their_job_ids() -> None:
-    planned = plan({"roles": {"chief": {}, "worker": {"replicas": 2}}})
+    planned = plan({"roles": {"chief": {}, "worker": {"replicas": 2}}, "slurm": {"ports": "job-id"}})
     blocks = PORT_SPAN // 3
     assert _ports(planned, "41") == {2222 + 41 * 3 + i for i in range(3)}
+    assert _ports(planned, "41", secret=12345) == _ports(planned, "41")  # job-id: the secret plays no part
     assert _ports(planned, "41") == _ports(planned, "41")  # a requeued job keeps its ports
     ids = [str(n) for n in range(1000, 1000 + blocks)]  # any two jobs submitted fewer than `blocks` apart
     taken = [port for job_id in ids for port in _ports(planned, job_id)]
@@ -101,15 +104,54 @@ def test_jobs_sharing_a_node_get_disjoint_ports_from_their_job_ids() -> None:
     assert _ports(planned, "1000") == _ports(planned, str(1000 + blocks))  # the residual risk the README states
 
 
+def test_random_ports_come_from_the_jobs_secret_not_from_its_public_id() -> None:
+    planned = plan({"roles": {"chief": {}, "worker": {"replicas": 2}}})
+    assert planned.spec.slurm.ports is SlurmPorts.RANDOM  # the default
+    blocks = PORT_SPAN // 3
+    secret = 0x5EC2E7
+    first = min(_ports(planned, "41", secret))
+    assert _ports(planned, "41", secret) == set(range(first, first + 3))  # one block, the same on a requeue
+    assert (first - 2222) // 3 == (41 + secret) % blocks and first != 2222 + 41 * 3
+    by_secret = {min(_ports(planned, "41", s)) for s in range(0, 10**9, 10**9 // 200)}
+    assert len(by_secret) > 150  # the job id alone does not tell the block
+    ids = [str(n) for n in range(1000, 1000 + blocks)]  # one secret (a rendered job submitted again and again)
+    taken = [port for job_id in ids for port in _ports(planned, job_id, secret)]
+    assert len(taken) == len(set(taken)) and min(taken) == 2222 and max(taken) < 2222 + PORT_SPAN
+
+
 def test_the_port_blocks_stay_below_65536() -> None:
     planned = plan({"roles": {"worker": {"replicas": 4, "port": 65530}}})
-    taken = {port for job_id in range(50) for port in _ports(planned, str(job_id))}
+    taken = {port for job_id in range(50) for port in _ports(planned, str(job_id), secret=job_id * 7919)}
     assert max(taken) == 65533 and min(taken) == 65530  # one block fits: every job gets it
+
+
+@pytest.mark.parametrize(("roles", "field"), [
+    ({"worker": {"replicas": 1000, "port": 65000}}, "roles.worker.port"),
+    ({"chief": {"port": 65530}, "worker": {"replicas": 7, "port": 65529}}, "roles.worker.port"),  # the lowest port
+])
+def test_a_port_block_past_65535_is_one_problem_at_the_base_port(roles: dict[str, Any], field: str) -> None:
+    [problem] = port_block_problems(api.validate_data({"name": "job", "roles": roles}))
+    assert problem.path == field and "past 65535" in problem.message
+
+
+def test_a_port_block_ending_at_65535_fits() -> None:
+    assert port_block_problems(api.validate_data({"name": "job", "roles": {"worker": {"replicas": 536, "port": 65000}}})) == []
+
+
+def test_the_port_secret_is_drawn_once_and_kept_owner_only(tmp_path: Path) -> None:
+    state = SlurmState(tmp_path / "job")
+    state.root.mkdir()
+    secret = state.port_secret()
+    assert state.port_secret() == secret  # a requeued job's supervisor reads it back: the same ports
+    assert stat.S_IMODE(state.secret.stat().st_mode) == 0o600
+    other = SlurmState(tmp_path / "other")
+    other.root.mkdir()
+    assert other.port_secret() != secret
 
 
 def test_an_allocation_without_nodes_is_refused() -> None:
     with pytest.raises(LaunchError, match="no nodes"):
-        resolve(plan({"roles": {"worker": {"replicas": 2}}}), [], "7")
+        resolve(plan({"roles": {"worker": {"replicas": 2}}}), [], "7", 0)
 
 
 def test_scontrol_records_parse_as_key_value_pairs() -> None:
