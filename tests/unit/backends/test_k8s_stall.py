@@ -19,7 +19,7 @@ from helpers.k8s_fake import backend_for, rbac_allowed, rbac_used
 from helpers.k8s_specs import dry_run_for, plan_for
 from launcher.backends.kubernetes import backend as k8s_backend
 from launcher.backends.kubernetes.backend import KubernetesBackend
-from launcher.protocol.events import EpochEnd, Event, Started, Step, StepTime, format_event
+from launcher.protocol.events import MANUAL_TOKEN, EpochEnd, Event, Started, Step, StepTime, format_event
 from launcher.supervision.status import State
 
 TASKS = ("st-chief-0", "st-worker-0", "st-worker-1")
@@ -47,7 +47,7 @@ def pod_of(fake: FakeKubernetes, task: str) -> str:
 def write(fake: FakeKubernetes, task: str, *events: tuple[float, Event]) -> None:
     """Append ``events`` (each at fake time ``start + offset``) to the log of ``task``'s current pod."""
     key = ("default", pod_of(fake, task))
-    lines = [format_event(event.model_copy(update={"time": at}), task) + "\n" for at, event in events]
+    lines = [format_event(event.model_copy(update={"time": at}), task, MANUAL_TOKEN) + "\n" for at, event in events]
     fake.pod_logs[key] = fake.pod_logs.get(key, "") + "".join(lines)
 
 
@@ -148,7 +148,7 @@ def test_a_lead_whose_last_lines_hold_no_report_is_not_judged(fake: FakeKubernet
     fake.pod_logs[key] += "a warning of the program\n" * 20
     fake.now = last + 10 * FLOOR
     assert backend.supervise("st") == []
-    fake.pod_logs[key] += format_event(Step(step=4, time=fake.now - FLOOR - 1), "st-chief-0") + "\n"
+    fake.pod_logs[key] += format_event(Step(step=4, time=fake.now - FLOOR - 1), "st-chief-0", MANUAL_TOKEN) + "\n"
     assert backend.supervise("st")[0].startswith("stall watchdog: stalled: no progress for 61 s")
 
 

@@ -11,10 +11,13 @@ import pytest
 from fakes.scripted_runtime import ScriptedRuntime
 from launcher import api
 from launcher.plan.targets import BackendKind
+from launcher.protocol.events import MANUAL_TOKEN
 from launcher.supervision.status import JobStatus, State, TaskStatus
 from launcher.supervision.supervisor import RESTART_STOP_SECONDS, STOP_SECONDS, Supervisor
 
 MWMS = {"chief": {}, "worker": {"replicas": 2}}
+#: The start of an event line of these plans (``api.plan`` without launching: the fixed token).
+MARKER = f"TFCLUSTER_EVENT/{MANUAL_TOKEN} "
 PSS = {"chief": {}, "worker": {"replicas": 1}, "ps": {}}
 
 
@@ -108,7 +111,7 @@ def test_pss_worker_restart_leaves_the_others_running() -> None:
 
 
 def test_progress_comes_from_the_lead_task_only() -> None:
-    event = 'TFCLUSTER_EVENT {"event":"step","task":"%s","time":1,"step":%d,"loss":0.5}'
+    event = MARKER + '{"event":"step","task":"%s","time":1,"step":%d,"loss":0.5}'
     runtime = ScriptedRuntime({"job-chief-0": [(3, 0)]},
                               output={"job-chief-0": [event % ("job-chief-0", 7)], "job-worker-0": [event % ("job-worker-0", 99)]})
     status, _ = supervise(runtime)
@@ -116,7 +119,7 @@ def test_progress_comes_from_the_lead_task_only() -> None:
 
 
 def test_each_task_shows_its_last_line_of_output_but_not_events() -> None:
-    output = {"job-worker-0": ["epoch 1/3 loss 0.5", "", 'TFCLUSTER_EVENT {"event":"step","task":"job-worker-0"}'],
+    output = {"job-worker-0": ["epoch 1/3 loss 0.5", "", MARKER + '{"event":"step","task":"job-worker-0"}'],
               "job-chief-0": ["x" * 500]}
     runtime = ScriptedRuntime({"job-chief-0": [(3, 0)]}, output=output)
     status, published = supervise(runtime)
@@ -224,7 +227,7 @@ def test_a_failure_restart_stops_the_survivors_quickly() -> None:
 def _event(kind: str, task: str, **fields: Any) -> str:
     import json
 
-    return "TFCLUSTER_EVENT " + json.dumps({"event": kind, "task": task, "time": 0, **fields})
+    return MARKER + json.dumps({"event": kind, "task": task, "time": 0, **fields})
 
 
 STUCK_IN_OP = [
