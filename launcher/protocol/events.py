@@ -255,6 +255,11 @@ class EventReader:
     def __init__(self, token: str):
         self._marker = _marker(token) if token else None
 
+    @property
+    def reads(self) -> bool:
+        """False for an empty token: no line can be an event (so no progress can be seen either)."""
+        return self._marker is not None
+
     def _payload(self, line: str) -> str | None:
         """What follows this run's marker at the line's start (after its last carriage return), else None."""
         shown = line.rstrip("\r\n")

@@ -217,7 +217,7 @@ class Supervisor:
         self._vanished: list[tuple[str, int]] = []  # exits found while adopting, decided in the first round
         self.stacks_dir = stacks_dir
         self._step_times: dict[str, list[StepTime]] = {}
-        builtin = plan.run_config.lead_runs_entrypoint  # which reports its steps
+        builtin = plan.run_config.lead_runs_entrypoint and self._events.reads  # which reports steps we can read
         self._clock = StallClock(time.monotonic(), reporting=builtin)
         self._job.stall = StallStatus(watching=builtin)
         self._standbys = [t for t in plan.tasks if t.standby_command]

@@ -303,9 +303,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         record, run_config = _stall_record(config_map), _run_config(config_map)
         if record is not None and record.pod == pod.name:
             return []  # this pod's stall was acted on
-        reporting = run_config is not None and run_config.lead_runs_entrypoint
+        reader = EventReader(k8s_status.event_token(jobs))
+        reporting = run_config is not None and run_config.lead_runs_entrypoint and reader.reads  # steps it can read
         assert pod.started is not None
-        events = self._recent_events([pod], namespace, EventReader(k8s_status.event_token(jobs)), STALL_TAIL_LINES)
+        events = self._recent_events([pod], namespace, reader, STALL_TAIL_LINES)
         if events is None:
             return []  # its last report is beyond the lines read: the watchdog cannot tell when it was
         clock = k8s_stall.clock(pod.started, events, reporting)
@@ -426,7 +427,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
                                from_lead=False)
         status.tensorboard_dir = k8s_status.tensorboard_dir(jobs)
         record = _stall_record(config_map)
-        watching = (run_config is not None and run_config.lead_runs_entrypoint) or any(
+        watching = (run_config is not None and run_config.lead_runs_entrypoint and reader.reads) or any(
             e.event in WATCHED_EVENTS or e.event in SIGNS_OF_LIFE for e in lead)
         status.stall = record.status if record is not None else StallStatus(watching=watching)
         if status.state is State.FAILED and record is not None and record.status.message.startswith("failed:"):

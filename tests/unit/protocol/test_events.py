@@ -72,6 +72,7 @@ def test_a_reader_without_a_token_accepts_nothing() -> None:
     """A plan or Job from before tokens: no line is its event, not even one with an empty token."""
     reader = EventReader("")
     assert reader.parse(f"TFCLUSTER_EVENT/ {STEP}") is None and reader.parse(f"TFCLUSTER_EVENT {STEP}") is None
+    assert not reader.reads and READER.reads
 
 
 def test_each_launch_draws_its_own_token_and_a_task_reads_it_from_its_env() -> None:

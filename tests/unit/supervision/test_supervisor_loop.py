@@ -10,6 +10,7 @@ import pytest
 
 from fakes.scripted_runtime import ScriptedRuntime
 from launcher import api
+from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.protocol.events import MANUAL_TOKEN
 from launcher.supervision.status import JobStatus, State, TaskStatus
@@ -18,6 +19,7 @@ from launcher.supervision.supervisor import RESTART_STOP_SECONDS, STOP_SECONDS, 
 MWMS = {"chief": {}, "worker": {"replicas": 2}}
 #: The start of an event line of these plans (``api.plan`` without launching: the fixed token).
 MARKER = f"TFCLUSTER_EVENT/{MANUAL_TOKEN} "
+STEP = '{"event":"step","task":"job-chief-0","time":1,"step":7}'
 PSS = {"chief": {}, "worker": {"replicas": 1}, "ps": {}}
 
 
@@ -116,6 +118,17 @@ def test_progress_comes_from_the_lead_task_only() -> None:
                               output={"job-chief-0": [event % ("job-chief-0", 7)], "job-worker-0": [event % ("job-worker-0", 99)]})
     status, _ = supervise(runtime)
     assert status.progress.step == 7
+
+
+def test_a_plan_from_before_event_tokens_reads_no_event_and_so_judges_no_stall() -> None:
+    """A supervisor of this version adopting a job an older one launched: its tasks' lines carry no token."""
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS}))  # the built-in entrypoint: it reports steps
+    old = Plan.model_validate_json(plan.model_dump_json(exclude={"event_token"}))
+    assert old.event_token == "" and old.tasks == plan.tasks
+    runtime = ScriptedRuntime({"job-chief-0": [(3, 0)]}, output={"job-chief-0": ["TFCLUSTER_EVENT " + STEP]})  # as it wrote them
+    status = Supervisor(old, runtime, poll_seconds=0.01, grace_seconds=0.0).run()
+    assert status.stall is not None and not status.stall.watching and status.progress.step is None
+    assert Supervisor(plan, ScriptedRuntime({})).status().stall.watching  # type: ignore[union-attr]
 
 
 def test_each_task_shows_its_last_line_of_output_but_not_events() -> None:
