@@ -35,7 +35,8 @@ from launcher.api import validate_data  # noqa: E402
 from launcher.backends.api import BackendOptions  # noqa: E402
 from launcher.backends.compose.backend import ComposeBackend, compose_command  # noqa: E402
 from launcher.backends.images import build_image  # noqa: E402
-from launcher.protocol.events import parse_event  # noqa: E402
+from launcher.backends.lines import iter_lines  # noqa: E402
+from launcher.protocol.events import EventReader  # noqa: E402
 
 IMAGE = "tfcluster-worker:latest"
 BASE_IMAGE = "tfcluster-base:bookworm"
@@ -64,6 +65,7 @@ HAND_SERVICE = """  {host}:
       TF_USE_LEGACY_KERAS: "1"
       TF_CPP_MIN_LOG_LEVEL: "2"
       TFCLUSTER_TASK_NAME: {host}
+      TFCLUSTER_EVENT_TOKEN: hand
       TFCLUSTER_JOB: '{job}'
       TF_CONFIG: '{tf_config}'
 """
@@ -95,8 +97,9 @@ def build_by_hand(client: docker.DockerClient, base: str, ca: Path) -> float:
     return time.time() - start
 
 
-def first_step(client: docker.DockerClient, container: str, after: float = 0.0, timeout: float = 600) -> float:
-    """Wall time when ``container`` logged its first training step event with time > ``after``."""
+def first_step(client: docker.DockerClient, container: str, token: str, after: float = 0.0, timeout: float = 600) -> float:
+    """Wall time when ``container`` logged its first training step event (of the run of ``token``) with time > ``after``."""
+    reader = EventReader(token)
     ends = time.time() + timeout
     while time.time() < ends:
         try:
@@ -104,8 +107,8 @@ def first_step(client: docker.DockerClient, container: str, after: float = 0.0, 
         except docker.errors.NotFound:
             time.sleep(0.2)
             continue
-        for raw in stream:
-            event = parse_event(raw.decode(errors="replace"))
+        for line in iter_lines(stream):
+            event = reader.parse(line)
             if event and event.event == "step" and event.time > after:
                 return time.time()
         time.sleep(0.2)
@@ -119,8 +122,9 @@ def spec(name: str) -> dict:
 
 def launch_tfcluster(client, backend: ComposeBackend, name: str) -> float:
     start = time.time()
-    backend.submit(api.dry_run(validate_data(spec(name)), "compose", api.new_run_id(), launching=True))
-    return first_step(client, f"{name}-chief-0") - start
+    dry_run = api.dry_run(validate_data(spec(name)), "compose", api.new_run_id(), launching=True)
+    backend.submit(dry_run)
+    return first_step(client, f"{name}-chief-0", dry_run.plan.event_token) - start
 
 
 def launch_by_hand(client, workdir: Path) -> float:
@@ -135,7 +139,7 @@ def launch_by_hand(client, workdir: Path) -> float:
     (workdir / "docker-compose.yaml").write_text(HAND_WRITTEN.format(services=services))
     start = time.time()
     subprocess.run([*compose_command(), "up", "-d", "--quiet-pull"], cwd=workdir, check=True, capture_output=True)
-    took = first_step(client, "handmade-chief-1") - start
+    took = first_step(client, "handmade-chief-1", "hand") - start
     subprocess.run([*compose_command(), "down", "--volumes"], cwd=workdir, check=True, capture_output=True)
     return took
 

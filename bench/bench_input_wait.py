@@ -22,7 +22,7 @@ import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from helpers.tiny_user_code import train_step  # noqa: E402,F401  (this module is the user code: its custom loop step)
-from launcher.protocol.events import parse_event  # noqa: E402
+from launcher.protocol.events import MANUAL_TOKEN, EventReader  # noqa: E402
 from launcher.protocol.runconfig import RunConfig  # noqa: E402
 from launcher.spec.models import Strategy, TrainingLoop, TrainingSpec  # noqa: E402
 from launcher.worker import usercode  # noqa: E402
@@ -65,10 +65,10 @@ def fractions(loop: TrainingLoop, **args: float) -> list[float]:
     with TemporaryDirectory() as tmp:
         run_config = RunConfig(name="input", run_id="r1", strategy=Strategy.DEFAULT, training=training, checkpoint_dir=tmp)
         stream = io.StringIO()
-        reporter = Reporter("input-chief-0", is_lead=True, stream=stream)
+        reporter = Reporter("input-chief-0", is_lead=True, stream=stream, token=MANUAL_TOKEN)
         selection = Selection(Action.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
         train(TaskContext(reporter.task, run_config, {}, selection, usercode.load(training), reporter))
-    events = [parse_event(line) for line in stream.getvalue().splitlines()]
+    events = [EventReader(MANUAL_TOKEN).parse(line) for line in stream.getvalue().splitlines()]
     return [e.input_wait_fraction for e in events if e and e.event == "epoch"]
 
 

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,9 @@ from launcher.api import validate_data  # noqa: E402
 from launcher.backends.api import BackendOptions  # noqa: E402
 from launcher.backends.local.backend import LocalBackend  # noqa: E402
 from launcher.backends.local.state import LocalState  # noqa: E402
-from launcher.protocol.events import parse_event  # noqa: E402
+from launcher.plan.targets import BackendKind  # noqa: E402
+from launcher.protocol.events import EventReader  # noqa: E402
+from launcher.supervision.harness import StateDir  # noqa: E402
 
 CLI = [sys.executable, "-m", "launcher"]
 SPEC: dict[str, Any] = {
@@ -46,35 +49,46 @@ SPEC: dict[str, Any] = {
 }
 
 
-def wait_event(log: Path | Callable[[], list[str]], kind: str, after: float = 0.0, timeout: float = 300.0,
-               min_step: int = 0) -> dict[str, Any]:
-    """The first ``kind`` event in ``log`` (a file, or what returns its lines) stamped after ``after`` and at
-    ``min_step`` or later."""
+@dataclass(frozen=True)
+class TaskLog:
+    """A task's output (its log file, or what returns its lines) and its run's event token (``Plan.event_token``)."""
+
+    source: Path | Callable[[], list[str]]
+    token: str
+
+    def lines(self) -> list[str]:
+        if callable(self.source):
+            return self.source()
+        return self.source.read_text(errors="replace").splitlines() if self.source.exists() else []
+
+
+def wait_event(log: TaskLog, kind: str, after: float = 0.0, timeout: float = 300.0, min_step: int = 0) -> dict[str, Any]:
+    """The first ``kind`` event in ``log`` stamped after ``after`` and at ``min_step`` or later."""
     ends = time.monotonic() + timeout
+    reader = EventReader(log.token)
     while time.monotonic() < ends:
-        lines = log() if callable(log) else log.read_text(errors="replace").splitlines() if log.exists() else []
-        for event in filter(None, map(parse_event, lines)):
+        for event in filter(None, map(reader.parse, log.lines())):
             found = event.model_dump(mode="json")  # events are typed; the benches read their fields by name
             late = int(found.get("step") or 0) >= min_step
             if found["event"] == kind and found["time"] > after and late:
                 return found
         time.sleep(0.1)
-    raise TimeoutError(f"no {kind} event in {log} within {timeout} s")
+    raise TimeoutError(f"no {kind} event in {log.source} within {timeout} s")
 
 
-def chief_log(name: str, backend: str) -> Path | Callable[[], list[str]]:
+def chief_log(name: str, backend: str) -> TaskLog:
     """The chief's output: its log file (local), or what ``tfcluster logs`` reads (compose: its containers)."""
     chief = f"{name}-chief-0"
+    token = StateDir.of(BackendKind(backend), name).read_plan().event_token
     if backend == "local":
-        return LocalState.named(name).task_log(chief)
+        return TaskLog(LocalState.named(name).task_log(chief), token)
     from launcher.backends.compose.backend import ComposeBackend
 
     compose = ComposeBackend.create(BackendOptions())
-    return lambda: list(compose.logs(name, chief))
+    return TaskLog(lambda: list(compose.logs(name, chief)), token)
 
 
-def launch_with_tfcluster(workdir: Path, spec: dict[str, Any], backend: str = "local"
-                          ) -> tuple[float, Path | Callable[[], list[str]]]:
+def launch_with_tfcluster(workdir: Path, spec: dict[str, Any], backend: str = "local") -> tuple[float, TaskLog]:
     """Seconds from ``up --detach`` to the chief's first step, and the chief's log; the cluster is still running."""
     path = workdir / "spec.json"
     path.write_text(json.dumps(spec))
@@ -96,7 +110,7 @@ def launch_by_hand(workdir: Path, spec: dict[str, Any]) -> float:
             procs.append(subprocess.Popen(task.command, env={**os.environ, **plan.task_env(task)}, cwd=workdir,
                                           stdout=log, stderr=subprocess.STDOUT))
     try:
-        return wait_event(workdir / f"{plan.tasks[0].name}.log", "step", after=start)["time"] - start
+        return wait_event(TaskLog(workdir / f"{plan.tasks[0].name}.log", plan.event_token), "step", after=start)["time"] - start
     finally:
         for proc in procs:
             proc.kill()

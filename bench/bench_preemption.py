@@ -30,7 +30,7 @@ from common import print_table  # noqa: E402
 
 from launcher.backends.local.backend import LocalBackend  # noqa: E402
 from launcher.backends.local.state import LocalState  # noqa: E402
-from launcher.protocol.events import parse_event  # noqa: E402
+from launcher.protocol.events import EventReader  # noqa: E402
 
 PREEMPTED_SPEC = {**SPEC, "training": {**SPEC["training"], "epochs": 20, "steps_per_epoch": 4},
                   "checkpoint": {"backup_every_steps": 100}}
@@ -47,7 +47,7 @@ def steps_lost(sig: signal.Signals) -> int:
         os.kill(LocalState.named(name).read_groups()[f"{name}-worker-1"], sig)
         resumed = wait_event(chief, "started", after=signalled)
         first = wait_event(chief, "step", after=resumed["time"])
-        events = list(filter(None, map(parse_event, chief.read_text(errors="replace").splitlines())))
+        events = list(filter(None, map(EventReader(chief.token).parse, chief.lines())))
         before = max(e.step for e in events if e.event == "step" and e.time <= signalled)
         LocalBackend().cancel(name, volumes=True)
     return max(before - (first["step"] - 1), 0)

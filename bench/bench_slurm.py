@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_local_startup import CLI, SPEC, wait_event  # noqa: E402
+from bench_local_startup import CLI, SPEC, TaskLog, wait_event  # noqa: E402
 from common import print_table  # noqa: E402
 
 from launcher import api  # noqa: E402
@@ -40,15 +40,17 @@ def launch_with_tfcluster(workdir: Path) -> float:
     path.write_text(api.validate_data(SPEC).model_dump_json())
     start = time.time()
     subprocess.run([*CLI, "up", "-b", "slurm", "--detach", str(path)], cwd=workdir, check=True, capture_output=True)
-    chief = SlurmState.named(SPEC["name"]).task_log(f"{SPEC['name']}-chief-0")
+    state = SlurmState.named(SPEC["name"])
+    chief = TaskLog(state.task_log(f"{SPEC['name']}-chief-0"), state.read_plan().event_token)
     try:
         return wait_event(chief, "step", after=start)["time"] - start
     finally:
         SlurmBackend().cancel(SPEC["name"], volumes=True)
 
 
-def hand_script(workdir: Path) -> str:
-    """What a user would write: one srun step per task, its environment spelled out, on the first nodes."""
+def hand_script(workdir: Path) -> tuple[str, str]:
+    """What a user would write: one srun step per task, its environment spelled out, on the first nodes; and the
+    run's event token."""
     spec = {**SPEC, "name": f"{SPEC['name']}-hand", "checkpoint": {**SPEC["checkpoint"], "dir": "hand-checkpoints"}}
     plan = api.plan(validate_data(spec, "slurm"), "slurm")  # relative: under this run's directory
     nodes = slurmctl.allocation_nodes(slurmctl.run(["sinfo", "-h", "-o", "%N"]).strip())[: len(plan.tasks)]
@@ -60,15 +62,16 @@ def hand_script(workdir: Path) -> str:
         command = " ".join(map(shlex.quote, task.command))
         lines.append(f"env {variables} srun --nodes=1 --ntasks=1 --nodelist={placement[task.name]} --overlap "
                      f"{command} > {shlex.quote(str(workdir / task.name))}.log 2>&1 &")
-    return "\n".join([*lines, "wait", ""])
+    return "\n".join([*lines, "wait", ""]), plan.event_token
 
 
 def launch_by_hand(workdir: Path) -> float:
-    (workdir / "hand.sbatch").write_text(hand_script(workdir))
+    script, token = hand_script(workdir)
+    (workdir / "hand.sbatch").write_text(script)
     start = time.time()
     job = slurmctl.submit("hand.sbatch", cwd=str(workdir))
     try:
-        return wait_event(workdir / f"{SPEC['name']}-hand-chief-0.log", "step", after=start)["time"] - start
+        return wait_event(TaskLog(workdir / f"{SPEC['name']}-hand-chief-0.log", token), "step", after=start)["time"] - start
     finally:
         slurmctl.cancel(job)
         await_end(job)

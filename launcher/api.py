@@ -24,6 +24,7 @@ from launcher.plan.dryrun import DryRun, plan_document, tasks_document
 from launcher.plan.planner import Plan, make_plan
 from launcher.plan.script import SOURCE, ScriptRun, script_problems, script_spec_data
 from launcher.plan.targets import BackendKind
+from launcher.protocol.events import MANUAL_TOKEN, new_token
 from launcher.spec import loader, tfjob
 from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem, SpecCheck, SpecError
@@ -122,7 +123,8 @@ def plan(
     A path is loaded and validated for ``backend`` (with ``capacity``, also
     whether this machine can take it; a ``ClusterSpec`` is then checked
     too); a ``ClusterSpec`` must already be valid. ``launching`` picks free
-    local ports; previews use sequential ones so dry-run output is reproducible.
+    local ports and draws the run's event token (``launcher.protocol.events``); previews
+    use sequential ones and the fixed ``MANUAL_TOKEN`` so dry-run output is reproducible.
     A workspace that ships is refused over ``MAX_WORKSPACE_BYTES`` unless ``force``.
     """
     kind = BackendKind(backend)
@@ -133,7 +135,7 @@ def plan(
     target = backend_class(kind).target(spec, launching=launching)
     source = scan(spec.workspace, contents=target.runs_in_containers, max_bytes=None if force else MAX_WORKSPACE_BYTES) \
         if spec.workspace else None
-    return make_plan(spec, target, run_id, source)
+    return make_plan(spec, target, run_id, source, new_token() if launching else MANUAL_TOKEN)
 
 
 def dry_run(

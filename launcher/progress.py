@@ -2,7 +2,8 @@
 
 Contract: in a task started by tfcluster, ``ProgressCallback`` (Keras
 ``fit``) and ``report_step`` / ``report_epoch`` / ``report_finished``
-(custom loops) write the events of ``launcher.protocol.events`` on stdout,
+(custom loops) write the events of ``launcher.protocol.events`` on stdout
+(with the run's token, from ``TFCLUSTER_EVENT_TOKEN``),
 through the entrypoint's own ``Reporter`` and callback, so the live view,
 ``status -o json`` and the job's progress read them unchanged. Only the
 job's lead task (``TFCLUSTER_IS_CHIEF=1``: the chief, or worker 0 without

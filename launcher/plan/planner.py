@@ -39,7 +39,7 @@ from launcher.plan.policy import JobPolicy, make_policy
 from launcher.plan.programs import runs_entrypoint, wants_standby
 from launcher.plan.targets import BackendKind, Target
 from launcher.plan.workspace import Workspace, WorkspaceSource, plan_workspace
-from launcher.protocol import env, paths
+from launcher.protocol import env, events, paths
 from launcher.protocol.roles import TaskRef
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec import rules
@@ -78,13 +78,16 @@ class Plan(BaseModel):
     """Everything a backend needs to launch one cluster: the tasks, their TF_CONFIGs and the job policy.
 
     ``spec`` is kept for backend-specific settings (``kubernetes``); policies
-    are read from ``policy``, never re-derived from the spec.
+    are read from ``policy``, never re-derived from the spec. ``event_token``
+    authenticates the tasks' progress events (``launcher.protocol.events``); every
+    task has it in its env; empty in a plan written before tokens (its events are not read).
     """
 
     model_config = ConfigDict(frozen=True)
 
     name: str
     run_id: str
+    event_token: str = ""
     backend: BackendKind
     #: Working directory of every task (the user's workspace); None: the image's own.
     workdir: str | None = None
@@ -119,7 +122,7 @@ class Plan(BaseModel):
         return self.spec.tensorboard.image or self.lead().image
 
 
-def program_env(run_config: RunConfig, name: str, lead: bool) -> dict[str, str]:
+def program_env(run_config: RunConfig, name: str, lead: bool, event_token: str) -> dict[str, str]:
     """The variables a user program reads besides TF_CONFIG (``launcher.protocol.env``)."""
     return {
         env.CHECKPOINT_DIR: run_config.checkpoint_dir,
@@ -128,13 +131,16 @@ def program_env(run_config: RunConfig, name: str, lead: bool) -> dict[str, str]:
         env.IS_CHIEF: "1" if lead else "0",
         env.TASK_NAME: name,
         env.RUN_ID: run_config.run_id,
+        env.EVENT_TOKEN: event_token,
     }
 
 
-def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspace: WorkspaceSource | None = None) -> Plan:
+def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspace: WorkspaceSource | None = None,
+              event_token: str = events.MANUAL_TOKEN) -> Plan:
     """Plan ``spec`` for ``target``; ``spec`` must have passed validation (``launcher.api.load_spec``).
 
     With a ``workspace`` (``spec.workspace`` as scanned), tasks run in it: see ``launcher.plan.workspace``.
+    A launch gives a fresh ``event_token`` (``launcher.protocol.events.new_token``).
     """
     strategy = rules.resolve_strategy(spec)
     checkpoint_dir = target.checkpoint_dir(spec)
@@ -183,7 +189,7 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
                     standby_command=[*target.standby(), *role_spec.args]
                     if target.keeps_standbys and wants_standby(spec, role, strategy) else [],
                     env={**target_env, **spec.env, **role_spec.env, **job_env,
-                         **program_env(run_config, name, TaskRef(role, index) == policy.lead)},
+                         **program_env(run_config, name, TaskRef(role, index) == policy.lead, event_token)},
                     resources=role_spec.resources,
                 )
             )
@@ -194,6 +200,7 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
     return Plan(
         name=spec.name,
         run_id=run_id,
+        event_token=event_token,
         backend=target.kind,
         workdir=planned_workspace.workdir if planned_workspace else target.workdir(),
         strategy=strategy,

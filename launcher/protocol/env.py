@@ -4,7 +4,7 @@ Contract: the controller sets ``TF_CONFIG`` (or, on Kubernetes, the
 ``TFCLUSTER_CLUSTER_FILE`` / ``TFCLUSTER_TASK_TYPE`` / ``TFCLUSTER_TASK_INDEX``
 trio the task builds it from), ``TFCLUSTER_JOB`` (``RunConfig``),
 ``TFCLUSTER_TASK_NAME``, ``TFCLUSTER_TENSORBOARD_DIR`` (when summaries are on), the
-user-program variables (``CHECKPOINT_DIR`` ... ``RUN_ID``) and ``BASE_TASK_ENV``; a spec may set none of
+user-program variables (``CHECKPOINT_DIR`` ... ``EVENT_TOKEN``) and ``BASE_TASK_ENV``; a spec may set none of
 ``RESERVED`` nor anything starting with ``RESERVED_PREFIX``.
 """
 
@@ -38,6 +38,8 @@ MODEL_DIR = "TFCLUSTER_MODEL_DIR"
 IS_CHIEF = "TFCLUSTER_IS_CHIEF"
 #: This launch's id (``RunConfig.run_id``), fresh for every ``up``/``run``.
 RUN_ID = "TFCLUSTER_RUN_ID"
+#: The token a task's progress events carry (``launcher.protocol.events``), fresh for every launch (``Plan.event_token``).
+EVENT_TOKEN = "TFCLUSTER_EVENT_TOKEN"
 LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
 GRPC_FAIL_FAST = "GRPC_FAIL_FAST"
 

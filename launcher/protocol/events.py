@@ -1,13 +1,29 @@
 """Machine-readable progress events, emitted by tasks on stdout and read by the controller.
 
-Contract: one event per line, ``TFCLUSTER_EVENT <json object>``; the object is
+Contract: one event per line, ``TFCLUSTER_EVENT/<token> <json object>``; the object is
 one of the models below, told apart by ``event`` (an ``EventKind`` value), and
-always has ``task`` (task name) and ``time`` (unix seconds). Lines without the
-prefix are ordinary log output (``carries_event``). Tasks write events with
-``emit``; the controller reads them with ``parse_event`` only: a line with the prefix whose
-kind is unknown or whose payload does not fit its model is logged (one line)
+always has ``task`` (task name) and ``time`` (unix seconds). Tasks write events with
+``emit``; the controller reads them with an ``EventReader`` of the run's token only
+(the supervisor, ``debug``, the Kubernetes status and stall watch): a line it accepts
+whose kind is unknown or whose payload does not fit its model is logged (one line)
 and skipped, never raised. Fields a model does not know are ignored, so a newer
 task can report more than an older controller reads.
+
+Who may report (a program's own output must not forge events: a data row holding
+the marker once made ``debug`` signal a task without the handler, killing it):
+
+- the marker counts only at the start of a line, where a line starts after its last
+  carriage return (what a terminal shows of it); ``emit`` starts its line with one, so
+  an event may follow a progress bar that redraws itself with carriage returns (Keras', tqdm's).
+  Each reading point hands the reader the task's own lines: the local and Slurm log
+  files, Docker's log stream and the pods' logs carry no transport prefix there
+  (no timestamps, no ``srun --label``; ``logs``' ``<task> | `` labels are for people);
+- the token is ``new_token()``, drawn afresh for every launch (``launcher.api.plan``), so
+  no earlier run's lines count either. It is the plan's (``Plan.event_token``: the
+  supervisors and ``debug`` read it there, Kubernetes from its Jobs' env) and every
+  task's own variable ``TFCLUSTER_EVENT_TOKEN`` (``task_token``), not a field of
+  ``TF_CONFIG`` or ``TFCLUSTER_JOB``, which programs print. A plan that is not a launch
+  (dry-run, ``render``) has ``MANUAL_TOKEN``, fixed like its run id ``manual``.
 
 To add a field: give it a default in its model (the reader of an older task
 sees the default). To add a kind: a value in ``EventKind``, a model with
@@ -20,14 +36,21 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import secrets
 import time
+from collections.abc import Mapping
 from enum import Enum
 from functools import lru_cache
 from typing import Annotated, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-PREFIX = "TFCLUSTER_EVENT "
+from launcher.protocol import env
+
+MARKER = "TFCLUSTER_EVENT"
+#: The token of a plan that is not a launch (dry-run, ``render``; tests): fixed, so previews are reproducible.
+MANUAL_TOKEN = "manual"
 
 log = logging.getLogger(__name__)
 
@@ -199,37 +222,71 @@ Event = Annotated[
 _EVENT = TypeAdapter[Event](Event)
 
 
-def format_event(event: Event, task: str) -> str:
-    """The line that carries ``event`` of ``task``."""
-    return PREFIX + event.model_copy(update={"task": task}).model_dump_json()
+def new_token() -> str:
+    """A fresh token for one launch: 128 random bits, as hex (no space, no ``/``)."""
+    return secrets.token_hex(16)
 
 
-def emit(event: Event, task: str, stream: TextIO) -> None:
-    stream.write(format_event(event, task) + "\n")
+def task_token(environ: Mapping[str, str] = os.environ) -> str:
+    """The run's token as a task has it (``TFCLUSTER_EVENT_TOKEN``); empty outside tfcluster."""
+    return environ.get(env.EVENT_TOKEN, "")
+
+
+def _marker(token: str) -> str:
+    return f"{MARKER}/{token} "
+
+
+def format_event(event: Event, task: str, token: str) -> str:
+    """The line that carries ``event`` of ``task`` in the run of ``token`` (a carriage return first, no newline)."""
+    return "\r" + _marker(token) + event.model_copy(update={"task": task}).model_dump_json()
+
+
+def emit(event: Event, task: str, stream: TextIO, token: str) -> None:
+    stream.write(format_event(event, task, token) + "\n")
     stream.flush()
 
 
-def carries_event(line: str) -> bool:
-    """True if ``line`` is meant as an event (valid or not), not ordinary output."""
-    return PREFIX in line
+class EventReader:
+    """The events of the run whose token is ``token`` in its tasks' output lines; every other line is output.
 
-
-def parse_event(line: str) -> Event | None:
-    """The event on ``line`` (which may carry a log prefix before the marker); None for any other line.
-
-    A marked line that is not a valid event is logged (each distinct line once per process: the
-    Kubernetes backend reads the same log lines at every poll) and gives None.
+    An empty token (a plan or Job from before tokens) accepts no line.
     """
-    at = line.find(PREFIX)
-    if at < 0:
-        return None
-    text = line[at + len(PREFIX):]
-    try:
-        return _EVENT.validate_json(text)
-    except ValidationError as exc:
-        problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'event'}: {e['msg']}" for e in exc.errors()[:3])
-        _skipped(problem, json.dumps(text[:200]))
-        return None
+
+    def __init__(self, token: str):
+        self._marker = _marker(token) if token else None
+
+    @property
+    def reads(self) -> bool:
+        """False for an empty token: no line can be an event (so no progress can be seen either)."""
+        return self._marker is not None
+
+    def _payload(self, line: str) -> str | None:
+        """What follows this run's marker at the line's start (after its last carriage return), else None."""
+        shown = line.rstrip("\r\n")
+        shown = shown[shown.rfind("\r") + 1:]
+        if self._marker is None or not shown.startswith(self._marker):
+            return None
+        return shown[len(self._marker):]
+
+    def carries_event(self, line: str) -> bool:
+        """True if ``line`` is meant as an event of this run (valid or not), not ordinary output."""
+        return self._payload(line) is not None
+
+    def parse(self, line: str) -> Event | None:
+        """The event on ``line``; None for any other line.
+
+        A line of this run's that is not a valid event is logged (each distinct line once per process: the
+        Kubernetes backend reads the same log lines at every poll) and gives None.
+        """
+        text = self._payload(line)
+        if text is None:
+            return None
+        try:
+            return _EVENT.validate_json(text)
+        except ValidationError as exc:
+            problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'event'}: {e['msg']}" for e in exc.errors()[:3])
+            _skipped(problem, json.dumps(text[:200]))
+            return None
 
 
 @lru_cache(maxsize=256)

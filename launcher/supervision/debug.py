@@ -1,8 +1,9 @@
 """Stacks of every task, now, on request (``tfcluster debug``), through a backend's ``Runtime``.
 
-Contract: ``stacks_now(runtime, tasks)`` attaches to each task's current run
+Contract: ``stacks_now(runtime, plan)`` attaches to each task's current run
 (``Runtime.adopt``: output from the run's start, which says whether the task
-dumps its stacks on ``STACKS_SIGNAL``), asks those that do for their stacks,
+dumps its stacks on ``STACKS_SIGNAL``: its ``stacks_on_signal`` event, read with the
+plan's token only), asks those that do for their stacks,
 reads those of the others from outside (``Runtime.read_stacks``: py-spy on
 local and compose), and returns ``{task: dump}`` for every task that runs: None when it
 gave none within ``seconds`` or they cannot be read (no handler, which
@@ -13,19 +14,19 @@ never stops, starts or records anything: a supervisor may run meanwhile.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 
-from launcher.plan.planner import Task
-from launcher.protocol.events import StacksOnSignal, parse_event
+from launcher.plan.planner import Plan
+from launcher.protocol.events import EventReader, StacksOnSignal
 from launcher.supervision.stacks import is_stack_line
 from launcher.supervision.supervisor import STACKS_SECONDS, Runtime
 
 POLL_SECONDS = 0.2
 
 
-def stacks_now(runtime: Runtime, tasks: Sequence[Task], seconds: float = STACKS_SECONDS) -> dict[str, str | None]:
-    running = [task for task in tasks if runtime.adopt(task) and runtime.poll(task) is None]
-    asked = [task for task in running if any(_announces(line) for line in runtime.output(task))]
+def stacks_now(runtime: Runtime, plan: Plan, seconds: float = STACKS_SECONDS) -> dict[str, str | None]:
+    reader = EventReader(plan.event_token)
+    running = [task for task in plan.tasks if runtime.adopt(task) and runtime.poll(task) is None]
+    asked = [task for task in running if any(isinstance(reader.parse(line), StacksOnSignal) for line in runtime.output(task))]
     lines: dict[str, list[str]] = {task.name: [] for task in asked}
     for task in asked:
         runtime.dump_stacks(task)
@@ -41,6 +42,3 @@ def stacks_now(runtime: Runtime, tasks: Sequence[Task], seconds: float = STACKS_
     return {task.name: read[task.name] if task.name in read else "\n".join(lines.get(task.name, [])) or None
             for task in running}
 
-
-def _announces(line: str) -> bool:
-    return isinstance(parse_event(line), StacksOnSignal)

@@ -16,6 +16,8 @@ at once. Nothing escapes ``run`` as a traceback: each fault is logged as one
 line on stderr (the supervisor's log).
 
 Exit codes are reported shell-style: a task killed by signal N exits 128+N.
+A task's output lines are its events only as the plan's token authenticates them
+(``launcher.protocol.events.EventReader``); any other line is output.
 
 A supervisor can take over from one that died (``resume``: the last status
 the dead one published): it adopts each task's current run through
@@ -210,11 +212,12 @@ class Supervisor:
         self._cancelled = threading.Event()
         self._pause = pause or self._cancelled.wait
         self._lead = plan.lead().name
+        self._events = events.EventReader(plan.event_token)
         self._resume = resume
         self._vanished: list[tuple[str, int]] = []  # exits found while adopting, decided in the first round
         self.stacks_dir = stacks_dir
         self._step_times: dict[str, list[StepTime]] = {}
-        builtin = plan.run_config.lead_runs_entrypoint  # which reports its steps
+        builtin = plan.run_config.lead_runs_entrypoint and self._events.reads  # which reports steps we can read
         self._clock = StallClock(time.monotonic(), reporting=builtin)
         self._job.stall = StallStatus(watching=builtin)
         self._standbys = [t for t in plan.tasks if t.standby_command]
@@ -482,12 +485,12 @@ class Supervisor:
             if is_stack_line(line):
                 run.stack_lines.append(line.rstrip())
                 continue
-            if not events.carries_event(line):
+            if not self._events.carries_event(line):
                 if line.strip() and not is_noise(line):
                     run.last_error = line.strip()
                     run.status.last_line = run.last_error[:LAST_LINE_CHARS]
                 continue
-            event = events.parse_event(line)
+            event = self._events.parse(line)
             if event is not None:
                 self._on_event(run, event)
 

@@ -51,7 +51,7 @@ PEER_ERRORS = (
 def main(environ: Mapping[str, str] = os.environ) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     log.setLevel(logging.INFO)
-    reporter = Reporter(environ.get(env.TASK_NAME) or socket.gethostname(), is_lead=False)
+    reporter = Reporter(environ.get(env.TASK_NAME) or socket.gethostname(), is_lead=False, token=events.task_token(environ))
     exit_on_notice()
     dump_stacks_on_signal(reporter)
     try:

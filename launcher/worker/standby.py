@@ -67,7 +67,8 @@ def main(args: list[str]) -> None:
         _become(log[0])
     task = os.environ.get(env.TASK_NAME, "")
     events.emit(events.WarmStart(import_seconds=round(imported - started, 3),
-                                 waited_seconds=round(max(0.0, time.monotonic() - imported), 3)), task, sys.stdout)
+                                 waited_seconds=round(max(0.0, time.monotonic() - imported), 3)), task, sys.stdout,
+                events.task_token())
     sys.argv = [sys.argv[0], *args]
     runpy.run_module(ENTRYPOINT_MODULE, run_name="__main__", alter_sys=True)
 

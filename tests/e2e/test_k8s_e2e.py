@@ -21,11 +21,11 @@ from collections.abc import Iterator
 import pytest
 
 from helpers.boards import free_port, scalar_curves
+from helpers.task_events import read_events
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
 from launcher.plan import naming
-from launcher.protocol.events import parse_event
 from launcher.supervision.status import JobStatus, State
 
 pytestmark = [
@@ -83,11 +83,12 @@ def supervise_until(backend: KubernetesBackend, name: str, done, timeout: float 
 
 
 def test_demo_trains_to_success_and_goes_away(backend: KubernetesBackend) -> None:
-    backend.submit(KubernetesBackend.dry_run(demo_plan("e2e-demo")))
+    plan = demo_plan("e2e-demo")
+    backend.submit(KubernetesBackend.dry_run(plan))
     status = supervise_until(backend, "e2e-demo", lambda s: s.state.terminal)
     assert status.state is State.SUCCEEDED, status
-    events = [parse_event(line) for line in backend.logs("e2e-demo", "e2e-demo-chief-0")]
-    assert any(e and e.event == "finished" for e in events)
+    events = read_events(backend.logs("e2e-demo", "e2e-demo-chief-0"), plan.event_token)
+    assert any(e.event == "finished" for e in events)
     port = free_port()  # the run's TensorBoard Deployment, through a real port-forward
     with backend.tensorboard(["e2e-demo"], "127.0.0.1", port) as board:
         curves = scalar_curves(board.url, ["e2e-demo/train"], "loss", timeout=300)

@@ -5,7 +5,7 @@ Contract: ``run_cluster(spec, run_id)`` plans ``spec`` for the local backend
 ``subprocess.Popen(task.command, env={**os.environ, **plan.task_env(task)})``
 and waits for all of them (killing the rest after ``timeout``);
 ``cluster_file=True`` starts them from ``TFCLUSTER_CLUSTER_FILE`` instead. It returns
-each task's exit code, output and parsed events. ``start_cluster`` returns
+each task's exit code, output and parsed events (read with the run's token). ``start_cluster`` returns
 the running processes for tests that interrupt them.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 from launcher.api import plan as make_plan
 from launcher.api import validate_data
 from launcher.plan.planner import Plan, Task
-from launcher.protocol.events import parse_event
+from launcher.protocol.events import EventReader
 
 TF_QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2"}
 
@@ -33,10 +33,11 @@ TF_QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2"}
 class TaskResult:
     returncode: int | None
     output: str
+    token: str  # the run's event token (``Plan.event_token``)
 
     @property
     def events(self) -> list[Any]:
-        return [e for e in map(parse_event, self.output.splitlines()) if e is not None]
+        return [e for e in map(EventReader(self.token).parse, self.output.split("\n")) if e is not None]
 
     def of(self, kind: str) -> list[Any]:
         """This task's events of ``kind`` (typed ``launcher.protocol.events`` models)."""
@@ -57,7 +58,8 @@ class RunningCluster:
             except subprocess.TimeoutExpired:
                 pass
         self.kill()
-        return {name: TaskResult(proc.returncode, self.logs[name].read_text()) for name, proc in self.procs.items()}
+        return {name: TaskResult(proc.returncode, self.logs[name].read_text(), self.plan.event_token)
+                for name, proc in self.procs.items()}
 
     def kill(self) -> None:
         for proc in self.procs.values():

@@ -21,6 +21,7 @@ from helpers.boards import free_port, scalar_curves, start_board, stop_board
 from helpers.docker_engine import IMAGE, Clusters, clusters, compose_cli, docker_engine, trainer, worker_image  # noqa: F401
 from helpers.polling import wait_for_condition
 from helpers.socket_proxy import SocketProxy
+from helpers.task_events import read_events, run_token
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.compose.backend import compose_command
@@ -29,7 +30,6 @@ from launcher.backends.compose.standbys import is_task_container
 from launcher.errors import BackendUnavailable, LaunchError
 from launcher.plan import naming
 from launcher.plan.targets import BackendKind
-from launcher.protocol.events import parse_event
 from launcher.supervision.harness import StateDir
 from launcher.supervision.status import State, SupervisorState
 
@@ -208,11 +208,11 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
     assert job.progress.step == KILLED_EPOCHS * STEPS_PER_EPOCH, "the supervisor lost the restarted tasks' progress"
     for task in job.tasks:  # every restarted task became its standby container; logs still hold the killed run
         lines = list(clusters.backend.logs(name, task.name))
-        events = [e for e in map(parse_event, lines) if e]
+        events = read_events(lines, run_token(BackendKind.COMPOSE, name))
         warm = [i for i, e in enumerate(events) if e.event == "warm_start"]
         assert len(warm) == job.restarts and events[warm[0]].import_seconds > 0, (task.name, warm)
         assert any(e.event == "started" for e in events[:warm[0]]), "the killed run's output is gone"
-    chief = [e for e in map(parse_event, clusters.backend.logs(name, f"{name}-chief-0")) if e]
+    chief = read_events(clusters.backend.logs(name, f"{name}-chief-0"), run_token(BackendKind.COMPOSE, name))
     restored = [e for e in chief if e.event == "restored"]
     assert restored and restored[-1].step > 0, "training did not resume from a backup"
     assert "model/model.keras" in volume_files(docker_engine, name)
@@ -369,8 +369,8 @@ def test_after_a_reboot_of_the_controller_watch_restarts_the_stopped_containers_
     job = clusters.backend.describe(name)
     # The stop is a termination notice: exit 143 (the tasks saved) restarts as a preemption, 137 as a failure.
     assert job is not None and job.state is State.SUCCEEDED and job.restarts + job.preemptions == 1, job
-    events = [parse_event(line) for line in clusters.backend.logs(name, f"{name}-chief-0")]
-    restored = [e for e in events if e and e.event == "restored"]
+    events = read_events(clusters.backend.logs(name, f"{name}-chief-0"), run_token(BackendKind.COMPOSE, name))
+    restored = [e for e in events if e.event == "restored"]
     assert restored and restored[-1].step > 0, "training did not resume from the backup"
 
 
@@ -417,7 +417,7 @@ def test_docker_stop_of_a_worker_saves_every_task_and_resumes_where_it_was(clust
     job = clusters.wait(name, timeout=300)
     assert job.state is State.SUCCEEDED, job.message
     assert (job.restarts, job.preemptions) == (0, 1), job
-    events = [e for e in map(parse_event, clusters.backend.logs(name, f"{name}-chief-0")) if e]
+    events = read_events(clusters.backend.logs(name, f"{name}-chief-0"), run_token(BackendKind.COMPOSE, name))
     [preempted] = [e for e in events if e.event == "preempted"]
     [restored] = [e for e in events if e.event == "restored"]
     before = max(e.step for e in events if e.event == "step" and e.time <= signalled)

@@ -25,6 +25,7 @@ from helpers.gates import BLOCK, wait_for
 from helpers.local_cluster import CLI, assert_nothing_left, processes, tfcluster, wait_status, write_spec
 from helpers.polling import wait_for_condition
 from helpers.required import unavailable
+from helpers.task_events import print_event
 from launcher.backends import allocator
 from launcher.backends.local.processes import group_alive
 from launcher.backends.local.state import LocalState
@@ -48,10 +49,10 @@ def wait_running(name: str, tasks: int) -> None:
 
 
 def test_up_runs_to_success_and_keeps_logs(tmp_path: Path) -> None:
-    event = 'TFCLUSTER_EVENT {"event":"epoch","task":"ok-chief-0","time":0,"epoch":1,"step":4,"metrics":{"loss":0.25}}'
+    event = print_event('{"event":"epoch","task":"ok-chief-0","time":0,"epoch":1,"step":4,"metrics":{"loss":0.25}}')
     index = "json.loads(os.environ['TF_CONFIG'])['task']['index']"
     spec = write(tmp_path, "ok", {  # the chief ends once both workers have printed
-        "chief": {"command": script(f"print({event!r})\n{wait_for(tmp_path / 'printed-0')}\n{wait_for(tmp_path / 'printed-1')}")},
+        "chief": {"command": script(f"{event}\n{wait_for(tmp_path / 'printed-0')}\n{wait_for(tmp_path / 'printed-1')}")},
         "worker": {"replicas": 2, "command": script(f"import os, json, pathlib; print('index', {index}, flush=True); "
                                                     f"pathlib.Path({str(tmp_path)!r}, 'printed-' + str({index})).touch()")},
     })

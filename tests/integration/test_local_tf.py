@@ -22,8 +22,9 @@ import pytest
 from helpers.boards import free_port, scalar_curves, start_board, stop_board
 from helpers.local_cluster import CLI, assert_nothing_left, processes, tfcluster, wait_status, write_spec
 from helpers.summaries import assert_monotonic, curve
+from helpers.task_events import read_events, run_token
 from launcher.backends.local.state import LocalState
-from launcher.protocol.events import parse_event
+from launcher.plan.targets import BackendKind
 from launcher.supervision.status import JobStatus, State
 
 pytestmark = pytest.mark.tf
@@ -46,7 +47,7 @@ def kill_task(name: str, task: str) -> None:
 
 
 def events(name: str, task: str) -> list[dict[str, Any]]:
-    return [e for e in map(parse_event, LocalState.named(name).task_log(task).read_text().splitlines()) if e]
+    return read_events(LocalState.named(name).task_log(task).read_text().splitlines(), run_token(BackendKind.LOCAL, name))
 
 
 def finish(name: str) -> JobStatus:

@@ -25,12 +25,16 @@ from helpers.k8s_fake import backend_for, fake_fixture  # noqa: F401  (the fixtu
 from helpers.k8s_specs import DEMO, dry_run_for, plan_for
 from helpers.local_cluster import tfcluster, write_spec
 from launcher.cli.watch import status_view
-from launcher.protocol.events import EventKind
+from launcher.protocol import env
+from launcher.protocol.events import MANUAL_TOKEN, EventKind
 from launcher.protocol.progress import JobProgress
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
 
-EVENT = "TFCLUSTER_EVENT "
+#: Each event line's start, its token a placeholder: a task prints it with the token of its environment, as a
+#: program writing events by hand does (README "Bring your own script").
+TOKEN = "<token>"
+EVENT = f"TFCLUSTER_EVENT/{TOKEN} "
 LEAD = [
     EVENT + '{"event":"started","task":"p-chief-0","time":10,"strategy":"MirroredStrategy","num_replicas_in_sync":2,'
             '"epochs":2}',
@@ -51,7 +55,8 @@ EXPECTED = JobProgress(
 
 
 def _printing(python: str, lines: list[str]) -> list[str]:
-    return [python, "-c", f"print({chr(10).join(lines)!r}, flush=True)"]
+    text = chr(10).join(lines)
+    return [python, "-c", f"import os; print({text!r}.replace({TOKEN!r}, os.environ[{env.EVENT_TOKEN!r}]), flush=True)"]
 
 
 def spec(python: str) -> dict[str, Any]:
@@ -103,8 +108,8 @@ def test_kubernetes(fake: FakeKubernetes) -> None:
     backend.submit(dry_run_for(spec("python")))
     for job in ("p-chief", "p-worker", "p-evaluator"):
         fake.start_pods(job)
-    fake.pod_logs["default", _pod(fake, "p-chief")] = "\n".join(LEAD) + "\n"
-    fake.pod_logs["default", _pod(fake, "p-evaluator")] = "\n".join(EVALUATOR) + "\n"
+    fake.pod_logs["default", _pod(fake, "p-chief")] = "\n".join(LEAD).replace(TOKEN, MANUAL_TOKEN) + "\n"
+    fake.pod_logs["default", _pod(fake, "p-evaluator")] = "\n".join(EVALUATOR).replace(TOKEN, MANUAL_TOKEN) + "\n"
     status = backend.describe("p")
     assert status is not None and set(status.to_dict()["progress"]) == set(JobProgress.model_fields)
     assert status.progress == EXPECTED and SHOWN in shown(status)

@@ -18,8 +18,9 @@ import yaml
 
 from helpers.local_cluster import CLI, assert_nothing_left, processes, tfcluster, wait_status
 from helpers.paths import REPO
+from helpers.task_events import read_events, run_token
 from launcher.backends.local.state import LocalState
-from launcher.protocol.events import parse_event
+from launcher.plan.targets import BackendKind
 from launcher.supervision.status import State
 
 pytestmark = pytest.mark.tf
@@ -92,8 +93,8 @@ def test_a_script_with_the_progress_callback_reports_like_the_entrypoint(tmp_pat
     assert (progress["event"], progress["epochs"], progress["epoch"], progress["step"]) == ("finished", 2, 1, 16)
     assert progress["total_steps"] == 16 and progress["num_replicas_in_sync"] == 1
     assert isinstance(progress["metrics"]["loss"], float)
-    events = [e for e in map(parse_event, LocalState.named("keras-progress").task_log("keras-progress-worker-0")
-                             .read_text().splitlines()) if e]
+    events = read_events(LocalState.named("keras-progress").task_log("keras-progress-worker-0").read_text().splitlines(),
+                         run_token(BackendKind.LOCAL, "keras-progress"))
     assert [e.step for e in events if e.event == "step"] == [4, 8, 12, 16]
 
 
@@ -105,7 +106,7 @@ def test_a_custom_loop_reporting_with_the_two_functions_shows_like_the_entrypoin
     assert (progress["event"], progress["epoch"], progress["step"], progress["total_steps"]) == ("finished", 1, 16, 16)
     assert isinstance(progress["metrics"]["loss"], float)
     state = LocalState.named("custom-progress")
-    lead, other = ([e for e in map(parse_event, state.task_log(f"custom-progress-worker-{i}").read_text().splitlines()) if e]
+    lead, other = (read_events(state.task_log(f"custom-progress-worker-{i}").read_text().splitlines(), state.read_plan().event_token)
                    for i in (0, 1))
     assert [e.step for e in lead if e.event == "step"] == [4, 8, 12, 16]
     assert [(e.epoch, type(e.metrics["loss"])) for e in lead if e.event == "epoch"] == [(0, float), (1, float)]

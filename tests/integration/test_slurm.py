@@ -30,9 +30,11 @@ from helpers.slurm_cluster import (  # noqa: F401
     task_processes,
     wait_status,
 )
+from helpers.task_events import read_events, run_token
 from launcher.backends.slurm import slurmctl
 from launcher.backends.slurm.state import SlurmState
-from launcher.protocol.events import Event, Preempted, Restored, Step, parse_event
+from launcher.plan.targets import BackendKind
+from launcher.protocol.events import Event, Preempted, Restored, Step
 from launcher.supervision.status import JobStatus, State
 
 pytestmark = [pytest.mark.slurm, pytest.mark.tf, pytest.mark.usefixtures("slurm_controller")]
@@ -66,7 +68,7 @@ def launch(tmp_path: Path, launched: list[str], spec: dict[str, Any]) -> str:
 
 
 def events(name: str, task: str) -> list[Event]:
-    return [e for e in map(parse_event, SlurmState.named(name).task_log(task).read_text().splitlines()) if e]
+    return read_events(SlurmState.named(name).task_log(task).read_text().splitlines(), run_token(BackendKind.SLURM, name))
 
 
 def finish(name: str) -> JobStatus:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.gates import BLOCK, first_run, touch, wait_for
+from helpers.task_events import print_event
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.local.processes import ProcessRuntime, TaskRun, group_alive
@@ -104,8 +105,8 @@ def test_budget_exhausted_names_the_task_and_its_last_error(tmp_path: Path) -> N
 
 
 def test_failed_event_reason_is_the_last_error(tmp_path: Path) -> None:
-    event = 'TFCLUSTER_EVENT {"event":"failed","task":"sup-worker-0","time":0,"reason":"dataset is empty"}'
-    roles = {"worker": role(f"import sys; print({event!r}); print('Traceback tail'); sys.exit(1)")}
+    event = print_event('{"event":"failed","task":"sup-worker-0","time":0,"reason":"dataset is empty"}')
+    roles = {"worker": role(f"import sys\n{event}\nprint('Traceback tail'); sys.exit(1)")}
     status, _ = supervise(tmp_path, roles, restart={"policy": "never"})
     assert status.state is State.FAILED and "dataset is empty" in status.message
 
@@ -182,8 +183,8 @@ def test_tasks_exiting_by_themselves_in_the_grace_period_count_as_done(tmp_path:
 
 
 def test_progress_events_reach_the_job_status(tmp_path: Path) -> None:
-    event = 'TFCLUSTER_EVENT {"event":"step","task":"sup-chief-0","time":0,"epoch":1,"step":7,"total_steps":30,"loss":0.5}'
-    status, _ = supervise(tmp_path, {"chief": role(f"print({event!r})")})
+    event = print_event('{"event":"step","task":"sup-chief-0","time":0,"epoch":1,"step":7,"total_steps":30,"loss":0.5}')
+    status, _ = supervise(tmp_path, {"chief": role(event)})
     assert status.progress.step == 7 and status.progress.loss == 0.5
 
 
@@ -226,8 +227,8 @@ def test_an_adopted_group_id_the_system_reused_is_never_signalled(tmp_path: Path
 
 def test_a_stall_of_a_program_without_the_handler_keeps_its_stacks_read_by_py_spy(tmp_path: Path) -> None:
     """The chief reports a step (a bare event line: no launcher import, no handler), then never returns."""
-    step = 'TFCLUSTER_EVENT {"event":"step","task":"sup-chief-0","time":0,"step":1}'
-    stuck = f"import signal\ndef stuck_in_my_loader():\n    signal.pause()\nprint({step!r}, flush=True)\nstuck_in_my_loader()"
+    step = print_event('{"event":"step","task":"sup-chief-0","time":0,"step":1}')
+    stuck = f"import signal\ndef stuck_in_my_loader():\n    signal.pause()\n{step}\nstuck_in_my_loader()"
     status, _ = supervise(tmp_path, {"chief": role(stuck)}, stall={"timeout_seconds": 1, "action": "fail"})
     assert status.state is State.FAILED and status.stall is not None and status.stall.stalls == 1, status.message
     dump = (tmp_path / "stacks" / "stall-1" / "sup-chief-0.txt").read_text()

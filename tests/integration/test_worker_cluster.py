@@ -18,7 +18,7 @@ import pytest
 
 from helpers.summaries import assert_monotonic, curve, tags
 from helpers.tf_cluster import TaskResult, cluster_spec, describe, run_cluster, start_cluster
-from launcher.protocol.events import parse_event
+from launcher.protocol.events import EventReader
 
 pytestmark = pytest.mark.tf
 
@@ -160,7 +160,7 @@ def test_single_task_auto_picks_the_default_strategy_on_cpu(tmp_path: Path) -> N
 def wait_for_step(cluster, task: str, step: int, timeout: float = 150) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        events = [e for e in map(parse_event, cluster.output(task).splitlines()) if e]
+        events = [e for e in map(EventReader(cluster.plan.event_token).parse, cluster.output(task).split("\n")) if e]
         if any(e.event == "step" and e.step >= step for e in events):
             return
         assert all(p.poll() is None for p in cluster.procs.values()), "a task ended early"
@@ -259,10 +259,10 @@ def test_missing_job_config_exits_2_with_a_failed_event() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("TFCLUSTER_JOB", "TF_CONFIG")}
     proc = subprocess.run(
         [sys.executable, "-m", "launcher.worker"], capture_output=True, text=True, timeout=120,
-        env={**env, "TFCLUSTER_TASK_NAME": "t-0", "TF_CPP_MIN_LOG_LEVEL": "2"},
+        env={**env, "TFCLUSTER_TASK_NAME": "t-0", "TFCLUSTER_EVENT_TOKEN": "t0k", "TF_CPP_MIN_LOG_LEVEL": "2"},
     )
     assert proc.returncode == 2
-    [failed] = [e for e in map(parse_event, proc.stdout.splitlines()) if e and e.event == "failed"]
+    [failed] = [e for e in map(EventReader("t0k").parse, proc.stdout.split("\n")) if e and e.event == "failed"]
     assert failed.event == "failed" and "TFCLUSTER_JOB is not set" in failed.reason and failed.task == "t-0"
 
 
@@ -310,12 +310,12 @@ def test_pss_sigterm_a_worker_exits_preempted_and_the_chief_saves_its_weights_be
         assert first.procs["pst-chief-0"].wait(timeout=120) == 143, first.output("pst-chief-0")[-3000:]
     finally:
         first.kill()
-    chief = TaskResult(143, first.output("pst-chief-0"))
+    chief = TaskResult(143, first.output("pst-chief-0"), first.plan.event_token)
     [preempted] = chief.of("preempted")
     # The weights of the epoch it was in (1 or later: the chief trains on while worker 0 exits), resumed at its start.
     epoch = len(chief.of("epoch"))
     assert epoch >= 1 and preempted.step == epoch * 20 and not chief.of("failed"), chief.output[-3000:]
-    assert TaskResult(143, first.output("pst-worker-0")).of("preempted")[0].step is None
+    assert TaskResult(143, first.output("pst-worker-0"), first.plan.event_token).of("preempted")[0].step is None
 
     second = run_cluster(spec, "run2")
     assert_all_ok(second)

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,8 +32,8 @@ def _is_str(node: ast.AST, text: str) -> bool:
 
 def event_dict_use(node: ast.AST) -> bool:
     """The event marker, ``x["event"]``, ``x.get("event")`` or ``{"event": ...}``."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str) and "TFCLUSTER_EVENT" in node.value:
-        return True
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.search(r"TFCLUSTER_EVENT(?!_)", node.value):
+        return True  # the marker (``TFCLUSTER_EVENT_TOKEN`` is only the variable's name)
     if isinstance(node, ast.Subscript) and _is_str(node.slice, "event"):
         return True
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
@@ -86,6 +87,7 @@ def test_one_home(check: Callable[[ast.AST], bool], homes: set[str], under: str)
 
 @pytest.mark.parametrize("check, source", [
     (event_dict_use, 'line = "TFCLUSTER_EVENT " + payload'),
+    (event_dict_use, 'line = f"TFCLUSTER_EVENT/{token} {payload}"'),
     (event_dict_use, 'kind = event["event"]'),
     (event_dict_use, 'kind = event.get("event")'),
     (event_dict_use, 'payload = {"event": "step", "step": 3}'),

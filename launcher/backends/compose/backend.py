@@ -222,7 +222,7 @@ class ComposeBackend(Backend[BackendOptions]):
         if not state.exists():
             raise LaunchError(f"no cluster named {name!r} on compose")
         plan = state.read_plan()
-        return stacks_now(runtime.ContainerRuntime(self.client, [], state.root), plan.tasks)
+        return stacks_now(runtime.ContainerRuntime(self.client, [], state.root), plan)
 
     # -- tensorboard ------------------------------------------------------------------------------
 

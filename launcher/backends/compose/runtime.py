@@ -182,6 +182,9 @@ class ContainerRuntime:
     def _follow(self, container: Any, since: float) -> None:
         """Copy the container's output lines (from ``since``) to its queue until the container stops.
 
+        Docker's stream of its stdout and stderr, without timestamps or a tty: the program's lines as it wrote
+        them, which the event reader takes as they are (``launcher.protocol.events``).
+
         A stream the engine breaks just ends: the next ``poll`` meets the same fault and the supervisor handles it.
         """
         pending = self._queue(container.name)

@@ -64,7 +64,7 @@ from launcher.plan.dryrun import DryRun
 from launcher.plan.planner import Plan
 from launcher.plan.storage import storage_problems
 from launcher.plan.targets import BackendKind
-from launcher.protocol.events import Event, parse_event
+from launcher.protocol.events import Event, EventReader
 from launcher.protocol.paths import is_object_store
 from launcher.protocol.progress import JobProgress, fold, seed
 from launcher.protocol.runconfig import RunConfig
@@ -311,9 +311,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         record, run_config = _stall_record(config_map), _run_config(config_map)
         if record is not None and record.pod == pod.name:
             return []  # this pod's stall was acted on
-        reporting = run_config is not None and run_config.lead_runs_entrypoint
+        reader = EventReader(k8s_status.event_token(jobs))
+        reporting = run_config is not None and run_config.lead_runs_entrypoint and reader.reads  # steps it can read
         assert pod.started is not None
-        events = self._recent_events([pod], namespace, STALL_TAIL_LINES)
+        events = self._recent_events([pod], namespace, reader, STALL_TAIL_LINES)
         if events is None:
             return []  # its last report is beyond the lines read: the watchdog cannot tell when it was
         clock = k8s_stall.clock(pod.started, events, reporting)
@@ -425,7 +426,8 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         run_config = _run_config(config_map)
         policy = k8s_status.job_policy(jobs[0])
         runs = k8s_status.runs_by_task(pods)
-        events = {(role, index): self._recent_events(views, namespace) or []
+        reader = EventReader(k8s_status.event_token(jobs))
+        events = {(role, index): self._recent_events(views, namespace, reader) or []
                   for (role, index), views in runs.items() if role.trains or role is RoleType.EVALUATOR}
         lead = events.get((policy.lead.role, policy.lead.index), [])
         start = seed(run_config) if run_config is not None else JobProgress()
@@ -433,7 +435,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
                                from_lead=False)
         status.tensorboard_dir = k8s_status.tensorboard_dir(jobs)
         record = _stall_record(config_map)
-        watching = (run_config is not None and run_config.lead_runs_entrypoint) or any(
+        watching = (run_config is not None and run_config.lead_runs_entrypoint and reader.reads) or any(
             e.event in WATCHED_EVENTS or e.event in SIGNS_OF_LIFE for e in lead)
         status.stall = record.status if record is not None else StallStatus(watching=watching)
         if status.state is State.FAILED and record is not None and record.status.message.startswith("failed:"):
@@ -445,17 +447,18 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             task.step_time = times[task.name][-1] if times.get(task.name) else None
         return status
 
-    def _recent_events(self, runs: list[k8s_status.PodView], namespace: str,
+    def _recent_events(self, runs: list[k8s_status.PodView], namespace: str, reader: EventReader,
                        tail: int = PROGRESS_TAIL_LINES) -> list[Event] | None:
-        """The events among the last ``tail`` log lines of the latest of ``runs`` (none while it is pending or
-        unreadable); None when those lines are all other output (the events are further back)."""
+        """The events (of ``reader``'s run) among the last ``tail`` log lines of the latest of ``runs`` (none while
+        it is pending or unreadable); None when those lines are all other output (the events are further back).
+        The pod's log lines are the task's own: read without timestamps, nothing to strip."""
         if not runs or runs[-1].phase == "Pending":
             return []
         try:
             lines = list(self._log_lines(runs[-1].name, namespace, follow=False, tail=tail))
         except LaunchError:
             return []  # e.g. the container is not started yet or was replaced: status without its events
-        events = [event for event in map(parse_event, lines) if event is not None]
+        events = [event for event in map(reader.parse, lines) if event is not None]
         return None if not events and len(lines) >= tail else events
 
     # --- logs ------------------------------------------------------------

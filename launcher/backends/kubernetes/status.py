@@ -69,14 +69,25 @@ def job_policy(job: Obj) -> JobPolicy:
     return JobPolicy.model_validate_json(job["metadata"]["annotations"][ANNOTATION_POLICY])
 
 
-def tensorboard_dir(jobs: list[Obj]) -> str | None:
-    """The run's log dir as its pods see it (``TFCLUSTER_TENSORBOARD_DIR`` of a Job's container), or None."""
+def _job_env(jobs: list[Obj], name: str) -> str | None:
+    """The literal value of variable ``name`` in a Job's container (the same in every Job of a run), or None."""
     for job in jobs:
         for container in job["spec"]["template"]["spec"]["containers"]:
             for var in container.get("env", []):
-                if var["name"] == task_env.TENSORBOARD_DIR and "value" in var:
+                if var["name"] == name and "value" in var:
                     return str(var["value"])
     return None
+
+
+def tensorboard_dir(jobs: list[Obj]) -> str | None:
+    """The run's log dir as its pods see it (``TFCLUSTER_TENSORBOARD_DIR`` of a Job's container), or None."""
+    return _job_env(jobs, task_env.TENSORBOARD_DIR)
+
+
+def event_token(jobs: list[Obj]) -> str:
+    """The token the run's pods were given (``TFCLUSTER_EVENT_TOKEN``), the only one their events are read with;
+    empty when the Jobs have none (then no event is read)."""
+    return _job_env(jobs, task_env.EVENT_TOKEN) or ""
 
 
 def waiting_reason(pods: list[Obj]) -> str:

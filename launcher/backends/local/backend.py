@@ -96,7 +96,7 @@ class LocalBackend(Backend[BackendOptions]):
         """Through a runtime that attaches to the recorded runs and records nothing (the supervisor may run)."""
         state = self._existing(name)
         plan = state.read_plan()
-        return stacks_now(ProcessRuntime(plan, state.logs, state.exits, recorded=state.read_runs()), plan.tasks)
+        return stacks_now(ProcessRuntime(plan, state.logs, state.exits, recorded=state.read_runs()), plan)
 
     def tensorboard(self, names: Sequence[str], host: str, port: int) -> AbstractContextManager[Board]:
         """TensorBoard as a child process reading the runs' log dirs directly."""

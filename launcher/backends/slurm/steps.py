@@ -4,10 +4,10 @@ Contract: runs inside the allocation (``SLURM_JOB_ID`` set). ``start`` runs
 ``srun --nodes=1 --ntasks=1 --nodelist=NODE --overlap --job-name=TASK ...
 COMMAND`` (an argument list) with ``{**os.environ, **plan.task_env(task)}``
 in ``plan.workdir``, its output (the task's stdout and stderr, forwarded by
-srun) appended to ``<log_dir>/<task>.log`` on the shared filesystem
-(the dir ``0700``, the logs ``0600``: a task's output may echo its env;
-``launcher.supervision.statefile``, also when the batch script was
-submitted by hand from a ``render -d`` directory).
+srun unlabelled: the program's lines as the event reader takes them) appended to
+``<log_dir>/<task>.log`` on the shared filesystem (the dir ``0700``, the logs
+``0600``: a task's output may echo its env; ``launcher.supervision.statefile``,
+also when the batch script was submitted by hand from a ``render -d`` directory).
 ``poll`` is srun's exit code, the task's (128+N for signal N). ``stop``
 sends SIGTERM to the steps' tasks (``scancel --signal=TERM JOB.STEP``: srun
 itself would kill them at once, with no time to save), waits up to the

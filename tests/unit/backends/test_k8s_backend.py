@@ -34,6 +34,7 @@ from launcher.cli.commands import main
 from launcher.cli.watch import watch
 from launcher.errors import BackendUnavailable, LaunchError
 from launcher.plan import naming
+from launcher.protocol.events import MANUAL_TOKEN
 from launcher.supervision.status import State
 
 PSS = {"name": "pss", "roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {}}}
@@ -111,8 +112,8 @@ def test_mwms_lifecycle_fail_restart_succeed_down(fake: FakeKubernetes) -> None:
     assert backend.supervise("demo") == []
 
     fake.pod_logs["default", running(fake, "demo-chief-0")] = (
-        'TFCLUSTER_EVENT {"event":"restored","task":"demo-chief-0","time":1,"epoch":1,"step":20}\n'
-        'TFCLUSTER_EVENT {"event":"epoch","task":"demo-chief-0","time":2,"epoch":3,"step":120,"metrics":{"loss":0.25}}\n'
+        f'TFCLUSTER_EVENT/{MANUAL_TOKEN} {{"event":"restored","task":"demo-chief-0","time":1,"epoch":1,"step":20}}\n'
+        f'TFCLUSTER_EVENT/{MANUAL_TOKEN} {{"event":"epoch","task":"demo-chief-0","time":2,"epoch":3,"step":120,"metrics":{{"loss":0.25}}}}\n'
     )
     assert backend.describe("demo").progress.loss == 0.25
     for task in ("demo-chief-0", "demo-worker-0", "demo-worker-1"):

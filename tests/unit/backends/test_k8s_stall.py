@@ -17,9 +17,11 @@ import pytest
 from fakes.kubernetes_api import IGNORES_SIGTERM, FakeKubernetes
 from helpers.k8s_fake import backend_for, rbac_allowed, rbac_used
 from helpers.k8s_specs import dry_run_for, plan_for
+from launcher import api
 from launcher.backends.kubernetes import backend as k8s_backend
 from launcher.backends.kubernetes.backend import KubernetesBackend
-from launcher.protocol.events import EpochEnd, Event, Started, Step, StepTime, format_event
+from launcher.plan.planner import make_plan
+from launcher.protocol.events import MANUAL_TOKEN, EpochEnd, Event, Started, Step, StepTime, format_event
 from launcher.supervision.status import State
 
 TASKS = ("st-chief-0", "st-worker-0", "st-worker-1")
@@ -47,7 +49,7 @@ def pod_of(fake: FakeKubernetes, task: str) -> str:
 def write(fake: FakeKubernetes, task: str, *events: tuple[float, Event]) -> None:
     """Append ``events`` (each at fake time ``start + offset``) to the log of ``task``'s current pod."""
     key = ("default", pod_of(fake, task))
-    lines = [format_event(event.model_copy(update={"time": at}), task) + "\n" for at, event in events]
+    lines = [format_event(event.model_copy(update={"time": at}), task, MANUAL_TOKEN) + "\n" for at, event in events]
     fake.pod_logs[key] = fake.pod_logs.get(key, "") + "".join(lines)
 
 
@@ -85,6 +87,22 @@ def test_a_job_whose_progress_stops_restarts_with_reason_stalled_and_uses_the_bu
     assert status.to_dict()["stall"]["stalls"] == 1  # status -o json
     fake.now += 3 * FLOOR  # the new attempt's first-step allowance: 3 x the floor, from the pod's start
     assert backend.supervise("st") == []
+
+
+def test_jobs_without_an_event_token_are_never_judged(fake: FakeKubernetes) -> None:
+    """Jobs an older tfcluster launched carry no token: none of their pods' lines can be read as a report, so their
+    silence says nothing and the watch of this version leaves them alone."""
+    spec = api.validate_data({"name": "st", "roles": {"chief": {}, "worker": {"replicas": 2}},
+                              "stall": {"timeout_seconds": FLOOR, "action": "fail"}})
+    backend = backend_for(fake)
+    backend.submit(KubernetesBackend.dry_run(make_plan(spec, KubernetesBackend.target(spec), event_token="")))
+    for job in ("st-chief", "st-worker"):
+        fake.start_pods(job)
+    write(fake, "st-chief-0", (fake.now + 5, Step(step=1)))  # the format of this version, with the token "manual"
+    fake.now += 10 * FLOOR
+    assert backend.supervise("st") == []
+    status = backend.describe("st")
+    assert status.stall is not None and not status.stall.watching and status.progress.step is None
 
 
 def test_action_fail_ends_the_job_with_the_stall_as_its_reason(fake: FakeKubernetes) -> None:
@@ -148,7 +166,7 @@ def test_a_lead_whose_last_lines_hold_no_report_is_not_judged(fake: FakeKubernet
     fake.pod_logs[key] += "a warning of the program\n" * 20
     fake.now = last + 10 * FLOOR
     assert backend.supervise("st") == []
-    fake.pod_logs[key] += format_event(Step(step=4, time=fake.now - FLOOR - 1), "st-chief-0") + "\n"
+    fake.pod_logs[key] += format_event(Step(step=4, time=fake.now - FLOOR - 1), "st-chief-0", MANUAL_TOKEN) + "\n"
     assert backend.supervise("st")[0].startswith("stall watchdog: stalled: no progress for 61 s")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from launcher import api
 from launcher.protocol import env
+from launcher.protocol.events import MANUAL_TOKEN
 from launcher.spec.models import RoleType
 
 
@@ -44,6 +45,19 @@ def test_every_task_gets_the_program_environment() -> None:
     assert (lead[env.TASK_NAME], other[env.TASK_NAME]) == ("byo-worker-0", "byo-worker-1")
     assert lead[env.RUN_ID] == plan.run_id and lead[env.LEGACY_KERAS] == "1" and env.GRPC_FAIL_FAST in lead
     assert plan.workdir is not None
+
+
+def test_each_launch_gives_its_tasks_a_fresh_event_token_in_a_variable_of_its_own() -> None:
+    """What a program prints of its config (TF_CONFIG, TFCLUSTER_JOB) never holds it; a preview's is fixed."""
+    spec = api.validate_data({"name": "byo", "roles": {"worker": {"replicas": 2}}})
+    launches = [api.plan(spec, "local", api.new_run_id(), launching=True) for _ in range(2)]
+    assert launches[0].event_token != launches[1].event_token and len(launches[0].event_token) == 32
+    for plan in launches:
+        for task in plan.tasks:
+            variables = plan.task_env(task)
+            assert variables[env.EVENT_TOKEN] == plan.event_token
+            assert plan.event_token not in variables[env.TF_CONFIG] + variables[env.JOB]
+    assert api.plan(spec, "local").event_token == api.plan(spec, "compose").event_token == MANUAL_TOKEN
 
 
 def test_run_ships_the_current_directory_and_names_the_registry() -> None:

@@ -1,4 +1,4 @@
-"""The progress contract: typed events on the wire, one parser, one fold."""
+"""The progress contract: typed events on the wire, one reader of a run's authenticated lines, one fold."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from launcher.protocol import events
-from launcher.protocol.events import EventKind, carries_event, emit, parse_event
+from launcher.protocol import env, events
+from launcher.protocol.events import EventKind, EventReader, emit, format_event, new_token, task_token
 from launcher.protocol.progress import JobProgress, counts, fold, progress, seed
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import Strategy, TrainingSpec
@@ -28,16 +28,57 @@ EVERY_KIND = [
     events.StepTime(epoch=1, step=20, seconds_per_step=0.1, input_seconds_per_batch=0.02),
     events.StacksOnSignal(signal="SIGUSR1"),
 ]
+TOKEN = "0123456789abcdef0123456789abcdef"
+READER = EventReader(TOKEN)
+STEP = '{"event":"step","task":"t","time":1,"step":3}'
 
 
 def test_every_kind_has_a_model_and_survives_the_wire() -> None:
     assert {e.event for e in EVERY_KIND} == set(EventKind)
     stream = io.StringIO()
     for event in EVERY_KIND:
-        emit(event, "job-chief-0", stream)
-    lines = stream.getvalue().splitlines()
-    parsed = [parse_event("2026-01-01 host | " + line) for line in lines]  # a log prefix before the marker
-    assert parsed == [e.model_copy(update={"task": "job-chief-0"}) for e in EVERY_KIND]
+        emit(event, "job-chief-0", stream, TOKEN)
+    lines = stream.getvalue().split("\n")[:-1]  # as the backends split them: at newlines only
+    assert all(line.startswith(f"\rTFCLUSTER_EVENT/{TOKEN} {{") for line in lines)
+    assert [READER.parse(line) for line in lines] == [e.model_copy(update={"task": "job-chief-0"}) for e in EVERY_KIND]
+
+
+def test_an_event_after_a_progress_bar_on_the_same_line_is_read() -> None:
+    """Keras' progress bar and tqdm redraw a line with carriage returns and end it only later: the event's own
+    carriage return starts it where a terminal would."""
+    line = "\r 3/10 [=====>....] - ETA: 1s - loss: 0.5" + format_event(events.Step(step=3, time=1), "t", TOKEN)
+    assert READER.parse(line) == events.Step(task="t", time=1, step=3)
+    assert READER.parse(f"TFCLUSTER_EVENT/{TOKEN} {STEP}\r\n") == events.Step(task="t", time=1, step=3)  # written by hand, CRLF
+
+
+@pytest.mark.parametrize("line", [
+    f"row 7,TFCLUSTER_EVENT/{TOKEN} {STEP}",  # the marker, with the token, inside a data line
+    f"2026-01-01 host | TFCLUSTER_EVENT/{TOKEN} {STEP}",  # behind a log prefix
+    f" TFCLUSTER_EVENT/{TOKEN} {STEP}",
+    f"TFCLUSTER_EVENT {STEP}",  # the old form, without a token
+    f"TFCLUSTER_EVENT/ {STEP}",
+    f"TFCLUSTER_EVENT/{TOKEN[:-1]} {STEP}",  # a wrong token (a prefix of the right one)
+    f"TFCLUSTER_EVENT/{TOKEN}0 {STEP}",
+    f"TFCLUSTER_EVENT/{new_token()} {STEP}",  # another run's
+    f"TFCLUSTER_EVENT/{TOKEN}{STEP}",
+    f"TFCLUSTER_EVENT/{TOKEN} {STEP}\rmore",  # what a terminal shows of the line is not the event
+    "epoch 1/3 - loss 0.4",
+])
+def test_a_line_is_an_event_only_with_the_runs_token_at_its_start(line: str) -> None:
+    assert READER.parse(line) is None and not READER.carries_event(line)
+
+
+def test_a_reader_without_a_token_accepts_nothing() -> None:
+    """A plan or Job from before tokens: no line is its event, not even one with an empty token."""
+    reader = EventReader("")
+    assert reader.parse(f"TFCLUSTER_EVENT/ {STEP}") is None and reader.parse(f"TFCLUSTER_EVENT {STEP}") is None
+    assert not reader.reads and READER.reads
+
+
+def test_each_launch_draws_its_own_token_and_a_task_reads_it_from_its_env() -> None:
+    tokens = {new_token() for _ in range(100)}
+    assert len(tokens) == 100 and all(len(t) == 32 and t.isalnum() for t in tokens)
+    assert task_token({env.EVENT_TOKEN: TOKEN}) == TOKEN and task_token({}) == ""
 
 
 @pytest.mark.parametrize("payload, problem", [
@@ -50,23 +91,19 @@ def test_every_kind_has_a_model_and_survives_the_wire() -> None:
 ])
 def test_a_marked_line_that_breaks_the_contract_is_logged_and_skipped(
         payload: str, problem: str, caplog: pytest.LogCaptureFixture) -> None:
-    line = events.PREFIX + payload
+    line = f"TFCLUSTER_EVENT/{TOKEN} {payload}"
     with caplog.at_level(logging.WARNING, logger=events.__name__):
-        assert parse_event(line) is None
-    assert carries_event(line)
+        assert READER.parse(line) is None
+    assert READER.carries_event(line)
     [record] = caplog.records
     assert problem in record.getMessage().lower() and "\n" not in record.getMessage()
     with caplog.at_level(logging.WARNING, logger=events.__name__):
-        assert parse_event(line) is None
+        assert READER.parse(line) is None
     assert len(caplog.records) == 1  # read again (the next poll of a pod's log): not logged again
 
 
-def test_ordinary_output_is_no_event() -> None:
-    assert parse_event("epoch 1/3 - loss 0.4") is None and not carries_event("epoch 1/3 - loss 0.4")
-
-
 def test_fields_a_newer_task_adds_are_ignored() -> None:
-    event = parse_event(events.PREFIX + '{"event":"step","task":"t","time":1,"step":3,"step_seconds":{"compute":0.1}}')
+    event = READER.parse(f'TFCLUSTER_EVENT/{TOKEN} {{"event":"step","task":"t","time":1,"step":3,"step_seconds":{{"compute":0.1}}}}')
     assert event == events.Step(task="t", time=1, step=3)
 
 

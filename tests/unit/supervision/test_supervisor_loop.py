@@ -10,11 +10,16 @@ import pytest
 
 from fakes.scripted_runtime import ScriptedRuntime
 from launcher import api
+from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
+from launcher.protocol.events import MANUAL_TOKEN
 from launcher.supervision.status import JobStatus, State, TaskStatus
 from launcher.supervision.supervisor import RESTART_STOP_SECONDS, STOP_SECONDS, Supervisor
 
 MWMS = {"chief": {}, "worker": {"replicas": 2}}
+#: The start of an event line of these plans (``api.plan`` without launching: the fixed token).
+MARKER = f"TFCLUSTER_EVENT/{MANUAL_TOKEN} "
+STEP = '{"event":"step","task":"job-chief-0","time":1,"step":7}'
 PSS = {"chief": {}, "worker": {"replicas": 1}, "ps": {}}
 
 
@@ -108,15 +113,26 @@ def test_pss_worker_restart_leaves_the_others_running() -> None:
 
 
 def test_progress_comes_from_the_lead_task_only() -> None:
-    event = 'TFCLUSTER_EVENT {"event":"step","task":"%s","time":1,"step":%d,"loss":0.5}'
+    event = MARKER + '{"event":"step","task":"%s","time":1,"step":%d,"loss":0.5}'
     runtime = ScriptedRuntime({"job-chief-0": [(3, 0)]},
                               output={"job-chief-0": [event % ("job-chief-0", 7)], "job-worker-0": [event % ("job-worker-0", 99)]})
     status, _ = supervise(runtime)
     assert status.progress.step == 7
 
 
+def test_a_plan_from_before_event_tokens_reads_no_event_and_so_judges_no_stall() -> None:
+    """A supervisor of this version adopting a job an older one launched: its tasks' lines carry no token."""
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS}))  # the built-in entrypoint: it reports steps
+    old = Plan.model_validate_json(plan.model_dump_json(exclude={"event_token"}))
+    assert old.event_token == "" and old.tasks == plan.tasks
+    runtime = ScriptedRuntime({"job-chief-0": [(3, 0)]}, output={"job-chief-0": ["TFCLUSTER_EVENT " + STEP]})  # as it wrote them
+    status = Supervisor(old, runtime, poll_seconds=0.01, grace_seconds=0.0).run()
+    assert status.stall is not None and not status.stall.watching and status.progress.step is None
+    assert Supervisor(plan, ScriptedRuntime({})).status().stall.watching  # type: ignore[union-attr]
+
+
 def test_each_task_shows_its_last_line_of_output_but_not_events() -> None:
-    output = {"job-worker-0": ["epoch 1/3 loss 0.5", "", 'TFCLUSTER_EVENT {"event":"step","task":"job-worker-0"}'],
+    output = {"job-worker-0": ["epoch 1/3 loss 0.5", "", MARKER + '{"event":"step","task":"job-worker-0"}'],
               "job-chief-0": ["x" * 500]}
     runtime = ScriptedRuntime({"job-chief-0": [(3, 0)]}, output=output)
     status, published = supervise(runtime)
@@ -224,7 +240,7 @@ def test_a_failure_restart_stops_the_survivors_quickly() -> None:
 def _event(kind: str, task: str, **fields: Any) -> str:
     import json
 
-    return "TFCLUSTER_EVENT " + json.dumps({"event": kind, "task": task, "time": 0, **fields})
+    return MARKER + json.dumps({"event": kind, "task": task, "time": 0, **fields})
 
 
 STUCK_IN_OP = [

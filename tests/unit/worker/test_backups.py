@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 
 tf = pytest.importorskip("tensorflow")
 
-from launcher.protocol.events import parse_event  # noqa: E402
+from launcher.protocol.events import MANUAL_TOKEN, EventReader  # noqa: E402
 from launcher.protocol.runconfig import RunConfig  # noqa: E402
 from launcher.spec.models import Strategy, TrainingLoop, TrainingSpec  # noqa: E402
 from launcher.worker import usercode  # noqa: E402
@@ -155,10 +155,10 @@ def run_auto(tmp_path: Path, loop: TrainingLoop) -> list[Any]:
     run_config = RunConfig(name="auto", run_id="r1", strategy=Strategy.DEFAULT, training=training,
                            checkpoint_dir=str(tmp_path), backup_every_steps="auto", async_backups=True)
     stream = io.StringIO()
-    reporter = Reporter("auto-chief-0", is_lead=True, stream=stream)
+    reporter = Reporter("auto-chief-0", is_lead=True, stream=stream, token=MANUAL_TOKEN)
     selection = Selection(Action.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
     train(TaskContext(reporter.task, run_config, {}, selection, usercode.load(training), reporter))
-    return [e for e in map(parse_event, stream.getvalue().splitlines()) if e]
+    return [e for e in map(EventReader(MANUAL_TOKEN).parse, stream.getvalue().splitlines()) if e]
 
 
 @pytest.mark.parametrize(("save_freq", "steps_done", "expected", "saved_at"), [

@@ -22,7 +22,7 @@ import pytest  # noqa: E402
 
 tf = pytest.importorskip("tensorflow")
 
-from launcher.protocol.events import parse_event  # noqa: E402
+from launcher.protocol.events import MANUAL_TOKEN, EventReader  # noqa: E402
 from launcher.protocol.runconfig import RunConfig  # noqa: E402
 from launcher.spec.models import Strategy, TrainingLoop, TrainingSpec  # noqa: E402
 from launcher.worker import callbacks, usercode  # noqa: E402
@@ -62,10 +62,10 @@ def run_single_task(tmp_path: Path, loop: TrainingLoop, kind: str = "epoch") -> 
     training = TrainingSpec(module="helpers.tiny_user_code", loop=loop, epochs=EPOCHS, steps_per_epoch=STEPS, batch_size_per_replica=BATCH)
     run_config = RunConfig(name="input", run_id="r1", strategy=Strategy.DEFAULT, training=training, checkpoint_dir=str(tmp_path))
     stream = io.StringIO()
-    reporter = Reporter("input-chief-0", is_lead=True, stream=stream)
+    reporter = Reporter("input-chief-0", is_lead=True, stream=stream, token=MANUAL_TOKEN)
     selection = Selection(Action.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
     train(TaskContext(reporter.task, run_config, {}, selection, usercode.load(training), reporter))
-    events = [parse_event(line) for line in stream.getvalue().splitlines()]
+    events = [EventReader(MANUAL_TOKEN).parse(line) for line in stream.getvalue().splitlines()]
     return [e for e in events if e and e.event == kind]
 
 
@@ -113,12 +113,13 @@ def test_peer_wait_is_the_step_beyond_the_larger_of_input_and_compute() -> None:
 def test_without_a_probe_the_fraction_is_null_and_nothing_is_claimed(caplog) -> None:
     """The PSS coordinator cannot iterate the workers' pipelines: the event says null."""
     stream = io.StringIO()
-    progress = ProgressCallback(Reporter("t", is_lead=True, stream=stream), steps_per_epoch=2, epochs=1, every=1, input_probe=None)
+    progress = ProgressCallback(Reporter("t", is_lead=True, stream=stream, token=MANUAL_TOKEN), steps_per_epoch=2, epochs=1, every=1,
+                                input_probe=None)
     progress.on_epoch_begin(0)
     for batch in range(2):
         progress.on_train_batch_begin(batch)
         progress.on_train_batch_end(batch, {"loss": 1.0})
     with caplog.at_level(logging.WARNING, logger="launcher.worker"):
         progress.on_epoch_end(0, {"loss": 1.0})
-    [epoch] = [e for e in map(parse_event, stream.getvalue().splitlines()) if e and e.event == "epoch"]
+    [epoch] = [e for e in map(EventReader(MANUAL_TOKEN).parse, stream.getvalue().splitlines()) if e and e.event == "epoch"]
     assert epoch.input_wait_fraction is None and "input-bound" not in caplog.text

@@ -1,0 +1,29 @@
+"""A run's events in its tasks' output, read as the controller reads them: with the run's token only.
+
+``read_events(lines, token)`` keeps the lines that are events of the run of ``token``;
+``run_token(backend, name)`` is the token of the run a backend's state dir records (local, compose, Slurm);
+``print_event(payload)`` is Python source printing an event as a program of the user's writes it by hand
+(README: the marker, the token from its environment, the JSON).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from launcher.plan.targets import BackendKind
+from launcher.protocol import env
+from launcher.protocol.events import Event, EventReader
+from launcher.supervision.harness import StateDir
+
+
+def read_events(lines: Iterable[str], token: str) -> list[Event]:
+    reader = EventReader(token)
+    return [event for event in map(reader.parse, lines) if event is not None]
+
+
+def run_token(backend: BackendKind, name: str) -> str:
+    return StateDir.of(backend, name).read_plan().event_token
+
+
+def print_event(payload: str) -> str:
+    return f"import os; print('TFCLUSTER_EVENT/' + os.environ[{env.EVENT_TOKEN!r}] + ' ' + {payload!r}, flush=True)"
