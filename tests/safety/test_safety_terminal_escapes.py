@@ -12,7 +12,9 @@ Each backend runs its own status and stacks readers against a stand-in: the loca
 tiny script, read by the real py-spy); compose and Slurm the shared supervisor over a scripted runtime writing
 their state dir, which their ``describe`` reads, and for compose's stacks a Docker client stand-in answering
 ``docker exec``; Kubernetes the fake API server (pod logs, termination message, ``pods/exec``). A backend added
-to ``BackendKind`` fails here until it has a stand-in.
+to ``BackendKind`` fails here until it has a stand-in. The real-engine variants (markers ``docker``, ``slurm``)
+run compose on the Docker engine with the worker image as it is (py-spy through ``docker exec``) and Slurm on
+its cluster (srun steps); a real Kubernetes cluster is tests/e2e's.
 """
 
 from __future__ import annotations
@@ -33,13 +35,18 @@ from click.testing import CliRunner, Result
 
 from fakes.kubernetes_api import FakeKubernetes
 from fakes.scripted_runtime import ScriptedRuntime
+from helpers.docker_engine import IMAGE, compose_cli, docker_engine  # noqa: F401 - fixtures
 from helpers.k8s_fake import backend_for
 from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
+from helpers.required import unavailable
+from helpers.slurm_cluster import slurm_controller  # noqa: F401 - a fixture
 from launcher import api
+from launcher.backends.api import BackendOptions
 from launcher.backends.compose.backend import ComposeBackend
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.local.backend import LocalBackend
+from launcher.backends.slurm.backend import SlurmBackend
 from launcher.backends.slurm.state import SlurmState
 from launcher.cli.commands import main
 from launcher.plan.targets import BackendKind
@@ -93,6 +100,8 @@ class StandIn:
     (``stacks``: its stacks can be read, and carry escapes), ``finish`` ends it (failed)."""
 
     stacks = True
+    #: ``watch``'s exit code once ``finish`` ended the job.
+    outcome = 1
 
     def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         self.tmp_path, self.monkeypatch = tmp_path, monkeypatch
@@ -261,6 +270,85 @@ class Kubernetes(StandIn):
         self.fake.stop()
 
 
+#: A task of the real-engine variants: prints its argument (``HOSTILE``), waits for the file its second argument
+#: names (a gate the test opens), prints it again and succeeds (a failure would end with srun's own line last).
+#: One line of source: py-spy shows it in the dump.
+GATED = ["python", "-c", "import pathlib, sys, time; print(sys.argv[1], flush=True); "
+         "any(time.sleep(0.05) for _ in iter(pathlib.Path(sys.argv[2]).exists, True)); print(sys.argv[1], flush=True)"]
+
+
+class RealCompose(StandIn):
+    """The real Docker engine and the worker image as it is (never rebuilt here): containers of ``GATED``, read
+    by the image's py-spy through ``docker exec``; the gate is a file the test makes in each container."""
+
+    outcome = 0
+
+    def start(self) -> None:
+        self.monkeypatch.chdir(self.tmp_path)
+        spec = self.tmp_path / "esc.yaml"
+        spec.write_text(json.dumps({**SPEC, "image": IMAGE, "command": [*GATED, HOSTILE, "/tmp/go"]}))
+        assert (result := cli("up", "--detach", "-b", "compose", str(spec))).exit_code == 0, result.output
+        self.backend = ComposeBackend.create(BackendOptions())
+
+        def printed() -> bool:
+            job = self.backend.describe(NAME)
+            return job is not None and all("FORGED" in task.last_line for task in job.tasks)
+
+        wait_for_condition(printed, timeout=120)
+
+    def finish(self) -> None:
+        for task in (f"{NAME}-chief-0", f"{NAME}-worker-0", f"{NAME}-worker-1"):
+            self.backend.client.containers.get(task).exec_run(["touch", "/tmp/go"])
+        wait_for_condition(lambda: self.backend.describe(NAME).state.terminal, timeout=120)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        if hasattr(self, "backend"):
+            self.backend.cancel(NAME, volumes=True)
+
+
+class RealSlurm(StandIn):
+    """The real Slurm cluster: ``GATED`` as srun steps; the gate is a file of the shared filesystem."""
+
+    stacks, outcome = False, 0
+
+    def start(self) -> None:
+        self.monkeypatch.chdir(self.tmp_path)
+        self.gate = self.tmp_path / "go"
+        spec = self.tmp_path / "esc.yaml"
+        spec.write_text(json.dumps({**SPEC, "command": [sys.executable, *GATED[1:], HOSTILE, str(self.gate)]}))
+        assert (result := cli("up", "--detach", "-b", "slurm", str(spec))).exit_code == 0, result.output
+
+        def printed() -> bool:
+            job = SlurmBackend().describe(NAME)
+            return job is not None and all("FORGED" in task.last_line for task in job.tasks)
+
+        wait_for_condition(printed, timeout=180)
+
+    def finish(self) -> None:
+        self.gate.touch()
+        wait_for_condition(lambda: SlurmBackend().describe(NAME).state.terminal, timeout=180)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        if SlurmBackend().describe(NAME) is not None:
+            SlurmBackend().cancel(NAME)
+
+
+@pytest.fixture
+def engine(request: pytest.FixtureRequest, kind: BackendKind) -> None:
+    """The real engine of ``kind``, as the suite's helpers find it (required under CI, skipped elsewhere)."""
+    if kind is BackendKind.COMPOSE:
+        client = request.getfixturevalue("docker_engine")
+        request.getfixturevalue("compose_cli")
+        if not client.images.list(name=IMAGE):
+            unavailable(f"{IMAGE} is not built (.ci/docker.sh builds it)")
+    else:
+        request.getfixturevalue("slurm_controller")
+
+
+REAL_ENGINES = [pytest.param(BackendKind.COMPOSE, RealCompose, marks=pytest.mark.docker, id="compose"),
+                pytest.param(BackendKind.SLURM, RealSlurm, marks=pytest.mark.slurm, id="slurm")]
+
+
 STAND_INS: dict[BackendKind, type[StandIn]] = {BackendKind.LOCAL: Local, BackendKind.COMPOSE: Compose,
                                                BackendKind.SLURM: Slurm, BackendKind.K8S: Kubernetes}
 
@@ -297,8 +385,17 @@ def test_task_output_is_shown_escaped_by_status_debug_and_the_live_view(
 
         cluster.finish()
         watched = cli("watch", NAME, "-b", kind.value)
-        assert watched.exit_code == 1, watched.output  # the job failed, and the view was shown
+        assert watched.exit_code == cluster.outcome, watched.output  # the job ended, and the view was shown
         assert_escaped(watched.output)
+
+
+@pytest.mark.usefixtures("engine")
+@pytest.mark.parametrize("kind, real", REAL_ENGINES)
+def test_task_output_is_shown_escaped_on_the_real_engine(
+        kind: BackendKind, real: type[StandIn], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same as above with the backend's own engine: the task's line as the engine carries it."""
+    monkeypatch.setitem(STAND_INS, kind, real)
+    test_task_output_is_shown_escaped_by_status_debug_and_the_live_view(kind, tmp_path, monkeypatch)
 
 
 def hostile_spec(tmp_path: Path) -> Path:
