@@ -4,8 +4,9 @@ Contract: ``build_image`` sends a build context made here (``pyproject.toml``,
 ``README.md``, ``launcher/`` without caches, ``worker_image/``) and, when a
 CA bundle is given, adds it as ``worker_image/build-ca.crt``: pip uses it in
 the Dockerfile's build stage only, the final image never contains it. Every
-build log line goes to ``echo`` as it arrives. It returns the built image's
-id; it raises ``BackendUnavailable`` when no Docker engine answers and
+build log line goes to ``echo`` as it arrives (by default ``build_note``
+logs it, INFO, which a command shows). It returns the built image's id; it
+raises ``BackendUnavailable`` when no Docker engine answers and
 ``ImageBuildError`` when a build step fails.
 
 Why the classic builder: Docker 20.10 here has no buildx, and the Docker
@@ -17,6 +18,7 @@ out of the final image with a multi-stage build instead.
 from __future__ import annotations
 
 import io
+import logging
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +26,8 @@ from typing import Any
 
 from launcher.errors import BackendUnavailable, ImageBuildError
 from launcher.plan.images import ImageVariant
+
+log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = "worker_image/Dockerfile"
@@ -82,13 +86,19 @@ def docker_client() -> Any:
     return client
 
 
+def build_note(line: str) -> None:
+    """A line of a build, logged (INFO) where no ``echo`` is given: a command shows it on stderr through its
+    terminal sink (``launcher.cli.terminal``)."""
+    log.info("%s", line)
+
+
 def build_image(
     tag: str | None = None,
     variant: ImageVariant = ImageVariant.CPU,
     base_image: str | None = None,
     ca_bundle: Path | None = None,
     host_network: bool = False,
-    echo: Callable[[str], None] = print,
+    echo: Callable[[str], None] = build_note,
     no_cache: bool = False,
 ) -> str:
     """Build the ``variant`` of the worker image from ``worker_image/Dockerfile`` as ``tag`` (default: the

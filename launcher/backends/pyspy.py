@@ -15,6 +15,8 @@ as the caller's user) and returns a ``Ran`` or one line saying why py-spy
 could not run; it never takes longer than ``PYSPY_SECONDS`` per pid (then
 py-spy is killed). Nothing here raises for any of these.
 
+``say_none(task, why)`` reports that line (every backend's reader calls it).
+
 ``read_container_stacks(exec_in)`` does the same inside a container, where
 ``exec_in`` runs a command as the container's own user (compose: ``docker
 exec``; Kubernetes: ``pods/exec``): it lists the container's processes from
@@ -28,6 +30,7 @@ without py-spy gives the one line that says so.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -35,6 +38,8 @@ import sysconfig
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
+
+log = logging.getLogger(__name__)
 
 #: The longest one ``py-spy dump`` may take (it needs milliseconds); then it is killed and the task has no stacks.
 PYSPY_SECONDS = 10
@@ -71,13 +76,15 @@ def pyspy_binary() -> str | None:
 def local_runner(command: list[str]) -> Ran | str:
     """Runs ``command`` here, as this user, killed after ``PYSPY_SECONDS``."""
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=PYSPY_SECONDS,
+        done = subprocess.run(command, capture_output=True, timeout=PYSPY_SECONDS,
                               env={**os.environ, **PYSPY_ENV}, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return f"py-spy did not answer within {PYSPY_SECONDS} s"
     except OSError as exc:
         return f"cannot run py-spy: {exc}"
-    return Ran(done.returncode, done.stdout, done.stderr)
+    # Decoded as they are: text mode's universal newlines would make a task's own \r (in its command line,
+    # which py-spy prints) a line break, where the terminal sink shows it escaped.
+    return Ran(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
 
 
 def read_local_stacks(pids: Sequence[int]) -> tuple[str | None, str]:
@@ -124,6 +131,12 @@ def read_stacks(pids: Sequence[int], run: Runner, binary: str = "py-spy") -> tup
     if dumps:
         return "\n\n".join(dumps), ""
     return None, "; ".join(dict.fromkeys(problems)) or "no program runs in the task"
+
+
+def say_none(task: str, why: str) -> None:
+    """The one line saying why ``task`` gave no stacks: a warning of this module's logger, which a command
+    shows on stderr through its terminal sink (``launcher.cli.terminal``) and a detached supervisor in its log."""
+    log.warning("tfcluster: no stacks of %s: %s", task, why)
 
 
 def _why(stderr: str) -> str:

@@ -26,7 +26,8 @@ Contract:
   stack (tensorflow*, tf-keras, tensorboard) are left out, with a line saying so;
   the others are installed against the image's packages (never shadowing them),
   importable (``PYTHONPATH``) and their scripts on ``PATH`` for any Python version
-  of the image; a failing install fails the build.
+  of the image; a failing install fails the build. Each line of the build
+  goes to ``echo`` (by default ``build_note`` logs it, INFO, which a command shows).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ import hashlib
 import io
 import os
 import re
-import sys
 import tarfile
 import tempfile
 from collections.abc import Callable, Collection
@@ -45,7 +45,7 @@ from typing import IO, Any
 
 from launcher.backends.credentials import NAME_PATTERNS, by_name, detect
 from launcher.backends.dockerignore import Rules, decoded, make_rule, read_rules
-from launcher.backends.images import HOST_CA_BUNDLE, docker_client
+from launcher.backends.images import HOST_CA_BUNDLE, build_note, docker_client
 from launcher.errors import ImageBuildError, LaunchError
 from launcher.plan.images import TASK_UID
 from launcher.plan.workspace import CONTAINER_WORKSPACE, CredentialFile, Workspace, WorkspaceImage, WorkspaceSource
@@ -395,11 +395,7 @@ def push(client: Any, tag: str, echo: Callable[[str], None]) -> None:
     echo(f"workspace: pushed {tag}")
 
 
-def _to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def ensure_images(workspace: Workspace, echo: Callable[[str], None] = _to_stderr) -> None:
+def ensure_images(workspace: Workspace, echo: Callable[[str], None] = build_note) -> None:
     """Build the layers the engine lacks, then push those that go to a registry."""
     client = docker_client()
     for image in workspace.images:

@@ -1,5 +1,7 @@
 """The ``tfcluster`` command line (``launcher.cli.commands``), its live view (``watch``) and renderings (``views``).
 
+Everything they show leaves through ``terminal``, the one sink that escapes task and spec text.
+
 ``main`` is the program (the ``tfcluster`` script, ``python -m launcher``): a short-lived process holding nothing
 but the controller, so the supervisors it starts are forked from it (``launcher.supervision.detach``).
 Callers in a process of their own (tests through ``click.testing``) invoke ``launcher.cli.commands.main``.

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import click
@@ -21,6 +20,7 @@ from launcher import api
 from launcher.backends import get_backend
 from launcher.backends.api import Backend
 from launcher.backends.workspace import MAX_WORKSPACE_BYTES
+from launcher.cli import terminal
 from launcher.cli.registry import forget, lookup, record
 from launcher.errors import LaunchError, TfclusterError
 from launcher.plan import naming
@@ -29,7 +29,7 @@ from launcher.plan.images import ImageVariant
 from launcher.plan.script import SOURCE as SCRIPT_SOURCE
 from launcher.plan.targets import BackendKind
 from launcher.spec.image_reference import image_problem
-from launcher.spec.problems import Problem, SpecError, SpecWarning, one_line
+from launcher.spec.problems import Problem, SpecError
 
 BACKENDS = click.Choice([k.value for k in BackendKind])
 
@@ -47,35 +47,23 @@ EXIT_FAILED = 1
 
 
 class _Cli(click.Group):
-    """Turns known errors into one-line messages and exit codes instead of tracebacks."""
+    """Turns known errors into one-line messages and exit codes instead of tracebacks; everything a command
+    shows (its logging and warnings too) leaves through ``launcher.cli.terminal``, escaped."""
 
     def invoke(self, ctx: click.Context):
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("always", SpecWarning)
-                warnings.showwarning = _show_warning
+            with terminal.to_terminal():
                 return super().invoke(ctx)
-        except SpecError as exc:
-            click.echo(str(exc), err=True)
+        except SpecError as exc:  # one line per problem
+            terminal.echo_lines(str(exc), err=True)
             sys.exit(EXIT_SPEC)
         except click.UsageError as exc:  # one line, like a spec problem
             command = exc.ctx.command.name if exc.ctx and exc.ctx.parent else None
-            click.echo(one_line(f"tfcluster{' ' + command if command else ''}: {exc.format_message()}"), err=True)
+            terminal.echo(f"tfcluster{' ' + command if command else ''}: {exc.format_message()}", err=True)
             sys.exit(EXIT_SPEC)
-        except TfclusterError as exc:
-            click.echo(f"error: {exc}", err=True)
+        except TfclusterError as exc:  # it may quote a task's output: one line
+            terminal.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_FAILED)
-
-
-_SHOW_WARNING = warnings.showwarning
-
-
-def _show_warning(message: Warning | str, category: type[Warning], *args: object, **kwargs: object) -> None:
-    """A ``SpecWarning`` is one line on stderr (``warning: FILE:LINE: FIELD: ...``); others as Python shows them."""
-    if issubclass(category, SpecWarning):
-        click.echo(f"warning: {message}", err=True)
-    else:
-        _SHOW_WARNING(message, category, *args, **kwargs)  # type: ignore[arg-type]
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
@@ -125,7 +113,7 @@ def refuse_k8s_options(backend: str, **options: str | None) -> None:
 def validate(spec: Path, backend: str | None) -> None:
     """Check SPEC (or a Kubeflow TFJob) and report every problem (exit 2 if there are any)."""
     loaded = api.load_spec(spec, backend)
-    click.echo(f"{spec}: ok ({loaded.name})")
+    terminal.echo(f"{spec}: ok ({loaded.name})")
 
 
 @main.command("dry-run")
@@ -148,8 +136,8 @@ def dry_run(spec: Path, backend: str, output: str, registry: str | None, force: 
         chunks = json_chunks(task_entries(plan), shared=[plan.cluster]) if output == "json" else \
             json_chunks(plan_entries(plan), plan_settings(dry_run_), shared=[plan.cluster])
         for chunk in chunks:
-            click.echo(chunk, nl=False)
-        click.echo()
+            terminal.echo_json(chunk, nl=False)
+        terminal.echo("")
     else:
         from launcher.cli.views import render_text
 
@@ -165,7 +153,7 @@ def convert(tfjob: Path) -> None:
     refuse it), and so does each one carried with a difference or without effect.
     validate, dry-run, up and run -f also read a TFJob as it is.
     """
-    click.echo(api.convert_tfjob(tfjob), nl=False)
+    terminal.echo_lines(api.convert_tfjob(tfjob), nl=False)
 
 
 @main.command()
@@ -173,7 +161,7 @@ def schema() -> None:
     """Print the JSON Schema of the cluster spec (for editor completion)."""
     from launcher.spec.models import ClusterSpec
 
-    click.echo(json.dumps(ClusterSpec.model_json_schema(), indent=2))
+    terminal.echo_json(json.dumps(ClusterSpec.model_json_schema(), indent=2))
 
 
 @main.command()
@@ -195,7 +183,7 @@ def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
     output_dir.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         (output_dir / name).write_text(content)
-        click.echo(output_dir / name)
+        terminal.echo(output_dir / name)
 
 
 def _backend_for(name: str, backend: str | None, **options: str | None) -> Backend:
@@ -287,29 +275,27 @@ def _launch(dry_run_: DryRun, detach: bool, namespace: str | None, context: str 
         from launcher.cli.views import credential_notes
 
         for note in credential_notes(plan.workspace.source):
-            click.echo(note, err=True)
+            terminal.echo(note, err=True)
     try:
         runner.submit(dry_run_)
         record(plan.name, plan.backend, options)
         if plan.run_config.tensorboard_dir is not None:
-            click.echo(tensorboard_hint(plan.name, plan.run_config.tensorboard_dir))
+            terminal.echo(tensorboard_hint(plan.name, plan.run_config.tensorboard_dir))
         if detach:
-            click.echo(f"started {plan.name} on {plan.backend.value} (run {plan.run_id}); "
-                       f"see `tfcluster status {plan.name}`, or `tfcluster watch {plan.name}`")
+            terminal.echo(f"started {plan.name} on {plan.backend.value} (run {plan.run_id}); "
+                          f"see `tfcluster status {plan.name}`, or `tfcluster watch {plan.name}`")
             if runner.supervises_only_when_watched(plan):
-                click.echo(f"warning: nothing supervises {plan.name} while detached and it has no "
-                           f"deadline_seconds; `tfcluster watch {plan.name}` does", err=True)
+                terminal.echo(f"warning: nothing supervises {plan.name} while detached and it has no "
+                              f"deadline_seconds; `tfcluster watch {plan.name}` does", err=True)
             return
         from launcher.cli.watch import watch
 
         code = watch(runner, plan.name)
     except KeyboardInterrupt:  # before the watch took over: stop whatever was started
         if runner.describe(plan.name) is not None:
-            from rich.console import Console
-
             from launcher.cli.watch import stop_after_interrupt
 
-            stop_after_interrupt(runner, plan.name, Console(stderr=True))
+            stop_after_interrupt(runner, plan.name, terminal.console(stderr=True))
         code = 130
     sys.exit(code)
 
@@ -330,7 +316,7 @@ def status(name: str, backend: str | None, output: str) -> None:
     if job is None:
         raise LaunchError(f"no cluster named {name!r}")
     if output == "json":
-        click.echo(json.dumps(job.to_dict(), indent=2))
+        terminal.echo_json(json.dumps(job.to_dict(), indent=2))
     else:
         print_status(job)
 
@@ -352,8 +338,8 @@ def debug(name: str, backend: str | None) -> None:
     if not dumps:
         raise LaunchError(f"no task of {name!r} is running")
     for task, dump in dumps.items():
-        click.echo(f"== {task}")
-        click.echo(dump or "(no stacks: its program does not dump them on request, or it did not answer)")
+        terminal.echo(f"== {task}")
+        terminal.echo_lines(dump or "(no stacks: its program does not dump them on request, or it did not answer)")
 
 
 @main.command("watch")
@@ -375,7 +361,7 @@ def watch_command(name: str, backend: str | None) -> None:
     if job is None:
         raise LaunchError(f"no cluster named {name!r}")
     if job.tensorboard_dir is not None:
-        click.echo(tensorboard_hint(name, job.tensorboard_dir))
+        terminal.echo(tensorboard_hint(name, job.tensorboard_dir))
     sys.exit(watch(runner, name))
 
 
@@ -409,8 +395,8 @@ def tensorboard(name: tuple[str, ...], port: int, host: str, backend: str | None
     runner = _one_backend_for(runs, backend)
     try:
         with runner.tensorboard(runs, host, port) as board:
-            click.echo(board.url)
-            click.echo(f"TensorBoard for {', '.join(runs)}; Ctrl-C stops it", err=True)
+            terminal.echo(board.url)
+            terminal.echo(f"TensorBoard for {', '.join(runs)}; Ctrl-C stops it", err=True)
             while board.running():
                 time.sleep(0.5)
     except KeyboardInterrupt:
@@ -431,11 +417,12 @@ def tensorboard_hint(name: str, log_dir: str) -> str:
 def logs(name: str, task: str | None, follow: bool, backend: str | None) -> None:
     """Print the logs of one TASK of NAME, or of all its tasks.
 
-    TASK is a task name such as demo-worker-1.
+    TASK is a task name such as demo-worker-1. Lines are printed as the tasks wrote
+    them, control characters included (as kubectl logs and docker logs do).
     """
     try:
         for line in _backend_for(name, backend).logs(name, task, follow):
-            click.echo(line)
+            terminal.raw(line)
     except KeyboardInterrupt:
         sys.exit(130)
 
@@ -450,7 +437,7 @@ def down(name: str, backend: str | None, volumes: bool) -> None:
     """Stop cluster NAME and remove everything it started (checkpoints stay unless --volumes)."""
     _backend_for(name, backend).cancel(name, volumes=volumes)
     forget(name)
-    click.echo(f"{name}: down")
+    terminal.echo(f"{name}: down")
 
 
 @main.command()
@@ -472,4 +459,5 @@ def build(gpu: bool, tag: str | None, base_image: str | None, ca_bundle: Path | 
     from launcher.backends.images import build_image
 
     variant = ImageVariant.GPU if gpu else ImageVariant.CPU
-    build_image(tag=tag, variant=variant, base_image=base_image, ca_bundle=ca_bundle, host_network=host_network)
+    build_image(tag=tag, variant=variant, base_image=base_image, ca_bundle=ca_bundle, host_network=host_network,
+                echo=terminal.echo)

@@ -2,6 +2,8 @@
 
 Each task's section is written as soon as it is formatted, without markup
 or wrapping: the TF_CONFIGs together are quadratic in the number of tasks.
+Every line goes through ``launcher.cli.terminal``'s console: a spec's value
+(a path, a command) is shown escaped, on its own line only where it belongs.
 """
 
 from __future__ import annotations
@@ -9,16 +11,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
+from launcher.cli import terminal
 from launcher.plan.workspace import CredentialFile, WorkspaceSource
 
 
 def credential_notes(source: WorkspaceSource) -> list[str]:
     """What ``run``/``up`` say (and the dry run shows) about credentials in a workspace that ships: one line for
     those left out, one for those a ``.dockerignore`` ``!`` line ships anyway, each file with the rule that
-    matched (never the secret). Names are quoted, control characters escaped, so a file name cannot forge a line."""
+    matched (never the secret). Names are quoted; shown through ``launcher.cli.terminal``, their control
+    characters are escaped, so a file name cannot forge a line."""
     notes = []
     if source.withheld:
         notes.append(f"workspace: left out as credentials (a line !NAME in .dockerignore ships one): {_named(source.withheld)}")
@@ -31,10 +34,10 @@ def _named(credentials: list[CredentialFile]) -> str:
     return ", ".join(f"{credential.path!r} ({credential.why})" for credential in credentials)
 
 
-def render_text(document: dict[str, Any], console: Console | None = None) -> None:
+def render_text(document: dict[str, Any], console: terminal.EscapingConsole | None = None) -> None:
     """Print the dry-run ``document`` (see ``launcher.api.dry_run``) for people."""
-    console = console or Console(highlight=False, soft_wrap=True)
-    console.print(f"[bold]{document['name']}[/bold] on {document['backend']} (run {document['run_id']})")
+    console = console or terminal.console(highlight=False, soft_wrap=True)
+    console.print(terminal.styled(document["name"], "bold"), f"on {document['backend']} (run {document['run_id']})")
     console.print(f"strategy: {document['strategy_note']}")
     console.print(f"checkpoints: {document['checkpoint_dir']}")
     console.print(f"tensorboard: {document['tensorboard_dir'] or 'off'}")
@@ -60,7 +63,8 @@ def render_text(document: dict[str, Any], console: Console | None = None) -> Non
     if not containers:
         console.print("(local ports are a preview: `up` picks free loopback ports)")
     for task in document["tasks"]:
-        console.print(f"\n[bold]{task['name']}[/bold]")
+        console.print()
+        console.print(terminal.styled(task["name"], "bold"))
         place = " (in place of the image's ENTRYPOINT)" if containers and task.get("replaces_entrypoint") else ""
         console.out(f"  command{place}: {json.dumps(task['command'])}", highlight=False)
         if task.get("standby_command"):
@@ -68,4 +72,5 @@ def render_text(document: dict[str, Any], console: Console | None = None) -> Non
                         highlight=False)
         console.out(f"  TF_CONFIG: {json.dumps(task['tf_config'], separators=(',', ':'))}", highlight=False)
     for name in document["artifacts"]:
-        console.print(f"\nwould apply [bold]{name}[/bold] (see `tfcluster render`)")
+        console.print()
+        console.print("would apply", terminal.styled(name, "bold"), "(see `tfcluster render`)")

@@ -13,12 +13,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rich.console import Console, Group
-from rich.live import Live
+from rich.console import Group
 from rich.table import Table
-from rich.text import Text
 
 from launcher.backends.api import Backend
+from launcher.cli import terminal
 from launcher.errors import TfclusterError
 from launcher.protocol.progress import JobProgress
 from launcher.supervision.status import JobStatus, State, SupervisorState
@@ -41,21 +40,21 @@ def status_view(job: JobStatus) -> Group:
                       task.message or ("" if reports_progress else task.last_line))
     lost = " (supervisor lost)" if job.supervisor is SupervisorState.LOST else ""
     counts = f" (restarts {job.restarts}, preemptions {job.preemptions})" if job.restarts or job.preemptions else ""
-    header = Text(f"{job.name} [{job.backend.value}]: {job.state.value}{counts}{lost}", style="bold")
+    header = terminal.styled(f"{job.name} [{job.backend.value}]: {job.state.value}{counts}{lost}", "bold")
     lines: list[Any] = [header, table]
     line = _progress_line(job.progress)
     if line:
-        lines.append(Text(line))
+        lines.append(terminal.styled(line, ""))
     if job.message:
-        lines.append(Text(job.message))
+        lines.append(terminal.styled(job.message, ""))
     for slow in job.stragglers:
         measure = MEASURE_NAMES.get(slow.measure, slow.measure)
-        lines.append(Text(f"straggler: {slow.task}: {measure} {slow.seconds * 1000:.0f} ms, {slow.ratio}x the median "
-                          f"{slow.median_seconds * 1000:.0f} ms", style="yellow"))
+        lines.append(terminal.styled(f"straggler: {slow.task}: {measure} {slow.seconds * 1000:.0f} ms, {slow.ratio}x "
+                                     f"the median {slow.median_seconds * 1000:.0f} ms", "yellow"))
     if job.stall is not None and job.stall.stalls:
-        lines.append(Text(f"stalls: {job.stall.stalls}; last: {job.stall.message}", style="yellow"))
+        lines.append(terminal.styled(f"stalls: {job.stall.stalls}; last: {job.stall.message}", "yellow"))
     elif job.stall is not None and not job.stall.watching and not job.state.terminal:
-        lines.append(Text("stall watchdog: no step reports from this program, it cannot see steps"))
+        lines.append(terminal.styled("stall watchdog: no step reports from this program, it cannot see steps", ""))
     return Group(*lines)
 
 
@@ -92,21 +91,21 @@ def _progress_line(progress: JobProgress) -> str:
 
 
 def print_status(job: JobStatus) -> None:
-    Console().print(status_view(job))
+    terminal.console().print(status_view(job))
 
 
-def stop_after_interrupt(backend: Backend, name: str, console: Console) -> None:
+def stop_after_interrupt(backend: Backend, name: str, console: terminal.EscapingConsole) -> None:
     """Ctrl-C: stop every task, keep logs and status where the backend can."""
     console.print(f"interrupted: stopping {name} (`tfcluster logs {name}` still works; `tfcluster down {name}` removes it)")
     backend.stop(name)
 
 
 def watch(backend: Backend, name: str, poll_seconds: float = POLL_SECONDS) -> int:
-    console = Console()
+    console = terminal.console()
     job: JobStatus | None = None
     faults = 0
     try:
-        with Live(console=console, refresh_per_second=2, transient=False) as live:
+        with terminal.live(console) as live:
             while True:
                 try:
                     for action in backend.supervise(name):

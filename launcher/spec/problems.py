@@ -24,6 +24,11 @@ _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 #: text or YAML stream carries (lone surrogates, as an undecodable file name holds; U+FFFE, U+FFFF), as escapes.
 _CONTROL = {code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029,
                                                       *range(0xD800, 0xE000), 0xFFFE, 0xFFFF)}
+#: The same, but a text's own line breaks (``\n``) and tabs: for text that is several lines by design.
+_CONTROL_IN_LINES = {code: escape for code, escape in _CONTROL.items() if chr(code) not in "\n\t"}
+#: Either set as a pattern (dry-run's text runs to gigabytes: a text without any is returned as it is).
+_FOUND = {table is _CONTROL: re.compile("[" + "".join(map(re.escape, map(chr, table))) + "]")
+          for table in (_CONTROL, _CONTROL_IN_LINES)}
 _PATH_PART = re.compile(r'"(?:[^"\\]|\\.)*"|[^.]+')
 
 
@@ -37,11 +42,22 @@ def split_path(path: str) -> tuple[str, ...]:
     return tuple(json.loads(part) if part.startswith('"') else part for part in _PATH_PART.findall(path))
 
 
+def escaped(text: str, *, lines: bool = False) -> str:
+    """``text`` with every control character escaped into its visible form (``\\n``, ``\\x1b``, ``\\x07``,
+    ``\\x9b``, ``\\u2028``, ...): it can neither start a line of its own nor drive the terminal (colours, the
+    title, the clipboard). ``lines``: its own line breaks (``\\n``) and tabs are kept, for text that is several
+    lines by design (a stack dump, one problem per line); a ``\\r`` is escaped still. The one escaper of
+    everything tfcluster shows: problem lines here, every other output through ``launcher.cli.terminal``."""
+    if text.isprintable():  # the common case (no control character, nor any other unprintable one): one scan
+        return text
+    table = _CONTROL_IN_LINES if lines else _CONTROL
+    return _FOUND[not lines].sub(lambda found: table[ord(found[0])], text)
+
+
 def one_line(text: str) -> str:
-    """``text`` with every control character escaped (``\\n``, ``\\x1b``, ...): a value quoted in a message
-    can neither start a line of its own nor recolour the terminal. Every problem line passes here, and every
-    comment ``convert`` writes (``tfjob.to_yaml``)."""
-    return text.translate(_CONTROL)
+    """``escaped(text)``: a value quoted in a message stays on its line. Every problem line passes here, and
+    every comment ``convert`` writes (``tfjob.to_yaml``)."""
+    return escaped(text)
 
 
 def kind_of(value: object) -> str:

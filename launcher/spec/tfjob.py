@@ -48,6 +48,7 @@ names both sides spell live in ``launcher.spec.tfjob_vocabulary``.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,12 +186,25 @@ def to_yaml(converted: Converted, source: str) -> str:
     header += [f"not carried: {p.path}: {p.message.removeprefix('not carried: ')}" for p in converted.dropped]
     header += [f"note: {p.path}: {p.message}" for p in converted.notes]
     header += [f"Kubernetes only (-b k8s): {p.path}" for p in converted.kubernetes_only + converted.kubernetes_inert]
-    return "".join(map(comment, header)) + yaml.safe_dump(converted.data, sort_keys=False)
+    return "".join(map(comment, header)) + yaml.dump(converted.data, Dumper=_OneLinePerValue, sort_keys=False, width=math.inf)
 
 
 def comment(text: str) -> str:
     """``text`` as one YAML comment line: every character that could end it escaped (``problems.one_line``)."""
     return f"# {one_line(text)}\n"
+
+
+class _OneLinePerValue(yaml.SafeDumper):
+    """YAML where a value never starts a line of its own: no folding of long values, and a string with a line
+    break double-quoted (``"a\\nb"``), as PyYAML already writes one with ESC, BEL, C1 or U+2028 (``"\\e"``,
+    ``"\\N"``, ``"\\L"``; it never writes them raw without ``allow_unicode``)."""
+
+
+def _string(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if value.splitlines() != [value] else None)
+
+
+_OneLinePerValue.add_representer(str, _string)
 
 
 def convert(data: dict[str, Any]) -> Converted:

@@ -445,9 +445,10 @@ class FakeKubernetes:
                     for index in range(job["spec"]["completions"]) if not self._runs(job, index)]
 
     def finish_pod(self, pod: str, exit_code: int, reason: str = "", namespace: str = "default", disrupted: bool = False,
-                   at: float | None = None) -> None:
+                   at: float | None = None, message: str = "") -> None:
         """The process exited (at ``at``, default now): phase Succeeded (0) or Failed, each container of the pod's
-        spec terminated with ``exit_code`` (kubelet). A process told to stop that exits by itself stops waiting."""
+        spec terminated with ``exit_code`` (kubelet), and ``message``: what the process wrote to its termination
+        log (``/dev/termination-log``). A process told to stop that exits by itself stops waiting."""
         finished = self.stamp((at if at is not None else self._now) - self._now)
         self._exits.pop((namespace, pod), None)
 
@@ -461,6 +462,7 @@ class FakeKubernetes:
                         "terminated": {
                             "exitCode": exit_code,
                             "reason": reason or ("Completed" if exit_code == 0 else "Error"),
+                            **({"message": message} if message else {}),
                             "finishedAt": finished,
                         }
                     },

@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import queue
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -44,6 +43,7 @@ from launcher.backends.compose import standbys
 from launcher.backends.compose.render import COMPOSE_FILE
 from launcher.backends.compose.stacks import read_stacks_in
 from launcher.backends.lines import iter_lines
+from launcher.backends.pyspy import say_none
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol.exitcodes import LOST_EXIT
@@ -157,7 +157,7 @@ class ContainerRuntime:
             return None
         dump, why = read_stacks_in(container)
         if dump is None:
-            print(f"tfcluster: no stacks of {task.name}: {why}", file=sys.stderr, flush=True)
+            say_none(task.name, why)
         return dump
 
     def close(self) -> None:

@@ -33,8 +33,8 @@ before is never deleted, nor a claim in ``kubernetes.volumes``.
 from __future__ import annotations
 
 import json
+import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -55,7 +55,7 @@ from launcher.backends.kubernetes.portforward import PortForwarder
 from launcher.backends.kubernetes.target import KubernetesTarget, registry_problems, target
 from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board
 from launcher.backends.lines import interleave, iter_lines
-from launcher.backends.pyspy import PYSPY_ENV, PYSPY_SECONDS, Ran, read_container_stacks
+from launcher.backends.pyspy import PYSPY_ENV, PYSPY_SECONDS, Ran, read_container_stacks, say_none
 from launcher.backends.tensorboard import PORT, Board, log_dir_of, serve_locally, url, wait_until_serving
 from launcher.backends.workspace import ensure_images
 from launcher.errors import BackendUnavailable, LaunchError
@@ -76,6 +76,8 @@ from launcher.supervision.stacks import evidence, suspects, write_stacks
 from launcher.supervision.stall import SIGNS_OF_LIFE, WATCHED_EVENTS, StallVerdict, judge
 from launcher.supervision.status import JobStatus, StallStatus, State
 from launcher.supervision.stragglers import stragglers
+
+log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "default"
 #: A MultiWorkerMirrored survivor still running this long after a peer failed is restarted (survivors normally fail in seconds).
@@ -363,7 +365,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             task = naming.task_name(name, role, index)
             dump, why = read_container_stacks(partial(self._exec, views[-1].name, namespace))
             if dump is None:
-                print(f"tfcluster: no stacks of {task}: {why}", file=sys.stderr, flush=True)
+                say_none(task, why)
             dumps[task] = dump
         return dumps
 
@@ -372,7 +374,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         try:
             return write_stacks(harness.StateDir.of(self.kind, name).stacks, number, dumps)
         except OSError as exc:
-            print(f"tfcluster: cannot write the stacks of {name}: {exc}", file=sys.stderr, flush=True)
+            log.warning("tfcluster: cannot write the stacks of %s: %s", name, exc)
             return None
 
     def _exec(self, pod: str, namespace: str, command: list[str]) -> Ran | str:

@@ -40,7 +40,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +47,7 @@ from pathlib import Path
 from typing import IO
 
 from launcher.backends.lines import LineReader
-from launcher.backends.pyspy import read_local_stacks
+from launcher.backends.pyspy import read_local_stacks, say_none
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol import env
@@ -372,7 +371,7 @@ class ProcessRuntime:
             return None
         dump, why = read_local_stacks(sorted(set(group_members(run.record.pgid)) - {run.record.pgid}))
         if dump is None:
-            print(f"tfcluster: no stacks of {task.name}: {why}", file=sys.stderr, flush=True)
+            say_none(task.name, why)
         return dump
 
     def output(self, task: Task) -> list[str]:

@@ -29,3 +29,10 @@ def test_without_py_spy_there_are_no_stacks_and_one_line_why(monkeypatch: pytest
 def test_a_process_that_is_gone_gives_no_stacks_and_py_spys_reason() -> None:
     dump, why = pyspy.read_local_stacks([2**22 + 1])  # above the kernel's largest pid
     assert dump is None and why.startswith("py-spy: ") and "\n" not in why, why
+
+
+def test_what_py_spy_prints_is_kept_as_it_is_a_carriage_return_stays_one() -> None:
+    """py-spy prints a program's command line as it is: a ``\\r`` there must reach the terminal sink as ``\\r``
+    (shown escaped), not as the line break text mode's universal newlines would make of it."""
+    ran = pyspy.local_runner(["printf", "Process 1: python x.py a\\rFORGED\\n"])
+    assert not isinstance(ran, str) and ran.stdout == "Process 1: python x.py a\rFORGED\n"
