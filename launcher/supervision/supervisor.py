@@ -29,14 +29,19 @@ no trace counts as killed (128+9), so the policy decides; a task whose run
 it had already recorded as ended stays ended.
 
 The stall watchdog (``launcher.supervision.stall``) watches the lead task's
-progress reports. When it finds the job stalled it asks every task that
-handles ``STACKS_SIGNAL`` for its stacks (``Runtime.dump_stacks``), reads those
-of the others from outside (``Runtime.read_stacks``: py-spy on local and compose), waits up
-to ``STACKS_SECONDS`` for the signalled ones, writes each task's dump to
-``<stacks_dir>/stall-<n>/<task>.txt``, names the suspects
-(``launcher.supervision.stacks``) and applies ``Rules.decide_stall``
-(restart from the backup within ``max_restarts``, fail, or warn). A job
-whose program reports no steps is said to be unwatched once, at the start.
+progress reports. When it suspects a stall it reads every running task's
+stacks twice, ``stack_gap`` seconds apart: it asks every task that handles
+``STACKS_SIGNAL`` for its stacks (``Runtime.dump_stacks``), reads those of the
+others from outside (``Runtime.read_stacks``: py-spy on local and compose),
+and waits up to ``STACKS_SECONDS`` for the signalled ones; meanwhile it reads
+the tasks' output, and a report of progress ends the suspicion. What the two
+samples show (``launcher.supervision.stack_evidence``) and the time decide
+(``stall.conclude``); ``status`` says which evidence did (``stall.evidence``,
+``stall.last_check``). On a stall it writes each task's last dump to
+``<stacks_dir>/stall-<n>/<task>.txt``, names the suspects and applies
+``Rules.decide_stall`` (restart from the backup within ``max_restarts``,
+fail, or warn). A job whose program reports no steps is said to be
+unwatched once, at the start.
 Every training task's ``step_time`` reports name the job's stragglers
 (``launcher.supervision.stragglers``) in its status.
 
@@ -74,8 +79,18 @@ from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.progress import counts, progress, seed
 from launcher.supervision.noise import is_noise
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
-from launcher.supervision.stacks import evidence, is_stack_line, suspects, write_stacks
-from launcher.supervision.stall import SIGNS_OF_LIFE, WATCHED_EVENTS, StallClock, StallVerdict, judge, observe
+from launcher.supervision.stack_evidence import GAP_SECONDS, read, two_samples
+from launcher.supervision.stacks import is_stack_line, write_stacks
+from launcher.supervision.stall import (
+    SIGNS_OF_LIFE,
+    WATCHED_EVENTS,
+    StallClock,
+    StallVerdict,
+    conclude,
+    describe,
+    judge,
+    observe,
+)
 from launcher.supervision.status import JobStatus, StallStatus, State, TaskStatus
 from launcher.supervision.stragglers import WINDOW as STRAGGLER_WINDOW
 from launcher.supervision.stragglers import StepTime, stragglers
@@ -176,7 +191,8 @@ class Supervisor:
     ``cancel`` may be called from another thread or a signal handler.
     ``resume`` adopts the tasks of a job another supervisor ran (see the module contract).
     ``pause(seconds)`` waits between poll rounds; it may end early (the harness ends it on any signal,
-    so a task's exit is seen at once); by default it waits for ``cancel``.
+    so a task's exit is seen at once); by default it waits for ``cancel``. ``clock`` is what the stall
+    watchdog's times are read from; ``stack_gap`` the seconds between a suspected stall's two stack samples.
     """
 
     def __init__(
@@ -193,6 +209,8 @@ class Supervisor:
         resume: JobStatus | None = None,
         stacks_dir: Path | None = None,
         pause: Callable[[float], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        stack_gap: float = GAP_SECONDS,
     ):
         self.plan = plan
         self.rules = Rules.from_plan(plan)
@@ -214,8 +232,10 @@ class Supervisor:
         self._vanished: list[tuple[str, int]] = []  # exits found while adopting, decided in the first round
         self.stacks_dir = stacks_dir
         self._step_times: dict[str, list[StepTime]] = {}
+        self._now = clock
+        self.stack_gap = stack_gap
         builtin = plan.run_config.lead_runs_entrypoint  # which reports its steps
-        self._clock = StallClock(time.monotonic(), reporting=builtin)
+        self._clock = StallClock(clock(), reporting=builtin)
         self._job.stall = StallStatus(watching=builtin)
         self._standbys = [t for t in plan.tasks if t.standby_command]
         self._standbys_due = False
@@ -303,19 +323,41 @@ class Supervisor:
             self._pause(self.poll_seconds)
 
     def _watch(self) -> str | None:
-        """Judge the job's progress; on a stall collect the stacks and act. A message when the job fails of it."""
-        judgement = judge(self._clock, time.monotonic(), self.plan.policy.stall_floor_seconds)
-        if judgement.verdict is not StallVerdict.STALLED:
+        """Judge the job's progress; on a suspected stall read the stacks twice, and on a stall act. A message
+        when the job fails of it."""
+        judgement = judge(self._clock, self._now(), self.plan.policy.stall_floor_seconds)
+        if judgement.verdict is not StallVerdict.SUSPECTED:
             return None
-        self._clock = self._clock.started(time.monotonic())  # warn: judged again after another timeout
+        before = self._clock
+        running = [run for run in self._runs.values() if run.running]
+        last: dict[str, str | None] = {}  # each task's latest dump, kept for a stall
+
+        def sample() -> dict[str, str | None]:
+            dumps = self._collect_stacks()
+            last.update({name: dump for name, dump in dumps.items() if dump is not None or name not in last})
+            return dumps
+
+        samples = two_samples(sample, lambda seconds: self._wait_quietly(seconds, before),
+                              {run.task.name: run.dumps_stacks for run in running},
+                              {run.task.name: run.task.type.trains for run in running}, self.stack_gap)
+        if samples is None or self._clock.since != before.since:
+            return None  # the job advanced meanwhile
+        reading = read(samples)
+        finding = conclude(judgement, reading)
         assert self._job.stall is not None
         stall = self._job.stall
+        stall.evidence = finding.evidence
+        if finding.verdict is not StallVerdict.STALLED:
+            self._clock = self._clock.looked(self._now())
+            stall.last_check = describe(judgement, reading, finding, self.stack_gap)
+            return None
+        self._clock = self._clock.started(self._now())  # warn: judged again after another allowance
         stall.stalls += 1
-        dumps = self._collect_stacks()
-        names, why = suspects(dumps)
-        directory = self._write_stacks(stall.stalls, dumps)
-        what = evidence(judgement.silent_seconds, judgement.timeout_seconds, names, why, directory)
+        names, why = reading.suspects, reading.why
+        directory = self._write_stacks(stall.stalls, last)
+        what = describe(judgement, reading, finding, self.stack_gap, directory)
         stall.message, stall.suspects, stall.reason, stall.stacks_dir = what, list(names), why, directory
+        stall.last_check = what
         for name in names:
             self._runs[name].status.message = "stalled (suspected)"
         _log(f"stall watchdog: {what}")
@@ -327,6 +369,19 @@ class Supervisor:
         else:
             self._job.message = decision.message
         return None
+
+    def _wait_quietly(self, seconds: float, before: StallClock) -> bool:
+        """Wait ``seconds`` reading every running task's output; False once the job advanced past ``before``
+        (or on cancellation)."""
+        ends = time.monotonic() + seconds
+        while time.monotonic() < ends and not self._cancelled.is_set():
+            self._cancelled.wait(min(self.poll_seconds, max(0.0, ends - time.monotonic())))
+            for run in self._runs.values():
+                if run.running:
+                    self._read(run)
+            if self._clock.since != before.since:
+                return False
+        return not self._cancelled.is_set()
 
     def _collect_stacks(self) -> dict[str, str | None]:
         """Every running task's stacks: asked for, or read from outside; ``{task: dump, None if it gave none}``."""
@@ -444,7 +499,7 @@ class Supervisor:
 
     def _start(self, runs: Mapping[str, _Run]) -> None:
         if any(run.task.type.trains for run in runs.values()):
-            self._clock = self._clock.started(time.monotonic())
+            self._clock = self._clock.started(self._now())
         self._standbys_due = bool(self._standbys)  # after the next first step: not to slow the start down
         for run in runs.values():
             self.runtime.start(run.task)
@@ -509,9 +564,9 @@ class Supervisor:
             self._job.stragglers = stragglers(self._step_times)
         if run.task.name == self._lead and isinstance(event, events.Step) and self._standbys_due:
             self._prepare_standbys()
-        if run.task.name == self._lead and (event.event in WATCHED_EVENTS or event.event in SIGNS_OF_LIFE):
-            self._clock = observe(self._clock, event.event, time.monotonic())
-            if self._job.stall is not None:
+        if run.task.name == self._lead:  # observe keeps what its events say (finished: the exit's allowance)
+            self._clock = observe(self._clock, event.event, self._now())
+            if self._job.stall is not None and (event.event in WATCHED_EVENTS or event.event in SIGNS_OF_LIFE):
                 self._job.stall.watching = True
         if counts(event, from_lead=run.task.name == self._lead):
             self._job.progress = progress(self._job.progress, event)
