@@ -7,12 +7,19 @@ after each exit is decided by ``launcher.supervision.rules`` (pure, over the
 plan's ``JobPolicy``); this loop applies it, the deadline, the linger of the
 other tasks after success, and cancellation.
 
-Faults of the runtime itself (a Docker API error, a connection to the
-engine that broke, a vanished container) are retried: a poll round that
-raises is repeated after ``fault_pause`` seconds, up to ``fault_retries``
-times in a row; then the job ends ``failed`` with the error in its message.
-A task that cannot be started (``LaunchError`` from ``start``) fails the job
-at once. Nothing escapes ``run`` as a traceback: each fault is logged as one
+Faults of the runtime itself are retried: a round (poll every task, apply
+the decisions, watch for stalls) that raises, from a poll (a Docker API
+error, a vanished container) or anywhere with a fault of the connection to
+the engine (``launcher.supervision.faults.engine_fault``: the Docker socket's
+``ENOTCONN``, a reset, ``Connection aborted``) is repeated after
+``fault_pause`` seconds, up to ``fault_retries`` times in a row; then the job
+ends ``failed`` with the error in its message. A restart such a fault cut
+short is resumed by the next round (the tasks it had not stopped are
+stopped, those it had not started are started; it counts once). After
+success, a fault while the other tasks linger ends the linger, not the
+success. A task that cannot be started (``LaunchError`` from ``start``)
+fails the job at once; other faults outside a round (the first start) fail
+it too. Nothing escapes ``run`` as a traceback: each fault is logged as one
 line on stderr (the supervisor's log).
 
 Exit codes are reported shell-style: a task killed by signal N exits 128+N.
@@ -77,6 +84,7 @@ from launcher.plan.planner import Plan, Task
 from launcher.protocol import events
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.progress import counts, progress, seed
+from launcher.supervision.faults import engine_fault
 from launcher.supervision.noise import is_noise
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
 from launcher.supervision.stack_evidence import GAP_SECONDS, read, two_samples
@@ -182,6 +190,19 @@ class _Run:
         return self.failed_reason or self.last_error or "(no output)"
 
 
+@dataclass
+class _Restart:
+    """A restart under way: the runs still to stop, then the runs to start (a fault may cut it short)."""
+
+    stop: list[_Run]
+    start: list[_Run]
+    grace_seconds: float
+
+
+class _Fault(Exception):
+    """A fault a round may be retried for (see the module contract), carrying the runtime's error."""
+
+
 class Supervisor:
     """Runs one cluster through a ``Runtime`` until it succeeds, fails, passes its deadline or is cancelled.
 
@@ -229,11 +250,13 @@ class Supervisor:
         self._pause = pause or self._cancelled.wait
         self._lead = plan.lead().name
         self._resume = resume
-        self._vanished: list[tuple[str, int]] = []  # exits found while adopting, decided in the first round
+        #: Exits the next round decides first: found while adopting, or left when a fault cut a round short.
+        self._undecided: list[tuple[str, int]] = []
         self.stacks_dir = stacks_dir
         self._step_times: dict[str, list[StepTime]] = {}
         self._now = clock
         self.stack_gap = stack_gap
+        self._restarting: _Restart | None = None
         builtin = plan.run_config.lead_runs_entrypoint  # which reports its steps
         self._clock = StallClock(clock(), reporting=builtin)
         self._job.stall = StallStatus(watching=builtin)
@@ -267,7 +290,7 @@ class Supervisor:
             self._set_job(state, message)
         except LaunchError as exc:
             self._set_job(State.FAILED, f"failed: {exc}")
-        except Exception as exc:  # a runtime fault outside the retried poll rounds (start, stop)
+        except Exception as exc:  # a runtime fault outside the retried rounds (the first start), or not retried
             _log(f"runtime error: {_one_line(exc)}")
             self._set_job(State.FAILED, f"failed: the runtime failed: {_one_line(exc)}")
         finally:
@@ -292,35 +315,56 @@ class Supervisor:
             if ends is not None and time.monotonic() >= ends:
                 return State.FAILED, f"failed: deadline of {deadline} s exceeded"
             try:
-                exits = decision_order(self._poll())
-            except LaunchError:
-                raise
-            except Exception as exc:
+                ended = self._round()
+            except _Fault as fault:
                 faults += 1
+                exc = fault.__cause__ or fault
                 _log(f"runtime error ({faults}/{self.fault_retries}): {_one_line(exc)}")
                 if faults >= self.fault_retries:
                     return State.FAILED, f"failed: the runtime failed {faults} times in a row: {_one_line(exc)}"
                 self._cancelled.wait(self.fault_pause)
                 continue
             faults = 0
-            for name, code in exits:
+            if ended is not None:
+                return ended
+            self._publish()
+            self._pause(self.poll_seconds)
+
+    def _round(self) -> tuple[State, str] | None:
+        """One round: resume a restart a fault cut short, poll, decide, watch; the job's end if it ended.
+        Raises ``_Fault`` for a fault the round may be retried for (see the module contract)."""
+        try:
+            if self._restarting is not None:
+                self._resume_restart()
+            try:
+                exits = decision_order(self._poll())
+            except LaunchError:
+                raise
+            except Exception as exc:  # any fault of a poll: the runtime's own errors are retried
+                raise _Fault() from exc
+            for index, (name, code) in enumerate(exits):
                 if self._runs[name].running:
                     continue  # restarted by an earlier decision of this round
                 decision = self.rules.decide(
                     name, code, self._exited(), self._job.restarts, self._runs[name].error(), self._job.preemptions
                 )
                 if decision.action is Action.RESTART:
+                    self._undecided = exits[index + 1:]  # the next round's, should a fault cut this restart short
                     self._restart(decision)
+                    self._undecided = []
                     continue
                 if decision.action is Action.SUCCEED:
                     return State.SUCCEEDED, decision.message
                 if decision.action is Action.FAIL:
                     return State.FAILED, decision.message
             stalled = self._watch()
-            if stalled is not None:
-                return State.FAILED, stalled
-            self._publish()
-            self._pause(self.poll_seconds)
+        except (_Fault, LaunchError):
+            raise
+        except Exception as exc:
+            if engine_fault(exc):
+                raise _Fault() from exc
+            raise
+        return None if stalled is None else (State.FAILED, stalled)
 
     def _watch(self) -> str | None:
         """Judge the job's progress; on a suspected stall read the stacks twice, and on a stall act. A message
@@ -414,7 +458,7 @@ class Supervisor:
 
     def _poll(self) -> list[tuple[str, int]]:
         """Read new output of every running task; record and return the runs that ended, in plan order."""
-        ended, self._vanished = self._vanished, []
+        ended, self._undecided = self._undecided, []
         for name, run in self._runs.items():
             if not run.running:
                 continue
@@ -437,17 +481,28 @@ class Supervisor:
             self._job.preemptions += 1
         else:
             self._job.restarts += 1
-        self._set_job(State.RESTARTING, decision.message)
-        grace = self.plan.policy.save_grace_seconds if decision.preemption else RESTART_STOP_SECONDS
-        self._stop([r for r in runs if r.running], "stopped for a restart", grace)
         for run in runs:
             if decision.preemption:
                 run.status.preemptions += 1
             else:
                 run.status.restarts += 1
-            run.status.state = State.RESTARTING
-        self._publish()
-        self._start({r.task.name: r for r in runs})
+        self._set_job(State.RESTARTING, decision.message)
+        grace = self.plan.policy.save_grace_seconds if decision.preemption else RESTART_STOP_SECONDS
+        self._restarting = _Restart([r for r in runs if r.running], runs, grace)
+        self._resume_restart()
+
+    def _resume_restart(self) -> None:
+        """Carry the restart under way on: stop what it had not stopped, start what it had not started."""
+        restart = self._restarting
+        assert restart is not None
+        if restart.stop:
+            self._stop([r for r in restart.stop if r.running], "stopped for a restart", restart.grace_seconds)
+            restart.stop = []
+            for run in restart.start:
+                run.status.state = State.RESTARTING
+            self._publish()
+        self._start({r.task.name: r for r in restart.start if not r.running})
+        self._restarting = None
         self._job.state = State.RUNNING
 
     def _adopt(self, previous: JobStatus) -> None:
@@ -476,7 +531,7 @@ class Supervisor:
             if not adopted:
                 run.last_error = f"{name} left no trace while unsupervised: taken as killed"
                 run.status.state, run.status.exit_code = State.FAILED, LOST_EXIT
-                self._vanished.append((name, LOST_EXIT))
+                self._undecided.append((name, LOST_EXIT))
                 continue
             run.running = True
             run.status.state = State.RUNNING
@@ -487,8 +542,15 @@ class Supervisor:
     def _linger(self) -> None:
         """After success: let the remaining tasks exit by themselves for ``grace_seconds``."""
         ends = time.monotonic() + self.grace_seconds
+        faults = 0
         while True:
-            self._poll()
+            try:
+                self._poll()
+            except Exception as exc:  # the job succeeded: a fault ends the linger (``run`` stops the rest), not that
+                faults += 1
+                _log(f"runtime error while the others linger ({faults}/{self.fault_retries}): {_one_line(exc)}")
+                if faults >= self.fault_retries:
+                    return
             self._publish()
             left = ends - time.monotonic()
             if not any(r.running for r in self._runs.values()) or left <= 0 or self._cancelled.is_set():

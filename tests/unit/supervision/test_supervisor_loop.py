@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from typing import Any
@@ -341,3 +342,42 @@ def test_after_the_leads_finished_event_its_exit_gets_the_first_step_allowance()
     status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, clock=runtime.clock, stack_gap=GAP).run()
     assert status.state is State.SUCCEEDED and status.restarts == 0, status.message
     assert status.stall is not None and status.stall.stalls == 0 and status.stall.evidence is None
+
+
+ENOTCONN = OSError(errno.ENOTCONN, "Transport endpoint is not connected")
+
+
+@pytest.mark.parametrize("where", ["stop_faults", "start_faults"])
+def test_an_engine_fault_during_a_restart_is_retried_and_the_restart_completes_once(where: str) -> None:
+    """Worker 1 dies; the Docker socket's ENOTCONN cuts the gang restart short: the next round finishes it."""
+    runtime = ScriptedRuntime({"job-chief-0": [None, 0], "job-worker-1": [137, None]}, fault=ENOTCONN, **{where: 1})
+    status, _ = supervise(runtime, fault_retries=3)
+    assert status.state is State.SUCCEEDED, status.message
+    assert status.restarts == 1 and all(t.restarts == 1 for t in status.tasks), status
+    assert runtime.runs == {"job-chief-0": 1, "job-worker-0": 1, "job-worker-1": 1}  # each started once again
+
+
+def test_a_fault_that_is_not_the_engines_outside_a_poll_still_fails_the_job() -> None:
+    runtime = ScriptedRuntime({"job-chief-0": [None, 0], "job-worker-1": [137, None]}, fault=ValueError("bug"),
+                              stop_faults=1)
+    status, _ = supervise(runtime, fault_retries=3)
+    assert status.state is State.FAILED and "the runtime failed: ValueError: bug" in status.message
+
+
+def test_an_engine_fault_while_reading_a_stall_s_stacks_is_retried(tmp_path: Any) -> None:
+    output = {"job-chief-0": [_event("stacks_on_signal", "job-chief-0", signal="SIGUSR1"), _event("step", "job-chief-0", step=1)]}
+    runtime = ScriptedRuntime({"job-chief-0": [None, 0]}, output=output, stacks={"job-chief-0": WAITING},
+                              outside={"job-worker-1": PYSPY_STUCK_IN_OP}, fault=ENOTCONN, read_faults=1)
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
+    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, fault_pause=0.0, stacks_dir=tmp_path,
+                        stack_gap=GAP).run()
+    assert status.state is State.SUCCEEDED and status.restarts == 1, status.message
+    assert status.stall is not None and status.stall.stalls == 1 and status.stall.suspects == ["job-worker-1"]
+
+
+def test_a_fault_while_the_others_linger_after_success_keeps_the_success(capsys: pytest.CaptureFixture[str]) -> None:
+    runtime = ScriptedRuntime({"job-chief-0": [0]}, faults=100, faults_after=3)  # the first round's polls pass
+    status, _ = supervise(runtime, grace_seconds=5.0, fault_retries=3)
+    assert status.state is State.SUCCEEDED, status.message
+    assert sorted(runtime.stopped) == ["job-worker-0", "job-worker-1"]
+    assert "runtime error while the others linger (3/3)" in capsys.readouterr().err
