@@ -11,14 +11,16 @@ own whether training advances or not.
   working (a slow save, an evaluation, an epoch's end, a busy host). Not a stall.
 - ``STUCK``: nothing moved, and a task holds the others: a thread of it runs
   Python inside a TensorFlow op (``tf.py_function``, ``from_generator``: its
-  input pipeline or step) in the same frames both times while its peers wait;
+  input pipeline or step) in the same frames both times while its peers wait
+  elsewhere (not when every training task does: each one's slow first batch);
   else a task asked for its stacks (it dumps them on ``STACKS_SIGNAL``) that
   answered neither request while the others' stood still (frozen, stopped).
   The stall; those tasks are the suspects.
 - ``UNCLEAR``: nothing moved but no task stands out (every one waits in
   TensorFlow, as peers do around a stuck native reader, or as every task does
-  in a long native save or evaluation step; or every one sits in its own
-  code): the stacks cannot tell; time decides. Tasks without stacks are named.
+  in a long native save or evaluation step; every one sits in its own code,
+  or in its Python op): the stacks cannot tell; time decides. Tasks without
+  stacks are named.
 - ``UNREADABLE``: no training task's stacks could be read (a backend or
   programs without stacks): time decides.
 
@@ -87,7 +89,7 @@ def read(samples: Mapping[str, TaskStacks]) -> StackReading:
     if not readable:
         return StackReading(StackVerdict.UNREADABLE, (), "no training task's stacks could be read")
     in_op = tuple(name for name, s in readable.items() if in_python_op(s.second or ""))
-    if in_op:
+    if in_op and (len(in_op) < len(readable) or len(training) == 1):
         return StackReading(StackVerdict.STUCK, in_op, "a thread runs Python inside a TensorFlow op "
                             "(tf.py_function / from_generator) in the same frames both times, while the others wait")
     silent = tuple(name for name in without if training[name].asked and not (training[name].first or training[name].second))

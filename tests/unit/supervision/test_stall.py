@@ -132,6 +132,15 @@ def test_the_task_running_python_inside_an_op_in_the_same_frames_twice_is_stuck(
     assert (reading.verdict, reading.suspects) == (StackVerdict.STUCK, ("w1",)) and "py_function" in reading.why
 
 
+def test_a_python_op_holds_the_others_only_when_they_wait_elsewhere() -> None:
+    """Every task in its own input pipeline's Python (each one's slow first batch): nobody stands out; a job of
+    one task has no peers to wait, and its op holds its step."""
+    everyone = read({"c": still(DUMP_IN_OP), "w0": still(DUMP_IN_OP)})
+    assert (everyone.verdict, everyone.suspects) == (StackVerdict.UNCLEAR, ())
+    alone = read({"w0": still(DUMP_IN_OP), "e": still(DUMP_WAITING, trains=False)})
+    assert (alone.verdict, alone.suspects) == (StackVerdict.STUCK, ("w0",))
+
+
 def test_a_task_that_answered_neither_request_is_stuck_when_the_others_stood_still() -> None:
     """A ParameterServer worker stopped (SIGSTOP): it cannot answer; the coordinator and the others wait."""
     reading = read({"c": still(DUMP_WAITING), "w0": still(None), "w1": still(DUMP_WAITING)})
