@@ -55,6 +55,9 @@ def status_view(job: JobStatus) -> Group:
         lines.append(terminal.styled(f"stalls: {job.stall.stalls}; last: {job.stall.message}", "yellow"))
     elif job.stall is not None and not job.stall.watching and not job.state.terminal:
         lines.append(terminal.styled("stall watchdog: no step reports from this program, it cannot see steps", ""))
+    if job.stall is not None and job.stall.last_check and job.stall.last_check not in job.stall.message \
+            and not job.state.terminal:  # a suspected stall the stacks or the time cleared
+        lines.append(terminal.styled(f"stall watchdog, last check: {job.stall.last_check}", ""))
     return Group(*lines)
 
 

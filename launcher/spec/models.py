@@ -350,14 +350,18 @@ class StallAction(str, Enum):
 class StallSpec(_Model):
     """The stall watchdog: a job whose steps stop advancing while its tasks live is stalled.
 
-    The timeout is derived from the job's observed time between progress reports
-    (``launcher.supervision.stall``); ``timeout_seconds`` is its floor: no stall is declared sooner.
+    After a silence long for the job's own pace (``launcher.supervision.stall``) the watchdog reads every
+    task's stacks twice, a few seconds apart: unchanged with a task holding its peers is a stall, moving
+    stacks never are. ``timeout_seconds`` is the floor of a stall on time alone (the stacks cannot be read,
+    or tell nothing): no such stall is declared sooner; the stacks are read after min(it, 30 s) at least.
     """
 
     timeout_seconds: int = Field(
         600, ge=1, le=7 * 24 * 3600,
-        description="Seconds without progress before the job counts as stalled, at least (the watchdog waits "
-        "longer when the job's own step times, saves or first step call for it).",
+        description="Seconds without progress before the job counts as stalled on time alone, at least: where the "
+        "tasks' stacks cannot be read or tell nothing (the watchdog waits longer when the job's own step times, "
+        "saves or first step call for it). The stacks are read after min(this, 30 s) at least: unchanged with a "
+        "task holding its peers is a stall then, moving stacks never are.",
     )
     action: StallAction = Field(
         StallAction.RESTART,

@@ -3,29 +3,37 @@
 Contract: a supervisor folds what it sees into a ``StallClock`` (``started``
 when the training group (re)starts, ``alive`` when the lead says it built its
 strategy or restored a backup, ``advanced`` on each progress report of the
-lead, ``reports`` once the job is known to report steps; ``observe`` maps one
-of the lead's events to the right one) and asks
-``judge(clock, now, floor_seconds)`` each round. Times are seconds of one
-clock (monotonic in the supervisor; on Kubernetes, the events' own times).
+lead, ``reports`` once the job is known to report steps, ``looked`` when it
+read the stacks; ``observe`` maps one of the lead's events to the right one)
+and asks ``judge(clock, now, floor_seconds)`` each round. Times are seconds
+of one clock (monotonic in the supervisor; on Kubernetes, the events' own times).
 
 - ``BLIND``: nothing reports progress (a user's program without
   ``launcher.progress``): the watchdog cannot see steps and never fires.
-- ``HEALTHY``: the job advanced within its timeout.
-- ``STALLED``: it did not; the supervisor collects the stacks and acts
-  (``Rules.decide_stall``).
+- ``HEALTHY``: the job advanced recently enough for its own pace.
+- ``SUSPECTED``: it has been silent longer than ``look_seconds``: the
+  supervisor reads every task's stacks twice, a few seconds apart
+  (``launcher.supervision.stack_evidence``), and ``conclude`` decides:
+  ``STALLED`` on unchanged stacks (``STACKS_UNCHANGED``: a task holds the others
+  in the same frames), never while they move (``STACKS_MOVED``: working), and on
+  time alone (``TIME_ONLY``) when the stacks cannot be read or tell nothing:
+  once the silence passed ``timeout_seconds``. Then the supervisor collects
+  the stacks it read and acts (``Rules.decide_stall``); otherwise ``looked``,
+  and the stacks are read again after another ``look_seconds`` of silence, or
+  as soon as the silence passes ``timeout_seconds``.
 
-The timeout is derived from what the job has shown, never below the floor
-(spec ``stall.timeout_seconds``):
+Both limits are derived from what the job has shown (intervals between the
+lead's reports over the last ``WINDOW``; the one ending an attempt's first
+report is left out: it holds the tracing), each over its own floor:
+``timeout_seconds`` (time alone) over the spec's ``stall.timeout_seconds``,
+``look_seconds`` over the smaller of that and ``LOOK_SECONDS``:
 
 - before the first report of an attempt (startup, peers, restoring a backup,
   tracing the first step), counted from the lead's last sign of life:
   ``FIRST_STEP_FACTOR`` x the floor, or x the longest first step seen so far;
 - afterwards: the largest of the floor, ``MEDIAN_FACTOR`` x the median
-  interval between reports and ``MAX_FACTOR`` x the longest one seen
-  (intervals over the last ``WINDOW`` reports; the one ending an attempt's first
-  report is left out: it holds the tracing). A checkpoint save, an
-  evaluation or an epoch's end lengthens the interval it falls in; once seen,
-  ``MAX_FACTOR`` covers it, and the floor covers the first one;
+  interval and ``MAX_FACTOR`` x the longest one (a save, an evaluation or an
+  epoch's end, once seen);
 - after the lead's ``finished`` (training done; its export and its exit report
   nothing), counted from then: the first-step allowance again.
 """
@@ -37,11 +45,14 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from launcher.protocol.events import EventKind
+from launcher.supervision.stack_evidence import StackReading, StackVerdict
 
 FIRST_STEP_FACTOR = 3.0
 MEDIAN_FACTOR = 10.0
 MAX_FACTOR = 3.0
 WINDOW = 50
+#: Seconds of silence (for a job whose pace asks for no more) after which the stacks are read: at most the floor.
+LOOK_SECONDS = 30.0
 #: The lead's events that show the job advancing.
 WATCHED_EVENTS = frozenset({EventKind.STEP, EventKind.EPOCH, EventKind.CHECKPOINT})
 #: The lead's events that start the count to its first step (it built its strategy, it restored a backup).
@@ -51,7 +62,16 @@ SIGNS_OF_LIFE = frozenset({EventKind.STARTED, EventKind.RESTORED})
 class StallVerdict(str, Enum):
     BLIND = "blind"
     HEALTHY = "healthy"
+    SUSPECTED = "suspected"
     STALLED = "stalled"
+
+
+class StallEvidence(str, Enum):
+    """What decided a judgement after a suspected stall (``status``: ``stall.evidence``)."""
+
+    TIME_ONLY = "time_only"  # no stacks could be read, or they told nothing: the silence passed the timeout, or not
+    STACKS_UNCHANGED = "stacks_unchanged"  # a task held the others in the same frames: a stall
+    STACKS_MOVED = "stacks_moved"  # a training task's stacks moved: working, not a stall
 
 
 @dataclass(frozen=True)
@@ -68,27 +88,34 @@ class StallClock:
     first_steps: tuple[float, ...] = ()
     #: True once the job is known to report progress (the built-in entrypoint: from its start).
     reporting: bool = False
+    #: When the stacks were last read in this silence; None: not yet.
+    looked_at: float | None = None
 
     def started(self, now: float) -> StallClock:
         """The first-step allowance again, from ``now``: the training group (re)started (a new attempt), a
         warned stall is judged afresh, or the lead finished training (its export and exit report nothing)."""
-        return replace(self, since=now, last_report=None)
+        return replace(self, since=now, last_report=None, looked_at=None)
 
     def alive(self, now: float) -> StallClock:
         """The lead built its strategy or restored a backup: its first step is counted from now."""
-        return self if self.last_report is not None else replace(self, since=now)
+        return self if self.last_report is not None else replace(self, since=now, looked_at=None)
 
     def advanced(self, now: float) -> StallClock:
         """The lead reported progress (a step, an epoch, a checkpoint)."""
         took = max(0.0, now - self.since)
         if self.last_report is None:
             return replace(self, since=now, last_report=now, first_steps=(*self.first_steps, took)[-WINDOW:],
-                           reporting=True)
-        return replace(self, since=now, last_report=now, intervals=(*self.intervals, took)[-WINDOW:], reporting=True)
+                           reporting=True, looked_at=None)
+        return replace(self, since=now, last_report=now, intervals=(*self.intervals, took)[-WINDOW:], reporting=True,
+                       looked_at=None)
 
     def reports(self) -> StallClock:
         """The job reports progress, though none came yet (the built-in entrypoint)."""
         return replace(self, reporting=True)
+
+    def looked(self, now: float) -> StallClock:
+        """The stacks were read at ``now`` and showed no stall: read them again later (see ``judge``)."""
+        return replace(self, looked_at=now)
 
 
 def observe(clock: StallClock, kind: EventKind, now: float) -> StallClock:
@@ -105,13 +132,15 @@ def observe(clock: StallClock, kind: EventKind, now: float) -> StallClock:
 @dataclass(frozen=True)
 class Judgement:
     verdict: StallVerdict
-    #: Seconds without progress allowed now, and seconds since the last progress (or the attempt's start).
+    #: Seconds without progress allowed on time alone; after which the stacks are read; since the last progress.
     timeout_seconds: float
+    look_seconds: float
     silent_seconds: float
 
 
 def timeout_seconds(clock: StallClock, floor_seconds: float) -> float:
-    """How long the job may go without a report now (see the module contract)."""
+    """How long the job may go without a report on time alone: what its own pace allows now, at least
+    ``floor_seconds`` (see the module contract)."""
     if clock.last_report is None:
         return FIRST_STEP_FACTOR * max((floor_seconds, *clock.first_steps))
     if not clock.intervals:
@@ -119,10 +148,57 @@ def timeout_seconds(clock: StallClock, floor_seconds: float) -> float:
     return max(floor_seconds, MEDIAN_FACTOR * statistics.median(clock.intervals), MAX_FACTOR * max(clock.intervals))
 
 
+def look_seconds(clock: StallClock, floor_seconds: float) -> float:
+    """After how long without a report the stacks are read (see the module contract)."""
+    return timeout_seconds(clock, min(floor_seconds, LOOK_SECONDS))
+
+
 def judge(clock: StallClock, now: float, floor_seconds: float) -> Judgement:
-    """The verdict on ``clock`` at ``now``."""
+    """The verdict on ``clock`` at ``now``: ``BLIND``, ``HEALTHY`` or ``SUSPECTED`` (read the stacks)."""
     silent = max(0.0, now - clock.since)
-    timeout = timeout_seconds(clock, floor_seconds)
+    timeout, look = timeout_seconds(clock, floor_seconds), look_seconds(clock, floor_seconds)
     if not clock.reporting:
-        return Judgement(StallVerdict.BLIND, timeout, silent)
-    return Judgement(StallVerdict.STALLED if silent > timeout else StallVerdict.HEALTHY, timeout, silent)
+        return Judgement(StallVerdict.BLIND, timeout, look, silent)
+    if silent <= look:
+        due = False
+    elif clock.looked_at is None or now - clock.looked_at > look:
+        due = True
+    else:  # looked recently; again once the silence passed the timeout since then
+        due = clock.looked_at - clock.since <= timeout < silent
+    return Judgement(StallVerdict.SUSPECTED if due else StallVerdict.HEALTHY, timeout, look, silent)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a suspected stall turned out to be, and the evidence that decided it."""
+
+    verdict: StallVerdict  # STALLED or HEALTHY
+    evidence: StallEvidence
+
+
+def conclude(judgement: Judgement, reading: StackReading) -> Finding:
+    """A ``SUSPECTED`` judgement decided by its stacks (see the module contract)."""
+    if reading.verdict is StackVerdict.MOVED:
+        return Finding(StallVerdict.HEALTHY, StallEvidence.STACKS_MOVED)
+    if reading.verdict is StackVerdict.STUCK:
+        return Finding(StallVerdict.STALLED, StallEvidence.STACKS_UNCHANGED)
+    late = judgement.silent_seconds > judgement.timeout_seconds
+    return Finding(StallVerdict.STALLED if late else StallVerdict.HEALTHY, StallEvidence.TIME_ONLY)
+
+
+def describe(judgement: Judgement, reading: StackReading, finding: Finding, gap_seconds: float,
+             directory: str | None = None) -> str:
+    """The one line a judgement after a suspicion is told by (every supervisor, and the Kubernetes watch)."""
+    silent = f"no progress for {judgement.silent_seconds:.0f} s"
+    if finding.evidence is StallEvidence.STACKS_MOVED:
+        return f"{silent}: stacks moved, not a stall ({reading.why})"
+    if finding.evidence is StallEvidence.STACKS_UNCHANGED:
+        head = (f"{silent} (stacks read after {judgement.look_seconds:.0f} s); stacks unchanged "
+                f"{gap_seconds:.0f} s apart")
+    else:
+        head = f"{silent} (stall timeout {judgement.timeout_seconds:.0f} s); time only ({reading.why})"
+    if finding.verdict is not StallVerdict.STALLED:
+        return head
+    return (f"{head}; suspected: {', '.join(reading.suspects) or 'none'}"
+            + (f" ({reading.why})" if finding.evidence is StallEvidence.STACKS_UNCHANGED else "")
+            + (f"; stacks in {directory}" if directory else ""))

@@ -20,6 +20,7 @@ from typing import Any
 
 from launcher.plan.targets import BackendKind
 from launcher.protocol.progress import JobProgress
+from launcher.supervision.stall import StallEvidence
 from launcher.supervision.stragglers import StepTime, Straggler
 
 
@@ -56,7 +57,8 @@ class StallStatus:
 
     ``watching``: False while the job reports no steps (a program without ``launcher.progress``): the
     watchdog cannot see them. After a stall: how many so far, the last one's line, the tasks suspected
-    (and why), and the directory holding every task's stacks of that stall.
+    (and why), and the directory holding every task's stacks of that stall. After each suspected stall
+    (a stall or not): the evidence that decided it and its line (``last_check``).
     """
 
     watching: bool
@@ -65,6 +67,12 @@ class StallStatus:
     suspects: list[str] = field(default_factory=list)
     reason: str = ""
     stacks_dir: str | None = None
+    evidence: StallEvidence | None = None
+    last_check: str = ""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.evidence, str) and not isinstance(self.evidence, StallEvidence):
+            self.evidence = StallEvidence(self.evidence)  # read back from JSON
 
 
 @dataclass
@@ -111,6 +119,8 @@ class JobStatus:
         document["supervisor"] = None if self.supervisor is None else self.supervisor.value
         for task in document["tasks"]:
             task["state"] = task["state"].value
+        if self.stall is not None and self.stall.evidence is not None:
+            document["stall"]["evidence"] = self.stall.evidence.value
         return document
 
     @classmethod

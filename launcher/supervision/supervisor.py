@@ -7,12 +7,19 @@ after each exit is decided by ``launcher.supervision.rules`` (pure, over the
 plan's ``JobPolicy``); this loop applies it, the deadline, the linger of the
 other tasks after success, and cancellation.
 
-Faults of the runtime itself (a Docker API error, a connection to the
-engine that broke, a vanished container) are retried: a poll round that
-raises is repeated after ``fault_pause`` seconds, up to ``fault_retries``
-times in a row; then the job ends ``failed`` with the error in its message.
-A task that cannot be started (``LaunchError`` from ``start``) fails the job
-at once. Nothing escapes ``run`` as a traceback: each fault is logged as one
+Faults of the runtime itself are retried: a round (poll every task, apply
+the decisions, watch for stalls) that raises, from a poll (a Docker API
+error, a vanished container) or anywhere with a fault of the connection to
+the engine (``launcher.supervision.faults.engine_fault``: the Docker socket's
+``ENOTCONN``, a reset, ``Connection aborted``) is repeated after
+``fault_pause`` seconds, up to ``fault_retries`` times in a row; then the job
+ends ``failed`` with the error in its message. A restart such a fault cut
+short is resumed by the next round (the tasks it had not stopped are
+stopped, those it had not started are started; it counts once). After
+success, a fault while the other tasks linger ends the linger, not the
+success. A task that cannot be started (``LaunchError`` from ``start``)
+fails the job at once; other faults outside a round (the first start) fail
+it too. Nothing escapes ``run`` as a traceback: each fault is logged as one
 line on stderr (the supervisor's log).
 
 Exit codes are reported shell-style: a task killed by signal N exits 128+N.
@@ -31,14 +38,19 @@ no trace counts as killed (128+9), so the policy decides; a task whose run
 it had already recorded as ended stays ended.
 
 The stall watchdog (``launcher.supervision.stall``) watches the lead task's
-progress reports. When it finds the job stalled it asks every task that
-handles ``STACKS_SIGNAL`` for its stacks (``Runtime.dump_stacks``), reads those
-of the others from outside (``Runtime.read_stacks``: py-spy on local and compose), waits up
-to ``STACKS_SECONDS`` for the signalled ones, writes each task's dump to
-``<stacks_dir>/stall-<n>/<task>.txt``, names the suspects
-(``launcher.supervision.stacks``) and applies ``Rules.decide_stall``
-(restart from the backup within ``max_restarts``, fail, or warn). A job
-whose program reports no steps is said to be unwatched once, at the start.
+progress reports. When it suspects a stall it reads every running task's
+stacks twice, ``stack_gap`` seconds apart: it asks every task that handles
+``STACKS_SIGNAL`` for its stacks (``Runtime.dump_stacks``), reads those of the
+others from outside (``Runtime.read_stacks``: py-spy on local and compose),
+and waits up to ``STACKS_SECONDS`` for the signalled ones; meanwhile it reads
+the tasks' output, and a report of progress ends the suspicion. What the two
+samples show (``launcher.supervision.stack_evidence``) and the time decide
+(``stall.conclude``); ``status`` says which evidence did (``stall.evidence``,
+``stall.last_check``). On a stall it writes each task's last dump to
+``<stacks_dir>/stall-<n>/<task>.txt``, names the suspects and applies
+``Rules.decide_stall`` (restart from the backup within ``max_restarts``,
+fail, or warn). A job whose program reports no steps is said to be
+unwatched once, at the start.
 Every training task's ``step_time`` reports name the job's stragglers
 (``launcher.supervision.stragglers``) in its status.
 
@@ -74,10 +86,21 @@ from launcher.plan.planner import Plan, Task
 from launcher.protocol import events
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.progress import counts, progress, seed
+from launcher.supervision.faults import engine_fault
 from launcher.supervision.noise import is_noise
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
-from launcher.supervision.stacks import evidence, is_stack_line, suspects, write_stacks
-from launcher.supervision.stall import SIGNS_OF_LIFE, WATCHED_EVENTS, StallClock, StallVerdict, judge, observe
+from launcher.supervision.stack_evidence import GAP_SECONDS, read, two_samples
+from launcher.supervision.stacks import is_stack_line, write_stacks
+from launcher.supervision.stall import (
+    SIGNS_OF_LIFE,
+    WATCHED_EVENTS,
+    StallClock,
+    StallVerdict,
+    conclude,
+    describe,
+    judge,
+    observe,
+)
 from launcher.supervision.status import JobStatus, StallStatus, State, TaskStatus
 from launcher.supervision.stragglers import WINDOW as STRAGGLER_WINDOW
 from launcher.supervision.stragglers import StepTime, stragglers
@@ -169,6 +192,19 @@ class _Run:
         return self.failed_reason or self.last_error or "(no output)"
 
 
+@dataclass
+class _Restart:
+    """A restart under way: the runs still to stop, then the runs to start (a fault may cut it short)."""
+
+    stop: list[_Run]
+    start: list[_Run]
+    grace_seconds: float
+
+
+class _Fault(Exception):
+    """A fault a round may be retried for (see the module contract), carrying the runtime's error."""
+
+
 class Supervisor:
     """Runs one cluster through a ``Runtime`` until it succeeds, fails, passes its deadline or is cancelled.
 
@@ -178,7 +214,8 @@ class Supervisor:
     ``cancel`` may be called from another thread or a signal handler.
     ``resume`` adopts the tasks of a job another supervisor ran (see the module contract).
     ``pause(seconds)`` waits between poll rounds; it may end early (the harness ends it on any signal,
-    so a task's exit is seen at once); by default it waits for ``cancel``.
+    so a task's exit is seen at once); by default it waits for ``cancel``. ``clock`` is what the stall
+    watchdog's times are read from; ``stack_gap`` the seconds between a suspected stall's two stack samples.
     """
 
     def __init__(
@@ -195,6 +232,8 @@ class Supervisor:
         resume: JobStatus | None = None,
         stacks_dir: Path | None = None,
         pause: Callable[[float], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        stack_gap: float = GAP_SECONDS,
     ):
         self.plan = plan
         self.rules = Rules.from_plan(plan)
@@ -214,11 +253,15 @@ class Supervisor:
         self._lead = plan.lead().name
         self._events = events.EventReader(plan.event_token)
         self._resume = resume
-        self._vanished: list[tuple[str, int]] = []  # exits found while adopting, decided in the first round
+        #: Exits the next round decides first: found while adopting, or left when a fault cut a round short.
+        self._undecided: list[tuple[str, int]] = []
         self.stacks_dir = stacks_dir
         self._step_times: dict[str, list[StepTime]] = {}
+        self._now = clock
+        self.stack_gap = stack_gap
+        self._restarting: _Restart | None = None
         builtin = plan.run_config.lead_runs_entrypoint and self._events.reads  # which reports steps we can read
-        self._clock = StallClock(time.monotonic(), reporting=builtin)
+        self._clock = StallClock(clock(), reporting=builtin)
         self._job.stall = StallStatus(watching=builtin)
         self._standbys = [t for t in plan.tasks if t.standby_command]
         self._standbys_due = False
@@ -250,7 +293,7 @@ class Supervisor:
             self._set_job(state, message)
         except LaunchError as exc:
             self._set_job(State.FAILED, f"failed: {exc}")
-        except Exception as exc:  # a runtime fault outside the retried poll rounds (start, stop)
+        except Exception as exc:  # a runtime fault outside the retried rounds (the first start), or not retried
             _log(f"runtime error: {_one_line(exc)}")
             self._set_job(State.FAILED, f"failed: the runtime failed: {_one_line(exc)}")
         finally:
@@ -275,50 +318,93 @@ class Supervisor:
             if ends is not None and time.monotonic() >= ends:
                 return State.FAILED, f"failed: deadline of {deadline} s exceeded"
             try:
-                exits = decision_order(self._poll())
-            except LaunchError:
-                raise
-            except Exception as exc:
+                ended = self._round()
+            except _Fault as fault:
                 faults += 1
+                exc = fault.__cause__ or fault
                 _log(f"runtime error ({faults}/{self.fault_retries}): {_one_line(exc)}")
                 if faults >= self.fault_retries:
                     return State.FAILED, f"failed: the runtime failed {faults} times in a row: {_one_line(exc)}"
                 self._cancelled.wait(self.fault_pause)
                 continue
             faults = 0
-            for name, code in exits:
+            if ended is not None:
+                return ended
+            self._publish()
+            self._pause(self.poll_seconds)
+
+    def _round(self) -> tuple[State, str] | None:
+        """One round: resume a restart a fault cut short, poll, decide, watch; the job's end if it ended.
+        Raises ``_Fault`` for a fault the round may be retried for (see the module contract)."""
+        try:
+            if self._restarting is not None:
+                self._resume_restart()
+            try:
+                exits = decision_order(self._poll())
+            except LaunchError:
+                raise
+            except Exception as exc:  # any fault of a poll: the runtime's own errors are retried
+                raise _Fault() from exc
+            for index, (name, code) in enumerate(exits):
                 if self._runs[name].running:
                     continue  # restarted by an earlier decision of this round
                 decision = self.rules.decide(
                     name, code, self._exited(), self._job.restarts, self._runs[name].error(), self._job.preemptions
                 )
                 if decision.action is Action.RESTART:
+                    self._undecided = exits[index + 1:]  # the next round's, should a fault cut this restart short
                     self._restart(decision)
+                    self._undecided = []
                     continue
                 if decision.action is Action.SUCCEED:
                     return State.SUCCEEDED, decision.message
                 if decision.action is Action.FAIL:
                     return State.FAILED, decision.message
             stalled = self._watch()
-            if stalled is not None:
-                return State.FAILED, stalled
-            self._publish()
-            self._pause(self.poll_seconds)
+        except (_Fault, LaunchError):
+            raise
+        except Exception as exc:
+            if engine_fault(exc):
+                raise _Fault() from exc
+            raise
+        return None if stalled is None else (State.FAILED, stalled)
 
     def _watch(self) -> str | None:
-        """Judge the job's progress; on a stall collect the stacks and act. A message when the job fails of it."""
-        judgement = judge(self._clock, time.monotonic(), self.plan.policy.stall_floor_seconds)
-        if judgement.verdict is not StallVerdict.STALLED:
+        """Judge the job's progress; on a suspected stall read the stacks twice, and on a stall act. A message
+        when the job fails of it."""
+        judgement = judge(self._clock, self._now(), self.plan.policy.stall_floor_seconds)
+        if judgement.verdict is not StallVerdict.SUSPECTED:
             return None
-        self._clock = self._clock.started(time.monotonic())  # warn: judged again after another timeout
+        before = self._clock
+        running = [run for run in self._runs.values() if run.running]
+        last: dict[str, str | None] = {}  # each task's latest dump, kept for a stall
+
+        def sample() -> dict[str, str | None]:
+            dumps = self._collect_stacks()
+            last.update({name: dump for name, dump in dumps.items() if dump is not None or name not in last})
+            return dumps
+
+        samples = two_samples(sample, lambda seconds: self._wait_quietly(seconds, before),
+                              {run.task.name: run.dumps_stacks for run in running},
+                              {run.task.name: run.task.type.trains for run in running}, self.stack_gap)
+        if samples is None or self._clock.since != before.since:
+            return None  # the job advanced meanwhile
+        reading = read(samples)
+        finding = conclude(judgement, reading)
         assert self._job.stall is not None
         stall = self._job.stall
+        stall.evidence = finding.evidence
+        if finding.verdict is not StallVerdict.STALLED:
+            self._clock = self._clock.looked(self._now())
+            stall.last_check = describe(judgement, reading, finding, self.stack_gap)
+            return None
+        self._clock = self._clock.started(self._now())  # warn: judged again after another allowance
         stall.stalls += 1
-        dumps = self._collect_stacks()
-        names, why = suspects(dumps)
-        directory = self._write_stacks(stall.stalls, dumps)
-        what = evidence(judgement.silent_seconds, judgement.timeout_seconds, names, why, directory)
+        names, why = reading.suspects, reading.why
+        directory = self._write_stacks(stall.stalls, last)
+        what = describe(judgement, reading, finding, self.stack_gap, directory)
         stall.message, stall.suspects, stall.reason, stall.stacks_dir = what, list(names), why, directory
+        stall.last_check = what
         for name in names:
             self._runs[name].status.message = "stalled (suspected)"
         _log(f"stall watchdog: {what}")
@@ -330,6 +416,19 @@ class Supervisor:
         else:
             self._job.message = decision.message
         return None
+
+    def _wait_quietly(self, seconds: float, before: StallClock) -> bool:
+        """Wait ``seconds`` reading every running task's output; False once the job advanced past ``before``
+        (or on cancellation)."""
+        ends = time.monotonic() + seconds
+        while time.monotonic() < ends and not self._cancelled.is_set():
+            self._cancelled.wait(min(self.poll_seconds, max(0.0, ends - time.monotonic())))
+            for run in self._runs.values():
+                if run.running:
+                    self._read(run)
+            if self._clock.since != before.since:
+                return False
+        return not self._cancelled.is_set()
 
     def _collect_stacks(self) -> dict[str, str | None]:
         """Every running task's stacks: asked for, or read from outside; ``{task: dump, None if it gave none}``."""
@@ -362,7 +461,7 @@ class Supervisor:
 
     def _poll(self) -> list[tuple[str, int]]:
         """Read new output of every running task; record and return the runs that ended, in plan order."""
-        ended, self._vanished = self._vanished, []
+        ended, self._undecided = self._undecided, []
         for name, run in self._runs.items():
             if not run.running:
                 continue
@@ -385,17 +484,28 @@ class Supervisor:
             self._job.preemptions += 1
         else:
             self._job.restarts += 1
-        self._set_job(State.RESTARTING, decision.message)
-        grace = self.plan.policy.save_grace_seconds if decision.preemption else RESTART_STOP_SECONDS
-        self._stop([r for r in runs if r.running], "stopped for a restart", grace)
         for run in runs:
             if decision.preemption:
                 run.status.preemptions += 1
             else:
                 run.status.restarts += 1
-            run.status.state = State.RESTARTING
-        self._publish()
-        self._start({r.task.name: r for r in runs})
+        self._set_job(State.RESTARTING, decision.message)
+        grace = self.plan.policy.save_grace_seconds if decision.preemption else RESTART_STOP_SECONDS
+        self._restarting = _Restart([r for r in runs if r.running], runs, grace)
+        self._resume_restart()
+
+    def _resume_restart(self) -> None:
+        """Carry the restart under way on: stop what it had not stopped, start what it had not started."""
+        restart = self._restarting
+        assert restart is not None
+        if restart.stop:
+            self._stop([r for r in restart.stop if r.running], "stopped for a restart", restart.grace_seconds)
+            restart.stop = []
+            for run in restart.start:
+                run.status.state = State.RESTARTING
+            self._publish()
+        self._start({r.task.name: r for r in restart.start if not r.running})
+        self._restarting = None
         self._job.state = State.RUNNING
 
     def _adopt(self, previous: JobStatus) -> None:
@@ -424,7 +534,7 @@ class Supervisor:
             if not adopted:
                 run.last_error = f"{name} left no trace while unsupervised: taken as killed"
                 run.status.state, run.status.exit_code = State.FAILED, LOST_EXIT
-                self._vanished.append((name, LOST_EXIT))
+                self._undecided.append((name, LOST_EXIT))
                 continue
             run.running = True
             run.status.state = State.RUNNING
@@ -435,8 +545,15 @@ class Supervisor:
     def _linger(self) -> None:
         """After success: let the remaining tasks exit by themselves for ``grace_seconds``."""
         ends = time.monotonic() + self.grace_seconds
+        faults = 0
         while True:
-            self._poll()
+            try:
+                self._poll()
+            except Exception as exc:  # the job succeeded: a fault ends the linger (``run`` stops the rest), not that
+                faults += 1
+                _log(f"runtime error while the others linger ({faults}/{self.fault_retries}): {_one_line(exc)}")
+                if faults >= self.fault_retries:
+                    return
             self._publish()
             left = ends - time.monotonic()
             if not any(r.running for r in self._runs.values()) or left <= 0 or self._cancelled.is_set():
@@ -447,7 +564,7 @@ class Supervisor:
 
     def _start(self, runs: Mapping[str, _Run]) -> None:
         if any(run.task.type.trains for run in runs.values()):
-            self._clock = self._clock.started(time.monotonic())
+            self._clock = self._clock.started(self._now())
         self._standbys_due = bool(self._standbys)  # after the next first step: not to slow the start down
         for run in runs.values():
             self.runtime.start(run.task)
@@ -512,9 +629,9 @@ class Supervisor:
             self._job.stragglers = stragglers(self._step_times)
         if run.task.name == self._lead and isinstance(event, events.Step) and self._standbys_due:
             self._prepare_standbys()
-        if run.task.name == self._lead and (event.event in WATCHED_EVENTS or event.event in SIGNS_OF_LIFE):
-            self._clock = observe(self._clock, event.event, time.monotonic())
-            if self._job.stall is not None:
+        if run.task.name == self._lead:  # observe keeps what its events say (finished: the exit's allowance)
+            self._clock = observe(self._clock, event.event, self._now())
+            if self._job.stall is not None and (event.event in WATCHED_EVENTS or event.event in SIGNS_OF_LIFE):
                 self._job.stall.watching = True
         if counts(event, from_lead=run.task.name == self._lead):
             self._job.progress = progress(self._job.progress, event)

@@ -4,14 +4,18 @@
 ends: an exit code at once, ``(polls, code)`` after that many polls, or None
 (runs until stopped); the last entry repeats. So a test states "worker 0
 dies with 137 on its first run, then succeeds".
-``faults`` makes ``poll`` raise for the given number of calls, like a Docker
-API error or a broken engine connection; ``unstartable`` makes ``start``
+``faults`` makes ``poll`` raise ``fault`` for the given number of calls (after
+``faults_after`` calls), like a Docker API error or a broken engine connection;
+``stop_faults`` / ``start_faults`` / ``read_faults`` make that many calls of
+``stop`` / ``start`` (of a task that ran before) / ``read_stacks`` raise it; ``unstartable`` makes ``start``
 raise ``LaunchError`` for those tasks. ``adoptable`` maps a task to the run
 (index into its script) a dead supervisor left in progress: ``adopt``
 attaches to it, as after a ``kill -9`` of the supervisor; other tasks have
 no run to adopt. ``stacks[task]`` are the lines a task writes when asked for its
 stacks (``dump_stacks``); ``outside[task]`` is what ``read_stacks`` reads of it from outside
-(None for others: a runtime without a reader). Every call is recorded (``graces``: each stop's grace seconds).
+(None for others: a runtime without a reader); the dumps of the tasks in ``moving`` differ at each
+request (a working program). ``clock`` is a time that ``tick`` seconds pass of at each ``poll``, for a
+supervisor's stall clock. Every call is recorded (``graces``: each stop's grace seconds).
 """
 
 from __future__ import annotations
@@ -34,6 +38,12 @@ class ScriptedRuntime:
         adoptable: dict[str, int] | None = None,
         stacks: dict[str, list[str]] | None = None,
         outside: dict[str, str] | None = None,
+        moving: Sequence[str] = (),
+        faults_after: int = 0,
+        stop_faults: int = 0,
+        start_faults: int = 0,
+        read_faults: int = 0,
+        tick: float = 0.0,
     ):
         self.exits = exits
         self.lines = dict(output or {})
@@ -51,10 +61,26 @@ class ScriptedRuntime:
         self.dumped: list[str] = []
         self.outside = dict(outside or {})
         self.read: list[str] = []
+        self.moving = set(moving)
+        self.faults_after = faults_after
+        self.stop_faults, self.start_faults, self.read_faults = stop_faults, start_faults, read_faults
+        self.tick = tick
+        self.time = 0.0
+
+    def clock(self) -> float:
+        return self.time
+
+    def _fault(self, left: str) -> None:
+        """Raise ``fault`` if the counter named ``left`` is not used up (and count it)."""
+        if getattr(self, left):
+            setattr(self, left, getattr(self, left) - 1)
+            raise self.fault
 
     def start(self, task: Task) -> None:
         if task.name in self.unstartable:
             raise LaunchError(f"cannot start {task.name}: no such image")
+        if task.name in self.runs:  # a restart's
+            self._fault("start_faults")
         self.runs[task.name] = self.runs.get(task.name, -1) + 1
         self.polls[task.name] = 0
 
@@ -67,9 +93,11 @@ class ScriptedRuntime:
         return True
 
     def poll(self, task: Task) -> int | None:
-        if self.faults:
-            self.faults -= 1
-            raise self.fault
+        self.time += self.tick
+        if self.faults_after:
+            self.faults_after -= 1
+        else:
+            self._fault("faults")
         script = self.exits.get(task.name, [None])
         end = script[min(self.runs[task.name], len(script) - 1)]
         self.polls[task.name] += 1
@@ -79,6 +107,7 @@ class ScriptedRuntime:
         return end
 
     def stop(self, tasks: Sequence[Task], grace_seconds: float) -> None:
+        self._fault("stop_faults")
         self.stopped.extend(t.name for t in tasks)
         self.graces.append(grace_seconds)
 
@@ -87,9 +116,13 @@ class ScriptedRuntime:
 
     def dump_stacks(self, task: Task) -> None:
         self.dumped.append(task.name)
-        self.lines.setdefault(task.name, []).extend(self.stacks.get(task.name, []))
+        dump = self.stacks.get(task.name, [])
+        if task.name in self.moving:
+            dump = [*dump, f'  File "/app/train.py", line {len(self.dumped)} in step']
+        self.lines.setdefault(task.name, []).extend(dump)
 
     def read_stacks(self, task: Task) -> str | None:
+        self._fault("read_faults")
         self.read.append(task.name)
         return self.outside.get(task.name)
 

@@ -4,6 +4,7 @@ launcher Role's permissions (k8s/rbac-launcher.yaml) against the requests the fa
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -25,7 +26,7 @@ def fake_fixture() -> Iterator[FakeKubernetes]:
     server.stop()
 
 
-def backend_for(fake: FakeKubernetes, namespace: str | None = None, **options: float) -> KubernetesBackend:
+def backend_for(fake: FakeKubernetes, namespace: str | None = None, **options: Any) -> KubernetesBackend:
     api_client = client.ApiClient(client.Configuration(host=fake.url))
     return KubernetesBackend(api_client, namespace, clock=lambda: fake.now, **options)
 

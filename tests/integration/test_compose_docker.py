@@ -402,6 +402,39 @@ def test_an_engine_restart_during_the_run_is_recovered_by_the_restart_policy(
     assert "supervisor: runtime error (1/" in log and "Traceback" not in log, log
 
 
+#: Its first run per task (a file in the volume) is killed (137, retried by the default restart policy); later runs end at once.
+FIRST_RUN_DIES = ["python", "-c", """
+import os, pathlib, signal
+ran = pathlib.Path('/checkpoints', os.environ['TFCLUSTER_TASK_NAME'] + '.ran')
+if not ran.exists():
+    ran.touch()
+    os.kill(os.getpid(), signal.SIGKILL)
+"""]
+#: A container's start through the Docker API (``docker exec``'s start is ``/exec/<id>/start``).
+CONTAINER_START = rb"POST /v[0-9.]+/containers/[^/ ]+/start "
+
+
+def test_an_engine_connection_broken_during_a_restart_is_retried_and_the_restart_completes(
+    clusters: Clusters, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """Worker 0's first run dies; the gang restart's first container start never reaches the engine (its
+    connection breaks: ``Connection aborted``): the supervisor retries the round, which finishes the restart."""
+    proxy = SocketProxy("/var/run/docker.sock")
+    proxy.drop(CONTAINER_START, skip=2)  # the supervisor's first two starts (chief, worker) go through
+    monkeypatch.setenv("DOCKER_HOST", proxy.url)  # the submit, `docker compose` and the detached supervisor use it
+    spec = {"name": "broken", "roles": {"chief": {"command": FIRST_RUN_BLOCKS}, "worker": {"replicas": 1, "command": FIRST_RUN_DIES}}}
+    through_proxy = Clusters(clusters.tmp_path)
+    clusters.launched.append("broken")  # torn down by the fixture, through the real socket
+    through_proxy.up(spec)
+    monkeypatch.delenv("DOCKER_HOST")
+    job = clusters.wait("broken", timeout=120)
+    log = StateDir.of(BackendKind.COMPOSE, "broken").log.read_text()
+    assert proxy.dropped == 1, log
+    assert job.state is State.SUCCEEDED, f"{job.message}\n{log}"
+    assert (job.restarts, [t.restarts for t in job.tasks]) == (1, [1, 1]), job
+    assert "supervisor: runtime error (1/" in log and "Connection aborted" in log and "Traceback" not in log, log
+
+
 @pytest.mark.tf
 def test_docker_stop_of_a_worker_saves_every_task_and_resumes_where_it_was(clusters: Clusters, docker_engine) -> None:  # noqa: F811
     """SIGTERM reaches python through docker-init and tini; no backup for 1000 steps, no restart budget."""

@@ -113,23 +113,27 @@ def test_a_custom_loop_reporting_with_the_two_functions_shows_like_the_entrypoin
     assert not [e for e in other if e.event in ("step", "epoch")]  # worker 1 does not lead: each step is seen once
 
 
-def stall_spec(ws: Path, timeout_seconds: int) -> Path:
+def stall_spec(ws: Path, timeout_seconds: int | None) -> Path:
+    """The stuck-progress cluster; ``timeout_seconds`` None: the default stall settings."""
     path = ws / "cluster.yaml"
-    path.write_text(yaml.safe_dump({"name": "stuck-progress", "roles": {"chief": {}, "worker": {"replicas": 2}},
-                                    "stall": {"timeout_seconds": timeout_seconds}}))
+    stall = {} if timeout_seconds is None else {"stall": {"timeout_seconds": timeout_seconds}}
+    path.write_text(yaml.safe_dump({"name": "stuck-progress", "roles": {"chief": {}, "worker": {"replicas": 2}}, **stall}))
     return path
 
 
 def test_a_script_with_the_progress_callback_stuck_in_its_input_pipeline_is_restarted_and_succeeds(
         tmp_path: Path) -> None:
+    """With the default stall settings (time alone: 600 s, longer than this test may take) the watchdog reads
+    the stacks after 30 s without progress, twice: worker 1's input pipeline holds its peers, unchanged."""
     ws = workspace(tmp_path, SCRIPTS / "stuck_progress.py")
-    spec = stall_spec(ws, 20)
+    spec = stall_spec(ws, None)
     result = tfcluster("run", "-f", str(spec), *QUIET, "stuck_progress.py", "--block", cwd=ws, timeout=500)
     assert result.returncode == 0, tfcluster("logs", "stuck-progress", cwd=ws).stdout[-3000:]
     status = json.loads(tfcluster("status", "stuck-progress", "-o", "json", cwd=ws).stdout)
     assert status["state"] == "succeeded" and status["restarts"] == 1, status["message"]
     stall = status["stall"]
     assert stall["watching"] and stall["stalls"] == 1 and stall["suspects"] == ["stuck-progress-worker-1"], stall
+    assert stall["evidence"] == "stacks_unchanged" and "(stacks read after 30 s)" in stall["message"], stall
     assert "in gate" in (Path(stall["stacks_dir"]) / "stuck-progress-worker-1.txt").read_text()
     assert_nothing_left(*processes("stuck-progress"))
 
@@ -145,3 +149,18 @@ def test_a_slow_first_step_and_slow_saves_never_trip_the_watchdog(tmp_path: Path
     status = json.loads(tfcluster("status", "stuck-progress", "-o", "json", cwd=ws).stdout)
     assert status["state"] == "succeeded" and status["restarts"] == 0, (status["message"], status["stall"])
     assert status["stall"]["watching"] and status["stall"]["stalls"] == 0, status["stall"]
+
+
+def test_saves_that_outlast_the_floor_while_they_work_never_trip_the_watchdog(tmp_path: Path) -> None:
+    """Each epoch's save works 25 s, 2.5x the 10 s floor (time alone would restart the job at the first one): the
+    stacks, read after the floor, move between the samples, so the watchdog lets it work."""
+    ws = workspace(tmp_path, SCRIPTS / "stuck_progress.py")
+    spec = stall_spec(ws, 10)
+    result = tfcluster("run", "-f", str(spec), *QUIET, "stuck_progress.py", "--working-save", "25", "--epochs", "2",
+                       cwd=ws, timeout=500)
+    assert result.returncode == 0, tfcluster("logs", "stuck-progress", cwd=ws).stdout[-3000:]
+    status = json.loads(tfcluster("status", "stuck-progress", "-o", "json", cwd=ws).stdout)
+    assert status["state"] == "succeeded" and status["restarts"] == 0, (status["message"], status["stall"])
+    stall = status["stall"]
+    assert stall["stalls"] == 0 and stall["evidence"] == "stacks_moved", stall
+    assert "stacks moved, not a stall" in stall["last_check"], stall

@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -72,8 +72,9 @@ from launcher.spec.models import ClusterSpec, RoleType, Strategy
 from launcher.spec.problems import Problem
 from launcher.supervision import harness
 from launcher.supervision.rules import Action
-from launcher.supervision.stacks import evidence, suspects, write_stacks
-from launcher.supervision.stall import SIGNS_OF_LIFE, WATCHED_EVENTS, StallVerdict, judge
+from launcher.supervision.stack_evidence import GAP_SECONDS, read, two_samples
+from launcher.supervision.stacks import write_stacks
+from launcher.supervision.stall import SIGNS_OF_LIFE, WATCHED_EVENTS, StallVerdict, conclude, describe, judge
 from launcher.supervision.status import JobStatus, StallStatus, State
 from launcher.supervision.stragglers import stragglers
 
@@ -163,6 +164,8 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         clock: Callable[[], float] = time.time,
         gang_grace: float = GANG_GRACE_SECONDS,
         linger: float | None = None,
+        pause: Callable[[float], None] = time.sleep,
+        stack_gap: float = GAP_SECONDS,
     ):
         from kubernetes import client
 
@@ -178,6 +181,9 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         self._clock = clock
         self._gang_grace = gang_grace
         self._linger = linger
+        self._pause = pause  # between a suspected stall's two stack samples
+        self._stack_gap = stack_gap
+        self._stall_looks: dict[str, float] = {}  # lead pod -> when its stacks were last read and showed no stall
 
     @classmethod
     def target(cls, spec: ClusterSpec, *, launching: bool = False) -> KubernetesTarget:
@@ -299,11 +305,12 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     def _watch_stall(self, name: str, namespace: str, jobs: list[dict[str, Any]], pods: list[dict[str, Any]],
                      restarts_used: int, now: float) -> list[str]:
-        """The stall watchdog's round (``launcher.backends.kubernetes.stall``): judge the lead's running pod
-        and, once per pod, record the stall in the run's ConfigMap and act as ``Rules.decide_stall`` says:
-        restart = delete the restart group's pods (their Jobs recreate them; a stuck task cannot save, it is
-        killed when its grace ends and the Job controller counts it against the budget), fail = end the
-        training Jobs through their deadline, warn = the line only."""
+        """The stall watchdog's round (``launcher.backends.kubernetes.stall``): judge the lead's running pod; on
+        a suspected stall read every task's stacks twice (``launcher.supervision.stack_evidence``) and conclude
+        as every supervisor does; record what decided in the run's ConfigMap and, once per pod, act on a stall
+        as ``Rules.decide_stall`` says: restart = delete the restart group's pods (their Jobs recreate them; a
+        stuck task cannot save, it is killed when its grace ends and the Job controller counts it against the
+        budget), fail = end the training Jobs through their deadline, warn = the line only."""
         policy = k8s_status.job_policy(jobs[0])
         runs = k8s_status.runs_by_task(pods)
         lead = runs.get((policy.lead.role, policy.lead.index), [])
@@ -319,18 +326,43 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         events = self._recent_events([pod], namespace, reader, STALL_TAIL_LINES)
         if events is None:
             return []  # its last report is beyond the lines read: the watchdog cannot tell when it was
-        clock = k8s_stall.clock(pod.started, events, reporting)
+        clock = k8s_stall.clock(pod.started, events, reporting, self._stall_looks.get(pod.name))
         judgement = judge(clock, now, policy.stall_floor_seconds)
-        if judgement.verdict is not StallVerdict.STALLED:
+        if judgement.verdict is not StallVerdict.SUSPECTED:
+            return []
+        last: dict[str, str | None] = {}
+
+        def sample() -> dict[str, str | None]:
+            dumps = self._read_stacks(name, runs, namespace)
+            last.update({task: dump for task, dump in dumps.items() if dump is not None or task not in last})
+            return dumps
+
+        def wait(seconds: float) -> bool:
+            self._pause(seconds)
+            return True  # whether the lead advanced meanwhile is read once both samples are in
+
+        trains = {naming.task_name(name, role, index): role.trains for role, index in runs}
+        samples = two_samples(sample, wait, {}, trains, self._stack_gap)
+        again = self._recent_events([pod], namespace, STALL_TAIL_LINES)
+        if samples is None or again is None or k8s_stall.clock(pod.started, again, reporting).since != clock.since:
+            return []  # the lead advanced meanwhile
+        reading = read(samples)
+        finding = conclude(judgement, reading)
+        if finding.verdict is not StallVerdict.STALLED:
+            self._stall_looks[pod.name] = now
+            status = record.status if record is not None else StallStatus(watching=True)
+            checked = replace(status, evidence=finding.evidence,
+                              last_check=describe(judgement, reading, finding, self._stack_gap))
+            self._write_stall(config_map, k8s_stall.StallRecord(pod=record.pod if record else "", status=checked),
+                              namespace)
             return []
         number = (record.status.stalls if record else 0) + 1
-        dumps = self._read_stacks(name, runs, namespace)
-        names, why = suspects(dumps)
-        directory = self._write_stacks(name, number, dumps)
-        what = evidence(judgement.silent_seconds, judgement.timeout_seconds, names, why, directory)
+        names, why = reading.suspects, reading.why
+        directory = self._write_stacks(name, number, last)
+        what = describe(judgement, reading, finding, self._stack_gap, directory)
         decision = k8s_stall.rules(policy, jobs, name).decide_stall(names, restarts_used, what)
         stall = StallStatus(watching=True, stalls=number, message=decision.message, suspects=list(names), reason=why,
-                            stacks_dir=directory)
+                            stacks_dir=directory, evidence=finding.evidence, last_check=decision.message)
         self._write_stall(config_map, k8s_stall.StallRecord(pod=pod.name, status=stall), namespace)
         actions = [f"stall watchdog: {decision.message}"]
         if decision.action is Action.RESTART:

@@ -7,15 +7,19 @@ the recent log lines of the lead task's latest pod. ``clock`` rebuilds the
 ``StallClock`` of that pod from its start and its events' own times (the
 pods' clocks; the watch needs no memory of earlier rounds, and a watch started
 again judges the same). ``StallRecord`` is what the watch writes in the run's
-ConfigMap (``STALL_KEY``) when it found a stall: ``status``/``describe`` of any
-launcher show it, and the watch acts once per pod of the lead.
+ConfigMap (``STALL_KEY``) when it read the stacks of a suspected stall (what
+decided) and when it found a stall: ``status``/``describe`` of any launcher
+show it, and the watch acts once per pod of the lead (``pod``: the one it
+acted on, "" before any). When it last read a pod's stacks without finding a
+stall is kept by the watch itself (``clock``'s ``looked_at``): a watch started
+again reads them once more.
 ``rules`` builds the ``Rules`` of a run from its Jobs (task names and roles:
 all ``decide_stall`` needs). ``step_times`` keeps a task's ``step_time``
 events for ``launcher.supervision.stragglers``.
 
-On a stall the watch reads every running task's stacks in its pod
-(``pods/exec`` of the image's py-spy) and names the suspects as every
-supervisor does (``launcher.supervision.stacks``). What Kubernetes lacks
+On a suspected stall the watch reads every running task's stacks in its pod
+twice (``pods/exec`` of the image's py-spy) and decides as every supervisor
+does (``launcher.supervision.stack_evidence``, ``stall.conclude``). What Kubernetes lacks
 here: under ParameterServer the coordinator keeps scheduling around a stuck
 worker until an epoch's end, so the lead's progress stops only there.
 """
@@ -46,16 +50,17 @@ STALL_KEY = "stall.json"
 class StallRecord(BaseModel):
     """The watchdog's view of a run as the watch left it: the stall status, and the lead pod it acted on."""
 
-    pod: str
+    pod: str = ""
     status: StallStatus
 
 
-def clock(started: float, events: Iterable[Event], reporting: bool) -> StallClock:
-    """The stall clock of one pod of the lead: from its start, over its events in order of their times."""
+def clock(started: float, events: Iterable[Event], reporting: bool, looked_at: float | None = None) -> StallClock:
+    """The stall clock of one pod of the lead: from its start, over its events in order of their times; with
+    ``looked_at`` when the watch last read its stacks, if that was in the silence the events end in."""
     result = StallClock(started, reporting=reporting)
     for event in sorted(events, key=lambda e: e.time):
         result = observe(result, event.event, event.time)
-    return result
+    return result.looked(looked_at) if looked_at is not None and looked_at >= result.since else result
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ Every batch passes a ``tf.py_function`` gate. ``--block``: on worker 1, while
 ``<checkpoint dir>/blocked`` does not exist, the gate blocks forever after 12
 batches (creating the file): alive but stuck, once. ``--first-delay S``: the
 first batch of each process waits S seconds (a slow first step);
-``--save-delay S``: every epoch's save takes S seconds longer (a slow save).
+``--save-delay S``: every epoch's save takes S seconds longer (a slow save);
+``--working-save S``: every epoch's save works S seconds longer, one call
+deeper every half second (its stack changes as a save walking its objects does).
 """
 import argparse
 import json
@@ -21,6 +23,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--block", action="store_true")
 parser.add_argument("--first-delay", type=float, default=0.0)
 parser.add_argument("--save-delay", type=float, default=0.0)
+parser.add_argument("--working-save", type=float, default=0.0)
 parser.add_argument("--epochs", type=int, default=3)
 args = parser.parse_args()
 
@@ -48,9 +51,18 @@ def through_gate(x, y):
         return tf.identity(x), tf.identity(y)
 
 
+def save_part(depth, until):
+    if depth:
+        return save_part(depth - 1, until)
+    time.sleep(max(0.0, until - time.monotonic()))
+
+
 class SlowSave(tf.keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         time.sleep(args.save_delay)
+        start = time.monotonic()
+        for part in range(int(args.working_save * 2)):
+            save_part(part, start + 0.5 * (part + 1))
 
 
 rng = np.random.default_rng(0)

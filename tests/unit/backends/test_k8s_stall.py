@@ -22,6 +22,7 @@ from launcher.backends.kubernetes import backend as k8s_backend
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.plan.planner import make_plan
 from launcher.protocol.events import MANUAL_TOKEN, EpochEnd, Event, Started, Step, StepTime, format_event
+from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import State
 
 TASKS = ("st-chief-0", "st-worker-0", "st-worker-1")
@@ -29,8 +30,9 @@ FLOOR = 60
 
 
 def launch(fake: FakeKubernetes, action: str = "restart", **spec: Any) -> KubernetesBackend:
-    """Cluster ``st`` (chief + 2 workers, MultiWorkerMirrored) running, with a stall floor of ``FLOOR`` s."""
-    backend = backend_for(fake)
+    """Cluster ``st`` (chief + 2 workers, MultiWorkerMirrored) running, with a stall floor of ``FLOOR`` s; the
+    watch's pause between a suspected stall's two stack samples moves the fake's clock."""
+    backend = backend_for(fake, pause=lambda seconds: setattr(fake, "now", fake.now + seconds))
     backend.submit(dry_run_for({"name": "st", "roles": {"chief": {}, "worker": {"replicas": 2}},
                                 "stall": {"timeout_seconds": FLOOR, "action": action},
                                 "restart": {"max_restarts": 2}, **spec}))
@@ -76,6 +78,7 @@ def test_a_job_whose_progress_stops_restarts_with_reason_stalled_and_uses_the_bu
     status = backend.describe("st")
     assert status.state is State.RESTARTING
     assert (status.stall.stalls, status.stall.watching) == (1, True) and "stalled" in status.stall.message
+    assert status.stall.evidence is StallEvidence.TIME_ONLY  # no pod's stacks could be read
     assert backend.supervise("st") == []  # acted once on this pod of the lead
     fake.now += 60  # the grace: killed (137), a failure the Job controller counts
     for job in ("st-chief", "st-worker"):
@@ -234,6 +237,7 @@ def test_a_stall_reads_every_pods_stacks_through_exec_and_names_the_stuck_task(f
     actions = backend.supervise("st")
     assert "suspected: st-worker-1 (a thread runs Python inside a TensorFlow op" in actions[0], actions[0]
     stall = backend.describe("st").stall
+    assert stall.evidence is StallEvidence.STACKS_UNCHANGED and "stacks unchanged 5 s apart" in stall.message
     assert stall.suspects == ["st-worker-1"] and stall.stacks_dir is not None, stall
     stacks = Path(stall.stacks_dir)
     assert sorted(p.name for p in stacks.iterdir()) == [f"{task}.txt" for task in TASKS]
@@ -252,3 +256,21 @@ def test_debug_reads_the_stacks_of_every_running_pod_and_says_why_not_in_one_lin
     dumps = backend.stacks("st")
     assert dumps["st-chief-0"] == WAITING.rstrip() and dumps["st-worker-0"] is None and "script_ops" in (dumps["st-worker-1"] or "")
     assert "no stacks of st-worker-0: py-spy is not in the task's image" in caplog.text  # the CLI shows it on stderr
+
+
+def test_a_silent_job_whose_stacks_move_is_not_stalled_and_status_says_why(fake: FakeKubernetes) -> None:
+    """A long evaluation on the chief: far past the floor without a report, its frames change between samples."""
+    backend = launch(fake)
+    samples = iter(range(1000))
+
+    def evaluating(command: list[str]) -> tuple[int, str, str]:
+        return image(WAITING.replace("train.py:64", f"train.py:{next(samples)}"))(command)
+
+    fake.pod_exec.update({"st-chief-0": evaluating, "st-worker-0": image(WAITING), "st-worker-1": image(WAITING)})
+    fake.now = train(fake, fake.now + 5, steps=10, every=2.0) + 3 * FLOOR
+    assert backend.supervise("st") == []
+    stall = backend.describe("st").stall
+    assert (stall.stalls, stall.evidence) == (0, StallEvidence.STACKS_MOVED), stall
+    assert "stacks moved, not a stall (the stacks of st-chief-0 moved" in stall.last_check
+    fake.now += 10 * FLOOR
+    assert backend.supervise("st") == [] and not fake.deletions

@@ -80,6 +80,7 @@ def test_status_text_counts_preemptions_apart_from_restarts() -> None:
 
 
 def test_the_view_shows_stalls_stragglers_and_an_unwatched_program() -> None:
+    from launcher.supervision.stall import StallEvidence
     from launcher.supervision.status import StallStatus
     from launcher.supervision.stragglers import StepTime, Straggler
 
@@ -101,3 +102,8 @@ def test_the_view_shows_stalls_stragglers_and_an_unwatched_program() -> None:
     assert JobStatus.from_dict(timed.to_dict()) == timed
     assert "cannot see steps" in render(JobStatus("t", BackendKind.LOCAL, State.RUNNING, stall=StallStatus(False)))
     assert "cannot see steps" not in render(JobStatus("t", BackendKind.LOCAL, State.RUNNING, stall=StallStatus(True)))
+    checked = StallStatus(True, evidence=StallEvidence.STACKS_MOVED, last_check="no progress for 40 s: stacks moved, "
+                          "not a stall (the stacks of t-chief-0 moved between the samples)")
+    job = JobStatus("t", BackendKind.LOCAL, State.RUNNING, stall=checked)
+    assert "stall watchdog, last check: no progress for 40 s: stacks moved, not a stall" in render(job)
+    assert job.to_dict()["stall"]["evidence"] == "stacks_moved" and JobStatus.from_dict(job.to_dict()) == job

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from typing import Any
@@ -13,6 +14,7 @@ from launcher import api
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.protocol.events import MANUAL_TOKEN
+from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import JobStatus, State, TaskStatus
 from launcher.supervision.supervisor import RESTART_STOP_SECONDS, STOP_SECONDS, Supervisor
 
@@ -21,6 +23,8 @@ MWMS = {"chief": {}, "worker": {"replicas": 2}}
 MARKER = f"TFCLUSTER_EVENT/{MANUAL_TOKEN} "
 STEP = '{"event":"step","task":"job-chief-0","time":1,"step":7}'
 PSS = {"chief": {}, "worker": {"replicas": 1}, "ps": {}}
+#: Seconds between a suspected stall's two stack samples here (the scripted tasks answer at once).
+GAP = 0.01
 
 
 def supervise(runtime: ScriptedRuntime, roles: dict[str, Any] = MWMS, **kwargs: Any) -> tuple[JobStatus, list[JobStatus]]:
@@ -260,9 +264,10 @@ def test_a_stalled_job_dumps_every_task_names_the_suspect_and_restarts_the_group
     runtime = ScriptedRuntime({"job-chief-0": [None, 0]}, output=output,
                               stacks={"job-chief-0": WAITING, "job-worker-0": WAITING, "job-worker-1": STUCK_IN_OP})
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, stacks_dir=tmp_path).run()
+    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, stacks_dir=tmp_path, stack_gap=GAP).run()
     assert status.state is State.SUCCEEDED and status.restarts == 1
-    assert sorted(runtime.dumped) == names
+    assert sorted(runtime.dumped) == sorted(names * 2)  # two samples
+    assert status.stall is not None and status.stall.evidence is StallEvidence.STACKS_UNCHANGED
     assert status.stall is not None and status.stall.stalls == 1 and status.stall.suspects == ["job-worker-1"]
     assert status.stall.stacks_dir == str(tmp_path / "stall-1")
     assert "script_ops.py" in (tmp_path / "stall-1" / "job-worker-1.txt").read_text()
@@ -285,9 +290,10 @@ def test_the_warn_action_only_reports_the_stall_and_a_task_without_the_handler_i
     runtime = ScriptedRuntime({"job-chief-0": [(400, 0)]}, output=output, stacks={"job-chief-0": WAITING})
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS,
                                        "stall": {"timeout_seconds": 1, "action": "warn"}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.02, grace_seconds=0.0).run()
+    status = Supervisor(plan, runtime, poll_seconds=0.02, grace_seconds=0.0, stack_gap=GAP).run()
     assert status.state is State.SUCCEEDED and status.restarts == 0
     assert status.stall is not None and status.stall.stalls >= 1 and "job-chief-0" not in status.stall.suspects
+    assert status.stall.evidence is StallEvidence.TIME_ONLY  # the chief's stacks stood still, nobody stood out
     assert set(runtime.dumped) == {"job-chief-0"}  # the workers never said they dump stacks on the signal
     assert runtime.read and set(runtime.read) == {"job-worker-0", "job-worker-1"}  # read from outside instead: nothing
     assert set(status.stall.suspects) == {"job-worker-0", "job-worker-1"}  # they gave none when asked
@@ -309,9 +315,9 @@ def test_a_stall_reads_the_stacks_of_programs_without_the_handler_from_outside(t
     runtime = ScriptedRuntime({"job-chief-0": [None, 0]}, output=output, stacks={"job-chief-0": WAITING},
                               outside={"job-worker-1": PYSPY_STUCK_IN_OP})  # worker-0: its reader gives none
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, stacks_dir=tmp_path).run()
+    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, stacks_dir=tmp_path, stack_gap=GAP).run()
     assert status.state is State.SUCCEEDED and status.restarts == 1
-    assert runtime.dumped == ["job-chief-0"] and sorted(runtime.read) == ["job-worker-0", "job-worker-1"]
+    assert runtime.dumped == ["job-chief-0"] * 2 and sorted(runtime.read) == sorted(["job-worker-0", "job-worker-1"] * 2)
     assert status.stall is not None and status.stall.suspects == ["job-worker-1"]  # py-spy's frames show the op
     assert (tmp_path / "stall-1" / "job-worker-1.txt").read_text() == PYSPY_STUCK_IN_OP + "\n"
     assert "quick_execute" in (tmp_path / "stall-1" / "job-chief-0.txt").read_text()
@@ -327,3 +333,67 @@ def test_step_time_reports_of_every_training_task_name_the_straggler() -> None:
     status, _ = supervise(ScriptedRuntime({"job-chief-0": [(3, 0)]}, output=output))
     assert [(s.task, s.seconds, s.median_seconds) for s in status.stragglers] == [("job-worker-1", 0.09, 0.003)]
     assert JobStatus.from_dict(status.to_dict()).stragglers == status.stragglers
+
+
+def test_a_job_whose_stacks_move_is_never_restarted_however_long_it_is_silent() -> None:
+    """A slow save or an evaluation: no report for many times the floor, the chief's frames change each time."""
+    output = {"job-chief-0": [_event("stacks_on_signal", "job-chief-0", signal="SIGUSR1"), _event("step", "job-chief-0", step=1)]}
+    runtime = ScriptedRuntime({"job-chief-0": [(150, 0)]}, output=output, stacks={"job-chief-0": WAITING},
+                              moving=["job-chief-0"], tick=0.1)  # 0.1 s of the stall clock per poll: 15 s
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
+    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, clock=runtime.clock, stack_gap=GAP).run()
+    assert status.state is State.SUCCEEDED and status.restarts == 0, status.message
+    assert status.stall is not None and status.stall.stalls == 0 and status.stall.evidence is StallEvidence.STACKS_MOVED
+    assert status.stall.last_check.startswith("no progress for") and "stacks moved, not a stall" in status.stall.last_check
+    assert runtime.dumped.count("job-chief-0") >= 4  # looked at more than once
+
+
+def test_after_the_leads_finished_event_its_exit_gets_the_first_step_allowance() -> None:
+    """The lead's ``finished`` reaches the stall clock: an exit of 2.5 s after its steps, floor 1 s, is not
+    taken for a stall (the allowance is 3 x the floor, and no look comes before it)."""
+    steps = [_event("step", "job-chief-0", step=n) for n in (1, 2, 3)]
+    output = {"job-chief-0": [*steps, _event("finished", "job-chief-0")]}
+    runtime = ScriptedRuntime({"job-chief-0": [(25, 0)]}, output=output, tick=0.1)  # exits 2.5 s after it finished
+    plan = api.plan(api.validate_data({"name": "job", "roles": {"chief": {}}, "stall": {"timeout_seconds": 1}}))
+    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, clock=runtime.clock, stack_gap=GAP).run()
+    assert status.state is State.SUCCEEDED and status.restarts == 0, status.message
+    assert status.stall is not None and status.stall.stalls == 0 and status.stall.evidence is None
+
+
+ENOTCONN = OSError(errno.ENOTCONN, "Transport endpoint is not connected")
+
+
+@pytest.mark.parametrize("where", ["stop_faults", "start_faults"])
+def test_an_engine_fault_during_a_restart_is_retried_and_the_restart_completes_once(where: str) -> None:
+    """Worker 1 dies; the Docker socket's ENOTCONN cuts the gang restart short: the next round finishes it."""
+    runtime = ScriptedRuntime({"job-chief-0": [None, 0], "job-worker-1": [137, None]}, fault=ENOTCONN, **{where: 1})
+    status, _ = supervise(runtime, fault_retries=3)
+    assert status.state is State.SUCCEEDED, status.message
+    assert status.restarts == 1 and all(t.restarts == 1 for t in status.tasks), status
+    assert runtime.runs == {"job-chief-0": 1, "job-worker-0": 1, "job-worker-1": 1}  # each started once again
+
+
+def test_a_fault_that_is_not_the_engines_outside_a_poll_still_fails_the_job() -> None:
+    runtime = ScriptedRuntime({"job-chief-0": [None, 0], "job-worker-1": [137, None]}, fault=ValueError("bug"),
+                              stop_faults=1)
+    status, _ = supervise(runtime, fault_retries=3)
+    assert status.state is State.FAILED and "the runtime failed: ValueError: bug" in status.message
+
+
+def test_an_engine_fault_while_reading_a_stall_s_stacks_is_retried(tmp_path: Any) -> None:
+    output = {"job-chief-0": [_event("stacks_on_signal", "job-chief-0", signal="SIGUSR1"), _event("step", "job-chief-0", step=1)]}
+    runtime = ScriptedRuntime({"job-chief-0": [None, 0]}, output=output, stacks={"job-chief-0": WAITING},
+                              outside={"job-worker-1": PYSPY_STUCK_IN_OP}, fault=ENOTCONN, read_faults=1)
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
+    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, fault_pause=0.0, stacks_dir=tmp_path,
+                        stack_gap=GAP).run()
+    assert status.state is State.SUCCEEDED and status.restarts == 1, status.message
+    assert status.stall is not None and status.stall.stalls == 1 and status.stall.suspects == ["job-worker-1"]
+
+
+def test_a_fault_while_the_others_linger_after_success_keeps_the_success(capsys: pytest.CaptureFixture[str]) -> None:
+    runtime = ScriptedRuntime({"job-chief-0": [0]}, faults=100, faults_after=3)  # the first round's polls pass
+    status, _ = supervise(runtime, grace_seconds=5.0, fault_retries=3)
+    assert status.state is State.SUCCEEDED, status.message
+    assert sorted(runtime.stopped) == ["job-worker-0", "job-worker-1"]
+    assert "runtime error while the others linger (3/3)" in capsys.readouterr().err

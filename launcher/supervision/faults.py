@@ -1,0 +1,56 @@
+"""Which faults of a runtime's engine the supervisor retries: the one home of 'retryable engine fault'.
+
+Contract: ``engine_fault(exc)`` is True when ``exc`` says the connection to the
+engine a runtime drives (the Docker socket, an API server) broke, was refused
+or was never there (the engine restarting or away for a moment), wherever in
+its chain: its ``__cause__``/``__context__`` and the exceptions a wrapper
+carries in its arguments (urllib3 and requests wrap the operating system's
+error: ``ProtocolError('Connection aborted.', ConnectionResetError(...))``).
+Such a fault is:
+
+- Python's ``ConnectionError`` (reset, aborted, refused, broken pipe,
+  ``http.client.RemoteDisconnected``) or ``TimeoutError``;
+- an ``OSError`` whose errno is in ``CONNECTION_ERRNOS`` (``ENOTCONN``: the
+  Docker socket's "Transport endpoint is not connected", ``ECONNRESET``, ...);
+- a wrapper whose message starts as in ``CONNECTION_WORDS`` (``Connection
+  aborted.``, ``Connection broken:``, ``Response ended prematurely``): what
+  requests/urllib3 say around an error of the socket itself (e.g. the engine's
+  socket file gone while it restarts) or of a response the engine's end cut.
+
+The supervisor (``launcher.supervision.supervisor``) retries a round that
+met one, wherever in the round (a poll, a restart's stop or start, a stall's
+stack reading), up to its ``fault_retries`` in a row. Pure.
+"""
+
+from __future__ import annotations
+
+import errno
+
+#: The operating system's errors of a connection that broke or cannot be made.
+CONNECTION_ERRNOS = frozenset({
+    errno.ENOTCONN, errno.ECONNRESET, errno.ECONNABORTED, errno.ECONNREFUSED, errno.EPIPE, errno.ESHUTDOWN,
+    errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ENETDOWN,
+})
+#: How urllib3 and requests begin the message of an error around a broken connection.
+CONNECTION_WORDS = ("Connection aborted", "Connection broken", "Connection reset", "Response ended prematurely")
+#: How deep a chain is followed (a chain that loops or runs on is cut there).
+DEPTH = 20
+
+
+def engine_fault(exc: BaseException) -> bool:
+    """True if ``exc`` is a broken, refused or missing connection to the engine (see the module contract)."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending and len(seen) < DEPTH:
+        fault = pending.pop()
+        if id(fault) in seen:
+            continue
+        seen.add(id(fault))
+        if isinstance(fault, (ConnectionError, TimeoutError)):
+            return True
+        if isinstance(fault, OSError) and fault.errno in CONNECTION_ERRNOS:
+            return True
+        if fault.args and isinstance(fault.args[0], str) and fault.args[0].startswith(CONNECTION_WORDS):
+            return True
+        pending.extend(e for e in (fault.__cause__, fault.__context__, *fault.args) if isinstance(e, BaseException))
+    return False
