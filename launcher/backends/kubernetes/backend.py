@@ -343,7 +343,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
         trains = {naming.task_name(name, role, index): role.trains for role, index in runs}
         samples = two_samples(sample, wait, {}, trains, self._stack_gap)
-        again = self._recent_events([pod], namespace, STALL_TAIL_LINES)
+        again = self._recent_events([pod], namespace, reader, STALL_TAIL_LINES)
         if samples is None or again is None or k8s_stall.clock(pod.started, again, reporting).since != clock.since:
             return []  # the lead advanced meanwhile
         reading = read(samples)
