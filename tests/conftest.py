@@ -10,14 +10,20 @@ import yaml
 from click.testing import CliRunner
 
 from helpers.paths import REPO  # noqa: I001
+from helpers.required import count_groups
 
 EXAMPLES = REPO / "examples"
+pytest_plugins = ("pytester",)  # the suite's own hooks are tested on tiny trees (tests/unit/test_required_groups.py)
 
 # A harness may start pytest with SIGINT ignored (a background job of a non-interactive shell is), and an ignored
 # signal stays ignored in every child: the Ctrl-C tests would then find `up` and `tensorboard` deaf to it, as
 # they are for a user who ran them under nohup. The tests are of a terminal's Ctrl-C, so they get one.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    count_groups(config)  # under CI: each group's count at the end, and a required group that ran none fails the run
 
 
 @pytest.fixture(autouse=True)

@@ -80,7 +80,7 @@ def compose_cli() -> list[str]:
     try:
         return compose_command()
     except BackendUnavailable as exc:
-        unavailable(f"Docker Compose v2 is unavailable: {exc}")
+        unavailable(f"Docker Compose v2 is unavailable: {exc}", "docker")
 
 
 @pytest.fixture(scope="session")
@@ -88,7 +88,7 @@ def docker_engine() -> Any:
     try:
         return _engine()
     except BackendUnavailable as exc:
-        unavailable(f"Docker is unavailable: {exc}")
+        unavailable(f"Docker is unavailable: {exc}", "docker")
 
 
 @pytest.fixture(scope="session")
