@@ -1,5 +1,5 @@
 """The suite's own guarantees: tests never touch a developer's real tfcluster home, unit tests never read the
-clock implicitly."""
+clock implicitly, property tests are derandomized."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from helpers.clock import LAUNCHER, ImplicitClockRead
 from launcher.protocol import events
@@ -34,4 +35,9 @@ def test_the_products_own_events_still_get_the_wall_clock() -> None:
     code = "from launcher.protocol import events\ndef build():\n    return events.Step(step=1)\n"
     exec(compile(code, str(LAUNCHER / "worker" / "stamps.py"), "exec"), product)  # as if launcher/worker wrote it
     assert product["build"]().time > 1_700_000_000  # the clock's, not an error
+
+
+def test_property_tests_draw_the_same_examples_on_every_run() -> None:
+    """tests/conftest.py's hypothesis profile: every property test's settings start derandomized, without a database."""
+    assert settings().derandomize and settings().database is None
 

@@ -15,7 +15,8 @@ from launcher.spec.models import RoleType
 
 SEGMENT = r'([\w-]+|"([^"\\]|\\.)*")'
 ERROR_LINE = re.compile(rf"^(\S+?:(\d+:)? )?(\(spec\)|{SEGMENT}(\.{SEGMENT})*): \S.*$")
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @st.composite
