@@ -3,6 +3,7 @@ required group ran no test fails; elsewhere the same tests skip. Checked on tiny
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -141,7 +142,14 @@ def test_a_broken_dependency_of_an_installed_module_is_an_error_not_a_skip(
         required.require_module("installed_but_broken")
 
 
-def test_every_group_is_a_declared_marker() -> None:
-    markers = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
-    assert set(required.GROUPS) <= {marker.partition(":")[0] for marker in markers}
+def test_every_group_is_a_declared_marker_and_a_misspelled_marker_is_an_error() -> None:
+    options = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert set(required.GROUPS) <= {marker.partition(":")[0] for marker in options["markers"]}
     assert set(required.REQUIRED) <= set(required.GROUPS)
+    assert "--strict-markers" in options["addopts"]
+
+
+def test_the_readme_lists_every_marker() -> None:
+    markers = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    [passage] = [line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("Markers (")]
+    assert [marker.partition(":")[0] for marker in markers] == re.findall(r"`(\w+)` \(", passage)
