@@ -3,8 +3,9 @@
 # extras into ./.venv, lint (ruff) and type-check (mypy) the code, bring up Docker
 # and the worker image where this machine can (root with apt: installs docker.io,
 # starts dockerd, builds the images), then pytest.
-# Docker tests are required when CI is set and skipped with a reason otherwise; so are the Slurm
-# tests, for which CI starts a three-node Slurm cluster on this host (.ci/slurm.sh).
+# TensorFlow, Docker and Slurm tests are required when CI is set (tests/helpers/required.py: a missing
+# part fails them, and a run in which a group ran none fails) and skipped with a reason otherwise; CI
+# starts a three-node Slurm cluster on this host for them (.ci/slurm.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-venv.sh worker,test

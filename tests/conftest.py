@@ -8,16 +8,29 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from hypothesis import settings
 
 from helpers.paths import REPO  # noqa: I001
+from helpers.required import count_groups
 
 EXAMPLES = REPO / "examples"
+pytest_plugins = ("pytester",)  # the suite's own hooks are tested on tiny trees (tests/unit/test_required_groups.py)
+
+# Property tests draw the same examples on every run, with no example database carried between runs: a red
+# run is the same red when run again, and a green one does not turn red by a new draw. A test's own settings
+# (max_examples, deadline) keep these unless they say otherwise.
+settings.register_profile("tfcluster", derandomize=True, database=None)
+settings.load_profile("tfcluster")
 
 # A harness may start pytest with SIGINT ignored (a background job of a non-interactive shell is), and an ignored
 # signal stays ignored in every child: the Ctrl-C tests would then find `up` and `tensorboard` deaf to it, as
 # they are for a user who ran them under nohup. The tests are of a terminal's Ctrl-C, so they get one.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    count_groups(config)  # under CI: each group's count at the end, and a required group that ran none fails the run
 
 
 @pytest.fixture(autouse=True)

@@ -23,8 +23,11 @@ from helpers.required import unavailable
 from launcher import api
 from launcher.backends.api import BackendOptions
 from launcher.backends.compose.backend import ComposeBackend, compose_command
+from launcher.backends.compose.render import PROJECT_LABEL
 from launcher.errors import BackendUnavailable, LaunchError
 from launcher.plan.planner import Plan
+from launcher.plan.targets import BackendKind
+from launcher.supervision.harness import StateDir
 from launcher.supervision.status import JobStatus
 
 IMAGE = "tfcluster-worker:latest"
@@ -80,7 +83,7 @@ def compose_cli() -> list[str]:
     try:
         return compose_command()
     except BackendUnavailable as exc:
-        unavailable(f"Docker Compose v2 is unavailable: {exc}")
+        unavailable(f"Docker Compose v2 is unavailable: {exc}", "docker")
 
 
 @pytest.fixture(scope="session")
@@ -88,7 +91,7 @@ def docker_engine() -> Any:
     try:
         return _engine()
     except BackendUnavailable as exc:
-        unavailable(f"Docker is unavailable: {exc}")
+        unavailable(f"Docker is unavailable: {exc}", "docker")
 
 
 @pytest.fixture(scope="session")
@@ -101,10 +104,10 @@ def worker_image(docker_engine: Any, compose_cli: list[str]) -> str:
 
 
 class Clusters:
-    """Launch specs on the compose backend; every cluster launched here is removed at teardown."""
+    """Launch specs on the compose backend; every cluster launched here is removed at teardown (``down_all``)."""
 
-    def __init__(self, tmp_path: Path):
-        self.backend = ComposeBackend.create(BackendOptions())
+    def __init__(self, tmp_path: Path, backend: ComposeBackend | None = None):
+        self.backend = backend or ComposeBackend.create(BackendOptions())
         self.tmp_path = tmp_path
         self.launched: list[str] = []
 
@@ -130,11 +133,34 @@ class Clusters:
             time.sleep(0.5)
 
     def down_all(self) -> None:
-        for name in self.launched:
+        """Remove every cluster launched here, each one tried whatever the others did; then fail naming each
+        removal that raised (other than "no cluster": the test removed it) and each cluster something is left of."""
+        problems = []
+        for name in dict.fromkeys(self.launched):
             try:
                 self.backend.cancel(name, volumes=True)
             except LaunchError:
-                pass  # already down
+                pass  # no such cluster (the test took it down), or judged by what is left below
+            except Exception as exc:  # noqa: BLE001  (every teardown is tried; this one is reported below)
+                problems.append(f"{name}: removing it failed: {type(exc).__name__}: {exc}")
+            try:
+                left = self.left(name)
+            except Exception as exc:  # noqa: BLE001
+                left = [f"(cannot tell: {type(exc).__name__}: {exc})"]
+            if left:
+                problems.append(f"{name}: left behind: {', '.join(left)}")
+        if problems:
+            pytest.fail("tearing the test's clusters down failed:\n" + "\n".join(problems), pytrace=False)
+
+    def left(self, name: str) -> list[str]:
+        """What is left of cluster ``name``: its Compose project's containers, networks and volumes, its state."""
+        label = {"label": f"{PROJECT_LABEL}={name}"}
+        client = self.backend.client
+        found = [f"container {c.name}" for c in client.containers.list(all=True, filters=label, ignore_removed=True)]
+        found += [f"network {n.name}" for n in client.networks.list(filters=label)]
+        found += [f"volume {v.name}" for v in client.volumes.list(filters=label)]
+        state = StateDir.of(BackendKind.COMPOSE, name)
+        return found + ([f"state {state.root}"] if state.root.exists() else [])
 
 
 @pytest.fixture

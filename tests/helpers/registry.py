@@ -32,7 +32,7 @@ http: {{addr: "127.0.0.1:{port}"}}
 def local_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = shutil.which("docker-registry")
     if binary is None:
-        unavailable("no docker-registry binary (apt-get install docker-registry; .ci/docker.sh does)")
+        unavailable("no docker-registry binary (apt-get install docker-registry; .ci/docker.sh does)", "docker")
     root: Path = tmp_path_factory.mktemp("registry")
     port = free_port()
     (root / "config.yml").write_text(CONFIG.format(root=root / "storage", port=port))
@@ -48,7 +48,7 @@ def local_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.1)
     try:
         if not ready:
-            unavailable(f"docker-registry did not answer on {address}: {(root / 'registry.log').read_text()[-500:]}")
+            unavailable(f"docker-registry did not answer on {address}: {(root / 'registry.log').read_text()[-500:]}", "docker")
         yield address
     finally:
         process.terminate()

@@ -1,14 +1,97 @@
-"""What CI installs is required there: a test that needs it fails under CI and skips elsewhere."""
+"""What CI installs is required there: a test that needs it fails under CI and skips elsewhere.
+
+Contract: the test groups are the markers in ``GROUPS``; ``REQUIRED`` are those a CI run (env ``CI`` set)
+must run: a test of a required group whose part is missing fails there (``unavailable``), and the run fails
+when none of a required group's tests ran (``GroupCount``, which prints each group's count at the end).
+Kubernetes (``e2e``) joins ``REQUIRED`` once CI runs a real cluster. A third-party module a test needs is
+imported with ``require_module``; the project's own modules (``launcher``, the test helpers) are imported
+plainly, never skipped: a broken import of ours is an error, not a skip.
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
+from collections import Counter
+from types import ModuleType
 
 import pytest
 
+#: The test groups, by marker (pyproject.toml describes each).
+GROUPS = ("tf", "docker", "slurm", "e2e")
+#: The groups CI installs and must run.
+REQUIRED = ("tf", "docker", "slurm")
 
-def unavailable(reason: str) -> None:
-    """Fail under CI (``.ci/run`` installs Docker, Slurm and the host's libraries), skip elsewhere."""
-    if os.environ.get("CI"):
+OWN_PACKAGES = ("launcher", "helpers", "fakes")
+
+
+def in_ci() -> bool:
+    return bool(os.environ.get("CI"))
+
+
+def unavailable(reason: str, group: str | None = None) -> None:
+    """Fail under CI (``.ci/run`` installs Docker, Slurm, TensorFlow and the host's libraries), skip elsewhere.
+
+    ``group``: the test group whose part is missing; one not in ``REQUIRED`` (e2e) skips under CI too.
+    Callable from a test, a fixture or a module's top level (which skips or fails the whole module).
+    """
+    if in_ci() and (group is None or group in REQUIRED):
         pytest.fail(f"CI is set but {reason}", pytrace=False)
-    pytest.skip(reason)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def require_module(name: str, group: str = "tf") -> ModuleType:
+    """The third-party module ``name``, imported; ``unavailable`` when it is not installed.
+
+    Only the module itself (or its package) missing is "not installed": any other import error propagates.
+    """
+    if name.partition(".")[0] in OWN_PACKAGES:
+        raise ValueError(f"{name} is the project's own module: import it plainly (a broken import must fail, not skip)")
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
+            raise
+        missing = str(exc)
+    unavailable(f"{name} is not installed ({missing})", group)  # outside the handler: one line, no chained traceback
+    raise AssertionError("unreachable: unavailable() raises")
+
+
+def count_groups(config: pytest.Config) -> None:
+    """Under CI, count the groups' tests in this run (``GroupCount``); tests/conftest.py's ``pytest_configure``."""
+    if in_ci():
+        config.pluginmanager.register(GroupCount(), "tfcluster-group-count")
+
+
+class GroupCount:
+    """A pytest plugin (registered under CI by tests/conftest.py): counts the tests of each group that ran
+    (their body was called), prints the counts at the end and fails the run when a required group ran none."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, set[str]] = {}
+        self.ran: Counter[str] = Counter()
+        self.missing: list[str] = []
+
+    def pytest_itemcollected(self, item: pytest.Item) -> None:
+        self.groups[item.nodeid] = {mark.name for mark in item.iter_markers() if mark.name in GROUPS}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" and not report.skipped:
+            self.ran.update(self.groups.get(report.nodeid, ()))
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if session.config.option.collectonly:
+            return
+        self.missing = [group for group in REQUIRED if not self.ran[group]]
+        if self.missing and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if terminalreporter.config.option.collectonly:
+            return
+        counts = ", ".join(f"{group} {self.ran[group]}" + ("" if group in REQUIRED else " (not required)") for group in GROUPS)
+        terminalreporter.write_sep("=", "test groups run (CI)")
+        terminalreporter.write_line(counts)
+        if self.missing:
+            terminalreporter.write_line(f"FAILED: CI requires these groups and none of their tests ran: {', '.join(self.missing)}",
+                                        red=True, bold=True)

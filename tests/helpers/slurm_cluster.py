@@ -31,12 +31,12 @@ from launcher.supervision.status import JobStatus
 @pytest.fixture(scope="session")
 def slurm_controller() -> None:
     if shutil.which("sinfo") is None:
-        unavailable("Slurm's client commands are not installed (.ci/slurm.sh installs and starts a cluster)")
+        unavailable("Slurm's client commands are not installed (.ci/slurm.sh installs and starts a cluster)", "slurm")
     done = subprocess.run(["sinfo", "-h", "-o", "%D %t"], capture_output=True, text=True, timeout=30)
     if done.returncode != 0:
-        unavailable(f"no Slurm controller answers: {done.stderr.strip()}")
+        unavailable(f"no Slurm controller answers: {done.stderr.strip()}", "slurm")
     if not done.stdout.strip():
-        unavailable("the Slurm controller has no nodes")
+        unavailable("the Slurm controller has no nodes", "slurm")
 
 
 def wait_status(name: str, done: Callable[[JobStatus], bool], timeout: float) -> JobStatus:

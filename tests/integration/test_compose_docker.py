@@ -222,7 +222,8 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
 
 
 @pytest.mark.tf
-def test_docker_kill_of_a_worker_recovers_the_group_in_bounded_time(clusters: Clusters, docker_engine) -> None:  # noqa: F811
+def test_docker_kill_of_a_worker_restarts_the_whole_group_and_the_job_succeeds(clusters: Clusters, docker_engine) -> None:  # noqa: F811
+    """How long the recovery takes is measured in bench/ (``bench_recovery.py --backend compose``), not here."""
     name = "ckill"
     clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, restart={"max_restarts": 2}, epochs=KILLED_EPOCHS))
     running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.step or 0) >= 8)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers.local_cluster import tfcluster, write_spec
+from helpers.required import unavailable
 from launcher import api
 from launcher.backends.slurm.state import SlurmState
 
@@ -49,7 +50,7 @@ def test_a_node_local_checkpoint_dir_is_refused(tmp_path: Path) -> None:
 @pytest.fixture
 def unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if not SLURM_CONF.is_file():
-        pytest.skip(f"no Slurm configuration at {SLURM_CONF} (.ci/slurm.sh writes one)")
+        unavailable(f"no Slurm configuration at {SLURM_CONF} (.ci/slurm.sh writes one)", "slurm")
     lines = [line for line in SLURM_CONF.read_text().splitlines() if not line.startswith(("SlurmctldPort", "MessageTimeout"))]
     conf = tmp_path / "slurm.conf"
     conf.write_text("\n".join([*lines, "SlurmctldPort=1", "MessageTimeout=2"]) + "\n")  # port 1: nothing listens

@@ -1,4 +1,7 @@
-"""The package's import graph, read from the source (AST, function-level imports included).
+"""The package's import graph, read from the source (AST): every import at any depth of a file, absolute and
+relative, and every string that names a module (``import_module("launcher...")``, ``python -m launcher...``, a
+registry's ``"module:Class"``), which counts as an import from where it is written. An import by a variable
+(which no reading resolves) is declared in ``DYNAMIC_IMPORTS``.
 
 Layers, bottom up: ``errors``; ``spec``; ``protocol``; ``plan``; ``supervision``;
 ``backends``; ``cli`` and ``api`` on top. An arrow may only point down (or stay
@@ -12,6 +15,7 @@ does either.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -33,22 +37,73 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path) -> set[str]:
-    """Every ``launcher`` module ``path`` imports, at any depth of the file (``from a import b`` counts
-    ``a.b`` when that is a module, else ``a``)."""
-    modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+MODULES = {module_name(p) for p in PACKAGE.rglob("*.py")}
+#: A string that is a module's whole name, as ``import_module``, ``python -m`` and entry points
+#: (``module:attribute``) take it.
+MODULE_STRING = re.compile(r"(launcher(?:\.\w+)+)(?::\w+)?")
+
+
+def references(module: str, source: str, is_package: bool = False) -> tuple[set[str], set[str]]:
+    """The ``launcher`` modules that ``source`` (of ``module``) imports, and those it names in strings.
+
+    Imports: at any depth of the file, absolute and relative (``from a import b`` counts ``a.b`` when that is
+    a module, else ``a``). Strings: a constant whose whole value names a module (``"launcher.x.y"``, or
+    ``"launcher.x.y:Name"``): a dynamic import, a ``python -m`` command or a lookup table turns it into an import,
+    so it counts as one from the file it is written in (prose that mentions a module does not). Both keep
+    only modules that exist.
+    """
+    here = module if is_package else module.rpartition(".")[0]  # where a relative import starts
+    imported, named = set(), set()
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            imported.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = here.rsplit(".", node.level - 1)[0] if node.level > 1 else here
+                base = f"{package}.{base}" if base else package
             for alias in node.names:
-                candidate = f"{node.module}.{alias.name}"
-                found.add(candidate if candidate in modules else node.module)
-    return {name for name in found if name == "launcher" or name.startswith("launcher.")}
+                candidate = f"{base}.{alias.name}"
+                imported.add(candidate if candidate in MODULES else base)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            match = MODULE_STRING.fullmatch(node.value)
+            if match:
+                named.add(match.group(1))
+    return imported & MODULES, named & MODULES
 
 
-GRAPH = {module_name(p): imports(p) for p in PACKAGE.rglob("*.py")}
+REFERENCES = {module_name(p): references(module_name(p), p.read_text(), p.name == "__init__.py") for p in PACKAGE.rglob("*.py")}
+IMPORTS = {module: imported for module, (imported, _) in REFERENCES.items()}
+NAMED = {module: named for module, (_, named) in REFERENCES.items()}
+#: Every arrow: an import or a module named in a string.
+GRAPH = {module: IMPORTS[module] | NAMED[module] for module in REFERENCES}
+#: The TensorFlow side named by a controller layer as the program a task runs (``python -m``, the spec's
+#: default training module): another process imports it, never the controller. Strings only: an import of
+#: the same module from there fails.
+PROGRAMS = {
+    ("launcher.plan.targets", "launcher.worker"),  # the built-in entrypoint's command
+    ("launcher.plan.targets", "launcher.worker.standby"),  # a restarted task's standby
+    ("launcher.spec.models", "launcher.examples.mnist"),  # training.module's default
+}
+#: Imports of a module named by a variable, which no reading of the source resolves: each says what it imports.
+DYNAMIC_IMPORTS = {
+    "launcher.backends": "the backend classes named in _CLASSES (strings: checked as arrows here)",
+    "launcher.supervision.harness": "its caller's supervise module (``supervise.__name__``), which the caller imports",
+    "launcher.worker.standby": "ENTRYPOINT_MODULE, a string: checked as an arrow here",
+    "launcher.worker.usercode": "the user's training.module (not tfcluster's, but for the default example)",
+}
+IMPORT_FUNCTIONS = {"import_module", "__import__", "run_module", "find_spec", "load_module"}
+
+
+def dynamic_imports(path: Path) -> list[int]:
+    """Lines of ``path`` that import a module named by something other than a string constant."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and node.args and not isinstance(node.args[0], ast.Constant):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in IMPORT_FUNCTIONS:
+                lines.append(node.lineno)
+    return lines
 
 
 def part(module: str) -> str:
@@ -87,12 +142,23 @@ def package_of(module: str) -> str:
     return module.rsplit(".", 1)[0]
 
 
+def registry_arrow(module: str, target: str) -> bool:
+    """A package's ``__init__`` naming a module of its own subpackages in a string: a registry that imports
+    them when asked (``launcher.backends``' backend classes). Those subpackages use the package's other
+    modules, so as an import it would be a package cycle; by name it is none (they never import the registry)."""
+    return target in NAMED[module] and target not in IMPORTS[module] and target.startswith(module + ".") \
+        and (PACKAGE.parent / Path(*module.split("."))).is_dir()
+
+
 def test_no_package_cycle() -> None:
     packages: dict[str, set[str]] = {}
     for module, targets in GRAPH.items():
         source = package_of(module)
-        packages.setdefault(source, set()).update(package_of(t) for t in targets if package_of(t) != source)
+        packages.setdefault(source, set()).update(package_of(t) for t in targets
+                                                  if package_of(t) != source and not registry_arrow(module, t))
     assert cycles(packages) == []
+    assert registry_arrow("launcher.backends", "launcher.backends.local.backend")
+    assert not registry_arrow("launcher.backends", "launcher.backends.api")  # imported, not named
 
 
 @pytest.mark.parametrize("module", sorted(m for m in GRAPH if part(m) in RANKS))
@@ -100,7 +166,9 @@ def test_arrows_point_down(module: str) -> None:
     rank = RANKS[part(module)]
     upward = sorted(t for t in GRAPH[module] if part(t) in RANKS and RANKS[part(t)] > rank)
     assert not upward, f"{module} imports a higher layer: {upward}"
-    assert not [t for t in GRAPH[module] if part(t) in WORKER_SIDE], f"{module} imports the TensorFlow side"
+    tensorflow_side = sorted(t for t in GRAPH[module] if part(t) in WORKER_SIDE
+                             and (t in IMPORTS[module] or (module, t) not in PROGRAMS))
+    assert not tensorflow_side, f"{module} imports the TensorFlow side: {tensorflow_side}"
 
 
 @pytest.mark.parametrize("module", sorted(m for m in GRAPH if part(m) in WORKER_SIDE))
@@ -113,8 +181,45 @@ def test_the_top_level_stays_small() -> None:
     assert len(top) <= MAX_TOP_LEVEL_MODULES, top
 
 
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_dynamic_import_is_declared(path: Path) -> None:
+    lines = dynamic_imports(path)
+    assert not lines or module_name(path) in DYNAMIC_IMPORTS, f"{module_name(path)} imports a module by a variable at {lines}"
+
+
+def test_the_declarations_are_current() -> None:
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    assert {module for module in DYNAMIC_IMPORTS if dynamic_imports(paths[module])} == set(DYNAMIC_IMPORTS)
+    assert {(module, target) for module, target in PROGRAMS if target in NAMED[module]} == PROGRAMS
+
+
 def test_the_graph_is_read_at_all() -> None:
-    """Guards the guard: known arrows are found, including one inside a function."""
+    """Guards the guard: known arrows are found, including one inside a function, and modules named in strings."""
     assert "launcher.plan.planner" in GRAPH["launcher.api"]
     assert "launcher.backends.kubernetes.manifests" in GRAPH["launcher.cli.commands"]  # imported in a function
+    assert "launcher.backends.slurm.backend" in NAMED["launcher.backends"]  # "module:Class", for import_module
+    assert "launcher.backends.slurm.supervise" in NAMED["launcher.backends.slurm.script"]  # python -m
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+SOURCE = """
+\"\"\"Prose naming launcher.api is no arrow.\"\"\"
+from . import targets
+from .. import errors
+from ..spec import models
+from .planner import Plan
+import importlib
+
+def late():
+    importlib.import_module("launcher.backends.local.backend")
+    return ["python", "-m", "launcher.cli"], "launcher.nothing_like_this", "launcher.api:plan"
+"""
+
+
+def test_relative_imports_and_module_strings_are_arrows() -> None:
+    """A relative import resolves against its package (a package's own ``__init__`` is in it); a string naming a
+    module is an arrow; prose is not."""
+    imported, named = references("launcher.plan.example", SOURCE)
+    assert imported == {"launcher.plan.targets", "launcher.errors", "launcher.spec.models", "launcher.plan.planner"}
+    assert named == {"launcher.backends.local.backend", "launcher.cli", "launcher.api"}
+    assert references("launcher.plan", "from . import targets", is_package=True)[0] == {"launcher.plan.targets"}

@@ -93,7 +93,7 @@ class SlurmBackend(Backend[BackendOptions]):
         job_id = state.read_job_id()
         job = slurmctl.job(job_id) if job_id else None
         return describe(state.read_plan(), state.read_status(), state.read_allocation(), job,
-                        str(state.root / "batch.log"))
+                        str(state.batch_log))
 
     def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
         state = self._existing(name)

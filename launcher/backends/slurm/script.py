@@ -16,12 +16,12 @@ from __future__ import annotations
 import shlex
 
 from launcher.backends.slurm.placement import allocation_options
+from launcher.backends.slurm.state import BATCH_LOG
 from launcher.backends.slurm.target import python
 from launcher.plan.planner import Plan
 
 SCRIPT = "job.sbatch"
 PLAN = "plan.json"
-BATCH_LOG = "batch.log"
 #: The warning before the time limit leaves the tasks their save grace plus this much to requeue.
 WARNING_MARGIN_SECONDS = 30
 SUPERVISOR_MODULE = "launcher.backends.slurm.supervise"

@@ -25,6 +25,9 @@ from launcher.plan.targets import BackendKind
 from launcher.supervision.harness import StateDir
 from launcher.supervision.statefile import read_json, write_json, write_private
 
+#: The batch step's output (the supervisor's own lines), in the job's directory: ``sbatch --output``.
+BATCH_LOG = "batch.log"
+
 
 class Allocation(BaseModel):
     """The allocation a supervisor runs in: Slurm's job id, its restart count, its nodes (name -> address)."""
@@ -38,6 +41,7 @@ class SlurmState(StateDir):
     def __init__(self, root: Path):
         super().__init__(root)
         self.logs = root / "logs"
+        self.batch_log = root / BATCH_LOG
         self.job_id = root / "job_id"
         self.allocation = root / "allocation.json"
         self.secret = root / "port_secret"

@@ -28,8 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from launcher.backends.slurm import placement, slurmctl
-from launcher.backends.slurm.script import BATCH_LOG
-from launcher.backends.slurm.state import Allocation, SlurmState
+from launcher.backends.slurm.state import BATCH_LOG, Allocation, SlurmState
 from launcher.backends.slurm.status import REQUEUEING
 from launcher.backends.slurm.steps import StepRuntime
 from launcher.errors import TfclusterError

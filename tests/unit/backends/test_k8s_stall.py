@@ -48,17 +48,17 @@ def pod_of(fake: FakeKubernetes, task: str) -> str:
         "batch.kubernetes.io/job-index-failure-count"]))
 
 
-def write(fake: FakeKubernetes, task: str, *events: tuple[float, Event]) -> None:
-    """Append ``events`` (each at fake time ``start + offset``) to the log of ``task``'s current pod."""
+def write(fake: FakeKubernetes, task: str, *events: Event) -> None:
+    """Append ``events`` (each with its time on the fake's clock) to the log of ``task``'s current pod."""
     key = ("default", pod_of(fake, task))
-    lines = [format_event(event.model_copy(update={"time": at}), task, MANUAL_TOKEN) + "\n" for at, event in events]
+    lines = [format_event(event, task, MANUAL_TOKEN) + "\n" for event in events]
     fake.pod_logs[key] = fake.pod_logs.get(key, "") + "".join(lines)
 
 
 def train(fake: FakeKubernetes, start: float, steps: int, every: float) -> float:
     """The chief builds its strategy at ``start`` and reports ``steps`` steps ``every`` s apart; the last one's time."""
-    write(fake, "st-chief-0", (start, Started(strategy="MultiWorkerMirroredStrategy", num_replicas_in_sync=3)),
-          *((start + every * n, Step(step=n)) for n in range(1, steps + 1)))
+    write(fake, "st-chief-0", Started(strategy="MultiWorkerMirroredStrategy", num_replicas_in_sync=3, time=start),
+          *(Step(step=n, time=start + every * n) for n in range(1, steps + 1)))
     return start + every * steps
 
 
@@ -101,7 +101,7 @@ def test_jobs_without_an_event_token_are_never_judged(fake: FakeKubernetes) -> N
     backend.submit(KubernetesBackend.dry_run(make_plan(spec, KubernetesBackend.target(spec), event_token="")))
     for job in ("st-chief", "st-worker"):
         fake.start_pods(job)
-    write(fake, "st-chief-0", (fake.now + 5, Step(step=1)))  # the format of this version, with the token "manual"
+    write(fake, "st-chief-0", Step(step=1, time=fake.now + 5))  # the format of this version, with the token "manual"
     fake.now += 10 * FLOOR
     assert backend.supervise("st") == []
     status = backend.describe("st")
@@ -145,12 +145,12 @@ def test_action_warn_only_says_so_once(fake: FakeKubernetes) -> None:
 def test_a_healthy_job_with_a_slow_first_step_and_a_slow_epoch_end_is_not_stalled(fake: FakeKubernetes) -> None:
     backend = launch(fake)
     start = fake.now + 5
-    write(fake, "st-chief-0", (start, Started(strategy="MultiWorkerMirroredStrategy", num_replicas_in_sync=3)))
+    write(fake, "st-chief-0", Started(strategy="MultiWorkerMirroredStrategy", num_replicas_in_sync=3, time=start))
     fake.now = start + 3 * FLOOR - 1  # tracing the first step: up to 3 x the floor
     assert backend.supervise("st") == []
     first = fake.now
-    write(fake, "st-chief-0", *((first + 2.0 * n, Step(step=n)) for n in range(1, 11)))
-    write(fake, "st-chief-0", (first + 20 + FLOOR - 1, EpochEnd(epoch=0, step=10)))  # a long save at the epoch's end
+    write(fake, "st-chief-0", *(Step(step=n, time=first + 2.0 * n) for n in range(1, 11)))
+    write(fake, "st-chief-0", EpochEnd(epoch=0, step=10, time=first + 20 + FLOOR - 1))  # a long save at the epoch's end
     fake.now = first + 20 + FLOOR - 1
     assert backend.supervise("st") == []
     fake.now += 3 * (FLOOR - 1)  # its longest interval, tripled, covers the next epoch's end
@@ -184,7 +184,7 @@ def test_a_straggler_is_named_in_describe_with_its_numbers(fake: FakeKubernetes)
     backend = launch(fake)
     at = fake.now + 10
     for task, input_seconds in zip(TASKS, (0.1, 0.1, 0.4), strict=True):
-        write(fake, task, *((at + epoch, StepTime(epoch=epoch, seconds_per_step=0.5, input_seconds_per_batch=input_seconds))
+        write(fake, task, *(StepTime(epoch=epoch, seconds_per_step=0.5, input_seconds_per_batch=input_seconds, time=at + epoch)
                             for epoch in range(3)))
     [straggler] = backend.describe("st").stragglers
     assert (straggler.task, straggler.measure, straggler.seconds, straggler.median_seconds, straggler.ratio) == \

@@ -7,12 +7,13 @@ import json
 
 import pytest
 
+from helpers.required import require_module
 from launcher.api import plan, validate_data
 from launcher.plan.targets import BackendKind
 from launcher.spec.models import RoleType
 
 pytestmark = pytest.mark.tf  # imports TensorFlow: not in the fast lane
-tf_resolver = pytest.importorskip("tensorflow.python.distribute.cluster_resolver.tfconfig_cluster_resolver")
+tf_resolver = require_module("tensorflow.python.distribute.cluster_resolver.tfconfig_cluster_resolver")
 from tensorflow.python.distribute import multi_worker_util  # noqa: E402
 
 WORKER_COUNTS = [1, 2, 3, 8, 64]

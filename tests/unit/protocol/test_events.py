@@ -14,19 +14,19 @@ from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import Strategy, TrainingSpec
 
 EVERY_KIND = [
-    events.Started(strategy="MirroredStrategy", num_replicas_in_sync=2, epochs=3),
-    events.Restored(epoch=1, step_in_epoch=2, step=12),
-    events.Step(step=14, epoch=1, total_steps=30, loss=0.5),
-    events.EpochEnd(epoch=1, step=20, metrics={"loss": 0.4, "accuracy": 0.8}, input_wait_fraction=0.1),
-    events.BackupInterval(steps=7, save_seconds=0.002, step_seconds=0.05),
-    events.WarmStart(import_seconds=3.2, waited_seconds=41.0),
-    events.CheckpointSaved(path="/c/ckpt-0002", epoch=1),
-    events.Evaluation(checkpoint="/c/ckpt-0002", metrics={"accuracy": 0.7}),
-    events.Finished(metrics={"loss": 0.3}, model_path="/c/model"),
-    events.Failed(reason="ValueError: empty", exit_code=1),
-    events.Preempted(step=20, exit_code=143),
-    events.StepTime(epoch=1, step=20, seconds_per_step=0.1, input_seconds_per_batch=0.02),
-    events.StacksOnSignal(signal="SIGUSR1"),
+    events.Started(strategy="MirroredStrategy", num_replicas_in_sync=2, epochs=3, time=1.0),
+    events.Restored(epoch=1, step_in_epoch=2, step=12, time=2.0),
+    events.Step(step=14, epoch=1, total_steps=30, loss=0.5, time=3.0),
+    events.EpochEnd(epoch=1, step=20, metrics={"loss": 0.4, "accuracy": 0.8}, input_wait_fraction=0.1, time=4.0),
+    events.BackupInterval(steps=7, save_seconds=0.002, step_seconds=0.05, time=5.0),
+    events.WarmStart(import_seconds=3.2, waited_seconds=41.0, time=6.0),
+    events.CheckpointSaved(path="/c/ckpt-0002", epoch=1, time=7.0),
+    events.Evaluation(checkpoint="/c/ckpt-0002", metrics={"accuracy": 0.7}, time=8.0),
+    events.Finished(metrics={"loss": 0.3}, model_path="/c/model", time=9.0),
+    events.Failed(reason="ValueError: empty", exit_code=1, time=10.0),
+    events.Preempted(step=20, exit_code=143, time=11.0),
+    events.StepTime(epoch=1, step=20, seconds_per_step=0.1, input_seconds_per_batch=0.02, time=12.0),
+    events.StacksOnSignal(signal="SIGUSR1", time=13.0),
 ]
 TOKEN = "0123456789abcdef0123456789abcdef"
 READER = EventReader(TOKEN)
@@ -124,17 +124,17 @@ def test_the_seed_comes_from_the_run_config() -> None:
 def test_the_fold_keeps_what_later_events_do_not_say() -> None:
     lead = [e.model_copy(update={"task": "lead"}) for e in EVERY_KIND]
     result = fold(seed(_run_config()), lead, from_lead=True)
-    assert result == JobProgress(
-        event=EventKind.FINISHED, time=lead[-3].time, strategy="MirroredStrategy", num_replicas_in_sync=2, epochs=3,
+    assert result == JobProgress(  # the time of Finished (9.0): the kinds after it do not count
+        event=EventKind.FINISHED, time=9.0, strategy="MirroredStrategy", num_replicas_in_sync=2, epochs=3,
         epoch=1, step=20, total_steps=30, loss=0.4, metrics={"loss": 0.3}, input_wait_fraction=0.1,
         evaluation={"accuracy": 0.7}, model_path="/c/model", backup_every_steps=7,
     )
 
 
 def test_only_the_lead_trains_the_progress_but_any_task_evaluates() -> None:
-    step, evaluation = events.Step(step=5), events.Evaluation(checkpoint="c", metrics={"loss": 1.0})
+    step, evaluation = events.Step(step=5, time=1.0), events.Evaluation(checkpoint="c", metrics={"loss": 1.0}, time=2.0)
     assert not counts(step, from_lead=False) and counts(step, from_lead=True)
     assert counts(evaluation, from_lead=False)
     assert fold(JobProgress(), [step, evaluation], from_lead=False) == JobProgress(evaluation={"loss": 1.0})
-    for kind in (events.CheckpointSaved(path="p", epoch=0), events.Failed(), events.Preempted()):
+    for kind in (events.CheckpointSaved(path="p", epoch=0, time=3.0), events.Failed(time=4.0), events.Preempted(time=5.0)):
         assert not counts(kind, from_lead=True) and progress(JobProgress(step=3), kind) == JobProgress(step=3)

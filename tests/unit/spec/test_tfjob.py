@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from helpers.paths import REPO
+from helpers.required import require_module
 from launcher import api
 from launcher.backends.compose.render import COMPOSE_FILE
 from launcher.backends.compose.render import render as compose_render
@@ -39,8 +40,9 @@ def _errors(tmp_path: Path, data: dict, *args: str) -> list[str]:
     return result.stderr.splitlines()
 
 
+@pytest.mark.tf  # imports TensorFlow
 def test_a_tfjob_with_chief_ps_and_two_workers_dry_runs_to_four_tasks_tensorflow_accepts(cli, monkeypatch) -> None:
-    tf_resolver = pytest.importorskip("tensorflow.python.distribute.cluster_resolver.tfconfig_cluster_resolver")
+    tf_resolver = require_module("tensorflow.python.distribute.cluster_resolver.tfconfig_cluster_resolver")
     for backend in ("local", "k8s"):
         result = cli.invoke(main, ["dry-run", str(TFJOB), "-b", backend, "-o", "json"])
         assert result.exit_code == 0, result.output

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -136,7 +135,7 @@ def test_a_plan_from_before_event_tokens_reads_no_event_and_so_judges_no_stall()
 
 
 def test_each_task_shows_its_last_line_of_output_but_not_events() -> None:
-    output = {"job-worker-0": ["epoch 1/3 loss 0.5", "", MARKER + '{"event":"step","task":"job-worker-0"}'],
+    output = {"job-worker-0": ["epoch 1/3 loss 0.5", "", MARKER + '{"event":"step","task":"job-worker-0","time":1}'],
               "job-chief-0": ["x" * 500]}
     runtime = ScriptedRuntime({"job-chief-0": [(3, 0)]}, output=output)
     status, published = supervise(runtime)
@@ -153,12 +152,15 @@ def adopt(runtime: ScriptedRuntime, previous: JobStatus, **fields: Any) -> JobSt
     return Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, resume=previous).run()
 
 
-def died(restarts: int = 0, started_at: float | None = None, **states: State) -> JobStatus:
+#: When the killed supervisor's job started (unix seconds): long ago, which only a deadline reads.
+STARTED_AT = 1_700_000_000.0
+
+
+def died(restarts: int = 0, **states: State) -> JobStatus:
     """The last status a supervisor published before it was killed: every task running unless ``states`` says."""
     names = ["job-chief-0", "job-worker-0", "job-worker-1"]
     tasks = [TaskStatus(n, states.get(n.replace("-", "_"), State.RUNNING), restarts) for n in names]
-    return JobStatus("job", BackendKind.LOCAL, State.RUNNING, tasks, restarts=restarts,
-                     started_at=time.time() if started_at is None else started_at)
+    return JobStatus("job", BackendKind.LOCAL, State.RUNNING, tasks, restarts=restarts, started_at=STARTED_AT)
 
 
 ALL_IN_RUN_1 = {"job-chief-0": 1, "job-worker-0": 1, "job-worker-1": 1}
@@ -192,7 +194,7 @@ def test_adoption_restarts_with_the_budget_that_is_left() -> None:
 
 def test_adoption_measures_the_deadline_from_the_original_start() -> None:
     runtime = ScriptedRuntime({}, adoptable=ALL_IN_RUN_1)
-    status = adopt(runtime, died(started_at=time.time() - 3600), deadline_seconds=60)
+    status = adopt(runtime, died(), deadline_seconds=60)  # started long before the 60 s
     assert status.state is State.FAILED and "deadline of 60 s exceeded" in status.message
     assert max(runtime.polls.values()) <= 1, "the deadline restarted from the adoption: it kept polling"
     assert sorted(runtime.stopped) == sorted(ALL_IN_RUN_1)

@@ -17,7 +17,9 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import pytest  # noqa: E402
 
-tf = pytest.importorskip("tensorflow")
+from helpers.required import require_module  # noqa: E402
+
+tf = require_module("tensorflow")
 
 from launcher.protocol.events import MANUAL_TOKEN, EventReader  # noqa: E402
 from launcher.protocol.runconfig import RunConfig  # noqa: E402

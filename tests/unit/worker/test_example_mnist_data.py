@@ -7,8 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers.required import require_module
+
 pytestmark = pytest.mark.tf
-mnist = pytest.importorskip("launcher.examples.mnist")
+require_module("tensorflow")  # launcher.examples.mnist imports it
+
+from launcher.examples import mnist  # noqa: E402  (the project's own: imported, never skipped)
 
 
 def fake_mnist(seed: int) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:

@@ -9,8 +9,10 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TensorFlow is import
 
 import pytest  # noqa: E402
 
+from helpers.required import require_module  # noqa: E402
+
 pytestmark = pytest.mark.tf  # imports TensorFlow: not in the fast lane
-pytest.importorskip("tensorflow")  # launcher.progress carries the Keras callback
+require_module("tensorflow")  # launcher.progress carries the Keras callback
 
 from launcher import progress  # noqa: E402
 

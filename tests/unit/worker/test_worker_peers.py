@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from launcher.worker.errors import PeerUnavailable
@@ -32,5 +34,15 @@ def test_names_the_hosts_that_never_resolve() -> None:
         wait_for_peers(["127.0.0.1:1", "nope-2.invalid:1", "nope-1.invalid:1"], timeout=0, poll=0)
 
 
-def test_real_resolution_of_loopback_passes() -> None:
-    wait_for_peers(["127.0.0.1:2222", "localhost:2223"], timeout=0)
+def test_loopback_resolves_at_the_first_real_look_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default resolver asks the system's (``getaddrinfo``) once per host, and returns when each answered."""
+    looked_up: list[str] = []
+    real = socket.getaddrinfo
+
+    def recording(host: str, *args: object, **kwargs: object) -> object:
+        looked_up.append(host)
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", recording)
+    wait_for_peers(["localhost:2223", "127.0.0.1:2222", "localhost:2224"], timeout=0)  # timeout 0: one look, or it raises
+    assert looked_up == ["127.0.0.1", "localhost"]

@@ -13,8 +13,10 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+from helpers.required import require_module  # noqa: E402
+
 pytestmark = pytest.mark.tf  # imports TensorFlow: not in the fast lane
-tf = pytest.importorskip("tensorflow")
+tf = require_module("tensorflow")
 
 from helpers.summaries import curve  # noqa: E402
 from launcher.protocol.runconfig import RunConfig  # noqa: E402

@@ -9,9 +9,11 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from helpers.required import require_module  # noqa: E402
+
 pytestmark = pytest.mark.tf  # imports TensorFlow: not in the fast lane
-tf = pytest.importorskip("tensorflow")
-tf_keras = pytest.importorskip("tf_keras")
+tf = require_module("tensorflow")
+tf_keras = require_module("tf_keras")
 
 from launcher.examples.digits import synthetic_digits  # noqa: E402
 from launcher.spec.models import Strategy, TPUSpec, TrainingLoop, TrainingSpec  # noqa: E402

@@ -1,0 +1,155 @@
+"""Required means required (``helpers.required``): under CI a missing part fails its test, and a run in which a
+required group ran no test fails; elsewhere the same tests skip. Checked on tiny pytest trees (pytester)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from helpers import required
+from helpers.paths import REPO
+
+CONFTEST = """
+from helpers.required import count_groups
+
+def pytest_configure(config):
+    count_groups(config)
+"""
+
+INI = """
+[pytest]
+addopts = --strict-markers -p no:cacheprovider
+markers =
+    tf: t
+    docker: d
+    slurm: s
+    e2e: e
+"""
+
+
+def tree(pytester: pytest.Pytester, body: str) -> None:
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini(INI)
+    pytester.makepyfile(test_groups="import pytest\nfrom helpers.required import unavailable\n\n" + body)
+
+
+EVERY_GROUP = """
+@pytest.mark.tf
+def test_tf(): pass
+
+@pytest.mark.docker
+@pytest.mark.tf
+def test_docker_and_tf(): pass
+
+@pytest.mark.slurm
+def test_slurm(): pass
+
+def test_plain(): pass
+"""
+
+
+def test_under_ci_each_group_is_counted_and_a_run_of_every_required_group_passes(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    tree(pytester, EVERY_GROUP)
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["*test groups run (CI)*", "tf 2, docker 1, slurm 1, e2e 0 (not required)"])
+
+
+def test_under_ci_a_required_group_that_ran_none_fails_the_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "1")
+    tree(pytester, EVERY_GROUP)
+    result = pytester.runpytest("-m", "not slurm")  # deselected: its tests did not run
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["tf 2, docker 1, slurm 0, e2e 0 (not required)",
+                                 "FAILED: CI requires these groups and none of their tests ran: slurm"])
+
+
+def test_a_skipped_test_did_not_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "1")
+    tree(pytester, EVERY_GROUP.replace("def test_slurm(): pass", "def test_slurm(): pytest.skip('no cluster')"))
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*none of their tests ran: slurm"])
+
+
+def test_without_ci_nothing_is_counted_or_required(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    tree(pytester, "def test_plain(): pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.OK
+    assert "test groups run" not in result.stdout.str()
+
+
+MISSING_PARTS = """
+@pytest.mark.docker
+def test_docker():
+    unavailable("Docker is unavailable: no socket", "docker")
+
+@pytest.mark.e2e
+def test_e2e():
+    unavailable("needs a real cluster", "e2e")
+"""
+
+
+def test_a_missing_part_fails_under_ci_unless_its_group_is_not_required(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "1")
+    tree(pytester, MISSING_PARTS)
+    result = pytester.runpytest("-rfs")
+    result.assert_outcomes(failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["FAILED test_groups.py::test_docker - Failed: CI is set but Docker is unavailable: no socket",
+                                 "SKIPPED * needs a real cluster"])
+
+
+def test_a_missing_part_skips_elsewhere(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    tree(pytester, MISSING_PARTS)
+    pytester.runpytest().assert_outcomes(skipped=2)
+
+
+def test_a_module_that_is_not_installed_fails_its_module_under_ci_and_skips_it_elsewhere(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = 'from helpers.required import require_module\nrequire_module("no_such_module_anywhere")\n\ndef test_it(): pass\n'
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini(INI)
+    pytester.makepyfile(test_module=body)
+    monkeypatch.delenv("CI", raising=False)
+    pytester.runpytest().assert_outcomes(skipped=1)
+    monkeypatch.setenv("CI", "1")
+    result = pytester.runpytest()
+    assert result.ret != pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*CI is set but no_such_module_anywhere is not installed*"])
+
+
+def test_the_projects_own_modules_are_never_import_skipped() -> None:
+    with pytest.raises(ValueError, match="the project's own module"):
+        required.require_module("launcher.examples.mnist")
+
+
+def test_a_broken_dependency_of_an_installed_module_is_an_error_not_a_skip(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "installed_but_broken"
+    package.mkdir()
+    (package / "__init__.py").write_text("import a_dependency_that_is_missing\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(ModuleNotFoundError, match="a_dependency_that_is_missing"):
+        required.require_module("installed_but_broken")
+
+
+def test_every_group_is_a_declared_marker_and_a_misspelled_marker_is_an_error() -> None:
+    options = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert set(required.GROUPS) <= {marker.partition(":")[0] for marker in options["markers"]}
+    assert set(required.REQUIRED) <= set(required.GROUPS)
+    assert "--strict-markers" in options["addopts"]
+
+
+def test_the_readme_lists_every_marker() -> None:
+    markers = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    [passage] = [line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("Markers (")]
+    assert [marker.partition(":")[0] for marker in markers] == re.findall(r"`(\w+)` \(", passage)
