@@ -17,7 +17,8 @@ import pytest
 from helpers.local_cluster import tfcluster, write_spec
 from helpers.slurm_cluster import slurm_controller  # noqa: F401
 from launcher.backends.slurm import slurmctl
-from launcher.backends.slurm.script import BATCH_LOG, SCRIPT
+from launcher.backends.slurm.script import SCRIPT
+from launcher.backends.slurm.state import BATCH_LOG
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_controller")]
 
