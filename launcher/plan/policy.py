@@ -28,6 +28,12 @@ after TFJob and the tf.distribute fault-tolerance guides:
   ``terminationGracePeriodSeconds``).
 - stalls: ``stall_floor_seconds`` and ``stall_action`` (spec ``stall``) parametrize the stall watchdog; its
   restart goes through the same groups and ``max_restarts`` as a failure.
+- failure rules (spec ``restart.rules``): ``failure_rule(failure)`` is the
+  first rule a typed ``Failure`` (role, exit code, OOM flag, last output
+  lines) matches, with what matched it, or None (then ``retryable`` and the
+  budget decide, as without rules). ``restart`` restarts the group within
+  ``max_restarts`` under every restart policy; ``fail`` fails the job now;
+  ``continue`` leaves the task ended. Preemptions are decided before them.
 - success: ``chief``: the lead task (the chief, or worker 0 without one:
   ``launcher.protocol.roles``) exited 0; ``all-workers``: the chief and
   every worker exited 0.
@@ -35,15 +41,103 @@ after TFJob and the tf.distribute fault-tolerance guides:
 
 from __future__ import annotations
 
+import signal
+
 from pydantic import BaseModel, ConfigDict
 
 from launcher.plan.programs import runs_user_program
 from launcher.protocol.exitcodes import SIGNAL_EXIT_BASE, ExitCode, killed_by_signal, preempted
 from launcher.protocol.roles import TaskRef, lead_task
-from launcher.spec.models import ClusterSpec, RestartPolicy, RoleType, StallAction, Strategy, SuccessPolicy
+from launcher.spec.models import (
+    LOG_TAIL_LINES,
+    ClusterSpec,
+    FailureRule,
+    RestartPolicy,
+    RoleType,
+    RuleAction,
+    StallAction,
+    Strategy,
+    SuccessPolicy,
+    compile_log_pattern,
+)
 
 BUILT_IN_LINGER_SECONDS = 30.0
 USER_PROGRAM_LINGER_SECONDS = 5.0
+
+
+#: The most characters of one output line a log pattern is searched in (with RE2's linear time: bounded work).
+LOG_LINE_CHARS = 4096
+
+
+class Failure(BaseModel):
+    """A task's failed run, as the failure rules read it: its role, exit code (128+N for signal N), whether
+    the kernel's OOM killer ended it (where the backend knows), and its last output lines."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: RoleType
+    exit_code: int
+    oom_killed: bool = False
+    log_tail: tuple[str, ...] = ()
+
+    @property
+    def signal(self) -> str | None:
+        """The name of the signal that killed the task (SIGKILL for an OOM kill), or None."""
+        if self.oom_killed:
+            return "SIGKILL"
+        if not killed_by_signal(self.exit_code):
+            return None
+        try:
+            return signal.Signals(self.exit_code - SIGNAL_EXIT_BASE).name
+        except ValueError:
+            return None
+
+
+class RuleMatch(BaseModel):
+    """The first failure rule a failure matched: its number (1-based, as people count), action, and what
+    matched (``exit code 3``, ``signal SIGKILL, OOM-killed``, ``log pattern 'X'``, ``role evaluator``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    number: int
+    action: RuleAction
+    why: str
+
+    def describe(self) -> str:
+        """``rule 1 (exit code 3): fail``: what ``status`` says decided."""
+        return f"rule {self.number} ({self.why}): {self.action.value}"
+
+
+def match_rule(rule: FailureRule, failure: Failure) -> str | None:
+    """What of ``failure`` matched ``rule`` (every matcher it states must hold), or None. Pure."""
+    why = []
+    if rule.exit_codes:
+        if failure.exit_code not in rule.exit_codes:
+            return None
+        why.append(f"exit code {failure.exit_code}")
+    if rule.signals:
+        if failure.signal not in rule.signals:
+            return None
+        why.append(f"signal {failure.signal}" + (", OOM-killed" if failure.oom_killed else ""))
+    if rule.roles:
+        if failure.role not in rule.roles:
+            return None
+        why.append(f"role {failure.role.value}")
+    if rule.log_pattern is not None:
+        pattern = compile_log_pattern(rule.log_pattern)
+        if not any(pattern.search(line[:LOG_LINE_CHARS]) for line in failure.log_tail[-LOG_TAIL_LINES:]):
+            return None
+        why.append(f"log pattern {rule.log_pattern!r}")
+    return ", ".join(why)
+
+
+def first_rule(rules: tuple[FailureRule, ...], failure: Failure) -> RuleMatch | None:
+    """The first of ``rules`` that ``failure`` matches, or None (then the restart policy decides). Pure."""
+    for number, rule in enumerate(rules, start=1):
+        why = match_rule(rule, failure)
+        if why is not None:
+            return RuleMatch(number=number, action=rule.action, why=why)
+    return None
 
 
 class JobPolicy(BaseModel):
@@ -67,6 +161,17 @@ class JobPolicy(BaseModel):
     #: The stall watchdog (``launcher.supervision.stall``): no stall before this many seconds without progress.
     stall_floor_seconds: float = 600.0
     stall_action: StallAction = StallAction.RESTART
+    #: The spec's ``restart.rules``, in order (first match wins).
+    failure_rules: tuple[FailureRule, ...] = ()
+
+    def failure_rule(self, failure: Failure) -> RuleMatch | None:
+        """The first failure rule ``failure`` matches (see the module contract), or None."""
+        return first_rule(self.failure_rules, failure)
+
+    def can_restart(self) -> bool:
+        """True if some failure may be restarted: the restart policy's budget, or a ``restart`` rule's."""
+        rule_restarts = any(rule.action is RuleAction.RESTART for rule in self.failure_rules)
+        return self.budget() > 0 or (rule_restarts and self.max_restarts > 0)
 
     def preempted(self, exit_code: int) -> bool:
         """True for the exit of a preempted task: restarted within ``max_preemptions``, never a failure."""
@@ -133,4 +238,5 @@ def make_policy(spec: ClusterSpec, strategy: Strategy) -> JobPolicy:
         linger_seconds=USER_PROGRAM_LINGER_SECONDS if runs_user_program(spec, strategy) else BUILT_IN_LINGER_SECONDS,
         stall_floor_seconds=spec.stall.timeout_seconds,
         stall_action=spec.stall.action,
+        failure_rules=spec.restart.rules,
     )

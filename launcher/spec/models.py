@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import difflib
 import re
+import signal
 from enum import Enum
 from typing import Annotated, Any, Literal
 
+import re2
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from launcher.spec.image_reference import ImageReference, RegistryReference
@@ -309,6 +311,65 @@ class TensorBoardSpec(_Model):
     )
 
 
+class RuleAction(str, Enum):
+    """What a failure rule (``restart.rules``) does with a failure it matches."""
+
+    RESTART = "restart"  # the task's restart group restarts (uses max_restarts, whatever the policy)
+    FAIL = "fail"  # the job fails now, naming the rule
+    CONTINUE = "continue"  # the failed task is left ended; the job goes on
+
+
+#: The most output lines of a failed task a rule's ``log_pattern`` is searched in (its last ones).
+LOG_TAIL_LINES = 50
+
+
+def _signal_name(name: str) -> str:
+    if name not in signal.Signals.__members__:
+        known = ", ".join(s.name for s in (signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV, signal.SIGABRT))
+        raise ValueError(f"unknown signal {name!r}: a name such as {known}")
+    return name
+
+
+def _log_pattern(pattern: str) -> str:
+    """Google's RE2 (linear time in the text searched, whatever the pattern): the one engine of log patterns."""
+    try:
+        compile_log_pattern(pattern)
+    except re2.error as exc:
+        why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(f"does not compile as an RE2 pattern: {why}") from None
+    return pattern
+
+
+def compile_log_pattern(pattern: str) -> re2._Regexp:
+    """A rule's ``log_pattern`` compiled by RE2, quietly (RE2 logs a bad pattern to stderr by default)."""
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
+
+
+class FailureRule(_Model):
+    """One of ``restart.rules``: which failures it matches (every stated matcher must hold) and what it does.
+
+    A failure is a task's non-zero exit that is no preemption. ``exit_codes``: its exit code is one of them;
+    ``signals``: it was killed by one of them (``SIGKILL`` also matches a task the kernel's OOM killer ended);
+    ``log_pattern``: an RE2 pattern found in one of the task's last ``LOG_TAIL_LINES`` output lines;
+    ``roles``: the task's role is one of them. A rule must state at least one matcher.
+    """
+
+    exit_codes: tuple[Annotated[int, Field(ge=0, le=255)], ...] = ()
+    signals: tuple[Annotated[str, AfterValidator(_signal_name)], ...] = ()
+    log_pattern: Annotated[str, AfterValidator(_log_pattern)] | None = Field(None, min_length=1)
+    roles: tuple[RoleType, ...] = ()
+    action: RuleAction
+
+    @model_validator(mode="after")
+    def _matches_something(self) -> FailureRule:
+        if not (self.exit_codes or self.signals or self.log_pattern or self.roles):
+            raise ValueError("states no matcher (exit_codes, signals, log_pattern or roles): it would match "
+                             "every failure; to mean that, list the roles")
+        return self
+
+
 class RestartSpec(_Model):
     """Restart policy and budgets (restart events of the whole job, counted across tasks).
 
@@ -335,6 +396,13 @@ class RestartSpec(_Model):
             "interpreter with TensorFlow imported (about 0.5 GB of memory, no CPU while it waits) that a restart "
             "becomes, instead of starting Python and importing TensorFlow again. Local processes and compose (a "
             "standby container per task); Slurm and Kubernetes start every restart afresh."
+        ),
+    )
+    rules: tuple[FailureRule, ...] = Field(
+        (),
+        description=(
+            "Failure rules, first match wins: a failure no rule matches is decided by `policy` as before. "
+            "`restart` counts against max_restarts; `fail` fails the job at once; `continue` leaves the task ended."
         ),
     )
 

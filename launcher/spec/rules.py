@@ -57,7 +57,7 @@ def check(spec: ClusterSpec, *, strategy_known: bool = True) -> list[Problem]:
     when the spec's strategy itself was invalid and a default stands in).
     """
     fit = _strategy_fit(spec, resolve_strategy(spec)) if strategy_known else []
-    return [*_role_counts(spec), *fit, *_volumes(spec), *_entrypoints(spec)]
+    return [*_role_counts(spec), *fit, *_volumes(spec), *_entrypoints(spec), *_failure_rules(spec)]
 
 
 def plannable(spec: ClusterSpec) -> bool:
@@ -137,3 +137,15 @@ def _volumes(spec: ClusterSpec) -> list[Problem]:
             problems.append(Problem(f"kubernetes.volume_mounts.{i}.mount_path", f"a second mount at {path}"))
         paths.add(path)
     return problems
+
+
+def _failure_rules(spec: ClusterSpec) -> list[Problem]:
+    """``restart.rules`` name only roles the spec has (a rule for another role could never match)."""
+    have = [role for role in RoleType if spec.roles.replicas(role)]
+    return [
+        Problem(f"restart.rules.{i}.roles.{j}",
+                f"the spec has no {role.value} (roles: {', '.join(r.value for r in have)})")
+        for i, rule in enumerate(spec.restart.rules)
+        for j, role in enumerate(rule.roles)
+        if role not in have
+    ]

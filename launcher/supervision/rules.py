@@ -15,6 +15,12 @@ them:
   policy and without using ``max_restarts``; past it, a preemption is
   decided as a failure (as on Kubernetes, where no ``Ignore`` rule is
   rendered when ``max_preemptions`` is 0);
+- a failure (any other non-zero exit) goes through the spec's failure rules
+  first (``JobPolicy.failure_rule``: role, exit code, OOM flag, the task's
+  last output lines): ``fail`` fails the job naming the rule; ``restart``
+  restarts the group within ``max_restarts`` (whatever the restart policy);
+  ``continue`` leaves the task ended, unless it is a task the job's success
+  needs (then it fails, saying so: the job could never succeed). No match:
 - a non-retryable exit: fail; a retryable one: restart its group while the
   budget (restart *events* of the job, one gang restart = one) lasts, else fail.
 
@@ -35,10 +41,10 @@ from enum import Enum
 from typing import Protocol
 
 from launcher.plan.planner import Plan
-from launcher.plan.policy import JobPolicy
+from launcher.plan.policy import Failure, JobPolicy
 from launcher.protocol.exitcodes import killed_by_signal
 from launcher.protocol.roles import TaskRef
-from launcher.spec.models import RestartPolicy, RoleType, StallAction
+from launcher.spec.models import RestartPolicy, RoleType, RuleAction, StallAction
 
 
 class Action(str, Enum):
@@ -107,13 +113,16 @@ class Rules:
         restarts_used: int,
         last_error: str,
         preemptions_used: int = 0,
+        log_tail: Sequence[str] = (),
+        oom_killed: bool = False,
     ) -> Decision:
         """Decide after task ``name``'s current run exited with ``exit_code``.
 
         ``exited`` holds the exit codes of every task whose current run has
         ended (``name`` included); ``restarts_used`` and ``preemptions_used``
         count restart events so far (failures and preemptions apart);
-        ``last_error`` is the task's last error line, for messages.
+        ``last_error`` is the task's last error line, for messages; ``log_tail`` its last output lines and
+        ``oom_killed`` whether the OOM killer ended it (where the runtime knows), for the failure rules.
         """
         if exit_code == 0:
             if all(exited.get(t) == 0 for t in self.deciding_tasks()):
@@ -124,7 +133,20 @@ class Rules:
             return Decision(Action.CONTINUE, message=f"{name} finished")
         if self.policy.preempted(exit_code) and preemptions_used < self.policy.max_preemptions:
             return self._restart_preempted(name, preemptions_used)
-        failure = f"exited with code {exit_code}"
+        failure = f"exited with code {exit_code}" + (" (OOM-killed)" if oom_killed else "")
+        task = self.task(name)
+        matched = self.policy.failure_rule(
+            Failure(role=task.type, exit_code=exit_code, oom_killed=oom_killed, log_tail=tuple(log_tail)))
+        if matched is not None:
+            rule = matched.describe()
+            if matched.action is RuleAction.RESTART:
+                return self._restart(name, f"{failure}, {rule}", restarts_used, last_error)
+            if matched.action is RuleAction.CONTINUE and not self.policy.decides_success(task.ref):
+                return Decision(Action.CONTINUE, message=f"task {name} {failure}: {rule} (left ended)")
+            if matched.action is RuleAction.CONTINUE:
+                return Decision(Action.FAIL, message=f"failed: {rule} cannot apply: the job's success needs "
+                                f"task {name}, which {failure}; last error: {last_error}")
+            return Decision(Action.FAIL, message=f"failed: {rule}: task {name} {failure}; last error: {last_error}")
         if not self.policy.retryable(exit_code):
             why = ("restart policy exit-code retries only codes >= 128"
                    if self.policy.restart is RestartPolicy.EXIT_CODE else "restart policy never")

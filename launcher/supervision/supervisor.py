@@ -23,6 +23,9 @@ it too. Nothing escapes ``run`` as a traceback: each fault is logged as one
 line on stderr (the supervisor's log).
 
 Exit codes are reported shell-style: a task killed by signal N exits 128+N.
+Each failure is decided with the task's last ``LOG_TAIL_LINES`` output lines (for the failure rules'
+``log_pattern``) and, from a runtime that knows (``OomReports``: the engine's ``OOMKilled``), whether
+the kernel's OOM killer ended it.
 A task's output lines are its events only as the plan's token authenticates them
 (``launcher.protocol.events.EventReader``); any other line is output.
 
@@ -76,6 +79,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -86,6 +90,7 @@ from launcher.plan.planner import Plan, Task
 from launcher.protocol import events
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.progress import counts, progress, seed
+from launcher.spec.models import LOG_TAIL_LINES
 from launcher.supervision.faults import engine_fault
 from launcher.supervision.noise import is_noise
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
@@ -169,6 +174,16 @@ class Standbys(Protocol):
     def prepare(self, tasks: Sequence[Task]) -> None: ...
 
 
+@runtime_checkable
+class OomReports(Protocol):
+    """A ``Runtime`` whose engine says whether the kernel's OOM killer ended a task's run (containers).
+
+    ``oom_killed`` is asked about a run ``poll`` found ended with a non-zero code; False when unknown.
+    """
+
+    def oom_killed(self, task: Task) -> bool: ...
+
+
 #: How much of a task's last output line its status keeps.
 LAST_LINE_CHARS = 200
 #: How long a stall waits for the tasks' stack dumps before it acts.
@@ -187,6 +202,10 @@ class _Run:
     #: The run dumps its stacks on ``STACKS_SIGNAL`` (it said so); the lines of its current dump.
     dumps_stacks: bool = False
     stack_lines: list[str] = field(default_factory=list)
+    #: The current run's last output lines (events and stack dumps left out), for the failure rules.
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL_LINES))
+    #: The current run ended by the kernel's OOM killer (an ``OomReports`` runtime said so).
+    oom_killed: bool = False
 
     def error(self) -> str:
         return self.failed_reason or self.last_error or "(no output)"
@@ -348,9 +367,9 @@ class Supervisor:
             for index, (name, code) in enumerate(exits):
                 if self._runs[name].running:
                     continue  # restarted by an earlier decision of this round
-                decision = self.rules.decide(
-                    name, code, self._exited(), self._job.restarts, self._runs[name].error(), self._job.preemptions
-                )
+                run = self._runs[name]
+                decision = self.rules.decide(name, code, self._exited(), self._job.restarts, run.error(),
+                                             self._job.preemptions, tuple(run.tail), run.oom_killed)
                 if decision.action is Action.RESTART:
                     self._undecided = exits[index + 1:]  # the next round's, should a fault cut this restart short
                     self._restart(decision)
@@ -471,6 +490,7 @@ class Supervisor:
                 run.running = False
                 run.status.exit_code = code
                 run.status.state = State.of_exit(code)
+                run.oom_killed = code != 0 and isinstance(self.runtime, OomReports) and self.runtime.oom_killed(run.task)
                 ended.append((name, code))
         return ended
 
@@ -571,6 +591,8 @@ class Supervisor:
             run.running = True
             run.dumps_stacks = False
             run.failed_reason = run.last_error = ""
+            run.tail.clear()
+            run.oom_killed = False
             run.status.state = State.RUNNING
             run.status.exit_code = None
             run.status.message = ""
@@ -603,6 +625,8 @@ class Supervisor:
                 run.stack_lines.append(line.rstrip())
                 continue
             if not self._events.carries_event(line):
+                if line.strip():
+                    run.tail.append(line.rstrip())
                 if line.strip() and not is_noise(line):
                     run.last_error = line.strip()
                     run.status.last_line = run.last_error[:LAST_LINE_CHARS]

@@ -1,0 +1,80 @@
+"""The failure rules (spec ``restart.rules``) as the one supervisor applies them: ``Rules.decide`` and the loop
+over a scripted runtime."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fakes.scripted_runtime import ScriptedRuntime
+from launcher import api
+from launcher.supervision.rules import Action, Rules
+from launcher.supervision.status import JobStatus, State
+from launcher.supervision.supervisor import Supervisor
+
+ROLES = {"chief": {}, "worker": {"replicas": 2}, "evaluator": {}}
+RULES = [
+    {"exit_codes": [3], "action": "fail"},
+    {"log_pattern": "CUDA_ERROR_ECC", "action": "restart"},
+    {"roles": ["evaluator"], "action": "continue"},
+]
+
+
+def plan(restart: dict[str, Any]) -> Any:
+    return api.plan(api.validate_data({"name": "job", "roles": ROLES, "restart": restart}))
+
+
+def supervise(runtime: ScriptedRuntime, restart: dict[str, Any]) -> JobStatus:
+    return Supervisor(plan(restart), runtime, poll_seconds=0.01, grace_seconds=0.0, fault_pause=0.0).run()
+
+
+def test_exit_3_fails_at_once_naming_the_rule_with_budget_left() -> None:
+    decision = Rules.from_plan(plan({"max_restarts": 5, "rules": RULES})).decide(
+        "job-worker-1", 3, {"job-worker-1": 3}, 0, "ValueError: bad input")
+    assert decision.action is Action.FAIL
+    assert decision.message.startswith("failed: rule 1 (exit code 3): fail: task job-worker-1 exited with code 3")
+
+
+def test_a_restart_rule_restarts_even_under_policy_never_within_max_restarts() -> None:
+    rules = Rules.from_plan(plan({"policy": "never", "max_restarts": 1, "rules": RULES}))
+    tail = ("step 9", "RuntimeError: CUDA_ERROR_ECC")
+    decision = rules.decide("job-worker-0", 1, {"job-worker-0": 1}, 0, "x", log_tail=tail)
+    assert decision.action is Action.RESTART and "rule 2 (log pattern 'CUDA_ERROR_ECC'): restart" in decision.message
+    assert rules.decide("job-worker-0", 1, {"job-worker-0": 1}, 1, "x", log_tail=tail).action is Action.FAIL
+    assert rules.decide("job-worker-0", 1, {"job-worker-0": 1}, 0, "x").action is Action.FAIL  # no match: never
+
+
+def test_continue_on_a_task_the_success_needs_fails_saying_why() -> None:
+    rules = Rules.from_plan(plan({"rules": [{"roles": ["chief", "evaluator"], "action": "continue"}]}))
+    decision = rules.decide("job-chief-0", 1, {"job-chief-0": 1}, 0, "x")
+    assert decision.action is Action.FAIL and "success needs task job-chief-0" in decision.message
+    assert rules.decide("job-evaluator-0", 1, {"job-evaluator-0": 1}, 0, "x").action is Action.CONTINUE
+
+
+def test_no_rule_matched_keeps_the_policy() -> None:
+    rules = Rules.from_plan(plan({"rules": RULES}))
+    assert rules.decide("job-worker-0", 1, {"job-worker-0": 1}, 0, "x").action is Action.RESTART
+
+
+def test_supervised_exit_3_fails_the_job_at_once_and_restarts_nothing() -> None:
+    runtime = ScriptedRuntime({"job-worker-1": [(2, 3)]})
+    status = supervise(runtime, {"max_restarts": 5, "rules": RULES})
+    assert status.state is State.FAILED
+    assert status.message.startswith("failed: rule 1 (exit code 3): fail")
+    assert status.restarts == 0 and all(run == 0 for run in runtime.runs.values())
+
+
+def test_supervised_evaluator_failure_continues_without_restarting_training() -> None:
+    runtime = ScriptedRuntime({"job-evaluator-0": [(1, 1)], "job-chief-0": [(6, 0)]})
+    status = supervise(runtime, {"max_restarts": 5, "rules": RULES})
+    assert status.state is State.SUCCEEDED and status.restarts == 0
+    assert all(run == 0 for run in runtime.runs.values())
+    evaluator = {t.name: t for t in status.tasks}["job-evaluator-0"]
+    assert evaluator.state is State.FAILED and evaluator.exit_code == 1
+
+
+def test_supervised_log_pattern_reads_the_failed_tasks_last_lines() -> None:
+    runtime = ScriptedRuntime({"job-worker-0": [(1, 1), (1, 3)]},
+                              output={"job-worker-0": ["epoch 1", "RuntimeError: CUDA_ERROR_ECC on device 0"]})
+    status = supervise(runtime, {"policy": "never", "max_restarts": 5, "rules": RULES})  # only the rule restarts
+    assert status.restarts == 1 and runtime.runs["job-worker-0"] == 1
+    assert status.state is State.FAILED and status.message.startswith("failed: rule 1 (exit code 3)")
