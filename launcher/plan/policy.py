@@ -34,6 +34,8 @@ after TFJob and the tf.distribute fault-tolerance guides:
   budget decide, as without rules). ``restart`` restarts the group within
   ``max_restarts`` under every restart policy; ``fail`` fails the job now;
   ``continue`` leaves the task ended. Preemptions are decided before them.
+  ``native_rules(role)``: the leading rules an engine that sees only exit
+  codes can enforce for one role's tasks (Kubernetes ``podFailurePolicy``).
 - success: ``chief``: the lead task (the chief, or worker 0 without one:
   ``launcher.protocol.roles``) exited 0; ``all-workers``: the chief and
   every worker exited 0.
@@ -140,6 +142,39 @@ def first_rule(rules: tuple[FailureRule, ...], failure: Failure) -> RuleMatch | 
     return None
 
 
+class NativeRule(BaseModel):
+    """A failure rule as an engine that sees only exit codes enforces it: ``fail`` or ``restart`` on these codes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    number: int
+    action: RuleAction
+    exit_codes: tuple[int, ...]
+
+
+def native_rules(rules: tuple[FailureRule, ...], role: RoleType) -> tuple[NativeRule, ...]:
+    """The leading ``rules`` an exit-code-only engine enforces for ``role``'s tasks, in order. Pure.
+
+    A rule naming other roles is left out (it matches none of these tasks); a ``fail`` or ``restart`` rule
+    stating exit codes or signals (128+N) and no log pattern is kept, on the codes both allow (never 0);
+    the first other rule (a log pattern, roles only, ``continue``) ends the list: it, and every rule after it,
+    only the supervisor's watch can decide, so the engine must not decide first.
+    """
+    kept: list[NativeRule] = []
+    for number, rule in enumerate(rules, start=1):
+        if rule.roles and role not in rule.roles:
+            continue
+        if rule.log_pattern is not None or rule.action is RuleAction.CONTINUE or not (rule.exit_codes or rule.signals):
+            break
+        codes = set(rule.exit_codes or range(1, 256))
+        if rule.signals:
+            codes &= {SIGNAL_EXIT_BASE + signal.Signals[name].value for name in rule.signals}
+        codes.discard(0)
+        if codes:
+            kept.append(NativeRule(number=number, action=rule.action, exit_codes=tuple(sorted(codes))))
+    return tuple(kept)
+
+
 class JobPolicy(BaseModel):
     """What restarts, what succeeds, when the job gives up. Pure data plus pure questions about it."""
 
@@ -167,6 +202,10 @@ class JobPolicy(BaseModel):
     def failure_rule(self, failure: Failure) -> RuleMatch | None:
         """The first failure rule ``failure`` matches (see the module contract), or None."""
         return first_rule(self.failure_rules, failure)
+
+    def native_rules(self, role: RoleType) -> tuple[NativeRule, ...]:
+        """The leading failure rules an exit-code-only engine can enforce for ``role`` (``native_rules``)."""
+        return native_rules(self.failure_rules, role)
 
     def can_restart(self) -> bool:
         """True if some failure may be restarted: the restart policy's budget, or a ``restart`` rule's."""

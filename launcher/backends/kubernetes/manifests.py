@@ -70,7 +70,7 @@ from launcher.plan.workspace import CONTAINER_WORKSPACE
 from launcher.protocol import env as task_env
 from launcher.protocol.paths import is_object_store
 from launcher.spec import tfjob_vocabulary as vocabulary
-from launcher.spec.models import ClusterSpec, RoleType, SuccessPolicy
+from launcher.spec.models import ClusterSpec, RoleType, RuleAction, SuccessPolicy
 from launcher.spec.problems import Problem
 
 #: Set by the Job controller on each pod (label since 1.28, annotation since 1.21).
@@ -278,7 +278,7 @@ def job(plan: Plan, group: RoleGroup) -> Manifest:
         "completionMode": "Indexed",
         "completions": n,
         "parallelism": n,
-        **_failure_handling(plan.policy, n),
+        **_failure_handling(plan.policy, group.role, n),
         # TF refuses a second task with the same name: never start a replacement while the old pod terminates.
         "podReplacementPolicy": "Failed",
     }
@@ -296,7 +296,11 @@ def job(plan: Plan, group: RoleGroup) -> Manifest:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
 
 
-def _failure_handling(policy: JobPolicy, replicas: int) -> dict[str, Any]:
+#: Kubernetes accepts at most this many ``podFailurePolicy`` rules.
+MAX_POD_FAILURE_RULES = 20
+
+
+def _failure_handling(policy: JobPolicy, role: RoleType, replicas: int) -> dict[str, Any]:
     """Job policy -> Job failure fields.
 
     Pods use ``restartPolicy: Never`` (required by ``podFailurePolicy``; each
@@ -311,7 +315,11 @@ def _failure_handling(policy: JobPolicy, replicas: int) -> dict[str, Any]:
     replaced by an ``Ignore`` rule, under every restart policy, without
     using ``backoffLimitPerIndex`` (unless ``max_preemptions`` is 0). The
     Job controller cannot count ignored pods: ``max_preemptions`` is not
-    enforced on Kubernetes.
+    enforced on Kubernetes. The spec's failure rules follow, as far as the
+    engine can enforce them (``JobPolicy.native_rules``: ``fail`` on exit
+    codes is ``FailJob``, ``restart`` is ``Count``); log-pattern, role-only
+    and ``continue`` rules, and every rule after one, are left to the
+    controller's watch; then the ``exit-code`` policy's fatal codes.
     """
     budget = policy.budget()
     rules: list[dict[str, Any]] = []
@@ -322,6 +330,11 @@ def _failure_handling(policy: JobPolicy, replicas: int) -> dict[str, Any]:
             "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": policy.ignored_exit_codes()},
         })
     fatal = policy.fatal_exit_codes()
+    room = MAX_POD_FAILURE_RULES - len(rules) - bool(fatal)  # a prefix of them is still first-match-wins
+    for native in policy.native_rules(role)[:room]:
+        action = "FailJob" if native.action is RuleAction.FAIL else "Count"
+        values = list(native.exit_codes)
+        rules.append({"action": action, "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": values}})
     if fatal:
         rules.append(
             {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": fatal}}

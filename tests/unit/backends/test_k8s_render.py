@@ -648,3 +648,37 @@ def test_a_workspace_is_writable_through_a_copy_the_init_container_makes(tmp_pat
     # The layer's tag survives a rebuilt base: nodes check the registry's digest rather than keep an old pull.
     assert seed["imagePullPolicy"] == task["imagePullPolicy"] == "Always"
     assert "imagePullPolicy" not in _by_kind(PLANS["demo"], "Job")[0]["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_failure_rules_render_as_pod_failure_policy_as_far_as_exit_codes_decide() -> None:
+    """``fail`` on exit codes -> FailJob, ``restart`` -> Count, after the preemption rules and before the
+    exit-code policy's; a role's rules only on its Job; from the first rule the engine cannot see (a log
+    pattern, roles alone, ``continue``) on, nothing: the supervisor's watch decides those."""
+    rules = [
+        {"exit_codes": [3], "action": "fail"},
+        {"signals": ["SIGKILL"], "roles": ["worker"], "action": "restart"},
+        {"exit_codes": [4], "roles": ["chief"], "action": "fail"},
+        {"log_pattern": "CUDA_ERROR_ECC", "action": "restart"},
+        {"exit_codes": [5], "action": "fail"},
+    ]
+    plan = plan_for({"name": "r", "roles": {"chief": {}, "worker": {"replicas": 2}},
+                     "restart": {"policy": "exit-code", "rules": rules}})
+    chief, worker = (job["spec"]["podFailurePolicy"]["rules"] for job in _by_kind(plan, "Job"))
+
+    def user(rendered: list[dict[str, Any]]) -> list[tuple[str, list[int]]]:
+        return [(r["action"], r["onExitCodes"]["values"]) for r in rendered[2:-1]]
+
+    assert user(chief) == [("FailJob", [3]), ("FailJob", [4])]
+    assert user(worker) == [("FailJob", [3]), ("Count", [137])]
+    for rendered in (chief, worker):
+        assert [r["action"] for r in rendered[:2]] == ["Ignore", "Ignore"]
+        assert rendered[-1]["onExitCodes"]["values"] == list(range(1, 128))  # the exit-code policy's, last
+        assert all(r["onExitCodes"]["containerName"] == "tensorflow" for r in rendered[1:])
+
+
+def test_a_leading_rule_the_engine_cannot_see_leaves_every_rule_to_the_watch() -> None:
+    plan = plan_for({"name": "r", "roles": {"chief": {}, "worker": {"replicas": 2}},
+                     "restart": {"rules": [{"roles": ["worker"], "action": "continue"}, {"exit_codes": [3], "action": "fail"}]}})
+    chief, worker = (job["spec"]["podFailurePolicy"]["rules"] for job in _by_kind(plan, "Job"))
+    assert [r["action"] for r in worker] == ["Ignore", "Ignore"]  # the role-only rule could match any code
+    assert [r["action"] for r in chief] == ["Ignore", "Ignore", "FailJob"]  # it names no chief: skipped there
