@@ -212,6 +212,11 @@ class JobPolicy(BaseModel):
         rule_restarts = any(rule.action is RuleAction.RESTART for rule in self.failure_rules)
         return self.budget() > 0 or (rule_restarts and self.max_restarts > 0)
 
+    def requeueable(self) -> bool:
+        """True if the job may run again after its allocation ends (Slurm ``--requeue``): a restart or a
+        preemption may follow; False when every failure fails the job and a preemption counts as one."""
+        return self.can_restart() or self.max_preemptions > 0
+
     def preempted(self, exit_code: int) -> bool:
         """True for the exit of a preempted task: restarted within ``max_preemptions``, never a failure."""
         return preempted(exit_code)

@@ -2,7 +2,9 @@
 
 Contract: ``batch_script(plan)`` is a bash script whose ``#SBATCH`` lines size
 one allocation for every task (``placement.allocation_options``), append its
-output to ``batch.log``, make the job requeueable and ask Slurm for
+output to ``batch.log``, make the job requeueable where it may run again
+(``JobPolicy.requeueable``: a failure rule, the policy or a preemption can
+restart it; else ``--no-requeue``: Slurm never starts it again) and ask Slurm for
 ``USR1`` ``WARNING_MARGIN_SECONDS`` plus the plan's save grace before the time
 limit. It runs the ``slurm.setup`` lines, then ``exec``s the in-allocation
 supervisor (``launcher.backends.slurm.supervise``) on the submit directory,
@@ -29,7 +31,8 @@ SUPERVISOR_MODULE = "launcher.backends.slurm.supervise"
 
 def batch_script(plan: Plan) -> str:
     warning = plan.policy.save_grace_seconds + WARNING_MARGIN_SECONDS
-    options = [*allocation_options(plan), f"--output={BATCH_LOG}", "--open-mode=append", "--requeue",
+    options = [*allocation_options(plan), f"--output={BATCH_LOG}", "--open-mode=append",
+               "--requeue" if plan.policy.requeueable() else "--no-requeue",
                f"--signal=B:USR1@{warning}"]
     lines = [
         "#!/bin/bash",

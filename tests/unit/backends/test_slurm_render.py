@@ -212,3 +212,20 @@ def test_a_requeued_job_counts_one_preemption_and_restarts_every_task() -> None:
     after = requeued(before)
     assert (after.state, after.restarts, after.preemptions) == (State.RESTARTING, 1, 3)
     assert all(t.state is State.RESTARTING and t.preemptions == 1 and t.exit_code is None for t in after.tasks)
+
+
+@pytest.mark.parametrize(
+    ("restart", "option"),
+    [
+        ({}, "--requeue"),
+        ({"policy": "never", "max_preemptions": 0}, "--no-requeue"),  # nothing may ever run it again
+        ({"policy": "never", "max_preemptions": 0, "rules": [{"signals": ["SIGKILL"], "action": "restart"}]},
+         "--requeue"),  # a failure rule restarts
+        ({"policy": "never", "max_preemptions": 0, "max_restarts": 0,
+          "rules": [{"signals": ["SIGKILL"], "action": "restart"}]}, "--no-requeue"),  # with no budget to do it
+        ({"policy": "never"}, "--requeue"),  # a preemption restarts
+    ],
+)
+def test_requeue_only_where_a_rule_the_policy_or_a_preemption_can_restart(restart: dict[str, Any], option: str) -> None:
+    lines = sbatch_lines(batch_script(plan({"roles": {"worker": {"replicas": 2}}, "restart": restart})))
+    assert option in lines and not {"--requeue", "--no-requeue"} - {option} & set(lines)
