@@ -6,6 +6,8 @@ task name). A container that is gone (``docker rm -f``) is created again
 through compose when started. ``poll`` reports a ``docker kill``/``docker
 stop`` as the exit it caused (137/143), so the supervisor applies the spec's
 restart policy to it, where Docker itself would not restart anything.
+``oom_killed`` (``launcher.supervision.supervisor.OomReports``) is the
+engine's ``State.OOMKilled`` of the task's container, for the failure rules.
 Docker API errors propagate: the supervisor retries a poll round that
 raised and fails the job when they persist. Docker keeps a container's
 state and exit code whoever started it, so ``adopt`` (a supervisor taking
@@ -111,6 +113,11 @@ class ContainerRuntime:
         self._followers[task.name] = follower
         follower.start()
         return True
+
+    def oom_killed(self, task: Task) -> bool:
+        """True if the kernel's OOM killer ended the task container's process (Docker's ``State.OOMKilled``)."""
+        container = self._container(task)
+        return container is not None and bool(container.attrs["State"].get("OOMKilled"))
 
     def poll(self, task: Task) -> int | None:
         container = self._container(task)

@@ -78,3 +78,22 @@ def test_supervised_log_pattern_reads_the_failed_tasks_last_lines() -> None:
     status = supervise(runtime, {"policy": "never", "max_restarts": 5, "rules": RULES})  # only the rule restarts
     assert status.restarts == 1 and runtime.runs["job-worker-0"] == 1
     assert status.state is State.FAILED and status.message.startswith("failed: rule 1 (exit code 3)")
+
+
+class OomRuntime(ScriptedRuntime):
+    """A scripted runtime whose engine reports the tasks in ``oom`` as ended by the OOM killer."""
+
+    def __init__(self, *args: Any, oom: set[str], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.oom = oom
+
+    def oom_killed(self, task: Any) -> bool:
+        return task.name in self.oom
+
+
+def test_supervised_oom_kill_the_engine_reports_matches_sigkill_and_says_so() -> None:
+    runtime = OomRuntime({"job-worker-0": [(1, 137)]}, oom={"job-worker-0"})
+    status = supervise(runtime, {"rules": [{"signals": ["SIGKILL"], "action": "fail"}]})
+    assert status.state is State.FAILED
+    assert status.message.startswith("failed: rule 1 (signal SIGKILL, OOM-killed): fail: task job-worker-0 exited "
+                                     "with code 137 (OOM-killed)"), status.message
