@@ -10,7 +10,9 @@ same cluster refuse the launch; a ``kubernetes.service_account`` that does
 not exist refuses it too), and deletes what it created if any step fails. ``supervise`` is one step of the launcher's watch loop: the Job
 controller already retries, fails and times out tasks; ``supervise`` adds
 what it cannot express (MultiWorkerMirrored gang restarts of survivors that
-hang, the stall watchdog (``launcher.backends.kubernetes.stall``), and
+hang, the stall watchdog (``launcher.backends.kubernetes.stall``), the
+failure rules the Job controller cannot enforce (``launcher.backends.kubernetes.failures``:
+a ``fail`` rule on a log pattern or roles ends the run's Jobs), and
 deleting the Jobs left running once the run ended).
 
 ``tensorboard`` applies the run's TensorBoard objects that the rendered
@@ -47,6 +49,7 @@ from pydantic import ValidationError
 
 from launcher.backends import checkpoints
 from launcher.backends.api import Backend, BackendOptions
+from launcher.backends.kubernetes import failures as k8s_failures
 from launcher.backends.kubernetes import stall as k8s_stall
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.manifests import CONTAINER, config_map_problems, objects, render, volume_problems
@@ -68,7 +71,7 @@ from launcher.protocol.events import Event, EventReader
 from launcher.protocol.paths import is_object_store
 from launcher.protocol.progress import JobProgress, fold, seed
 from launcher.protocol.runconfig import RunConfig
-from launcher.spec.models import ClusterSpec, RoleType, Strategy
+from launcher.spec.models import LOG_TAIL_LINES, ClusterSpec, RoleType, RuleAction, Strategy
 from launcher.spec.problems import Problem
 from launcher.supervision import harness
 from launcher.supervision.rules import Action
@@ -299,8 +302,49 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         for job in k8s_status.leftover_jobs(jobs, status, now, self._linger):
             self._delete("Job", job, namespace)
             actions.append(f"run {status.state.value}: deleted Job {job}")
+        if status.state in (State.PENDING, State.RUNNING, State.RESTARTING) and not actions:
+            actions.extend(self._watch_failures(name, namespace, jobs, pods, now))
         if status.state is State.RUNNING and not actions:
             actions.extend(self._watch_stall(name, namespace, jobs, pods, status.restarts, now))
+        return actions
+
+    def _watch_failures(self, name: str, namespace: str, jobs: list[dict[str, Any]], pods: list[dict[str, Any]],
+                        now: float) -> list[str]:
+        """Judge each failed pod once by the failure rules (``launcher.backends.kubernetes.failures``): a ``fail``
+        rule the engine could not enforce ends the training Jobs through their deadline, its message kept in the
+        run's ConfigMap for ``status``; a ``restart``/``continue`` rule it could not enforce is said, once."""
+        policy = k8s_status.job_policy(jobs[0])
+        if not policy.failure_rules:
+            return []
+        config_map = self._config_map(name, namespace)
+        record = _failure_record(config_map) or k8s_failures.FailureRecord()
+        todo = k8s_failures.pending(policy, name, pods, record.judged)
+        if not todo:
+            return []
+        reader = EventReader(k8s_status.event_token(jobs))
+        actions = []
+        for failed in todo:
+            record.judged.append(failed.pod)
+            try:
+                lines = list(self._log_lines(failed.pod, namespace, follow=False, tail=LOG_TAIL_LINES))
+            except LaunchError:
+                lines = []  # no log to read (the node is gone): the rules without a log pattern still decide
+            failure = failed.with_log([line for line in lines if line.strip() and not reader.carries_event(line)])
+            found = k8s_failures.verdict(policy, failure)
+            if found is None or found.native:
+                continue  # the policy's or the engine's (podFailurePolicy) to decide
+            what = f"task {failed.task} exited with code {failure.exit_code}" + (" (OOM-killed)" if failure.oom_killed else "")
+            if found.match.action is RuleAction.FAIL:
+                record.message = f"failed: {found.match.describe()}: {what}"
+                actions.append(f"failure rules: {record.message}")
+                for job in jobs:
+                    if k8s_status.job_role(job).trains and not (k8s_status.job_failed(job) or k8s_status.job_complete(job)):
+                        self._end_job(job, now, namespace)
+                        actions.append(f"failure rules: ended Job {job['metadata']['name']} (its deadline is now)")
+                break
+            actions.append(f"failure rules: {what}: {found.match.describe()} is not enforced on Kubernetes "
+                           "(the Job controller replaces the pod under its budget)")
+        self._write_data(config_map, k8s_failures.FAILURES_KEY, record.model_dump_json(), namespace)
         return actions
 
     def _watch_stall(self, name: str, namespace: str, jobs: list[dict[str, Any]], pods: list[dict[str, Any]],
@@ -433,8 +477,12 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             return f"exec in pod {pod} failed: {str(reason).splitlines()[0] if str(reason) else type(exc).__name__}"
 
     def _write_stall(self, config_map: dict[str, Any], record: k8s_stall.StallRecord, namespace: str) -> None:
+        self._write_data(config_map, k8s_stall.STALL_KEY, record.model_dump_json(), namespace)
+
+    def _write_data(self, config_map: dict[str, Any], key: str, value: str, namespace: str) -> None:
+        """The run's ConfigMap with ``key`` set to ``value`` (what the watch keeps between its rounds)."""
         name = config_map["metadata"]["name"]
-        data = {**config_map.get("data", {}), k8s_stall.STALL_KEY: record.model_dump_json()}
+        data = {**config_map.get("data", {}), key: value}
         with self._api_errors(f"update ConfigMap {name}"):
             self._call("ConfigMap", "replace", name, namespace,
                        body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": config_map["metadata"], "data": data})
@@ -474,6 +522,9 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         status.stall = record.status if record is not None else StallStatus(watching=watching)
         if status.state is State.FAILED and record is not None and record.status.message.startswith("failed:"):
             status.message = "; ".join(filter(None, [record.status.message, status.message]))
+        failures = _failure_record(config_map)
+        if status.state is State.FAILED and failures is not None and failures.message:
+            status.message = "; ".join(filter(None, [failures.message, status.message]))
         times = {naming.task_name(name, role, index): k8s_stall.step_times(found)
                  for (role, index), found in events.items() if role.trains}
         status.stragglers = stragglers(times)
@@ -689,6 +740,15 @@ def _stall_record(config_map: dict[str, Any] | None) -> k8s_stall.StallRecord | 
     try:
         return None if config_map is None else k8s_stall.StallRecord.model_validate_json(
             config_map["data"][k8s_stall.STALL_KEY])
+    except (KeyError, ValidationError):
+        return None
+
+
+def _failure_record(config_map: dict[str, Any] | None) -> k8s_failures.FailureRecord | None:
+    """What the watch last recorded of the failure rules in the run's ConfigMap, or None."""
+    try:
+        return None if config_map is None else k8s_failures.FailureRecord.model_validate_json(
+            config_map["data"][k8s_failures.FAILURES_KEY])
     except (KeyError, ValidationError):
         return None
 
