@@ -152,6 +152,12 @@ class NativeRule(BaseModel):
     exit_codes: tuple[int, ...]
 
 
+def exit_codes_decide(rule: FailureRule) -> bool:
+    """True if an engine that sees only exit codes can enforce ``rule``: ``fail`` or ``restart`` on exit codes or
+    signals, without a log pattern."""
+    return rule.log_pattern is None and rule.action is not RuleAction.CONTINUE and bool(rule.exit_codes or rule.signals)
+
+
 def native_rules(rules: tuple[FailureRule, ...], role: RoleType) -> tuple[NativeRule, ...]:
     """The leading ``rules`` an exit-code-only engine enforces for ``role``'s tasks, in order. Pure.
 
@@ -164,7 +170,7 @@ def native_rules(rules: tuple[FailureRule, ...], role: RoleType) -> tuple[Native
     for number, rule in enumerate(rules, start=1):
         if rule.roles and role not in rule.roles:
             continue
-        if rule.log_pattern is not None or rule.action is RuleAction.CONTINUE or not (rule.exit_codes or rule.signals):
+        if not exit_codes_decide(rule):
             break
         codes = set(rule.exit_codes or range(1, 256))
         if rule.signals:
@@ -206,6 +212,10 @@ class JobPolicy(BaseModel):
     def native_rules(self, role: RoleType) -> tuple[NativeRule, ...]:
         """The leading failure rules an exit-code-only engine can enforce for ``role`` (``native_rules``)."""
         return native_rules(self.failure_rules, role)
+
+    def rules_need_watch(self) -> bool:
+        """True if some failure rule is beyond an exit-code-only engine (a controller's watch must judge it)."""
+        return not all(exit_codes_decide(rule) for rule in self.failure_rules)
 
     def can_restart(self) -> bool:
         """True if some failure may be restarted: the restart policy's budget, or a ``restart`` rule's."""

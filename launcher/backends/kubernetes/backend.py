@@ -283,8 +283,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     def supervises_only_when_watched(self, plan: Plan) -> bool:
         """The MWMS gang-restart safety net and the stall watchdog (a lead that reports its progress) run in
-        ``supervise``: unwatched, a hung gang or a stalled job waits for the deadline."""
-        watched = plan.strategy is Strategy.MULTI_WORKER_MIRRORED or plan.run_config.lead_runs_entrypoint
+        ``supervise``: unwatched, a hung gang or a stalled job waits for the deadline, and failure rules beyond
+        exit codes (``JobPolicy.rules_need_watch``) are not applied."""
+        watched = (plan.strategy is Strategy.MULTI_WORKER_MIRRORED or plan.run_config.lead_runs_entrypoint
+                   or plan.policy.rules_need_watch())
         return watched and plan.policy.deadline_seconds is None
 
     def supervise(self, name: str) -> list[str]:
