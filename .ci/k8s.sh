@@ -232,10 +232,14 @@ YAML
 
 # --- the node: containerd (CRI) and the kubelet -------------------------------------------------------------------
 mkdir -p "$root/containerd" "$run/containerd" "$root/kubelet" "$root/pod-logs"
-closed=http://127.0.0.1:1   # a loopback port nothing listens on: a pull from a public registry fails at once
-for host in docker.io registry.k8s.io "$registry"; do
+# Where the node pulls from: the local registry, plain HTTP. Docker Hub's names (docker.io/library/...: an image named
+# without a registry, tfcluster-worker:latest) resolve there too, as through a registry mirror: a `:latest` image gets
+# imagePullPolicy Always, so the node asks a registry for it even when it holds the image. registry.k8s.io is a closed
+# loopback port. Nothing is pulled from outside this host.
+closed=http://127.0.0.1:1
+for host in "$registry" docker.io registry.k8s.io; do
     mkdir -p "$root/certs.d/$host"
-    server=$closed; [ "$host" = "$registry" ] && server=http://$registry
+    server=http://$registry; [ "$host" = registry.k8s.io ] && server=$closed
     write "$root/certs.d/$host/hosts.toml" <<TOML || true
 server = "$server"
 [host."$server"]
@@ -250,6 +254,9 @@ state = "$run/containerd"
   address = "$run/containerd/containerd.sock"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$pause_image"
+  # this VM withholds CAP_SYS_RESOURCE: a negative oom_score_adj (-998 for a sandbox) fails runc's start
+  # ("can't get final child's PID from pipe: EOF"); scores below containerd's own (0) are raised to it
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -421,6 +428,14 @@ if docker image inspect "$worker_image" >/dev/null 2>&1; then
     if [ "$want" != "$have" ]; then
         say "loading $worker_image into the node"
         docker save "$worker_image" | ctr images import - >/dev/null
+    fi
+    manifest=$(curl -fs -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+        "http://$registry/v2/library/${worker_image%:*}/manifests/${worker_image#*:}" || true)
+    if [[ $manifest != *"\"$want\""* ]]; then
+        say "pushing $worker_image to $registry/library (the node's Docker Hub)"
+        docker tag "$worker_image" "$registry/library/$worker_image"
+        docker push -q "$registry/library/$worker_image" >/dev/null
+        docker rmi "$registry/library/$worker_image" >/dev/null
     fi
 else
     say "no $worker_image in Docker (.ci/docker.sh builds it): not loaded into the node"
