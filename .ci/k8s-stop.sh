@@ -30,7 +30,7 @@ stop() {  # name [signal]
 
 stop kubelet
 if [ -S "$run/containerd/containerd.sock" ] && [ -x "$cache/bin/crictl" ]; then
-    crictl=("$cache/bin/crictl" --runtime-endpoint "unix://$run/containerd/containerd.sock" --timeout 30s)
+    crictl=("$cache/bin/crictl" --config "$root/crictl.yaml")
     if [ -n "$("${crictl[@]}" pods -q 2>/dev/null)" ]; then
         say "removing the node's pods"
         "${crictl[@]}" rmp --all --force >/dev/null || say "crictl rmp failed: containers may be left"
@@ -47,6 +47,8 @@ stop kube-controller-manager
 stop kube-apiserver KILL
 stop etcd
 stop registry
+# blobs no tag refers to any more (the worker image pushed again after a rebuild)
+[ -f "$root/registry.yml" ] && docker-registry garbage-collect --delete-untagged "$root/registry.yml" >/dev/null 2>&1
 
 # mounts under the cluster's directories, deepest first (volumes, pod sandboxes' shm, container roots)
 grep -oE " ($root|$run)/[^ ]*" /proc/mounts | sort -r | while read -r mount; do

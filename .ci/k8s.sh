@@ -271,7 +271,12 @@ TOML
 start containerd containerd --config "$root/containerd.toml"
 wait_for 30 containerd test -S "$run/containerd/containerd.sock"
 ctr() { command ctr -a "$run/containerd/containerd.sock" -n k8s.io "$@"; }
-crictl() { "$bin/crictl" --runtime-endpoint "unix://$run/containerd/containerd.sock" "$@"; }
+write "$root/crictl.yaml" <<YAML || true
+runtime-endpoint: unix://$run/containerd/containerd.sock
+image-endpoint: unix://$run/containerd/containerd.sock
+timeout: 30
+YAML
+crictl() { "$bin/crictl" --config "$root/crictl.yaml" "$@"; }
 if ! ctr images ls -q | grep -qx "$pause_image"; then
     say "building the pause image from .ci/k8s/pause/pause.c"
     ctx=$(mktemp -d)
@@ -310,6 +315,7 @@ start kubelet "$bin/kubelet" --config="$root/kubelet.yaml" --kubeconfig="$root/n
     --hostname-override="$node" --node-ip="$node_ip" --root-dir="$root/kubelet"
 node_ready() { [ "$(kubectl get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]; }
 wait_for 120 "node $node (Ready)" node_ready
+say "node $node Ready $(( $(date +%s) - started )) s after the start"
 
 # --- cluster DNS: CoreDNS on the node's address, cluster.local only -----------------------------------------------
 restart_if_changed coredns "$root/Corefile" <<COREFILE
