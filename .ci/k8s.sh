@@ -12,21 +12,21 @@
 # changed; then starts what is not running: etcd (Debian's), the control plane, a containerd of the node's own
 # (Debian's, beside Docker's; CNI bridge `tfk8s0` 10.244.0.0/24, pods without a default route: they reach each
 # other and the node, nothing else), the kubelet (cgroup v1, cgroupfs), CoreDNS on the node's address (cluster.local
-# only), and a docker-registry on 127.0.0.1:5000 that the node pulls from over plain HTTP (Docker Hub and
-# registry.k8s.io are pointed at a closed loopback port: the node never pulls from outside). It waits until the node
+# only), and a docker-registry on 127.0.0.1:5000 that the node pulls from over plain HTTP (also for Docker Hub's
+# names; registry.k8s.io is a closed loopback port: the node never pulls from outside). It waits until the node
 # is Ready and CoreDNS answers a headless Service's host name, and sets up what the tests use:
 #   - namespace tfcluster-e2e, enforcing the `restricted` Pod Security Standard;
 #   - storage class tfcluster-local (the default; ReadWriteMany): pre-created `local` volumes on this node, bound by
 #     the real PV controller (no provisioner), made anew here once released;
 #   - user tfcluster-e2e-launcher (client certificate) bound only to k8s/rbac-launcher.yaml's Role there: the
 #     printed KUBECONFIG is this user's, never an administrator's ($root/admin.kubeconfig is, for debugging);
-#   - tfcluster-worker:latest (built by .ci/docker.sh) loaded into the node's containerd, as `kind load` does.
+#   - tfcluster-worker:latest (built by .ci/docker.sh) loaded into the node's containerd, as `kind load` does, and
+#     pushed to the registry as Docker Hub's library/tfcluster-worker:latest (a :latest image is pulled at each start).
 # .ci/k8s-stop.sh stops it all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$PWD
 
-export GOTOOLCHAIN=${GOTOOLCHAIN:-go1.27.3}
+export GOTOOLCHAIN=go1.27.3          # the modules' Go (the Go on PATH fetches it from the module proxy)
 cache=${TFCLUSTER_K8S_CACHE:-/var/cache/tfcluster-k8s}
 root=/var/lib/tfcluster-k8s         # cluster state, configs, PKI, logs
 run=/run/tfcluster-k8s              # pids, the node's containerd state and socket
