@@ -11,6 +11,11 @@ socket closed while another thread waits on it stays open in the kernel
 until that wait ends, so the listener and the connections are shut down
 (which wakes their threads) and the accepting thread is joined.
 ``running()`` is False once the listener is closed.
+
+A connection's stream is ended by ``end_stream``: the client's proxy thread
+reads its side of a socket pair, and closing ours while bytes from the pod are
+still unread there resets its side, which that thread does not catch: it
+printed a traceback for every browser request cut short.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import contextlib
 import select
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +32,8 @@ from launcher.errors import LaunchError
 
 POLL_SECONDS = 0.5
 CHUNK = 64 * 1024
+#: How long ``end_stream`` reads what the pod still sends before it closes anyway.
+END_SECONDS = 5.0
 
 
 class PortForwarder:
@@ -84,18 +92,21 @@ class PortForwarder:
             threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
 
     def _serve(self, connection: socket.socket) -> None:
-        stream = None
+        stream = remote = None
         try:
             if self._closed.is_set():  # accepted as the forward was left: __exit__ ends it; open no stream
                 return
             stream = self.open_stream()
-            self._pump(connection, stream.socket(self.remote_port))
+            remote = stream.socket(self.remote_port)
+            self._pump(connection, remote)
         except Exception:  # noqa: BLE001 - one failed connection must not end the forward; the client sees it closed
             pass
         finally:
             with self._lock:
                 self._connections.discard(connection)
             connection.close()
+            if remote is not None:
+                end_stream(remote)
             if stream is not None:
                 stream.close()
 
@@ -110,6 +121,18 @@ class PortForwarder:
                 if not data:
                     return
                 peers[fileno].sendall(data)
+
+
+def end_stream(remote: socket.socket, seconds: float = END_SECONDS) -> None:
+    """Ends our side of a port-forward stream so that the client's proxy thread sees its end, not a reset:
+    half-close it, then discard what the pod still sends until the proxy closes its side (or ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    with contextlib.suppress(OSError):
+        remote.shutdown(socket.SHUT_WR)
+        while (left := deadline - time.monotonic()) > 0:
+            remote.settimeout(left)
+            if not remote.recv(CHUNK):
+                return
 
 
 def _shut_down(sock: socket.socket) -> None:
