@@ -13,13 +13,15 @@ import difflib
 import re
 import signal
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import re2
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from launcher.spec.image_reference import ImageReference, RegistryReference
 from launcher.spec.quantities import BYTES, byte_count
+
+if TYPE_CHECKING:
+    import re2
 
 #: Patterns: a ``Field(pattern=...)`` is matched by pydantic's Rust regex engine, where ``$`` is the end of the
 #: text (Python's ``re`` lets ``$`` match before a final newline, so the compiled ones are used with ``fullmatch``).
@@ -332,19 +334,23 @@ def _signal_name(name: str) -> str:
 
 def _log_pattern(pattern: str) -> str:
     """Google's RE2 (linear time in the text searched, whatever the pattern): the one engine of log patterns."""
-    try:
-        compile_log_pattern(pattern)
-    except re2.error as exc:
-        why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise ValueError(f"does not compile as an RE2 pattern: {why}") from None
+    compile_log_pattern(pattern)
     return pattern
 
 
 def compile_log_pattern(pattern: str) -> re2._Regexp:
-    """A rule's ``log_pattern`` compiled by RE2, quietly (RE2 logs a bad pattern to stderr by default)."""
+    """A rule's ``log_pattern`` compiled by RE2, quietly (RE2 logs a bad pattern to stderr by default);
+    ``ValueError`` saying why for one RE2 cannot compile. RE2 is imported here, by the controller only: the
+    tasks import this module but never compile a pattern, and the worker image does not install RE2."""
+    import re2
+
     options = re2.Options()
     options.log_errors = False
-    return re2.compile(pattern, options)
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(f"does not compile as an RE2 pattern: {why}") from None
 
 
 class FailureRule(_Model):

@@ -1,0 +1,29 @@
+"""The task side imports nothing the worker image lacks: the image installs TensorFlow, tf-keras, TensorBoard,
+pydantic and py-spy (worker_image/requirements*.txt), and tfcluster itself without its dependencies.
+
+The modules of tfcluster a task imports before TensorFlow (``launcher.spec`` and ``launcher.protocol``, which
+the worker and ``launcher.progress`` import) are imported here in a fresh interpreter where every
+controller-only package is made unimportable; a module-level import of one (RE2 in the spec's models once
+stopped every compose task with ``ModuleNotFoundError: No module named 're2'``) fails this test.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from helpers.paths import REPO
+
+#: Import names of the controller's dependencies (pyproject's ``dependencies``) the worker image does not install.
+#: (``rich`` is not among them: Keras imports it, so the image has it.)
+CONTROLLER_ONLY = ("click", "yaml", "docker", "kubernetes", "re2", "setproctitle", "detect_secrets")
+#: What a task imports of tfcluster before TensorFlow.
+TASK_SIDE = ("launcher.spec.models", "launcher.protocol.runconfig", "launcher.protocol.events",
+             "launcher.protocol.env", "launcher.protocol.paths")
+
+
+def test_the_task_side_imports_no_controller_only_package() -> None:
+    code = (f"import sys\nfor name in {CONTROLLER_ONLY!r}:\n    sys.modules[name] = None\n"
+            f"import importlib\nfor module in {TASK_SIDE!r}:\n    importlib.import_module(module)\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
