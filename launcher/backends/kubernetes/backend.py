@@ -43,9 +43,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from launcher.backends import checkpoints
 from launcher.backends.api import Backend, BackendOptions
@@ -118,12 +118,6 @@ _BOARD = ("Deployment", "Service", "NetworkPolicy")
 BOARD_READY_SECONDS = 300.0
 #: Kept when it exists (it holds checkpoints); deleted only by ``cancel(volumes=True)``.
 _KEPT = frozenset({"PersistentVolumeClaim"})
-
-
-def _owned_by(existing: dict[str, Any], obj: dict[str, Any]) -> bool:
-    """True if the existing object's metadata carries ``obj``'s cluster and managed-by labels."""
-    have, want = existing.get("labels") or {}, obj["metadata"]["labels"]
-    return all(have.get(key) == want[key] for key in (naming.LABEL_MANAGED, naming.LABEL_CLUSTER))
 
 
 def _connect(context: str | None) -> Any:
@@ -270,7 +264,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
                     raise
             if kind not in _KEPT:
                 existing = self._call(kind, "read", name, namespace)["metadata"]
-                if not _owned_by(existing, obj):
+                if not checkpoints.created_for(existing.get("labels"), obj["metadata"]["labels"][naming.LABEL_CLUSTER]):
                     raise LaunchError(
                         f"{kind} {name} already exists in namespace {namespace} and was not made by tfcluster "
                         f"for cluster {obj['metadata']['labels'][naming.LABEL_CLUSTER]}; rename the cluster or remove it"
@@ -319,7 +313,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         if not policy.failure_rules:
             return []
         config_map = self._config_map(name, namespace)
-        record = _failure_record(config_map) or k8s_failures.FailureRecord()
+        record = _record(config_map, k8s_failures.FAILURES_KEY, k8s_failures.FailureRecord) or k8s_failures.FailureRecord()
         todo = k8s_failures.pending(policy, name, pods, record.judged)
         if not todo:
             return []
@@ -363,7 +357,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         if not lead or lead[-1].phase != "Running" or lead[-1].deleting or lead[-1].started is None:
             return []
         pod, config_map = lead[-1], self._config_map(name, namespace)
-        record, run_config = _stall_record(config_map), _run_config(config_map)
+        record, run_config = _record(config_map, k8s_stall.STALL_KEY, k8s_stall.StallRecord), _record(config_map, JOB_KEY, RunConfig)
         if record is not None and record.pod == pod.name:
             return []  # this pod's stall was acted on
         reader = EventReader(k8s_status.event_token(jobs))
@@ -507,7 +501,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             config_map: dict[str, Any] | None = self._config_map(name, namespace)
         except LaunchError:
             config_map = None  # being deleted: status without what the ConfigMap holds
-        run_config = _run_config(config_map)
+        run_config = _record(config_map, JOB_KEY, RunConfig)
         policy = k8s_status.job_policy(jobs[0])
         runs = k8s_status.runs_by_task(pods)
         reader = EventReader(k8s_status.event_token(jobs))
@@ -518,13 +512,13 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         status.progress = fold(fold(start, lead, from_lead=True), events.get((RoleType.EVALUATOR, 0), []),
                                from_lead=False)
         status.tensorboard_dir = k8s_status.tensorboard_dir(jobs)
-        record = _stall_record(config_map)
+        record = _record(config_map, k8s_stall.STALL_KEY, k8s_stall.StallRecord)
         watching = (run_config is not None and run_config.lead_runs_entrypoint and reader.reads) or any(
             e.event in WATCHED_EVENTS or e.event in SIGNS_OF_LIFE for e in lead)
         status.stall = record.status if record is not None else StallStatus(watching=watching)
         if status.state is State.FAILED and record is not None and record.status.message.startswith("failed:"):
             status.message = "; ".join(filter(None, [record.status.message, status.message]))
-        failures = _failure_record(config_map)
+        failures = _record(config_map, k8s_failures.FAILURES_KEY, k8s_failures.FailureRecord)
         if status.state is State.FAILED and failures is not None and failures.message:
             status.message = "; ".join(filter(None, [failures.message, status.message]))
         times = {naming.task_name(name, role, index): k8s_stall.step_times(found)
@@ -729,28 +723,15 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             raise LaunchError(f"cannot {action}: Kubernetes API at {self._host} unreachable ({exc.__class__.__name__})") from None
 
 
-def _run_config(config_map: dict[str, Any] | None) -> RunConfig | None:
-    """The run's ``RunConfig`` from its ConfigMap; None without one (an object of an older launch, or being deleted)."""
+RecordT = TypeVar("RecordT", bound=BaseModel)
+
+
+def _record(config_map: dict[str, Any] | None, key: str, model: type[RecordT]) -> RecordT | None:
+    """The ``model`` kept under ``key`` in the run's ConfigMap: its ``RunConfig`` (``JOB_KEY``), the stall the watch
+    last recorded (``k8s_stall.STALL_KEY``), what it judged of the failure rules (``k8s_failures.FAILURES_KEY``);
+    None without one (an object of an older launch, or being deleted)."""
     try:
-        return None if config_map is None else RunConfig.model_validate_json(config_map["data"][JOB_KEY])
-    except (KeyError, ValidationError):
-        return None
-
-
-def _stall_record(config_map: dict[str, Any] | None) -> k8s_stall.StallRecord | None:
-    """The stall the watch last recorded in the run's ConfigMap, or None."""
-    try:
-        return None if config_map is None else k8s_stall.StallRecord.model_validate_json(
-            config_map["data"][k8s_stall.STALL_KEY])
-    except (KeyError, ValidationError):
-        return None
-
-
-def _failure_record(config_map: dict[str, Any] | None) -> k8s_failures.FailureRecord | None:
-    """What the watch last recorded of the failure rules in the run's ConfigMap, or None."""
-    try:
-        return None if config_map is None else k8s_failures.FailureRecord.model_validate_json(
-            config_map["data"][k8s_failures.FAILURES_KEY])
+        return None if config_map is None else model.model_validate_json(config_map["data"][key])
     except (KeyError, ValidationError):
         return None
 
