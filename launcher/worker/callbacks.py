@@ -53,11 +53,24 @@ PROBE_BATCHES = 5
 log = logging.getLogger("launcher.worker")
 
 
+# Under PSS a step's results stay on the worker that ran it until the coordinator fetches them: a worker that
+# left (preempted, failed) after its step took them along. TensorFlow reschedules the steps a lost worker was
+# running, not results it had already returned; the coordinator trains on without them.
+WORKER_LEFT = (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError)
+
+
+def _local(value: Any) -> Any:
+    return value.fetch() if hasattr(value, "fetch") else value
+
+
 def fetched(logs: Any) -> dict[str, Any]:
-    """Batch logs as a dict: under PSS they arrive as one RemoteValue (fetching waits for the step)."""
-    if hasattr(logs, "fetch"):
-        logs = logs.fetch()
-    return dict(logs or {})
+    """Batch logs as a dict of local values, fetching PSS RemoteValues (one for ``fit``'s logs, one per
+    value in the custom loop; fetching waits for the step); empty when the worker that ran the step left."""
+    try:
+        return {name: _local(value) for name, value in dict(_local(logs) or {}).items()}
+    except WORKER_LEFT as error:
+        log.warning("a step's logs left with the worker that ran it: %s", str(error).split("\n", 1)[0])
+        return {}
 
 
 class StepTimer:

@@ -31,11 +31,9 @@ class Reporter:
 
 
 def scalar(value: Any) -> float | None:
-    """A Python float from a tensor, numpy value or PSS RemoteValue; None when unavailable."""
+    """A Python float from a local tensor or numpy value (``callbacks.fetched`` brings PSS values here); None when unavailable."""
     if value is None:
         return None
-    if hasattr(value, "fetch"):
-        value = value.fetch()
     try:
         return float(value)
     except (TypeError, ValueError):

@@ -28,7 +28,7 @@ from launcher.spec.models import Strategy, TrainingLoop
 from launcher.worker import data, lifecycle
 from launcher.worker.artifacts import lead_or_scratch
 from launcher.worker.backups import Backups, BackupWriter
-from launcher.worker.callbacks import CheckpointEvents, ProgressCallback
+from launcher.worker.callbacks import CheckpointEvents, ProgressCallback, fetched
 from launcher.worker.compute import ComputeProbe
 from launcher.worker.context import TaskContext
 from launcher.worker.interval import INITIAL_STEPS, AutoInterval
@@ -235,5 +235,5 @@ def custom_loop(run: TrainingRun) -> dict[str, float]:
         lead_or_scratch(ctx, weights, model.save_weights)
         ctx.reporter.lead(events.CheckpointSaved(epoch=epoch, path=weights))
     backup.writer.settle()  # the export and the backup's deletion come after the last write
-    final = scalar(loss)
+    final = scalar(fetched({"loss": loss}).get("loss"))
     return {"loss": final} if final is not None else {}
