@@ -114,6 +114,9 @@ TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 FOREGROUND_FINALIZER = "foregroundDeletion"
 #: The API's default ``terminationGracePeriodSeconds``.
 DEFAULT_GRACE_SECONDS = 30
+#: The kubelet's least grace (``minimumGracePeriodInSeconds``): a pod deleted with less, even 0, still gets
+#: SIGTERM and this long before SIGKILL, so a deletion is never a crash (137) of a process that exits on SIGTERM.
+KUBELET_MINIMUM_GRACE_SECONDS = 2
 SIGKILL_EXIT = 137
 
 
@@ -359,7 +362,8 @@ class FakeKubernetes:
 
     def _terminate(self, namespace: str, pod: Obj, grace: float | None) -> None:
         """The kubelet stops a deleted pod: SIGTERM now; the process exits as ``on_sigterm`` says, or is
-        killed (137) when the grace runs out. An exit that is due now happens now."""
+        killed (137) when the grace runs out, at least ``KUBELET_MINIMUM_GRACE_SECONDS`` after (a grace-0 deletion
+        too). An exit that is due now happens now."""
         meta = pod["metadata"]
         if meta.get("deletionTimestamp"):
             return
@@ -370,10 +374,11 @@ class FakeKubernetes:
         if not _active(pod):
             return
         behaviour = self._sigterm_behaviour(meta["name"])
-        if behaviour.seconds is not None and behaviour.seconds <= grace:
+        kill_after = max(grace, KUBELET_MINIMUM_GRACE_SECONDS)
+        if behaviour.seconds is not None and behaviour.seconds <= kill_after:
             self._exits[namespace, meta["name"]] = (self._now + behaviour.seconds, behaviour.code)
         else:
-            self._exits[namespace, meta["name"]] = (self._now + grace, SIGKILL_EXIT)
+            self._exits[namespace, meta["name"]] = (self._now + kill_after, SIGKILL_EXIT)
         when, code = self._exits[namespace, meta["name"]]
         if when <= self._now:
             del self._exits[namespace, meta["name"]]

@@ -142,3 +142,17 @@ def test_the_grace_of_the_delete_request_overrides_the_pods(fake: FakeKubernetes
     fake.delete("pods", "default", pod, "Background", grace=2)
     fake.now += 2
     assert fake.get("pods", pod)["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+
+
+@pytest.mark.parametrize(("behaviour", "code"), [(OnSigterm(seconds=1.5), 143), (IGNORES_SIGTERM, 137)])
+def test_a_grace_0_deletion_still_gets_sigterm_and_the_kubelets_least_grace(fake: FakeKubernetes, behaviour: OnSigterm,
+                                                                           code: int) -> None:
+    """As a real kubelet (seen on .ci/k8s.sh's cluster): no crash, SIGTERM and 2 s before SIGKILL."""
+    fake.create("jobs", "default", job())
+    pod = fake.start_pods("j")[0]
+    fake.on_sigterm["j-0"] = behaviour
+    fake.delete("pods", "default", pod, "Background", grace=0)
+    fake.now += 1
+    assert fake.get("pods", pod)["status"]["phase"] == "Running"
+    fake.now += 1
+    assert fake.get("pods", pod)["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == code
