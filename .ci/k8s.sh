@@ -22,7 +22,8 @@
 #     printed KUBECONFIG is this user's, never an administrator's ($root/admin.kubeconfig is, for debugging);
 #   - tfcluster-worker:latest (built by .ci/docker.sh) loaded into the node's containerd, as `kind load` does, and
 #     pushed to the registry as Docker Hub's library/tfcluster-worker:latest (a :latest image is pulled at each start).
-# .ci/k8s-stop.sh stops it all.
+# .ci/k8s-stop.sh stops it all. `bash .ci/k8s.sh --build-only` only builds (no packages, nothing started, no output):
+# scripts/test.sh runs it in the background at once under CI, beside the rest of the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,6 +45,8 @@ worker_image=tfcluster-worker:latest
 pause_image=localhost/tfcluster-pause:3.10
 volumes=16                          # local volumes in the storage class's pool
 started=$(date +%s)
+build_only=
+case ${1:-} in --build-only) build_only=1 ;; "") ;; *) echo "usage: $0 [--build-only]" >&2; exit 2 ;; esac
 
 say() { echo "k8s.sh: $*" >&2; }
 fail() { say "$*"; exit 1; }
@@ -59,7 +62,7 @@ command -v iptables >/dev/null || need+=(iptables)
 command -v dig >/dev/null || need+=(bind9-dnsutils)
 command -v docker-registry >/dev/null || need+=(docker-registry)
 { command -v cc >/dev/null && [ -f /usr/lib/x86_64-linux-gnu/libc.a ]; } || need+=(gcc libc6-dev)
-if [ ${#need[@]} -gt 0 ]; then
+if [ ${#need[@]} -gt 0 ] && [ -z "$build_only" ]; then
     say "installing ${need[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -93,6 +96,7 @@ build .ci/k8s "kube-apiserver kube-controller-manager kube-scheduler kubelet kub
     k8s.io/kubernetes/cmd/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl}
 build .ci/k8s/coredns coredns "" .
 build .ci/k8s/crictl crictl "" sigs.k8s.io/cri-tools/cmd/crictl
+[ -z "$build_only" ] || exit 0
 
 # --- processes --------------------------------------------------------------------------------------------------
 mkdir -p "$root" "$run" "$logs"

@@ -5,9 +5,20 @@
 # starts dockerd, builds the images), then pytest.
 # TensorFlow, Docker and Slurm tests are required when CI is set (tests/helpers/required.py: a missing
 # part fails them, and a run in which a group ran none fails) and skipped with a reason otherwise; CI
-# starts a three-node Slurm cluster on this host for them (.ci/slurm.sh).
+# starts a three-node Slurm cluster on this host for them (.ci/slurm.sh) and a one-node Kubernetes cluster for the e2e
+# tests (.ci/k8s.sh, also with TFCLUSTER_K8S_SETUP=1), in the background: its cold build takes 10-35 minutes, so it
+# runs beside the rest; the cluster starts once .ci/docker.sh built the worker image it loads, and the e2e tests run
+# last and wait for it (tests/helpers/k8s_start.py: bounded, a failed start fails them naming the log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ -n "${CI:-}" ] || [ "${TFCLUSTER_K8S_SETUP:-}" = 1 ]; then
+  TFCLUSTER_K8S_START=$(mktemp -d "${TMPDIR:-/tmp}/tfcluster-k8s-start.XXXXXX")
+  export TFCLUSTER_K8S_START TFCLUSTER_E2E_NAMESPACE=tfcluster-e2e  # .ci/k8s.sh's namespace
+  # in a session of its own, ended if this script fails before pytest (.ci/k8s.sh's daemons have their own sessions)
+  setsid bash .ci/k8s-background.sh "$TFCLUSTER_K8S_START" &
+  k8s_session=$!
+  trap 'pkill -TERM -s "$k8s_session" || true' EXIT
+fi
 bash scripts/setup-venv.sh worker,test
 export PATH="$PWD/.venv/bin:$PATH"
 ruff check .
@@ -17,5 +28,10 @@ if [ -n "${CI:-}" ] || [ "${TFCLUSTER_DOCKER_SETUP:-}" = 1 ]; then
 fi
 if [ -n "${CI:-}" ] || [ "${TFCLUSTER_SLURM_SETUP:-}" = 1 ]; then
   bash .ci/slurm.sh
+fi
+if [ -n "${TFCLUSTER_K8S_START:-}" ]; then
+  # the start may install packages now (apt's lock is free) and loads tfcluster-worker:latest: this tree's when
+  # .ci/docker.sh ran, else the one Docker has
+  touch "$TFCLUSTER_K8S_START/image-built"
 fi
 exec python -m pytest "$@"

@@ -14,7 +14,9 @@ from helpers.paths import REPO  # noqa: I001
 from helpers.required import count_groups
 
 EXAMPLES = REPO / "examples"
-pytest_plugins = ("pytester",)  # the suite's own hooks are tested on tiny trees (tests/unit/test_required_groups.py)
+# the suite's own hooks are tested on tiny trees (tests/unit/test_required_groups.py, test_k8s_start.py); the e2e tests
+# run last, on the real cluster of helpers.k8s_start
+pytest_plugins = ("pytester", "helpers.k8s_start")
 
 # Property tests draw the same examples on every run, with no example database carried between runs: a red
 # run is the same red when run again, and a green one does not turn red by a new draw. A test's own settings

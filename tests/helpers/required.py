@@ -3,7 +3,8 @@
 Contract: the test groups are the markers in ``GROUPS``; ``REQUIRED`` are those a CI run (env ``CI`` set)
 must run: a test of a required group whose part is missing fails there (``unavailable``), and the run fails
 when none of a required group's tests ran (``GroupCount``, which prints each group's count at the end).
-Kubernetes (``e2e``) joins ``REQUIRED`` once CI runs a real cluster. A third-party module a test needs is
+Every group is required: CI runs a real Kubernetes cluster for ``e2e`` (scripts/test.sh starts .ci/k8s.sh's in the
+background; tests/helpers/k8s_start.py). A third-party module a test needs is
 imported with ``require_module``; the project's own modules (``launcher``, the test helpers) are imported
 plainly, never skipped: a broken import of ours is an error, not a skip.
 """
@@ -20,7 +21,7 @@ import pytest
 #: The test groups, by marker (pyproject.toml describes each).
 GROUPS = ("tf", "docker", "slurm", "e2e")
 #: The groups CI installs and must run.
-REQUIRED = ("tf", "docker", "slurm")
+REQUIRED = ("tf", "docker", "slurm", "e2e")
 
 OWN_PACKAGES = ("launcher", "helpers", "fakes")
 
@@ -30,9 +31,9 @@ def in_ci() -> bool:
 
 
 def unavailable(reason: str, group: str | None = None) -> None:
-    """Fail under CI (``.ci/run`` installs Docker, Slurm, TensorFlow and the host's libraries), skip elsewhere.
+    """Fail under CI (``.ci/run`` installs Docker, Slurm, Kubernetes, TensorFlow and the host's libraries), skip elsewhere.
 
-    ``group``: the test group whose part is missing; one not in ``REQUIRED`` (e2e) skips under CI too.
+    ``group``: the test group whose part is missing; one not in ``REQUIRED`` skips under CI too.
     Callable from a test, a fixture or a module's top level (which skips or fails the whole module).
     """
     if in_ci() and (group is None or group in REQUIRED):

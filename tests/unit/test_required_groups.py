@@ -47,6 +47,9 @@ def test_docker_and_tf(): pass
 @pytest.mark.slurm
 def test_slurm(): pass
 
+@pytest.mark.e2e
+def test_e2e(): pass
+
 def test_plain(): pass
 """
 
@@ -57,7 +60,7 @@ def test_under_ci_each_group_is_counted_and_a_run_of_every_required_group_passes
     tree(pytester, EVERY_GROUP)
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    result.stdout.fnmatch_lines(["*test groups run (CI)*", "tf 2, docker 1, slurm 1, e2e 0 (not required)"])
+    result.stdout.fnmatch_lines(["*test groups run (CI)*", "tf 2, docker 1, slurm 1, e2e 1"])
 
 
 def test_under_ci_a_required_group_that_ran_none_fails_the_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,7 +68,7 @@ def test_under_ci_a_required_group_that_ran_none_fails_the_run(pytester: pytest.
     tree(pytester, EVERY_GROUP)
     result = pytester.runpytest("-m", "not slurm")  # deselected: its tests did not run
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["tf 2, docker 1, slurm 0, e2e 0 (not required)",
+    result.stdout.fnmatch_lines(["tf 2, docker 1, slurm 0, e2e 1",
                                  "FAILED: CI requires these groups and none of their tests ran: slurm"])
 
 
@@ -99,11 +102,20 @@ def test_e2e():
 def test_a_missing_part_fails_under_ci_unless_its_group_is_not_required(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CI", "1")
+    monkeypatch.setattr(required, "REQUIRED", ("tf", "docker", "slurm"))  # a group CI does not require (none today)
     tree(pytester, MISSING_PARTS)
-    result = pytester.runpytest("-rfs")
+    result = pytester.runpytest_inprocess("-rfs")
     result.assert_outcomes(failed=1, skipped=1)
     result.stdout.fnmatch_lines(["FAILED test_groups.py::test_docker - Failed: CI is set but Docker is unavailable: no socket",
                                  "SKIPPED * needs a real cluster"])
+
+
+def test_under_ci_a_missing_cluster_fails_the_e2e_tests(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "1")
+    tree(pytester, MISSING_PARTS)
+    result = pytester.runpytest("-rf")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["FAILED test_groups.py::test_e2e - Failed: CI is set but needs a real cluster"])
 
 
 def test_a_missing_part_skips_elsewhere(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,139 @@
+"""The real Kubernetes test cluster for the e2e tests: given (TFCLUSTER_E2E_KUBECONFIG), or started in the background.
+
+Contract: ``scripts/test.sh`` (under CI, or with TFCLUSTER_K8S_SETUP=1) starts ``.ci/k8s.sh`` in the background and
+exports ``TFCLUSTER_K8S_START``, the directory where that start writes ``pid`` (its process), ``k8s.log`` (its
+standard error), ``exports`` (``.ci/k8s.sh``'s standard output: ``export NAME=value`` lines) and, once it ended,
+``status`` (its exit status). ``await_start`` waits for it, bounded, and never raises: the exports, or one line
+saying why there are none, naming the log. ``environment`` is what the e2e tests then see: TFCLUSTER_E2E_KUBECONFIG
+(the one variable they read the cluster from) from KUBECONFIG, and TFCLUSTER_REGISTRY. Without a background start
+the developer's TFCLUSTER_E2E_KUBECONFIG is used as it is, and without either the e2e tests are ``unavailable``.
+A pytest plugin (tests/conftest.py loads it): the e2e tests run last, the first waits outside its timeout, and each
+gets the cluster (``_e2e_cluster``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers.required import unavailable
+
+#: How long the first e2e test waits for the background start, beyond the rest of the run (which it overlaps).
+WAIT_SECONDS = 40 * 60
+START_ENV = "TFCLUSTER_K8S_START"
+KUBECONFIG_ENV = "TFCLUSTER_E2E_KUBECONFIG"
+
+
+class Started:
+    """The outcome of a background start: ``exports`` (name -> value) or ``problem`` (one line)."""
+
+    def __init__(self, exports: dict[str, str] | None = None, problem: str | None = None) -> None:
+        self.exports = exports or {}
+        self.problem = problem
+
+
+def read_exports(text: str) -> dict[str, str]:
+    """``export NAME=value`` lines (values as the shell quotes them) as a dict; other lines are ignored."""
+    exports = {}
+    for line in text.splitlines():
+        words = shlex.split(line)
+        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+            name, _, value = words[1].partition("=")
+            exports[name] = value
+    return exports
+
+
+def _alive(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def wait_for_start(directory: Path, timeout: float = WAIT_SECONDS, clock: Callable[[], float] = time.monotonic,
+                   pause: Callable[[float], None] = time.sleep) -> Started:
+    """Wait until the start in ``directory`` wrote its status (or its process is gone, or ``timeout`` passed)."""
+    log = directory / "k8s.log"
+    ends = clock() + timeout
+    status = directory / "status"
+    while not status.exists():
+        if not _alive(directory / "pid") and not status.exists():
+            return Started(problem=f"the Kubernetes test cluster's start (.ci/k8s.sh) ended without a status (log: {log})")
+        if clock() >= ends:
+            return Started(problem=f"the Kubernetes test cluster's start (.ci/k8s.sh) did not end within {timeout / 60:.0f} min "
+                                   f"(log: {log})")
+        pause(2)
+    code = status.read_text().strip()
+    if code != "0":
+        lines = [line for line in _read(log).splitlines() if line.strip()]
+        why = lines[-1].strip() if lines else "no output"
+        return Started(problem=f"the Kubernetes test cluster did not start (.ci/k8s.sh exit {code}: {why}; log: {log})")
+    exports = read_exports(_read(directory / "exports"))
+    if "KUBECONFIG" not in exports:
+        return Started(problem=f"the Kubernetes test cluster's start printed no KUBECONFIG (log: {log})")
+    return Started(exports)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+@functools.cache
+def await_start() -> Started | None:
+    """The background start of this run (waited for once), or None when scripts/test.sh started none."""
+    directory = os.environ.get(START_ENV)
+    return wait_for_start(Path(directory)) if directory else None
+
+
+def environment(started: Started) -> dict[str, str]:
+    """What the e2e tests see of a started cluster: its launcher kubeconfig and the registry its node pulls from."""
+    env = {KUBECONFIG_ENV: started.exports["KUBECONFIG"]}
+    if "TFCLUSTER_REGISTRY" in started.exports:
+        env["TFCLUSTER_REGISTRY"] = started.exports["TFCLUSTER_REGISTRY"]
+    return env
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The e2e tests run last (in their collected order): the real cluster they need starts in the background
+    (scripts/test.sh) while the rest runs."""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Before an e2e test, outside its timeout (pytest-timeout's timer starts inside this wrapper), wait once for the
+    background start; ``_e2e_cluster`` reports its outcome."""
+    start = os.environ.get(START_ENV)
+    if start and item.get_closest_marker("e2e"):
+        reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and not (Path(start) / "status").exists():
+            reporter.write_line(f"waiting for the Kubernetes test cluster's start (log: {start}/k8s.log)")
+        await_start()
+    return (yield)
+
+
+@pytest.fixture(autouse=True)
+def _e2e_cluster(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An e2e test gets the real cluster: the one scripts/test.sh started (its kubeconfig as TFCLUSTER_E2E_KUBECONFIG,
+    its registry as TFCLUSTER_REGISTRY), else the developer's TFCLUSTER_E2E_KUBECONFIG; a failed start fails it
+    (one line naming the start's log), no cluster at all is ``unavailable`` (fails under CI)."""
+    if request.node.get_closest_marker("e2e") is None:
+        return
+    started = await_start()
+    if started is not None:
+        if started.problem:
+            pytest.fail(started.problem, pytrace=False)
+        for name, value in environment(started).items():
+            monkeypatch.setenv(name, value)
+    if not os.environ.get(KUBECONFIG_ENV):
+        unavailable(f"needs a real cluster: set {KUBECONFIG_ENV} (or run scripts/test.sh with TFCLUSTER_K8S_SETUP=1)", "e2e")
