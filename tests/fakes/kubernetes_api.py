@@ -32,7 +32,8 @@ real cluster (``delete``): a deleted running pod gets SIGTERM and its
 process decides its exit code (``on_sigterm``, per task: exits 143 at once
 by default; ``OnSigterm(seconds=...)`` saves for that long;
 ``IGNORES_SIGTERM`` is killed with 137 when ``terminationGracePeriodSeconds``
-runs out); ``Foreground`` deletion keeps the owner, marked, until its
+runs out, or the delete request's grace, never less than the kubelet's 2 s,
+so a grace-0 deletion is SIGTERM too, not a crash); ``Foreground`` deletion keeps the owner, marked, until its
 dependents are gone; a Job's pods carry the Job controller's tracking
 finalizer until it counted them.
 
