@@ -483,7 +483,9 @@ class FakeKubernetes:
         ``podFailurePolicy`` rules in order (FailJob on exit codes; Ignore on
         a pod condition: replaced without counting), else counted: replaced
         while its failure count is below ``backoffLimitPerIndex``, otherwise
-        the index fails and, with ``maxFailedIndexes: 0``, the Job fails.
+        the index fails. More failed indexes than ``maxFailedIndexes`` fail
+        the Job (``MaxFailedIndexesExceeded``), and so does every index having
+        ended with one failed (``FailedIndexes``).
         Every ended pod of an index is then counted: its tracking finalizer
         goes. The first ``successPolicy`` rule that holds
         (``kubernetes_checks.success_rule_met``), or every index done,
@@ -503,6 +505,7 @@ class FakeKubernetes:
             if deadline is not None and started is not None and self._now - _seconds(started) >= deadline:
                 return self._decide(job, "Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
             done: set[int] = set()
+            failed: set[int] = set()
             for index in range(spec["completions"]):
                 runs = self._runs(job, index)
                 if not runs:
@@ -512,20 +515,29 @@ class FakeKubernetes:
                 if phase == "Succeeded":
                     done.add(index)
                 if phase == "Failed":
-                    action = _failure_action(spec, latest)
+                    action, why = _failure_action(spec, latest)
                     count = int(latest["metadata"]["annotations"][FAILURE_COUNT_KEY])
                     if action == "FailJob":
-                        return self._decide(job, "Failed", "PodFailurePolicy", f"pod {latest['metadata']['name']} matched a FailJob rule")
+                        return self._decide(job, "Failed", "PodFailurePolicy", why)
                     if action != "Ignore" and count + 1 > spec.get("backoffLimitPerIndex", 0):
-                        return self._decide(job, "Failed", "FailedIndexes",
-                                            f"index {index} used its {spec.get('backoffLimitPerIndex', 0)} retries")
-                    self._new_pod(job, index, failures=count if action == "Ignore" else count + 1)
+                        failed.add(index)
+                    else:
+                        self._new_pod(job, index, failures=count if action == "Ignore" else count + 1)
                 for run in runs:
                     if not _active(run):
                         _release(run, TRACKING_FINALIZER)
+            most = spec.get("maxFailedIndexes")
+            if most is not None and len(failed) > most:
+                return self._decide(job, "Failed", "MaxFailedIndexesExceeded",
+                                    "Job has exceeded the specified maximal number of failed indexes")
+            if failed and len(failed | done) >= spec["completions"]:
+                return self._decide(job, "Failed", "FailedIndexes", "Job has failed indexes")
             rules = (spec.get("successPolicy") or {}).get("rules", [])
-            if any(success_rule_met(rule, done, spec["completions"]) for rule in rules) or len(done) == spec["completions"]:
-                self._decide(job, "Complete", "", "")
+            met = next((i for i, rule in enumerate(rules) if done and success_rule_met(rule, done, spec["completions"])), None)
+            if met is not None:
+                self._decide(job, "Complete", "SuccessPolicy", f"Matched rules at index {met}")
+            elif len(done) == spec["completions"]:
+                self._decide(job, "Complete", "CompletionsReached", "Reached expected number of succeeded pods")
 
     def _decide(self, job: Obj, outcome: str, reason: str, message: str) -> None:
         """The Job met its success or failure criteria: the interim condition, its running pods deleted."""
@@ -647,8 +659,9 @@ def _invalid(plural: str, name: str, problems: list[str]) -> ApiError:
     return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: [{", ".join(problems)}]')
 
 
-def _failure_action(spec: Obj, pod: Obj) -> str:
-    """The action of the first ``podFailurePolicy`` rule that matches the failed pod, else ``Count``.
+def _failure_action(spec: Obj, pod: Obj) -> tuple[str, str]:
+    """The action of the first ``podFailurePolicy`` rule that matches the failed pod, else ``Count``, and the
+    message a ``FailJob`` gives the Job's condition (the Job controller's words).
 
     As the Job controller: ``onExitCodes`` looks at the named container (every
     container without ``containerName``) and matches if one of them
@@ -659,22 +672,26 @@ def _failure_action(spec: Obj, pod: Obj) -> str:
     """
     statuses = pod["status"].get("containerStatuses", [])
     conditions = {(c["type"], c.get("status")) for c in pod["status"].get("conditions", [])}
-    for rule in (spec.get("podFailurePolicy") or {}).get("rules", []):
+    where = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+    for number, rule in enumerate((spec.get("podFailurePolicy") or {}).get("rules", [])):
         on_codes = rule.get("onExitCodes")
         if on_codes is not None:
             named = on_codes.get("containerName")
-            codes = [
-                s["state"]["terminated"]["exitCode"]
+            ended = [
+                (s["name"], s["state"]["terminated"]["exitCode"])
                 for s in statuses
                 if (named is None or s["name"] == named) and "terminated" in s["state"]
             ]
-            inside = [(code in on_codes["values"]) == (on_codes["operator"] == "In") for code in codes if code != 0]
-            if any(inside):
-                return str(rule["action"])
+            inside = [(container, code) for container, code in ended
+                      if code != 0 and (code in on_codes["values"]) == (on_codes["operator"] == "In")]
+            if inside:
+                container, code = inside[0]
+                return str(rule["action"]), (f"Container {container} for pod {where} failed with exit code {code} "
+                                             f"matching {rule['action']} rule at index {number}")
         for pattern in rule.get("onPodConditions", []):
             if (pattern["type"], pattern.get("status", "True")) in conditions:
-                return str(rule["action"])
-    return "Count"
+                return str(rule["action"]), f"Pod {where} has condition {pattern['type']} matching {rule['action']} rule at index {number}"
+    return "Count", ""
 
 
 def _send_frame(sock: socket.socket, payload: bytes, opcode: int = 0x2) -> None:
