@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from fakes.kubernetes_api import FAILURE_COUNT_KEY, INDEX_KEY, SAVES_AND_EXITS, FakeKubernetes, OnSigterm
+from fakes.kubernetes_api import FAILURE_COUNT_KEY, INDEX_KEY, SAVES_AND_EXITS, TOKEN_PATH, FakeKubernetes, OnSigterm
 from helpers.k8s_fake import backend_for
 from helpers.required import unavailable
 from launcher.backends.kubernetes.backend import KubernetesBackend
@@ -84,9 +84,9 @@ class Program:
         return "\n".join(lines)
 
 
-def job(name: str, programs: dict[int, Program], **spec: Any) -> Obj:
+def job(name: str, programs: dict[int, Program], pod: Obj | None = None, **spec: Any) -> Obj:
     """An Indexed Job (``restartPolicy: Never``, no retries unless ``spec`` says) whose index ``i`` runs ``programs[i]``,
-    fit for the ``restricted`` Pod Security Standard."""
+    fit for the ``restricted`` Pod Security Standard; ``pod``: fields of its pod template's spec."""
     sources = json.dumps({str(i): p.source() for i, p in programs.items()})
     chooser = f"import os\nP = {sources}\nexec(P[os.environ['JOB_COMPLETION_INDEX']])"
     return {
@@ -115,6 +115,7 @@ def job(name: str, programs: dict[int, Program], **spec: Any) -> Obj:
                         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
                                             "readOnlyRootFilesystem": True, "runAsNonRoot": True},
                     }],
+                    **(pod or {}),
                 },
             },
         },
@@ -141,8 +142,8 @@ class Side:
         self.created.append((kind, obj["metadata"]["name"]))
         return made
 
-    def run(self, name: str, programs: dict[int, Program], **spec: Any) -> None:
-        self.create("Job", job(name, programs, **spec))
+    def run(self, name: str, programs: dict[int, Program], pod: Obj | None = None, **spec: Any) -> None:
+        self.create("Job", job(name, programs, pod, **spec))
 
     def jobs(self, name: str) -> list[Obj]:
         return self.call("Job", "list", self.namespace, label_selector=f"{LABEL}={name}")["items"]
@@ -185,8 +186,8 @@ class FakeSide(Side):
     programs: dict[str, dict[int, Program]]
     echo: tuple[str, int]
 
-    def run(self, name: str, programs: dict[int, Program], **spec: Any) -> None:
-        super().run(name, programs, **spec)
+    def run(self, name: str, programs: dict[int, Program], pod: Obj | None = None, **spec: Any) -> None:
+        super().run(name, programs, pod, **spec)
         self.programs[name] = programs
         for index, program in programs.items():
             self.fake.on_sigterm[f"{name}-{index}"] = program.on_sigterm
@@ -362,6 +363,17 @@ def test_a_jobs_template_is_immutable(side: Side) -> None:
     assert side.call("Job", "replace", name, side.namespace, body=shorter)["spec"]["activeDeadlineSeconds"] == 300
 
 
+@pytest.mark.parametrize("automount", [True, False])
+def test_the_service_account_admission_mounts_a_token_unless_told_not_to(side: Side, automount: bool) -> None:
+    name = side.unique("token")
+    side.run(name, {0: Program(code=0)}, {"automountServiceAccountToken": automount})
+    pod = side.until("a pod", lambda: (side.pods(name) or [None])[0])
+    assert pod["spec"]["serviceAccountName"] == "default"
+    volumes = [v["name"] for v in pod["spec"].get("volumes", []) if v["name"].startswith("kube-api-access-")]
+    mounts = [m["mountPath"] for m in pod["spec"]["containers"][0].get("volumeMounts", []) if m["name"] in volumes]
+    assert (len(volumes), mounts) == ((1, [TOKEN_PATH]) if automount else (0, []))
+
+
 # --- the Job controller -------------------------------------------------------------------------------------------
 
 
@@ -462,6 +474,19 @@ def test_foreground_deletion_keeps_the_job_until_its_pods_are_gone(side: Side) -
     assert status == 404
 
 
+def test_background_deletion_collects_what_the_deleted_object_owned(side: Side) -> None:
+    """How a run's TensorBoard goes with the run: the objects its ConfigMap owns are collected after it."""
+    name = side.unique("owner")
+    owner = side.create("ConfigMap", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {LABEL: name}}})
+    reference = {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": owner["metadata"]["uid"]}
+    side.create("Service", {"apiVersion": "v1", "kind": "Service", "metadata": {
+        "name": f"{name}-board", "labels": {LABEL: name}, "ownerReferences": [reference]},
+        "spec": {"clusterIP": "None", "selector": {LABEL: name}, "ports": [{"port": PORT}]}})
+    side.call("ConfigMap", "delete", name, side.namespace, propagation_policy="Background")
+    services = lambda: side.call("Service", "list", side.namespace, label_selector=f"{LABEL}={name}")["items"]  # noqa: E731
+    side.until("the owned Service collected", lambda: not services() or None)
+
+
 # --- logs, exec, port-forward -------------------------------------------------------------------------------------
 
 
@@ -476,6 +501,19 @@ def test_logs_of_an_ended_pod_whole_tailed_and_followed(side: Side) -> None:
     assert list(side.backend._log_lines(pod_name, side.namespace, True)) == ["one", "two", "three"]  # ends: the pod has
     status, body = api_error(lambda: side.backend._apis["core"].read_namespaced_pod_log(side.unique("missing"), side.namespace))
     assert (status, body["reason"]) == (404, "NotFound")
+    refused = side.backend._exec(pod_name, side.namespace, ["true"])  # nothing runs in an ended pod
+    assert isinstance(refused, str) and refused.startswith(f"exec in pod {pod_name} failed: "), refused
+
+
+def test_following_the_logs_of_a_running_pod_ends_when_it_ends(side: Side) -> None:
+    name = side.unique("follow")
+    side.run(name, {0: Program(output="first\n")})
+    pod = running(side, name)["metadata"]["name"]
+    side.until("the first line written", lambda: "first" in side.backend._log_lines(pod, side.namespace, False))
+    lines = side.backend._log_lines(pod, side.namespace, True)
+    assert next(lines) == "first"
+    side.call("Pod", "delete", pod, side.namespace)  # SIGTERM: the process dies of it, the stream ends
+    assert list(lines) == []
 
 
 def test_exec_in_a_running_pod_gives_output_and_exit_code(side: Side) -> None:

@@ -45,7 +45,12 @@ model of the documented semantics of ``backoffLimitPerIndex``,
 conditions that precede ``Complete``/``Failed`` until the pods stopped),
 ``finish_pod`` for the kubelet.
 
-Where this fake still differs from a real API server (the one list):
+``tests/contract/test_kubernetes_api_contract.py`` makes the same requests
+of this fake and of a real cluster (``.ci/k8s.sh``'s) and checks that both
+answer alike: every behaviour above that tfcluster reads is held to the real
+one there (the Job conditions' reasons and messages here are the Job
+controller's words, found so). Where this fake still differs from a real API
+server (the one list):
 
 - controllers run only when a test calls them, so the order of events is
   the test's; the real controllers' timing, retries and backoff delays
@@ -61,6 +66,14 @@ Where this fake still differs from a real API server (the one list):
   what a real program does;
 - no scheduler, no image pulls (no ``Pending`` reasons unless a test writes
   them), no DNS, no node, no ``ttlSecondsAfterFinished``;
+- a Job's status keeps only ``startTime``, ``completionTime`` and the
+  conditions: no counters (``active``, ``ready``, ``succeeded``, ``failed``,
+  ``terminating``), no ``completedIndexes``/``failedIndexes``; the
+  ``podFailurePolicy`` action ``FailIndex`` is not modelled (tfcluster
+  renders ``FailJob``, ``Ignore`` and ``Count``);
+- pods carry only the status fields tfcluster reads (phase, start time, the
+  container's state, ``Ready``/``DisruptionTarget`` conditions when a test
+  sets them); ``activeDeadlineSeconds`` counts in the test's clock steps;
 - label selectors are equality only; no field selectors, watches, patch,
   server-side apply, ``generateName``, ``dryRun``, defaulting (e.g. of
   ``parallelism`` or ``backoffLimit``) or authentication/RBAC (the tests
