@@ -145,6 +145,14 @@ class Side:
     def run(self, name: str, programs: dict[int, Program], pod: Obj | None = None, **spec: Any) -> None:
         self.create("Job", job(name, programs, pod, **spec))
 
+    def deploy(self, name: str) -> None:
+        """A Deployment of one pod that runs until stopped (as a TensorBoard's)."""
+        template = job(name, {0: Program()})["spec"]["template"]
+        template["spec"]["restartPolicy"] = "Always"
+        template["spec"]["containers"][0]["args"] = ["python", "-c", Program().source()]
+        self.create("Deployment", {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": {LABEL: name}},
+                                   "spec": {"replicas": 1, "selector": {"matchLabels": {LABEL: name}}, "template": template}})
+
     def jobs(self, name: str) -> list[Obj]:
         return self.call("Job", "list", self.namespace, label_selector=f"{LABEL}={name}")["items"]
 
@@ -184,7 +192,12 @@ class FakeSide(Side):
 
     fake: FakeKubernetes
     programs: dict[str, dict[int, Program]]
+    deployments: list[str]
     echo: tuple[str, int]
+
+    def deploy(self, name: str) -> None:
+        super().deploy(name)
+        self.deployments.append(name)
 
     def run(self, name: str, programs: dict[int, Program], pod: Obj | None = None, **spec: Any) -> None:
         super().run(name, programs, pod, **spec)
@@ -195,6 +208,9 @@ class FakeSide(Side):
 
     def step(self) -> None:
         """What the cluster's controllers and kubelet do in one second, then the clock moves on."""
+        for name in self.deployments:
+            if self.fake.get("deployments", name, self.namespace) is not None and not self.fake.list("pods", self.namespace, {LABEL: name}):
+                self.fake.roll_out(name, self.namespace)
         for name, programs in self.programs.items():
             if self.fake.get("jobs", name, self.namespace) is None:
                 continue
@@ -248,7 +264,7 @@ def side(request: pytest.FixtureRequest) -> Iterator[Side]:
     echo.daemon_threads = True
     threading.Thread(target=echo.serve_forever, daemon=True).start()
     faked = FakeSide("fake", backend_for(fake, NAMESPACE))
-    faked.fake, faked.programs, faked.echo = fake, {}, echo.server_address[:2]
+    faked.fake, faked.programs, faked.deployments, faked.echo = fake, {}, [], echo.server_address[:2]
     yield faked
     echo.shutdown()
     echo.server_close()
@@ -485,6 +501,18 @@ def test_background_deletion_collects_what_the_deleted_object_owned(side: Side) 
     side.call("ConfigMap", "delete", name, side.namespace, propagation_policy="Background")
     services = lambda: side.call("Service", "list", side.namespace, label_selector=f"{LABEL}={name}")["items"]  # noqa: E731
     side.until("the owned Service collected", lambda: not services() or None)
+
+
+def test_a_deployment_gets_a_ready_pod_that_goes_with_it(side: Side) -> None:
+    """What ``tensorboard`` waits for (``_ready_board_pod``): the Deployment's ``readyReplicas``, then a Ready pod of its labels."""
+    name = side.unique("board")
+    side.deploy(name)
+    ready = lambda: (side.call("Deployment", "read", name, side.namespace).get("status") or {}).get("readyReplicas")  # noqa: E731
+    side.until("a ready replica", ready)
+    pods = side.call("Pod", "list", side.namespace, label_selector=f"{LABEL}={name}")["items"]
+    assert [condition(p, "Ready") is not None for p in pods] == [True]
+    side.call("Deployment", "delete", name, side.namespace, propagation_policy="Background")
+    side.until("its pod gone", lambda: not side.call("Pod", "list", side.namespace, label_selector=f"{LABEL}={name}")["items"] or None)
 
 
 # --- logs, exec, port-forward -------------------------------------------------------------------------------------
