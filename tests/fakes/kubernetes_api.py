@@ -790,7 +790,8 @@ class _Handler(BaseHTTPRequestHandler):
             for fault in list(store._faults):
                 if fault[:2] == (method, plural):
                     store._faults.remove(fault)
-                    raise ApiError(fault[2], "Forbidden" if fault[2] == 403 else "InternalError", "injected fault")
+                    reason = {403: "Forbidden", 404: "NotFound", 409: "Conflict"}.get(fault[2], "InternalError")
+                    raise ApiError(fault[2], reason, "injected fault")
             if method == "GET" and sub == "log":
                 return self._log(namespace, name, query)
             if method == "GET" and sub == "portforward":
