@@ -37,6 +37,7 @@ from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.backends.pyspy import Ran
 from launcher.backends.tensorboard import PORT
+from launcher.plan import naming
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -92,7 +93,7 @@ def job(name: str, programs: dict[int, Program], pod: Obj | None = None, **spec:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "labels": {LABEL: name}},
+        "metadata": {"name": name, "labels": {LABEL: name, naming.LABEL_MANAGED: naming.MANAGER, naming.LABEL_CLUSTER: name}},
         "spec": {
             "completions": len(programs),
             "parallelism": len(programs),
@@ -167,6 +168,10 @@ class Side:
     def until(self, what: str, check: Callable[[], T | None]) -> T:
         raise NotImplementedError
 
+    def now(self) -> float:
+        """The side's clock, as the backend's ``clock`` reads it."""
+        raise NotImplementedError
+
     def close(self) -> None:
         for kind, name in reversed(self.created):
             try:
@@ -177,6 +182,9 @@ class Side:
 
 
 class RealSide(Side):
+    def now(self) -> float:
+        return time.time()
+
     def until(self, what: str, check: Callable[[], T | None]) -> T:
         ends = time.monotonic() + REAL_SECONDS
         while time.monotonic() < ends:
@@ -198,6 +206,9 @@ class FakeSide(Side):
     def deploy(self, name: str) -> None:
         super().deploy(name)
         self.deployments.append(name)
+
+    def now(self) -> float:
+        return self.fake.now
 
     def run(self, name: str, programs: dict[int, Program], pod: Obj | None = None, **spec: Any) -> None:
         super().run(name, programs, pod, **spec)
@@ -364,19 +375,36 @@ def test_an_invalid_job_is_422_naming_the_field(side: Side, change: Callable[[Ob
     assert not side.jobs(name)
 
 
-def test_a_jobs_template_is_immutable(side: Side) -> None:
+def test_a_jobs_template_is_immutable_its_deadline_is_not(side: Side) -> None:
     name = side.unique("immutable")
     side.run(name, {0: Program()}, activeDeadlineSeconds=600)
-    current = side.jobs(name)[0]
-    changed = json.loads(json.dumps(current))
-    changed["spec"]["template"]["spec"]["containers"][0]["args"] = ["python", "-c", "pass"]
-    status, answer = api_error(lambda: side.call("Job", "replace", name, side.namespace, body=changed))
+    running(side, name)
+
+    def replace(change: Callable[[Obj], Any]) -> Obj:
+        """The Job changed by ``change``, listed again while the Job controller updated its status meanwhile (409)."""
+        from kubernetes.client.exceptions import ApiException
+
+        def attempt() -> Obj | None:
+            changed = json.loads(json.dumps(side.jobs(name)[0]))
+            change(changed)
+            try:
+                return side.call("Job", "replace", name, side.namespace, body=changed)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                return None
+        return side.until("a replace not in conflict", attempt)
+
+    def new_args(job_: Obj) -> None:
+        job_["spec"]["template"]["spec"]["containers"][0]["args"] = ["python", "-c", "pass"]
+
+    status, answer = api_error(lambda: replace(new_args))
     assert (status, answer["reason"]) == (422, "Invalid")
     assert "spec.template" in answer["message"] and "immutable" in answer["message"], answer["message"]
-    # what the stall watchdog changes (``_end_job``): the deadline, not immutable
-    current = side.jobs(name)[0]
-    shorter = {**current, "spec": {**current["spec"], "activeDeadlineSeconds": 300}}
-    assert side.call("Job", "replace", name, side.namespace, body=shorter)["spec"]["activeDeadlineSeconds"] == 300
+    # the stall watchdog's and the failure rules' "fail" (``_end_job``): the deadline set to the Job's age ends it
+    side.backend._end_job(side.jobs(name)[0], side.now(), side.namespace)
+    failed = ended(side, name, "Failed")
+    assert condition(failed, "Failed")["reason"] == "DeadlineExceeded"
 
 
 @pytest.mark.parametrize("automount", [True, False])
