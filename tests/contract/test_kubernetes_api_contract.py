@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from fakes.kubernetes_api import FAILURE_COUNT_KEY, INDEX_KEY, SAVES_AND_EXITS, TOKEN_PATH, FakeKubernetes, OnSigterm
+from fakes.kubernetes_api import FAILURE_COUNT_KEY, IGNORES_SIGTERM, INDEX_KEY, SAVES_AND_EXITS, TOKEN_PATH, FakeKubernetes, OnSigterm
 from helpers.k8s_fake import backend_for
 from helpers.required import unavailable
 from launcher.backends.kubernetes.backend import KubernetesBackend
@@ -484,8 +484,9 @@ def test_the_active_deadline_fails_the_job_and_stops_its_pods(side: Side) -> Non
 
 @pytest.mark.parametrize(("program", "code"), [
     (Program(), 143),  # dies of SIGTERM (under tini: 143)
-    pytest.param(Program(on_sigterm=OnSigterm(seconds=1, code=7)), 7, id="saves-1s-then-exits-7"),
-], ids=["dies-of-sigterm", "saves-1s-then-exits-7"])
+    (Program(on_sigterm=OnSigterm(seconds=1, code=7)), 7),  # a save that fits in the kubelet's least grace (2 s)
+    (Program(on_sigterm=IGNORES_SIGTERM), 137),  # killed when that grace ends
+], ids=["dies-of-sigterm", "saves-1s-then-exits-7", "ignores-sigterm"])
 def test_a_pod_deleted_with_grace_0_gets_sigterm_and_time_to_exit(side: Side, program: Program, code: int) -> None:
     """A grace-0 deletion (the e2e "crash") is no SIGKILL: the kubelet gives SIGTERM and at least 2 s.
 
