@@ -46,7 +46,12 @@ model of the documented semantics of ``backoffLimitPerIndex``,
 conditions that precede ``Complete``/``Failed`` until the pods stopped),
 ``finish_pod`` for the kubelet.
 
-Where this fake still differs from a real API server (the one list):
+``tests/contract/test_kubernetes_api_contract.py`` makes the same requests
+of this fake and of a real cluster (``.ci/k8s.sh``'s) and checks that both
+answer alike: every behaviour above that tfcluster reads is held to the real
+one there (the Job conditions' reasons and messages here are the Job
+controller's words, found so). Where this fake still differs from a real API
+server (the one list):
 
 - controllers run only when a test calls them, so the order of events is
   the test's; the real controllers' timing, retries and backoff delays
@@ -62,6 +67,14 @@ Where this fake still differs from a real API server (the one list):
   what a real program does;
 - no scheduler, no image pulls (no ``Pending`` reasons unless a test writes
   them), no DNS, no node, no ``ttlSecondsAfterFinished``;
+- a Job's status keeps only ``startTime``, ``completionTime`` and the
+  conditions: no counters (``active``, ``ready``, ``succeeded``, ``failed``,
+  ``terminating``), no ``completedIndexes``/``failedIndexes``; the
+  ``podFailurePolicy`` action ``FailIndex`` is not modelled (tfcluster
+  renders ``FailJob``, ``Ignore`` and ``Count``);
+- pods carry only the status fields tfcluster reads (phase, start time, the
+  container's state, ``Ready``/``DisruptionTarget`` conditions when a test
+  sets them); ``activeDeadlineSeconds`` counts in the test's clock steps;
 - label selectors are equality only; no field selectors, watches, patch,
   server-side apply, ``generateName``, ``dryRun``, defaulting (e.g. of
   ``parallelism`` or ``backoffLimit``) or authentication/RBAC (the tests
@@ -489,7 +502,9 @@ class FakeKubernetes:
         ``podFailurePolicy`` rules in order (FailJob on exit codes; Ignore on
         a pod condition: replaced without counting), else counted: replaced
         while its failure count is below ``backoffLimitPerIndex``, otherwise
-        the index fails and, with ``maxFailedIndexes: 0``, the Job fails.
+        the index fails. More failed indexes than ``maxFailedIndexes`` fail
+        the Job (``MaxFailedIndexesExceeded``), and so does every index having
+        ended with one failed (``FailedIndexes``).
         Every ended pod of an index is then counted: its tracking finalizer
         goes. The first ``successPolicy`` rule that holds
         (``kubernetes_checks.success_rule_met``), or every index done,
@@ -509,6 +524,7 @@ class FakeKubernetes:
             if deadline is not None and started is not None and self._now - _seconds(started) >= deadline:
                 return self._decide(job, "Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
             done: set[int] = set()
+            failed: set[int] = set()
             for index in range(spec["completions"]):
                 runs = self._runs(job, index)
                 if not runs:
@@ -518,20 +534,29 @@ class FakeKubernetes:
                 if phase == "Succeeded":
                     done.add(index)
                 if phase == "Failed":
-                    action = _failure_action(spec, latest)
+                    action, why = _failure_action(spec, latest)
                     count = int(latest["metadata"]["annotations"][FAILURE_COUNT_KEY])
                     if action == "FailJob":
-                        return self._decide(job, "Failed", "PodFailurePolicy", f"pod {latest['metadata']['name']} matched a FailJob rule")
+                        return self._decide(job, "Failed", "PodFailurePolicy", why)
                     if action != "Ignore" and count + 1 > spec.get("backoffLimitPerIndex", 0):
-                        return self._decide(job, "Failed", "FailedIndexes",
-                                            f"index {index} used its {spec.get('backoffLimitPerIndex', 0)} retries")
-                    self._new_pod(job, index, failures=count if action == "Ignore" else count + 1)
+                        failed.add(index)
+                    else:
+                        self._new_pod(job, index, failures=count if action == "Ignore" else count + 1)
                 for run in runs:
                     if not _active(run):
                         _release(run, TRACKING_FINALIZER)
+            most = spec.get("maxFailedIndexes")
+            if most is not None and len(failed) > most:
+                return self._decide(job, "Failed", "MaxFailedIndexesExceeded",
+                                    "Job has exceeded the specified maximal number of failed indexes")
+            if failed and len(failed | done) >= spec["completions"]:
+                return self._decide(job, "Failed", "FailedIndexes", "Job has failed indexes")
             rules = (spec.get("successPolicy") or {}).get("rules", [])
-            if any(success_rule_met(rule, done, spec["completions"]) for rule in rules) or len(done) == spec["completions"]:
-                self._decide(job, "Complete", "", "")
+            met = next((i for i, rule in enumerate(rules) if done and success_rule_met(rule, done, spec["completions"])), None)
+            if met is not None:
+                self._decide(job, "Complete", "SuccessPolicy", f"Matched rules at index {met}")
+            elif len(done) == spec["completions"]:
+                self._decide(job, "Complete", "CompletionsReached", "Reached expected number of succeeded pods")
 
     def _decide(self, job: Obj, outcome: str, reason: str, message: str) -> None:
         """The Job met its success or failure criteria: the interim condition, its running pods deleted."""
@@ -653,8 +678,9 @@ def _invalid(plural: str, name: str, problems: list[str]) -> ApiError:
     return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: [{", ".join(problems)}]')
 
 
-def _failure_action(spec: Obj, pod: Obj) -> str:
-    """The action of the first ``podFailurePolicy`` rule that matches the failed pod, else ``Count``.
+def _failure_action(spec: Obj, pod: Obj) -> tuple[str, str]:
+    """The action of the first ``podFailurePolicy`` rule that matches the failed pod, else ``Count``, and the
+    message a ``FailJob`` gives the Job's condition (the Job controller's words).
 
     As the Job controller: ``onExitCodes`` looks at the named container (every
     container without ``containerName``) and matches if one of them
@@ -665,22 +691,26 @@ def _failure_action(spec: Obj, pod: Obj) -> str:
     """
     statuses = pod["status"].get("containerStatuses", [])
     conditions = {(c["type"], c.get("status")) for c in pod["status"].get("conditions", [])}
-    for rule in (spec.get("podFailurePolicy") or {}).get("rules", []):
+    where = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+    for number, rule in enumerate((spec.get("podFailurePolicy") or {}).get("rules", [])):
         on_codes = rule.get("onExitCodes")
         if on_codes is not None:
             named = on_codes.get("containerName")
-            codes = [
-                s["state"]["terminated"]["exitCode"]
+            ended = [
+                (s["name"], s["state"]["terminated"]["exitCode"])
                 for s in statuses
                 if (named is None or s["name"] == named) and "terminated" in s["state"]
             ]
-            inside = [(code in on_codes["values"]) == (on_codes["operator"] == "In") for code in codes if code != 0]
-            if any(inside):
-                return str(rule["action"])
+            inside = [(container, code) for container, code in ended
+                      if code != 0 and (code in on_codes["values"]) == (on_codes["operator"] == "In")]
+            if inside:
+                container, code = inside[0]
+                return str(rule["action"]), (f"Container {container} for pod {where} failed with exit code {code} "
+                                             f"matching {rule['action']} rule at index {number}")
         for pattern in rule.get("onPodConditions", []):
             if (pattern["type"], pattern.get("status", "True")) in conditions:
-                return str(rule["action"])
-    return "Count"
+                return str(rule["action"]), f"Pod {where} has condition {pattern['type']} matching {rule['action']} rule at index {number}"
+    return "Count", ""
 
 
 def _send_frame(sock: socket.socket, payload: bytes, opcode: int = 0x2) -> None:
@@ -766,7 +796,8 @@ class _Handler(BaseHTTPRequestHandler):
             for fault in list(store._faults):
                 if fault[:2] == (method, plural):
                     store._faults.remove(fault)
-                    raise ApiError(fault[2], "Forbidden" if fault[2] == 403 else "InternalError", "injected fault")
+                    reason = {403: "Forbidden", 404: "NotFound", 409: "Conflict"}.get(fault[2], "InternalError")
+                    raise ApiError(fault[2], reason, "injected fault")
             if method == "GET" and sub == "log":
                 return self._log(namespace, name, query)
             if method == "GET" and sub == "portforward":

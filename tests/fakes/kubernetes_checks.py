@@ -129,8 +129,8 @@ def _job_spec(spec: Obj) -> list[str]:
         if spec.get("podReplacementPolicy", "Failed") != "Failed":
             problems.append("spec.podReplacementPolicy: Invalid value: must be Failed when podFailurePolicy is specified")
     deadline = spec.get("activeDeadlineSeconds")
-    if deadline is not None and (not isinstance(deadline, int) or deadline <= 0):
-        problems.append(f"spec.activeDeadlineSeconds: Invalid value: {deadline!r}: must be greater than 0")
+    if deadline is not None and (not isinstance(deadline, int) or deadline < 0):
+        problems.append(f"spec.activeDeadlineSeconds: Invalid value: {deadline!r}: must be greater than or equal to 0")
     if "successPolicy" in spec and indexed and completions is not None:
         problems += _success_policy(spec["successPolicy"], completions)
     return problems

@@ -64,7 +64,7 @@ def test_success_rules(rule: dict, done: set[int], met: bool) -> None:
     ({"successPolicy": {"rules": [{"succeededCount": 1}] * 21}}, "spec.successPolicy.rules: Too many"),
     ({"completionMode": "NonIndexed"}, "spec.backoffLimitPerIndex: Invalid value: requires Indexed"),
     ({"podFailurePolicy": {"rules": []}, "podReplacementPolicy": "TerminatingOrFailed"}, "spec.podReplacementPolicy"),
-    ({"activeDeadlineSeconds": 0}, "spec.activeDeadlineSeconds: Invalid value"),
+    ({"activeDeadlineSeconds": -1}, "spec.activeDeadlineSeconds: Invalid value"),
 ])
 def test_a_job_the_api_server_refuses(fake: FakeKubernetes, change: dict, field: str) -> None:
     obj = job(**change)

@@ -122,6 +122,19 @@ def test_action_fail_ends_the_job_with_the_stall_as_its_reason(fake: FakeKuberne
     assert {("batch", "jobs", "update"), ("", "configmaps", "update")} <= rbac_used(fake) <= rbac_allowed()
 
 
+def test_action_fail_retries_a_job_the_job_controller_updated_meanwhile(fake: FakeKubernetes) -> None:
+    """A real Job controller writes a running Job's status as its pods change: the Job the watch listed can be stale
+    when it is replaced (409 Conflict, seen on .ci/k8s.sh's cluster); the watch lists it again and ends it."""
+    backend = launch(fake, action="fail")
+    fake.now = train(fake, fake.now + 5, steps=3, every=2.0) + FLOOR + 1
+    fake.fail_next("PUT", "jobs", 409)
+    actions = backend.supervise("st")
+    assert actions[1:] == ["stall: ended Job st-chief (its deadline is now)", "stall: ended Job st-worker (its deadline is now)"]
+    for job in ("st-chief", "st-worker"):
+        fake.reconcile(job)
+    assert backend.describe("st").state is State.FAILED
+
+
 def test_a_stall_with_the_budget_used_up_fails_the_job(fake: FakeKubernetes) -> None:
     backend = launch(fake, restart={"max_restarts": 0})
     fake.now = train(fake, fake.now + 5, steps=3, every=2.0) + FLOOR + 1

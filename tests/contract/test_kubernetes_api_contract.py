@@ -1,0 +1,606 @@
+"""The fake Kubernetes API (``fakes.kubernetes_api``) and a real cluster answer alike: one contract, two sides.
+
+Each test runs against both sides (the ``side`` fixture): the fake, always (the fast lane), and the real
+cluster of ``TFCLUSTER_E2E_KUBECONFIG`` (marked ``e2e``: skipped without one, failing under CI once e2e is
+required, ``helpers.required``), in ``TFCLUSTER_E2E_NAMESPACE`` with ``TFCLUSTER_E2E_IMAGE``, as the e2e tests.
+The requests are the backend's own (``KubernetesBackend._call``, ``_log_lines``, ``_exec``, ``_open_forward``),
+made as the launcher's Role allows (Jobs create the pods; Jobs and pods are listed, never read by name).
+
+A Job's pods run a ``Program`` per completion index: on the real side a small Python program in the worker
+image (under its tini), on the fake side the same ending played by the test's stand-ins for the kubelet and the
+Job controller (``FakeSide.step``; a command run in a pod runs here, a port-forward reaches an echo server here).
+What the two sides must agree on is what the backend reads: Job conditions and their reasons, pods' phases,
+exit codes, failure-count annotations, deletion marks and finalizers, API errors (404, 409, 422), logs, exec's
+output and exit code, and bytes through a port-forward. A difference fails one side: fix the fake, or list
+what cannot be modelled in the fake's docstring.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socketserver
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pytest
+
+from fakes.kubernetes_api import FAILURE_COUNT_KEY, IGNORES_SIGTERM, INDEX_KEY, SAVES_AND_EXITS, TOKEN_PATH, FakeKubernetes, OnSigterm
+from helpers.k8s_fake import backend_for
+from helpers.required import unavailable
+from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.manifests import CONTAINER
+from launcher.backends.pyspy import Ran
+from launcher.backends.tensorboard import PORT
+from launcher.plan import naming
+
+Obj = dict[str, Any]
+T = TypeVar("T")
+
+NAMESPACE = os.environ.get("TFCLUSTER_E2E_NAMESPACE", "default")
+IMAGE = os.environ.get("TFCLUSTER_E2E_IMAGE", "tfcluster-worker:latest")
+#: The label every object of this file carries (the tests select their pods by it).
+LABEL = "tfcluster.test/contract"
+#: How long the real cluster may take for one expected state (a loaded host: scheduling, container start, backoff).
+REAL_SECONDS = 300.0
+#: How many steps of the fake's controllers (one fake second each) an expected state may take.
+FAKE_STEPS = 120
+TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+
+
+@dataclass(frozen=True)
+class Program:
+    """What one index's process does: writes ``output``, then exits ``code`` (None: runs until stopped; ``serves``:
+    echoes what it receives on ``PORT`` meanwhile). On SIGTERM it dies of it (143 under tini) unless
+    ``on_sigterm`` says it saves for some seconds and exits with its own code, or ignores SIGTERM (``seconds=None``)."""
+
+    code: int | None = None
+    output: str = ""
+    on_sigterm: OnSigterm = SAVES_AND_EXITS
+    serves: bool = False
+
+    def source(self) -> str:
+        """The program as Python source, for the real side's container."""
+        lines = ["import signal, socket, sys, time", f"sys.stdout.write({self.output!r}); sys.stdout.flush()"]
+        if self.on_sigterm.seconds is None:
+            lines.append("signal.signal(signal.SIGTERM, signal.SIG_IGN)")
+        elif self.on_sigterm != SAVES_AND_EXITS:
+            lines += ["def stop(*_):", f"    time.sleep({self.on_sigterm.seconds}); sys.exit({self.on_sigterm.code})",
+                      "signal.signal(signal.SIGTERM, stop)"]
+        if self.code is not None:
+            lines.append(f"sys.exit({self.code})")
+        elif self.serves:
+            lines += [f"s = socket.create_server(('0.0.0.0', {PORT}))",
+                      "while True:",
+                      "    c, _ = s.accept()",
+                      "    while (d := c.recv(65536)): c.sendall(d)",
+                      "    c.close()"]
+        else:
+            lines.append("while True: signal.pause()")
+        return "\n".join(lines)
+
+
+def job(name: str, programs: dict[int, Program], pod: Obj | None = None, **spec: Any) -> Obj:
+    """An Indexed Job (``restartPolicy: Never``, no retries unless ``spec`` says) whose index ``i`` runs ``programs[i]``,
+    fit for the ``restricted`` Pod Security Standard; ``pod``: fields of its pod template's spec."""
+    sources = json.dumps({str(i): p.source() for i, p in programs.items()})
+    chooser = f"import os\nP = {sources}\nexec(P[os.environ['JOB_COMPLETION_INDEX']])"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {LABEL: name, naming.LABEL_MANAGED: naming.MANAGER, naming.LABEL_CLUSTER: name}},
+        "spec": {
+            "completions": len(programs),
+            "parallelism": len(programs),
+            "completionMode": "Indexed",
+            "backoffLimitPerIndex": 0,
+            "podReplacementPolicy": "Failed",
+            **spec,
+            "template": {
+                "metadata": {"labels": {LABEL: name}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "terminationGracePeriodSeconds": 30,
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{
+                        "name": CONTAINER,
+                        "image": IMAGE,
+                        "imagePullPolicy": "IfNotPresent",
+                        "args": ["python", "-c", chooser],  # the image's entrypoint (tini) runs it
+                        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                            "readOnlyRootFilesystem": True, "runAsNonRoot": True},
+                    }],
+                    **(pod or {}),
+                },
+            },
+        },
+    }
+
+
+@dataclass
+class Side:
+    """One API server and how the test waits on it; ``until`` is the only way time passes."""
+
+    name: str
+    backend: KubernetesBackend
+    namespace: str = NAMESPACE
+    created: list[tuple[str, str]] = field(default_factory=list)
+
+    def unique(self, what: str) -> str:
+        return f"h5-{what}-{uuid.uuid4().hex[:5]}"
+
+    def call(self, kind: str, verb: str, *args: Any, **kwargs: Any) -> Obj:
+        return self.backend._call(kind, verb, *args, **kwargs)
+
+    def create(self, kind: str, obj: Obj) -> Obj:
+        made = self.call(kind, "create", self.namespace, body=obj)
+        self.created.append((kind, obj["metadata"]["name"]))
+        return made
+
+    def run(self, name: str, programs: dict[int, Program], pod: Obj | None = None, **spec: Any) -> None:
+        self.create("Job", job(name, programs, pod, **spec))
+
+    def deploy(self, name: str) -> None:
+        """A Deployment of one pod that runs until stopped (as a TensorBoard's)."""
+        template = job(name, {0: Program()})["spec"]["template"]
+        template["spec"]["restartPolicy"] = "Always"
+        template["spec"]["containers"][0]["args"] = ["python", "-c", Program().source()]
+        self.create("Deployment", {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": {LABEL: name}},
+                                   "spec": {"replicas": 1, "selector": {"matchLabels": {LABEL: name}}, "template": template}})
+
+    def jobs(self, name: str) -> list[Obj]:
+        return self.call("Job", "list", self.namespace, label_selector=f"{LABEL}={name}")["items"]
+
+    def the_job(self, name: str) -> Obj | None:
+        jobs = self.jobs(name)
+        return jobs[0] if jobs else None
+
+    def pods(self, name: str) -> list[Obj]:
+        pods = self.call("Pod", "list", self.namespace, label_selector=f"{LABEL}={name}")["items"]
+        return sorted(pods, key=lambda p: (index_of(p), int(p["metadata"]["annotations"][FAILURE_COUNT_KEY])))
+
+    def until(self, what: str, check: Callable[[], T | None]) -> T:
+        raise NotImplementedError
+
+    def now(self) -> float:
+        """The side's clock, as the backend's ``clock`` reads it."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Delete what the test created (a Job with its pods); what is gone already is fine."""
+        from kubernetes.client.exceptions import ApiException
+
+        for kind, name in reversed(self.created):
+            try:
+                self.call(kind, "delete", name, self.namespace, propagation_policy="Foreground" if kind == "Job" else "Background")
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+
+class RealSide(Side):
+    def now(self) -> float:
+        return time.time()
+
+    def until(self, what: str, check: Callable[[], T | None]) -> T:
+        ends = time.monotonic() + REAL_SECONDS
+        while time.monotonic() < ends:
+            value = check()
+            if value:
+                return value
+            time.sleep(0.5)
+        pytest.fail(f"{self.name}: no {what} after {REAL_SECONDS:.0f} s")
+
+
+class FakeSide(Side):
+    """The fake, with the test's stand-ins for the Job controller and the kubelet playing each index's ``Program``."""
+
+    fake: FakeKubernetes
+    programs: dict[str, dict[int, Program]]
+    deployments: list[str]
+    echo: tuple[str, int]
+
+    def deploy(self, name: str) -> None:
+        super().deploy(name)
+        self.deployments.append(name)
+
+    def now(self) -> float:
+        return self.fake.now
+
+    def run(self, name: str, programs: dict[int, Program], pod: Obj | None = None, **spec: Any) -> None:
+        super().run(name, programs, pod, **spec)
+        self.programs[name] = programs
+        for index, program in programs.items():
+            self.fake.on_sigterm[f"{name}-{index}"] = program.on_sigterm
+        self.fake.pod_exec[name] = _run_here
+
+    def step(self) -> None:
+        """What the cluster's controllers and kubelet do in one second, then the clock moves on."""
+        for name in self.deployments:
+            if self.fake.get("deployments", name, self.namespace) is not None and not self.fake.list("pods", self.namespace, {LABEL: name}):
+                self.fake.roll_out(name, self.namespace)
+        for name, programs in self.programs.items():
+            if self.fake.get("jobs", name, self.namespace) is None:
+                continue
+            self.fake.start_pods(name, self.namespace)
+            for pod in self.fake.list("pods", self.namespace, {LABEL: name}):
+                pod_name, program = pod["metadata"]["name"], programs[index_of(pod)]
+                self.fake.pod_logs.setdefault((self.namespace, pod_name), program.output)
+                if program.serves:
+                    self.fake.pod_ports[self.namespace, pod_name, PORT] = self.echo
+                if pod["status"].get("phase") == "Running" and program.code is not None and not pod["metadata"].get("deletionTimestamp"):
+                    self.fake.finish_pod(pod_name, program.code, namespace=self.namespace)
+            self.fake.reconcile(name, self.namespace)
+        self.fake.now += 1
+
+    def until(self, what: str, check: Callable[[], T | None]) -> T:
+        for _ in range(FAKE_STEPS):
+            value = check()
+            if value:
+                return value
+            self.step()
+        pytest.fail(f"{self.name}: no {what} after {FAKE_STEPS} steps")
+
+
+def _run_here(command: list[str]) -> tuple[int, str, str]:
+    """A command "run in the pod" of the fake: run on this machine."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    return done.returncode, done.stdout, done.stderr
+
+
+class _Echo(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        while data := self.request.recv(65536):
+            self.request.sendall(data)
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.e2e)])
+def side(request: pytest.FixtureRequest) -> Iterator[Side]:
+    if request.param == "real":
+        kubeconfig = os.environ.get("TFCLUSTER_E2E_KUBECONFIG")
+        if not kubeconfig:
+            unavailable("needs a real cluster: set TFCLUSTER_E2E_KUBECONFIG", "e2e")
+        from kubernetes import config
+
+        real = RealSide("real cluster", KubernetesBackend(config.new_client_from_config(config_file=kubeconfig), NAMESPACE))
+        yield real
+        real.close()
+        return
+    fake = FakeKubernetes()
+    fake.url = fake.start()  # type: ignore[attr-defined]
+    echo = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
+    echo.daemon_threads = True
+    threading.Thread(target=echo.serve_forever, daemon=True).start()
+    faked = FakeSide("fake", backend_for(fake, NAMESPACE))
+    faked.fake, faked.programs, faked.deployments, faked.echo = fake, {}, [], echo.server_address[:2]
+    yield faked
+    echo.shutdown()
+    echo.server_close()
+    fake.stop()
+
+
+def index_of(pod: Obj) -> int:
+    return int(pod["metadata"]["annotations"][INDEX_KEY])
+
+
+def condition(obj: Obj | None, kind: str) -> Obj | None:
+    """The true condition ``kind`` of a Job or pod."""
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond["type"] == kind and cond["status"] == "True":
+            return cond
+    return None
+
+
+def true_conditions(obj: Obj) -> set[str]:
+    return {c["type"] for c in (obj.get("status") or {}).get("conditions") or [] if c["status"] == "True"}
+
+
+def terminated(pod: Obj) -> Obj | None:
+    for status in pod["status"].get("containerStatuses") or []:
+        if status["name"] == CONTAINER:
+            return (status.get("state") or {}).get("terminated")
+    return None
+
+
+def running(side: Side, name: str, index: int = 0) -> Obj:
+    """The pod of ``index``, once its container runs."""
+    def check() -> Obj | None:
+        pods = [p for p in side.pods(name) if index_of(p) == index]
+        statuses = pods[-1]["status"].get("containerStatuses") or [] if pods else []
+        return pods[-1] if statuses and "running" in (statuses[0].get("state") or {}) else None
+    return side.until(f"running pod of {name} index {index}", check)
+
+
+def ended(side: Side, name: str, final: str) -> Obj:
+    """The Job once it has its final condition ``final`` (``Complete`` or ``Failed``)."""
+    return side.until(f"{final} Job {name}", lambda: side.the_job(name) if condition(side.the_job(name), final) else None)
+
+
+def api_error(call: Callable[[], Any]) -> tuple[int, Obj]:
+    from kubernetes.client.exceptions import ApiException
+
+    with pytest.raises(ApiException) as caught:
+        call()
+    return caught.value.status, json.loads(caught.value.body)
+
+
+# --- API errors ---------------------------------------------------------------------------------------------------
+
+
+def test_missing_objects_are_404_and_a_second_create_is_409(side: Side) -> None:
+    name = side.unique("errors")
+    status, body = api_error(lambda: side.call("ConfigMap", "read", name, side.namespace))
+    assert (status, body["reason"], body["code"]) == (404, "NotFound", 404)
+    status, body = api_error(lambda: side.call("ConfigMap", "delete", name, side.namespace))
+    assert (status, body["reason"]) == (404, "NotFound")
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {LABEL: name}}, "data": {"a": "1"}}
+    made = side.create("ConfigMap", config_map)
+    status, body = api_error(lambda: side.call("ConfigMap", "create", side.namespace, body=config_map))
+    assert (status, body["reason"]) == (409, "AlreadyExists")
+    # optimistic concurrency: a replace naming an old resourceVersion is a 409 Conflict; the current one goes through
+    current = side.call("ConfigMap", "replace", name, side.namespace, body={**config_map, "metadata": made["metadata"], "data": {"a": "2"}})
+    assert current["metadata"]["resourceVersion"] != made["metadata"]["resourceVersion"]
+    status, body = api_error(lambda: side.call("ConfigMap", "replace", name, side.namespace,
+                                               body={**config_map, "metadata": made["metadata"], "data": {"a": "3"}}))
+    assert (status, body["reason"]) == (409, "Conflict")
+    assert side.call("ConfigMap", "read", name, side.namespace)["data"] == {"a": "2"}
+    missing = side.unique("missing")
+    status, body = api_error(lambda: side.call("ConfigMap", "replace", missing, side.namespace,
+                                               body={**config_map, "metadata": {"name": missing, "resourceVersion": "1"}}))
+    assert (status, body["reason"]) == (404, "NotFound")
+
+
+@pytest.mark.parametrize(("change", "field_path"), [
+    (lambda spec: spec.pop("completions"), "spec.completions"),
+    (lambda spec: spec.update(successPolicy={"rules": [{"succeededIndexes": "1-0"}]}), "spec.successPolicy"),
+    (lambda spec: spec.update(successPolicy={"rules": [{"succeededCount": 3}]}), "spec.successPolicy"),
+    (lambda spec: spec["template"]["spec"].update(restartPolicy="Always"), "spec.template.spec.restartPolicy"),
+    (lambda spec: spec.update(podFailurePolicy={"rules": []}, podReplacementPolicy="TerminatingOrFailed"), "spec.podReplacementPolicy"),
+    (lambda spec: spec.update(activeDeadlineSeconds=-1), "spec.activeDeadlineSeconds"),
+    (lambda spec: spec.update(completionMode="NonIndexed", successPolicy={"rules": [{"succeededCount": 1}]}), "spec.successPolicy"),
+], ids=["indexed-without-completions", "success-indexes-grammar", "success-count-above-completions",
+        "restart-always", "failure-policy-with-terminating-replacement", "negative-deadline", "success-policy-not-indexed"])
+def test_an_invalid_job_is_422_naming_the_field(side: Side, change: Callable[[Obj], Any], field_path: str) -> None:
+    name = side.unique("invalid")
+    body = job(name, {0: Program(code=0), 1: Program(code=0)})
+    change(body["spec"])
+    if body["spec"].get("completionMode") == "NonIndexed":
+        body["spec"].pop("backoffLimitPerIndex")
+    status, answer = api_error(lambda: side.create("Job", body))
+    assert (status, answer["reason"]) == (422, "Invalid")
+    assert field_path in answer["message"], answer["message"]
+    assert not side.jobs(name)
+
+
+def test_a_jobs_template_is_immutable_its_deadline_is_not(side: Side) -> None:
+    name = side.unique("immutable")
+    side.run(name, {0: Program()}, activeDeadlineSeconds=600)
+    running(side, name)
+
+    def replace(change: Callable[[Obj], Any]) -> Obj:
+        """The Job changed by ``change``, listed again while the Job controller updated its status meanwhile (409)."""
+        from kubernetes.client.exceptions import ApiException
+
+        def attempt() -> Obj | None:
+            changed = json.loads(json.dumps(side.jobs(name)[0]))
+            change(changed)
+            try:
+                return side.call("Job", "replace", name, side.namespace, body=changed)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                return None
+        return side.until("a replace not in conflict", attempt)
+
+    def new_args(job_: Obj) -> None:
+        job_["spec"]["template"]["spec"]["containers"][0]["args"] = ["python", "-c", "pass"]
+
+    status, answer = api_error(lambda: replace(new_args))
+    assert (status, answer["reason"]) == (422, "Invalid")
+    assert "spec.template" in answer["message"] and "immutable" in answer["message"], answer["message"]
+    # the stall watchdog's and the failure rules' "fail" (``_end_job``): the deadline set to the Job's age ends it
+    side.backend._end_job(side.jobs(name)[0], side.now(), side.namespace)
+    failed = ended(side, name, "Failed")
+    assert condition(failed, "Failed")["reason"] == "DeadlineExceeded"
+
+
+@pytest.mark.parametrize("automount", [True, False])
+def test_the_service_account_admission_mounts_a_token_unless_told_not_to(side: Side, automount: bool) -> None:
+    name = side.unique("token")
+    side.run(name, {0: Program(code=0)}, {"automountServiceAccountToken": automount})
+    pod = side.until("a pod", lambda: (side.pods(name) or [None])[0])
+    assert pod["spec"]["serviceAccountName"] == "default"
+    volumes = [v["name"] for v in pod["spec"].get("volumes", []) if v["name"].startswith("kube-api-access-")]
+    mounts = [m["mountPath"] for m in pod["spec"]["containers"][0].get("volumeMounts", []) if m["name"] in volumes]
+    assert (len(volumes), mounts) == ((1, [TOKEN_PATH]) if automount else (0, []))
+
+
+# --- the Job controller -------------------------------------------------------------------------------------------
+
+
+def test_a_success_policy_completes_the_job_and_stops_the_other_indexes(side: Side) -> None:
+    name = side.unique("success")
+    side.run(name, {0: Program(code=0, output="done\n"), 1: Program()},
+             successPolicy={"rules": [{"succeededIndexes": "0"}]})
+    done = ended(side, name, "Complete")
+    assert {"SuccessCriteriaMet", "Complete"} <= true_conditions(done)
+    assert condition(done, "Complete")["reason"] == condition(done, "SuccessCriteriaMet")["reason"] == "SuccessPolicy"
+    # the index still running when the policy held was stopped and is gone; the one that succeeded stays
+    pods = side.until("only the succeeded pod left", lambda: (lambda p: p if len(p) == 1 else None)(side.pods(name)))
+    assert [(index_of(p), p["status"]["phase"], terminated(p)["exitCode"]) for p in pods] == [(0, "Succeeded", 0)]
+
+
+def test_every_index_done_completes_the_job(side: Side) -> None:
+    name = side.unique("complete")
+    side.run(name, {0: Program(code=0), 1: Program(code=0)})
+    done = ended(side, name, "Complete")
+    assert {"SuccessCriteriaMet", "Complete"} <= true_conditions(done)
+    assert condition(done, "Complete")["reason"] == "CompletionsReached"
+    assert sorted((index_of(p), p["status"]["phase"]) for p in side.pods(name)) == [(0, "Succeeded"), (1, "Succeeded")]
+
+
+def test_a_failjob_rule_on_an_exit_code_fails_the_job_naming_the_code(side: Side) -> None:
+    name = side.unique("failjob")
+    rules = [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+             {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": [3]}}]
+    side.run(name, {0: Program(code=3)}, backoffLimitPerIndex=2, podFailurePolicy={"rules": rules})
+    failed = ended(side, name, "Failed")
+    assert {"FailureTarget", "Failed"} <= true_conditions(failed)
+    cond = condition(failed, "Failed")
+    assert cond["reason"] == "PodFailurePolicy"
+    assert "exit code 3" in cond["message"] and "FailJob rule at index 1" in cond["message"], cond["message"]
+    [pod] = side.pods(name)  # not retried, though the index had retries left
+    assert (pod["status"]["phase"], terminated(pod)["exitCode"], terminated(pod)["reason"]) == ("Failed", 3, "Error")
+
+
+@pytest.mark.parametrize(("limit", "reason"), [({"maxFailedIndexes": 0}, "MaxFailedIndexesExceeded"), ({}, "FailedIndexes")],
+                         ids=["max-failed-indexes-0", "every-index-ended"])
+def test_an_index_is_retried_up_to_its_backoff_limit_then_fails_the_job(side: Side, limit: Obj, reason: str) -> None:
+    """tfcluster's Jobs set ``maxFailedIndexes: 0``: one index out of retries fails the Job at once, the others stopped."""
+    name = side.unique("backoff")
+    side.run(name, {0: Program(code=1), 1: Program(code=None if limit else 0)}, backoffLimitPerIndex=1, **limit)
+    failed = ended(side, name, "Failed")
+    assert {"FailureTarget", "Failed"} <= true_conditions(failed)
+    assert condition(failed, "Failed")["reason"] == reason
+    pods = side.until("index 1 ended", lambda: (lambda p: p if all(terminated(x) for x in p) else None)(side.pods(name)))
+    assert [(index_of(p), p["metadata"]["annotations"][FAILURE_COUNT_KEY], p["status"]["phase"], terminated(p)["exitCode"])
+            for p in pods if index_of(p) == 0] == [(0, "0", "Failed", 1), (0, "1", "Failed", 1)]
+
+
+def test_the_active_deadline_fails_the_job_and_stops_its_pods(side: Side) -> None:
+    name = side.unique("deadline")
+    side.run(name, {0: Program()}, activeDeadlineSeconds=3)
+    failed = ended(side, name, "Failed")
+    assert condition(failed, "Failed")["reason"] == "DeadlineExceeded"
+    assert failed["status"].get("startTime")
+    side.until("no pod left", lambda: not side.pods(name) or None)
+
+
+# --- deletion -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("program", "code"), [
+    (Program(), 143),  # dies of SIGTERM (under tini: 143)
+    (Program(on_sigterm=OnSigterm(seconds=1, code=7)), 7),  # a save that fits in the kubelet's least grace (2 s)
+    (Program(on_sigterm=IGNORES_SIGTERM), 137),  # killed when that grace ends
+], ids=["dies-of-sigterm", "saves-1s-then-exits-7", "ignores-sigterm"])
+def test_a_pod_deleted_with_grace_0_gets_sigterm_and_time_to_exit(side: Side, program: Program, code: int) -> None:
+    """A grace-0 deletion (the e2e "crash") is no SIGKILL: the kubelet gives SIGTERM and at least 2 s.
+
+    The pod ends Failed with the process's own exit code, and the Job controller counts it before it goes (its
+    tracking finalizer): a FailJob rule on any code shows which (the pod itself is gone too soon to read)."""
+    name = side.unique("grace0")
+    rules = [{"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn", "values": [0]}}]
+    side.run(name, {0: program}, podFailurePolicy={"rules": rules})
+    pod = running(side, name)["metadata"]["name"]
+    deleted = side.call("Pod", "delete", pod, side.namespace, grace_period_seconds=0)
+    assert deleted["metadata"].get("deletionTimestamp") and deleted["metadata"].get("deletionGracePeriodSeconds") == 0
+    assert TRACKING_FINALIZER in deleted["metadata"].get("finalizers", [])
+    cond = condition(ended(side, name, "Failed"), "Failed")
+    assert cond["reason"] == "PodFailurePolicy" and f"exit code {code} " in cond["message"], cond["message"]
+    side.until("the deleted pod gone", lambda: not side.pods(name) or None)
+
+
+def test_foreground_deletion_keeps_the_job_until_its_pods_are_gone(side: Side) -> None:
+    name = side.unique("foreground")
+    side.run(name, {0: Program(on_sigterm=OnSigterm(seconds=3, code=143))})
+    running(side, name)
+    side.call("Job", "delete", name, side.namespace, propagation_policy="Foreground")
+    job_ = side.the_job(name)
+    assert job_ is not None and job_["metadata"].get("deletionTimestamp"), job_
+    assert "foregroundDeletion" in job_["metadata"].get("finalizers", [])
+    side.until("the pod being deleted", lambda: all(p["metadata"].get("deletionTimestamp") for p in side.pods(name)) or None)
+    side.until("the Job gone", lambda: side.the_job(name) is None or None)
+    assert side.pods(name) == []
+    status, _ = api_error(lambda: side.call("Job", "delete", name, side.namespace))
+    assert status == 404
+
+
+def test_background_deletion_collects_what_the_deleted_object_owned(side: Side) -> None:
+    """How a run's TensorBoard goes with the run: the objects its ConfigMap owns are collected after it."""
+    name = side.unique("owner")
+    owner = side.create("ConfigMap", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {LABEL: name}}})
+    reference = {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": owner["metadata"]["uid"]}
+    side.create("Service", {"apiVersion": "v1", "kind": "Service", "metadata": {
+        "name": f"{name}-board", "labels": {LABEL: name}, "ownerReferences": [reference]},
+        "spec": {"clusterIP": "None", "selector": {LABEL: name}, "ports": [{"port": PORT}]}})
+    side.call("ConfigMap", "delete", name, side.namespace, propagation_policy="Background")
+    services = lambda: side.call("Service", "list", side.namespace, label_selector=f"{LABEL}={name}")["items"]  # noqa: E731
+    side.until("the owned Service collected", lambda: not services() or None)
+
+
+def test_a_deployment_gets_a_ready_pod_that_goes_with_it(side: Side) -> None:
+    """What ``tensorboard`` waits for (``_ready_board_pod``): the Deployment's ``readyReplicas``, then a Ready pod of its labels."""
+    name = side.unique("board")
+    side.deploy(name)
+    ready = lambda: (side.call("Deployment", "read", name, side.namespace).get("status") or {}).get("readyReplicas")  # noqa: E731
+    side.until("a ready replica", ready)
+    pods = side.call("Pod", "list", side.namespace, label_selector=f"{LABEL}={name}")["items"]
+    assert [condition(p, "Ready") is not None for p in pods] == [True]
+    side.call("Deployment", "delete", name, side.namespace, propagation_policy="Background")
+    side.until("its pod gone", lambda: not side.call("Pod", "list", side.namespace, label_selector=f"{LABEL}={name}")["items"] or None)
+
+
+# --- logs, exec, port-forward -------------------------------------------------------------------------------------
+
+
+def test_logs_of_an_ended_pod_whole_tailed_and_followed(side: Side) -> None:
+    name = side.unique("logs")
+    side.run(name, {0: Program(code=0, output="one\ntwo\nthree\n")})
+    ended(side, name, "Complete")
+    [pod] = side.pods(name)
+    pod_name = pod["metadata"]["name"]
+    assert list(side.backend._log_lines(pod_name, side.namespace, False)) == ["one", "two", "three"]
+    assert list(side.backend._log_lines(pod_name, side.namespace, False, tail=2)) == ["two", "three"]
+    assert list(side.backend._log_lines(pod_name, side.namespace, True)) == ["one", "two", "three"]  # ends: the pod has
+    status, body = api_error(lambda: side.backend._apis["core"].read_namespaced_pod_log(side.unique("missing"), side.namespace))
+    assert (status, body["reason"]) == (404, "NotFound")
+    refused = side.backend._exec(pod_name, side.namespace, ["true"])  # nothing runs in an ended pod
+    assert isinstance(refused, str) and refused.startswith(f"exec in pod {pod_name} failed: "), refused
+
+
+def test_following_the_logs_of_a_running_pod_ends_when_it_ends(side: Side) -> None:
+    name = side.unique("follow")
+    side.run(name, {0: Program(output="first\n")})
+    pod = running(side, name)["metadata"]["name"]
+    side.until("the first line written", lambda: "first" in side.backend._log_lines(pod, side.namespace, False))
+    lines = side.backend._log_lines(pod, side.namespace, True)
+    assert next(lines) == "first"
+    side.call("Pod", "delete", pod, side.namespace)  # SIGTERM: the process dies of it, the stream ends
+    assert list(lines) == []
+
+
+def test_exec_in_a_running_pod_gives_output_and_exit_code(side: Side) -> None:
+    name = side.unique("exec")
+    side.run(name, {0: Program()})
+    pod = running(side, name)["metadata"]["name"]
+    ran = side.backend._exec(pod, side.namespace, ["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert ran == Ran(3, "out\n", "err\n"), ran
+    assert side.backend._exec(pod, side.namespace, ["sh", "-c", "echo fine"]) == Ran(0, "fine\n", "")
+
+
+def test_a_port_forward_reaches_the_pods_port(side: Side) -> None:
+    name = side.unique("forward")
+    side.run(name, {0: Program(serves=True)})
+    pod = running(side, name)["metadata"]["name"]
+
+    def echoed() -> bytes | None:
+        """What comes back through a new port-forward; None when nothing listens yet (the forward is closed)."""
+        forward = side.backend._open_forward(pod, side.namespace)
+        try:
+            remote = forward.socket(PORT)
+            remote.settimeout(30)
+            remote.sendall(b"ping\n")
+            return remote.recv(100) or None
+        except OSError:
+            return None
+        finally:
+            forward.close()
+
+    assert side.until("an echo through the port-forward", echoed) == b"ping\n"
