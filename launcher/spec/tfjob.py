@@ -13,8 +13,7 @@ among them the TFJob's annotations and an ``imagePullPolicy`` other than
 the one tfcluster's pods get, ``image_reference.pull_policy``), the
 fields carried with a difference or without effect (``notes``: comments in
 ``convert``, not refused: a request-only resource that becomes a limit,
-container ``ports`` other than ``tfjob-port``, an ``imagePullPolicy`` equal
-to that one) and the pod-template fields only the Kubernetes backend carries
+container ``ports`` other than ``tfjob-port``) and the pod-template fields only the Kubernetes backend carries
 (``kubernetes_only``: nodeSelector, tolerations, imagePullSecrets,
 serviceAccountName, volumes and the container's volumeMounts, refused on
 the other backends; ``kubernetes_inert``: the TFJob's labels and the pod
@@ -378,11 +377,10 @@ def _ports(out: Converted, base: Path, ports: Any, where: Path) -> None:
 
 
 def _pull_policy(out: Converted, container: dict[str, Any], where: Path) -> None:
-    """tfcluster's pods get ``image_reference.pull_policy`` of their image, so only that value is carried."""
-    policy, given = pull_policy(str(container.get("image", ""))), container["imagePullPolicy"]
-    if given == policy:
-        out.note(where, f"{policy} is what tfcluster's pods get for this image")
-    else:
+    """tfcluster's pods get ``image_reference.pull_policy`` of their image (rendered, also in the TFJobs it
+    exports), so only that value is carried, silently."""
+    policy = pull_policy(str(container.get("image", "")))
+    if container["imagePullPolicy"] != policy:
         out.drop(where, f"tfcluster's pods get {policy} for this image")
 
 
