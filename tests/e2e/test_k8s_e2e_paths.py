@@ -3,9 +3,11 @@
 A worker pod deleted gracefully (one preemption, a coordinated save, the
 restart budget untouched), ParameterServer ending by itself, ``down`` and
 ``down --volumes`` leaving nothing of tfcluster's, ``logs -f`` and ``debug``
-on a running job. Same environment, skip rules, image and helpers as
-``test_k8s_e2e.py`` (imported from it); every run is named ``h2-*`` and is
-taken down by the fixture that made it, whatever the test did.
+on a running job, a Kubeflow TFJob through ``up``, ``run`` of a script whose
+workspace layer is pushed to ``$TFCLUSTER_REGISTRY``. Same environment, skip
+rules, image and helpers as ``test_k8s_e2e.py`` (imported from it); every run
+is named ``h2-*`` (unique in a namespace others share) and is taken down by
+the fixture that made it, whatever the test did.
 """
 
 from __future__ import annotations
@@ -57,7 +59,6 @@ def launch(backend: KubernetesBackend) -> Iterator[Callable[[Plan], None]]:
     names: list[str] = []
 
     def submit(plan: Plan) -> None:
-        assert plan.name.startswith("h2-"), plan.name
         names.append(plan.name)
         backend.submit(KubernetesBackend.dry_run(plan))
 
@@ -72,9 +73,15 @@ def test_a_worker_pod_deleted_gracefully_is_one_preemption_saved_and_resumed(
     name = "h2-preempt"
     plan = demo_plan(name)
     launch(plan)
-    actions: list[str] = []
+    actions: list[str] = []  # what every supervision round did
     supervise = backend.supervise
-    backend.supervise = lambda n: actions.extend(supervise(n)) or actions  # type: ignore[method-assign]
+
+    def recorded(cluster: str) -> list[str]:
+        done = supervise(cluster)
+        actions.extend(done)
+        return done
+
+    backend.supervise = recorded  # type: ignore[method-assign]
     supervise_until(backend, name, lambda s: (s.progress.step or 0) >= 10)
     pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"tfcluster.io/cluster={name}").items
     victim = next(p.metadata.name for p in pods if p.metadata.name.startswith(f"{name}-worker-1-"))
