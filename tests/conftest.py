@@ -38,8 +38,10 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test gets its own temporary TFCLUSTER_HOME, whatever the developer exported: tests never write
-    into a real home, and registries and local state never leak between tests."""
+    into a real home, and registries and local state never leak between tests. A developer's
+    TFCLUSTER_REGISTRY (the default of `--registry`) is not seen either."""
     monkeypatch.setenv("TFCLUSTER_HOME", str(tmp_path_factory.mktemp("tfcluster-home")))
+    monkeypatch.delenv("TFCLUSTER_REGISTRY", raising=False)  # `--registry`'s default, exported by .ci/k8s.sh
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from launcher import api
 from launcher.backends import get_backend
@@ -76,14 +77,28 @@ def main() -> None:
     """
 
 
+#: ``--registry``'s default (what ``.ci/k8s.sh`` exports for its cluster's registry).
+REGISTRY_ENV = "TFCLUSTER_REGISTRY"
 REGISTRY_OPTION = click.option(
-    "--registry", metavar="HOST[:PORT][/PATH]",
-    help="k8s: push the workspace image there, the nodes pull it from there (overrides kubernetes.registry).")
+    "--registry", metavar="HOST[:PORT][/PATH]", envvar=REGISTRY_ENV, show_envvar=True,
+    help=f"k8s: push the workspace image there, the nodes pull it from there (overrides kubernetes.registry; "
+         f"default: ${REGISTRY_ENV}, read with -b k8s only).")
 
 
 FORCE_OPTION = click.option(
     "--force", is_flag=True, help="local: start even if the tasks clearly exceed this machine's available memory; "
                                   f"compose/k8s: ship a workspace over the {MAX_WORKSPACE_BYTES >> 20} MiB cap.")
+
+
+def given_registry(backend: str, registry: str | None) -> str | None:
+    """``--registry``'s value for ``backend``: the option's, or ``$TFCLUSTER_REGISTRY`` with ``-b k8s`` only.
+
+    The variable a developer exported for a Kubernetes cluster neither makes another backend refuse
+    ``--registry`` (``refuse_k8s_options``) nor reaches its plan."""
+    source = click.get_current_context().get_parameter_source("registry")
+    if source is ParameterSource.ENVIRONMENT and backend != BackendKind.K8S.value:
+        return None
+    return registry
 
 
 def registry_override(registry: str | None) -> dict[str, dict[str, str]] | None:
@@ -129,6 +144,7 @@ def dry_run(spec: Path, backend: str, output: str, registry: str | None, force: 
 
     With a workspace on compose/k8s, `-o plan` lists every file that ships.
     """
+    registry = given_registry(backend, registry)
     refuse_k8s_options(backend, registry=registry)
     dry_run_ = api.dry_run(spec, backend, overrides=registry_override(registry), force=force)
     if output in ("json", "plan"):  # streamed task by task: the output is quadratic in the tasks, memory is not
@@ -209,6 +225,7 @@ def _backend_for(name: str, backend: str | None, **options: str | None) -> Backe
 def up(spec: Path, backend: str, detach: bool, namespace: str | None, context: str | None, force: bool,
        registry: str | None) -> None:
     """Launch SPEC and watch it until it ends (exit 0 if the job succeeded)."""
+    registry = given_registry(backend, registry)
     refuse_k8s_options(backend, namespace=namespace, context=context, registry=registry)
     dry_run_ = api.dry_run(spec, backend, api.new_run_id(), launching=True, overrides=registry_override(registry),
                            capacity=not force, force=force)
@@ -248,6 +265,7 @@ def run(script: str | None, args: tuple[str, ...], module: str | None, workers: 
     tfcluster run --workers 3 train.py --epochs 5. With -m MODULE, `--` ends
     run's options: put the module's options named like run's after it.
     """
+    registry = given_registry(backend, registry)
     refuse_k8s_options(backend, namespace=namespace, context=context, registry=registry)
     if module is not None and script is not None:
         args = (script, *args)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from enum import Enum
 
+from launcher.spec.image_reference import WORKER_REPOSITORY
 from launcher.spec.models import ClusterSpec, RoleSpec
 
-WORKER_REPOSITORY = "tfcluster-worker"
 #: uid and gid of the worker image's non-root user ``tfcluster`` (worker_image/Dockerfile's ``USER``), owner of
 #: /checkpoints: the container backends run every task as it and give it what it writes.
 TASK_UID = 1000

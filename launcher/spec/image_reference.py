@@ -6,7 +6,8 @@ would accept (``[host[:port]/]path[:tag][@digest]``, the grammar of
 ``.``, ``_``, ``__`` or dashes; a tag of at most 128 word characters, dots
 and dashes; a digest ``algorithm:hex``; at most 255 characters of name),
 else one sentence saying what is wrong; ``registry_problem`` the same for
-a registry prefix (``host[:port][/path]``). ``ImageReference`` and
+a registry prefix (``host[:port][/path]``); ``pull_policy(image)`` the
+``imagePullPolicy`` tfcluster's Kubernetes pods get for an image. ``ImageReference`` and
 ``RegistryReference`` are the pydantic types of every spec field that names
 an image or a registry, so a reference with a
 newline, a space or an uppercase path never reaches a Dockerfile, a compose
@@ -33,7 +34,9 @@ _DOMAIN = rf"{_HOST}(?::[0-9]+)?"
 _NAME = rf"(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*"
 _TAG = r"[\w][\w.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
-REFERENCE = re.compile(rf"(?P<name>{_NAME})(?::{_TAG})?(?:@{_DIGEST})?", re.ASCII)
+REFERENCE = re.compile(rf"(?P<name>{_NAME})(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?", re.ASCII)
+#: The repository of tfcluster's worker image (``tfcluster build``; ``launcher.plan.images`` names its tags).
+WORKER_REPOSITORY = "tfcluster-worker"
 
 
 def image_problem(text: str) -> str | None:
@@ -54,6 +57,22 @@ def registry_problem(text: str) -> str | None:
     if image_problem(f"{text}/image") is None and not text.endswith("/"):
         return None
     return f"not a registry (host[:port][/path], path in lowercase letters, digits and . _ -): {text[:MAX_NAME]!r}"
+
+
+def pull_policy(image: str) -> str:
+    """The ``imagePullPolicy`` of a tfcluster pod running ``image`` (a workspace layer it pushed aside: ``Always``).
+
+    Kubernetes' default (``Always`` for an image without a digest tagged ``latest`` or untagged, else
+    ``IfNotPresent``), except for tfcluster's worker image named without a registry (``tfcluster-worker:<tag>``):
+    ``tfcluster build`` makes it, and it reaches a node by being loaded there (``kind load docker-image``,
+    ``.ci/k8s.sh``), so ``IfNotPresent``: ``Always`` would have the node look for it on Docker Hub.
+    """
+    match = REFERENCE.fullmatch(image)
+    if match is None:
+        return "Always"
+    if match["name"] == WORKER_REPOSITORY or match["digest"] or match["tag"] not in (None, "latest"):
+        return "IfNotPresent"
+    return "Always"
 
 
 def _raising(check: Callable[[str], str | None]) -> Callable[[str], str]:

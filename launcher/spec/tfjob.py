@@ -10,11 +10,10 @@ refused by every command, ``convert`` too), the fields tfcluster does not
 carry (``dropped``, one problem
 each: refused by ``validate``/``dry-run``/``up``, comments in ``convert``;
 among them the TFJob's annotations and an ``imagePullPolicy`` other than
-Kubernetes' default for the image), the
+the one tfcluster's pods get, ``image_reference.pull_policy``), the
 fields carried with a difference or without effect (``notes``: comments in
 ``convert``, not refused: a request-only resource that becomes a limit,
-container ``ports`` other than ``tfjob-port``, an ``imagePullPolicy`` equal
-to the default) and the pod-template fields only the Kubernetes backend carries
+container ``ports`` other than ``tfjob-port``) and the pod-template fields only the Kubernetes backend carries
 (``kubernetes_only``: nodeSelector, tolerations, imagePullSecrets,
 serviceAccountName, volumes and the container's volumeMounts, refused on
 the other backends; ``kubernetes_inert``: the TFJob's labels and the pod
@@ -55,6 +54,7 @@ from typing import Any
 
 import yaml
 
+from launcher.spec.image_reference import pull_policy
 from launcher.spec.problems import Problem, join_path, kind_of, one_line, split_path
 from launcher.spec.tfjob_vocabulary import (
     ACTIVE_DEADLINE,
@@ -377,18 +377,11 @@ def _ports(out: Converted, base: Path, ports: Any, where: Path) -> None:
 
 
 def _pull_policy(out: Converted, container: dict[str, Any], where: Path) -> None:
-    """tfcluster sets no pull policy: its pods get Kubernetes' default, so only that value is carried."""
-    policy, default = container["imagePullPolicy"], _default_pull_policy(str(container.get("image", "")))
-    if policy == default:
-        out.note(where, f"{default} is Kubernetes' default for this image, which tfcluster's pods get")
-    else:
-        out.drop(where, f"tfcluster's pods get Kubernetes' default for this image, {default}")
-
-
-def _default_pull_policy(image: str) -> str:
-    """Kubernetes' default: ``Always`` for an image without a digest whose tag is ``latest`` or none."""
-    tag = image.rsplit("/", 1)[-1].partition(":")[2]
-    return "Always" if "@" not in image and tag in ("", "latest") else "IfNotPresent"
+    """tfcluster's pods get ``image_reference.pull_policy`` of their image (rendered, also in the TFJobs it
+    exports), so only that value is carried, silently."""
+    policy = pull_policy(str(container.get("image", "")))
+    if container["imagePullPolicy"] != policy:
+        out.drop(where, f"tfcluster's pods get {policy} for this image")
 
 
 def _program(out: Converted, base: Path, container: dict[str, Any], where: Path) -> None:

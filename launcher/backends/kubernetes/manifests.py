@@ -70,6 +70,7 @@ from launcher.plan.workspace import CONTAINER_WORKSPACE
 from launcher.protocol import env as task_env
 from launcher.protocol.paths import is_object_store
 from launcher.spec import tfjob_vocabulary as vocabulary
+from launcher.spec.image_reference import pull_policy
 from launcher.spec.models import ClusterSpec, RoleType, RuleAction, SuccessPolicy
 from launcher.spec.problems import Problem
 
@@ -415,7 +416,7 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
     volumes += [{"name": volume.name, **volume.source} for volume in k8s.volumes]
     mounts += [camel(mount.model_dump(exclude_none=True)) for mount in k8s.volume_mounts]
     resources = _resources(group)
-    pulled = _pull_always(plan)
+    pulled = _pull_policy(plan, group.first.image)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": group.first.image,
@@ -449,16 +450,17 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
     return {"metadata": metadata, "spec": pod}
 
 
-def _pull_always(plan: Plan) -> dict[str, str]:
-    """``imagePullPolicy: Always`` for a workspace layer pushed to a registry, else nothing (Kubernetes' default).
+def _pull_policy(plan: Plan, image: str) -> dict[str, str]:
+    """A task container's ``imagePullPolicy``: ``Always`` for a workspace layer pushed to a registry, else
+    ``image_reference.pull_policy`` (``IfNotPresent`` for the worker image loaded into the nodes).
 
     The layer's tag names the workspace and its base by name (``launcher.plan.workspace``): rebuilt on a
     rebuilt base, it is pushed under the same tag, and a node that pulled the old one would keep it under
     ``IfNotPresent``. ``Always`` has the node compare the registry's digest at each pod start (layers it
     has are not downloaded again).
     """
-    pushed = plan.workspace is not None and any(image.push for image in plan.workspace.images)
-    return {"imagePullPolicy": "Always"} if pushed else {}
+    pushed = plan.workspace is not None and any(layer.push for layer in plan.workspace.images)
+    return {"imagePullPolicy": "Always" if pushed else pull_policy(image)}
 
 
 def _workspace_seed(image: str, resources: dict[str, Any]) -> Manifest:

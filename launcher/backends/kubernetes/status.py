@@ -165,7 +165,15 @@ class PodView:
         terminated = self.terminated()
         if terminated:
             return " ".join(filter(None, [terminated.get("reason"), terminated.get("message")]))
-        return self.pod.get("status", {}).get("reason") or ""
+        return self.pod.get("status", {}).get("reason") or self.unscheduled()
+
+    def unscheduled(self) -> str:
+        """Why the scheduler has not placed the pod (its ``PodScheduled`` condition, e.g. ``Unschedulable: 0/3
+        nodes are available: insufficient cpu``), or "": the pod's own status says it, no Event is needed."""
+        for cond in self.pod.get("status", {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                return ": ".join(filter(None, [cond.get("reason"), cond.get("message")]))
+        return ""
 
 
 def runs_by_task(pods: Iterable[Obj]) -> dict[tuple[RoleType, int], list[PodView]]:

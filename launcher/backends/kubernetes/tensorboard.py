@@ -37,6 +37,7 @@ from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.protocol.paths import is_object_store
 from launcher.protocol.runconfig import RunConfig
+from launcher.spec.image_reference import pull_policy
 from launcher.spec.paths import is_within
 
 TENSORBOARD_CONTAINER = "tensorboard"
@@ -170,6 +171,7 @@ def _board_objects(meta: dict[str, Any], labels: dict[str, str], pod: dict[str, 
     container: dict[str, Any] = {
         "name": TENSORBOARD_CONTAINER,
         "image": image,
+        "imagePullPolicy": pull_policy(image),
         "args": tensorboard.command(dirs, "0.0.0.0", tensorboard.PORT),
         "ports": [{"name": "http", "containerPort": tensorboard.PORT, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": "/data/logdir", "port": "http"}, "periodSeconds": 5},

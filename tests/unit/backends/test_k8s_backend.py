@@ -737,3 +737,20 @@ def test_tensorboard_of_an_unknown_or_summary_less_run_is_a_one_line_error(fake:
     with pytest.raises(LaunchError, match="tensorboard.enabled: false"):
         backend.tensorboard(["pss"], "127.0.0.1", free_port())
 
+
+
+def test_status_says_why_a_pod_is_not_scheduled_from_the_pod_itself(fake: FakeKubernetes) -> None:
+    """A Pending pod's reason is in its own status (the scheduler's PodScheduled condition, the kubelet's waiting
+    reason such as ImagePullBackOff): the launcher's Role needs no access to Events."""
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO))
+    start_all(fake, "demo-chief", "demo-worker")
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                     "message": "0/1 nodes are available: 1 Insufficient cpu."}
+
+    def pending(obj: dict) -> None:
+        obj["status"] = {"phase": "Pending", "conditions": [unschedulable]}
+
+    fake.update("pods", "default", running(fake, "demo-worker-1"), pending)
+    [task] = [t for t in backend.describe("demo").tasks if t.name == "demo-worker-1"]
+    assert (task.state, task.message) == (State.PENDING, "Unschedulable: 0/1 nodes are available: 1 Insufficient cpu.")

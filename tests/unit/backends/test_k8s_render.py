@@ -647,7 +647,25 @@ def test_a_workspace_is_writable_through_a_copy_the_init_container_makes(tmp_pat
     assert "initContainers" not in _by_kind(PLANS["demo"], "Job")[0]["spec"]["template"]["spec"]  # no workspace
     # The layer's tag survives a rebuilt base: nodes check the registry's digest rather than keep an old pull.
     assert seed["imagePullPolicy"] == task["imagePullPolicy"] == "Always"
-    assert "imagePullPolicy" not in _by_kind(PLANS["demo"], "Job")[0]["spec"]["template"]["spec"]["containers"][0]
+    assert _by_kind(PLANS["demo"], "Job")[0]["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] != "Always"
+
+
+@pytest.mark.parametrize(("image", "policy"), [
+    ("tfcluster-worker:latest", "IfNotPresent"),  # `tfcluster build`'s, loaded into the nodes: never on Docker Hub
+    ("tfcluster-worker:latest-gpu", "IfNotPresent"),
+    ("tfcluster-worker", "IfNotPresent"),
+    ("registry.example.com/tfcluster-worker:latest", "Always"),  # pushed there: Kubernetes' default
+    ("mnist:latest", "Always"),
+    ("mnist", "Always"),
+    ("registry.example.com/mnist:1.0", "IfNotPresent"),
+    ("mnist@sha256:" + "a" * 64, "IfNotPresent"),
+])
+def test_the_pull_policy_runs_a_loaded_worker_image_and_is_kubernetes_default_otherwise(image: str, policy: str) -> None:
+    plan = plan_for({"name": "img", "image": image, "roles": {"worker": {"replicas": 1}}})
+    [job] = _by_kind(plan, "Job")
+    assert job["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] == policy
+    [deployment] = [o for o in tensorboard_objects(plan) if o["kind"] == "Deployment"]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] == policy
 
 
 def test_failure_rules_render_as_pod_failure_policy_as_far_as_exit_codes_decide() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -156,3 +157,26 @@ def test_kubernetes_options_with_another_backend_are_refused_by_up_and_dry_run_t
     assert (result.returncode, result.stdout) == (2, "") and result.stderr.count("\n") == 1
     assert result.stderr.startswith(f"tfcluster {args[0]}: {option}: only with -b k8s"), result.stderr
     assert not LocalState.named("t").exists()
+
+
+
+def test_registry_defaults_to_tfcluster_registry_with_k8s_only(tmp_path: Path) -> None:
+    """`--registry` reads TFCLUSTER_REGISTRY (what .ci/k8s.sh exports); another backend neither refuses nor uses it."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "spec.yaml").write_text("name: t\nworkspace: ws\nroles:\n  worker: {replicas: 1}\n")
+    env = {**os.environ, "TFCLUSTER_REGISTRY": "127.0.0.1:5000"}
+
+    def dry_run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*CLI, "dry-run", "spec.yaml", "-o", "plan", *args], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=60, env=env)
+
+    k8s = dry_run("-b", "k8s")
+    assert k8s.returncode == 0, k8s.stderr
+    assert '"127.0.0.1:5000/' in k8s.stdout  # the workspace layer is pushed there
+    flag = dry_run("-b", "k8s", "--registry", "r.example:5000")
+    assert flag.returncode == 0 and '"127.0.0.1:5000/' not in flag.stdout and '"r.example:5000/' in flag.stdout
+    compose = dry_run("-b", "compose")
+    assert compose.returncode == 0, compose.stderr
+    assert "127.0.0.1:5000" not in compose.stdout
+    help_text = subprocess.run([*CLI, "up", "--help"], capture_output=True, text=True, timeout=60).stdout
+    assert "TFCLUSTER_REGISTRY" in help_text

@@ -1,0 +1,264 @@
+"""The paths of issue 34 on a real Kubernetes cluster that ``test_k8s_e2e.py`` does not walk: required under CI like it.
+
+A worker pod deleted gracefully (one preemption, a coordinated save, the
+restart budget untouched), ParameterServer ending by itself, ``down`` and
+``down --volumes`` leaving nothing of tfcluster's, ``logs -f`` and ``debug``
+on a running job, a Kubeflow TFJob through ``up``, ``run`` of a script whose
+workspace layer is pushed to ``$TFCLUSTER_REGISTRY``. Same environment, skip
+rules, image and helpers as ``test_k8s_e2e.py`` (imported from it); every run
+is named ``ep-*`` (apart from ``test_k8s_e2e.py``'s runs) and is taken down by
+the fixture that made it, whatever the test did.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from test_k8s_e2e import NAMESPACE, _real_cluster, demo_plan, supervise_until  # noqa: F401 (_real_cluster: autouse)
+
+from helpers.required import unavailable
+from helpers.task_events import read_events
+from launcher import api
+from launcher.api import validate_data
+from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
+from launcher.backends.kubernetes.manifests import CONTAINER
+from launcher.plan import naming
+from launcher.plan.planner import Plan
+from launcher.protocol.events import EventKind
+from launcher.spec.models import RoleType
+from launcher.supervision.status import State
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def core() -> object:
+    """The cluster's core API as the launcher's user (to read and delete pods as a user with kubectl would)."""
+    from kubernetes import client, config
+
+    return client.CoreV1Api(config.new_client_from_config(config_file=os.environ["TFCLUSTER_E2E_KUBECONFIG"]))
+
+
+@pytest.fixture
+def backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[KubernetesBackend]:
+    monkeypatch.setenv("KUBECONFIG", os.environ["TFCLUSTER_E2E_KUBECONFIG"])
+    yield KubernetesBackend.create(KubernetesOptions(namespace=NAMESPACE))
+
+
+@pytest.fixture
+def launch(backend: KubernetesBackend) -> Iterator[Callable[[Plan], None]]:
+    """Submit a plan; its run is taken down with its volumes after the test."""
+    names: list[str] = []
+
+    def submit(plan: Plan) -> None:
+        names.append(plan.name)
+        backend.submit(KubernetesBackend.dry_run(plan))
+
+    yield submit
+    for name in names:
+        backend.cancel(name, volumes=True)
+
+
+def test_a_worker_pod_deleted_gracefully_is_one_preemption_saved_and_resumed(
+    backend: KubernetesBackend, launch: Callable[[Plan], None], core
+) -> None:
+    name = "ep-preempt"
+    plan = demo_plan(name)
+    launch(plan)
+    actions: list[str] = []  # what every supervision round did
+    supervise = backend.supervise
+
+    def recorded(cluster: str) -> list[str]:
+        done = supervise(cluster)
+        actions.extend(done)
+        return done
+
+    backend.supervise = recorded  # type: ignore[method-assign]
+    supervise_until(backend, name, lambda s: (s.progress.step or 0) >= 10)
+    pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"tfcluster.io/cluster={name}").items
+    victim = next(p.metadata.name for p in pods if p.metadata.name.startswith(f"{name}-worker-1-"))
+    first_chief = next(p.metadata.name for p in pods if p.metadata.name.startswith(f"{name}-chief-0-"))
+    core.delete_namespaced_pod(victim, NAMESPACE)  # graceful: SIGTERM, then the pod's grace to save
+
+    status = supervise_until(backend, name, lambda s: s.state.terminal)
+
+    assert status.state is State.SUCCEEDED, status
+    assert (status.preemptions, status.restarts) == (1, 0), status
+    assert not [a for a in actions if "gang restart" in a], actions  # the gang came back by itself, no 60 s wait
+    saved = read_events(backend_pod_log(core, first_chief), plan.event_token)
+    preempted = [e for e in saved if e.event is EventKind.PREEMPTED]
+    assert preempted and preempted[-1].step, saved  # the chief saved on its peer's notice
+    resumed = read_events(backend.logs(name, f"{name}-chief-0"), plan.event_token)
+    restored = [e for e in resumed if e.event is EventKind.RESTORED]
+    assert [e.step for e in restored] == [preempted[-1].step], resumed  # and the next gang started from that step
+    assert any(e.event is EventKind.FINISHED for e in resumed)
+
+
+def backend_pod_log(core, pod: str) -> list[str]:
+    """One pod's log as lines (a pod the backend no longer calls its task's latest)."""
+    return core.read_namespaced_pod_log(pod, NAMESPACE, container=CONTAINER).splitlines()
+
+
+def variant(name: str, **changes: Any) -> Plan:
+    """``demo_plan(name)`` with top-level spec fields replaced (its image, claim, budget and deadline kept)."""
+    data = demo_plan(name).spec.model_dump(mode="json", exclude_unset=True)
+    return api.plan(validate_data({**data, **changes}), "k8s", api.new_run_id())
+
+
+def left_of(name: str, core) -> list[str]:
+    """Every object of the run's labels (``naming.LABEL_CLUSTER``) still in the namespace, as ``kind/name``."""
+    from kubernetes import client
+
+    apis = {"core": core, "batch": client.BatchV1Api(core.api_client), "net": client.NetworkingV1Api(core.api_client)}
+    listed = [(kind, apis["core"], kind) for kind in ("pod", "service", "config_map", "service_account",
+                                                      "persistent_volume_claim")]
+    listed += [("job", apis["batch"], "job"), ("network_policy", apis["net"], "network_policy")]
+    selector = f"{naming.LABEL_CLUSTER}={name}"
+    return sorted(f"{kind}/{obj.metadata.name}" for kind, api_, method in listed
+                  for obj in getattr(api_, f"list_namespaced_{method}")(NAMESPACE, label_selector=selector).items)
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 300) -> Any:
+    """``check()`` once it is truthy (polled every second), else the test fails with its last value."""
+    deadline = time.monotonic() + timeout
+    value = check()
+    while not value and time.monotonic() < deadline:
+        time.sleep(1)
+        value = check()
+    assert value, value
+    return value
+
+
+def test_parameter_server_with_two_ps_ends_by_itself_and_its_ps_pods_end(
+    backend: KubernetesBackend, launch: Callable[[Plan], None], core
+) -> None:
+    name = "ep-pss"
+    launch(variant(name, strategy="parameter_server", roles={"chief": {}, "worker": {"replicas": 2},
+                                                              "ps": {"replicas": 2}}))
+    status = supervise_until(backend, name, lambda s: s.state.terminal)
+    assert status.state is State.SUCCEEDED, status
+    assert status.progress.step == 60, status.progress
+
+    def ps_pods_ended() -> list[str]:
+        backend.supervise(name)  # as `up` does until the servers are gone
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.LABEL_CLUSTER}={name},"
+                                                                  f"{naming.LABEL_ROLE}={RoleType.PS.value}").items
+        assert len({p.metadata.name.rsplit("-", 1)[0] for p in pods}) == 2, [p.metadata.name for p in pods]
+        phases = [p.status.phase for p in pods]
+        return phases if all(phase in ("Succeeded", "Failed") for phase in phases) else []
+
+    assert set(wait_until(ps_pods_ended)) == {"Succeeded"}  # the servers saw the chief's end and exited 0
+
+
+def test_down_leaves_the_claim_and_down_volumes_nothing_of_the_run_and_no_one_elses(
+    backend: KubernetesBackend, launch: Callable[[Plan], None], core
+) -> None:
+    name = "ep-down"
+    from kubernetes import client
+
+    launch(variant(name))
+    supervise_until(backend, name, lambda s: s.state is State.RUNNING)
+    # a user's own object next to the run: the run's name, no tfcluster label
+    mine = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"{name}-notes"), data={"k": "v"})
+    core.create_namespaced_config_map(NAMESPACE, mine)
+    try:
+        assert left_of(name, core)
+        backend.cancel(name)
+        wait_until(lambda: backend.describe(name) is None)
+        wait_until(lambda: left_of(name, core) == [f"persistent_volume_claim/{name}-checkpoints"])
+        backend.cancel(name, volumes=True)
+        wait_until(lambda: not left_of(name, core))
+        assert core.read_namespaced_config_map(f"{name}-notes", NAMESPACE).data == {"k": "v"}
+    finally:
+        core.delete_namespaced_config_map(f"{name}-notes", NAMESPACE)
+
+
+def test_logs_follow_and_debug_stacks_on_a_running_job(
+    backend: KubernetesBackend, launch: Callable[[Plan], None]
+) -> None:
+    name = "ep-live"
+    plan = variant(name, training={"epochs": 4, "steps_per_epoch": 60, "batch_size_per_replica": 16})
+    launch(plan)
+    supervise_until(backend, name, lambda s: s.state is State.RUNNING)
+    followed = backend.logs(name, follow=True)
+    seen: list[str] = []
+    for line in followed:  # lines of every task as they come, until the chief reports a step
+        seen.append(line)
+        events = read_events([line.partition(" | ")[2]], plan.event_token)
+        if line.startswith(f"{name}-chief-0 | ") and any(e.event is EventKind.STEP for e in events):
+            break
+    followed.close()
+    assert {line.partition(" | ")[0] for line in seen} >= {f"{name}-chief-0"}, seen[-5:]
+    stacks = backend.stacks(name)
+    assert set(stacks) == {f"{name}-chief-0", f"{name}-worker-0", f"{name}-worker-1"}, stacks
+    for task, dump in stacks.items():
+        assert dump and "launcher/worker" in dump, (task, dump)
+
+
+#: The registry the cluster's nodes pull from, as .ci/k8s.sh exports it (read here: tests/conftest.py hides it from
+#: each test, so that no other test takes it as `--registry`'s default).
+REGISTRY = os.environ.get("TFCLUSTER_REGISTRY")
+
+
+def cli(*args: str, cwd: Path, timeout: float = 900, registry: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The real ``tfcluster`` command as the launcher's user, in this test's TFCLUSTER_HOME (``registry``: its
+    TFCLUSTER_REGISTRY)."""
+    env = {**os.environ, "KUBECONFIG": os.environ["TFCLUSTER_E2E_KUBECONFIG"],
+           **({"TFCLUSTER_REGISTRY": registry} if registry else {})}
+    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def taken_down(tmp_path: Path) -> Iterator[list[str]]:
+    """Names of runs the test starts with the CLI: `down --volumes` after it, whatever it did."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        cli("down", name, "--volumes", cwd=tmp_path)
+
+
+PROBE = "import json, os; t = json.loads(os.environ['TF_CONFIG'])['task']; print('probe', t['type'], t['index'], flush=True)"
+
+
+def test_a_kubeflow_tfjob_file_runs_through_up(tmp_path: Path, taken_down: list[str]) -> None:
+    name = "ep-tfjob"
+    container = {"name": "tensorflow", "image": demo_plan(name).spec.image, "command": ["python", "-c", PROBE]}
+    tfjob = {
+        "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"successPolicy": "AllWorkers",  # both workers' logs stay to read
+                 "tfReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "Never",
+                                               "template": {"spec": {"containers": [container]}}}}},
+    }
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(tfjob))
+    taken_down.append(name)
+    up = cli("up", "job.yaml", "-b", "k8s", cwd=tmp_path)
+    assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-2000:]
+    for index in (0, 1):
+        logs = cli("logs", name, f"{name}-worker-{index}", cwd=tmp_path)
+        assert [line for line in logs.stdout.splitlines() if line.startswith("probe")] == [f"probe worker {index}"], logs
+
+
+def test_run_pushes_the_workspace_layer_to_the_registry_and_runs_an_unmodified_script(
+    tmp_path: Path, taken_down: list[str]
+) -> None:
+    if not REGISTRY:
+        unavailable("needs TFCLUSTER_REGISTRY: a registry the cluster's nodes pull from (.ci/k8s.sh exports it)", "e2e")
+    name = "ep-run"
+    (tmp_path / "train.py").write_text(f"{PROBE}\nprint('shipped', open('data.txt').read(), flush=True)\n")
+    (tmp_path / "data.txt").write_text("beside the script")
+    taken_down.append(name)
+    run = cli("run", "-b", "k8s", "--namespace", NAMESPACE, "--name", name, "--workers", "2",
+              "--image", demo_plan(name).spec.image, "train.py", cwd=tmp_path, registry=REGISTRY)  # --registry's default
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    logs = cli("logs", name, f"{name}-worker-0", cwd=tmp_path).stdout.splitlines()  # the lead, whose exit decides
+    assert [line for line in logs if line.startswith(("probe", "shipped"))] == [
+        "probe worker 0", "shipped beside the script"], logs
