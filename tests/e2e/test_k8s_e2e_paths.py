@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_k8s_e2e import NAMESPACE, _real_cluster, demo_plan, supervise_until  # noqa: F401 (_real_cluster: autouse)
+from test_k8s_e2e import NAMESPACE, demo_plan, supervise_until
 
 from helpers.required import unavailable
 from helpers.task_events import read_events
