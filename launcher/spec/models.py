@@ -287,8 +287,9 @@ class CheckpointSpec(_Model):
     ] = Field(
         100,
         description=(
-            "BackupAndRestore every N steps (MWMS, single task); null = every epoch; auto = the fewest steps for "
-            "which backups hold training up at most 2% of the time, from the measured save and step times, chosen "
+            "BackupAndRestore every N steps (MWMS, single task); null = every epoch; auto = about every "
+            "sqrt(2 x save time x MTBF) (Young-Daly), the MTBF from the run's restarts or restart.expected_mtbf (else "
+            "backups hold training up at most 2% of the time), from the measured save and step times, chosen "
             "again at each epoch's end. PSS always backs up per epoch. Small N repeats less work after a failure."
         ),
     )
