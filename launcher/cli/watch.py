@@ -87,7 +87,8 @@ def _progress_line(progress: JobProgress) -> str:
     shown = {"loss": progress.loss, "accuracy": progress.metrics.get("accuracy")}
     parts += [f"{k} {v:.4f}" for k, v in shown.items() if v is not None]
     if progress.backup_every_steps and not progress.model_path:
-        parts.append(f"backup every {progress.backup_every_steps} steps")
+        reason = f": {progress.backup_reason}" if progress.backup_reason else ""
+        parts.append(f"backup every {progress.backup_every_steps} steps{reason}")
     if progress.model_path:
         parts.append(f"model: {progress.model_path}")
     return "  ".join(p for p in parts if p)

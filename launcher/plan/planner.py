@@ -155,6 +155,7 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
         checkpoint_dir=checkpoint_dir,
         backup_every_steps=None if strategy is Strategy.PARAMETER_SERVER else spec.checkpoint.backup_every_steps,
         async_backups=spec.checkpoint.async_backups and strategy is not Strategy.PARAMETER_SERVER,
+        expected_mtbf_seconds=spec.restart.expected_mtbf if spec.checkpoint.backup_every_steps == "auto" else None,
         tpu=spec.tpu,
         tensorboard_dir=tensorboard_dir,
         summary_every_steps=spec.tensorboard.update_steps,

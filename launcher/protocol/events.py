@@ -185,13 +185,16 @@ class StepTime(_Event):
 class BackupInterval(_Event):
     """The backup interval the training tasks agreed on (``backup_every_steps: auto``); from the lead task only.
 
-    ``save_seconds``: the lead's median time a backup held training up; ``step_seconds``: its time per step.
+    ``save_seconds``: the lead's median time a backup held training up; ``step_seconds``: its time per step;
+    ``mtbf_seconds``: the mean time between failures it assumed (None: none known); ``reason``: why, for a person.
     """
 
     event: Literal[EventKind.BACKUP_INTERVAL] = EventKind.BACKUP_INTERVAL
     steps: int
     save_seconds: float | None = None
     step_seconds: float | None = None
+    mtbf_seconds: float | None = None
+    reason: str | None = None
 
 
 class StacksOnSignal(_Event):

@@ -9,6 +9,7 @@ reads it too, so this module imports no TensorFlow)::
     <dir>/tensorboard/{train,validation}/  TensorBoard summaries (the default log dir, ``RunConfig.tensorboard_dir``)
     <dir>/_tfcluster/<run_id>/DONE     completion marker, written by the chief after export
     <dir>/_tfcluster/<run_id>/EVALUATOR  written by the evaluator when it first starts in that launch
+    <dir>/_tfcluster/<run_id>/STARTS   the lead's training starts in that launch, one unix time a line (auto interval)
     <dir>/_tfcluster/tmp/<task>/       scratch of non-chief tasks (removed by them)
     <dir>/_tfcluster/tmp-backup/<task>/  their backups' scratch (an asynchronous write outlives a save call)
 
@@ -69,6 +70,10 @@ def done_marker(checkpoint_dir: str, run_id: str) -> str:
 
 def evaluator_marker(checkpoint_dir: str, run_id: str) -> str:
     return posixpath.join(checkpoint_dir, "_tfcluster", run_id, "EVALUATOR")
+
+
+def starts_record(checkpoint_dir: str, run_id: str) -> str:
+    return posixpath.join(checkpoint_dir, "_tfcluster", run_id, "STARTS")
 
 
 def scratch_dir(checkpoint_dir: str, task_name: str) -> str:

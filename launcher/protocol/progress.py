@@ -59,6 +59,8 @@ class JobProgress(BaseModel):
     model_path: str | None = None
     #: Steps between backups: the spec's number, or the one ``auto`` chose (None: per epoch, or not chosen yet).
     backup_every_steps: int | None = None
+    #: Why ``auto`` chose that interval (``launcher.worker.interval.choose``); None for the spec's number.
+    backup_reason: str | None = None
 
     @property
     def reported(self) -> bool:
@@ -110,7 +112,7 @@ def progress(previous: JobProgress, event: Event) -> JobProgress:
     elif isinstance(event, Evaluation):
         return previous.model_copy(update={"evaluation": event.metrics})
     elif isinstance(event, BackupInterval):
-        return previous.model_copy(update={"backup_every_steps": event.steps})
+        return previous.model_copy(update={"backup_every_steps": event.steps, "backup_reason": event.reason})
     else:
         return previous
     return previous.model_copy(update=changes)

@@ -23,6 +23,7 @@ class RunConfig(BaseModel):
     ``strategy`` is already resolved: ``auto`` here means a single task that
     picks mirrored / one_device / default from its own devices.
     ``backup_every_steps`` None means BackupAndRestore once per epoch;
+    ``expected_mtbf_seconds``: the spec's ``restart.expected_mtbf`` (under ``backup_every_steps: auto`` only);
     ``async_backups``: backups are written in a background thread (``launcher.worker.backups``).
     ``tensorboard_dir`` is the resolved log dir (None: no summaries), written
     every ``summary_every_steps`` steps by the chief.
@@ -44,6 +45,7 @@ class RunConfig(BaseModel):
     checkpoint_dir: str
     backup_every_steps: int | Literal["auto"] | None = None
     async_backups: bool = False
+    expected_mtbf_seconds: float | None = None
     tpu: TPUSpec | None = None
     tensorboard_dir: str | None = None
     summary_every_steps: int = 10

@@ -253,6 +253,25 @@ def _backup_interval(value: object) -> object:
     return value
 
 
+def _duration_seconds(value: object) -> object:
+    """A positive duration in seconds, from a number of seconds or a Go-style duration (``90s``, ``1h30m``, ``2d``)."""
+    if value is None:
+        return None
+    given = value
+    if isinstance(value, str):
+        import durationpy  # the controller's (with kubernetes): not an import of the task side
+
+        try:
+            value = durationpy.from_str(value.strip()).total_seconds()
+        except (durationpy.DurationError, ValueError):
+            raise ValueError(f"a duration such as 90s, 30m, 1h30m, 2d or a number of seconds (got {value!r})") from None
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"a duration such as 90s, 30m, 1h30m, 2d or a number of seconds (got {value!r})")
+    if not value > 0:
+        raise ValueError(f"must be a positive duration (got {given!r})")
+    return float(value)
+
+
 class CheckpointSpec(_Model):
     """Where checkpoints live and how often they are written.
 
@@ -268,8 +287,9 @@ class CheckpointSpec(_Model):
     ] = Field(
         100,
         description=(
-            "BackupAndRestore every N steps (MWMS, single task); null = every epoch; auto = the fewest steps for "
-            "which backups hold training up at most 2% of the time, from the measured save and step times, chosen "
+            "BackupAndRestore every N steps (MWMS, single task); null = every epoch; auto = about every "
+            "sqrt(2 x save time x MTBF) (Young-Daly), the MTBF from the run's restarts or restart.expected_mtbf (else "
+            "backups hold training up at most 2% of the time), from the measured save and step times, chosen "
             "again at each epoch's end. PSS always backs up per epoch. Small N repeats less work after a failure."
         ),
     )
@@ -409,6 +429,15 @@ class RestartSpec(_Model):
         description=(
             "Failure rules, first match wins: a failure no rule matches is decided by `policy` as before. "
             "`restart` counts against max_restarts; `fail` fails the job at once; `continue` leaves the task ended."
+        ),
+    )
+    expected_mtbf: Annotated[float | None, BeforeValidator(_duration_seconds)] = Field(
+        None,
+        description=(
+            "The mean time between failures you expect of this job (90s, 30m, 1h30m, 2d, or seconds), for "
+            "backup_every_steps: auto until the run has seen a failure of its own: backups about every "
+            "sqrt(2 x save time x MTBF) (Young-Daly). Unset: the failures observed, else backups hold training "
+            "up at most 2% of the time."
         ),
     )
 

@@ -55,6 +55,7 @@ Contract:
 from __future__ import annotations
 
 import posixpath
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -226,7 +227,7 @@ class Backups(tf.keras.callbacks.BackupAndRestore):
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         super().on_epoch_end(epoch, logs)
         if self.auto is not None:
-            decided = self.auto.decide(self.timer.mean())
+            decided = self.auto.decide(self.timer.mean(), time.time())
             self.save_freq = decided.steps
             if self.report is not None:
                 self.report(decided)

@@ -1,21 +1,30 @@
-"""``backup_every_steps: auto``: the backup interval from what a backup and a step cost on this cluster.
+"""``backup_every_steps: auto``: the backup interval that loses the least training time to backups and failures.
 
-Contract: ``steps_between(save_seconds, step_seconds)`` is the fewest steps
-between backups for which the time backups hold training up is at most
-``SHARE`` of the training time (``save_seconds / (n * step_seconds) <=
-SHARE``), between 1 and ``MAX_STEPS``. ``AutoInterval(strategy)`` keeps one
-task's measures: ``steps`` is the interval now (``initial`` until decided:
-the entrypoint starts at ``INITIAL_STEPS`` or an epoch, whichever is
-shorter, so the first epoch measures a backup); ``saved(seconds)`` records how long a backup held the step up
-(with asynchronous backups, the copy to host memory; the first two, which
-set the writer up and trace its copy, are left out once others exist); ``decide(step_seconds)``,
-called by every training task at the same point (an epoch's end), proposes an
-interval from this task's median save and the epoch's time per step, and
-every task takes the largest proposal (``agree``: one all-gather under
-MultiWorkerMirrored, so every task keeps saving at the same steps). It
-returns the interval (unchanged while no backup was measured) as the
-``backup_interval`` event the lead reports (``status`` shows it). ``timed(save)``
-runs a backup and records its hold-up.
+Contract: ``choose(save_seconds, step_seconds, failures, observed_seconds,
+stated_mtbf)`` is the one home of the rule (pure: every time is an
+argument). With a mean time between failures ``M`` (``observed_seconds /
+failures`` once the run has failed, else the spec's ``restart.expected_mtbf``)
+it is Young–Daly's first-order optimum: a backup every ``sqrt(2 x save x M)``
+seconds of training, in whole steps. With neither, the fewest steps for which
+backups hold training up at most ``SHARE`` of the time (``steps_between``).
+Always between 1 and ``MAX_STEPS``; ``Choice.reason`` says which rule decided
+and from what (``status`` shows it).
+
+``AutoInterval(strategy)`` keeps one task's measures: ``steps`` is the
+interval now (``initial`` until decided: the entrypoint starts at
+``INITIAL_STEPS`` or an epoch, whichever is shorter, so the first epoch
+measures a backup); ``saved(seconds)`` records how long a backup held the step
+up (with asynchronous backups, the copy to host memory; the first two, which
+set the writer up and trace its copy, are left out once others exist);
+``starts()`` gives the run's training starts (unix seconds, the first the
+launch's: each later one followed a failure or a preemption).
+``decide(step_seconds, now)``, called by every training task at the same point
+(an epoch's end), proposes an interval from this task's median save, the
+epoch's time per step and the failures so far, and every task takes the
+largest proposal (``agree``: one all-gather under MultiWorkerMirrored, so every
+task keeps saving at the same steps). It returns the interval (unchanged while
+no backup was measured) as the ``backup_interval`` event the lead reports.
+``timed(save)`` runs a backup and records its hold-up.
 """
 
 from __future__ import annotations
@@ -23,13 +32,16 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
-
-import tensorflow as tf
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from launcher.protocol import events
 
-#: The share of training time backups may hold training up.
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+#: The share of training time backups may hold training up, when nothing tells how often the job fails.
 SHARE = 0.02
 #: The interval before the first decision (the spec's default).
 INITIAL_STEPS = 100
@@ -37,13 +49,66 @@ MAX_STEPS = 100_000
 
 
 def steps_between(save_seconds: float, step_seconds: float, share: float = SHARE) -> int:
+    """The fewest steps between backups that keep ``save_seconds / (n x step_seconds) <= share``, in [1, MAX_STEPS]."""
     if step_seconds <= 0:
         return MAX_STEPS
     return max(1, min(MAX_STEPS, math.ceil(save_seconds / (share * step_seconds))))
 
 
+def young_daly_steps(save_seconds: float, step_seconds: float, mtbf_seconds: float) -> int:
+    """Steps in ``sqrt(2 x save_seconds x mtbf_seconds)`` seconds of training (rounded), in [1, MAX_STEPS]."""
+    if step_seconds <= 0:
+        return MAX_STEPS
+    return max(1, min(MAX_STEPS, round(math.sqrt(2 * save_seconds * mtbf_seconds) / step_seconds)))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """An interval and why: ``mtbf_seconds`` the MTBF it assumed (None: the share rule decided)."""
+
+    steps: int
+    reason: str
+    mtbf_seconds: float | None = None
+
+
+def choose(save_seconds: float, step_seconds: float, failures: int, observed_seconds: float,
+           stated_mtbf: float | None) -> Choice:
+    """The interval that maximises goodput, from the save's and a step's cost and what the run knows of failures.
+
+    ``failures``: restarts of the run so far, in ``observed_seconds`` since its first start. Observed
+    failures decide when there are any; else ``stated_mtbf`` (seconds); else the ``SHARE`` rule.
+    """
+    save = f"save {_duration(save_seconds)}"
+    if failures > 0 and observed_seconds > 0:
+        mtbf = observed_seconds / failures
+        why = f"{failures} failure{'s' if failures > 1 else ''} in {_duration(observed_seconds)}"
+        return Choice(young_daly_steps(save_seconds, step_seconds, mtbf),
+                      f"{save}, MTBF {_duration(mtbf)} ({why})", mtbf)
+    if stated_mtbf is not None:
+        return Choice(young_daly_steps(save_seconds, step_seconds, stated_mtbf),
+                      f"{save}, MTBF {_duration(stated_mtbf)} (stated)", stated_mtbf)
+    return Choice(steps_between(save_seconds, step_seconds),
+                  f"{save}, no failure yet and no restart.expected_mtbf: backups hold training up at most "
+                  f"{SHARE:.0%}")
+
+
+def _duration(seconds: float) -> str:
+    """``0.8 s``, ``42 s``, ``40 min``, ``1 h``, ``2.7 h``, ``3 d``: one or two figures, for a person."""
+    if seconds < 10:
+        return f"{seconds:.2g} s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.2g} h"
+    return f"{seconds / 86400:.2g} d"
+
+
 def agree(strategy: tf.distribute.Strategy, steps: int) -> int:
     """The largest of every training task's ``steps`` (a collective: every task calls it at the same point)."""
+    import tensorflow as tf
+
     proposals = strategy.run(lambda: tf.constant([steps], dtype=tf.int64))
     return int(tf.reduce_max(strategy.gather(proposals, axis=0)).numpy())
 
@@ -51,9 +116,12 @@ def agree(strategy: tf.distribute.Strategy, steps: int) -> int:
 class AutoInterval:
     """One task's measures of its backups and steps, and the interval the tasks agreed on."""
 
-    def __init__(self, strategy: tf.distribute.Strategy, initial: int = INITIAL_STEPS):
+    def __init__(self, strategy: tf.distribute.Strategy, initial: int = INITIAL_STEPS,
+                 stated_mtbf: float | None = None, starts: Callable[[], Sequence[float]] = tuple):
         self.strategy = strategy
         self.steps = initial
+        self.stated_mtbf = stated_mtbf
+        self.starts = starts
         self.saves: list[float] = []
 
     def saved(self, seconds: float) -> None:
@@ -69,12 +137,19 @@ class AutoInterval:
         measured = self.saves[2:] or self.saves[1:] or self.saves
         return statistics.median(measured) if measured else None
 
-    def decide(self, step_seconds: float | None) -> events.BackupInterval:
-        """The interval from now on, agreed by every training task; as the event the lead reports."""
+    def decide(self, step_seconds: float | None, now: float) -> events.BackupInterval:
+        """The interval from now on (``now``: unix seconds), agreed by every training task; as the event the lead reports."""
         save = self.save_seconds()
-        proposal = steps_between(save, step_seconds) if save is not None and step_seconds else 0
-        agreed = agree(self.strategy, proposal)
+        choice = None
+        if save is not None and step_seconds:
+            starts = self.starts()
+            observed = now - starts[0] if starts else 0.0
+            choice = choose(save, step_seconds, max(0, len(starts) - 1), observed, self.stated_mtbf)
+        agreed = agree(self.strategy, choice.steps if choice else 0)
         if agreed > 0:
             self.steps = agreed
-        return events.BackupInterval(steps=self.steps, save_seconds=None if save is None else round(save, 6),
-                                     step_seconds=None if step_seconds is None else round(step_seconds, 6))
+        return events.BackupInterval(
+            steps=self.steps, save_seconds=None if save is None else round(save, 6),
+            step_seconds=None if step_seconds is None else round(step_seconds, 6),
+            mtbf_seconds=None if choice is None or choice.mtbf_seconds is None else round(choice.mtbf_seconds, 3),
+            reason=choice.reason if choice else "no backup measured yet")

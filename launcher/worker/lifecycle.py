@@ -1,8 +1,10 @@
-"""A launch's markers: the chief's DONE, the evaluator's first start; the PSS servers that wait for DONE.
+"""A launch's markers: the chief's DONE, the evaluator's first start, the lead's training starts; the PSS servers.
 
 Contract: ``mark_done`` writes ``paths.done_marker`` (via ``tf.io.gfile``, so
 ``gs://`` works); ``first_evaluator_start`` writes ``paths.evaluator_marker``
-and tells whether it was the first to; ``serve_until_done`` starts this task's
+and tells whether it was the first to; ``record_start`` adds a time to ``paths.starts_record``
+(rewritten whole: an object store appends nothing), ``starts`` reads them back (every start after the first
+followed a failure or a preemption of the launch; a line it cannot read is left out); ``serve_until_done`` starts this task's
 ``tf.distribute.Server`` and returns once the marker of this run exists,
 polling every ``poll`` seconds (``server.join()`` would block forever).
 """
@@ -42,6 +44,31 @@ def first_evaluator_start(checkpoint_dir: str, run_id: str) -> bool:
         return False
     _mark(marker)
     return True
+
+
+def starts(checkpoint_dir: str, run_id: str) -> list[float]:
+    """The lead's training starts of launch ``run_id`` (unix seconds, in order); [] before the first."""
+    record = paths.starts_record(checkpoint_dir, run_id)
+    if not tf.io.gfile.exists(record):
+        return []
+    with tf.io.gfile.GFile(record, "r") as handle:
+        lines = handle.read().split()
+    times = []
+    for line in lines:
+        try:
+            times.append(float(line))
+        except ValueError:
+            continue
+    return times
+
+
+def record_start(checkpoint_dir: str, run_id: str, now: float) -> None:
+    """Adds ``now`` (unix seconds) to the lead's training starts of launch ``run_id``."""
+    record = paths.starts_record(checkpoint_dir, run_id)
+    before = starts(checkpoint_dir, run_id)
+    tf.io.gfile.makedirs(posixpath.dirname(record))
+    with tf.io.gfile.GFile(record, "w") as handle:
+        handle.write("".join(f"{t:.3f}\n" for t in [*before, now]))
 
 
 def is_done(checkpoint_dir: str, run_id: str) -> bool:

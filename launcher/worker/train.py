@@ -17,6 +17,7 @@ and raise ``Preempted`` (``launcher.worker.preemption``).
 from __future__ import annotations
 
 import posixpath
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,8 @@ def train(ctx: TaskContext) -> None:
         role=ctx.selection.role.value if ctx.selection.role else None,
         index=ctx.selection.index,
     ))
+    if run_config.backup_every_steps == "auto" and ctx.selection.is_lead:
+        lifecycle.record_start(run_config.checkpoint_dir, run_config.run_id, time.time())  # before any collective
     with strategy.scope():
         model = ctx.user.build_model()
     resume = resume_point(
@@ -89,7 +92,10 @@ class TrainingRun:
         """The backup interval's measures under ``backup_every_steps: auto``, else None."""
         if self.ctx.run_config.backup_every_steps != "auto":
             return None
-        return AutoInterval(self.strategy, initial=min(INITIAL_STEPS, self.ctx.run_config.training.steps_per_epoch))
+        run_config = self.ctx.run_config
+        return AutoInterval(self.strategy, initial=min(INITIAL_STEPS, run_config.training.steps_per_epoch),
+                            stated_mtbf=run_config.expected_mtbf_seconds,
+                            starts=lambda: lifecycle.starts(run_config.checkpoint_dir, run_config.run_id))
 
     def progress(self, input_probe: Iterable[Any] | None) -> ProgressCallback:
         """Progress events; ``input_probe``: the distributed input to time (and to time the compute on), None under PSS."""
@@ -228,7 +234,7 @@ def custom_loop(run: TrainingRun) -> dict[str, float]:
         progress.on_epoch_end(epoch, {"loss": loss})
         save_backup(epoch, training.steps_per_epoch - 1)
         if auto is not None:
-            decided = auto.decide(progress.timer.mean())
+            decided = auto.decide(progress.timer.mean(), time.time())
             every = decided.steps
             ctx.reporter.lead(decided)
         weights = pattern.format(epoch=epoch + 1)

@@ -21,6 +21,7 @@ from helpers.required import require_module  # noqa: E402
 
 tf = require_module("tensorflow")
 
+from launcher.protocol import paths  # noqa: E402
 from launcher.protocol.events import MANUAL_TOKEN, EventReader  # noqa: E402
 from launcher.protocol.runconfig import RunConfig  # noqa: E402
 from launcher.spec.models import Strategy, TrainingLoop, TrainingSpec  # noqa: E402
@@ -48,13 +49,29 @@ def test_the_interval_keeps_backups_within_their_share_of_the_training_time() ->
 
 def test_the_first_two_saves_are_left_out_once_others_are_measured_and_nothing_measured_keeps_the_interval() -> None:
     auto = AutoInterval(tf.distribute.get_strategy(), initial=50)
-    assert auto.decide(0.1).steps == 50  # no backup measured yet
+    nothing = auto.decide(0.1, now=1000.0)
+    assert (nothing.steps, nothing.reason) == (50, "no backup measured yet")
     auto.saved(0.5)  # sets the writer up
     auto.saved(0.07)  # traces its copy to host memory
     auto.saved(0.01)
     auto.saved(0.01)
-    decided = auto.decide(0.1)
+    decided = auto.decide(0.1, now=1000.0)
     assert (decided.steps, decided.save_seconds, decided.step_seconds) == (5, 0.01, 0.1) and auto.steps == 5
+    assert decided.mtbf_seconds is None and decided.reason and "no failure yet" in decided.reason
+
+
+def test_the_decision_counts_the_runs_restarts_since_its_first_start_and_says_so() -> None:
+    starts = [1000.0]
+    auto = AutoInterval(tf.distribute.get_strategy(), initial=50, stated_mtbf=86400.0, starts=lambda: starts)
+    for _ in range(3):
+        auto.saved(0.8)
+    stated = auto.decide(0.5, now=1600.0)
+    assert (stated.steps, stated.mtbf_seconds, stated.reason) == (
+        round((2 * 0.8 * 86400) ** 0.5 / 0.5), 86400.0, "save 0.8 s, MTBF 24 h (stated)")
+    starts += [1900.0, 2800.0]  # two restarts: 2 failures in the 2400 s since the first start
+    observed = auto.decide(0.5, now=3400.0)
+    assert (observed.steps, observed.mtbf_seconds) == (88, 1200.0) and auto.steps == 88
+    assert observed.reason == "save 0.8 s, MTBF 20 min (2 failures in 40 min)"
 
 
 def test_an_asynchronous_write_is_recorded_once_it_landed_and_a_scratch_copy_is_removed(tmp_path: Path) -> None:
@@ -200,5 +217,16 @@ def test_auto_chooses_the_interval_at_each_epochs_end_and_reports_it(tmp_path: P
     intervals = [e for e in found if e.event == "backup_interval"]
     assert len(intervals) == EPOCHS, found
     assert all(1 <= e.steps <= 100_000 and e.save_seconds is not None and e.step_seconds for e in intervals), intervals
+    assert all(e.reason and "no failure yet" in e.reason for e in intervals), intervals
     assert found[-1].event == "finished"
     assert not (tmp_path / "backup").exists()  # every write landed before the backup was deleted at the end
+
+
+def test_auto_counts_the_restarts_of_the_launch_the_lead_recorded(tmp_path: Path) -> None:
+    record = Path(paths.starts_record(str(tmp_path), "r1"))
+    record.parent.mkdir(parents=True)
+    record.write_text("1000.000\n2000.000\n")  # the launch's first start, and one restart (a failure) since
+    found = run_auto(tmp_path, TrainingLoop.CUSTOM)
+    assert len(record.read_text().split()) == 3  # this start: the second restart
+    intervals = [e for e in found if e.event == "backup_interval"]
+    assert intervals and all(e.mtbf_seconds and e.reason and "(2 failures in " in e.reason for e in intervals), intervals

@@ -1,0 +1,25 @@
+"""``restart.expected_mtbf``: a duration in the spec, seconds in every task's run config under ``auto`` backups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from launcher.api import plan, validate_data
+
+
+def planned(**restart: Any) -> Any:
+    spec = validate_data({"name": "m", "roles": {"worker": {"replicas": 2}},
+                          "checkpoint": {"backup_every_steps": "auto"}, "restart": restart})
+    return plan(spec, backend="local").run_config
+
+
+@pytest.mark.parametrize(("stated", "seconds"), [("1h30m", 5400.0), ("90s", 90.0), ("2d", 172800.0), (600, 600.0), (None, None)])
+def test_a_stated_mtbf_reaches_every_task_in_seconds(stated: Any, seconds: float | None) -> None:
+    assert planned(expected_mtbf=stated).expected_mtbf_seconds == seconds
+
+
+def test_a_fixed_interval_needs_no_mtbf_and_the_plan_stays_as_it_was() -> None:
+    spec = validate_data({"name": "m", "roles": {"worker": {}}, "restart": {"expected_mtbf": "1h"}})
+    assert "expected_mtbf" not in plan(spec, backend="local").run_config.model_dump_json(exclude_none=True)
