@@ -8,7 +8,8 @@
 # starts a three-node Slurm cluster on this host for them (.ci/slurm.sh) and a one-node Kubernetes cluster for the e2e
 # tests (.ci/k8s.sh, also with TFCLUSTER_K8S_SETUP=1), in the background: its cold build takes 10-35 minutes, so it
 # runs beside the rest; the cluster starts once .ci/docker.sh built the worker image it loads, and the e2e tests run
-# last and wait for it (tests/helpers/k8s_start.py: bounded, a failed start fails them naming the log).
+# last and wait for it (tests/helpers/k8s_start.py: bounded, a failed start fails them naming the log); it
+# installs Debian's chromium for the browser tests (.ci/browser.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -n "${CI:-}" ] || [ "${TFCLUSTER_K8S_SETUP:-}" = 1 ]; then
@@ -33,5 +34,8 @@ if [ -n "${TFCLUSTER_K8S_START:-}" ]; then
   # the start may install packages now (apt's lock is free) and loads tfcluster-worker:latest: this tree's when
   # .ci/docker.sh ran, else the one Docker has
   touch "$TFCLUSTER_K8S_START/image-built"
+fi
+if [ -n "${CI:-}" ] || [ "${TFCLUSTER_BROWSER_SETUP:-}" = 1 ]; then
+  bash .ci/browser.sh
 fi
 exec python -m pytest "$@"

@@ -15,6 +15,9 @@ serves the real TensorBoard over the runs' log dirs on this machine's
 ``host:port`` (``launcher.backends.tensorboard``) until its context is left,
 then removes whatever it started. ``capacity`` (pure but for reading this
 machine) is what ``up`` checks before it launches, unless ``--force``.
+``history`` is what ``report`` draws: the run's plan, its status and every
+task's events (``launcher.supervision.history``); the default reads the plan a
+supervised backend keeps in its ``StateDir`` (local, compose, Slurm).
 Backends import their SDKs (docker, kubernetes) and TensorBoard lazily so
 the CLI stays fast.
 """
@@ -35,6 +38,8 @@ from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind, Target
 from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem
+from launcher.supervision.harness import StateDir
+from launcher.supervision.history import RunHistory
 from launcher.supervision.status import JobStatus
 
 
@@ -124,6 +129,16 @@ class Backend(ABC, Generic[OptionsT]):
         TensorBoard and removes what was started for it. Raises ``LaunchError``
         for an unknown run or one whose TensorBoard is off.
         """
+
+    def history(self, name: str) -> RunHistory | None:
+        """The run's plan, status and every task's events (None if this backend has no such cluster).
+
+        The default: the plan the cluster's ``StateDir`` keeps, and each task's events from ``logs``."""
+        status = self.describe(name)
+        state = StateDir.of(self.kind, name)
+        if status is None or not state.exists():
+            return None
+        return RunHistory.read(state.read_plan(), status.to_dict(), lambda task: self.logs(name, task))
 
     def stacks(self, name: str) -> dict[str, str | None]:
         """The Python stacks of every running task's threads, now (``launcher.supervision.debug``);

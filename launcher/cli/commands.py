@@ -340,6 +340,29 @@ def status(name: str, backend: str | None, output: str) -> None:
 
 
 @main.command()
+@click.argument("name", callback=_cluster_names)
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The page to write.  [default: NAME-report.html here]")
+@click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
+def report(name: str, output: Path | None, backend: str | None) -> None:
+    """Write one HTML page of run NAME to look at: a timeline of every task (start-up, training, backups,
+    failures, restarts, preemptions, evaluation), the step rate, the goodput breakdown, the loss, the spec
+    and the plan.
+
+    The page is self-contained (no script, nothing fetched when it is opened). Local, compose and Slurm;
+    running or ended (until `down`).
+    """
+    from launcher.cli.report.page import render
+
+    history = _backend_for(name, backend).history(name)
+    if history is None:
+        raise LaunchError(f"no cluster named {name!r}")
+    path = output if output is not None else Path(f"{name}-report.html")
+    path.write_text(render(history), encoding="utf-8")
+    terminal.echo(f"{name}: report written to {path}")
+
+
+@main.command()
 @click.argument("name")
 @click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
 def debug(name: str, backend: str | None) -> None:

@@ -19,9 +19,9 @@ from types import ModuleType
 import pytest
 
 #: The test groups, by marker (pyproject.toml describes each).
-GROUPS = ("tf", "docker", "slurm", "e2e")
+GROUPS = ("tf", "docker", "slurm", "browser", "e2e")
 #: The groups CI installs and must run.
-REQUIRED = ("tf", "docker", "slurm", "e2e")
+REQUIRED = ("tf", "docker", "slurm", "browser", "e2e")
 
 OWN_PACKAGES = ("launcher", "helpers", "fakes")
 
@@ -31,7 +31,7 @@ def in_ci() -> bool:
 
 
 def unavailable(reason: str, group: str | None = None) -> None:
-    """Fail under CI (``.ci/run`` installs Docker, Slurm, Kubernetes, TensorFlow and the host's libraries), skip elsewhere.
+    """Fail under CI (``.ci/run`` installs Docker, Slurm, Kubernetes, TensorFlow, Chromium and the host's libraries), skip elsewhere.
 
     ``group``: the test group whose part is missing; one not in ``REQUIRED`` skips under CI too.
     Callable from a test, a fixture or a module's top level (which skips or fails the whole module).

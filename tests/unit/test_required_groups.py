@@ -26,6 +26,7 @@ markers =
     tf: t
     docker: d
     slurm: s
+    browser: b
     e2e: e
 """
 
@@ -49,6 +50,8 @@ def test_slurm(): pass
 
 @pytest.mark.e2e
 def test_e2e(): pass
+@pytest.mark.browser
+def test_browser(): pass
 
 def test_plain(): pass
 """
@@ -60,7 +63,7 @@ def test_under_ci_each_group_is_counted_and_a_run_of_every_required_group_passes
     tree(pytester, EVERY_GROUP)
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    result.stdout.fnmatch_lines(["*test groups run (CI)*", "tf 2, docker 1, slurm 1, e2e 1"])
+    result.stdout.fnmatch_lines(["*test groups run (CI)*", "tf 2, docker 1, slurm 1, browser 1, e2e 1"])
 
 
 def test_under_ci_a_required_group_that_ran_none_fails_the_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,7 +71,7 @@ def test_under_ci_a_required_group_that_ran_none_fails_the_run(pytester: pytest.
     tree(pytester, EVERY_GROUP)
     result = pytester.runpytest("-m", "not slurm")  # deselected: its tests did not run
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["tf 2, docker 1, slurm 0, e2e 1",
+    result.stdout.fnmatch_lines(["tf 2, docker 1, slurm 0, browser 1, e2e 1",
                                  "FAILED: CI requires these groups and none of their tests ran: slurm"])
 
 

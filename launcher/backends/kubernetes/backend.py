@@ -74,6 +74,7 @@ from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import LOG_TAIL_LINES, ClusterSpec, RoleType, RuleAction, Strategy
 from launcher.spec.problems import Problem
 from launcher.supervision import harness
+from launcher.supervision.history import RunHistory
 from launcher.supervision.rules import Action
 from launcher.supervision.stack_evidence import GAP_SECONDS, read, two_samples
 from launcher.supervision.stacks import write_stacks
@@ -420,6 +421,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
                     self._end_job(job, now, namespace)
                     actions.append(f"stall: ended Job {job['metadata']['name']} (its deadline is now)")
         return actions
+
+    def history(self, name: str) -> RunHistory | None:
+        """Not on Kubernetes yet: no plan is kept, and a pod's log ends with the pod (a restart's is gone)."""
+        raise LaunchError("`report` is not available on k8s yet: a run's plan and its replaced pods' logs are not kept")
 
     def stacks(self, name: str) -> dict[str, str | None]:
         """Every running task's stacks, read in its pod by the image's py-spy through ``pods/exec``."""

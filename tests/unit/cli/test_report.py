@@ -1,0 +1,106 @@
+"""``tfcluster report``: a run's history folded into lanes (``launcher.cli.report.timeline``) and drawn as one static
+page (``launcher.cli.report.page``), read back with the standard library's HTML parser. What a browser draws of
+it: tests/integration/test_report_browser.py."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from typing import Any
+
+from launcher import api
+from launcher.cli.report.page import render
+from launcher.cli.report.timeline import Kind, timeline
+from launcher.protocol import events
+from launcher.supervision.history import RunHistory
+
+PLAN = api.plan(api.validate_data({"name": "job", "roles": {"chief": {}, "worker": {}, "evaluator": {}}}))
+CHIEF, WORKER, EVALUATOR = "job-chief-0", "job-worker-0", "job-evaluator-0"
+GOODPUT = {"wall_seconds": 100.0, "productive_seconds": 80.0, "fraction": 0.8,
+           "lost_seconds": {"start_up": 10.0, "restarts": 5.0, "recomputation": 2.0, "backups": 1.0, "input_wait": 1.0,
+                            "stalls": 0.0, "evaluation": 1.0}, "recomputed_steps": 7}
+
+
+def started(time: float) -> events.Started:
+    return events.Started(time=time, strategy="MultiWorkerMirroredStrategy", num_replicas_in_sync=2)
+
+
+def history(status: dict[str, Any] | None = None, chief: list[events.Event] | None = None) -> RunHistory:
+    """Chief: starts at 10, steps 1-4 from 20 to 50 (a backup at 40), fails at 55; restarts at 70, restored at step 2,
+    steps 3-4 at 80 and 90. The worker starts at 12 and at 71; the evaluator evaluates once at 60."""
+    chief = chief if chief is not None else [
+        started(10), *(events.Step(time=20 + 10 * i, step=i + 1, loss=1.0 / (i + 1)) for i in range(4)),
+        events.CheckpointSaved(time=40, path="ckpt-1", epoch=0), events.Failed(time=55, reason="boom", exit_code=1),
+        started(70), events.Restored(time=72, epoch=0, step=2),
+        events.Step(time=80, step=3, loss=0.3), events.Step(time=90, step=4, loss=0.25)]
+    return RunHistory(plan=PLAN, status={"state": "succeeded", "started_at": 0.0, "tasks": [], **(status or {})},
+                      events={CHIEF: chief, WORKER: [started(12), started(71)],
+                              EVALUATOR: [started(11), events.Evaluation(time=60, checkpoint="ckpt-1", metrics={"loss": 0.5})]})
+
+
+class Elements(HTMLParser):
+    """Every start tag of a page, with its attributes, and the page's text."""
+
+    def __init__(self, page: str):
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.feed(page)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+    def classed(self, name: str) -> list[dict[str, str | None]]:
+        return [attrs for _, attrs in self.tags if name in (attrs.get("class") or "").split()]
+
+
+def test_one_lane_per_task_with_its_runs_spans_and_marks() -> None:
+    drawn = timeline(history())
+    assert [lane.task for lane in drawn.lanes] == [CHIEF, WORKER, EVALUATOR]
+    chief = drawn.lanes[0]
+    assert [(s.kind, s.start, s.end) for s in chief.spans] == [
+        (Kind.START_UP, 0.0, 20), (Kind.TRAINING, 20, 55), (Kind.RESTART, 55, 80), (Kind.TRAINING, 80, 90)]
+    assert [(m.kind, m.time) for m in chief.marks] == [(Kind.BACKUP, 40), (Kind.FAILURE, 55), (Kind.RESTART, 72)]
+    assert [m.kind for m in drawn.lanes[2].marks] == [Kind.EVALUATION]
+    assert drawn.loss == [(1, 1.0), (2, 0.5), (3, 1 / 3), (4, 0.25), (3, 0.3), (4, 0.25)]
+    assert drawn.step_rate == [(25, 0.1), (35, 0.1), (45, 0.1), (85, 0.1)]  # not across the restart
+
+
+def test_a_failed_task_that_reported_no_failure_is_marked_at_its_last_event_with_its_exit_code() -> None:
+    chief = [started(10), events.Step(time=20, step=1)]
+    drawn = timeline(history({"state": "failed", "tasks": [{"name": CHIEF, "state": "failed", "exit_code": 137}]}, chief))
+    assert [(m.kind, m.time, m.label) for m in drawn.lanes[0].marks] == [(Kind.FAILURE, 20, "exited with code 137")]
+
+
+def test_the_page_draws_lanes_marks_goodput_and_loss_and_refers_to_nothing_outside() -> None:
+    page = render(history({"goodput": GOODPUT}))
+    found = Elements(page)
+    assert [a["data-task"] for a in found.classed("lane")] == [CHIEF, WORKER, EVALUATOR]
+    assert len(found.classed("mark-failure")) == 1 and len(found.classed("span-restart")) == 2  # chief, worker
+    assert len(found.classed("loss-point")) == 6
+    parts = [a["data-part"] for _, a in found.tags if "data-part" in a]
+    assert parts == ["productive", "start_up", "restarts", "recomputation", "backups", "input_wait", "stalls", "evaluation"]
+    assert "80.0 %" in found.text
+    assert not [tag for tag, attrs in found.tags if tag in ("script", "link", "img", "iframe") or "src" in attrs or "href" in attrs]
+
+
+def test_a_run_without_goodput_says_not_measured() -> None:
+    found = Elements(render(history()))
+    assert not [a for _, a in found.tags if "data-part" in a]
+    assert any("not measured" in text for text in found.text)
+
+
+def test_every_text_from_a_task_or_spec_is_escaped() -> None:
+    hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    chief = [started(10), events.Failed(time=20, reason=hostile)]
+    found = Elements(render(history({"message": hostile, "state": "<b>"}, chief)))
+    assert not [tag for tag, _ in found.tags if tag in ("script", "img")]
+    assert sum(hostile in text for text in found.text) >= 2  # the message and the failure's title, as text
+
+
+def test_env_values_are_not_shown() -> None:
+    plan = api.plan(api.validate_data({"name": "job", "roles": {"worker": {"env": {"API_KEY": "s3cr3t-value"}}}}))
+    page = render(RunHistory(plan=plan, status={"state": "running", "tasks": []}, events={}))
+    assert "s3cr3t-value" not in page and "API_KEY" in page
