@@ -495,7 +495,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         started = k8s_status.parse_time(job.get("status", {}).get("startTime")) or now
         with self._api_errors(f"patch Job {name}"):
             try:
-                self._call("Job", "patch", name, namespace,
+                self._call("Job", "patch", name, namespace, _content_type="application/merge-patch+json",
                            body={"spec": {"activeDeadlineSeconds": max(1, int(now - started))}})
             except ApiException as exc:
                 if exc.status != 404:
