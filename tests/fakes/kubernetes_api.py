@@ -75,7 +75,7 @@ server (the one list):
 - pods carry only the status fields tfcluster reads (phase, start time, the
   container's state, ``Ready``/``DisruptionTarget`` conditions when a test
   sets them); ``activeDeadlineSeconds`` counts in the test's clock steps;
-- label selectors are equality only; no field selectors, watches, patch,
+- label selectors are equality only; no field selectors, watches,
   server-side apply, ``generateName``, ``dryRun``, defaulting (e.g. of
   ``parallelism`` or ``backoffLimit``) or authentication/RBAC (the tests
   check the requests against ``k8s/rbac-launcher.yaml`` instead);
@@ -318,6 +318,20 @@ class FakeKubernetes:
             obj = copy.deepcopy(obj)
             obj["metadata"].update(kept, resourceVersion=str(next(self._versions)))
             obj["status"] = current.get("status", {})
+            self.objects[plural, namespace, name] = obj
+            return copy.deepcopy(obj)
+
+    def patch(self, plural: str, namespace: str, name: str, change: Obj) -> Obj:
+        """A JSON merge patch (RFC 7386): no resourceVersion, so never a conflict; validated as a replace is."""
+        with self._lock:
+            current = self.objects.get((plural, namespace, name))
+            if current is None:
+                raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
+            obj = _merge(copy.deepcopy(current), change)
+            problems = invalid(plural, obj) + immutable(plural, current, obj)
+            if problems:
+                raise _invalid(plural, name, problems)
+            obj["metadata"]["resourceVersion"] = str(next(self._versions))
             self.objects[plural, namespace, name] = obj
             return copy.deepcopy(obj)
 
@@ -672,6 +686,18 @@ def _seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
+def _merge(target: Any, change: Any) -> Any:
+    """RFC 7386: a dict merges key by key, ``None`` removes, anything else replaces."""
+    if not isinstance(change, dict) or not isinstance(target, dict):
+        return copy.deepcopy(change)
+    for key, value in change.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = _merge(target.get(key), value)
+    return target
+
+
 def _invalid(plural: str, name: str, problems: list[str]) -> ApiError:
     """422 Invalid, worded as the API server words it."""
     kind = KINDS[plural] + (".batch" if plural == "jobs" else ".apps" if plural == "deployments" else "")
@@ -817,6 +843,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(201, store.create(plural, namespace, body))
             if method == "PUT":
                 return self._send(200, store.replace(plural, namespace, name, body))
+            if method == "PATCH":
+                return self._send(200, store.patch(plural, namespace, name, body))
             if method == "DELETE":
                 propagation = query.get("propagationPolicy", [body.get("propagationPolicy", "Background")])[0]
                 grace = query.get("gracePeriodSeconds", [body.get("gracePeriodSeconds")])[0]
@@ -939,6 +967,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:
         self._handle("PUT")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
 
     def do_DELETE(self) -> None:
         self._handle("DELETE")

@@ -47,5 +47,5 @@ def _permission(method: str, path: str) -> Permission:
     group = "" if parts[0] == "api" else parts[1]
     rest = parts[2:] if parts[0] == "api" else parts[3:]
     resource = rest[2] + ("/" + rest[4] if len(rest) > 4 else "")
-    verb = {"POST": "create", "PUT": "update", "DELETE": "delete"}.get(method) or ("get" if len(rest) > 3 else "list")
+    verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method) or ("get" if len(rest) > 3 else "list")
     return group, resource, verb

@@ -93,8 +93,6 @@ PROGRESS_TAIL_LINES = 50
 STALL_TAIL_LINES = 1000
 #: How much longer than py-spy's own bound an exec in a pod may take (the API server, the kubelet, the websocket).
 EXEC_SLACK_SECONDS = 20
-#: How often a Job update is tried when the Job controller updated the Job's status in between (409 Conflict).
-CONFLICT_TRIES = 5
 
 
 @dataclass(frozen=True)
@@ -493,28 +491,20 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     def _end_job(self, job: dict[str, Any], now: float, namespace: str) -> None:
         """Fail ``job`` now as the Job controller does at a deadline: ``activeDeadlineSeconds`` set to its age.
 
-        The Job controller writes a running Job's status as its pods change, so the Job as listed may be stale
-        by the time it is replaced (409 Conflict, seen on a real cluster): it is listed again and the change
-        retried (``CONFLICT_TRIES`` in all); a Job gone meanwhile needs no ending.
+        A merge patch of just that field (no resourceVersion): never in conflict with the Job controller's
+        status writes. A Job gone meanwhile needs no ending.
         """
         from kubernetes.client.exceptions import ApiException
 
         name = job["metadata"]["name"]
-        for tries_left in reversed(range(CONFLICT_TRIES)):
-            started = k8s_status.parse_time(job.get("status", {}).get("startTime")) or now
-            spec = {**job["spec"], "activeDeadlineSeconds": max(1, int(now - started))}
-            with self._api_errors(f"update Job {name}"):
-                try:
-                    self._call("Job", "replace", name, namespace, body={**job, "apiVersion": "batch/v1", "kind": "Job", "spec": spec})
-                    return
-                except ApiException as exc:
-                    if exc.status != 409 or not tries_left:
-                        raise
-            fresh = [j for j in self._list("Job", namespace, job["metadata"]["labels"][naming.LABEL_CLUSTER])
-                     if j["metadata"]["name"] == name]
-            if not fresh:
-                return
-            job = fresh[0]
+        started = k8s_status.parse_time(job.get("status", {}).get("startTime")) or now
+        with self._api_errors(f"patch Job {name}"):
+            try:
+                self._call("Job", "patch", name, namespace, _content_type="application/merge-patch+json",
+                           body={"spec": {"activeDeadlineSeconds": max(1, int(now - started))}})
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
 
     def describe(self, name: str) -> JobStatus | None:
         namespace = self._ns()

@@ -497,8 +497,8 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
                       ("", "serviceaccounts", "get"), ("", "services", "get"), ("networking.k8s.io", "networkpolicies", "get"),
                       ("", "persistentvolumeclaims", "get"), ("", "persistentvolumeclaims", "update"),
                       ("apps", "deployments", "update"), ("", "pods/portforward", "create"),
-                      ("batch", "jobs", "update"), ("", "pods/exec", "get"), ("", "pods/exec", "create")},\
-        unused  # jobs update and pods/exec: the stall watchdog and debug (test_k8s_stall.py)
+                      ("batch", "jobs", "patch"), ("", "pods/exec", "get"), ("", "pods/exec", "create")},\
+        unused  # jobs patch and pods/exec: the stall watchdog and debug (test_k8s_stall.py)
 
 
 def test_no_kubeconfig_is_backend_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
