@@ -739,6 +739,10 @@ def _failure_action(spec: Obj, pod: Obj) -> tuple[str, str]:
     return "Count", ""
 
 
+#: The patch types the fake applies, both as a JSON merge patch (RFC 7386): what the backend sends.
+MERGE_PATCH_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
+
+
 def _send_frame(sock: socket.socket, payload: bytes, opcode: int = 0x2) -> None:
     """One unmasked websocket frame (server to client), FIN set."""
     size = len(payload)
@@ -844,6 +848,10 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "PUT":
                 return self._send(200, store.replace(plural, namespace, name, body))
             if method == "PATCH":
+                # the python client's default for a dict body is a JSON patch (RFC 6902), which the store does not
+                # apply: a request that is not a merge patch is refused, as the API refuses a patch it cannot read
+                if self.headers.get("Content-Type", "").split(";")[0] not in MERGE_PATCH_TYPES:
+                    raise ApiError(415, "UnsupportedMediaType", f"the fake applies only {', '.join(MERGE_PATCH_TYPES)}")
                 return self._send(200, store.patch(plural, namespace, name, body))
             if method == "DELETE":
                 propagation = query.get("propagationPolicy", [body.get("propagationPolicy", "Background")])[0]
