@@ -24,6 +24,7 @@ import pytest
 import yaml
 from test_k8s_e2e import NAMESPACE, demo_plan, supervise_until
 
+from helpers import k8s_start
 from helpers.required import unavailable
 from helpers.task_events import read_events
 from launcher import api
@@ -203,9 +204,15 @@ def test_logs_follow_and_debug_stacks_on_a_running_job(
         assert dump and "launcher/worker" in dump, (task, dump)
 
 
-#: The registry the cluster's nodes pull from, as .ci/k8s.sh exports it (read here: tests/conftest.py hides it from
-#: each test, so that no other test takes it as `--registry`'s default).
-REGISTRY = os.environ.get("TFCLUSTER_REGISTRY")
+#: The registry a developer's cluster's nodes pull from, as .ci/k8s.sh exports it (read here: tests/conftest.py hides it
+#: from each test, so that no other test takes it as `--registry`'s default).
+EXPORTED_REGISTRY = os.environ.get("TFCLUSTER_REGISTRY")
+
+
+def registry() -> str | None:
+    """The registry of the cluster scripts/test.sh started (known only once it started), else the exported one."""
+    started = k8s_start.await_start()
+    return started.exports.get("TFCLUSTER_REGISTRY") if started is not None else EXPORTED_REGISTRY
 
 
 def cli(*args: str, cwd: Path, timeout: float = 900, registry: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -250,14 +257,15 @@ def test_a_kubeflow_tfjob_file_runs_through_up(tmp_path: Path, taken_down: list[
 def test_run_pushes_the_workspace_layer_to_the_registry_and_runs_an_unmodified_script(
     tmp_path: Path, taken_down: list[str]
 ) -> None:
-    if not REGISTRY:
+    pushed_to = registry()
+    if not pushed_to:
         unavailable("needs TFCLUSTER_REGISTRY: a registry the cluster's nodes pull from (.ci/k8s.sh exports it)", "e2e")
     name = "ep-run"
     (tmp_path / "train.py").write_text(f"{PROBE}\nprint('shipped', open('data.txt').read(), flush=True)\n")
     (tmp_path / "data.txt").write_text("beside the script")
     taken_down.append(name)
     run = cli("run", "-b", "k8s", "--namespace", NAMESPACE, "--name", name, "--workers", "2",
-              "--image", demo_plan(name).spec.image, "train.py", cwd=tmp_path, registry=REGISTRY)  # --registry's default
+              "--image", demo_plan(name).spec.image, "train.py", cwd=tmp_path, registry=pushed_to)  # --registry's default
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     logs = cli("logs", name, f"{name}-worker-0", cwd=tmp_path).stdout.splitlines()  # the lead, whose exit decides
     assert [line for line in logs if line.startswith(("probe", "shipped"))] == [
