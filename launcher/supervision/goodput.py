@@ -134,6 +134,15 @@ class Ledger(BaseModel):
         """A run launched at ``at`` whose backups come every ``backup_every_steps`` (None: per epoch)."""
         return cls(launched_at=at, cursor=at, backup_every_steps=backup_every_steps)
 
+    @classmethod
+    def resumed(cls, goodput: Goodput, launched_at: float, step: int | None,
+                backup_every_steps: int | None = None) -> Ledger:
+        """The account carried on from a run's last ``goodput`` (another supervisor's, which died), whose lead
+        had reported ``step`` (None: none yet); from then on, as if its parts had been folded here."""
+        return cls(launched_at=launched_at, cursor=launched_at + goodput.wall_seconds, lost=goodput.lost_seconds,
+                   phase=Phase.STARTING if step is None else Phase.TRAINING, step=step, reached=step or 0,
+                   recomputed_steps=goodput.recomputed_steps, backup_every_steps=backup_every_steps)
+
     @property
     def step_seconds(self) -> float | None:
         return self.observed_step_seconds or self.measured_step_seconds

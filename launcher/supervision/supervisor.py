@@ -60,7 +60,8 @@ Every training task's ``step_time`` reports name the job's stragglers
 Goodput (``launcher.supervision.goodput``): the supervisor folds every event it reads, each restart of a
 training task (a failure or a preemption) and each stall verdict into the job's ``Ledger``; each status it
 publishes carries the ``Goodput`` until then (republished at least every ``GOODPUT_REFRESH_SECONDS`` while
-nothing else changes), and the last one the goodput until the job ended.
+nothing else changes), and the last one the goodput until the job ended. A supervisor that adopts a job
+carries the account on from the goodput of the last status the dead one published.
 
 Standbys: when the lead task reports its first step after a start, the
 supervisor asks a runtime that keeps them (``Standbys``: local processes, containers)
@@ -555,7 +556,9 @@ class Supervisor:
         self._job.restarts = previous.restarts
         self._job.preemptions = previous.preemptions
         self._job.started_at = previous.started_at or time.time()
-        self._ledger = Ledger.launched(self._job.started_at, self._backup_every)  # what the dead one saw is lost
+        self._ledger = (Ledger.launched(self._job.started_at, self._backup_every) if previous.goodput is None else
+                        Ledger.resumed(previous.goodput, self._job.started_at, previous.progress.step,
+                                       self._backup_every))
         self._job.progress = previous.progress
         if previous.stall is not None:
             self._job.stall = replace(previous.stall, suspects=list(previous.stall.suspects))

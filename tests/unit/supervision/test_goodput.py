@@ -163,3 +163,12 @@ def test_the_parts_and_productive_add_up_to_the_wall_time_over_any_sequence(item
     assert min(goodput.lost_seconds.model_dump().values()) >= 0
     assert 0 <= goodput.fraction <= 1
     parts_add_up(goodput)
+
+
+def test_an_account_resumed_from_a_published_goodput_carries_its_parts_on():
+    before = goodput_of(0.0, [step(10.0, 10), step(11.0, 20)], LEAD, now=12.0)
+    ledger = Ledger.resumed(before, launched_at=0.0, step=20).event(step(14.0, 30), from_lead=True)
+    after = ledger.goodput(now=14.0)
+    assert after.wall_seconds == 14.0 and after.lost_seconds.start_up == 10.0
+    assert after.productive_seconds == pytest.approx(4.0)
+    parts_add_up(after)
