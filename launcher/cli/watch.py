@@ -47,6 +47,8 @@ def status_view(job: JobStatus) -> Group:
         lines.append(terminal.styled(line, ""))
     if job.message:
         lines.append(terminal.styled(job.message, ""))
+    if job.goodput is not None and job.goodput.wall_seconds > 0:
+        lines.append(terminal.styled(job.goodput.line(), ""))
     for slow in job.stragglers:
         measure = MEASURE_NAMES.get(slow.measure, slow.measure)
         lines.append(terminal.styled(f"straggler: {slow.task}: {measure} {slow.seconds * 1000:.0f} ms, {slow.ratio}x "

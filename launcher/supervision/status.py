@@ -9,7 +9,8 @@ says whether the detached supervisor of a local or compose cluster runs (None
 for backends without one); ``started_at`` is when the job first started (unix
 seconds), so a supervisor that adopts the tasks measures the deadline from there.
 ``stall`` is the stall watchdog's view (``StallStatus``); ``stragglers`` the training tasks
-slower than the others, with their numbers.
+slower than the others, with their numbers. ``goodput`` is where the run's time went
+(``launcher.supervision.goodput.Goodput``; None where nothing accounts it), kept after the run ended.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from launcher.plan.targets import BackendKind
 from launcher.protocol.progress import JobProgress
+from launcher.supervision.goodput import Goodput
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.stragglers import StepTime, Straggler
 
@@ -109,11 +111,14 @@ class JobStatus:
     stall: StallStatus | None = None
     #: Training tasks slower than the others (``launcher.supervision.stragglers``), with their numbers.
     stragglers: list[Straggler] = field(default_factory=list)
+    #: Where the run's time went (``launcher.supervision.goodput``), as of its last event or its end.
+    goodput: Goodput | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (enums as their values)."""
         document = asdict(self)
         document["progress"] = self.progress.model_dump(mode="json")
+        document["goodput"] = None if self.goodput is None else self.goodput.model_dump(mode="json")
         document["backend"] = self.backend.value
         document["state"] = self.state.value
         document["supervisor"] = None if self.supervisor is None else self.supervisor.value
@@ -129,9 +134,10 @@ class JobStatus:
         tasks = [TaskStatus(**{**t, "state": State(t["state"]),  # last_line, step_time: optional
                                "step_time": StepTime(**t["step_time"]) if t.get("step_time") else None})
                  for t in data["tasks"]]
-        supervisor, stall = data.get("supervisor"), data.get("stall")
+        supervisor, stall, goodput = data.get("supervisor"), data.get("stall"), data.get("goodput")
         return cls(**{**data, "backend": BackendKind(data["backend"]), "state": State(data["state"]), "tasks": tasks,
                       "supervisor": None if supervisor is None else SupervisorState(supervisor),
                       "stall": None if stall is None else StallStatus(**stall),
                       "stragglers": [Straggler(**s) for s in data.get("stragglers", [])],
+                      "goodput": None if goodput is None else Goodput.model_validate(goodput),
                       "progress": JobProgress.model_validate(data.get("progress") or {})})

@@ -57,6 +57,12 @@ unwatched once, at the start.
 Every training task's ``step_time`` reports name the job's stragglers
 (``launcher.supervision.stragglers``) in its status.
 
+Goodput (``launcher.supervision.goodput``): the supervisor folds every event it reads, each restart of a
+training task (a failure or a preemption) and each stall verdict into the job's ``Ledger``; each status it
+publishes carries the ``Goodput`` until then (republished at least every ``GOODPUT_REFRESH_SECONDS`` while
+nothing else changes), and the last one the goodput until the job ended. A supervisor that adopts a job
+carries the account on from the goodput of the last status the dead one published.
+
 Standbys: when the lead task reports its first step after a start, the
 supervisor asks a runtime that keeps them (``Standbys``: local processes, containers)
 to prepare one for every task with a ``standby_command``, so that a later
@@ -92,6 +98,7 @@ from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.progress import counts, progress, seed
 from launcher.spec.models import LOG_TAIL_LINES
 from launcher.supervision.faults import engine_fault
+from launcher.supervision.goodput import Disruption, Ledger
 from launcher.supervision.noise import is_noise
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
 from launcher.supervision.stack_evidence import GAP_SECONDS, read, two_samples
@@ -184,6 +191,8 @@ class OomReports(Protocol):
     def oom_killed(self, task: Task) -> bool: ...
 
 
+#: A status is republished for its goodput alone after this many seconds.
+GOODPUT_REFRESH_SECONDS = 5.0
 #: How much of a task's last output line its status keeps.
 LAST_LINE_CHARS = 200
 #: How long a stall waits for the tasks' stack dumps before it acts.
@@ -284,20 +293,26 @@ class Supervisor:
         self._job.stall = StallStatus(watching=builtin)
         self._standbys = [t for t in plan.tasks if t.standby_command]
         self._standbys_due = False
+        every = plan.run_config.backup_every_steps
+        self._backup_every = every if isinstance(every, int) else None
+        self._ledger = Ledger.launched(time.time(), self._backup_every)
+        self._ended_at: float | None = None
 
     def cancel(self) -> None:
         self._cancelled.set()
 
     def status(self) -> JobStatus:
         stall = None if self._job.stall is None else replace(self._job.stall, suspects=list(self._job.stall.suspects))
+        now = self._ended_at if self._ended_at is not None else time.time()
         return replace(self._job, tasks=[replace(r.status) for r in self._runs.values()], stall=stall,
-                       stragglers=list(self._job.stragglers))
+                       stragglers=list(self._job.stragglers), goodput=self._ledger.goodput(now))
 
     def run(self) -> JobStatus:
         """Supervise until terminal; whatever happens, every task is stopped before this returns."""
         try:
             if self._resume is None:
                 self._job.started_at = time.time()
+                self._ledger = Ledger.launched(self._job.started_at, self._backup_every)
                 self._start(self._runs)
             else:
                 self._adopt(self._resume)
@@ -378,6 +393,8 @@ class Supervisor:
                 if decision.action is Action.SUCCEED:
                     return State.SUCCEEDED, decision.message
                 if decision.action is Action.FAIL:
+                    if run.task.type.trains:
+                        self._ledger = self._ledger.disrupted(Disruption.FAILURE, time.time())
                     return State.FAILED, decision.message
             stalled = self._watch()
         except (_Fault, LaunchError):
@@ -429,10 +446,13 @@ class Supervisor:
         _log(f"stall watchdog: {what}")
         decision = self.rules.decide_stall(names, self._job.restarts, what)
         if decision.action is Action.RESTART:
+            self._ledger = self._ledger.disrupted(Disruption.STALL, time.time())
             self._restart(decision)
         elif decision.action is Action.FAIL:
+            self._ledger = self._ledger.disrupted(Disruption.STALL, time.time())
             return decision.message
         else:
+            self._ledger = self._ledger.stalled(time.time())
             self._job.message = decision.message
         return None
 
@@ -500,6 +520,9 @@ class Supervisor:
 
     def _restart(self, decision: Decision) -> None:
         runs = [self._runs[name] for name in decision.restart]
+        if any(run.task.type.trains for run in runs):
+            kind = Disruption.PREEMPTION if decision.preemption else Disruption.FAILURE
+            self._ledger = self._ledger.disrupted(kind, time.time())
         if decision.preemption:
             self._job.preemptions += 1
         else:
@@ -533,6 +556,9 @@ class Supervisor:
         self._job.restarts = previous.restarts
         self._job.preemptions = previous.preemptions
         self._job.started_at = previous.started_at or time.time()
+        self._ledger = (Ledger.launched(self._job.started_at, self._backup_every) if previous.goodput is None else
+                        Ledger.resumed(previous.goodput, self._job.started_at, previous.progress.step,
+                                       self._backup_every))
         self._job.progress = previous.progress
         if previous.stall is not None:
             self._job.stall = replace(previous.stall, suspects=list(previous.stall.suspects))
@@ -659,15 +685,20 @@ class Supervisor:
                 self._job.stall.watching = True
         if counts(event, from_lead=run.task.name == self._lead):
             self._job.progress = progress(self._job.progress, event)
+        self._ledger = self._ledger.event(event, from_lead=run.task.name == self._lead)
 
     def _set_job(self, state: State, message: str) -> None:
+        if state.terminal and self._ended_at is None:
+            self._ended_at = time.time()
         self._job.state = state
         self._job.message = message
         self._publish()
 
     def _publish(self) -> None:
-        status = self.status()
-        if status != self._published:
+        status, last = self.status(), self._published
+        stale = (last is None or last.goodput is None or status.goodput is None
+                 or status.goodput.wall_seconds - last.goodput.wall_seconds >= GOODPUT_REFRESH_SECONDS)
+        if last is None or replace(status, goodput=None) != replace(last, goodput=None) or stale:
             self._published = status
             self.on_status(status)
 

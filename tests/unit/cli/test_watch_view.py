@@ -107,3 +107,15 @@ def test_the_view_shows_stalls_stragglers_and_an_unwatched_program() -> None:
     job = JobStatus("t", BackendKind.LOCAL, State.RUNNING, stall=checked)
     assert "stall watchdog, last check: no progress for 40 s: stacks moved, not a stall" in render(job)
     assert job.to_dict()["stall"]["evidence"] == "stacks_moved" and JobStatus.from_dict(job.to_dict()) == job
+
+
+def test_the_view_shows_the_goodput_fraction_and_the_biggest_loss() -> None:
+    from launcher.supervision.goodput import Goodput, LostSeconds
+
+    goodput = Goodput(wall_seconds=412.3, productive_seconds=351.0, fraction=0.851, recomputed_steps=38,
+                      lost_seconds=LostSeconds(start_up=21.4, restarts=17.9, recomputation=9.6, backups=6.2,
+                                               input_wait=4.1, evaluation=2.1))
+    job = JobStatus("g", BackendKind.LOCAL, State.SUCCEEDED, goodput=goodput)
+    assert "goodput 85% of 412.3 s; most lost to start up: 21.4 s" in render(job)
+    assert JobStatus.from_dict(job.to_dict()) == job
+    assert job.to_dict()["goodput"]["lost_seconds"]["start_up"] == 21.4

@@ -399,3 +399,18 @@ def test_a_fault_while_the_others_linger_after_success_keeps_the_success(capsys:
     assert status.state is State.SUCCEEDED, status.message
     assert sorted(runtime.stopped) == ["job-worker-0", "job-worker-1"]
     assert "runtime error while the others linger (3/3)" in capsys.readouterr().err
+
+
+def test_every_status_carries_the_goodput_and_the_last_one_keeps_it_after_the_end() -> None:
+    runtime = ScriptedRuntime({"job-worker-0": [137, None], "job-chief-0": [(20, 0)]},
+                              output={"job-chief-0": [MARKER + STEP]})
+    status, published = supervise(runtime)
+    assert status.state is State.SUCCEEDED and status.restarts == 1
+    goodput = status.goodput
+    assert goodput is not None and all(p.goodput is not None for p in published)
+    assert goodput.productive_seconds + goodput.lost_seconds.total() == pytest.approx(goodput.wall_seconds, abs=0.01)
+    assert published[-1].goodput == goodput, "the final status keeps the goodput until the job ended"
+    document = status.to_dict()["goodput"]
+    assert set(document["lost_seconds"]) == {"start_up", "restarts", "recomputation", "backups", "input_wait",
+                                             "stalls", "evaluation"}
+    assert JobStatus.from_dict(status.to_dict()) == status
