@@ -494,17 +494,11 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         A merge patch of just that field (no resourceVersion): never in conflict with the Job controller's
         status writes. A Job gone meanwhile needs no ending.
         """
-        from kubernetes.client.exceptions import ApiException
-
         name = job["metadata"]["name"]
         started = k8s_status.parse_time(job.get("status", {}).get("startTime")) or now
-        with self._api_errors(f"patch Job {name}"):
-            try:
-                self._call("Job", "patch", name, namespace, _content_type="application/merge-patch+json",
-                           body={"spec": {"activeDeadlineSeconds": max(1, int(now - started))}})
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+        with self._unless_gone(f"patch Job {name}"):
+            self._call("Job", "patch", name, namespace, _content_type="application/merge-patch+json",
+                       body={"spec": {"activeDeadlineSeconds": max(1, int(now - started))}})
 
     def describe(self, name: str) -> JobStatus | None:
         namespace = self._ns()
@@ -714,12 +708,18 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             return self._call(kind, "list", namespace, label_selector=selector).get("items", [])
 
     def _delete(self, kind: str, name: str, namespace: str) -> None:
+        propagation = "Foreground" if kind == "Job" else "Background"
+        with self._unless_gone(f"delete {kind} {name}"):
+            self._call(kind, "delete", name, namespace, propagation_policy=propagation)
+
+    @contextmanager
+    def _unless_gone(self, action: str) -> Iterator[None]:
+        """``_api_errors`` for a change to an object that may be gone meanwhile: a 404 needs nothing done."""
         from kubernetes.client.exceptions import ApiException
 
-        propagation = "Foreground" if kind == "Job" else "Background"
-        with self._api_errors(f"delete {kind} {name}"):
+        with self._api_errors(action):
             try:
-                self._call(kind, "delete", name, namespace, propagation_policy=propagation)
+                yield
             except ApiException as exc:
                 if exc.status != 404:
                     raise
