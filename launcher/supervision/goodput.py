@@ -4,7 +4,7 @@ Contract: a ``Ledger`` is folded from what a backend sees, in time order: ``Ledg
 ``ledger.event(event, from_lead)`` for each task event (``launcher.protocol.events``) and
 ``ledger.disrupted(kind, at)`` for each of the supervisor's restarts (a failure, a preemption) and stall
 verdicts; ``ledger.goodput(now)`` is the ``Goodput`` of the run so far (``now``: the time it is, or when the
-run ended). ``goodput_of`` does all of it over a list. Pure: no I/O, no clock (every time is passed in,
+run ended). Pure: no I/O, no clock (every time is passed in,
 unix seconds). Every second between the launch and ``now`` goes to exactly one part, so the parts and
 ``productive_seconds`` add up to ``wall_seconds``:
 
@@ -24,7 +24,6 @@ unix seconds). Every second between the launch and ``now`` goes to exactly one p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from enum import Enum
 
 from pydantic import BaseModel, ConfigDict
@@ -90,15 +89,6 @@ class Phase(str, Enum):
     STARTING = "starting"  # launched, no step yet
     TRAINING = "training"
     RECOVERING = "recovering"  # disrupted, no step since
-
-
-class Disrupted(BaseModel):
-    """The supervisor's record of a disruption at ``time`` (for ``goodput_of``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    kind: Disruption
-    time: float
 
 
 class Ledger(BaseModel):
@@ -258,15 +248,3 @@ class Ledger(BaseModel):
                                                    for name, value in lost.model_dump().items()}),
                        recomputed_steps=self.recomputed_steps)
 
-
-def goodput_of(launched_at: float, record: Iterable[events.Event | Disrupted], lead: str, now: float,
-               backup_every_steps: int | None = None) -> Goodput:
-    """The goodput of a run launched at ``launched_at`` from its ``record`` in time order: its tasks' events
-    (those of the task named ``lead`` lead) and the supervisor's disruptions."""
-    ledger = Ledger.launched(launched_at, backup_every_steps)
-    for item in record:
-        if isinstance(item, Disrupted):
-            ledger = ledger.disrupted(item.kind, item.time)
-        else:
-            ledger = ledger.event(item, from_lead=item.task == lead)
-    return ledger.goodput(now)

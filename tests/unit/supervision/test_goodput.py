@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.goodput_record import Disrupted, goodput_of
 from launcher.protocol import events
-from launcher.supervision.goodput import Disrupted, Disruption, Goodput, Ledger, goodput_of
+from launcher.supervision.goodput import Disruption, Goodput, Ledger
 
 LEAD = "chief-0"
 
