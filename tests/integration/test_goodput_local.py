@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_local_tf import BACKUP_EVERY, TRAINING, finish, kill_task
+from test_local_tf import TRAINING, finish, kill_task
 
 from helpers.local_cluster import tfcluster, wait_status, write_spec
 from helpers.task_events import read_events, run_token
@@ -23,15 +23,20 @@ from launcher.supervision.status import State
 
 pytestmark = pytest.mark.tf
 
+STEPS_PER_EPOCH = 60
+
 
 def test_goodput_of_a_run_with_a_killed_worker_adds_up_and_counts_the_steps_done_again(tmp_path: Path) -> None:
     name = "gpk"
     spec = {"name": name, "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
-            "checkpoint": {"backup_every_steps": BACKUP_EVERY}, "training": {**TRAINING, "epochs": 4},
+            "checkpoint": {"backup_every_steps": None},  # a backup at each epoch's end only
+            "training": {**TRAINING, "steps_per_epoch": STEPS_PER_EPOCH, "epochs": 3},
             "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}}
     up = tfcluster("up", "--detach", str(write_spec(tmp_path, spec)), cwd=tmp_path)
     assert up.returncode == 0, up.stderr
-    wait_status(name, lambda s: (s.progress.step or 0) >= 2 * BACKUP_EVERY + 2, timeout=180)  # past a backup
+    # Seen 10 steps into the second epoch, the kill lands in it (a poll is far shorter than its other 50 steps):
+    # the chief restores the first epoch's backup and does again the steps it had reached since.
+    wait_status(name, lambda s: (s.progress.step or 0) >= STEPS_PER_EPOCH + 10, timeout=180)
     kill_task(name, f"{name}-worker-1")
     status = finish(name)
     assert status.restarts == 1
@@ -40,7 +45,7 @@ def test_goodput_of_a_run_with_a_killed_worker_adds_up_and_counts_the_steps_done
                         run_token(BackendKind.LOCAL, name))
     [restored] = [e for e in chief if isinstance(e, Restored)]
     reached = max(e.step for e in chief[:chief.index(restored)] if isinstance(e, Step))
-    assert reached > restored.step, "the kill came after a backup: some steps were done again"
+    assert restored.step == STEPS_PER_EPOCH and reached >= STEPS_PER_EPOCH + 10, (restored, reached)
 
     shown = tfcluster("status", name, "-o", "json", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
