@@ -24,11 +24,13 @@ them:
 - a non-retryable exit: fail; a retryable one: restart its group while the
   budget (restart *events* of the job, one gang restart = one) lasts, else fail.
 
-``decide_stall(suspects, restarts_used, what)`` says what to do when the
-stall watchdog (``launcher.supervision.stall``) fired: ``JobPolicy.stall_action``
-warn: continue; fail: fail; restart: restart the groups of the suspected
-tasks (every training task when none is suspected; a ParameterServer worker
-alone) as a failure would, within ``max_restarts``, else fail.
+``decide_stall(suspects, restarts_used, what, finished=)`` says what to do when
+the stall watchdog (``launcher.supervision.stall``) fired: after the lead
+finished training, continue (told only: a restart would train again);
+else ``JobPolicy.stall_action`` warn: continue; fail: fail; restart: restart
+the groups of the suspected tasks (every training task when none is
+suspected; a ParameterServer worker alone) as a failure would, within
+``max_restarts``, else fail.
 
 ``decision_order`` orders the exits of one poll round root cause first.
 """
@@ -153,9 +155,14 @@ class Rules:
             return Decision(Action.FAIL, message=f"failed: task {name} {failure} ({why}); last error: {last_error}")
         return self._restart(name, failure, restarts_used, last_error)
 
-    def decide_stall(self, suspects: Sequence[str], restarts_used: int, what: str) -> Decision:
-        """After the watchdog found the job stalled; ``what`` says so for people (timeout, suspects, stacks)."""
+    def decide_stall(self, suspects: Sequence[str], restarts_used: int, what: str, *, finished: bool) -> Decision:
+        """After the watchdog found the job stalled; ``what`` says so for people (timeout, suspects, stacks).
+        ``finished``: the lead had reported the end of training (``StallClock.finished``): only told, whatever
+        the action, as a restart would train again from the start (its backup is deleted at the end of training)."""
         action = self.policy.stall_action
+        if finished:
+            return Decision(Action.CONTINUE, message=f"stalled after training finished (warn only: a restart would "
+                                                     f"train again): {what}")
         if action is StallAction.WARN:
             return Decision(Action.CONTINUE, message=f"stalled (warn only): {what}")
         budget = self.policy.budget()

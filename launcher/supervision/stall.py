@@ -35,7 +35,10 @@ report is left out: it holds the tracing), each over its own floor:
   interval and ``MAX_FACTOR`` x the longest one (a save, an evaluation or an
   epoch's end, once seen);
 - after the lead's ``finished`` (training done; its export and its exit report
-  nothing), counted from then: the first-step allowance again.
+  nothing), counted from then: the first-step allowance again. The clock then
+  says ``finished``: a stall found after it is told, never restarted
+  (``Rules.decide_stall``): training is over and its backup deleted, so a
+  restart would train again from the start.
 """
 
 from __future__ import annotations
@@ -90,10 +93,16 @@ class StallClock:
     reporting: bool = False
     #: When the stacks were last read in this silence; None: not yet.
     looked_at: float | None = None
+    #: The lead reported ``finished`` in this attempt: training is done, only its export and exit remain.
+    finished: bool = False
 
     def started(self, now: float) -> StallClock:
-        """The first-step allowance again, from ``now``: the training group (re)started (a new attempt), a
-        warned stall is judged afresh, or the lead finished training (its export and exit report nothing)."""
+        """The training group (re)started at ``now``: a new attempt, with the first-step allowance."""
+        return replace(self.again(now), finished=False)
+
+    def again(self, now: float) -> StallClock:
+        """The first-step allowance again, from ``now``, in the same attempt: a warned stall is judged afresh, or
+        the lead finished training (its export and exit report nothing)."""
         return replace(self, since=now, last_report=None, looked_at=None)
 
     def alive(self, now: float) -> StallClock:
@@ -125,7 +134,7 @@ def observe(clock: StallClock, kind: EventKind, now: float) -> StallClock:
     if kind in SIGNS_OF_LIFE:
         return clock.alive(now).reports()
     if kind is EventKind.FINISHED:  # its export and exit report nothing: the first-step allowance again
-        return clock.started(now)
+        return replace(clock.again(now), finished=True)
     return clock
 
 

@@ -433,18 +433,19 @@ class Supervisor:
         if finding.verdict is not StallVerdict.STALLED:
             self._clock = self._clock.looked(self._now())
             stall.last_check = describe(judgement, reading, finding, self.stack_gap)
+            _log(f"stall watchdog: {stall.last_check}")
             return None
-        self._clock = self._clock.started(self._now())  # warn: judged again after another allowance
+        finished, self._clock = self._clock.finished, self._clock.again(self._now())  # warn: judged afresh later
         stall.stalls += 1
         names, why = reading.suspects, reading.why
         directory = self._write_stacks(stall.stalls, last)
         what = describe(judgement, reading, finding, self.stack_gap, directory)
-        stall.message, stall.suspects, stall.reason, stall.stacks_dir = what, list(names), why, directory
-        stall.last_check = what
+        decision = self.rules.decide_stall(names, self._job.restarts, what, finished=finished)
+        stall.message, stall.suspects, stall.reason, stall.stacks_dir = decision.message, list(names), why, directory
+        stall.last_check = decision.message
         for name in names:
             self._runs[name].status.message = "stalled (suspected)"
-        _log(f"stall watchdog: {what}")
-        decision = self.rules.decide_stall(names, self._job.restarts, what)
+        _log(f"stall watchdog: {decision.message}")
         if decision.action is Action.RESTART:
             self._ledger = self._ledger.disrupted(Disruption.STALL, time.time())
             self._restart(decision)

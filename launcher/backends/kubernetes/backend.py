@@ -401,7 +401,8 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         names, why = reading.suspects, reading.why
         directory = self._write_stacks(name, number, last)
         what = describe(judgement, reading, finding, self._stack_gap, directory)
-        decision = k8s_stall.rules(policy, jobs, name).decide_stall(names, restarts_used, what)
+        decision = k8s_stall.rules(policy, jobs, name).decide_stall(names, restarts_used, what,
+                                                                    finished=clock.finished)
         stall = StallStatus(watching=True, stalls=number, message=decision.message, suspects=list(names), reason=why,
                             stacks_dir=directory, evidence=finding.evidence, last_check=decision.message)
         self._write_stall(config_map, k8s_stall.StallRecord(pod=pod.name, status=stall), namespace)

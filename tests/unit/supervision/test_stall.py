@@ -264,28 +264,44 @@ MWMS = {"chief": {}, "worker": {"replicas": 2}}
 
 
 def test_a_stall_restarts_the_whole_mwms_group_within_the_budget() -> None:
-    decision = rules(MWMS).decide_stall(["job-worker-1"], 0, "no step for 12 s")
+    decision = rules(MWMS).decide_stall(["job-worker-1"], 0, "no step for 12 s", finished=False)
     assert decision.action is Action.RESTART and not decision.preemption
     assert decision.restart == ("job-chief-0", "job-worker-0", "job-worker-1")
     assert decision.message.startswith("stalled: no step for 12 s") and "restart 1/3" in decision.message
-    assert rules(MWMS).decide_stall(["job-worker-1"], 3, "x").action is Action.FAIL
+    assert rules(MWMS).decide_stall(["job-worker-1"], 3, "x", finished=False).action is Action.FAIL
 
 
 def test_without_a_suspect_every_training_task_restarts() -> None:
-    decision = rules({**MWMS, "evaluator": {}}).decide_stall([], 0, "x")
+    decision = rules({**MWMS, "evaluator": {}}).decide_stall([], 0, "x", finished=False)
     assert decision.restart == ("job-chief-0", "job-worker-0", "job-worker-1")
 
 
 def test_a_stuck_parameter_server_worker_restarts_alone() -> None:
-    decision = rules({"chief": {}, "worker": {"replicas": 2}, "ps": {}}).decide_stall(["job-worker-1"], 0, "x")
+    decision = rules({"chief": {}, "worker": {"replicas": 2}, "ps": {}}).decide_stall(["job-worker-1"], 0, "x", finished=False)
     assert decision.restart == ("job-worker-1",)
 
 
 def test_fail_and_warn_actions() -> None:
-    assert rules(MWMS, action="fail").decide_stall(["job-worker-1"], 0, "x").action is Action.FAIL
-    warn = rules(MWMS, action="warn").decide_stall(["job-worker-1"], 0, "x")
+    assert rules(MWMS, action="fail").decide_stall(["job-worker-1"], 0, "x", finished=False).action is Action.FAIL
+    warn = rules(MWMS, action="warn").decide_stall(["job-worker-1"], 0, "x", finished=False)
     assert warn.action is Action.CONTINUE and "warn" in warn.message
     assert rules(MWMS, timeout_seconds=5).policy.stall_floor_seconds == 5
+
+
+@pytest.mark.parametrize("action", ["restart", "fail", "warn"])
+def test_a_stall_after_the_lead_finished_training_is_only_told(action: str) -> None:
+    """Training is over and its backup deleted: a restart would train again from the start, a failure would
+    throw the trained model away; the lead's slow export or exit is told."""
+    decision = rules(MWMS, action=action).decide_stall(["job-worker-1"], 0, "no progress for 31 s", finished=True)
+    assert decision.action is Action.CONTINUE and not decision.restart
+    assert decision.message.startswith("stalled after training finished (warn only") and "31 s" in decision.message
+
+
+def test_the_clock_says_finished_from_the_leads_finished_until_a_new_attempt() -> None:
+    clock = observe(steady(0.1, 10), EventKind.FINISHED, 100.0)
+    assert clock.finished and clock.since == 100.0 and clock.last_report is None
+    assert clock.again(200.0).finished  # a warned stall judged afresh: still the same attempt
+    assert not clock.started(300.0).finished  # the group restarted: a new attempt trains again
 
 
 def times(*values: tuple[float | None, float | None]) -> list[StepTime]:
