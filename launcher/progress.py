@@ -1,28 +1,13 @@
 """Progress of your own training program, shown by tfcluster like the built-in entrypoint's.
 
-Contract: in a task started by tfcluster, ``ProgressCallback`` (Keras
-``fit``) and ``report_step`` / ``report_epoch`` / ``report_finished``
-(custom loops) write the events of ``launcher.protocol.events`` on stdout
-(with the run's token, from ``TFCLUSTER_EVENT_TOKEN``),
-through the entrypoint's own ``Reporter`` and callback, so the live view,
-``status -o json`` and the job's progress read them unchanged. Only the
-job's lead task (``TFCLUSTER_IS_CHIEF=1``: the chief, or worker 0 without
-one; where that is unset, the lead by ``TF_CONFIG``) reports steps and
-epochs, so every step is seen once; calling them on other tasks is
-harmless. Outside tfcluster the task is named after the host and leads.
-The first use also makes the task dump its threads' stacks on request
-(``launcher.worker.stackdump``: the stall watchdog and ``tfcluster debug``).
-Imports TensorFlow (the Keras callback); of tfcluster only the worker side.
+Contract: in a task started by tfcluster, ``ProgressCallback`` (Keras ``fit``) and ``report_step`` /
+``report_epoch`` / ``report_finished`` (custom loops) emit the events of ``launcher.protocol.events``
+with the run's token; only the job's lead task reports steps and epochs (harmless elsewhere). The
+first use also installs the on-request stack dump. Imports TensorFlow; of tfcluster only the worker
+side. Non-numeric metrics are reported as null.
 
     from launcher.progress import ProgressCallback
     model.fit(dataset, epochs=3, steps_per_epoch=100, callbacks=[ProgressCallback()])
-
-    from launcher.progress import report_epoch, report_step
-    report_step(step, loss, epoch=epoch, total_steps=total)   # every few steps
-    report_epoch(epoch, loss=loss, accuracy=accuracy)          # after each epoch
-
-Values may be Python or numpy numbers, tensors or PSS RemoteValues; a metric
-that is not a number is reported as null.
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """The backend interface (shaped after TorchX's schedulers): validate, dry-run, submit, describe, logs, cancel.
 
-Contract: a backend is one package under ``launcher.backends`` whose
-``Backend`` subclass answers, without touching any runtime (class methods,
-pure): ``target`` (how its tasks are addressed), ``validate`` (the spec
-rules only this backend has, as located ``Problem``s) and ``dry_run``
-(the plan with its rendered files). An instance (``create``, which may
-connect to Docker or Kubernetes) applies a ``DryRun`` with ``submit``
-exactly as rendered: it never re-renders or re-derives tasks, TF_CONFIGs
-or policies. ``submit`` either leaves a running cluster that ``describe``
-can find by name, or cleans up everything it started and raises
-``LaunchError``; a task that cannot be started fails the submit.
-``describe`` returns None for a cluster it does not know. ``tensorboard``
-serves the real TensorBoard over the runs' log dirs on this machine's
-``host:port`` (``launcher.backends.tensorboard``) until its context is left,
-then removes whatever it started. ``capacity`` (pure but for reading this
-machine) is what ``up`` checks before it launches, unless ``--force``.
-``history`` is what ``report`` draws: the run's plan, its status and every
-task's events (``launcher.supervision.history``); the default reads the plan a
-supervised backend keeps in its ``StateDir`` (local, compose, Slurm).
-Backends import their SDKs (docker, kubernetes) and TensorBoard lazily so
-the CLI stays fast.
+Contract: a backend is one package under ``launcher.backends`` whose ``Backend`` subclass answers
+``target``, ``validate`` (located ``Problem``s) and ``dry_run`` purely, without touching a runtime.
+An instance (``create``) applies a ``DryRun`` with ``submit`` exactly as rendered, never re-deriving
+tasks, TF_CONFIGs or policies; ``submit`` leaves a running cluster ``describe`` finds by name, or
+removes what it started and raises ``LaunchError``. ``describe`` returns None for an unknown cluster.
+``tensorboard`` serves the runs' log dirs, ``capacity`` is checked by ``up``, ``history`` feeds ``report``.
+SDKs and TensorBoard are imported lazily. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """``down --volumes``'s one removal guard, for every backend: a checkpoint store is deleted only if tfcluster
 created it for that cluster.
 
-A store is a directory (local, Slurm) or an engine's object (a compose
-volume, a Kubernetes claim). Directories: ``prepare(directory, cluster,
-run_id)`` (``prepare_for(plan)`` in each backend's ``submit``: nothing for
-an object store) makes the dir; when it did not exist,
-it writes ``MARKER`` in it (JSON naming the cluster and the run that
-created it). A dir that existed (the user's, or one an earlier run of the
-cluster made and marked) is left as it is. ``removal_problem(directory,
-cluster, workdir)`` is what each backend's ``cancel(volumes=True)`` asks
-before it stops anything (a problem: ``SpecError``, nothing done): a dir
-that is ``/``, the home directory, ``workdir`` (where the cluster was
-started), the current directory, or an ancestor of one of them, compared
-after resolving symbolic links; a dir without the marker of ``cluster``
-(made by the user, by another cluster, or by a version of tfcluster that
-did not mark). ``remove`` deletes a dir that passes, and nothing when it
-is already gone. ``guard(plan)`` is the rule as ``cancel(volumes=True)``
-calls it first: ``SpecError`` with the one problem, else the dir ``remove``
-may delete once the cluster is stopped (None for an object store, which
-tfcluster never deletes). Engine objects: ``created_for(labels, cluster)`` is True
-only for an object carrying tfcluster's ``managed-by`` label and the
-cluster's label (what the rendered volume and claim carry); a backend
-deletes no other volume or claim, and one it did not create (an existing
-volume of that name, a claim the spec names) is kept.
+Contract: ``prepare`` makes a missing checkpoint dir and marks it (``MARKER``: the cluster and run);
+a dir that existed is left as it is. ``guard(plan)`` (``removal_problem``) refuses, as a ``SpecError``,
+a dir that is or holds ``/``, home, the workdir or the current directory, or lacks this cluster's
+marker; else it gives the dir ``remove`` may delete (None for an object store). Engine objects
+(volumes, claims) count as ours only with tfcluster's labels (``created_for``); no other is deleted.
+Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -1,40 +1,11 @@
 """Credentials among the user's files, by name and by content: the one detector every place that ships files calls.
 
-Contract:
-- ``NAME_PATTERNS`` (``.dockerignore`` syntax, any depth) name the files and
-  directories that are credentials by their name; ``by_name(pattern)`` is
-  the reason shown for one. The workspace (``launcher.backends.workspace``)
-  puts them before the user's ``.dockerignore``, so a ``!`` line there
-  takes one back.
-- ``detect(path)`` says what kind of credential the regular file ``path``
-  holds by its content (``"a cloud service-account key"``), or None. It reads at most
-  ``PREFIX_BYTES`` of the file and never follows a link nor blocks on a
-  FIFO; a file whose prefix holds a NUL byte and that is longer than it (a
-  model, an archive, an image) is not read further and counts as none. The
-  reason names the rule, never the secret: no secret is kept, returned,
-  logged or shown. ``what_is(data, whole)`` is the same test on bytes read
-  already (``whole``: ``data`` is the file, not a cut prefix). ``OSError``
-  propagates (the caller names the file).
-- The rules, in order: tfcluster's own typed rules (``CONTENT_RULES``: what
-  the detector below lacks, or names too vaguely), then Yelp's
-  ``detect-secrets`` plugins whose patterns are a credential's own shape
-  (``plugins()``: private keys, AWS keys, GitHub/GitLab/Slack/Stripe/PyPI/
-  npm/OpenAI/SendGrid/Square tokens, JWTs, Azure storage keys), called on
-  the prefix directly (``analyze_string``: no network check, no global
-  settings), a find right after a letter or digit (inside base64 data) not
-  counted. Its generic heuristics (high-entropy strings, ``password=``
-  keywords, ``user:pass@`` URLs) and its short shapes without a prefix of
-  their own (Twilio, Mailchimp, Discord, Telegram, IBM, ...) are left out:
-  they fire on code and data (hashes, base64 blobs, examples), and a
-  withheld module fails the user's run. ``detect-secrets`` is imported on
-  the first content test only (it costs ~0.15 s), so the CLI starts fast.
-
-What ``detect-secrets`` lacks, as of 1.5 (each a rule here): a cloud
-service-account key is found only as some private key; a kubeconfig's
-``client-key-data`` is base64 (its private key is not seen) and a static
-token is not a JWT; a Docker/Podman ``auths`` entry, ``.pgpass`` and
-``.htpasswd`` lines, a HashiCorp Vault token and a PKCS#8 ``ENCRYPTED
-PRIVATE KEY`` have no plugin.
+Contract: ``NAME_PATTERNS`` (``.dockerignore`` syntax) name credential files by name (``by_name``
+gives the reason). ``detect(path)`` / ``what_is(data, whole)`` say what kind of credential a regular
+file holds by content, or None, reading at most ``PREFIX_BYTES``, never following a link or blocking
+on a FIFO; a binary file counts as none; ``OSError`` propagates. The reason names the rule, never
+the secret. Rules: tfcluster's ``CONTENT_RULES``, then the shape-specific ``detect-secrets``
+plugins (``plugins()``), imported lazily. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

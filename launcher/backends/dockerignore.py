@@ -1,28 +1,11 @@
 """``.dockerignore`` with Docker's own semantics, in bounded time.
 
-Contract: ``read_rules(path)`` reads a ``.dockerignore`` as Docker's CLI
-does (moby's ``ignorefile.ReadAll``: a UTF-8 BOM dropped, ``#`` comments,
-surrounding blanks trimmed, each pattern cleaned like Go's
-``filepath.Clean`` and made relative, ``!`` for an exception) and raises
-``SpecError`` (exit 2, one line per problem, naming the file and line) for a
-file that is not UTF-8 or a pattern Docker refuses. ``Rules`` matches
-relative slash-separated paths as moby's ``patternmatcher`` does: ``*``,
-``?`` and character classes within one path segment, ``**`` across
-segments, ``\\`` escapes, case-sensitive; the last pattern that matches a
-path or one of its parent directories decides, and an exception (``!``)
-there keeps the path. Patterns are compiled, as moby compiles them to a Go
-(RE2) regular expression, to the same expression run by RE2, whose matching
-time is linear in the path: no pattern backtracks, whatever a
-``.dockerignore`` holds.
-
-One difference, on purpose: ``**`` also spans names holding a newline
-(in Go's regexp ``.`` stops there, so Docker would ship ``new\nline/.env``).
-
-Why not ``docker.utils.build.PatternMatcher`` (what the Python Docker SDK
-ships): it matches case-insensitively, reads ``[!a]`` as a negation and
-``[^a]`` as a literal ``^`` (Docker: the reverse), has no ``\\`` escape,
-accepts malformed patterns Docker refuses, checks one parent directory only
-(moby's deprecated ``Matches``) and runs Python's backtracking ``re``.
+Contract: ``read_rules(path)`` reads a ``.dockerignore`` as Docker's CLI does and raises
+``SpecError`` (one line per problem, naming file and line) for non-UTF-8 text or a pattern Docker
+refuses. ``Rules`` matches relative slash-separated paths as moby's ``patternmatcher`` does
+(the last matching pattern on the path or a parent decides; ``!`` keeps), compiled to RE2, so
+matching time is linear in the path. On purpose, ``**`` also spans names holding a newline.
+Why not the Docker SDK's matcher: docs/design-notes.md.
 """
 
 from __future__ import annotations

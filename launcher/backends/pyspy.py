@@ -1,31 +1,11 @@
 """Stacks of a Python program read from outside with ``py-spy``: no change to the program, no signal.
 
-Contract: ``read_stacks(pids, run)`` runs ``dump_command(pid)`` (``py-spy dump
---pid PID --full-filenames``, an argument list) through ``run`` for each of
-``pids`` and returns ``(dump, problem)``: the dumps of those that are Python
-programs (py-spy's header naming the process and Python, then every thread's
-frames, most recent call first; the target is paused for the few
-milliseconds this takes), and one line saying why there is none when no pid
-gave one: reading another process is not permitted (py-spy needs ptrace
-rights over it: the same user, and under ``kernel.yama.ptrace_scope`` >= 1
-only the target's ancestors or holders of ``CAP_SYS_PTRACE`` have them, and
-py-spy is not the task's ancestor), the process is not Python, or py-spy did
-not answer in time. ``run`` decides where py-spy runs (``local_runner``: here,
-as the caller's user) and returns a ``Ran`` or one line saying why py-spy
-could not run; it never takes longer than ``PYSPY_SECONDS`` per pid (then
-py-spy is killed). Nothing here raises for any of these.
-
-``say_none(task, why)`` reports that line (every backend's reader calls it).
-
-``read_container_stacks(exec_in)`` does the same inside a container, where
-``exec_in`` runs a command as the container's own user (compose: ``docker
-exec``; Kubernetes: ``pods/exec``): it lists the container's processes from
-inside (``ls /proc``: its pid namespace), then runs the image's py-spy on
-each, killed after ``PYSPY_SECONDS`` by ``timeout -s KILL`` in the
-container. Nothing is added to the container's hardening: reading a process
-of one's own uid needs no capability (Docker's default seccomp profile, and
-the runtime default on Kubernetes, allow ptrace on kernels >= 4.8). An image
-without py-spy gives the one line that says so.
+Contract: ``read_stacks(pids, run)`` runs ``dump_command(pid)`` through ``run`` (``local_runner``:
+here) for each pid and returns ``(dump, problem)``: the dumps of the Python programs, and one line
+saying why there is none (no ptrace right, not Python, no answer within ``PYSPY_SECONDS``).
+``read_container_stacks(exec_in)`` does the same inside a container (``docker exec``,
+``pods/exec``), adding no capability. ``say_none(task, why)`` reports the line. Nothing here raises
+for these cases. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

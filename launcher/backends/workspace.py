@@ -1,33 +1,12 @@
 """Shipping the user's workspace: which files go, their digest, and building/pushing the thin layers.
 
-Contract:
-- ``scan(directory)`` lists the files that would ship and digests their
-  paths, exec bits and contents, reading each file in chunks (bounded
-  memory). What ships: every regular file, less what ``DEFAULT_RULES``
-  (credentials by name, version control, virtualenvs, run dirs, bytecode)
-  and then the directory's ``.dockerignore`` (Docker's semantics,
-  ``launcher.backends.dockerignore``) leave out, less the files that hold a
-  credential by content (``launcher.backends.credentials``, the one
-  detector); a ``!`` line there takes anything back, a credential by name
-  or content too. Symbolic links never ship, nor what they point to. It
-  raises ``LaunchError`` for a missing directory and ``SpecError`` for a bad
-  ``.dockerignore`` or a workspace over ``MAX_WORKSPACE_BYTES``; the
-  credentials it left out, and those taken back, each with the rule that
-  matched, are in the source it returns, for ``run``/``up``/``dry-run`` to
-  name.
-- ``ensure_images(workspace, echo)`` builds each ``WorkspaceImage`` that the
-  engine does not have yet, or has on another base (the tag holds the
-  workspace's digest and the base's name; the layer's ``BASE_LABEL`` holds
-  the id of the base it was built on, so a rebuilt base, such as a new
-  ``tfcluster build``, rebuilds the layer: an unchanged workspace on an
-  unchanged base costs two lookups) and pushes the ones marked ``push``. A build runs with
-  the host's network and CA bundle, like ``tfcluster build``, so it works
-  without Docker Hub. Requirements that would replace the image's TensorFlow
-  stack (tensorflow*, tf-keras, tensorboard) are left out, with a line saying so;
-  the others are installed against the image's packages (never shadowing them),
-  importable (``PYTHONPATH``) and their scripts on ``PATH`` for any Python version
-  of the image; a failing install fails the build. Each line of the build
-  goes to ``echo`` (by default ``build_note`` logs it, INFO, which a command shows).
+Contract: ``scan(directory)`` lists and digests the files that ship: regular files, less
+``DEFAULT_RULES``, the ``.dockerignore`` and credentials by content (``launcher.backends.credentials``);
+no symbolic link ships. It raises ``LaunchError`` (missing directory) or ``SpecError`` (bad
+``.dockerignore``, over ``MAX_WORKSPACE_BYTES``), and reports the credentials left out or taken back.
+``ensure_images(workspace, echo)`` builds each ``WorkspaceImage`` missing or on another base, and
+pushes those marked ``push``; requirements never replace the image's TensorFlow stack.
+Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -1,31 +1,11 @@
 """The one way out to the terminal: everything the commands show passes the one escaper here.
 
-Contract: text from a task (its output, its stacks, a message quoting them)
-or from a spec (paths, names, values) reaches the terminal only through this
-module, escaped by ``launcher.spec.problems.escaped``: every control
-character (C0, DEL, C1, so ESC, BEL and CSI; U+2028/U+2029) is written in
-its visible form (``\\x1b``, ``\\x07``, ...), so a value can neither drive
-the terminal (OSC 52 clipboard, OSC 0 title, ``ESC[2J``) nor start a line
-of its own. ``tests/unit/test_terminal_sink.py`` holds the rest of the
-controller to it.
-
-- ``echo(text)``: one line (its ``\\n`` escaped too); ``echo_lines(text)``:
-  text that is several lines by design (a stack dump, converted YAML, one
-  problem per line), its ``\\n`` and tabs kept.
-- ``echo_json(text)``: JSON written by ``json.dumps`` with its ASCII default,
-  which escapes every control character but DEL; DEL becomes ``\\u007f``,
-  so the document stays valid JSON and means the same.
-- ``console()``: the rich console (an ``EscapingConsole``) of the live view
-  and of dry-run's text. Every string it renders (a line, a table cell, a
-  header) is escaped to one line and never read as markup or emoji codes (a
-  task's ``[link=...]`` stays text); whatever else it renders (the ``str()``
-  of an object) is escaped too, its line breaks kept. ``styled(text,
-  style)`` is one such line with a style; ``live(console)`` the live display.
-- ``to_terminal()``: while a command runs, Python's logging (a warning
-  quoting a task's line, a backend's note: ``launcher`` loggers from INFO,
-  others from WARNING) and warnings are written here, escaped.
-- ``raw(line)``: ``tfcluster logs`` only: a task's output as it wrote it, as
-  ``kubectl logs`` and ``docker logs`` show it (README: Security).
+Contract: task and spec text reaches the terminal only through this module, escaped by
+``launcher.spec.problems.escaped`` (every control character shown in visible form), so it can neither
+drive the terminal nor start a line of its own; ``tests/unit/test_terminal_sink.py`` enforces it.
+``echo`` (one line), ``echo_lines`` (multi-line by design), ``echo_json`` (valid JSON), ``console()``
+/ ``styled`` / ``live`` (rich, never markup), ``to_terminal()`` (logging and warnings) and ``raw``
+(``tfcluster logs`` only, as written). Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,11 @@
 """The planner: a pure function from a validated spec and a backend target to the plan.
 
-Contract: ``make_plan`` does no I/O and starts nothing. The plan holds one
-task per replica (chief, worker, ps, evaluator order, indices from 0), the
-training ``cluster`` shared by every training task, each task's command
-and environment (the target's ``task_env`` first, e.g. the allocator a local
-launch preloads, then the spec's, then the launcher's own), and the job
-policy (``launcher.plan.policy``). The TensorBoard log dir is resolved once
-(``launcher.plan.logdir``) and handed to every task in
-``RunConfig.tensorboard_dir`` and ``TFCLUSTER_TENSORBOARD_DIR``.
-``Plan.tf_config(task)`` / ``Plan.task_env(task)`` give what a backend must
-start the task with (in ``Plan.workdir`` when set: the user's workspace);
-backends apply a plan, never re-derive it, and read restart, success,
-deadline and linger rules from ``Plan.policy``.
-
-TF_CONFIG follows TFJob: ``{"cluster": {...}, "task": {"type", "index"}}``.
-The evaluator is kept out of the training cluster (a listed evaluator made
-the PSS coordinator hang); its own TF_CONFIG names only itself.
-
-A task's command is its role's ``command`` (``[]``: the image's own, in
-containers), else the spec's cluster-level ``command`` when its role runs
-the user's program, else the built-in entrypoint (``launcher.plan.programs``); the
-role's ``args`` follow it. In containers the command runs after the image's
-ENTRYPOINT (tini in the worker image), unless the role ``replaces_entrypoint``
-(a TFJob's ``command``): then ``Task.replaces_entrypoint`` and backends run
-it in the ENTRYPOINT's place (Kubernetes ``command``, compose ``entrypoint``).
+Contract: ``make_plan`` does no I/O and starts nothing. The plan holds one task per replica (chief,
+worker, ps, evaluator; indices from 0), the shared training ``cluster``, each task's command and
+environment (target's, then the spec's, then the launcher's), the resolved TensorBoard log dir and
+the ``JobPolicy`` (``launcher.plan.policy``). ``Plan.tf_config`` / ``Plan.task_env`` are what a
+backend starts a task with; backends apply a plan, never re-derive it. TF_CONFIG follows TFJob; the
+evaluator stays outside the training cluster. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -1,44 +1,11 @@
 """The job policy: every rule about restarts, success and deadlines, computed once by the planner.
 
-Contract: ``make_policy(spec, strategy)`` turns the spec's policy fields and
-the resolved strategy into a ``JobPolicy``; everything that applies a policy
-reads it from here: the supervisor's decisions (``launcher.supervision.rules``),
-the Kubernetes Job fields (``podFailurePolicy``, ``successPolicy``, the
-budget) and status/gang restarts, and the compose restart mapping. Rules,
-after TFJob and the tf.distribute fault-tolerance guides:
-
-- ``retryable(code)``: ``never`` retries nothing; ``on-failure`` and
-  ``always`` retry every non-zero exit; ``exit-code`` retries exits caused by
-  a signal (>= 128: OOM, preemption, kill -9) and fails on 1-127 (a bug).
-- restart groups: MultiWorkerMirrored and single-task strategies restart
-  every training task together (the survivors of a lost collective never
-  recover alone); ParameterServer restarts a failed worker alone (the
-  coordinator tolerates losing workers) but every training task when a ps
-  or the chief fails; an evaluator always restarts alone.
-- linger: after success the tasks still running get ``linger_seconds`` to
-  exit by themselves before they are stopped (the job stays succeeded):
-  30 s for the built-in program, whose ParameterServer servers end on the
-  chief's completion marker; 5 s when the user's program runs (its servers,
-  or ours serving it, see no marker and would serve, or ``join()``, forever).
-- preemptions: a preempted exit (``ExitCode.PREEMPTED``, every training
-  task saved on a termination notice) is no failure: its group restarts
-  under every restart policy, bounded by ``max_preemptions`` instead of
-  ``max_restarts``. Tasks get ``save_grace_seconds`` between the notice
-  and SIGKILL (local stop, compose ``stop_grace_period``, Kubernetes
-  ``terminationGracePeriodSeconds``).
-- stalls: ``stall_floor_seconds`` and ``stall_action`` (spec ``stall``) parametrize the stall watchdog; its
-  restart goes through the same groups and ``max_restarts`` as a failure.
-- failure rules (spec ``restart.rules``): ``failure_rule(failure)`` is the
-  first rule a typed ``Failure`` (role, exit code, OOM flag, last output
-  lines) matches, with what matched it, or None (then ``retryable`` and the
-  budget decide, as without rules). ``restart`` restarts the group within
-  ``max_restarts`` under every restart policy; ``fail`` fails the job now;
-  ``continue`` leaves the task ended. Preemptions are decided before them.
-  ``native_rules(role)``: the leading rules an engine that sees only exit
-  codes can enforce for one role's tasks (Kubernetes ``podFailurePolicy``).
-- success: ``chief``: the lead task (the chief, or worker 0 without one:
-  ``launcher.protocol.roles``) exited 0; ``all-workers``: the chief and
-  every worker exited 0.
+Contract: ``make_policy(spec, strategy)`` turns the spec's policy fields and the resolved strategy
+into a ``JobPolicy``; the supervisor's rules, the Kubernetes Job fields and the compose restart
+mapping all read it from here. It answers: ``retryable(code)``, restart groups, linger after success,
+preemptions (bounded by ``max_preemptions``, with ``save_grace_seconds``), the stall watchdog's floor
+and action, ``failure_rule(failure)`` / ``native_rules(role)`` for the spec's ``restart.rules``, and
+success (``chief`` or ``all-workers``). Pure. The rules in full: docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """``tfcluster run``: the cluster spec for the user's own script, built from command-line options.
 
-Contract: both functions are pure. ``script_problems(run, from_spec)``
-returns one problem per bad option, named as typed (``--workers``,
-``--name``, ``SCRIPT``), to report before anything is read or started;
-for a ``run`` without problems, ``script_spec_data(run, base)`` returns the
-spec as a mapping, for the loader to validate with every usual check. The
-program becomes the spec's cluster-level ``command`` (``[python, SCRIPT,
-*ARGS]`` or ``[python, -m, MODULE, *ARGS]``, arguments unchanged), so
-which tasks run it follows the planner's rule (``runs_program``). Without
-``base`` the roles come from the options: ``--workers`` (default 2),
-``--chief``, ``--ps N`` (``parameter_server`` and a chief),
-``--evaluator``; with ``base`` (``-f``: a spec or a TFJob) roles,
-resources and policies come from it (its programs, cluster-level and per
-role, are replaced by the script) and the role options are refused.
-The name is ``--name``, else the base spec's, else derived from the
-program (``naming.name_for_program``). The current directory is the
-spec's ``workspace`` (unless ``-f`` names one): local tasks start there, and
-on compose and Kubernetes it ships as the workspace image layer, on top of
-``--image`` when given (every task's base image, a base spec's role images
-too); ``--registry`` is where Kubernetes pulls it from.
+Contract: both functions are pure. ``script_problems(run, from_spec)`` returns one problem per bad
+option, named as typed, before anything is read or started. ``script_spec_data(run, base)`` returns
+the spec mapping for the loader to validate: the program becomes the cluster-level ``command``;
+roles come from the options, or from ``base`` (``-f``: a spec or a TFJob, whose programs the script
+replaces); the current directory is the ``workspace`` unless ``-f`` names one.
+Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """Where a run keeps its files: the one rule every backend's ``validate`` applies to the spec's paths.
 
-Contract: ``storage_problems(spec, target)`` checks the local ``checkpoint.dir``
-and ``tensorboard.dir`` against ``target.storage(spec)``
-(``launcher.plan.targets.Storage``): at most one problem per field, naming
-the first rule the path breaks, the path normalised lexically first
-(``launcher.spec.paths``: ``//x`` is ``/x``, ``/x/..`` is ``/``; a relative
-path on the hosts is taken from the tasks' working directory):
-
-- one line: no line break or NUL;
-- in containers, an absolute path;
-- not ``/``;
-- in ``Storage.volume`` when the target has one (compose's ``/checkpoints``);
-  in containers, summaries on the checkpoint volume (the only place every task
-  writes and the TensorBoard container reads);
-- neither at, in, nor holding a mount point the target uses itself
-  (``Storage.mounts``);
-- neither being nor holding a directory that is not the run's
-  (``Storage.owned``: the container's devices);
-- not in a node-local directory (``Storage.node_local``), for a path given
-  absolute (a relative one is in the working directory, which must be shared).
-
-``clash(path, storage, mounts)`` is the mount-point and ownership rule alone,
-for the other mounts a spec asks for (``kubernetes.volume_mounts``).
-Object-store URLs name no local path and pass.
+Contract: ``storage_problems(spec, target)`` checks the local ``checkpoint.dir`` and
+``tensorboard.dir`` against ``target.storage(spec)``: at most one problem per field, naming the first
+rule the lexically normalised path breaks (one line; absolute in containers; not ``/``; in the
+target's volume; clear of the target's mounts and devices; not node-local). ``clash(path, storage,
+mounts)`` is the mount and ownership rule alone, for other mounts a spec asks for. Object-store URLs
+pass. The rules in full: docs/design-notes.md.
 """
 
 from __future__ import annotations

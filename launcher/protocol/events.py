@@ -1,35 +1,11 @@
 """Machine-readable progress events, emitted by tasks on stdout and read by the controller.
 
-Contract: one event per line, ``TFCLUSTER_EVENT/<token> <json object>``; the object is
-one of the models below, told apart by ``event`` (an ``EventKind`` value), and
-always has ``task`` (task name) and ``time`` (unix seconds). Tasks write events with
-``emit``; the controller reads them with an ``EventReader`` of the run's token only
-(the supervisor, ``debug``, the Kubernetes status and stall watch): a line it accepts
-whose kind is unknown or whose payload does not fit its model is logged (one line)
-and skipped, never raised. Fields a model does not know are ignored, so a newer
-task can report more than an older controller reads.
-
-Who may report (a program's own output must not forge events: a data row holding
-the marker once made ``debug`` signal a task without the handler, killing it):
-
-- the marker counts only at the start of a line, where a line starts after its last
-  carriage return (what a terminal shows of it); ``emit`` starts its line with one, so
-  an event may follow a progress bar that redraws itself with carriage returns (Keras', tqdm's).
-  Each reading point hands the reader the task's own lines: the local and Slurm log
-  files, Docker's log stream and the pods' logs carry no transport prefix there
-  (no timestamps, no ``srun --label``; ``logs``' ``<task> | `` labels are for people);
-- the token is ``new_token()``, drawn afresh for every launch (``launcher.api.plan``), so
-  no earlier run's lines count either. It is the plan's (``Plan.event_token``: the
-  supervisors and ``debug`` read it there, Kubernetes from its Jobs' env) and every
-  task's own variable ``TFCLUSTER_EVENT_TOKEN`` (``task_token``), not a field of
-  ``TF_CONFIG`` or ``TFCLUSTER_JOB``, which programs print. A plan that is not a launch
-  (dry-run, ``render``) has ``MANUAL_TOKEN``, fixed like its run id ``manual``.
-
-To add a field: give it a default in its model (the reader of an older task
-sees the default). To add a kind: a value in ``EventKind``, a model with
-``event: Literal[EventKind.X]``, a member of ``Event``, and its effect on the
-job's progress in ``launcher.protocol.progress``.
-This module imports no TensorFlow, so both sides share it.
+Contract: one event per line, ``TFCLUSTER_EVENT/<token> <json object>``, one of the models below told
+apart by ``event`` (``EventKind``), always with ``task`` and ``time``. Tasks write with ``emit``; the
+controller reads with an ``EventReader`` of the run's token only, counting the marker only at a
+line's start; a bad or unknown event is logged and skipped, never raised; unknown fields are ignored.
+The token is drawn per launch (``new_token``; ``MANUAL_TOKEN`` for dry-run and render). No TensorFlow
+is imported. Anti-forgery reasoning and how to add a field or kind: docs/design-notes.md.
 """
 
 from __future__ import annotations

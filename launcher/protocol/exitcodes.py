@@ -1,34 +1,14 @@
 """Exit codes of a task, chosen for the supervisor's restart policies: what the entrypoint exits with
 and what every backend reports (a task killed by signal N exits ``SIGNAL_EXIT_BASE`` + N, shell-style).
 
-==========  ===================================================================
-code        meaning
-==========  ===================================================================
-0           success (trained and exported, served until DONE, evaluated last)
-1           the training program failed (a bug: user code, NaN, ...); the
-            ``exit-code`` policy does not retry it, ``on-failure`` does
-2           bad configuration (TF_CONFIG, TFCLUSTER_JOB, user module contract);
-            retrying cannot help
-175         a peer is unreachable or died (``tf.errors.UnavailableError``,
-            ``CancelledError``/``AbortedError`` from collectives, peer host
-            never resolved): retried by ``exit-code`` (>= 128, like a signal
-            death) and by ``on-failure``; 175 = 128 + 47 is no signal that a
-            kill, OOM or preemption produces, so it is recognisable in logs
-143         preempted: the task got a termination notice (SIGTERM: eviction,
-            spot preemption, ``docker stop``, ``tfcluster down``), every
-            training task saved at the same step, and it exited. Not a
-            failure: restarted without using ``restart.max_restarts``
-            (bounded by ``restart.max_preemptions``) and ignored by the
-            Kubernetes ``podFailurePolicy``. 143 = 128 + SIGTERM, chosen over
-            TensorFlow's default 42 so that any signal-aware policy (ours
-            ``exit-code``, TFJob's ``ExitCode``) retries it without knowing
-            tfcluster, and so a task that died of the notice before it could
-            save (a PSS server, a task still starting) reads the same
-==========  ===================================================================
+Codes: 0 success; 1 the training program failed (not retried by ``exit-code``); 2 bad configuration
+(never worth retrying); 175 a peer is unreachable or died (retried by ``exit-code`` and ``on-failure``);
+143 preempted: every training task saved on a termination notice (not a failure: bounded by
+``restart.max_preemptions``).
 
-Contract: every non-zero exit of the entrypoint is preceded by a ``failed``
-event carrying the reason and the code, except ``PREEMPTED``, preceded by a
-``preempted`` event (the step saved, if any).
+Contract: every non-zero exit of the entrypoint is preceded by a ``failed`` event carrying the reason
+and the code, except ``PREEMPTED``, preceded by a ``preempted`` event. Why these values:
+docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -1,47 +1,12 @@
 """Kubeflow ``kubeflow.org/v1`` TFJob manifests, read as they are: converted to a tfcluster spec mapping.
 
-Contract: ``is_tfjob(data)`` tells a TFJob (by ``apiVersion`` and ``kind``)
-from a tfcluster spec. ``convert(data)`` is pure and returns a ``Converted``:
-the equivalent spec mapping (validated afterwards like any spec), where each
-of its fields came from (``origins``, so problems name the TFJob's own field
-and line), the fields whose shape no TFJob has (``malformed``: a value of
-the wrong type, a ``command`` given as one string, Chief and Master both;
-refused by every command, ``convert`` too), the fields tfcluster does not
-carry (``dropped``, one problem
-each: refused by ``validate``/``dry-run``/``up``, comments in ``convert``;
-among them the TFJob's annotations and an ``imagePullPolicy`` other than
-the one tfcluster's pods get, ``image_reference.pull_policy``), the
-fields carried with a difference or without effect (``notes``: comments in
-``convert``, not refused: a request-only resource that becomes a limit,
-container ``ports`` other than ``tfjob-port``) and the pod-template fields only the Kubernetes backend carries
-(``kubernetes_only``: nodeSelector, tolerations, imagePullSecrets,
-serviceAccountName, volumes and the container's volumeMounts, refused on
-the other backends; ``kubernetes_inert``: the TFJob's labels and the pod
-labels and annotations, one warning each on the other backends). The mapping (README: migration table):
-
-- replica specs Chief/Master, Worker, PS, Evaluator -> roles; ``replicas``;
-- the container named ``tensorflow`` (else the first): ``image``; ``command``
-  + ``args`` -> the role's ``command`` with ``replaces_entrypoint`` (it runs
-  in place of the image's ENTRYPOINT, as in Kubernetes); ``args`` alone ->
-  the role's ``command`` (after the ENTRYPOINT); neither -> ``[]``, the
-  image's own command; ``env`` values; ``resources`` cpu, memory,
-  ``nvidia.com/gpu``, each from limits, else requests (tfcluster renders
-  requests = limits); the ``tfjob-port`` port -> the role's ``port``;
-- ``restartPolicy`` -> ``restart.policy`` (one for the job: the chief's, else
-  the workers'; a replica with another one is refused); ``runPolicy``: ``backoffLimit`` -> ``restart.max_restarts``,
-  ``activeDeadlineSeconds`` -> ``deadline_seconds``,
-  ``ttlSecondsAfterFinished`` -> ``kubernetes.ttl_seconds_after_finished``,
-  ``cleanPodPolicy: Running`` is what tfcluster does (``None`` is a note);
-  ``successPolicy`` ``AllWorkers`` -> ``all-workers``; ``metadata.namespace`` ->
-  ``kubernetes.namespace``, ``metadata.labels`` -> ``kubernetes.labels``,
-  the pod template's labels and annotations -> ``kubernetes.pod_labels`` and
-  ``kubernetes.pod_annotations``; ``terminationGracePeriodSeconds`` ->
-  ``checkpoint.save_grace_seconds``.
-
-A null is unset, as in Kubernetes. tfcluster's own labels are dropped (a
-note); a TFJob tfcluster exported reads back: what its export writes on its
-own account (``tfjob_vocabulary.EXPORT_OWN_*``) is dropped, one note. The
-names both sides spell live in ``launcher.spec.tfjob_vocabulary``.
+Contract: ``is_tfjob(data)`` tells a TFJob from a tfcluster spec (``apiVersion`` and ``kind``).
+``convert(data)`` is pure and returns a ``Converted``: the equivalent spec mapping (validated later
+like any spec), each field's ``origins`` (problems name the TFJob's field and line), and what does not
+carry over: ``malformed`` (refused everywhere), ``dropped`` (refused by validate/dry-run/up),
+``notes`` (carried with a difference), ``kubernetes_only`` and ``kubernetes_inert``. A null is unset.
+Shared names live in ``launcher.spec.tfjob_vocabulary``. The field mapping: README's migration table
+and docs/design-notes.md.
 """
 
 from __future__ import annotations

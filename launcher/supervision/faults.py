@@ -1,25 +1,11 @@
 """Which faults of a runtime's engine the supervisor retries: the one home of 'retryable engine fault'.
 
-Contract: ``engine_fault(exc)`` is True when ``exc`` says the connection to the
-engine a runtime drives (the Docker socket, an API server) broke, was refused
-or was never there (the engine restarting or away for a moment), wherever in
-its chain: its ``__cause__``/``__context__`` and the exceptions a wrapper
-carries in its arguments (urllib3 and requests wrap the operating system's
-error: ``ProtocolError('Connection aborted.', ConnectionResetError(...))``).
-Such a fault is:
-
-- Python's ``ConnectionError`` (reset, aborted, refused, broken pipe,
-  ``http.client.RemoteDisconnected``) or ``TimeoutError``;
-- an ``OSError`` whose errno is in ``CONNECTION_ERRNOS`` (``ENOTCONN``: the
-  Docker socket's "Transport endpoint is not connected", ``ECONNRESET``, ...);
-- a wrapper whose message starts as in ``CONNECTION_WORDS`` (``Connection
-  aborted.``, ``Connection broken:``, ``Response ended prematurely``): what
-  requests/urllib3 say around an error of the socket itself (e.g. the engine's
-  socket file gone while it restarts) or of a response the engine's end cut.
-
-The supervisor (``launcher.supervision.supervisor``) retries a round that
-met one, wherever in the round (a poll, a restart's stop or start, a stall's
-stack reading), up to its ``fault_retries`` in a row. Pure.
+Contract: ``engine_fault(exc)`` is True when ``exc``, or anything in its chain (``__cause__``,
+``__context__``, exceptions a wrapper carries in its arguments), says the connection to the engine
+(the Docker socket, an API server) broke, was refused or was never there: ``ConnectionError``,
+``TimeoutError``, an ``OSError`` with an errno in ``CONNECTION_ERRNOS``, or a wrapper whose message
+starts as in ``CONNECTION_WORDS``. The supervisor retries a round that met one, up to its
+``fault_retries`` in a row. Pure. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

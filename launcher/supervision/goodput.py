@@ -1,25 +1,11 @@
 """Goodput: where every second of a run went, from its tasks' events and the supervisor's own record.
 
-Contract: a ``Ledger`` is folded from what a backend sees, in time order: ``Ledger.launched(at)``, then
-``ledger.event(event, from_lead)`` for each task event (``launcher.protocol.events``) and
-``ledger.disrupted(kind, at)`` for each of the supervisor's restarts (a failure, a preemption) and stall
-verdicts; ``ledger.goodput(now)`` is the ``Goodput`` of the run so far (``now``: the time it is, or when the
-run ended). Pure: no I/O, no clock (every time is passed in,
-unix seconds). Every second between the launch and ``now`` goes to exactly one part, so the parts and
-``productive_seconds`` add up to ``wall_seconds``:
-
-- start-up: from the launch until the lead task's first reported step;
-- restarts: from a task's failure or preemption until the first step after the restore;
-- recomputation: the steps done again after a restore (from the restored backup's step to the last step
-  reached before the failure) × the step time then, and the training between the last step reported
-  before a failure and the failure (its progress is lost too); ``recomputed_steps`` counts the former;
-- backups: the time a save held the training steps (the steps over a backup's boundary beyond the
-  steady step time, at most the measured save cost per backup);
-- input_wait: the training time × the tasks' own measured share of a step spent waiting for input
-  (``input_wait_fraction`` of each epoch);
-- stalls: from the last step until the watchdog's stall verdict;
-- evaluation: the steps over an epoch's end with validation beyond the steady step time and the backups;
-- productive: the rest of the training time (the time after the job's last step included).
+Contract: a ``Ledger`` is folded in time order: ``Ledger.launched(at)``, ``ledger.event(event,
+from_lead)`` per task event and ``ledger.disrupted(kind, at)`` per restart or stall verdict;
+``ledger.goodput(now)`` is the ``Goodput`` so far. Pure: no I/O, no clock (unix seconds passed in).
+Every second between launch and ``now`` goes to exactly one part (start-up, restarts, recomputation,
+backups, input_wait, stalls, evaluation, productive), so they add up to ``wall_seconds``.
+How each part is measured: docs/design-notes.md.
 """
 
 from __future__ import annotations

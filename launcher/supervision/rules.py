@@ -1,38 +1,13 @@
 """The supervisor's decisions: a typed exit in, an enum decision out, pure (after Ray Train's failure policy).
 
-Contract: ``Rules(policy, tasks).decide(name, exit_code, exited,
-restarts_used, last_error, preemptions_used)`` says what to do after one task's run ended:
-continue, restart which tasks, succeed or fail (with a message naming the
-task and its last error). Every rule it applies is a question to the
-plan's ``JobPolicy`` (``launcher.plan.policy``); this module only orders
-them:
-
-- exit 0 of a task that decides success, with every other deciding task
-  done: succeed; exit 0 of a ps or evaluator under ``always``: restart it
-  (it is a server); other exits 0: continue;
-- a preempted exit (``JobPolicy.preempted``): restart its group while
-  ``max_preemptions`` lasts (``Decision.preemption``), under every restart
-  policy and without using ``max_restarts``; past it, a preemption is
-  decided as a failure (as on Kubernetes, where no ``Ignore`` rule is
-  rendered when ``max_preemptions`` is 0);
-- a failure (any other non-zero exit) goes through the spec's failure rules
-  first (``JobPolicy.failure_rule``: role, exit code, OOM flag, the task's
-  last output lines): ``fail`` fails the job naming the rule; ``restart``
-  restarts the group within ``max_restarts`` (whatever the restart policy);
-  ``continue`` leaves the task ended, unless it is a task the job's success
-  needs (then it fails, saying so: the job could never succeed). No match:
-- a non-retryable exit: fail; a retryable one: restart its group while the
-  budget (restart *events* of the job, one gang restart = one) lasts, else fail.
-
-``decide_stall(suspects, restarts_used, what, finished=)`` says what to do when
-the stall watchdog (``launcher.supervision.stall``) fired: after the lead
-finished training, continue (told only: a restart would train again);
-else ``JobPolicy.stall_action`` warn: continue; fail: fail; restart: restart
-the groups of the suspected tasks (every training task when none is
-suspected; a ParameterServer worker alone) as a failure would, within
-``max_restarts``, else fail.
-
-``decision_order`` orders the exits of one poll round root cause first.
+Contract: ``Rules(policy, tasks).decide(...)`` says what to do after one task's run ended: continue,
+restart which tasks, succeed or fail (naming the task and its last error). Every rule is a question to
+the plan's ``JobPolicy`` (``launcher.plan.policy``); this module only orders them: success, then
+preemptions (``max_preemptions``), then the spec's failure rules, then ``retryable`` within the restart
+budget. ``decide_stall`` applies ``JobPolicy.stall_action`` when the watchdog fired (only told once the
+lead finished training: a restart would train again);
+``decision_order`` orders one poll round's exits root cause first. The order in full:
+docs/design-notes.md.
 """
 
 from __future__ import annotations

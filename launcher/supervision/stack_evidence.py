@@ -1,32 +1,11 @@
 """What two stack samples per task say of a suspected stall: typed samples in, an enum verdict out, pure.
 
-Contract: when the lead's progress has been silent long for the job's own
-pace (``launcher.supervision.stall``: ``SUSPECTED``), every supervisor (and
-the Kubernetes watch) reads each running task's stacks twice, ``GAP_SECONDS``
-apart (``two_samples``), and ``read(samples)`` says what they show. Only the
-training cluster's tasks count (chief, workers, ps): an evaluator works on its
-own whether training advances or not.
-
-- ``MOVED``: a training task's stacks changed between the samples: it is
-  working (a slow save, an evaluation, an epoch's end, a busy host). Not a stall.
-- ``STUCK``: nothing moved, and a task holds the others: a thread of it runs
-  Python inside a TensorFlow op (``tf.py_function``, ``from_generator``: its
-  input pipeline or step) in the same frames both times while its peers wait
-  elsewhere (not when every training task does: each one's slow first batch);
-  else a task asked for its stacks (it dumps them on ``STACKS_SIGNAL``) that
-  answered neither request while the others' stood still (frozen, stopped).
-  The stall; those tasks are the suspects.
-- ``UNCLEAR``: nothing moved but no task stands out (every one waits in
-  TensorFlow, as peers do around a stuck native reader, or as every task does
-  in a long native save or evaluation step; every one sits in its own code,
-  or in its Python op): the stacks cannot tell; time decides. Tasks without
-  stacks are named.
-- ``UNREADABLE``: no training task's stacks could be read (a backend or
-  programs without stacks): time decides.
-
-Two samples are the same when every thread shows the same frames (file,
-line, function), whatever the thread's id, its order or py-spy's idle/active
-mark; both ``faulthandler``'s and ``py-spy dump``'s formats are read.
+Contract: when a stall is ``SUSPECTED`` (``launcher.supervision.stall``), supervisors read each
+running task's stacks twice, ``GAP_SECONDS`` apart (``two_samples``), and ``read(samples)`` gives the
+verdict over the training cluster's tasks only: ``MOVED`` (working, not a stall), ``STUCK`` (one
+task holds the others; those are the suspects), ``UNCLEAR`` or ``UNREADABLE`` (time decides).
+Samples compare by frames (file, line, function), whatever thread ids, order or idle marks;
+``faulthandler`` and ``py-spy dump`` formats are both read. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -1,44 +1,14 @@
 """The stall watchdog's policy: typed observations of a job's progress in, an enum verdict out, pure.
 
-Contract: a supervisor folds what it sees into a ``StallClock`` (``started``
-when the training group (re)starts, ``alive`` when the lead says it built its
-strategy or restored a backup, ``advanced`` on each progress report of the
-lead, ``reports`` once the job is known to report steps, ``looked`` when it
-read the stacks; ``observe`` maps one of the lead's events to the right one)
-and asks ``judge(clock, now, floor_seconds)`` each round. Times are seconds
-of one clock (monotonic in the supervisor; on Kubernetes, the events' own times).
-
-- ``BLIND``: nothing reports progress (a user's program without
-  ``launcher.progress``): the watchdog cannot see steps and never fires.
-- ``HEALTHY``: the job advanced recently enough for its own pace.
-- ``SUSPECTED``: it has been silent longer than ``look_seconds``: the
-  supervisor reads every task's stacks twice, a few seconds apart
-  (``launcher.supervision.stack_evidence``), and ``conclude`` decides:
-  ``STALLED`` on unchanged stacks (``STACKS_UNCHANGED``: a task holds the others
-  in the same frames), never while they move (``STACKS_MOVED``: working), and on
-  time alone (``TIME_ONLY``) when the stacks cannot be read or tell nothing:
-  once the silence passed ``timeout_seconds``. Then the supervisor collects
-  the stacks it read and acts (``Rules.decide_stall``); otherwise ``looked``,
-  and the stacks are read again after another ``look_seconds`` of silence, or
-  as soon as the silence passes ``timeout_seconds``.
-
-Both limits are derived from what the job has shown (intervals between the
-lead's reports over the last ``WINDOW``; the one ending an attempt's first
-report is left out: it holds the tracing), each over its own floor:
-``timeout_seconds`` (time alone) over the spec's ``stall.timeout_seconds``,
-``look_seconds`` over the smaller of that and ``LOOK_SECONDS``:
-
-- before the first report of an attempt (startup, peers, restoring a backup,
-  tracing the first step), counted from the lead's last sign of life:
-  ``FIRST_STEP_FACTOR`` x the floor, or x the longest first step seen so far;
-- afterwards: the largest of the floor, ``MEDIAN_FACTOR`` x the median
-  interval and ``MAX_FACTOR`` x the longest one (a save, an evaluation or an
-  epoch's end, once seen);
-- after the lead's ``finished`` (training done; its export and its exit report
-  nothing), counted from then: the first-step allowance again. The clock then
-  says ``finished``: a stall found after it is told, never restarted
-  (``Rules.decide_stall``): training is over and its backup deleted, so a
-  restart would train again from the start.
+Contract: a supervisor folds what it sees into a ``StallClock`` (``started``, ``alive``, ``advanced``,
+``reports``, ``looked``; ``observe`` maps one lead event) and asks ``judge(clock, now,
+floor_seconds)`` each round: ``BLIND`` (no progress reported: never fires), ``HEALTHY``, or
+``SUSPECTED`` (silent past ``look_seconds``: read stacks, then ``conclude`` gives ``STALLED`` on
+unchanged stacks, never while they move, or on time alone past ``timeout_seconds`` when the stacks
+tell nothing). After the lead's ``finished`` the clock says ``finished``: a stall then is told, never
+restarted (``Rules.decide_stall``). Both limits derive from the job's own
+pace over their floors. Times are seconds of one clock passed in. How the limits are derived:
+docs/design-notes.md.
 """
 
 from __future__ import annotations

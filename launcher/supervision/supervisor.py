@@ -1,83 +1,13 @@
 """The supervision loop: start every task of a plan through a backend's ``Runtime`` and apply its policy.
 
-Contract: a backend provides a ``Runtime`` (how to start, poll, stop and read
-one task: a local process, a container); ``Supervisor.run`` drives it until
-the job is terminal and always tries to leave no task running. What to do
-after each exit is decided by ``launcher.supervision.rules`` (pure, over the
-plan's ``JobPolicy``); this loop applies it, the deadline, the linger of the
-other tasks after success, and cancellation.
-
-Faults of the runtime itself are retried: a round (poll every task, apply
-the decisions, watch for stalls) that raises, from a poll (a Docker API
-error, a vanished container) or anywhere with a fault of the connection to
-the engine (``launcher.supervision.faults.engine_fault``: the Docker socket's
-``ENOTCONN``, a reset, ``Connection aborted``) is repeated after
-``fault_pause`` seconds, up to ``fault_retries`` times in a row; then the job
-ends ``failed`` with the error in its message. A restart such a fault cut
-short is resumed by the next round (the tasks it had not stopped are
-stopped, those it had not started are started; it counts once). After
-success, a fault while the other tasks linger ends the linger, not the
-success. A task that cannot be started (``LaunchError`` from ``start``)
-fails the job at once; other faults outside a round (the first start) fail
-it too. Nothing escapes ``run`` as a traceback: each fault is logged as one
-line on stderr (the supervisor's log).
-
-Exit codes are reported shell-style: a task killed by signal N exits 128+N.
-Each failure is decided with the task's last ``LOG_TAIL_LINES`` output lines (for the failure rules'
-``log_pattern``) and, from a runtime that knows (``OomReports``: the engine's ``OOMKilled``), whether
-the kernel's OOM killer ended it.
-A task's output lines are its events only as the plan's token authenticates them
-(``launcher.protocol.events.EventReader``); any other line is output.
-
-A supervisor can take over from one that died (``resume``: the last status
-the dead one published): it adopts each task's current run through
-``Runtime.adopt`` instead of starting it, and carries the policy on from
-that status: the restarts already used count against the budget, the
-deadline is measured from the job's original ``started_at``, and runs that
-ended while nobody watched are decided from their exit codes as if they
-had just been polled. A task the dead supervisor was (re)starting whose
-run is not running is started; a running task of which the runtime finds
-no trace counts as killed (128+9), so the policy decides; a task whose run
-it had already recorded as ended stays ended.
-
-The stall watchdog (``launcher.supervision.stall``) watches the lead task's
-progress reports. When it suspects a stall it reads every running task's
-stacks twice, ``stack_gap`` seconds apart: it asks every task that handles
-``STACKS_SIGNAL`` for its stacks (``Runtime.dump_stacks``), reads those of the
-others from outside (``Runtime.read_stacks``: py-spy on local and compose),
-and waits up to ``STACKS_SECONDS`` for the signalled ones; meanwhile it reads
-the tasks' output, and a report of progress ends the suspicion. What the two
-samples show (``launcher.supervision.stack_evidence``) and the time decide
-(``stall.conclude``); ``status`` says which evidence did (``stall.evidence``,
-``stall.last_check``). On a stall it writes each task's last dump to
-``<stacks_dir>/stall-<n>/<task>.txt``, names the suspects and applies
-``Rules.decide_stall`` (restart from the backup within ``max_restarts``,
-fail, or warn). A job whose program reports no steps is said to be
-unwatched once, at the start.
-Every training task's ``step_time`` reports name the job's stragglers
-(``launcher.supervision.stragglers``) in its status.
-
-Goodput (``launcher.supervision.goodput``): the supervisor folds every event it reads, each restart of a
-training task (a failure or a preemption) and each stall verdict into the job's ``Ledger``; each status it
-publishes carries the ``Goodput`` until then (republished at least every ``GOODPUT_REFRESH_SECONDS`` while
-nothing else changes), and the last one the goodput until the job ended. A supervisor that adopts a job
-carries the account on from the goodput of the last status the dead one published.
-
-Standbys: when the lead task reports its first step after a start, the
-supervisor asks a runtime that keeps them (``Standbys``: local processes, containers)
-to prepare one for every task with a ``standby_command``, so that a later
-restart becomes it instead of starting an interpreter and importing
-TensorFlow again; not earlier, so as not to slow the start down. A runtime
-fault there is logged and costs only the restarts' speed.
-
-Stopping gives the tasks the plan's ``save_grace_seconds`` between the notice
-(SIGTERM) and the kill when they may be saving: on cancellation (``down``,
-Ctrl-C) and for the rest of a group one of whose tasks was preempted. A
-restart after a failure or a stall gives the rest of the group
-``RESTART_STOP_SECONDS``: they cannot save (a coordinated save needs every
-peer, and a MultiWorkerMirrored survivor waits in a collective for the lost
-one), so waiting longer only delays the recovery. Other stops (after
-success) wait ``STOP_SECONDS``.
+Contract: ``Supervisor.run`` drives a backend's ``Runtime`` until the job is terminal and always tries
+to leave no task running. Decisions come from ``launcher.supervision.rules``; this loop applies them,
+the deadline, linger after success and cancellation, the stall watchdog (with stacks and
+stragglers), standbys and the goodput ledger, and publishes a true status. Engine faults are retried
+up to ``fault_retries`` rounds in a row, then the job fails; nothing escapes ``run`` as a traceback.
+Events count only under the plan's token. With ``resume`` it adopts a dead supervisor's tasks and
+carries its policy state on. Exit codes are shell-style (128+N). The full behaviour:
+docs/design-notes.md.
 """
 
 from __future__ import annotations

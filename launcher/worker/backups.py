@@ -1,55 +1,12 @@
 """Backups off the training step's critical path: asynchronous writes that keep the fault table's guarantees.
 
-Contract:
-
-- ``ASYNC``: TensorFlow's asynchronous checkpoint. A save copies every
-  variable to host memory on the calling thread (under MultiWorkerMirrored,
-  reading a synced variable is a collective, so every task still saves at
-  the same steps), then writes that copy from a background thread while
-  training goes on. ``CheckpointManager`` records a checkpoint in its state
-  file only in the write's done callback, and deletes the older one after
-  that: a task killed while a write is in flight restores the previous,
-  complete backup, never a torn one.
-- ``compile_background_writes``: TensorFlow writes the host copy eagerly,
-  walking the whole object graph in Python on every save, as one shard per
-  device it finds and a merge of them (most of a save's CPU time, taken
-  from the training steps when the cores are busy). Here the tensors
-  TensorFlow's saver gathers are written by one SaveV2, traced once into a
-  ``tf.function``: the files of a single-shard save (SaveV2 writes them as
-  temporary files and renames them, the index last), the same write
-  callbacks (where ``CheckpointManager`` records the save). Only when every
-  saved object is a variable, with no Python state and no registered saver:
-  a variable's copy is read when the traced write runs, while anything else
-  would be frozen at tracing, so it keeps the eager write. The objects saved
-  are those of the first save, as TensorFlow's copy to host already assumes.
-- ``BackupWriter``: one task's backup writes (``save``), the lead's kept and
-  another task's to a scratch directory. Under MultiWorkerMirrored every
-  task takes part in the first save (it creates the checkpoints' save
-  counters, and creating a variable broadcasts its initial value) and in
-  every save of a checkpoint that holds a variable synchronized on read
-  (reading one is an all-reduce); otherwise a later save reads local values
-  only, and a task that does not keep its copy writes nothing. ``save``
-  first waits for the write in flight, so one write at most is in flight; a
-  scratch copy is overwritten by the next. ``settle()`` waits for the write
-  in flight (none: at once) and then removes a scratch copy. Settle before
-  anything that reads, replaces or removes what a write produces: the
-  synchronous preemption save (``launcher.worker.preemption``), the end of
-  training (the final export and the backup's deletion come after it), the
-  task's exit.
-- ``Backups``: tf_keras' ``BackupAndRestore`` writing through a
-  ``BackupWriter``. tf_keras assigns the batch to the checkpoint's batch
-  variable at every batch's begin (a distributed variable's assign, ~0.1 ms
-  of every step); here it is assigned the same value (the batch last
-  begun) only when a save is about to write it: ``_backup`` and
-  ``record_batch`` (the preemption save, ``launcher.worker.preemption``).
-  It removes a scratch copy a killed task left before anything reads it:
-  TensorFlow's preemption handler would restore that copy (of another step
-  than the lead's backup) on this task. With an
-  ``AutoInterval`` it times each backup and each epoch's steps and, at each
-  epoch's end, takes the interval the tasks agree on and reports it.
-- Asynchronous only where the variables live on this task (MultiWorkerMirrored
-  and single-task strategies): the planner never asks it under
-  ParameterServer, whose variables live on the ps tasks.
+Contract: a task killed mid-write restores the previous complete backup, never a torn one.
+``ASYNC`` is TensorFlow's asynchronous checkpoint; ``compile_background_writes`` traces the
+background write once when every saved object is a variable; ``BackupWriter.save`` keeps one write
+in flight at most (the lead's kept, others' to scratch), and ``settle()`` waits for it and removes a
+scratch copy: call it before anything reads, replaces or removes a write's output. ``Backups`` is
+tf_keras' ``BackupAndRestore`` through a ``BackupWriter``. Asynchronous only where the variables
+live on this task (never under ParameterServer). Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -1,36 +1,12 @@
 """Keras callbacks of the entrypoint: progress events, TensorBoard summaries and the input-wait fraction.
 
-Contract: ``ProgressCallback`` emits ``step`` events (lead task, every
-``every`` steps and at the end of each epoch; the loss is the running mean of
-the epoch, per replica) and ``epoch`` events with the epoch's logs and
-``input_wait_fraction``, and on every training task (not only the lead) a
-``step_time`` event at each epoch's end with its own step-time breakdown:
-``seconds_per_step`` (wall), ``input_seconds_per_batch`` (the input probe
-below), ``compute_seconds_per_batch`` (``launcher.worker.compute``: the forward
-and backward pass on this task alone) and ``peer_wait_seconds_per_step`` = the
-wall time per step beyond the larger of those two (the input pipeline runs
-ahead of the step, so the two overlap): the time the task waited for its peers
-and the all-reduce; each null where not measured (no probe). From them the supervisor
-names stragglers (``launcher.supervision.stragglers``); given ``TrainSummaries`` (the lead task's, see
-``launcher.worker.summaries``) it writes the batch logs (running means, per
-replica) every ``summaries.every`` steps and at each epoch's last step, and the
-input-wait fraction at each epoch's end, at the global step. Each point is
-written at its batch's end, before a backup of that step (put this callback
-first): a restart from that backup never lacks the point.
-``input_wait_fraction`` = min(1, input seconds per batch / step seconds):
-
-- step seconds: the epoch's mean wall time per step, first step (tracing)
-  left out when the epoch ran more than one;
-- input seconds per batch: at the epoch's end, ``PROBE_BATCHES`` batches
-  pulled from a fresh iterator of ``input_probe`` (the task's finalized
-  input, distributed as training sees it) by ``data.seconds_per_batch``.
-
-Under tf_keras ``fit`` the iterator's ``next`` runs inside the compiled step,
-so only a probe of the input side shows a pipeline that cannot keep up. Near
-1 the accelerator mostly waits for data: every task (each has its own
-pipeline) logs a warning above ``INPUT_BOUND_FRACTION``. ``input_probe`` None
-(the ParameterServerStrategy coordinator: the pipelines live on the workers)
-gives ``input_wait_fraction`` null and no warning.
+Contract: ``ProgressCallback`` emits ``step`` and ``epoch`` events from the lead task and, on every
+training task, a ``step_time`` event per epoch (wall, input, compute and peer-wait seconds per step;
+null where not measured) from which the supervisor names stragglers. Given ``TrainSummaries`` it
+writes the batch logs and the input-wait fraction at the global step, before a backup of that step
+(put this callback first). ``input_wait_fraction`` = min(1, input seconds per batch / step seconds),
+from a probe of ``input_probe``; above ``INPUT_BOUND_FRACTION`` a task warns.
+Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

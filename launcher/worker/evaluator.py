@@ -1,26 +1,11 @@
 """The evaluator sidecar: evaluate each new chief checkpoint until the run is done.
 
-Contract: ``evaluate(ctx)`` polls ``<checkpoint_dir>/checkpoints`` (the
-``checkpoint`` state file, via ``tf.train.latest_checkpoint``) every
-``poll`` seconds, loads the newest checkpoint when it changed into the user's
-model, evaluates it on ``make_eval_dataset`` and emits an ``evaluation``
-event and, when the run has a TensorBoard log dir, validation summaries at
-the checkpoint's step (``launcher.worker.summaries``) (like TF's SidecarEvaluator, checkpoints written faster than they are
-evaluated are skipped). It returns
-after evaluating the latest checkpoint seen once the run's DONE marker
-exists, so the final checkpoint is always evaluated. It is outside the
-training cluster and uses the default strategy.
-
-The first evaluator of a launch (``lifecycle.first_evaluator_start``)
-belongs to the training the launch resumes (from its backup, else from
-scratch): a checkpoint already there past that step is an earlier launch's,
-which this launch writes again, so it is not evaluated, and validation
-points past that step go (``ValidationSummaries.open``); unless the launch is
-already done (an evaluator that started late): its latest checkpoint is the
-launch's final one, evaluated as usual. The chief deletes the backup only
-after its export, right before DONE, so a late evaluator sees one or the
-other. A restarted evaluator keeps the launch's curve and evaluates the
-latest checkpoint.
+Contract: ``evaluate(ctx)`` polls ``<checkpoint_dir>/checkpoints`` every ``poll`` seconds, evaluates
+the newest checkpoint when it changed (skipping those written faster than evaluated), emits an
+``evaluation`` event and writes validation summaries at its step; once the run's DONE marker exists
+it evaluates the latest checkpoint and returns, so the final one is always evaluated. It runs
+outside the training cluster with the default strategy. The first evaluator of a launch skips an
+earlier launch's checkpoints past the resumed step. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

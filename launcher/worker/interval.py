@@ -1,30 +1,11 @@
 """``backup_every_steps: auto``: the backup interval that loses the least training time to backups and failures.
 
-Contract: ``choose(save_seconds, step_seconds, failures, observed_seconds,
-stated_mtbf)`` is the one home of the rule (pure: every time is an
-argument). With a mean time between failures ``M`` (``observed_seconds /
-failures`` once the run has failed, else the spec's ``restart.expected_mtbf``)
-it is Young–Daly's first-order optimum: a backup every ``sqrt(2 x save x M)``
-seconds of training, in whole steps. With neither, the fewest steps for which
-backups hold training up at most ``SHARE`` of the time (``steps_between``).
-Always between 1 and ``MAX_STEPS``; ``Choice.reason`` says which rule decided
-and from what (``status`` shows it).
-
-``AutoInterval(strategy)`` keeps one task's measures: ``steps`` is the
-interval now (``initial`` until decided: the entrypoint starts at
-``INITIAL_STEPS`` or an epoch, whichever is shorter, so the first epoch
-measures a backup); ``saved(seconds)`` records how long a backup held the step
-up (with asynchronous backups, the copy to host memory; the first two, which
-set the writer up and trace its copy, are left out once others exist);
-``starts()`` gives the run's training starts (unix seconds, the first the
-launch's: each later one followed a failure or a preemption).
-``decide(step_seconds, now)``, called by every training task at the same point
-(an epoch's end), proposes an interval from this task's median save, the
-epoch's time per step and the failures so far, and every task takes the
-largest proposal (``agree``: one all-gather under MultiWorkerMirrored, so every
-task keeps saving at the same steps). It returns the interval (unchanged while
-no backup was measured) as the ``backup_interval`` event the lead reports.
-``timed(save)`` runs a backup and records its hold-up.
+Contract: ``choose(save_seconds, step_seconds, failures, observed_seconds, stated_mtbf)`` is the one
+home of the rule (pure): Young-Daly's ``sqrt(2 x save x MTBF)`` seconds in whole steps when an MTBF
+is known, else the fewest steps keeping backups under ``SHARE`` of the time; between 1 and
+``MAX_STEPS``, with a ``Choice.reason``. ``AutoInterval`` keeps one task's measures (``saved``,
+``timed``, ``starts``) and ``decide`` proposes an interval at an epoch's end; all tasks take the
+largest proposal (``agree``) so they save at the same steps. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -1,36 +1,12 @@
 """Termination notices (SIGTERM): a coordinated save, then the ``preempted`` exit.
 
-Contract:
-
-- ``exit_on_notice()`` (main thread): from now on SIGTERM raises
-  ``Preempted(None)`` at once. For the moments with nothing to save: before
-  training starts, the ParameterServer servers and coordinator (TensorFlow's
-  handler does not support ParameterServerStrategy), the evaluator.
-- ``CoordinatedSave(strategy, read_manager, ...)`` wraps TensorFlow's
-  ``PreemptionCheckpointHandler`` (MultiWorkerMirrored or a single-task
-  strategy): it replaces the SIGTERM handler, and ``after_step(step)``,
-  called by every training task after each step, makes every task save at
-  the same step once any of them got SIGTERM (the handler aligns the step
-  through the coordination service), then raises ``Preempted(step)``. The
-  save goes through ``write_manager`` (or ``save_fn``), so it is the run's
-  backup (``paths.backup_dir``) and the restart resumes from it; ``settle``
-  (``launcher.worker.backups``) runs before and after it, so an asynchronous
-  backup in flight lands first and the preemption save is complete, and last,
-  when the task exits.
-- ``FitPreemption``: that for ``fit``, over ``BackupAndRestore``'s own
-  checkpoint managers (put it right after that callback). tf_keras'
-  ``BackupAndRestore(save_before_preemption=True)`` is not used: it enables
-  the handler only on Google Cloud.
-- ``CoordinatorSave``: ParameterServer's coordinator (the chief) in ``fit``,
-  alone with its notice (the servers just exit, their state is on the ps or
-  rescheduled): after the current step it waits for the scheduled steps,
-  writes ``BackupAndRestore``'s backup with the current weights marked as
-  the end of the previous epoch (PSS resumes at epoch boundaries), and raises
-  ``Preempted(first step of this epoch)``: the weights are kept, at most one
-  epoch's step count is repeated.
-
-On Google Cloud CPU/TPU VMs TensorFlow disables its handler (a documented
-limitation of TF): there SIGTERM ends the task and the last backup is used.
+Contract: ``exit_on_notice()`` makes SIGTERM raise ``Preempted(None)`` at once (nothing to save).
+``CoordinatedSave`` wraps TensorFlow's ``PreemptionCheckpointHandler``: ``after_step(step)`` makes
+every training task save the run's backup at the same step once any got SIGTERM, then raises
+``Preempted(step)``; backups are settled before and after. ``FitPreemption`` is that for ``fit``;
+``CoordinatorSave`` is ParameterServer's coordinator's save at an epoch boundary. Where TensorFlow
+disables its handler (Google Cloud CPU/TPU VMs) the last backup is used. Design notes:
+docs/design-notes.md.
 """
 
 from __future__ import annotations

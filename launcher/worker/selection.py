@@ -1,27 +1,11 @@
 """What a task does and with which strategy: a pure function of RunConfig, TF_CONFIG and local GPUs.
 
-Contract: ``select(run_config, tf_config, gpu_count)`` returns a
-``Selection``; it imports no TensorFlow and never fails on a plan made by
-``launcher.plan`` (a hand-made inconsistent config raises ``ConfigError``
-naming the field: TF_CONFIG must be an object, ``cluster`` an object of
-lists of ``host:port`` strings, ``task.type`` a role listed in ``cluster``
-(an evaluator may be left out, TF's convention) and ``0 <= task.index <``
-the length of that role's list).
-
-- evaluator task -> ``Action.EVALUATE`` (default strategy, sidecar);
-- ``parameter_server``: chief -> ``Action.COORDINATE`` with
-  ParameterServerStrategy; ps and worker -> ``Action.SERVE`` (a
-  ``tf.distribute.Server`` kept up until the run's DONE marker);
-- ``multi_worker_mirrored`` -> ``Action.TRAIN`` with the collective from
-  RunConfig;
-- ``auto`` (a single task) -> mirrored with >1 GPU, one_device with 1 GPU,
-  default on CPU;
-- explicit ``mirrored``, ``one_device``, ``default``, ``central_storage``,
-  ``tpu`` -> ``Action.TRAIN`` with that strategy.
-
-``is_lead``: the lead task (``launcher.protocol.roles.lead_task``: the
-chief, or worker 0 when the cluster has no chief), or a task without a
-cluster. Only the lead writes checkpoints, the model and the marker.
+Contract: ``select(run_config, tf_config, gpu_count)`` returns a ``Selection`` (an ``Action``:
+EVALUATE, COORDINATE, SERVE or TRAIN, and a strategy); it imports no TensorFlow and never fails on a
+plan made by ``launcher.plan``; a hand-made inconsistent config raises ``ConfigError`` naming the
+field. ``is_lead``: the lead task (``launcher.protocol.roles.lead_task``) or a task without a cluster;
+only the lead writes checkpoints, the model and the marker. The role-to-action table:
+docs/design-notes.md.
 """
 
 from __future__ import annotations

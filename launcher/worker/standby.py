@@ -1,28 +1,11 @@
 """``python -m launcher.worker.standby [--on-signal] [ARGS...]``: a task's standby, an interpreter ready to become the task.
 
-Contract: started with the task's environment and working directory, the
-standby imports what the built-in entrypoint imports (TensorFlow, tf_keras,
-``launcher.worker.main``), then waits. It runs nothing else: no TensorFlow
-context, device or server exists in it yet. Once called, it emits
-``warm_start`` and runs ``python -m launcher.worker ARGS`` in this process
-exactly as a fresh interpreter would, whose exit code is its own. It imports
-only ``launcher.protocol`` of the controller before the call and the worker
-after it, as the entrypoint does.
-
-How it is called (``launcher.protocol.standby``):
-
-- by default (local processes) its stdin is a pipe from the runtime that
-  started it, which writes one line, the task's log file. It imports at the
-  idle scheduling priority (``SCHED_IDLE``: it takes only CPU the running
-  tasks leave); on the line it takes the normal priority back (every
-  thread), reads stdin from ``/dev/null`` and appends stdout and stderr to
-  that file. End of file before the line (the runtime discarded it, or its
-  supervisor is gone) ends it at once with code 0;
-- with ``--on-signal`` (a container: its output already is the task's log)
-  it prints ``READY_LINE`` and becomes the task on ``CALL_SIGNAL``. Its
-  priority is the runtime's to set (a container's CPU weight): an
-  unprivileged process cannot take the normal priority back from
-  ``SCHED_IDLE``.
+Contract: started with the task's environment and directory, it imports what the entrypoint imports,
+creates no TensorFlow context, and waits. Once called it emits ``warm_start`` and runs ``python -m
+launcher.worker ARGS`` in this process, whose exit code is its own. Called by a line on stdin (local:
+the log file to append to; EOF first ends it with 0; it imports at ``SCHED_IDLE``), or with
+``--on-signal`` (containers) by ``CALL_SIGNAL`` after printing ``READY_LINE``
+(``launcher.protocol.standby``). Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

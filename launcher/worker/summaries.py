@@ -1,31 +1,12 @@
 """TensorBoard summaries of a run: the lead task's training curves, the evaluator's validation curves.
 
-Contract (``log dir`` = ``RunConfig.tensorboard_dir``; None writes nothing):
-
-- ``TrainSummaries.open(run_config, resume_step)`` on the lead task only (one
-  writer per run) writes scalars to ``<log dir>/train`` at the global step
-  (``epoch * steps_per_epoch + batch + 1``, which is what the optimizer's
-  ``iterations`` counts and what a restore resumes from). Before writing it
-  drops every event past ``resume_step`` that an interrupted run left
-  (``truncate_after``): the steps after the last backup are trained again,
-  so the curve continues at the restored step without going back or
-  holding two points at one step. A run that starts from scratch
-  (``resume_step`` 0) starts its training curve again.
-- ``ValidationSummaries.open(run_config, resume_step)`` (the evaluator)
-  writes each evaluated checkpoint's metrics to ``<log dir>/validation`` at
-  that checkpoint's step, and never a step at or before the last one already
-  written (an evaluator restarted re-evaluates the latest checkpoint). The
-  first evaluator of a launch passes the step the launch resumes training
-  from (0 from scratch): the points past it, an earlier launch's, go first,
-  as the training curve's do.
-
-Training and validation use the same tags (``loss`` and each compiled
-metric), so TensorBoard draws them in one chart; training also has
-``learning_rate``, ``examples_per_second`` and, per epoch,
-``input_wait_fraction``. Event files are read and rewritten with
-``tf.io.gfile`` and TFRecord I/O, so ``gs://``/``s3://`` log dirs work.
-Without the ``tensorboard`` package (``tf.summary`` needs it) a task logs a
-warning and trains without summaries.
+Contract (log dir = ``RunConfig.tensorboard_dir``; None writes nothing): ``TrainSummaries.open``
+(lead task only) writes ``<log dir>/train`` at the global step, first dropping events past
+``resume_step`` so a restored run continues its curve; ``ValidationSummaries.open`` (the evaluator)
+writes ``<log dir>/validation`` at each checkpoint's step, never at or before one already written.
+Both use the same tags; event files go through ``tf.io.gfile`` (``gs://``, ``s3://`` work). Without
+the ``tensorboard`` package a task warns and trains without summaries. Design notes:
+docs/design-notes.md.
 """
 
 from __future__ import annotations

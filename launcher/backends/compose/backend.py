@@ -1,27 +1,12 @@
 """The compose ``Backend``: submit through ``docker compose``, then describe, logs and cancel via the Docker SDK.
 
-Contract: ``validate`` and ``dry_run`` are pure (``launcher.backends.compose.render``).
-``submit`` writes the dry run's compose file, exactly as rendered, with the
-supervision override into the cluster's ``StateDir``
-(``launcher.supervision.harness``; ``naming.state_dir("compose", NAME)``),
-creates everything with ``docker compose up --no-start`` and starts the
-shared detached supervisor with containers as its runtime
-(``launcher.backends.compose.supervise``); a task that cannot start fails
-it, and whatever it created is removed. The cluster's Docker objects carry
-the compose project label ``com.docker.compose.project=<name>`` and
-tfcluster's labels for the cluster (a compose project of that name that is
-not tfcluster's refuses ``submit`` and is never touched by ``cancel``);
-``cancel`` removes the containers with their anonymous volumes (a task's
-workspace copy; the standbys too), the run's TensorBoard containers
-(``launcher.backends.compose.tensorboard``) and the network (and, with
-``volumes``, the checkpoint volume when compose created it from the
-rendered file, which labels it as tfcluster's and the cluster's:
-``launcher.backends.checkpoints.created_for``, every backend's removal
-guard; never a volume of that name that existed before, which compose only
-uses). The rendered file mounts no host directory, so no file of this host
-is deleted. When the supervisor died (``kill -9``, a reboot of this
-machine), ``describe`` reads the tasks from their containers and
-``supervise`` (each round of ``watch``) starts a supervisor that adopts them.
+Contract: ``validate`` and ``dry_run`` are pure (``launcher.backends.compose.render``). ``submit``
+writes the rendered compose file plus the supervision override into the cluster's ``StateDir``,
+creates the containers (``up --no-start``) and starts the detached supervisor; a failed start removes
+what it created. Only objects carrying the compose project label and tfcluster's labels are touched:
+``cancel`` removes the containers, the run's TensorBoard containers, the network and (``volumes``)
+a checkpoint volume tfcluster created (``checkpoints.created_for``); no host file is deleted.
+``describe`` and ``supervise`` recover a job whose supervisor died. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

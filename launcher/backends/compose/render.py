@@ -1,35 +1,12 @@
 """Docker Compose backend: one container per task on a private network, supervised by tfcluster.
 
-Contract:
-
-- Where a run keeps its files is ``ComposeTarget.storage``'s rule (a local
-  ``checkpoint.dir`` lies in the checkpoint volume at ``/checkpoints``),
-  reported by ``validate`` like every spec problem; rendering never raises.
-- ``render(plan)`` is pure and deterministic: ``{"docker-compose.yaml": ...}``
-  with one service per task (service = container name = hostname = task
-  name, so TF_CONFIG addresses resolve), the task's command and full
-  environment, one network per cluster that publishes no port on the host,
-  the checkpoint volume mounted at the checkpoint dir, resource limits,
-  the restart policy mapped from the plan's policy, the labels of
-  ``launcher.plan.naming``, a non-root ``user``, the TensorBoard
-  container's hardening (no capabilities, ``no-new-privileges``, a
-  read-only root filesystem whose only writable paths are ``/tmp`` and
-  the task user's home as tmpfs, the checkpoint volume and, with a
-  workspace, an anonymous volume at ``/workspace`` that Docker seeds with
-  the image's copy, one per container), ``init: true`` and
-  ``stop_grace_period`` = ``checkpoint.save_grace_seconds`` (the save on
-  ``docker stop``'s SIGTERM). The compose project is the cluster name.
-
-Who restarts: under ``tfcluster up`` the shared supervisor
-(``launcher.supervision``) is the only restarter. An override file sets
-``restart: "no"`` on every service, because Docker's policy restarts one
-container at a time (MultiWorkerMirrored needs the whole group restarted),
-counts per container instead of per job, cannot tell exit codes apart
-(``exit-code``), and ignores ``docker kill``/``docker stop`` (after which the
-surviving MWMS workers would wait forever). The supervisor sees such a stop
-as an exit 137 (kill: a failure) or 143 (stop: every training task saved,
-a preemption) and applies the spec's policy. The rendered policy is
-what a user gets when running the file with ``docker compose`` by hand.
+Contract: ``render(plan)`` is pure and deterministic: ``{"docker-compose.yaml": ...}`` with one
+service per task (service = container = hostname = task name), its command and environment, one
+private network publishing no host port, the checkpoint volume, limits, labels, a non-root user,
+the hardened TensorBoard container, ``init: true`` and ``stop_grace_period`` = the save grace.
+Storage problems (``ComposeTarget.storage``) are reported by ``validate``; rendering never raises.
+Under ``tfcluster up`` an override sets ``restart: "no"``: the shared supervisor is the only
+restarter; the rendered restart policy is for running the file by hand. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
 """Containers as a supervisor ``Runtime``, and ``docker compose`` as the compose backend calls it.
 
-Contract: ``ContainerRuntime`` starts, polls, stops and reads the task
-containers that ``docker compose up --no-start`` created (container name =
-task name). A container that is gone (``docker rm -f``) is created again
-through compose when started. ``poll`` reports a ``docker kill``/``docker
-stop`` as the exit it caused (137/143), so the supervisor applies the spec's
-restart policy to it, where Docker itself would not restart anything.
-``oom_killed`` (``launcher.supervision.supervisor.OomReports``) is the
-engine's ``State.OOMKilled`` of the task's container, for the failure rules.
-Docker API errors propagate: the supervisor retries a poll round that
-raised and fails the job when they persist. Docker keeps a container's
-state and exit code whoever started it, so ``adopt`` (a supervisor taking
-over from a dead one, e.g. after the machine rebooted) follows a container
-that ran from the start of its current run, and ``observe`` reads the
-containers without following anything.
-
-Standbys (``launcher.supervision.supervisor.Standbys``): ``prepare`` starts
-a standby container per task (``launcher.backends.compose.standbys``);
-``start`` of a task with a ready standby makes it the task, and the task's
-ended container is retired (its output kept for ``logs``, then removed) on
-a thread ``close`` waits for. ``close`` removes the standbys left.
-
-``run_compose`` runs ``docker compose`` on the cluster's rendered file plus
-``OVERRIDE_FILE`` (Docker restarts nothing under supervision: see
-``launcher.backends.compose.render``).
+Contract: ``ContainerRuntime`` starts, polls, stops and reads the task containers (container name =
+task name) that ``docker compose up --no-start`` created, re-creating a removed one on start. ``poll``
+reports ``docker kill``/``docker stop`` as 137/143; ``oom_killed`` is the engine's ``OOMKilled``.
+Docker API errors propagate (the supervisor retries). ``adopt`` follows a container's current run,
+``observe`` reads without following. Standbys: ``prepare`` starts one per task, ``start`` promotes
+it, ``close`` removes those left. ``run_compose`` runs compose with ``OVERRIDE_FILE``.
+Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

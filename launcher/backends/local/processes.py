@@ -1,35 +1,12 @@
 """The local ``Runtime``: each task is a subprocess in its own process group, logging to one file.
 
-Contract: ``start`` runs ``task.command`` in ``plan.workdir`` with ``{**os.environ, **plan.task_env(task)}``,
-stdin closed, stdout and stderr appended to ``<log_dir>/<task>.log`` (kept
-across restarts and after the job; it may echo the env, so it, the exit
-files and both directories are private to their owner). Every task leads its own process group,
-and ``stop`` / an observed exit kill the whole group, so nothing a task
-spawned outlives it. ``on_runs`` receives ``{task: TaskRun}`` (process group,
-where the run's output starts in its log) after every start, so another
-process can kill the tasks, or adopt them, if this one dies.
-
-Exit codes survive the supervisor: the OS gives a process's exit status only
-to its parent, and a task whose supervisor died is nobody's child. So each
-task runs under a tiny ``/bin/sh`` (its group leader, holding the task's
-environment) that waits for the command and writes its exit code (128+N
-for signal N) to ``<exit_dir>/<task>`` before exiting with the same code;
-``adopt`` and ``observe`` read it. A run with no code written whose group
-is gone was killed together with its shell: it is reported as
-``LOST_EXIT`` (as a SIGKILL), saying so in its output. Process groups are
-checked against reuse (``group_runs_task``) before any signal to an
-adopted one.
-
-Standbys (``launcher.supervision.supervisor.Standbys``): ``prepare`` starts
-a task's ``standby_command`` exactly as ``start`` starts its command (same
-wrapper, environment, directory and own process group), its stdin a pipe
-and its output discarded, its exit code written to ``<exit_dir>/<task>.standby``.
-``start`` of a task whose standby still runs becomes it: ``<task>.standby``
-turns into a link to ``<task>`` (so the wrapper writes the run's exit code
-where ``observe`` reads it), the log's path goes down the pipe and the
-standby's group is the run's. A standby that ended meanwhile is started
-afresh. ``close`` kills the standbys left; a supervisor that dies closes
-their pipes, on which they end by themselves (``launcher.worker.standby``).
+Contract: ``start`` runs ``task.command`` in ``plan.workdir`` with the plan's task env, stdin
+closed, output appended to the private ``<log_dir>/<task>.log``; ``stop`` and an observed exit kill
+the task's whole process group. ``on_runs`` gets ``{task: TaskRun}`` after every start. A ``/bin/sh``
+wrapper writes each exit code (128+N for signal N) to ``<exit_dir>/<task>``, so ``adopt`` and
+``observe`` work after the supervisor died; a run gone without a code is ``LOST_EXIT``. Adopted
+groups are checked against reuse before any signal. Standbys: ``prepare`` / ``start`` / ``close``.
+Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -1,32 +1,12 @@
 """Where the tasks of a plan run in an allocation, and what the allocation is sized for: pure functions.
 
-Contract: ``resolve(plan, nodes, job_id, secret)`` takes the allocation's
-nodes in order (``Node``: Slurm's node name, and its ``NodeAddr``), Slurm's
-job id and the job's secret, and returns the plan with every
-``${node:SLOT}`` placeholder (``launcher.backends.slurm.target``) replaced by
-node ``SLOT % len(nodes)``'s address and every ``${port:I}`` by
-``first_port(plan, job_id, secret) + I`` (task addresses and ports, and the
-training cluster, hence every TF_CONFIG), together with the node name each
-task runs on. The supervisor calls it once per allocation, so every task of
-the job agrees on every port.
-
-Ports per job (the one home of the port block): the job's tasks take a block
-of consecutive ports; the ``blocks`` that fit in the ``PORT_SPAN`` ports from
-the base port and below 65536 are numbered, and the job takes block
-``(job_id + offset) % blocks``. ``slurm.ports: random`` (the default): the
-offset is the job's ``secret``, drawn when it first starts and kept private
-(``SlurmState.port_secret``), so the block cannot be computed from the public
-job id; two jobs on a node then collide with probability about 1/``blocks``.
-``job-id``: the offset is 0, and two jobs on a node get disjoint ports unless
-their job ids differ by a multiple of ``blocks`` (Slurm numbers jobs in order,
-so two jobs submitted less than ``blocks`` jobs apart never collide), at
-ports anyone can compute. Ports other programs hold are not looked at.
-``port_block_problems(spec)`` is the rule ``validate`` applies: the block
-must fit below 65536. ``allocation_options(plan)`` is the ``sbatch`` options that
-size one allocation for all the plan's tasks: ``--ntasks`` (spread over
-nodes, or ``slurm.tasks_per_node`` per node), CPUs, memory and GPUs per task
-from the largest request of any role (one allocation holds every role), and
-the spec's ``slurm:`` choices.
+Contract: ``resolve(plan, nodes, job_id, secret)`` replaces every ``${node:SLOT}`` with node
+``SLOT % len(nodes)``'s address and every ``${port:I}`` with ``first_port(...) + I``, and gives each
+task's node; the supervisor calls it once per allocation. ``first_port`` is the one home of the
+job's port block (``slurm.ports``: ``random`` offsets by the private secret, ``job-id`` by none).
+``port_block_problems(spec)`` is ``validate``'s rule (the block fits below 65536);
+``allocation_options(plan)`` gives the ``sbatch`` options sizing one allocation for every task.
+Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations
