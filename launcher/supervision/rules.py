@@ -4,8 +4,8 @@ Contract: ``Rules(policy, tasks).decide(...)`` says what to do after one task's 
 restart which tasks, succeed or fail (naming the task and its last error). Every rule is a question to
 the plan's ``JobPolicy`` (``launcher.plan.policy``); this module only orders them: success, then
 preemptions (``max_preemptions``), then the spec's failure rules, then ``retryable`` within the restart
-budget. ``decide_stall`` applies ``JobPolicy.stall_action`` when the watchdog fired (only told once the
-lead finished training: a restart would train again);
+budget. ``decide_stall`` applies ``JobPolicy.stall_action`` when the watchdog fired (a restart is only told
+once the lead finished training: it would train again);
 ``decision_order`` orders one poll round's exits root cause first. The order in full:
 docs/design-notes.md.
 """
@@ -132,10 +132,10 @@ class Rules:
 
     def decide_stall(self, suspects: Sequence[str], restarts_used: int, what: str, *, finished: bool) -> Decision:
         """After the watchdog found the job stalled; ``what`` says so for people (timeout, suspects, stacks).
-        ``finished``: the lead had reported the end of training (``StallClock.finished``): only told, whatever
-        the action, as a restart would train again from the start (its backup is deleted at the end of training)."""
+        ``finished``: the lead had reported the end of training (``StallClock.finished``): a restart is only told,
+        as it would train again from the start (its backup is deleted at the end of training); fail still fails."""
         action = self.policy.stall_action
-        if finished:
+        if finished and action is StallAction.RESTART:
             return Decision(Action.CONTINUE, message=f"stalled after training finished (warn only: a restart would "
                                                      f"train again): {what}")
         if action is StallAction.WARN:

@@ -288,13 +288,15 @@ def test_fail_and_warn_actions() -> None:
     assert rules(MWMS, timeout_seconds=5).policy.stall_floor_seconds == 5
 
 
-@pytest.mark.parametrize("action", ["restart", "fail", "warn"])
-def test_a_stall_after_the_lead_finished_training_is_only_told(action: str) -> None:
-    """Training is over and its backup deleted: a restart would train again from the start, a failure would
-    throw the trained model away; the lead's slow export or exit is told."""
-    decision = rules(MWMS, action=action).decide_stall(["job-worker-1"], 0, "no progress for 31 s", finished=True)
+def test_a_stall_after_the_lead_finished_training_is_never_restarted() -> None:
+    """Training is over and its backup deleted: a restart would train again from the start; the lead's slow
+    export or exit is told instead (and again after each allowance). ``fail`` and ``warn`` act as always."""
+    decision = rules(MWMS).decide_stall(["job-worker-1"], 0, "no progress for 31 s", finished=True)
     assert decision.action is Action.CONTINUE and not decision.restart
     assert decision.message.startswith("stalled after training finished (warn only") and "31 s" in decision.message
+    assert rules(MWMS, action="fail").decide_stall([], 0, "x", finished=True).action is Action.FAIL
+    warn = rules(MWMS, action="warn").decide_stall([], 0, "x", finished=True)
+    assert warn.action is Action.CONTINUE and warn.message.startswith("stalled (warn only)")
 
 
 def test_the_clock_says_finished_from_the_leads_finished_until_a_new_attempt() -> None:
