@@ -3,7 +3,7 @@
 ``read_events(lines, token)`` keeps the lines that are events of the run of ``token``;
 ``run_token(backend, name)`` is the token of the run a backend's state dir records (local, compose, Slurm);
 ``print_event(payload)`` is Python source printing an event as a program of the user's writes it by hand
-(README: the marker, the token from its environment, the JSON).
+(docs/spec.md: the marker, the token from its environment, the JSON).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
 
 #: Each event line's start, its token a placeholder: a task prints it with the token of its environment, as a
-#: program writing events by hand does (README "Bring your own script").
+#: program writing events by hand does (docs/spec.md, "Bring your own script").
 TOKEN = "<token>"
 EVENT = f"TFCLUSTER_EVENT/{TOKEN} "
 LEAD = [

@@ -6,7 +6,7 @@ both in a stack dump), and on Kubernetes its termination message carries a line 
 (text and JSON), the live view (``watch``) and ``debug`` of that cluster, on each backend, write no raw ESC,
 BEL, C1, DEL, CR or Unicode line separator, no line that the task started, and show the escaped form
 (``\\x1b]52;...``) instead. So does ``dry-run`` (text, JSON, plan) of a spec whose values and file name carry
-them. ``logs`` is raw by design, as ``kubectl logs`` is (README: Security).
+them. ``logs`` is raw by design, as ``kubectl logs`` is (docs/security.md).
 
 Each backend runs its own status and stacks readers against a stand-in: the local backend real processes (a
 tiny script, read by the real py-spy); compose and Slurm the shared supervisor over a scripted runtime writing
@@ -426,7 +426,7 @@ def test_spec_values_are_shown_escaped_by_dry_run_and_validate(kind: BackendKind
 
 
 def test_logs_stay_raw_as_the_task_wrote_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``logs`` is the task's own output, unescaped (``kubectl logs``, ``docker logs``): README, Security. (Not to
+    """``logs`` is the task's own output, unescaped (``kubectl logs``, ``docker logs``): docs/security.md. (Not to
     a terminal, click leaves out colour sequences, ``ESC[...m`` and the like, as it always did; the rest is raw.)"""
     with stand_in(BackendKind.K8S, tmp_path, monkeypatch):
         shown = cli("logs", NAME, f"{NAME}-chief-0", "-b", "k8s")

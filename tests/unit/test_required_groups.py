@@ -164,7 +164,7 @@ def test_every_group_is_a_declared_marker_and_a_misspelled_marker_is_an_error() 
     assert "--strict-markers" in options["addopts"]
 
 
-def test_the_readme_lists_every_marker() -> None:
+def test_the_development_page_lists_every_marker() -> None:
     markers = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
-    [passage] = [line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("Markers (")]
+    [passage] = [line for line in (REPO / "docs" / "development.md").read_text().splitlines() if line.startswith("Markers (")]
     assert [marker.partition(":")[0] for marker in markers] == re.findall(r"`(\w+)` \(", passage)

@@ -140,7 +140,7 @@ def offenders() -> Iterator[str]:
 
 
 def test_only_the_sink_writes_to_the_terminal() -> None:
-    assert list(offenders()) == [], "show it through launcher.cli.terminal (README: Security)"
+    assert list(offenders()) == [], "show it through launcher.cli.terminal (docs/security.md)"
 
 
 @pytest.mark.parametrize("source", [

@@ -3,7 +3,7 @@
 Every task reports ``started``; the evaluator one evaluation. The chief reports five steps with their loss and a
 backup at step 5, then fails (exit 1) on its first run; on its second it resumes from step 5, reports steps 6-10
 and a backup at step 10, and finishes. Each step takes STEP_SECONDS, as training does, so the timeline has
-lengths to draw. Events are written as a program of the user's writes them by hand (README: the marker, the token
+lengths to draw. Events are written as a program of the user's writes them by hand (docs/spec.md: the marker, the token
 from the environment, the JSON with the event's time).
 """
 

@@ -101,7 +101,7 @@ def test_jobs_sharing_a_node_get_disjoint_ports_from_their_job_ids() -> None:
     ids = [str(n) for n in range(1000, 1000 + blocks)]  # any two jobs submitted fewer than `blocks` apart
     taken = [port for job_id in ids for port in _ports(planned, job_id)]
     assert len(taken) == len(set(taken)) and min(taken) == 2222 and max(taken) < 2222 + PORT_SPAN
-    assert _ports(planned, "1000") == _ports(planned, str(1000 + blocks))  # the residual risk the README states
+    assert _ports(planned, "1000") == _ports(planned, str(1000 + blocks))  # the residual risk docs/slurm.md states
 
 
 def test_random_ports_come_from_the_jobs_secret_not_from_its_public_id() -> None:
