@@ -100,16 +100,20 @@ class Backend(ABC, Generic[OptionsT]):
     def submit(self, dry_run: DryRun) -> None:
         """Start the cluster exactly as ``dry_run`` shows it; return once every task is started."""
 
-    def supervise(self, name: str) -> list[str]:
-        """One supervision step of a watching launcher (``launcher.cli.watch`` calls it before each ``describe``).
+    def adopt(self, name: str) -> list[str]:
+        """If the detached supervisor of ``name`` died, start one that takes its tasks over (local, compose:
+        ``launcher.supervision.harness.adopt``); one line per action taken. ``launcher.cli.watch`` calls it
+        before each ``describe``. The default (no detached supervisor here) does nothing."""
+        return []
 
-        For backends whose runtime supervises only part of the policy (Kubernetes);
-        returns one line per action taken. The default does nothing.
-        """
+    def watch_round(self, name: str) -> list[str]:
+        """One round of the supervision that runs only while a launcher watches (Kubernetes: gang restarts,
+        the stall watchdog, Job cleanup); one line per action taken. ``launcher.cli.watch`` calls it before
+        each ``describe``. The default (everything supervised elsewhere) does nothing."""
         return []
 
     def supervises_only_when_watched(self, plan: Plan) -> bool:
-        """True if part of ``plan``'s supervision runs only while someone watches (``supervise``)
+        """True if part of ``plan``'s supervision runs only while someone watches (``watch_round``)
         and nothing else bounds the run; ``up --detach`` warns then. The default: False."""
         return False
 

@@ -21,7 +21,7 @@ guard; never a volume of that name that existed before, which compose only
 uses). The rendered file mounts no host directory, so no file of this host
 is deleted. When the supervisor died (``kill -9``, a reboot of this
 machine), ``describe`` reads the tasks from their containers and
-``supervise`` (each round of ``watch``) starts a supervisor that adopts them.
+``adopt`` (each round of ``watch``) starts a supervisor that adopts them.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ class ComposeBackend(Backend[BackendOptions]):
             return self._unsupervised(name, containers) if containers else None
         return job
 
-    def supervise(self, name: str) -> list[str]:
+    def adopt(self, name: str) -> list[str]:
         """Adopt the containers of ``name`` with a new supervisor if its supervisor died."""
         return harness.adopt(harness.StateDir.of(self.kind, name), supervise.__name__)
 

@@ -15,7 +15,7 @@ guard). A cluster whose supervisor still runs cannot be submitted again.
 recorded process group that still runs one of the cluster's tasks, so
 nothing of the cluster is left, also when the supervisor had died.
 ``describe`` reads the tasks from their processes and exit files when the
-supervisor is gone; ``supervise`` (each round of ``watch``) then starts a
+supervisor is gone; ``adopt`` (each round of ``watch``) then starts a
 supervisor that adopts them. ``tensorboard`` reads the runs' log dirs
 (on this machine, or in a bucket) with a local TensorBoard.
 """
@@ -83,7 +83,7 @@ class LocalBackend(Backend[BackendOptions]):
         state = LocalState.of(self.kind, name)
         return harness.describe(state, self.kind, lambda plan: observe(state.read_runs(), state.exits))
 
-    def supervise(self, name: str) -> list[str]:
+    def adopt(self, name: str) -> list[str]:
         """Adopt the tasks of ``name`` with a new supervisor if its supervisor died."""
         return harness.adopt(LocalState.of(self.kind, name), supervise.__name__)
 
