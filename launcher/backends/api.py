@@ -38,7 +38,7 @@ from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind, Target
 from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem
-from launcher.supervision.harness import StateDir
+from launcher.supervision.harness import Hosted, StateDir
 from launcher.supervision.history import RunHistory
 from launcher.supervision.status import JobStatus
 
@@ -88,6 +88,13 @@ class Backend(ABC, Generic[OptionsT]):
     @classmethod
     def dry_run(cls, plan: Plan) -> DryRun:
         return DryRun(plan=plan, files=cls.render(plan))
+
+    @classmethod
+    def host(cls, plan: Plan, state: StateDir, adopt: bool) -> Hosted:
+        """The runtime the one supervisor process (``launcher.backends.supervisor_process``: the harness) drives
+        for ``plan``, whose ``StateDir`` is ``state`` (``adopt``: taking over a dead supervisor's tasks); only
+        backends that run that process have one (local, compose, Slurm)."""
+        raise LaunchError(f"{cls.kind.value} runs no tfcluster supervisor process")
 
     # -- needs the runtime --------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ supervision override into the cluster's ``StateDir``
 (``launcher.supervision.harness``; ``naming.state_dir("compose", NAME)``),
 creates everything with ``docker compose up --no-start`` and starts the
 shared detached supervisor with containers as its runtime
-(``launcher.backends.compose.supervise``); a task that cannot start fails
+(``launcher.backends.compose.supervise``, its ``host``); a task that cannot start fails
 it, and whatever it created is removed. The cluster's Docker objects carry
 the compose project label ``com.docker.compose.project=<name>`` and
 tfcluster's labels for the cluster (a compose project of that name that is
@@ -95,6 +95,10 @@ def _ours(name: str) -> dict[str, list[str]]:
 class ComposeBackend(Backend[BackendOptions]):
     kind = BackendKind.COMPOSE
 
+    @classmethod
+    def host(cls, plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
+        return supervise.host(plan, state, adopt)
+
     def __init__(self, client: Any) -> None:
         self.client = client
 
@@ -149,7 +153,7 @@ class ComposeBackend(Backend[BackendOptions]):
         except BaseException:
             undo()
             raise
-        harness.launch(state, supervise.__name__, undo)
+        harness.launch(state, type(self), undo)
 
     def _check_images(self, plan: Plan) -> None:
         import docker.errors
@@ -182,7 +186,7 @@ class ComposeBackend(Backend[BackendOptions]):
 
     def adopt(self, name: str) -> list[str]:
         """Adopt the containers of ``name`` with a new supervisor if its supervisor died."""
-        return harness.adopt(harness.StateDir.of(self.kind, name), supervise.__name__)
+        return harness.adopt(harness.StateDir.of(self.kind, name), type(self))
 
     def _unsupervised(self, name: str, containers: list[Any]) -> JobStatus:
         """Status of a project started by hand (`docker compose up` of a rendered file), from its containers."""
