@@ -1,7 +1,7 @@
 """The one supervisor process every backend that supervises outside its runtime shares (local and compose:
 detached on this machine; Slurm: the batch step inside the allocation): its files, start, liveness, stop.
 
-Contract: every cluster of a backend that supervises from this machine has a
+Contract: every cluster the harness supervises has a
 ``StateDir`` at ``naming.state_dir(backend, name)`` holding:
 
 - ``plan.json``: the plan being supervised (written by ``submit``);
@@ -9,7 +9,8 @@ Contract: every cluster of a backend that supervises from this machine has a
   (``launcher.supervision.statefile``): the plan's env may carry credentials;
 - ``status.json``: the ``JobStatus``, rewritten atomically on every change;
 - ``supervisor.pid`` and ``supervisor.log``: the detached supervisor process
-  and its output (one line per runtime fault, never a traceback);
+  and its output (one line per runtime fault, never a traceback; Slurm's batch
+  step writes ``batch.log`` instead, and Slurm knows its process);
 - ``started``: present once every task was started (or adopted);
 - ``adopt.lock``: held while a command starts a supervisor that adopts;
 - ``stacks/stall-<n>/<task>.txt``: every task's stacks at the job's n-th stall;
