@@ -78,7 +78,6 @@ STOP_TIMEOUT_SECONDS = 30.0
 ADOPT_FLAG = "--adopt"
 
 
-
 @dataclass(frozen=True)
 class Notice:
     """A signal telling the job to stop for now and run again elsewhere (Slurm's warning before the time limit).
@@ -145,6 +144,7 @@ def hosting(reference: str) -> type[Hosting]:
     module, _, name = reference.partition(":")
     found: type[Hosting] = getattr(import_module(module), name)
     return found
+
 
 #: What a backend reads from its runtime about tasks nobody supervises: {task: exit code, None while it runs}.
 Observe = Callable[[Plan], Mapping[str, int | None]]
