@@ -25,7 +25,7 @@ from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind, Target
 from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem
-from launcher.supervision.harness import StateDir
+from launcher.supervision.harness import Hosted, StateDir
 from launcher.supervision.history import RunHistory
 from launcher.supervision.status import JobStatus
 
@@ -76,6 +76,13 @@ class Backend(ABC, Generic[OptionsT]):
     def dry_run(cls, plan: Plan) -> DryRun:
         return DryRun(plan=plan, files=cls.render(plan))
 
+    @classmethod
+    def host(cls, plan: Plan, state: StateDir, adopt: bool) -> Hosted:
+        """The runtime the one supervisor process (``launcher.backends.supervisor_process``: the harness) drives
+        for ``plan``, whose ``StateDir`` is ``state`` (``adopt``: taking over a dead supervisor's tasks); only
+        backends that run that process have one (local, compose, Slurm)."""
+        raise LaunchError(f"{cls.kind.value} runs no tfcluster supervisor process")
+
     # -- needs the runtime --------------------------------------------------------------------
 
     @classmethod
@@ -87,16 +94,20 @@ class Backend(ABC, Generic[OptionsT]):
     def submit(self, dry_run: DryRun) -> None:
         """Start the cluster exactly as ``dry_run`` shows it; return once every task is started."""
 
-    def supervise(self, name: str) -> list[str]:
-        """One supervision step of a watching launcher (``launcher.cli.watch`` calls it before each ``describe``).
+    def adopt(self, name: str) -> list[str]:
+        """If the detached supervisor of ``name`` died, start one that takes its tasks over (local, compose:
+        ``launcher.supervision.harness.adopt``); one line per action taken. ``launcher.cli.watch`` calls it
+        before each ``describe``. The default (no detached supervisor here) does nothing."""
+        return []
 
-        For backends whose runtime supervises only part of the policy (Kubernetes);
-        returns one line per action taken. The default does nothing.
-        """
+    def watch_round(self, name: str) -> list[str]:
+        """One round of the supervision that runs only while a launcher watches (Kubernetes: gang restarts,
+        the stall watchdog, Job cleanup); one line per action taken. ``launcher.cli.watch`` calls it before
+        each ``describe``. The default (everything supervised elsewhere) does nothing."""
         return []
 
     def supervises_only_when_watched(self, plan: Plan) -> bool:
-        """True if part of ``plan``'s supervision runs only while someone watches (``supervise``)
+        """True if part of ``plan``'s supervision runs only while someone watches (``watch_round``)
         and nothing else bounds the run; ``up --detach`` warns then. The default: False."""
         return False
 

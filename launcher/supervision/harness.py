@@ -1,6 +1,7 @@
-"""The detached supervisor that local and compose clusters share: its files, its start, its liveness, its stop.
+"""The one supervisor process every backend that supervises outside its runtime shares (local and compose:
+detached on this machine; Slurm: the batch step inside the allocation): its files, start, liveness, stop.
 
-Contract: every cluster of a backend that supervises from this machine has a
+Contract: every cluster the harness supervises has a
 ``StateDir`` at ``naming.state_dir(backend, name)`` holding:
 
 - ``plan.json``: the plan being supervised (written by ``submit``);
@@ -8,26 +9,31 @@ Contract: every cluster of a backend that supervises from this machine has a
   (``launcher.supervision.statefile``): the plan's env may carry credentials;
 - ``status.json``: the ``JobStatus``, rewritten atomically on every change;
 - ``supervisor.pid`` and ``supervisor.log``: the detached supervisor process
-  and its output (one line per runtime fault, never a traceback);
+  and its output (one line per runtime fault, never a traceback; Slurm's batch
+  step writes ``batch.log`` instead, and Slurm knows its process);
 - ``started``: present once every task was started (or adopted);
 - ``adopt.lock``: held while a command starts a supervisor that adopts;
 - ``stacks/stall-<n>/<task>.txt``: every task's stacks at the job's n-th stall;
 - whatever the backend adds (task logs, compose files).
 
-``start(state, entry_module)`` starts the supervisor, ``python -m
-<entry_module> <dir>``, in a session of its own (so it outlives the command
-that launched it; ``launcher.supervision.detach``: forked from the
-``tfcluster`` command, calling ``serve`` with the module's
-``runtime(plan, state)``, which is what its ``__main__`` runs) and
+``start(state, backend)`` starts the supervisor, ``command(backend)`` on
+``<dir>`` (``python -m launcher.supervision MODULE:CLASS DIR``: the backend's class as
+the registry ``launcher.backends`` names it, whose ``host`` gives the runtime),
+in a session of its own (so it outlives the command that launched it;
+``launcher.supervision.detach``: forked from the ``tfcluster`` command, calling
+``serve`` with ``backend.host``, which is what that command runs) and
 returns once every task was started; a job that failed before that could
 not start its tasks, and that is a failed launch (``LaunchError``), the
-same on every backend. ``launch(state, entry_module, undo)`` is ``start``
+same on every backend. ``launch(state, backend, undo)`` is ``start``
 with the one cleanup rule: ``undo`` after a failed start, or a Ctrl-C before
 every task ran; a Ctrl-C after that leaves the cluster to the caller's stop,
 its logs kept.
-``serve(dir, make_runtime)`` is the body of that process: it supervises the
-plan with ``launcher.supervision.supervisor`` until the job is terminal;
-SIGTERM or SIGINT cancels (every task is stopped first). A supervisor is
+``serve(dir, host)`` is the body of that process, and the only place a supervisor
+process handles signals and writes a failed status: it supervises the plan
+``host`` returns with ``launcher.supervision.supervisor`` until the job is terminal;
+SIGTERM or SIGINT cancels (every task is stopped first); a ``Notice`` signal
+(Slurm's USR1 warning) stops every task the same way and then hands the job
+back (``Notice.then``: Slurm requeues it), its status restarting, never ended. A supervisor is
 alive while its pid runs a command line naming its state dir, so a pid the
 system reused is never taken for it.
 
@@ -47,12 +53,15 @@ import select
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from importlib import import_module
 from pathlib import Path
+from typing import ClassVar, Protocol
 
-from launcher.errors import LaunchError
+from launcher.errors import LaunchError, TfclusterError
 from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
@@ -67,6 +76,75 @@ START_TIMEOUT_SECONDS = 120.0
 STOP_TIMEOUT_SECONDS = 30.0
 #: The argument that makes the supervisor process adopt the tasks instead of starting them.
 ADOPT_FLAG = "--adopt"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A signal telling the job to stop for now and run again elsewhere (Slurm's warning before the time limit).
+
+    The harness stops every task as on SIGTERM (the coordinated save), publishing the job as restarting with
+    ``message`` (never as ended), logs ``said``, then calls ``then`` (Slurm: requeue); ``then`` raising
+    ``TfclusterError`` fails the job with ``failed`` and the error.
+    """
+
+    signal: signal.Signals
+    message: str
+    said: str
+    then: Callable[[], None]
+    failed: str
+
+
+@dataclass(frozen=True)
+class Hosted:
+    """What a backend gives the supervisor process: the plan its runtime runs (Slurm: placed on the allocation),
+    the runtime, the status to carry on from besides an adoption's (which the harness reads: Slurm's requeue),
+    and the notice it may get."""
+
+    plan: Plan
+    runtime: Runtime
+    resume: JobStatus | None = None
+    notice: Notice | None = None
+
+
+class CannotRun(Exception):
+    """Raised by a backend's ``host``: the job fails with this message before any task starts (``base``: the
+    status it fails from, e.g. the last one of a job requeued past its preemption budget)."""
+
+    def __init__(self, message: str, base: JobStatus | None = None):
+        super().__init__(message)
+        self.base = base
+
+
+class NothingToDo(Exception):  # noqa: N818 - an outcome, not an error
+    """Raised by a backend's ``host``: the job is already over (a requeue after it succeeded); its last status
+    stands and the process exits 0, logging this message."""
+
+
+#: A backend's part of the supervisor process: ``host(plan, state, adopt)``.
+Host = Callable[[Plan, "StateDir", bool], Hosted]
+
+
+class Hosting(Protocol):
+    """A backend class (as ``launcher.backends`` registers it) whose ``host`` gives the supervisor process its
+    runtime (``launcher.backends.api.Backend.host``)."""
+
+    kind: ClassVar[BackendKind]
+
+    @classmethod
+    def host(cls, plan: Plan, state: StateDir, adopt: bool) -> Hosted: ...
+
+
+def command(backend: type[Hosting], python: str = sys.executable) -> list[str]:
+    """The supervisor process of ``backend``'s clusters, but for its state dir (and ``ADOPT_FLAG``), which follow."""
+    return [python, "-m", "launcher.supervision", f"{backend.__module__}:{backend.__name__}"]
+
+
+def hosting(reference: str) -> type[Hosting]:
+    """The backend class ``command`` named (``MODULE:CLASS``)."""
+    module, _, name = reference.partition(":")
+    found: type[Hosting] = getattr(import_module(module), name)
+    return found
+
 
 #: What a backend reads from its runtime about tasks nobody supervises: {task: exit code, None while it runs}.
 Observe = Callable[[Plan], Mapping[str, int | None]]
@@ -139,12 +217,12 @@ class StateDir:
         return str(self.root)
 
 
-def start(state: StateDir, entry_module: str, timeout: float = START_TIMEOUT_SECONDS, adopt: bool = False) -> None:
+def start(state: StateDir, backend: type[Hosting], timeout: float = START_TIMEOUT_SECONDS, adopt: bool = False) -> None:
     """Start the detached supervisor of ``state`` and wait until it started (``adopt``: adopted) every task."""
     state.started.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", entry_module, str(state.root), *([ADOPT_FLAG] if adopt else [])]
+    argv = [*command(backend), str(state.root), *([ADOPT_FLAG] if adopt else [])]
     with open_private(state.log) as log:
-        process = detach.start(argv, log, lambda: serve(state.root, import_module(entry_module).runtime, adopt))
+        process = detach.start(argv, log, lambda: serve(state.root, backend.host, adopt))
     write_private(state.pid, str(process.pid))
     ends = time.monotonic() + timeout
     while time.monotonic() < ends:
@@ -160,12 +238,12 @@ def start(state: StateDir, entry_module: str, timeout: float = START_TIMEOUT_SEC
     raise LaunchError(f"the supervisor did not start the cluster: {state.last_log_line() or 'timed out'}")
 
 
-def launch(state: StateDir, entry_module: str, undo: Callable[[], None]) -> None:
+def launch(state: StateDir, backend: type[Hosting], undo: Callable[[], None]) -> None:
     """``start``, calling ``undo`` (the backend removes what it set up) when the start failed, or was
     interrupted (Ctrl-C) before every task ran: nothing half-started stays. Interrupted later, the
     cluster runs on for the caller to stop (``Backend.stop``), its logs kept."""
     try:
-        start(state, entry_module)
+        start(state, backend)
     except KeyboardInterrupt:
         if not state.started.exists():
             undo()
@@ -221,7 +299,7 @@ def describe(state: StateDir, backend: BackendKind, observe: Observe) -> JobStat
     return job
 
 
-def adopt(state: StateDir, entry_module: str) -> list[str]:
+def adopt(state: StateDir, backend: type[Hosting]) -> list[str]:
     """If the job of ``state`` lost its supervisor, start one that adopts its tasks; one line per action taken."""
     if not lost(state, state.read_status()):
         return []
@@ -230,16 +308,17 @@ def adopt(state: StateDir, entry_module: str) -> list[str]:
         job = state.read_status()
         if not lost(state, job):
             return []  # another command adopted them meanwhile
-        start(state, entry_module, adopt=True)
+        start(state, backend, adopt=True)
     assert job is not None
     return [f"{job.name}: its supervisor was gone; a new one adopted the tasks "
             f"(restarts used {job.restarts}/{state.read_plan().policy.max_restarts})"]
 
 
-def main(make_runtime: Callable[[Plan, StateDir], Runtime], argv: list[str] | None = None) -> int:
-    """``python -m <entry_module> DIR [--adopt]``: ``serve`` the cluster in ``DIR``."""
+def main(argv: list[str] | None = None) -> int:
+    """``python -m launcher.supervision MODULE:CLASS DIR [--adopt]`` (``command``): ``serve`` the cluster in ``DIR``
+    with that backend class's ``host``."""
     args = sys.argv[1:] if argv is None else argv
-    return serve(Path(args[0]), make_runtime, adopt=ADOPT_FLAG in args[1:])
+    return serve(Path(args[1]), hosting(args[0]).host, adopt=ADOPT_FLAG in args[2:])
 
 
 def _pause_until_a_signal() -> Callable[[float], None]:
@@ -265,27 +344,62 @@ def _pause_until_a_signal() -> Callable[[float], None]:
     return pause
 
 
-def serve(root: Path, make_runtime: Callable[[Plan, StateDir], Runtime], adopt: bool = False) -> int:
-    """Supervise the plan in ``root`` until the job is terminal (the detached process); 0 if it succeeded.
+def serve(root: Path, host: Host, adopt: bool = False) -> int:
+    """Supervise the plan in ``root`` with the runtime ``host`` gives until the job is terminal; 0 if it succeeded
+    (or was handed back on its ``Notice``).
 
     ``adopt``: take over the tasks of the supervisor that wrote the current status (it died).
     """
     state = StateDir(root)
     plan = state.read_plan()
-    resume = state.read_status() if adopt else None
     try:
-        runtime = make_runtime(plan, state)
+        hosted = host(plan, state, adopt)
+    except NothingToDo as done:
+        print(f"{plan.name}: {done}", flush=True)
+        return 0
+    except CannotRun as exc:
+        return _fail(state, plan, str(exc), exc.base)
     except Exception as exc:
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        state.write_status(JobStatus(plan.name, plan.backend, State.FAILED, message=f"failed: {message}"))
-        print(f"{plan.name}: failed: {message}", flush=True)
-        return 1
-    supervisor = Supervisor(plan, runtime, on_status=state.write_status, on_started=state.mark_started, resume=resume,
+        return _fail(state, plan, " ".join(str(exc).split()) or type(exc).__name__)
+    plan, runtime, notice = hosted.plan, hosted.runtime, hosted.notice
+    resume = hosted.resume or (state.read_status() if adopt else None)
+    noticed = threading.Event()
+
+    def publish(status: JobStatus) -> None:
+        """After the notice the job is handed back, not cancelled: never say it ended."""
+        if notice is not None and noticed.is_set() and status.state is State.CANCELLED:
+            status = replace(status, state=State.RESTARTING, message=notice.message)
+        state.write_status(status)
+
+    supervisor = Supervisor(plan, runtime, on_status=publish, on_started=state.mark_started, resume=resume,
                             stacks_dir=state.stacks, pause=_pause_until_a_signal())
+
+    def on_notice(signum: int, frame: object) -> None:
+        noticed.set()
+        supervisor.cancel()
+
+    if notice is not None:
+        signal.signal(notice.signal, on_notice)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: supervisor.cancel())
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     job = supervisor.run()
     runtime.close()
+    if notice is not None and noticed.is_set() and job.state is State.CANCELLED:
+        publish(job)
+        print(f"{plan.name}: {notice.said}", flush=True)
+        try:
+            notice.then()
+        except TfclusterError as exc:
+            return _fail(state, plan, f"{notice.failed}: {exc}", job)
+        return 0
     print(f"{plan.name}: {job.state.value}: {job.message}", flush=True)
     return 0 if job.state is State.SUCCEEDED else 1
+
+
+def _fail(state: StateDir, plan: Plan, message: str, base: JobStatus | None = None) -> int:
+    """Publish the job failed with ``message`` (from ``base``, else a fresh status) and log it; 1."""
+    job = base or JobStatus(plan.name, plan.backend, State.FAILED)
+    state.write_status(replace(job, state=State.FAILED, message=f"failed: {message}"))
+    print(f"{plan.name}: failed: {message}", flush=True)
+    return 1

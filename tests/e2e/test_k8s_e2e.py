@@ -80,7 +80,7 @@ def supervise_until(backend: KubernetesBackend, name: str, done, timeout: float 
     deadline = time.monotonic() + timeout
     status = None
     while time.monotonic() < deadline:
-        backend.supervise(name)
+        backend.watch_round(name)
         status = backend.describe(name)
         assert status is not None
         if done(status):

@@ -75,14 +75,14 @@ def test_a_worker_pod_deleted_gracefully_is_one_preemption_saved_and_resumed(
     plan = demo_plan(name)
     launch(plan)
     actions: list[str] = []  # what every supervision round did
-    supervise = backend.supervise
+    supervise = backend.watch_round
 
     def recorded(cluster: str) -> list[str]:
         done = supervise(cluster)
         actions.extend(done)
         return done
 
-    backend.supervise = recorded  # type: ignore[method-assign]
+    backend.watch_round = recorded  # type: ignore[method-assign]
     supervise_until(backend, name, lambda s: (s.progress.step or 0) >= 10)
     pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"tfcluster.io/cluster={name}").items
     victim = next(p.metadata.name for p in pods if p.metadata.name.startswith(f"{name}-worker-1-"))
@@ -149,7 +149,7 @@ def test_parameter_server_with_two_ps_ends_by_itself_and_its_ps_pods_end(
     assert status.progress.step == 60, status.progress
 
     def ps_pods_ended() -> list[str]:
-        backend.supervise(name)  # as `up` does until the servers are gone
+        backend.watch_round(name)  # as `up` does until the servers are gone
         pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.LABEL_CLUSTER}={name},"
                                                                   f"{naming.LABEL_ROLE}={RoleType.PS.value}").items
         assert len({p.metadata.name.rsplit("-", 1)[0] for p in pods}) == 2, [p.metadata.name for p in pods]

@@ -74,7 +74,7 @@ def task_groups(name: str) -> set[int]:
 
 
 def _alive(pid: int) -> bool:
-    return procfs.runs(pid, "launcher.backends.local.supervise")
+    return procfs.runs(pid, "launcher.backends.local.backend:LocalBackend")
 
 
 def assert_nothing_left(daemon: int | None, groups: list[int]) -> None:

@@ -66,7 +66,7 @@ def test_a_lost_node_requeues_the_job_which_resumes_as_a_preemption(sleeper: str
 def test_a_killed_batch_step_ends_the_job_failed_not_running(sleeper: str) -> None:
     state = SlurmState.named(sleeper)
     [supervisor] = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
-                    if _cmdline(pid).endswith(f"launcher.backends.slurm.supervise {state.root}")]
+                    if _cmdline(pid).endswith(f"launcher.backends.slurm.backend:SlurmBackend {state.root}")]
     os.kill(supervisor, signal.SIGKILL)
     ends = time.monotonic() + 90
     while not (status := _describe(sleeper)).state.terminal:

@@ -88,7 +88,8 @@ PROGRAMS = {
 #: Imports of a module named by a variable, which no reading of the source resolves: each says what it imports.
 DYNAMIC_IMPORTS = {
     "launcher.backends": "the backend classes named in _CLASSES (strings: checked as arrows here)",
-    "launcher.supervision.harness": "its caller's supervise module (``supervise.__name__``), which the caller imports",
+    "launcher.supervision.harness": "the backend class ``command`` named (``MODULE:CLASS``, the registry's own "
+                                    "form), whose module imported it",
     "launcher.worker.standby": "ENTRYPOINT_MODULE, a string: checked as an arrow here",
     "launcher.worker.usercode": "the user's training.module (not tfcluster's, but for the default example)",
 }
@@ -198,7 +199,7 @@ def test_the_graph_is_read_at_all() -> None:
     assert "launcher.plan.planner" in GRAPH["launcher.api"]
     assert "launcher.backends.kubernetes.manifests" in GRAPH["launcher.cli.commands"]  # imported in a function
     assert "launcher.backends.slurm.backend" in NAMED["launcher.backends"]  # "module:Class", for import_module
-    assert "launcher.backends.slurm.supervise" in NAMED["launcher.backends.slurm.script"]  # python -m
+    assert "launcher.worker" in NAMED["launcher.plan.targets"]  # python -m
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
 
 

@@ -31,9 +31,8 @@ TASK_SIDE = ("launcher/worker/", "launcher/progress.py", "launcher/examples/")
 #: which the CLI shows through the sink.
 LOG_WRITERS = {
     "launcher/supervision/detach.py": {"start", "_be_detached"},  # flushes, then points the streams at the log
-    "launcher/supervision/harness.py": {"serve"},
+    "launcher/supervision/harness.py": {"serve", "_fail"},
     "launcher/supervision/supervisor.py": {"_log"},
-    "launcher/backends/slurm/supervise.py": {"serve", "_fail"},
 }
 CLICK_WRITERS = {"echo", "secho", "echo_via_pager", "get_text_stream", "get_binary_stream", "open_file", "clear",
                  "progressbar", "prompt", "confirm", "pause", "edit"}

@@ -6,7 +6,8 @@ creates the containers (``up --no-start``) and starts the detached supervisor; a
 what it created. Only objects carrying the compose project label and tfcluster's labels are touched:
 ``cancel`` removes the containers, the run's TensorBoard containers, the network and (``volumes``)
 a checkpoint volume tfcluster created (``checkpoints.created_for``); no host file is deleted.
-``describe`` and ``supervise`` recover a job whose supervisor died. Design notes: docs/design-notes.md.
+The detached supervisor is the shared harness (``host`` gives it the containers as its runtime);
+when it died, ``describe`` reads the tasks from their containers and ``adopt`` starts one that adopts them. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ def _ours(name: str) -> dict[str, list[str]]:
 class ComposeBackend(Backend[BackendOptions]):
     kind = BackendKind.COMPOSE
 
+    @classmethod
+    def host(cls, plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
+        return supervise.host(plan, state, adopt)
+
     def __init__(self, client: Any) -> None:
         self.client = client
 
@@ -134,7 +139,7 @@ class ComposeBackend(Backend[BackendOptions]):
         except BaseException:
             undo()
             raise
-        harness.launch(state, supervise.__name__, undo)
+        harness.launch(state, type(self), undo)
 
     def _check_images(self, plan: Plan) -> None:
         import docker.errors
@@ -165,9 +170,9 @@ class ComposeBackend(Backend[BackendOptions]):
             return self._unsupervised(name, containers) if containers else None
         return job
 
-    def supervise(self, name: str) -> list[str]:
+    def adopt(self, name: str) -> list[str]:
         """Adopt the containers of ``name`` with a new supervisor if its supervisor died."""
-        return harness.adopt(harness.StateDir.of(self.kind, name), supervise.__name__)
+        return harness.adopt(harness.StateDir.of(self.kind, name), type(self))
 
     def _unsupervised(self, name: str, containers: list[Any]) -> JobStatus:
         """Status of a project started by hand (`docker compose up` of a rendered file), from its containers."""

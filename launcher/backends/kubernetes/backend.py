@@ -7,8 +7,8 @@ creates every object of the dry run's files, exactly as rendered
 (objects other than Jobs and the checkpoint claim are replaced if they
 exist; an existing claim is kept with its checkpoints; existing Jobs of the
 same cluster refuse the launch; a ``kubernetes.service_account`` that does
-not exist refuses it too), and deletes what it created if any step fails. ``supervise`` is one step of the launcher's watch loop: the Job
-controller already retries, fails and times out tasks; ``supervise`` adds
+not exist refuses it too), and deletes what it created if any step fails. ``watch_round`` is one step of the launcher's watch loop: the Job
+controller already retries, fails and times out tasks; ``watch_round`` adds
 what it cannot express (MultiWorkerMirrored gang restarts of survivors that
 hang, the stall watchdog (``launcher.backends.kubernetes.stall``), the
 failure rules the Job controller cannot enforce (``launcher.backends.kubernetes.failures``:
@@ -274,17 +274,17 @@ class KubernetesBackend(Backend[KubernetesOptions]):
                 self._call(kind, "replace", name, namespace, body={**obj, "metadata": {**obj["metadata"], "resourceVersion": version}})
             return False
 
-    # --- supervise / describe ---------------------------------------------
+    # --- watch_round / describe ---------------------------------------------
 
     def supervises_only_when_watched(self, plan: Plan) -> bool:
         """The MWMS gang-restart safety net and the stall watchdog (a lead that reports its progress) run in
-        ``supervise``: unwatched, a hung gang or a stalled job waits for the deadline, and failure rules beyond
+        ``watch_round``: unwatched, a hung gang or a stalled job waits for the deadline, and failure rules beyond
         exit codes (``JobPolicy.rules_need_watch``) are not applied."""
         watched = (plan.strategy is Strategy.MULTI_WORKER_MIRRORED or plan.run_config.lead_runs_entrypoint
                    or plan.policy.rules_need_watch())
         return watched and plan.policy.deadline_seconds is None
 
-    def supervise(self, name: str) -> list[str]:
+    def watch_round(self, name: str) -> list[str]:
         """One supervision step; returns what it did (one line per deleted pod or Job, and per stall)."""
         namespace = self._ns()
         jobs, pods = self._list("Job", namespace, name), self._list("Pod", namespace, name)

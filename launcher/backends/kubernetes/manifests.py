@@ -76,7 +76,7 @@ from launcher.spec.problems import Problem
 
 #: Set by the Job controller on each pod (label since 1.28, annotation since 1.21).
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
-#: On every Job: the plan's ``JobPolicy`` (JSON), what ``supervise``/``describe`` need to know without the plan.
+#: On every Job: the plan's ``JobPolicy`` (JSON), what ``watch_round``/``describe`` need to know without the plan.
 ANNOTATION_POLICY = "tfcluster.io/policy"
 
 #: The task container's name: a TFJob's must be this one, and the native Jobs use the same.

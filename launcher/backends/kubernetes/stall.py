@@ -1,6 +1,6 @@
 """The stall watchdog and stragglers on Kubernetes: what the pods' events mean for them. Pure, no client.
 
-Contract: the launcher's watch (``KubernetesBackend.supervise``) runs the same
+Contract: the launcher's watch (``KubernetesBackend.watch_round``) runs the same
 policy as every supervisor (``launcher.supervision.stall``,
 ``Rules.decide_stall``), over what it can read each round: the events among
 the recent log lines of the lead task's latest pod. ``clock`` rebuilds the

@@ -303,7 +303,7 @@ def gang_round_start(views: list[PodView]) -> float | None:
     Failures are taken in time order. A failed pod that started at or after
     the current round's start (or the first failure) is a member of the
     current gang and begins a new round; one that started before it is a
-    survivor of that round exiting (exit 175, or deleted by ``supervise``)
+    survivor of that round exiting (exit 175, or deleted by ``watch_round``)
     and only ends the old gang. Pods without a start time use their
     creation time.
     """

@@ -3,7 +3,7 @@
 Contract: ``submit`` creates the cluster's ``StateDir``
 (``launcher.supervision.harness``; ``naming.state_dir("local", NAME)``) and
 starts the shared detached supervisor with local processes
-(``launcher.backends.local.supervise``); it returns once the tasks are
+(``launcher.backends.local.supervise``, its ``host``); it returns once the tasks are
 started, and a task that cannot start fails it (nothing is left). Task logs
 are ``logs/<task>.log`` there, kept after the job ends and removed by
 ``cancel``. The checkpoint dir is created (and marked) by ``submit`` when
@@ -15,7 +15,7 @@ guard). A cluster whose supervisor still runs cannot be submitted again.
 recorded process group that still runs one of the cluster's tasks, so
 nothing of the cluster is left, also when the supervisor had died.
 ``describe`` reads the tasks from their processes and exit files when the
-supervisor is gone; ``supervise`` (each round of ``watch``) then starts a
+supervisor is gone; ``adopt`` (each round of ``watch``) then starts a
 supervisor that adopts them. ``tensorboard`` reads the runs' log dirs
 (on this machine, or in a bucket) with a local TensorBoard.
 """
@@ -36,6 +36,7 @@ from launcher.backends.logfiles import command_problems
 from launcher.backends.tensorboard import Board, planned_log_dirs, serve_locally
 from launcher.errors import LaunchError
 from launcher.plan.dryrun import DryRun
+from launcher.plan.planner import Plan
 from launcher.plan.storage import storage_problems
 from launcher.plan.targets import BackendKind
 from launcher.spec.models import ClusterSpec
@@ -48,6 +49,10 @@ from launcher.supervision.status import JobStatus
 
 class LocalBackend(Backend[BackendOptions]):
     kind = BackendKind.LOCAL
+
+    @classmethod
+    def host(cls, plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
+        return supervise.host(plan, state, adopt)
 
     @classmethod
     def target(cls, spec: ClusterSpec, *, launching: bool = False) -> LocalTarget:
@@ -77,15 +82,15 @@ class LocalBackend(Backend[BackendOptions]):
             self._teardown(state)
             state.remove()
 
-        harness.launch(state, supervise.__name__, undo)
+        harness.launch(state, type(self), undo)
 
     def describe(self, name: str) -> JobStatus | None:
         state = LocalState.of(self.kind, name)
         return harness.describe(state, self.kind, lambda plan: observe(state.read_runs(), state.exits))
 
-    def supervise(self, name: str) -> list[str]:
+    def adopt(self, name: str) -> list[str]:
         """Adopt the tasks of ``name`` with a new supervisor if its supervisor died."""
-        return harness.adopt(LocalState.of(self.kind, name), supervise.__name__)
+        return harness.adopt(LocalState.of(self.kind, name), type(self))
 
     def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
         state = self._existing(name)

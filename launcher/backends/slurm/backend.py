@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager
 from launcher.backends import checkpoints, logfiles
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.logfiles import command_problems
-from launcher.backends.slurm import slurmctl
+from launcher.backends.slurm import slurmctl, supervise
 from launcher.backends.slurm.placement import port_block_problems
 from launcher.backends.slurm.script import SCRIPT, files
 from launcher.backends.slurm.state import SlurmState
@@ -42,6 +42,7 @@ from launcher.plan.storage import storage_problems
 from launcher.plan.targets import BackendKind
 from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem
+from launcher.supervision import harness
 from launcher.supervision.statefile import private_dir
 from launcher.supervision.status import JobStatus
 
@@ -52,6 +53,10 @@ END_POLL_SECONDS = 0.5
 
 class SlurmBackend(Backend[BackendOptions]):
     kind = BackendKind.SLURM
+
+    @classmethod
+    def host(cls, plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
+        return supervise.host(plan, state, adopt)
 
     @classmethod
     def target(cls, spec: ClusterSpec, *, launching: bool = False) -> SlurmTarget:
@@ -65,7 +70,7 @@ class SlurmBackend(Backend[BackendOptions]):
 
     @classmethod
     def render(cls, plan: Plan) -> dict[str, str]:
-        return files(plan)
+        return files(plan, cls)
 
     def submit(self, dry_run: DryRun) -> None:
         plan = dry_run.plan

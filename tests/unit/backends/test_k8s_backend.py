@@ -109,7 +109,7 @@ def test_mwms_lifecycle_fail_restart_succeed_down(fake: FakeKubernetes) -> None:
     status = backend.describe("demo")
     assert status.state is State.RUNNING and status.restarts == 1
     assert [t.restarts for t in status.tasks] == [1, 1, 1]
-    assert backend.supervise("demo") == []
+    assert backend.watch_round("demo") == []
 
     fake.pod_logs["default", running(fake, "demo-chief-0")] = (
         f'TFCLUSTER_EVENT/{MANUAL_TOKEN} {{"event":"restored","task":"demo-chief-0","time":1,"epoch":1,"step":20}}\n'
@@ -122,7 +122,7 @@ def test_mwms_lifecycle_fail_restart_succeed_down(fake: FakeKubernetes) -> None:
         fake.reconcile(job)
     status = backend.describe("demo")
     assert status.state is State.SUCCEEDED and "demo-chief: Complete" in status.message
-    assert backend.supervise("demo") == []  # every Job finished by itself
+    assert backend.watch_round("demo") == []  # every Job finished by itself
 
     backend.cancel("demo")
     assert ("jobs", "demo-chief", "Foreground") in fake.deletions
@@ -157,7 +157,7 @@ def test_exit_code_policy_fails_the_job_and_cleans_up_the_rest(fake: FakeKuberne
     fake.reconcile("ec-worker")
     status = backend.describe("ec")
     assert status.state is State.FAILED and "PodFailurePolicy" in status.message
-    assert backend.supervise("ec") == ["run failed: deleted Job ec-chief"]
+    assert backend.watch_round("ec") == ["run failed: deleted Job ec-chief"]
     fake.now += 1
     assert fake.get("jobs", "ec-chief") is None and not pods(fake, "ec-chief")
 
@@ -228,18 +228,18 @@ def test_gang_restart_deletes_survivors_that_hang(fake: FakeKubernetes, survivor
     fake.finish_pod(running(fake, "demo-worker-1"), 137)
     fake.reconcile("demo-worker")  # worker-1 comes back; the two survivors hang instead of failing
     fake.now += 30
-    assert backend.supervise("demo") == []
+    assert backend.watch_round("demo") == []
     fake.now += 31
-    actions = backend.supervise("demo")
+    actions = backend.watch_round("demo")
     assert [a.split()[3] for a in actions] == survivors
     fake.now += 4
     assert [fake.get("pods", p)["status"]["phase"] for p in survivors] == ["Running", "Running"]  # told, not yet gone
     assert backend.describe("demo").state is State.RESTARTING
-    assert backend.supervise("demo") == []  # being deleted: not deleted again
+    assert backend.watch_round("demo") == []  # being deleted: not deleted again
     fake.now += 60
     assert [fake.get("pods", p)["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] for p in survivors] == \
         [exit_code] * 2
-    assert backend.supervise("demo") == []  # their own failures do not start another round
+    assert backend.watch_round("demo") == []  # their own failures do not start another round
     for job in ("demo-chief", "demo-worker"):
         fake.reconcile(job)
     fake.now += 1
@@ -248,7 +248,7 @@ def test_gang_restart_deletes_survivors_that_hang(fake: FakeKubernetes, survivor
     assert status.state is State.RUNNING and [t.restarts for t in status.tasks] == restarts
     assert [failure_count(fake, running(fake, t)) for t in ("demo-chief-0", "demo-worker-0", "demo-worker-1")] == restarts
     fake.now += 100
-    assert backend.supervise("demo") == []
+    assert backend.watch_round("demo") == []
 
 
 def test_the_deadline_fails_the_job_and_stops_its_pods(fake: FakeKubernetes) -> None:
@@ -265,7 +265,7 @@ def test_the_deadline_fails_the_job_and_stops_its_pods(fake: FakeKubernetes) -> 
     status = backend.describe("dl")
     assert status.state is State.FAILED and "dl-chief: Failed (DeadlineExceeded" in status.message, status.message
     assert {t.exit_code for t in status.tasks} == {143}  # stopped by the Job controller: SIGTERM, saved
-    assert backend.supervise("dl") == []  # the Job controller ended every Job
+    assert backend.watch_round("dl") == []  # the Job controller ended every Job
 
 
 def test_down_waits_for_pods_that_are_saving_and_a_launch_meanwhile_is_refused(fake: FakeKubernetes) -> None:
@@ -298,13 +298,13 @@ def test_gang_restart_spares_the_replacements_of_the_failed_round(fake: FakeKube
         fake.reconcile(job)
     assert backend.describe("demo").state is State.RUNNING  # the new gang: worker-1's replacement and two fresh pods
     fake.now += 61
-    assert backend.supervise("demo") == []
+    assert backend.watch_round("demo") == []
     fake.now += 10
     fake.finish_pod(running(fake, "demo-worker-0"), 137)  # a member of the new gang fails: a new round
     fake.reconcile("demo-worker")
     others = [running(fake, "demo-chief-0"), running(fake, "demo-worker-1")]
     fake.now += 61
-    assert [a.split()[3] for a in backend.supervise("demo")] == others
+    assert [a.split()[3] for a in backend.watch_round("demo")] == others
 
 
 def test_gang_restart_is_mwms_only(fake: FakeKubernetes) -> None:
@@ -314,7 +314,7 @@ def test_gang_restart_is_mwms_only(fake: FakeKubernetes) -> None:
     fake.now += 10
     fake.finish_pod(running(fake, "pss-worker-1"), 137)  # PSS tolerates a lost worker
     fake.now += 100
-    assert backend.supervise("pss") == []
+    assert backend.watch_round("pss") == []
 
 
 def launch_pss_until_chief_succeeds(fake: FakeKubernetes, backend: KubernetesBackend, spec: dict = PSS) -> None:
@@ -330,13 +330,13 @@ def test_chief_success_ends_the_servers_after_the_policy_linger(fake: FakeKubern
     backend = backend_for(fake)
     launch_pss_until_chief_succeeds(fake, backend, spec)
     assert backend.describe("pss").state is State.SUCCEEDED
-    assert backend.supervise("pss") == []  # the others may still exit by themselves (completion marker)
+    assert backend.watch_round("pss") == []  # the others may still exit by themselves (completion marker)
     fake.finish_pod(running(fake, "pss-ps-0"), 0)
     fake.reconcile("pss-ps")
     fake.now += linger - 1
-    assert backend.supervise("pss") == []
+    assert backend.watch_round("pss") == []
     fake.now += 2
-    deleted = backend.supervise("pss")
+    deleted = backend.watch_round("pss")
     assert deleted == ["run succeeded: deleted Job pss-worker", "run succeeded: deleted Job pss-evaluator"]
     fake.now += 1
     status = backend.describe("pss")
@@ -463,7 +463,7 @@ def test_logs_of_a_task_all_tasks_and_follow(fake: FakeKubernetes) -> None:
 def test_unknown_cluster(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     assert backend.describe("nope") is None
-    assert backend.supervise("nope") == []
+    assert backend.watch_round("nope") == []
     backend.cancel("nope")
 
 
@@ -481,11 +481,11 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
     start_all(fake, "demo-chief", "demo-worker")
     fake.now += 5
     fake.finish_pod(running(fake, "demo-worker-1"), 137)
-    assert backend.supervise("demo")  # deletes the survivors' pods
+    assert backend.watch_round("demo")  # deletes the survivors' pods
     fake.reconcile("demo-chief")  # the Job controller replaces the deleted chief
     fake.finish_pod(running(fake, "demo-chief-0"), 0)
     fake.reconcile("demo-chief")
-    assert backend.supervise("demo") == ["run succeeded: deleted Job demo-worker"]
+    assert backend.watch_round("demo") == ["run succeeded: deleted Job demo-worker"]
     list(backend.logs("demo"))
     _open_board(fake, backend)
     backend.cancel("demo", volumes=True)

@@ -49,7 +49,10 @@ class FlakyBackend:
     def __init__(self, faults: int):
         self.faults = faults
 
-    def supervise(self, name: str) -> list[str]:
+    def adopt(self, name: str) -> list[str]:
+        return []
+
+    def watch_round(self, name: str) -> list[str]:
         return []
 
     def describe(self, name: str) -> JobStatus:
