@@ -2,7 +2,7 @@
 
 Each test runs against both sides (the ``side`` fixture): the fake, always (the fast lane), and the real
 cluster of ``TFCLUSTER_E2E_KUBECONFIG`` (marked ``e2e``: skipped without one, failing under CI once e2e is
-required, ``helpers.required``), in ``TFCLUSTER_E2E_NAMESPACE`` with ``TFCLUSTER_E2E_IMAGE``, as the e2e tests.
+required, ``helpers.required``), in the namespace and with the image of the e2e tests (``helpers.k8s_e2e``).
 The requests are the backend's own (``KubernetesBackend._call``, ``_log_lines``, ``_exec``, ``_open_forward``),
 made as the launcher's Role allows (Jobs create the pods; Jobs and pods are listed, never read by name).
 
@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import pytest
 
 from fakes.kubernetes_api import FAILURE_COUNT_KEY, IGNORES_SIGTERM, INDEX_KEY, SAVES_AND_EXITS, TOKEN_PATH, FakeKubernetes, OnSigterm
+from helpers.k8s_e2e import image, namespace
 from helpers.k8s_fake import backend_for
 from helpers.required import unavailable
 from launcher.backends.kubernetes.backend import KubernetesBackend
@@ -42,8 +43,6 @@ from launcher.plan import naming
 Obj = dict[str, Any]
 T = TypeVar("T")
 
-NAMESPACE = os.environ.get("TFCLUSTER_E2E_NAMESPACE", "default")
-IMAGE = os.environ.get("TFCLUSTER_E2E_IMAGE", "tfcluster-worker:latest")
 #: The label every object of this file carries (the tests select their pods by it).
 LABEL = "tfcluster.test/contract"
 #: How long the real cluster may take for one expected state (a loaded host: scheduling, container start, backoff).
@@ -110,7 +109,7 @@ def job(name: str, programs: dict[int, Program], pod: Obj | None = None, **spec:
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{
                         "name": CONTAINER,
-                        "image": IMAGE,
+                        "image": image(),
                         "imagePullPolicy": "IfNotPresent",
                         "args": ["python", "-c", chooser],  # the image's entrypoint (tini) runs it
                         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
@@ -129,7 +128,7 @@ class Side:
 
     name: str
     backend: KubernetesBackend
-    namespace: str = NAMESPACE
+    namespace: str = "default"
     created: list[tuple[str, str]] = field(default_factory=list)
 
     def unique(self, what: str) -> str:
@@ -268,7 +267,8 @@ def side(request: pytest.FixtureRequest) -> Iterator[Side]:
             unavailable("needs a real cluster: set TFCLUSTER_E2E_KUBECONFIG", "e2e")
         from kubernetes import config
 
-        real = RealSide("real cluster", KubernetesBackend(config.new_client_from_config(config_file=kubeconfig), NAMESPACE))
+        real = RealSide("real cluster", KubernetesBackend(config.new_client_from_config(config_file=kubeconfig), namespace()),
+                        namespace=namespace())
         yield real
         real.close()
         return
@@ -277,7 +277,7 @@ def side(request: pytest.FixtureRequest) -> Iterator[Side]:
     echo = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
     echo.daemon_threads = True
     threading.Thread(target=echo.serve_forever, daemon=True).start()
-    faked = FakeSide("fake", backend_for(fake, NAMESPACE))
+    faked = FakeSide("fake", backend_for(fake, "default"))
     faked.fake, faked.programs, faked.deployments, faked.echo = fake, {}, [], echo.server_address[:2]
     yield faked
     echo.shutdown()
