@@ -9,7 +9,7 @@ reading the runs' claims (one run, and two runs on one shared board).
 
 Environment: TFCLUSTER_E2E_KUBECONFIG (path), TFCLUSTER_E2E_IMAGE (the
 worker image, pullable by the cluster; default tfcluster-worker:latest),
-TFCLUSTER_E2E_namespace() (default: the kubeconfig's, helpers.k8s_e2e.namespace), TFCLUSTER_E2E_STORAGE_CLASS
+TFCLUSTER_E2E_NAMESPACE (default: the kubeconfig context's, helpers.k8s_e2e), TFCLUSTER_E2E_STORAGE_CLASS
 (a ReadWriteMany class, e.g. nfs-client; default: the cluster's default).
 """
 
