@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -n "${CI:-}" ] || [ "${TFCLUSTER_K8S_SETUP:-}" = 1 ]; then
   TFCLUSTER_K8S_START=$(mktemp -d "${TMPDIR:-/tmp}/tfcluster-k8s-start.XXXXXX")
-  export TFCLUSTER_K8S_START TFCLUSTER_E2E_NAMESPACE=tfcluster-e2e  # .ci/k8s.sh's namespace
+  export TFCLUSTER_K8S_START  # the e2e tests take the namespace from its kubeconfig (tests/helpers/k8s_e2e.py)
   # in a session of its own, ended if this script fails before pytest (.ci/k8s.sh's daemons have their own sessions)
   setsid bash .ci/k8s-background.sh "$TFCLUSTER_K8S_START" &
   k8s_session=$!

@@ -2,7 +2,7 @@
 
 Each test runs against both sides (the ``side`` fixture): the fake, always (the fast lane), and the real
 cluster of ``TFCLUSTER_E2E_KUBECONFIG`` (marked ``e2e``: skipped without one, failing under CI once e2e is
-required, ``helpers.required``), in ``TFCLUSTER_E2E_NAMESPACE`` with ``TFCLUSTER_E2E_IMAGE``, as the e2e tests.
+required, ``helpers.required``), in the namespace and with the image of the e2e tests (``helpers.k8s_e2e``).
 The requests are the backend's own (``KubernetesBackend._call``, ``_log_lines``, ``_exec``, ``_open_forward``),
 made as the launcher's Role allows (Jobs create the pods; Jobs and pods are listed, never read by name).
 
@@ -10,7 +10,8 @@ A Job's pods run a ``Program`` per completion index: on the real side a small Py
 image (under its tini), on the fake side the same ending played by the test's stand-ins for the kubelet and the
 Job controller (``FakeSide.step``; a command run in a pod runs here, a port-forward reaches an echo server here).
 What the two sides must agree on is what the backend reads: Job conditions and their reasons, pods' phases,
-exit codes, failure-count annotations, deletion marks and finalizers, API errors (404, 409, 422), logs, exec's
+exit codes, failure-count annotations, deletion marks and finalizers, API errors (403 for a right the launcher's
+Role lacks: both sides hold to it, 404, 409, 422), logs, exec's
 output and exit code, and bytes through a port-forward. A difference fails one side: fix the fake, or list
 what cannot be modelled in the fake's docstring.
 """
@@ -31,19 +32,19 @@ from typing import Any, TypeVar
 import pytest
 
 from fakes.kubernetes_api import FAILURE_COUNT_KEY, IGNORES_SIGTERM, INDEX_KEY, SAVES_AND_EXITS, TOKEN_PATH, FakeKubernetes, OnSigterm
-from helpers.k8s_fake import backend_for
+from helpers.k8s_e2e import image, namespace
+from helpers.k8s_fake import backend_for, rbac_allowed
 from helpers.required import unavailable
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.backends.pyspy import Ran
 from launcher.backends.tensorboard import PORT
+from launcher.errors import LaunchError
 from launcher.plan import naming
 
 Obj = dict[str, Any]
 T = TypeVar("T")
 
-NAMESPACE = os.environ.get("TFCLUSTER_E2E_NAMESPACE", "default")
-IMAGE = os.environ.get("TFCLUSTER_E2E_IMAGE", "tfcluster-worker:latest")
 #: The label every object of this file carries (the tests select their pods by it).
 LABEL = "tfcluster.test/contract"
 #: How long the real cluster may take for one expected state (a loaded host: scheduling, container start, backoff).
@@ -110,7 +111,7 @@ def job(name: str, programs: dict[int, Program], pod: Obj | None = None, **spec:
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{
                         "name": CONTAINER,
-                        "image": IMAGE,
+                        "image": image(),
                         "imagePullPolicy": "IfNotPresent",
                         "args": ["python", "-c", chooser],  # the image's entrypoint (tini) runs it
                         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
@@ -129,7 +130,7 @@ class Side:
 
     name: str
     backend: KubernetesBackend
-    namespace: str = NAMESPACE
+    namespace: str = "default"
     created: list[tuple[str, str]] = field(default_factory=list)
 
     def unique(self, what: str) -> str:
@@ -268,16 +269,18 @@ def side(request: pytest.FixtureRequest) -> Iterator[Side]:
             unavailable("needs a real cluster: set TFCLUSTER_E2E_KUBECONFIG", "e2e")
         from kubernetes import config
 
-        real = RealSide("real cluster", KubernetesBackend(config.new_client_from_config(config_file=kubeconfig), NAMESPACE))
+        real = RealSide("real cluster", KubernetesBackend(config.new_client_from_config(config_file=kubeconfig), namespace()),
+                        namespace=namespace())
         yield real
         real.close()
         return
     fake = FakeKubernetes()
+    fake.allowed = rbac_allowed()  # as the real side's identity: bound to the launcher's Role only
     fake.url = fake.start()  # type: ignore[attr-defined]
     echo = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
     echo.daemon_threads = True
     threading.Thread(target=echo.serve_forever, daemon=True).start()
-    faked = FakeSide("fake", backend_for(fake, NAMESPACE))
+    faked = FakeSide("fake", backend_for(fake, "default"))
     faked.fake, faked.programs, faked.deployments, faked.echo = fake, {}, [], echo.server_address[:2]
     yield faked
     echo.shutdown()
@@ -331,6 +334,18 @@ def api_error(call: Callable[[], Any]) -> tuple[int, Obj]:
 
 
 # --- API errors ---------------------------------------------------------------------------------------------------
+
+
+def test_a_right_the_role_lacks_is_403_and_the_launcher_says_which_in_one_line(side: Side) -> None:
+    name = side.unique("forbidden")
+    side.run(name, {0: Program(code=0)})
+    status, body = api_error(lambda: side.call("Job", "read", name, side.namespace))  # the Role lists Jobs, never gets one
+    assert (status, body["reason"]) == (403, "Forbidden"), body
+    with pytest.raises(LaunchError) as caught, side.backend._api_errors(f"read Job {name}"):
+        side.call("Job", "read", name, side.namespace)
+    shown = str(caught.value)
+    assert "\n" not in shown and shown.startswith(f"cannot read Job {name}: 403 Forbidden: "), shown
+    assert f'cannot get resource "jobs" in API group "batch" in the namespace "{side.namespace}"' in shown, shown
 
 
 def test_missing_objects_are_404_and_a_second_create_is_409(side: Side) -> None:
@@ -596,3 +611,26 @@ def test_a_port_forward_reaches_the_pods_port(side: Side) -> None:
             forward.close()
 
     assert side.until("an echo through the port-forward", echoed) == b"ping\n"
+
+
+def test_a_port_forward_to_a_closed_port_ends_with_no_bytes_and_says_why(side: Side) -> None:
+    name = side.unique("closed")
+    side.run(name, {0: Program()})  # runs, listens nowhere
+    pod = running(side, name)["metadata"]["name"]
+    forward = side.backend._open_forward(pod, side.namespace)
+    try:
+        remote = forward.socket(PORT)
+        remote.settimeout(60)
+        try:
+            remote.sendall(b"ping\n")
+        except OSError:
+            pass  # already closed
+        try:
+            received = remote.recv(100)
+        except ConnectionResetError:  # the real client's socket pair: reset when the stream ended on an error
+            received = b""
+        assert received == b""
+        error = side.until("the port-forward's error", lambda: forward.error(PORT))
+        assert f"error forwarding port {PORT}" in error and "connection refused" in error, error
+    finally:
+        forward.close()

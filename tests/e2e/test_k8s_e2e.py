@@ -9,32 +9,29 @@ reading the runs' claims (one run, and two runs on one shared board).
 
 Environment: TFCLUSTER_E2E_KUBECONFIG (path), TFCLUSTER_E2E_IMAGE (the
 worker image, pullable by the cluster; default tfcluster-worker:latest),
-TFCLUSTER_E2E_NAMESPACE (default "default"), TFCLUSTER_E2E_STORAGE_CLASS
+TFCLUSTER_E2E_NAMESPACE (default: the kubeconfig context's, helpers.k8s_e2e), TFCLUSTER_E2E_STORAGE_CLASS
 (a ReadWriteMany class, e.g. nfs-client; default: the cluster's default).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from helpers.boards import free_port, scalar_curves
+from helpers.k8s_e2e import demo_plan, image, kubeconfig, namespace, supervise_until
 from helpers.task_events import read_events
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
 from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.plan import naming
-from launcher.supervision.status import JobStatus, State
+from launcher.supervision.status import State
 
 pytestmark = pytest.mark.e2e
-TIMEOUT_SECONDS = 20 * 60
 
-
-NAMESPACE = os.environ.get("TFCLUSTER_E2E_NAMESPACE", "default")
 #: Run in a task's container (pods/exec): SIGKILL to each child of PID 1 (the image's tini), i.e. the worker's process.
 KILL_9_WORKER = """
 import os, signal
@@ -49,44 +46,11 @@ BOARD_RUNS = ("e2e-board-a", "e2e-board-b")
 
 @pytest.fixture
 def backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[KubernetesBackend]:
-    monkeypatch.setenv("KUBECONFIG", os.environ["TFCLUSTER_E2E_KUBECONFIG"])
-    runner = KubernetesBackend.create(KubernetesOptions(namespace=NAMESPACE))
+    monkeypatch.setenv("KUBECONFIG", kubeconfig())
+    runner = KubernetesBackend.create(KubernetesOptions(namespace=namespace()))
     yield runner
     for name in ("e2e-demo", "e2e-gang", "e2e-own", *BOARD_RUNS):
         runner.cancel(name, volumes=True)
-
-
-def demo_plan(name: str, workers: int = 2):
-    claim = {"size": "1Gi"}
-    if os.environ.get("TFCLUSTER_E2E_STORAGE_CLASS"):
-        claim["storage_class"] = os.environ["TFCLUSTER_E2E_STORAGE_CLASS"]
-    spec = validate_data(
-        {
-            "name": name,
-            "image": os.environ.get("TFCLUSTER_E2E_IMAGE", "tfcluster-worker:latest"),
-            "roles": {"chief": {}, "worker": {"replicas": workers}},
-            "training": {"epochs": 2, "steps_per_epoch": 30, "batch_size_per_replica": 16},
-            "checkpoint": {"backup_every_steps": 5},
-            "restart": {"policy": "exit-code", "max_restarts": 3},
-            "deadline_seconds": TIMEOUT_SECONDS,
-            "kubernetes": {"namespace": NAMESPACE, "volume_claim": claim},
-        }
-    )
-    return api.plan(spec, "k8s", api.new_run_id())
-
-
-def supervise_until(backend: KubernetesBackend, name: str, done, timeout: float = TIMEOUT_SECONDS) -> JobStatus:
-    """The `up` loop without the live view: supervise, describe, until ``done(status)``."""
-    deadline = time.monotonic() + timeout
-    status = None
-    while time.monotonic() < deadline:
-        backend.watch_round(name)
-        status = backend.describe(name)
-        assert status is not None
-        if done(status):
-            return status
-        time.sleep(2)
-    pytest.fail(f"timed out; last status: {status}")
 
 
 def test_demo_trains_to_success_and_goes_away(backend: KubernetesBackend) -> None:
@@ -113,13 +77,13 @@ def test_killed_worker_restarts_the_gang_and_resumes(backend: KubernetesBackend)
     from kubernetes import client, config
     from kubernetes.stream import stream
 
-    core = client.CoreV1Api(config.new_client_from_config(config_file=os.environ["TFCLUSTER_E2E_KUBECONFIG"]))
-    pods = core.list_namespaced_pod(NAMESPACE, label_selector="tfcluster.io/cluster=e2e-gang").items
+    core = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig()))
+    pods = core.list_namespaced_pod(namespace(), label_selector="tfcluster.io/cluster=e2e-gang").items
     victim = next(p.metadata.name for p in pods if p.metadata.name.startswith("e2e-gang-worker-1-") and p.status.phase == "Running")
     # kill -9 of the worker's process (a crash, not a pod deletion: a real kubelet gives a deleted pod SIGTERM and at
     # least 2 s, a preemption). PID 1 is the image's tini, which no signal from inside its namespace kills: the worker
     # is its child, and tini then exits 128 + 9.
-    ran = stream(core.connect_get_namespaced_pod_exec, victim, NAMESPACE, container=CONTAINER, command=["python", "-c", KILL_9_WORKER],
+    ran = stream(core.connect_get_namespaced_pod_exec, victim, namespace(), container=CONTAINER, command=["python", "-c", KILL_9_WORKER],
                  stdin=False, stdout=True, stderr=True, tty=False, _preload_content=False)
     ran.run_forever(timeout=60)
     assert ran.returncode == 0, (ran.returncode, ran.read_stdout(), ran.read_stderr())
@@ -136,13 +100,13 @@ def test_a_user_program_on_workers_sees_its_volume_and_who_leads(backend: Kubern
              "sorted(n for n in os.listdir('/data') if not n.startswith('..')), flush=True)")
     spec = validate_data({
         "name": "e2e-own",
-        "image": os.environ.get("TFCLUSTER_E2E_IMAGE", "tfcluster-worker:latest"),
+        "image": image(),
         "command": ["python", "-c", probe],
         "roles": {"worker": {"replicas": 2}},
         "restart": {"policy": "never"},
         "success_policy": "all-workers",
         "kubernetes": {
-            "namespace": NAMESPACE,
+            "namespace": namespace(),
             "volumes": [{"name": "data", "configMap": {"name": "e2e-own-tfconfig", "items": [{"key": "job.json",
                                                                                            "path": "job.json"}]}}],
             "volume_mounts": [{"name": "data", "mount_path": "/data", "read_only": True}],
@@ -169,6 +133,6 @@ def test_two_runs_side_by_side_on_one_board_read_from_their_claims(backend: Kube
             assert [int(step) for _, step, _ in curves[f"{name}/train"]][-1] == 60, name
     from kubernetes import client, config
 
-    apps = client.AppsV1Api(config.new_client_from_config(config_file=os.environ["TFCLUSTER_E2E_KUBECONFIG"]))
+    apps = client.AppsV1Api(config.new_client_from_config(config_file=kubeconfig()))
     shared = naming.shared_tensorboard_name(BOARD_RUNS)
-    assert shared not in [d.metadata.name for d in apps.list_namespaced_deployment(NAMESPACE).items]
+    assert shared not in [d.metadata.name for d in apps.list_namespaced_deployment(namespace()).items]

@@ -5,7 +5,7 @@ restart budget untouched), ParameterServer ending by itself, ``down`` and
 ``down --volumes`` leaving nothing of tfcluster's, ``logs -f`` and ``debug``
 on a running job, a Kubeflow TFJob through ``up``, ``run`` of a script whose
 workspace layer is pushed to ``$TFCLUSTER_REGISTRY``. Same environment, skip
-rules, image and helpers as ``test_k8s_e2e.py`` (imported from it); every run
+rules, image and helpers (``helpers.k8s_e2e``) as ``test_k8s_e2e.py``; every run
 is named ``ep-*`` (apart from ``test_k8s_e2e.py``'s runs) and is taken down by
 the fixture that made it, whatever the test did.
 """
@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 import yaml
-from test_k8s_e2e import NAMESPACE, demo_plan, supervise_until
 
 from helpers import k8s_start
+from helpers.k8s_e2e import demo_plan, kubeconfig, namespace, supervise_until
 from helpers.required import unavailable
 from helpers.task_events import read_events
 from launcher import api
@@ -45,13 +45,13 @@ def core() -> object:
     """The cluster's core API as the launcher's user (to read and delete pods as a user with kubectl would)."""
     from kubernetes import client, config
 
-    return client.CoreV1Api(config.new_client_from_config(config_file=os.environ["TFCLUSTER_E2E_KUBECONFIG"]))
+    return client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig()))
 
 
 @pytest.fixture
 def backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[KubernetesBackend]:
-    monkeypatch.setenv("KUBECONFIG", os.environ["TFCLUSTER_E2E_KUBECONFIG"])
-    yield KubernetesBackend.create(KubernetesOptions(namespace=NAMESPACE))
+    monkeypatch.setenv("KUBECONFIG", kubeconfig())
+    yield KubernetesBackend.create(KubernetesOptions(namespace=namespace()))
 
 
 @pytest.fixture
@@ -84,10 +84,10 @@ def test_a_worker_pod_deleted_gracefully_is_one_preemption_saved_and_resumed(
 
     backend.watch_round = recorded  # type: ignore[method-assign]
     supervise_until(backend, name, lambda s: (s.progress.step or 0) >= 10)
-    pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"tfcluster.io/cluster={name}").items
+    pods = core.list_namespaced_pod(namespace(), label_selector=f"tfcluster.io/cluster={name}").items
     victim = next(p.metadata.name for p in pods if p.metadata.name.startswith(f"{name}-worker-1-"))
     first_chief = next(p.metadata.name for p in pods if p.metadata.name.startswith(f"{name}-chief-0-"))
-    core.delete_namespaced_pod(victim, NAMESPACE)  # graceful: SIGTERM, then the pod's grace to save
+    core.delete_namespaced_pod(victim, namespace())  # graceful: SIGTERM, then the pod's grace to save
 
     status = supervise_until(backend, name, lambda s: s.state.terminal)
 
@@ -105,7 +105,7 @@ def test_a_worker_pod_deleted_gracefully_is_one_preemption_saved_and_resumed(
 
 def backend_pod_log(core, pod: str) -> list[str]:
     """One pod's log as lines (a pod the backend no longer calls its task's latest)."""
-    return core.read_namespaced_pod_log(pod, NAMESPACE, container=CONTAINER).splitlines()
+    return core.read_namespaced_pod_log(pod, namespace(), container=CONTAINER).splitlines()
 
 
 def variant(name: str, **changes: Any) -> Plan:
@@ -124,7 +124,7 @@ def left_of(name: str, core) -> list[str]:
     listed += [("job", apis["batch"], "job"), ("network_policy", apis["net"], "network_policy")]
     selector = f"{naming.LABEL_CLUSTER}={name}"
     return sorted(f"{kind}/{obj.metadata.name}" for kind, api_, method in listed
-                  for obj in getattr(api_, f"list_namespaced_{method}")(NAMESPACE, label_selector=selector).items)
+                  for obj in getattr(api_, f"list_namespaced_{method}")(namespace(), label_selector=selector).items)
 
 
 def wait_until(check: Callable[[], Any], timeout: float = 300) -> Any:
@@ -150,7 +150,7 @@ def test_parameter_server_with_two_ps_ends_by_itself_and_its_ps_pods_end(
 
     def ps_pods_ended() -> list[str]:
         backend.watch_round(name)  # as `up` does until the servers are gone
-        pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.LABEL_CLUSTER}={name},"
+        pods = core.list_namespaced_pod(namespace(), label_selector=f"{naming.LABEL_CLUSTER}={name},"
                                                                   f"{naming.LABEL_ROLE}={RoleType.PS.value}").items
         assert len({p.metadata.name.rsplit("-", 1)[0] for p in pods}) == 2, [p.metadata.name for p in pods]
         phases = [p.status.phase for p in pods]
@@ -169,7 +169,7 @@ def test_down_leaves_the_claim_and_down_volumes_nothing_of_the_run_and_no_one_el
     supervise_until(backend, name, lambda s: s.state is State.RUNNING)
     # a user's own object next to the run: the run's name, no tfcluster label
     mine = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"{name}-notes"), data={"k": "v"})
-    core.create_namespaced_config_map(NAMESPACE, mine)
+    core.create_namespaced_config_map(namespace(), mine)
     try:
         assert left_of(name, core)
         backend.cancel(name)
@@ -177,9 +177,9 @@ def test_down_leaves_the_claim_and_down_volumes_nothing_of_the_run_and_no_one_el
         wait_until(lambda: left_of(name, core) == [f"persistent_volume_claim/{name}-checkpoints"])
         backend.cancel(name, volumes=True)
         wait_until(lambda: not left_of(name, core))
-        assert core.read_namespaced_config_map(f"{name}-notes", NAMESPACE).data == {"k": "v"}
+        assert core.read_namespaced_config_map(f"{name}-notes", namespace()).data == {"k": "v"}
     finally:
-        core.delete_namespaced_config_map(f"{name}-notes", NAMESPACE)
+        core.delete_namespaced_config_map(f"{name}-notes", namespace())
 
 
 def test_logs_follow_and_debug_stacks_on_a_running_job(
@@ -218,7 +218,7 @@ def registry() -> str | None:
 def cli(*args: str, cwd: Path, timeout: float = 900, registry: str | None = None) -> subprocess.CompletedProcess[str]:
     """The real ``tfcluster`` command as the launcher's user, in this test's TFCLUSTER_HOME (``registry``: its
     TFCLUSTER_REGISTRY)."""
-    env = {**os.environ, "KUBECONFIG": os.environ["TFCLUSTER_E2E_KUBECONFIG"],
+    env = {**os.environ, "KUBECONFIG": kubeconfig(),
            **({"TFCLUSTER_REGISTRY": registry} if registry else {})}
     return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
@@ -240,7 +240,7 @@ def test_a_kubeflow_tfjob_file_runs_through_up(tmp_path: Path, taken_down: list[
     name = "ep-tfjob"
     container = {"name": "tensorflow", "image": demo_plan(name).spec.image, "command": ["python", "-c", PROBE]}
     tfjob = {
-        "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name, "namespace": NAMESPACE},
+        "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name, "namespace": namespace()},
         "spec": {"successPolicy": "AllWorkers",  # both workers' logs stay to read
                  "tfReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "Never",
                                                "template": {"spec": {"containers": [container]}}}}},
@@ -264,7 +264,7 @@ def test_run_pushes_the_workspace_layer_to_the_registry_and_runs_an_unmodified_s
     (tmp_path / "train.py").write_text(f"{PROBE}\nprint('shipped', open('data.txt').read(), flush=True)\n")
     (tmp_path / "data.txt").write_text("beside the script")
     taken_down.append(name)
-    run = cli("run", "-b", "k8s", "--namespace", NAMESPACE, "--name", name, "--workers", "2",
+    run = cli("run", "-b", "k8s", "--namespace", namespace(), "--name", name, "--workers", "2",
               "--image", demo_plan(name).spec.image, "train.py", cwd=tmp_path, registry=pushed_to)  # --registry's default
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     logs = cli("logs", name, f"{name}-worker-0", cwd=tmp_path).stdout.splitlines()  # the lead, whose exit decides

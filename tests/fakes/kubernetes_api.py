@@ -19,7 +19,9 @@ test's, ``pod_exec``: no container runs it) and
 ``v4.channel.k8s.io`` framing the API server speaks (per port a data and
 an error channel, each opened by a frame holding the port number), bytes
 relayed to the address ``pod_ports`` maps that pod's port to, standing in
-for the pod's network. Creating a pod passes the ServiceAccount admission
+for the pod's network (a closed port: the kubelet's error on the error
+channel). With ``allowed`` set, a request needing another right is ``403
+Forbidden`` in the RBAC authorizer's words. Creating a pod passes the ServiceAccount admission
 the API server runs: a pod naming an account that does not exist is
 ``403 Forbidden`` (only ``default`` exists unless created), and the
 account's API token is mounted in every container, init containers too
@@ -69,7 +71,8 @@ server (the one list):
   them), no DNS, no node, no ``ttlSecondsAfterFinished``;
 - a Job's status keeps only ``startTime``, ``completionTime`` and the
   conditions: no counters (``active``, ``ready``, ``succeeded``, ``failed``,
-  ``terminating``), no ``completedIndexes``/``failedIndexes``; the
+  ``terminating``), no ``completedIndexes``/``failedIndexes`` (tfcluster reads
+  none of them: a run's state comes from the conditions and the pods); the
   ``podFailurePolicy`` action ``FailIndex`` is not modelled (tfcluster
   renders ``FailJob``, ``Ignore`` and ``Count``);
 - pods carry only the status fields tfcluster reads (phase, start time, the
@@ -77,12 +80,14 @@ server (the one list):
   sets them); ``activeDeadlineSeconds`` counts in the test's clock steps;
 - label selectors are equality only; no field selectors, watches,
   server-side apply, ``generateName``, ``dryRun``, defaulting (e.g. of
-  ``parallelism`` or ``backoffLimit``) or authentication/RBAC (the tests
-  check the requests against ``k8s/rbac-launcher.yaml`` instead);
+  ``parallelism`` or ``backoffLimit``) or authentication; RBAC only as the
+  set of rights ``allowed`` (one Role, one user), no ClusterRoles, bindings
+  or ``resourceNames``;
 - validation covers only the fields listed above; the manifests' shape is
   checked against the official OpenAPI schemas in ``test_k8s_render.py``;
 - ``pods/log`` ignores ``container``, ``sinceSeconds`` and ``timestamps``;
-  port-forwarding relays one port per connection.
+  port-forwarding relays one port per connection; a forward to a port no one
+  listens on ends the stream cleanly where the real client's socket is reset.
 """
 
 from __future__ import annotations
@@ -173,6 +178,10 @@ class FakeKubernetes:
         #: Pod name prefix (a task) -> what running a command in its container gives: (exit code, stdout, stderr).
         self.pod_exec: dict[str, Callable[[list[str]], tuple[int, str, str]]] = {}
         self._server: ThreadingHTTPServer | None = None
+        #: When set, RBAC as the API server's authorizer: a request needing a permission (``permission``) not in it is
+        #: ``403 Forbidden`` for ``user``, in the API server's words; None: everything is allowed.
+        self.allowed: set[Permission] | None = None
+        self.user = "launcher"
 
     # --- server ----------------------------------------------------------
 
@@ -740,6 +749,19 @@ def _failure_action(spec: Obj, pod: Obj) -> tuple[str, str]:
 
 
 #: The patch types the fake applies, both as a JSON merge patch (RFC 7386): what the backend sends.
+Permission = tuple[str, str, str]  # (API group, resource, verb), as a Role's rules grant it
+
+
+def permission(method: str, path: str) -> Permission:
+    """The right a request needs: its API group, resource (``pods/log`` for a subresource) and verb."""
+    parts = path.split("?")[0].strip("/").split("/")
+    group = "" if parts[0] == "api" else parts[1]
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    resource = rest[2] + ("/" + rest[4] if len(rest) > 4 else "")
+    verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method) or ("get" if len(rest) > 3 else "list")
+    return group, resource, verb
+
+
 MERGE_PATCH_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
 
 
@@ -828,6 +850,7 @@ class _Handler(BaseHTTPRequestHandler):
                     store._faults.remove(fault)
                     reason = {403: "Forbidden", 404: "NotFound", 409: "Conflict"}.get(fault[2], "InternalError")
                     raise ApiError(fault[2], reason, "injected fault")
+            self._authorize(method, namespace, plural, name)
             if method == "GET" and sub == "log":
                 return self._log(namespace, name, query)
             if method == "GET" and sub == "portforward":
@@ -860,6 +883,15 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(405, "MethodNotAllowed", method)
         except ApiError as exc:
             self._send(exc.code, exc.body())
+
+    def _authorize(self, method: str, namespace: str, plural: str, name: str | None) -> None:
+        """``403 Forbidden`` naming the missing right, as the API server's RBAC authorizer words it."""
+        group, resource, verb = needed = permission(method, self.path)
+        if self.store.allowed is None or needed in self.store.allowed:
+            return
+        what = plural + (f".{group}" if group else "") + (f' "{name}"' if name else "")
+        raise ApiError(403, "Forbidden", f'{what} is forbidden: User "{self.store.user}" cannot {verb} resource "{resource}" '
+                                         f'in API group "{group}" in the namespace "{namespace}"')
 
     def _log(self, namespace: str, name: str, query: dict[str, list[str]]) -> None:
         store = self.store
@@ -902,7 +934,10 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             upstream = None
         if upstream is None:
-            _send_frame(client, b"\x01" + f"error forwarding port {port} to pod {name}: connection refused".encode())
+            sandbox = hashlib.sha256(self.store.get("pods", name, namespace)["metadata"]["uid"].encode()).hexdigest()
+            _send_frame(client, b"\x01" + (f"error forwarding port {port} to pod {sandbox}, uid : failed to connect to "
+                                            f"localhost:{port} inside namespace \"{sandbox}\", IPv4: dial tcp4 127.0.0.1:{port}: "
+                                            "connect: connection refused").encode())  # the kubelet's words: the pod's sandbox
             _send_frame(client, b"", opcode=0x8)
             return
         with upstream:

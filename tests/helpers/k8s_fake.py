@@ -10,11 +10,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from fakes.kubernetes_api import FakeKubernetes
+from fakes.kubernetes_api import FakeKubernetes, Permission, permission
 from helpers.paths import REPO
 from launcher.backends.kubernetes.backend import KubernetesBackend
-
-Permission = tuple[str, str, str]  # (API group, resource, verb)
 
 
 @pytest.fixture(name="fake")
@@ -39,13 +37,4 @@ def rbac_allowed() -> set[Permission]:
 
 def rbac_used(fake: FakeKubernetes) -> set[Permission]:
     """What the requests the fake received needed."""
-    return {_permission(method, path) for method, path in fake.requests}
-
-
-def _permission(method: str, path: str) -> Permission:
-    parts = path.split("?")[0].strip("/").split("/")
-    group = "" if parts[0] == "api" else parts[1]
-    rest = parts[2:] if parts[0] == "api" else parts[3:]
-    resource = rest[2] + ("/" + rest[4] if len(rest) > 4 else "")
-    verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method) or ("get" if len(rest) > 3 else "list")
-    return group, resource, verb
+    return {permission(method, path) for method, path in fake.requests}
