@@ -141,7 +141,7 @@ class Backend(ABC, Generic[OptionsT]):
     def stacks(self, name: str) -> dict[str, str | None]:
         """The Python stacks of every running task's threads, now (``launcher.supervision.debug``);
         None for a task that cannot dump them. Raises ``LaunchError`` where the backend cannot."""
-        raise LaunchError(f"`debug` is not available on {self.kind.value}; see the README (tfcluster debug)")
+        raise LaunchError(f"`debug` is not available on {self.kind.value}; see docs/cli.md (tfcluster debug)")
 
     def stop(self, name: str) -> None:
         """Stop every task of ``name`` after Ctrl-C, keeping what ``status``/``logs`` need where the

@@ -258,7 +258,7 @@ def run(script: str | None, args: tuple[str, ...], module: str | None, workers: 
         force: bool) -> None:
     """Run your own SCRIPT (a .py path, or -m MODULE) on a cluster, then behave like `up`.
 
-    Every task gets TF_CONFIG and the TFCLUSTER_* variables (README: "Bring your
+    Every task gets TF_CONFIG and the TFCLUSTER_* variables (docs/spec.md: "Bring your
     own script") and starts in the current directory; on compose and k8s it
     ships as a thin image layer (/workspace, its requirements.txt installed;
     k8s pushes it to --registry). Everything after SCRIPT is passed to it unchanged:

@@ -25,7 +25,7 @@ TASK_ADDRESS = "TFCLUSTER_TASK_ADDRESS"
 TENSORBOARD_DIR = "TFCLUSTER_TENSORBOARD_DIR"
 #: Set by the Kubernetes Job controller on each pod of an Indexed Job.
 JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
-#: The user program's contract (README "Bring your own script"): where to write, who leads, which run.
+#: The user program's contract (docs/spec.md "Bring your own script"): where to write, who leads, which run.
 #: The shared checkpoint dir (``RunConfig.checkpoint_dir``), reachable by every task.
 CHECKPOINT_DIR = "TFCLUSTER_CHECKPOINT_DIR"
 #: ``BackupAndRestore`` backup dir under it (``launcher.protocol.paths.backup_dir``).

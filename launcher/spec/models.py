@@ -228,7 +228,7 @@ class TrainingSpec(_Model):
     module: str = Field(
         "launcher.examples.mnist",
         pattern=PY_MODULE,
-        description="Python module providing build_model() and make_dataset(); see the README.",
+        description="Python module providing build_model() and make_dataset(); see docs/user_code.md.",
     )
     args: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="Keyword arguments passed to the module's functions."

@@ -5,7 +5,7 @@ Contract: ``is_tfjob(data)`` tells a TFJob from a tfcluster spec (``apiVersion``
 like any spec), each field's ``origins`` (problems name the TFJob's field and line), and what does not
 carry over: ``malformed`` (refused everywhere), ``dropped`` (refused by validate/dry-run/up),
 ``notes`` (carried with a difference), ``kubernetes_only`` and ``kubernetes_inert``. A null is unset.
-Shared names live in ``launcher.spec.tfjob_vocabulary``. The field mapping: README's migration table
+Shared names live in ``launcher.spec.tfjob_vocabulary``. The field mapping: docs/spec.md's migration table
 and docs/design-notes.md.
 """
 
