@@ -78,7 +78,7 @@ class Backend(ABC, Generic[OptionsT]):
 
     @classmethod
     def host(cls, plan: Plan, state: StateDir, adopt: bool) -> Hosted:
-        """The runtime the one supervisor process (``launcher.backends.supervisor_process``: the harness) drives
+        """The runtime the one supervisor process (``launcher.supervision.harness``) drives
         for ``plan``, whose ``StateDir`` is ``state`` (``adopt``: taking over a dead supervisor's tasks); only
         backends that run that process have one (local, compose, Slurm)."""
         raise LaunchError(f"{cls.kind.value} runs no tfcluster supervisor process")

@@ -1,4 +1,4 @@
-"""The compose cluster's part of the supervisor process (``launcher.backends.supervisor_process``, the harness).
+"""The compose cluster's part of the supervisor process (``launcher.supervision.harness``).
 
 Contract: ``host`` gives the harness the cluster's containers as the runtime;
 the state dir also holds the compose files and ``compose-command.json``

@@ -1,4 +1,4 @@
-"""The local cluster's part of the supervisor process (``launcher.backends.supervisor_process``, the harness).
+"""The local cluster's part of the supervisor process (``launcher.supervision.harness``).
 
 Contract: ``host`` gives the harness local processes as the runtime, logging to
 ``LocalState.logs``, recording the task runs in ``LocalState.groups`` and their

@@ -1,4 +1,4 @@
-"""The Slurm job's part of the supervisor process its batch step runs (``launcher.backends.supervisor_process``).
+"""The Slurm job's part of the supervisor process its batch step runs (``launcher.supervision.harness``).
 
 Contract: ``host`` makes ``DIR/batch.log`` (the process's own output, which
 Slurm created with the job's umask) owner-only, as the tasks' logs are
