@@ -31,8 +31,24 @@ UNREACHABLE = re.compile(r"Unable to contact slurm controller|Socket timed out|C
 FIELD = re.compile(r"(\w+)=(\S*)")
 #: Job states in which the job waits for an allocation, and those in which it has ended.
 WAITING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"})
+#: ``ESLURM_ALREADY_DONE`` (2021) as the 8-bit exit status scancel returns, often with nothing on stderr.
+ALREADY_DONE_STATUS = 2021 % 256
+ALREADY_DONE_TEXTS = ("Invalid job id", "already completing or completed")
 ENDED = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
                    "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"})
+
+
+class Refused(LaunchError):
+    """A Slurm command answered and refused; ``status`` is its exit status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def already_done(self) -> bool:
+        """The job or step had already ended (or was ending) when the command reached it."""
+        return self.status == ALREADY_DONE_STATUS or any(text in str(self) for text in ALREADY_DONE_TEXTS)
 
 
 class SlurmJob(NamedTuple):
@@ -67,7 +83,7 @@ def run(args: list[str], retries: int = CONTROLLER_RETRIES, cwd: str | None = No
                 return done.stdout
             error = next((line.strip() for line in done.stderr.splitlines() if line.strip()), f"exit {done.returncode}")
             if not UNREACHABLE.search(error):
-                raise LaunchError(f"{' '.join(args[:2])}: {error}")
+                raise Refused(f"{' '.join(args[:2])}: {error}", done.returncode)
         if attempt < retries:
             time.sleep(RETRY_PAUSE_SECONDS)
     raise LaunchError(f"the Slurm controller does not answer ({error}; tried {retries} times)")
@@ -110,13 +126,18 @@ def steps(job_id: str) -> dict[str, str]:
     return found
 
 
+def _signal(args: list[str]) -> None:
+    """Run ``scancel args``; a job or step that has ended meanwhile is no error."""
+    try:
+        run(["scancel", *args])
+    except Refused as exc:
+        if not exc.already_done:
+            raise
+
+
 def signal_step(step: str, signal: str | None = None) -> None:
     """Signal step ``JOB.STEP`` (None: cancel it); a step that has ended meanwhile is no error."""
-    try:
-        run(["scancel", *([f"--signal={signal}"] if signal else []), step])
-    except LaunchError as exc:
-        if "Invalid job id" not in str(exc) and "already completing or completed" not in str(exc):
-            raise
+    _signal([*([f"--signal={signal}"] if signal else []), step])
 
 
 def submit(script: str, cwd: str) -> str:
@@ -125,7 +146,8 @@ def submit(script: str, cwd: str) -> str:
 
 
 def signal_batch(job_id: str, signal: str) -> None:
-    run(["scancel", "--batch", f"--signal={signal}", job_id])
+    """Signal the batch step of ``job_id``; a batch step that has ended meanwhile is no error."""
+    _signal(["--batch", f"--signal={signal}", job_id])
 
 
 def cancel(job_id: str) -> None:
