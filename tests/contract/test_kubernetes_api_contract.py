@@ -3,7 +3,7 @@
 Each test runs against both sides (the ``side`` fixture): the fake, always (the fast lane), and the real
 cluster of ``TFCLUSTER_E2E_KUBECONFIG`` (marked ``e2e``: skipped without one, failing under CI once e2e is
 required, ``helpers.required``), in the namespace and with the image of the e2e tests (``helpers.k8s_e2e``).
-The requests are the backend's own (``KubernetesBackend._call``, ``_log_lines``, ``_exec``, ``_open_forward``),
+The requests are the backend's own (its typed client ``KubernetesBackend.api``, ``runtime.exec_in_task``),
 made as the launcher's Role allows (Jobs create the pods; Jobs and pods are listed, never read by name).
 
 A Job's pods run a ``Program`` per completion index: on the real side a small Python program in the worker
@@ -35,7 +35,9 @@ from fakes.kubernetes_api import FAILURE_COUNT_KEY, IGNORES_SIGTERM, INDEX_KEY, 
 from helpers.k8s_e2e import image, namespace
 from helpers.k8s_fake import backend_for, rbac_allowed
 from helpers.required import unavailable
+from launcher.backends.kubernetes import runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
 from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.backends.pyspy import Ran
 from launcher.backends.tensorboard import PORT
@@ -131,39 +133,40 @@ class Side:
     name: str
     backend: KubernetesBackend
     namespace: str = "default"
-    created: list[tuple[str, str]] = field(default_factory=list)
+    created: list[tuple[Kind, str]] = field(default_factory=list)
 
     def unique(self, what: str) -> str:
         return f"h5-{what}-{uuid.uuid4().hex[:5]}"
 
-    def call(self, kind: str, verb: str, *args: Any, **kwargs: Any) -> Obj:
-        return self.backend._call(kind, verb, *args, **kwargs)
+    @property
+    def api(self) -> KubeApi:
+        return self.backend.api
 
-    def create(self, kind: str, obj: Obj) -> Obj:
-        made = self.call(kind, "create", self.namespace, body=obj)
+    def create(self, kind: Kind, obj: Obj) -> Obj:
+        made = self.api.create(kind, self.namespace, obj)
         self.created.append((kind, obj["metadata"]["name"]))
         return made
 
     def run(self, name: str, programs: dict[int, Program], pod: Obj | None = None, **spec: Any) -> None:
-        self.create("Job", job(name, programs, pod, **spec))
+        self.create(Kind.JOB, job(name, programs, pod, **spec))
 
     def deploy(self, name: str) -> None:
         """A Deployment of one pod that runs until stopped (as a TensorBoard's)."""
         template = job(name, {0: Program()})["spec"]["template"]
         template["spec"]["restartPolicy"] = "Always"
         template["spec"]["containers"][0]["args"] = ["python", "-c", Program().source()]
-        self.create("Deployment", {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": {LABEL: name}},
+        self.create(Kind.DEPLOYMENT, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": {LABEL: name}},
                                    "spec": {"replicas": 1, "selector": {"matchLabels": {LABEL: name}}, "template": template}})
 
     def jobs(self, name: str) -> list[Obj]:
-        return self.call("Job", "list", self.namespace, label_selector=f"{LABEL}={name}")["items"]
+        return self.api.select(Kind.JOB, self.namespace, f"{LABEL}={name}")
 
     def the_job(self, name: str) -> Obj | None:
         jobs = self.jobs(name)
         return jobs[0] if jobs else None
 
     def pods(self, name: str) -> list[Obj]:
-        pods = self.call("Pod", "list", self.namespace, label_selector=f"{LABEL}={name}")["items"]
+        pods = self.api.select(Kind.POD, self.namespace, f"{LABEL}={name}")
         return sorted(pods, key=lambda p: (index_of(p), int(p["metadata"]["annotations"][FAILURE_COUNT_KEY])))
 
     def until(self, what: str, check: Callable[[], T | None]) -> T:
@@ -179,7 +182,7 @@ class Side:
 
         for kind, name in reversed(self.created):
             try:
-                self.call(kind, "delete", name, self.namespace, propagation_policy="Foreground" if kind == "Job" else "Background")
+                self.api.delete(kind, name, self.namespace, propagation="Foreground" if kind is Kind.JOB else "Background")
             except ApiException as exc:
                 if exc.status != 404:
                     raise
@@ -339,10 +342,10 @@ def api_error(call: Callable[[], Any]) -> tuple[int, Obj]:
 def test_a_right_the_role_lacks_is_403_and_the_launcher_says_which_in_one_line(side: Side) -> None:
     name = side.unique("forbidden")
     side.run(name, {0: Program(code=0)})
-    status, body = api_error(lambda: side.call("Job", "read", name, side.namespace))  # the Role lists Jobs, never gets one
+    status, body = api_error(lambda: side.api.read(Kind.JOB, name, side.namespace))  # the Role lists Jobs, never gets one
     assert (status, body["reason"]) == (403, "Forbidden"), body
-    with pytest.raises(LaunchError) as caught, side.backend._api_errors(f"read Job {name}"):
-        side.call("Job", "read", name, side.namespace)
+    with pytest.raises(LaunchError) as caught, side.api.errors(f"read Job {name}"):
+        side.api.read(Kind.JOB, name, side.namespace)
     shown = str(caught.value)
     assert "\n" not in shown and shown.startswith(f"cannot read Job {name}: 403 Forbidden: "), shown
     assert f'cannot get resource "jobs" in API group "batch" in the namespace "{side.namespace}"' in shown, shown
@@ -350,24 +353,24 @@ def test_a_right_the_role_lacks_is_403_and_the_launcher_says_which_in_one_line(s
 
 def test_missing_objects_are_404_and_a_second_create_is_409(side: Side) -> None:
     name = side.unique("errors")
-    status, body = api_error(lambda: side.call("ConfigMap", "read", name, side.namespace))
+    status, body = api_error(lambda: side.api.read(Kind.CONFIG_MAP, name, side.namespace))
     assert (status, body["reason"], body["code"]) == (404, "NotFound", 404)
-    status, body = api_error(lambda: side.call("ConfigMap", "delete", name, side.namespace))
+    status, body = api_error(lambda: side.api.delete(Kind.CONFIG_MAP, name, side.namespace))
     assert (status, body["reason"]) == (404, "NotFound")
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {LABEL: name}}, "data": {"a": "1"}}
-    made = side.create("ConfigMap", config_map)
-    status, body = api_error(lambda: side.call("ConfigMap", "create", side.namespace, body=config_map))
+    made = side.create(Kind.CONFIG_MAP, config_map)
+    status, body = api_error(lambda: side.api.create(Kind.CONFIG_MAP, side.namespace, config_map))
     assert (status, body["reason"]) == (409, "AlreadyExists")
     # optimistic concurrency: a replace naming an old resourceVersion is a 409 Conflict; the current one goes through
-    current = side.call("ConfigMap", "replace", name, side.namespace, body={**config_map, "metadata": made["metadata"], "data": {"a": "2"}})
+    current = side.api.replace(Kind.CONFIG_MAP, name, side.namespace, {**config_map, "metadata": made["metadata"], "data": {"a": "2"}})
     assert current["metadata"]["resourceVersion"] != made["metadata"]["resourceVersion"]
-    status, body = api_error(lambda: side.call("ConfigMap", "replace", name, side.namespace,
-                                               body={**config_map, "metadata": made["metadata"], "data": {"a": "3"}}))
+    status, body = api_error(lambda: side.api.replace(Kind.CONFIG_MAP, name, side.namespace,
+                                               {**config_map, "metadata": made["metadata"], "data": {"a": "3"}}))
     assert (status, body["reason"]) == (409, "Conflict")
-    assert side.call("ConfigMap", "read", name, side.namespace)["data"] == {"a": "2"}
+    assert side.api.read(Kind.CONFIG_MAP, name, side.namespace)["data"] == {"a": "2"}
     missing = side.unique("missing")
-    status, body = api_error(lambda: side.call("ConfigMap", "replace", missing, side.namespace,
-                                               body={**config_map, "metadata": {"name": missing, "resourceVersion": "1"}}))
+    status, body = api_error(lambda: side.api.replace(Kind.CONFIG_MAP, missing, side.namespace,
+                                               {**config_map, "metadata": {"name": missing, "resourceVersion": "1"}}))
     assert (status, body["reason"]) == (404, "NotFound")
 
 
@@ -387,7 +390,7 @@ def test_an_invalid_job_is_422_naming_the_field(side: Side, change: Callable[[Ob
     change(body["spec"])
     if body["spec"].get("completionMode") == "NonIndexed":
         body["spec"].pop("backoffLimitPerIndex")
-    status, answer = api_error(lambda: side.create("Job", body))
+    status, answer = api_error(lambda: side.create(Kind.JOB, body))
     assert (status, answer["reason"]) == (422, "Invalid")
     assert field_path in answer["message"], answer["message"]
     assert not side.jobs(name)
@@ -399,9 +402,8 @@ def test_a_jobs_template_is_immutable_its_deadline_patched_never_conflicts(side:
     running(side, name)
 
     def patch(spec: Obj) -> Obj:
-        """A merge patch of the Job's spec as ``_end_job`` sends it: no resourceVersion, so no 409 Conflict."""
-        return side.call("Job", "patch", name, side.namespace, body={"spec": spec},
-                         _content_type="application/merge-patch+json")
+        """A merge patch of the Job's spec as ``runtime.end_job`` sends it: no resourceVersion, so no 409 Conflict."""
+        return side.api.merge_patch_job(name, side.namespace, {"spec": spec})
 
     container = side.jobs(name)[0]["spec"]["template"]["spec"]["containers"][0]
     status, answer = api_error(lambda: patch({"template": {"spec": {"containers": [
@@ -411,8 +413,8 @@ def test_a_jobs_template_is_immutable_its_deadline_patched_never_conflicts(side:
     # the Job controller writes the running Job's status meanwhile: a replace of the Job as listed would conflict
     for deadline in (599, 598, 597):
         assert patch({"activeDeadlineSeconds": deadline})["spec"]["activeDeadlineSeconds"] == deadline
-    # the stall watchdog's and the failure rules' "fail" (``_end_job``): the deadline set to the Job's age ends it
-    side.backend._end_job(side.jobs(name)[0], side.now(), side.namespace)
+    # the stall watchdog's and the failure rules' "fail" (``runtime.end_job``): the deadline set to the Job's age ends it
+    runtime.end_job(side.api, side.jobs(name)[0], side.now(), side.namespace)
     failed = ended(side, name, "Failed")
     assert condition(failed, "Failed")["reason"] == "DeadlineExceeded"
 
@@ -506,7 +508,7 @@ def test_a_pod_deleted_with_grace_0_gets_sigterm_and_time_to_exit(side: Side, pr
     rules = [{"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn", "values": [0]}}]
     side.run(name, {0: program}, podFailurePolicy={"rules": rules})
     pod = running(side, name)["metadata"]["name"]
-    deleted = side.call("Pod", "delete", pod, side.namespace, grace_period_seconds=0)
+    deleted = side.api.delete(Kind.POD, pod, side.namespace, grace_seconds=0)
     assert deleted["metadata"].get("deletionTimestamp") and deleted["metadata"].get("deletionGracePeriodSeconds") == 0
     assert TRACKING_FINALIZER in deleted["metadata"].get("finalizers", [])
     cond = condition(ended(side, name, "Failed"), "Failed")
@@ -518,40 +520,40 @@ def test_foreground_deletion_keeps_the_job_until_its_pods_are_gone(side: Side) -
     name = side.unique("foreground")
     side.run(name, {0: Program(on_sigterm=OnSigterm(seconds=3, code=143))})
     running(side, name)
-    side.call("Job", "delete", name, side.namespace, propagation_policy="Foreground")
+    side.api.delete(Kind.JOB, name, side.namespace, propagation="Foreground")
     job_ = side.the_job(name)
     assert job_ is not None and job_["metadata"].get("deletionTimestamp"), job_
     assert "foregroundDeletion" in job_["metadata"].get("finalizers", [])
     side.until("the pod being deleted", lambda: all(p["metadata"].get("deletionTimestamp") for p in side.pods(name)) or None)
     side.until("the Job gone", lambda: side.the_job(name) is None or None)
     assert side.pods(name) == []
-    status, _ = api_error(lambda: side.call("Job", "delete", name, side.namespace))
+    status, _ = api_error(lambda: side.api.delete(Kind.JOB, name, side.namespace))
     assert status == 404
 
 
 def test_background_deletion_collects_what_the_deleted_object_owned(side: Side) -> None:
     """How a run's TensorBoard goes with the run: the objects its ConfigMap owns are collected after it."""
     name = side.unique("owner")
-    owner = side.create("ConfigMap", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {LABEL: name}}})
+    owner = side.create(Kind.CONFIG_MAP, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {LABEL: name}}})
     reference = {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": owner["metadata"]["uid"]}
-    side.create("Service", {"apiVersion": "v1", "kind": "Service", "metadata": {
+    side.create(Kind.SERVICE, {"apiVersion": "v1", "kind": "Service", "metadata": {
         "name": f"{name}-board", "labels": {LABEL: name}, "ownerReferences": [reference]},
         "spec": {"clusterIP": "None", "selector": {LABEL: name}, "ports": [{"port": PORT}]}})
-    side.call("ConfigMap", "delete", name, side.namespace, propagation_policy="Background")
-    services = lambda: side.call("Service", "list", side.namespace, label_selector=f"{LABEL}={name}")["items"]  # noqa: E731
+    side.api.delete(Kind.CONFIG_MAP, name, side.namespace, propagation="Background")
+    services = lambda: side.api.select(Kind.SERVICE, side.namespace, f"{LABEL}={name}")  # noqa: E731
     side.until("the owned Service collected", lambda: not services() or None)
 
 
 def test_a_deployment_gets_a_ready_pod_that_goes_with_it(side: Side) -> None:
-    """What ``tensorboard`` waits for (``_ready_board_pod``): the Deployment's ``readyReplicas``, then a Ready pod of its labels."""
+    """What ``tensorboard`` waits for (``board._ready_pod``): the Deployment's ``readyReplicas``, then a Ready pod of its labels."""
     name = side.unique("board")
     side.deploy(name)
-    ready = lambda: (side.call("Deployment", "read", name, side.namespace).get("status") or {}).get("readyReplicas")  # noqa: E731
+    ready = lambda: (side.api.read(Kind.DEPLOYMENT, name, side.namespace).get("status") or {}).get("readyReplicas")  # noqa: E731
     side.until("a ready replica", ready)
-    pods = side.call("Pod", "list", side.namespace, label_selector=f"{LABEL}={name}")["items"]
+    pods = side.api.select(Kind.POD, side.namespace, f"{LABEL}={name}")
     assert [condition(p, "Ready") is not None for p in pods] == [True]
-    side.call("Deployment", "delete", name, side.namespace, propagation_policy="Background")
-    side.until("its pod gone", lambda: not side.call("Pod", "list", side.namespace, label_selector=f"{LABEL}={name}")["items"] or None)
+    side.api.delete(Kind.DEPLOYMENT, name, side.namespace, propagation="Background")
+    side.until("its pod gone", lambda: not side.api.select(Kind.POD, side.namespace, f"{LABEL}={name}") or None)
 
 
 # --- logs, exec, port-forward -------------------------------------------------------------------------------------
@@ -563,12 +565,12 @@ def test_logs_of_an_ended_pod_whole_tailed_and_followed(side: Side) -> None:
     ended(side, name, "Complete")
     [pod] = side.pods(name)
     pod_name = pod["metadata"]["name"]
-    assert list(side.backend._log_lines(pod_name, side.namespace, False)) == ["one", "two", "three"]
-    assert list(side.backend._log_lines(pod_name, side.namespace, False, tail=2)) == ["two", "three"]
-    assert list(side.backend._log_lines(pod_name, side.namespace, True)) == ["one", "two", "three"]  # ends: the pod has
-    status, body = api_error(lambda: side.backend._apis["core"].read_namespaced_pod_log(side.unique("missing"), side.namespace))
+    assert list(runtime.log_lines(side.api, pod_name, side.namespace, False)) == ["one", "two", "three"]
+    assert list(runtime.log_lines(side.api, pod_name, side.namespace, False, tail=2)) == ["two", "three"]
+    assert list(runtime.log_lines(side.api, pod_name, side.namespace, True)) == ["one", "two", "three"]  # ends: the pod has
+    status, body = api_error(lambda: side.api.open_log(side.unique("missing"), side.namespace, CONTAINER, follow=False))
     assert (status, body["reason"]) == (404, "NotFound")
-    refused = side.backend._exec(pod_name, side.namespace, ["true"])  # nothing runs in an ended pod
+    refused = runtime.exec_in_task(side.api, pod_name, side.namespace, ["true"])  # nothing runs in an ended pod
     assert isinstance(refused, str) and refused.startswith(f"exec in pod {pod_name} failed: "), refused
 
 
@@ -576,10 +578,10 @@ def test_following_the_logs_of_a_running_pod_ends_when_it_ends(side: Side) -> No
     name = side.unique("follow")
     side.run(name, {0: Program(output="first\n")})
     pod = running(side, name)["metadata"]["name"]
-    side.until("the first line written", lambda: "first" in side.backend._log_lines(pod, side.namespace, False))
-    lines = side.backend._log_lines(pod, side.namespace, True)
+    side.until("the first line written", lambda: "first" in runtime.log_lines(side.api, pod, side.namespace, False))
+    lines = runtime.log_lines(side.api, pod, side.namespace, True)
     assert next(lines) == "first"
-    side.call("Pod", "delete", pod, side.namespace)  # SIGTERM: the process dies of it, the stream ends
+    side.api.delete(Kind.POD, pod, side.namespace)  # SIGTERM: the process dies of it, the stream ends
     assert list(lines) == []
 
 
@@ -587,9 +589,9 @@ def test_exec_in_a_running_pod_gives_output_and_exit_code(side: Side) -> None:
     name = side.unique("exec")
     side.run(name, {0: Program()})
     pod = running(side, name)["metadata"]["name"]
-    ran = side.backend._exec(pod, side.namespace, ["sh", "-c", "echo out; echo err >&2; exit 3"])
+    ran = runtime.exec_in_task(side.api, pod, side.namespace, ["sh", "-c", "echo out; echo err >&2; exit 3"])
     assert ran == Ran(3, "out\n", "err\n"), ran
-    assert side.backend._exec(pod, side.namespace, ["sh", "-c", "echo fine"]) == Ran(0, "fine\n", "")
+    assert runtime.exec_in_task(side.api, pod, side.namespace, ["sh", "-c", "echo fine"]) == Ran(0, "fine\n", "")
 
 
 def test_a_port_forward_reaches_the_pods_port(side: Side) -> None:
@@ -599,7 +601,7 @@ def test_a_port_forward_reaches_the_pods_port(side: Side) -> None:
 
     def echoed() -> bytes | None:
         """What comes back through a new port-forward; None when nothing listens yet (the forward is closed)."""
-        forward = side.backend._open_forward(pod, side.namespace)
+        forward = side.api.open_forward(pod, side.namespace, PORT)
         try:
             remote = forward.socket(PORT)
             remote.settimeout(30)
@@ -617,7 +619,7 @@ def test_a_port_forward_to_a_closed_port_ends_with_no_bytes_and_says_why(side: S
     name = side.unique("closed")
     side.run(name, {0: Program()})  # runs, listens nowhere
     pod = running(side, name)["metadata"]["name"]
-    forward = side.backend._open_forward(pod, side.namespace)
+    forward = side.api.open_forward(pod, side.namespace, PORT)
     try:
         remote = forward.socket(PORT)
         remote.settimeout(60)

@@ -18,7 +18,7 @@ from fakes.kubernetes_api import IGNORES_SIGTERM, FakeKubernetes
 from helpers.k8s_fake import backend_for, rbac_allowed, rbac_used
 from helpers.k8s_specs import dry_run_for, plan_for
 from launcher import api
-from launcher.backends.kubernetes import backend as k8s_backend
+from launcher.backends.kubernetes import runtime as k8s_runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.plan.planner import make_plan
 from launcher.protocol.events import MANUAL_TOKEN, EpochEnd, Event, Started, Step, StepTime, format_event
@@ -186,7 +186,7 @@ def test_a_healthy_job_with_a_slow_first_step_and_a_slow_epoch_end_is_not_stalle
 
 def test_a_lead_whose_last_lines_hold_no_report_is_not_judged(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch) -> None:
     """Its reports are further back than the lines the watch reads: it cannot tell when the last one came."""
-    monkeypatch.setattr(k8s_backend, "STALL_TAIL_LINES", 20)
+    monkeypatch.setattr(k8s_runtime, "STALL_TAIL_LINES", 20)
     backend = launch(fake)
     last = train(fake, fake.now + 5, steps=3, every=2.0)
     key = ("default", pod_of(fake, "st-chief-0"))

@@ -1,0 +1,173 @@
+"""Applying a run's objects to the cluster and removing them (``submit``, ``cancel``/``down``), through ``KubeApi``.
+
+Contract: ``submit`` creates every object of the dry run's files, exactly as rendered (objects other than
+Jobs and the checkpoint claim are replaced if they exist and carry this cluster's labels; an existing claim
+is kept with its checkpoints; existing Jobs of the same cluster refuse the launch; a
+``kubernetes.service_account`` that does not exist refuses it too), and deletes what it created if any step
+fails. ``cancel`` deletes the run's objects, Jobs first, and a claim only when
+``launcher.backends.checkpoints.created_for`` says tfcluster made it for the run. Every failure is a
+``LaunchError`` naming the request (``KubeApi.errors``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from launcher.backends import checkpoints
+from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj
+from launcher.backends.kubernetes.manifests import objects
+from launcher.backends.workspace import ensure_images
+from launcher.errors import LaunchError
+from launcher.plan import naming
+from launcher.plan.dryrun import DryRun
+
+#: What ``submit`` creates, in apply order; ``cancel`` deletes in reverse, Jobs first, so no pod outlives its config.
+APPLIED = (Kind.SERVICE_ACCOUNT, Kind.CONFIG_MAP, Kind.SERVICE, Kind.NETWORK_POLICY, Kind.PERSISTENT_VOLUME_CLAIM,
+           Kind.JOB)
+#: A TensorBoard (``tensorboard``): ``cancel`` deletes one a killed command left first, Deployment first.
+BOARD = (Kind.DEPLOYMENT, Kind.SERVICE, Kind.NETWORK_POLICY)
+#: Kept when it exists (it holds checkpoints); deleted only by ``cancel(volumes=True)``.
+KEPT = frozenset({Kind.PERSISTENT_VOLUME_CLAIM})
+
+
+def submit(api: KubeApi, dry_run: DryRun, namespace: str) -> None:
+    """Create the dry run's objects in ``namespace`` (see the module's contract)."""
+    plan = dry_run.plan
+    existing = of_cluster(api, Kind.JOB, namespace, plan.name)
+    if existing:
+        being_deleted = any(j["metadata"].get("deletionTimestamp") for j in existing)
+        hint = "it is still shutting down, retry in a few seconds" if being_deleted else f"run `tfcluster down {plan.name}` first"
+        raise LaunchError(f"cluster {plan.name!r} already exists in namespace {namespace!r}: {hint}")
+    if plan.spec.kubernetes.service_account:
+        require_account(api, plan.spec.kubernetes.service_account, namespace)
+    if plan.workspace:
+        ensure_images(plan.workspace)  # built here and pushed to the registry the nodes pull from
+    created: list[Obj] = []
+    try:
+        for obj in objects(dry_run.files):
+            obj = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
+            if apply(api, obj, namespace):
+                created.append(obj)
+    except LaunchError as exc:
+        left = []
+        for obj in reversed(created):
+            try:
+                delete(api, Kind(obj["kind"]), obj["metadata"]["name"], namespace)
+            except LaunchError:
+                left.append(f"{obj['kind']} {obj['metadata']['name']}")
+        cleanup = f"could not remove {', '.join(left)}" if left else f"removed the {len(created)} object(s) it had created"
+        raise LaunchError(f"{exc}; {cleanup}") from None
+
+
+def require_account(api: KubeApi, account: str, namespace: str) -> None:
+    """The spec's own ServiceAccount must exist: the API server refuses every pod of a missing one."""
+    with api.errors(f"read ServiceAccount {account}"):
+        found = api.read_if_exists(Kind.SERVICE_ACCOUNT, account, namespace)
+    if found is None:
+        raise LaunchError(f"kubernetes.service_account: no ServiceAccount {account!r} in namespace "
+                          f"{namespace!r}; create it (tfcluster uses it, never creates or deletes it)")
+
+
+def apply(api: KubeApi, obj: Obj, namespace: str) -> bool:
+    """Create ``obj``; replace it if it exists (except kept kinds). True if this call created it.
+
+    Only an object left by this cluster (its tfcluster labels) is replaced;
+    anything else of the same name is someone else's and fails the launch.
+    Jobs are never replaced: an existing one fails the launch.
+    """
+    kind, name = Kind(obj["kind"]), obj["metadata"]["name"]
+    with api.errors(f"create {kind} {name}"):
+        if kind is Kind.JOB:
+            api.create(kind, namespace, obj)
+            return True
+        if api.create_unless_exists(kind, namespace, obj):
+            return True
+        if kind not in KEPT:
+            existing = api.read(kind, name, namespace)["metadata"]
+            cluster = obj["metadata"]["labels"][naming.LABEL_CLUSTER]
+            if not checkpoints.created_for(existing.get("labels"), cluster):
+                raise LaunchError(
+                    f"{kind} {name} already exists in namespace {namespace} and was not made by tfcluster "
+                    f"for cluster {cluster}; rename the cluster or remove it"
+                )
+            version = existing["resourceVersion"]
+            api.replace(kind, name, namespace, {**obj, "metadata": {**obj["metadata"], "resourceVersion": version}})
+        return False
+
+
+def delete(api: KubeApi, kind: Kind, name: str, namespace: str) -> None:
+    """Delete ``name`` (a Job in the foreground: gone only after its pods); one gone already is fine."""
+    propagation = "Foreground" if kind is Kind.JOB else "Background"
+    with api.unless_gone(f"delete {kind} {name}"):
+        api.delete(kind, name, namespace, propagation=propagation)
+
+
+def cancel(api: KubeApi, name: str, namespace: str, volumes: bool = False) -> None:
+    """Delete the cluster's objects, Jobs first (Foreground: a Job is gone only after its pods).
+
+    Every TensorBoard showing the run (its own, or one shared with other
+    runs) that a killed ``tensorboard`` command left goes first.
+    """
+    owner = naming.config_map_name(name)
+    for kind in BOARD:
+        for obj in select(api, kind, namespace, f"{naming.LABEL_MANAGED}={naming.MANAGER}"):
+            refs = obj["metadata"].get("ownerReferences") or []
+            if any(ref.get("kind") == "ConfigMap" and ref.get("name") == owner for ref in refs):
+                delete(api, kind, obj["metadata"]["name"], namespace)
+    for kind in reversed(APPLIED):
+        if kind in KEPT and not volumes:
+            continue
+        for obj in of_cluster(api, kind, namespace, name):
+            if kind not in KEPT or checkpoints.created_for(obj["metadata"].get("labels"), name):
+                delete(api, kind, obj["metadata"]["name"], namespace)
+
+
+def of_cluster(api: KubeApi, kind: Kind, namespace: str, cluster: str) -> list[Obj]:
+    """The objects of ``cluster`` that tfcluster made (both labels: a user's object naming the cluster is not)."""
+    return select(api, kind, namespace, f"{naming.LABEL_MANAGED}={naming.MANAGER},{naming.LABEL_CLUSTER}={cluster}")
+
+
+def select(api: KubeApi, kind: Kind, namespace: str, selector: str) -> list[Obj]:
+    """The objects of ``kind`` matching ``selector`` (``LaunchError`` if they cannot be listed)."""
+    with api.errors(f"list {kind}s"):
+        return api.select(kind, namespace, selector)
+
+
+def config_map(api: KubeApi, name: str, namespace: str) -> Obj:
+    """The run's ConfigMap; ``LaunchError`` when there is no such run."""
+    config_map_name = naming.config_map_name(name)
+    with api.errors(f"read ConfigMap {config_map_name}"):
+        found = api.read_if_exists(Kind.CONFIG_MAP, config_map_name, namespace)
+    if found is None:
+        raise LaunchError(f"no cluster named {name!r} in namespace {namespace!r}")
+    return found
+
+
+def write_data(api: KubeApi, config_map: Obj, key: str, value: str, namespace: str) -> None:
+    """The run's ConfigMap with ``key`` set to ``value`` (what the watch keeps between its rounds)."""
+    name = config_map["metadata"]["name"]
+    data = {**config_map.get("data", {}), key: value}
+    with api.errors(f"update ConfigMap {name}"):
+        api.replace(Kind.CONFIG_MAP, name, namespace,
+                    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": config_map["metadata"], "data": data})
+
+
+RecordT = TypeVar("RecordT", bound=BaseModel)
+
+
+def record(config_map: Obj | None, key: str, model: type[RecordT]) -> RecordT | None:
+    """The ``model`` kept under ``key`` in the run's ConfigMap: its ``RunConfig`` (``JOB_KEY``), the stall the watch
+    last recorded (``k8s_stall.STALL_KEY``), what it judged of the failure rules (``k8s_failures.FAILURES_KEY``);
+    None without one (an object of an older launch, or being deleted)."""
+    try:
+        return None if config_map is None else model.model_validate_json(config_map["data"][key])
+    except (KeyError, ValidationError):
+        return None
+
+
+def owner(config_map: Obj) -> dict[str, Any]:
+    """An owner reference to a run's ConfigMap: what it owns goes with the run (the garbage collector)."""
+    meta = config_map["metadata"]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": meta["name"], "uid": meta["uid"]}

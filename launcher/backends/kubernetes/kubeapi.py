@@ -1,0 +1,253 @@
+"""A typed client for the Kubernetes API requests tfcluster makes (the official ``kubernetes`` client underneath).
+
+Contract: ``KubeApi`` has one method per request, for the object kinds tfcluster manages (``Kind``);
+objects are answered as JSON dicts (no model deserialization). The request methods raise the client's
+``ApiException``; this module is the one home of what an API error means: ``errors(action)`` turns any
+client error into a ``LaunchError`` naming the action, the API server and its answer (a 403 says what the
+Role refused), ``unless_gone`` takes a 404 as nothing to do, ``read_if_exists`` answers None for a 404,
+``create_unless_exists`` False for a 409. The ``kubernetes`` package is imported only when a ``KubeApi``
+is made (``connect``), never at import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from launcher.backends.lines import iter_lines
+from launcher.backends.pyspy import Ran
+from launcher.errors import BackendUnavailable, LaunchError
+
+Obj = dict[str, Any]
+
+
+class Kind(StrEnum):
+    """The kinds of object tfcluster creates, reads or deletes (their ``kind`` field)."""
+
+    SERVICE_ACCOUNT = "ServiceAccount"
+    CONFIG_MAP = "ConfigMap"
+    SERVICE = "Service"
+    NETWORK_POLICY = "NetworkPolicy"
+    PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+    JOB = "Job"
+    POD = "Pod"
+    DEPLOYMENT = "Deployment"
+
+
+@dataclass(frozen=True)
+class _Requests:
+    """The client's namespaced requests for one kind."""
+
+    create: Callable[..., Any]
+    read: Callable[..., Any]
+    replace: Callable[..., Any]
+    delete: Callable[..., Any]
+    list: Callable[..., Any]
+
+
+def connect(context: str | None) -> Any:
+    """An API client for the kubeconfig's cluster (``context``), or the in-cluster config inside a pod."""
+    from kubernetes import client, config
+
+    where = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    try:
+        if context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            configuration = client.Configuration()
+            config.load_incluster_config(client_configuration=configuration)
+            api_client = client.ApiClient(configuration)
+        else:
+            # Read KUBECONFIG now (the client's default is frozen when it is first imported); a ':' list is merged.
+            api_client = config.new_client_from_config(config_file=where, context=context)
+    except (config.ConfigException, OSError) as exc:
+        raise BackendUnavailable(
+            f"no usable Kubernetes configuration ({where}): {exc}. Point KUBECONFIG at a kubeconfig "
+            "(e.g. from your cloud's `get-credentials`), or run inside a cluster."
+        ) from None
+    return api_client
+
+
+class KubeApi:
+    """The requests of one API client (``kubernetes.client.ApiClient``), typed by ``Kind``."""
+
+    def __init__(self, api_client: Any):
+        from kubernetes import client
+
+        core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
+        networking, apps = client.NetworkingV1Api(api_client), client.AppsV1Api(api_client)
+        self._core, self._batch = core, batch
+        self._requests: dict[Kind, _Requests] = {
+            Kind.SERVICE_ACCOUNT: _Requests(
+                core.create_namespaced_service_account, core.read_namespaced_service_account,
+                core.replace_namespaced_service_account, core.delete_namespaced_service_account,
+                core.list_namespaced_service_account),
+            Kind.CONFIG_MAP: _Requests(
+                core.create_namespaced_config_map, core.read_namespaced_config_map, core.replace_namespaced_config_map,
+                core.delete_namespaced_config_map, core.list_namespaced_config_map),
+            Kind.SERVICE: _Requests(
+                core.create_namespaced_service, core.read_namespaced_service, core.replace_namespaced_service,
+                core.delete_namespaced_service, core.list_namespaced_service),
+            Kind.NETWORK_POLICY: _Requests(
+                networking.create_namespaced_network_policy, networking.read_namespaced_network_policy,
+                networking.replace_namespaced_network_policy, networking.delete_namespaced_network_policy,
+                networking.list_namespaced_network_policy),
+            Kind.PERSISTENT_VOLUME_CLAIM: _Requests(
+                core.create_namespaced_persistent_volume_claim, core.read_namespaced_persistent_volume_claim,
+                core.replace_namespaced_persistent_volume_claim, core.delete_namespaced_persistent_volume_claim,
+                core.list_namespaced_persistent_volume_claim),
+            Kind.JOB: _Requests(
+                batch.create_namespaced_job, batch.read_namespaced_job, batch.replace_namespaced_job,
+                batch.delete_namespaced_job, batch.list_namespaced_job),
+            Kind.POD: _Requests(
+                core.create_namespaced_pod, core.read_namespaced_pod, core.replace_namespaced_pod,
+                core.delete_namespaced_pod, core.list_namespaced_pod),
+            Kind.DEPLOYMENT: _Requests(
+                apps.create_namespaced_deployment, apps.read_namespaced_deployment, apps.replace_namespaced_deployment,
+                apps.delete_namespaced_deployment, apps.list_namespaced_deployment),
+        }
+        self._stream_lock = threading.Lock()  # the client swaps its request function while opening a stream
+        self.host: str = api_client.configuration.host
+
+    # --- requests (raise ApiException) ---------------------------------------------------------------------------
+
+    def create(self, kind: Kind, namespace: str, body: Obj) -> Obj:
+        return _json(self._requests[kind].create(namespace, body=body, _preload_content=False))
+
+    def read(self, kind: Kind, name: str, namespace: str) -> Obj:
+        return _json(self._requests[kind].read(name, namespace, _preload_content=False))
+
+    def replace(self, kind: Kind, name: str, namespace: str, body: Obj) -> Obj:
+        return _json(self._requests[kind].replace(name, namespace, body=body, _preload_content=False))
+
+    def delete(self, kind: Kind, name: str, namespace: str, *, propagation: str | None = None,
+               grace_seconds: int | None = None) -> Obj:
+        """Delete ``name``; ``propagation`` (``Foreground``/``Background``) and ``grace_seconds`` as the API takes them."""
+        return _json(self._requests[kind].delete(name, namespace, propagation_policy=propagation,
+                                                 grace_period_seconds=grace_seconds, _preload_content=False))
+
+    def select(self, kind: Kind, namespace: str, selector: str) -> list[Obj]:
+        """The objects of ``kind`` whose labels match ``selector``."""
+        found = _json(self._requests[kind].list(namespace, label_selector=selector, _preload_content=False))
+        items: list[Obj] = found.get("items", [])
+        return items
+
+    def merge_patch_job(self, name: str, namespace: str, body: Obj) -> Obj:
+        """A JSON merge patch of a Job (no resourceVersion: never a 409 with the Job controller's writes)."""
+        return _json(self._batch.patch_namespaced_job(name, namespace, body=body, _preload_content=False,
+                                                      _content_type="application/merge-patch+json"))
+
+    def open_log(self, pod: str, namespace: str, container: str, *, follow: bool, tail: int | None = None) -> Any:
+        """The response streaming ``container``'s log in ``pod`` (the caller releases it)."""
+        return self._core.read_namespaced_pod_log(pod, namespace, container=container, follow=follow,
+                                                  tail_lines=tail, _preload_content=False)
+
+    def log_lines(self, pod: str, namespace: str, container: str, *, follow: bool,
+                  tail: int | None = None) -> Iterator[str]:
+        """The lines of ``container``'s log (``LaunchError`` if it cannot be opened); ``follow`` until it ends."""
+        with self.errors(f"read logs of {pod}"):
+            response = self.open_log(pod, namespace, container, follow=follow, tail=tail)
+        try:
+            yield from iter_lines(response.stream(4096))
+        finally:
+            response.release_conn()
+
+    def exec(self, pod: str, namespace: str, container: str, command: list[str], timeout: float) -> Ran | str:
+        """``command`` run in ``container`` of ``pod`` (``pods/exec``); what it gave, or one line why not."""
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.stream import stream
+        from websocket import WebSocketException
+
+        try:
+            with self._stream_lock:
+                response = stream(self._core.connect_get_namespaced_pod_exec, pod, namespace, command=command,
+                                  container=container, stdin=False, stdout=True, stderr=True, tty=False,
+                                  _preload_content=False)
+            try:
+                response.run_forever(timeout=timeout)
+                if response.is_open():
+                    return f"exec in pod {pod} did not end within {timeout:.0f} s"
+                return Ran(response.returncode, response.read_stdout(), response.read_stderr())
+            finally:
+                response.close()
+        except (ApiException, WebSocketException, OSError, ValueError, KeyError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            return f"exec in pod {pod} failed: {str(reason).splitlines()[0] if str(reason) else type(exc).__name__}"
+
+    def open_forward(self, pod: str, namespace: str, port: int) -> Any:
+        """A port-forward to ``port`` of ``pod`` (``pods/portforward``; the client's ``PortForward``)."""
+        from kubernetes.stream import portforward
+
+        with self._stream_lock:
+            return portforward(self._core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port))
+
+    # --- what an error means (the one home of 404, 409 and 403) ---------------------------------------------------
+
+    @contextmanager
+    def errors(self, action: str) -> Iterator[None]:
+        """Turns client errors into ``LaunchError`` naming the action, the API server and its answer."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            yield
+        except ApiException as exc:
+            raise LaunchError(f"cannot {action}: {_api_reason(exc)}") from None
+        except HTTPError as exc:
+            raise LaunchError(f"cannot {action}: Kubernetes API at {self.host} unreachable ({exc.__class__.__name__})") from None
+
+    @contextmanager
+    def unless_gone(self, action: str) -> Iterator[None]:
+        """``errors`` for a change to an object that may be gone meanwhile: a 404 needs nothing done."""
+        from kubernetes.client.exceptions import ApiException
+
+        with self.errors(action):
+            try:
+                yield
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+    def read_if_exists(self, kind: Kind, name: str, namespace: str) -> Obj | None:
+        """``read``, None when there is no such object (404); other errors raise (inside the caller's ``errors``)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self.read(kind, name, namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return None
+
+    def create_unless_exists(self, kind: Kind, namespace: str, body: Obj) -> bool:
+        """``create``; False when an object of that name exists (409); other errors raise."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.create(kind, namespace, body)
+            return True
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            return False
+
+
+def _json(response: Any) -> Obj:
+    """A response read as JSON, its connection released."""
+    try:
+        answer: Obj = json.loads(response.data or b"{}")
+        return answer
+    finally:
+        response.release_conn()
+
+
+def _api_reason(exc: Any) -> str:
+    try:
+        body = json.loads(exc.body)
+        return f"{exc.status} {body.get('reason', '')}: {body.get('message', '')}".strip()
+    except (TypeError, ValueError):
+        return f"{exc.status} {exc.reason}"

@@ -1,0 +1,100 @@
+"""The typed Kubernetes client (``launcher.backends.kubernetes.kubeapi``) against the fake API: each ``Kind``'s
+requests reach that kind's resource, what an API error means has one home, and no other module of the backend
+calls the ``kubernetes`` client itself."""
+
+from __future__ import annotations
+
+import ast
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from fakes.kubernetes_api import FakeKubernetes
+from helpers.k8s_fake import backend_for
+from helpers.paths import REPO
+from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
+from launcher.errors import LaunchError
+
+PACKAGE = REPO / "launcher" / "backends" / "kubernetes"
+#: Where each kind lives in the API: (path prefix, resource).
+RESOURCES = {
+    Kind.SERVICE_ACCOUNT: ("/api/v1", "serviceaccounts"),
+    Kind.CONFIG_MAP: ("/api/v1", "configmaps"),
+    Kind.SERVICE: ("/api/v1", "services"),
+    Kind.NETWORK_POLICY: ("/apis/networking.k8s.io/v1", "networkpolicies"),
+    Kind.PERSISTENT_VOLUME_CLAIM: ("/api/v1", "persistentvolumeclaims"),
+    Kind.JOB: ("/apis/batch/v1", "jobs"),
+    Kind.POD: ("/api/v1", "pods"),
+    Kind.DEPLOYMENT: ("/apis/apps/v1", "deployments"),
+}
+
+
+@pytest.mark.parametrize("kind", list(Kind))
+def test_each_kinds_requests_reach_its_own_resource(fake: FakeKubernetes, kind: Kind) -> None:
+    api = backend_for(fake).api
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": str(kind), "metadata": {"name": "x"}}
+    if kind is Kind.DEPLOYMENT:
+        body["spec"] = {"selector": {}, "template": {}}  # the client checks a Deployment's body has them
+    requests: list[Callable[[], Any]] = [
+        lambda: api.create(kind, "default", body), lambda: api.read(kind, "x", "default"),
+        lambda: api.replace(kind, "x", "default", body), lambda: api.delete(kind, "x", "default"),
+        lambda: api.select(kind, "default", "a=b"),
+    ]
+    for request in requests:
+        try:
+            request()
+        except ApiException:
+            pass  # a refused body or a missing object: the request was made
+    prefix, resource = RESOURCES[kind]
+    where = f"{prefix}/namespaces/default/{resource}"
+    assert [(method, path.split("?")[0]) for method, path in fake.requests] == [
+        ("POST", where), ("GET", f"{where}/x"), ("PUT", f"{where}/x"), ("DELETE", f"{where}/x"), ("GET", where)]
+
+
+def test_404_409_and_403_have_one_meaning_each(fake: FakeKubernetes) -> None:
+    api = backend_for(fake).api
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}}
+    assert api.read_if_exists(Kind.CONFIG_MAP, "cm", "default") is None  # 404: none
+    assert api.create_unless_exists(Kind.CONFIG_MAP, "default", config_map) is True
+    assert api.create_unless_exists(Kind.CONFIG_MAP, "default", config_map) is False  # 409: it exists
+    assert api.read_if_exists(Kind.CONFIG_MAP, "cm", "default")["data"] == {"a": "1"}  # type: ignore[index]
+    with api.unless_gone("delete Pod gone"):  # 404: nothing to do
+        api.delete(Kind.POD, "gone", "default")
+    fake.fail_next("DELETE", "pods", 403)
+    with pytest.raises(LaunchError, match=r"^cannot delete Pod p: 403 Forbidden: injected fault$"), api.unless_gone("delete Pod p"):
+        api.delete(Kind.POD, "p", "default")
+    fake.fail_next("GET", "configmaps", 403)
+    with pytest.raises(LaunchError, match=r"^cannot read ConfigMap cm: 403 Forbidden"), api.errors("read ConfigMap cm"):
+        api.read_if_exists(Kind.CONFIG_MAP, "cm", "default")  # only a 404 is "none"
+    fake.fail_next("POST", "configmaps", 403)
+    with pytest.raises(LaunchError, match=r"^cannot create ConfigMap cm: 403 Forbidden"), api.errors("create ConfigMap cm"):
+        api.create_unless_exists(Kind.CONFIG_MAP, "default", config_map)  # only a 409 is "exists"
+
+
+def test_an_unreachable_api_server_is_one_line_naming_it() -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        host = f"http://127.0.0.1:{closed.getsockname()[1]}"  # bound, never listening: refused
+        api = KubeApi(client.ApiClient(client.Configuration(host=host)))
+        with pytest.raises(LaunchError, match=rf"^cannot list Jobs: Kubernetes API at {host} unreachable \("), \
+                api.errors("list Jobs"):
+            api.select(Kind.JOB, "default", "a=b")
+
+
+def test_only_the_typed_client_calls_the_kubernetes_client() -> None:
+    """No module of the backend but ``kubeapi`` imports ``kubernetes`` or names a request by a built string."""
+    for module in sorted(PACKAGE.glob("*.py")):
+        tree = ast.parse(module.read_text(), str(module))
+        for node in ast.walk(tree):
+            if module.name != "kubeapi.py":
+                imported = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                assert not [n for n in imported if n.split(".")[0] in ("kubernetes", "websocket")], \
+                    f"{module.name}:{node.lineno} imports the kubernetes client: go through kubeapi.KubeApi"
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
+                assert len(node.args) > 1 and isinstance(node.args[1], ast.Constant), \
+                    f"{module.name}:{node.lineno} names an attribute by a built string: call a typed method"
