@@ -39,6 +39,8 @@ RESERVED_LABEL_PREFIXES = ("tfcluster.io/", "batch.kubernetes.io/")
 RESERVED_LABELS = frozenset({LABEL_MANAGED, "job-name", "controller-uid"})
 #: On a run's TensorBoard container / pods instead of ``LABEL_CLUSTER`` (which would put them among the run's tasks).
 LABEL_TENSORBOARD = "tfcluster.io/tensorboard"
+#: On a run's in-cluster supervisor (its Job and pod) instead of ``LABEL_CLUSTER`` (which would put it among the tasks).
+LABEL_SUPERVISOR = "tfcluster.io/supervisor"
 #: Hex digits of the hash naming a board shared by several runs.
 SHARED_BOARD_HASH = 10
 
@@ -88,6 +90,16 @@ def service_account_name(cluster: str) -> str:
     return f"{cluster}-runner"
 
 
+def supervisor_name(cluster: str) -> str:
+    """A Kubernetes run's in-cluster supervisor: its Job, ServiceAccount, Role and RoleBinding."""
+    return f"{cluster}-supervisor"
+
+
+def supervisor_labels(cluster: str, run_id: str) -> dict[str, str]:
+    """Labels of a run's supervisor Job and pod (not ``LABEL_CLUSTER``: they are not tasks)."""
+    return {LABEL_MANAGED: MANAGER, LABEL_SUPERVISOR: cluster, LABEL_RUN: run_id}
+
+
 def tensorboard_name(cluster: str) -> str:
     """The TensorBoard of a run: compose container; Kubernetes Deployment, Service and NetworkPolicy."""
     return f"{cluster}-tensorboard"
@@ -116,6 +128,7 @@ def cluster_scoped_names(cluster: str) -> list[str]:
         network_policy_name(cluster),
         service_account_name(cluster),
         tensorboard_name(cluster),
+        supervisor_name(cluster),
     ]
 
 

@@ -582,6 +582,12 @@ class KubernetesSpec(_Model):
         None,
         description="Registry (host[:port][/path]) the workspace image is pushed to and the nodes pull it from.",
     )
+    supervisor: bool = Field(
+        False,
+        description="Supervise the run inside the cluster: a pod <name>-supervisor (gang restarts, the stall "
+        "watchdog, failure rules, cleanup) with a Role on the run's own objects, so no `tfcluster up`/`watch` "
+        "needs to run; false: only a running `tfcluster up`/`watch` supervises.",
+    )
 
 
 #: A Slurm name (partition, account, QOS): what ``sbatch`` accepts without quoting.

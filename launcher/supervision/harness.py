@@ -59,7 +59,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from importlib import import_module
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from launcher.errors import LaunchError, TfclusterError
 from launcher.plan import naming
@@ -76,6 +76,11 @@ START_TIMEOUT_SECONDS = 120.0
 STOP_TIMEOUT_SECONDS = 30.0
 #: The argument that makes the supervisor process adopt the tasks instead of starting them.
 ADOPT_FLAG = "--adopt"
+#: The argument that makes it supervise in rounds a run whose engine runs the tasks (Kubernetes, in the cluster).
+ROUNDS_FLAG = "--rounds"
+#: Seconds between rounds, and failed rounds in a row before the round supervisor exits (to be started anew).
+ROUND_SECONDS = 5.0
+ROUND_FAULTS = 12
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,23 @@ class Hosting(Protocol):
 
     @classmethod
     def host(cls, plan: Plan, state: StateDir, adopt: bool) -> Hosted: ...
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """A backend's part of a supervisor in rounds (``serve_rounds``): one ``round`` (one line per action) and
+    whether the run is ``over`` (ended with nothing left running, or gone)."""
+
+    round: Callable[[], list[str]]
+    over: Callable[[], bool]
+
+
+class RoundHosting(Protocol):
+    """A backend class whose ``rounds(name, pause)`` gives ``serve_rounds`` its ``Rounds`` (``pause`` waits
+    inside a round and ends early when the supervisor is told to stop)."""
+
+    @classmethod
+    def rounds(cls, name: str, pause: Callable[[float], None]) -> Rounds: ...
 
 
 def command(backend: type[Hosting], python: str = sys.executable) -> list[str]:
@@ -316,9 +338,48 @@ def adopt(state: StateDir, backend: type[Hosting]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m launcher.supervision MODULE:CLASS DIR [--adopt]`` (``command``): ``serve`` the cluster in ``DIR``
-    with that backend class's ``host``."""
+    with that backend class's ``host``; ``python -m launcher.supervision --rounds MODULE:CLASS NAME``:
+    ``serve_rounds`` run ``NAME`` with that class's ``rounds``."""
     args = sys.argv[1:] if argv is None else argv
+    if args[0] == ROUNDS_FLAG:
+        found: Any = hosting(args[1])
+        return serve_rounds(args[2], found.rounds)
     return serve(Path(args[1]), hosting(args[0]).host, adopt=ADOPT_FLAG in args[2:])
+
+
+def serve_rounds(name: str, rounds: Callable[[str, Callable[[float], None]], Rounds],
+                 round_seconds: float = ROUND_SECONDS, faults: int = ROUND_FAULTS) -> int:
+    """Supervise run ``name`` in rounds until it is over (0); 1 after ``faults`` failed rounds in a row; on
+    SIGTERM or SIGINT leave the run as it is and return 143 (a supervisor that replaces this one adopts it)."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: stop.set())
+
+    def say(line: str) -> None:
+        print(f"{name}: {line}", flush=True)
+
+    def pause(seconds: float) -> None:
+        stop.wait(seconds)
+
+    hosted = rounds(name, pause)
+    failed = 0
+    say("supervising in rounds")
+    while not stop.is_set():
+        try:
+            for action in hosted.round():
+                say(action)
+            if hosted.over():
+                say("the run is over; nothing left to supervise")
+                return 0
+            failed = 0
+        except TfclusterError as exc:
+            failed += 1
+            say(f"{exc} (round {failed}/{faults} in a row)")
+            if failed >= faults:
+                return 1
+        stop.wait(round_seconds)
+    say("stopped: the run is left as it is, for the next supervisor to adopt")
+    return 128 + signal.SIGTERM
 
 
 def _pause_until_a_signal() -> Callable[[float], None]:

@@ -3,7 +3,8 @@
 The server (stdlib ``http.server`` in a thread) keeps objects and answers
 like the API server: JSON CRUD for serviceaccounts, configmaps, services,
 persistentvolumeclaims, pods (core/v1), jobs (batch/v1), deployments
-(apps/v1) and networkpolicies (networking.k8s.io/v1); ``409 AlreadyExists``
+(apps/v1), networkpolicies (networking.k8s.io/v1), roles and rolebindings
+(rbac.authorization.k8s.io/v1: kept, not enforced); ``409 AlreadyExists``
 on create, optimistic concurrency on replace (``resourceVersion``), ``404
 NotFound``, list with an equality ``labelSelector``, ``422 Invalid`` for
 what the API server's validation refuses in the fields tfcluster relies on
@@ -121,6 +122,8 @@ KINDS = {
     "jobs": "Job",
     "networkpolicies": "NetworkPolicy",
     "deployments": "Deployment",
+    "roles": "Role",
+    "rolebindings": "RoleBinding",
 }
 WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 PORT_FORWARD_PROTOCOL = EXEC_PROTOCOL = "v4.channel.k8s.io"

@@ -11,6 +11,8 @@ fails. ``cancel`` deletes the run's objects, Jobs first, and a claim only when
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -24,7 +26,7 @@ from launcher.plan import naming
 from launcher.plan.dryrun import DryRun
 
 #: What ``submit`` creates, in apply order; ``cancel`` deletes in reverse, Jobs first, so no pod outlives its config.
-APPLIED = (Kind.SERVICE_ACCOUNT, Kind.CONFIG_MAP, Kind.SERVICE, Kind.NETWORK_POLICY, Kind.PERSISTENT_VOLUME_CLAIM,
+APPLIED = (Kind.SERVICE_ACCOUNT, Kind.ROLE, Kind.ROLE_BINDING, Kind.CONFIG_MAP, Kind.SERVICE, Kind.NETWORK_POLICY, Kind.PERSISTENT_VOLUME_CLAIM,
            Kind.JOB)
 #: A TensorBoard (``tensorboard``): ``cancel`` deletes one a killed command left first, Deployment first.
 BOARD = (Kind.DEPLOYMENT, Kind.SERVICE, Kind.NETWORK_POLICY)
@@ -47,7 +49,7 @@ def submit(api: KubeApi, dry_run: DryRun, namespace: str) -> None:
     created: list[Obj] = []
     try:
         for obj in objects(dry_run.files):
-            obj = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
+            obj = _in_namespace(obj, namespace)
             if apply(api, obj, namespace):
                 created.append(obj)
     except LaunchError as exc:
@@ -59,6 +61,16 @@ def submit(api: KubeApi, dry_run: DryRun, namespace: str) -> None:
                 left.append(f"{obj['kind']} {obj['metadata']['name']}")
         cleanup = f"could not remove {', '.join(left)}" if left else f"removed the {len(created)} object(s) it had created"
         raise LaunchError(f"{exc}; {cleanup}") from None
+
+
+def _in_namespace(obj: Obj, namespace: str) -> Obj:
+    """``obj`` as created in ``namespace`` (``--namespace`` may differ from the spec's): its own namespace, and a
+    RoleBinding's ServiceAccount subjects' (the run's own accounts live beside it)."""
+    obj = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
+    if obj["kind"] == Kind.ROLE_BINDING:
+        obj["subjects"] = [{**subject, "namespace": namespace} if subject.get("kind") == "ServiceAccount" else subject
+                           for subject in obj.get("subjects", [])]
+    return obj
 
 
 def require_account(api: KubeApi, account: str, namespace: str) -> None:
@@ -78,7 +90,7 @@ def apply(api: KubeApi, obj: Obj, namespace: str) -> bool:
     Jobs are never replaced: an existing one fails the launch.
     """
     kind, name = Kind(obj["kind"]), obj["metadata"]["name"]
-    with api.errors(f"create {kind} {name}"):
+    with _supervisor_hint(name), api.errors(f"create {kind} {name}"):
         if kind is Kind.JOB:
             api.create(kind, namespace, obj)
             return True
@@ -86,7 +98,7 @@ def apply(api: KubeApi, obj: Obj, namespace: str) -> bool:
             return True
         if kind not in KEPT:
             existing = api.read(kind, name, namespace)["metadata"]
-            cluster = obj["metadata"]["labels"][naming.LABEL_CLUSTER]
+            cluster = obj["metadata"]["labels"].get(naming.LABEL_CLUSTER) or obj["metadata"]["labels"][naming.LABEL_SUPERVISOR]
             if not checkpoints.created_for(existing.get("labels"), cluster):
                 raise LaunchError(
                     f"{kind} {name} already exists in namespace {namespace} and was not made by tfcluster "
@@ -97,6 +109,19 @@ def apply(api: KubeApi, obj: Obj, namespace: str) -> bool:
         return False
 
 
+@contextmanager
+def _supervisor_hint(name: str) -> Iterator[None]:
+    """A refused supervisor object (``kubernetes.supervisor``) says what to ask for, or how to go without it."""
+    try:
+        yield
+    except LaunchError as exc:
+        if not name.endswith(naming.supervisor_name("")) or "403" not in str(exc):
+            raise
+        raise LaunchError(f"{exc}; the in-cluster supervisor needs these rights (k8s/rbac-launcher.yaml): ask your "
+                          "cluster admin, or set kubernetes.supervisor: false (then only a running `tfcluster "
+                          "up`/`watch` supervises the run)") from None
+
+
 def delete(api: KubeApi, kind: Kind, name: str, namespace: str) -> None:
     """Delete ``name`` (a Job in the foreground: gone only after its pods); one gone already is fine."""
     propagation = "Foreground" if kind is Kind.JOB else "Background"
@@ -105,11 +130,15 @@ def delete(api: KubeApi, kind: Kind, name: str, namespace: str) -> None:
 
 
 def cancel(api: KubeApi, name: str, namespace: str, volumes: bool = False) -> None:
-    """Delete the cluster's objects, Jobs first (Foreground: a Job is gone only after its pods).
+    """Delete the cluster's objects, Jobs first (Foreground: a Job is gone only after its pods), its
+    in-cluster supervisor before them.
 
     Every TensorBoard showing the run (its own, or one shared with other
     runs) that a killed ``tensorboard`` command left goes first.
     """
+    for job in select(api, Kind.JOB, namespace, f"{naming.LABEL_MANAGED}={naming.MANAGER},"
+                                                f"{naming.LABEL_SUPERVISOR}={name}"):
+        delete(api, Kind.JOB, job["metadata"]["name"], namespace)  # first: it would act on what goes next
     owner = naming.config_map_name(name)
     for kind in BOARD:
         for obj in select(api, kind, namespace, f"{naming.LABEL_MANAGED}={naming.MANAGER}"):

@@ -22,6 +22,7 @@ before is never deleted, nor a claim in ``kubernetes.volumes``.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -29,7 +30,7 @@ from functools import partial
 from typing import Any
 
 from launcher.backends.api import Backend, BackendOptions
-from launcher.backends.kubernetes import apply, board, runtime
+from launcher.backends.kubernetes import apply, board, in_cluster, runtime
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, connect
 from launcher.backends.kubernetes.manifests import config_map_problems, render, volume_problems
@@ -47,7 +48,7 @@ from launcher.spec.problems import Problem
 from launcher.supervision import harness
 from launcher.supervision.history import RunHistory
 from launcher.supervision.stack_evidence import GAP_SECONDS
-from launcher.supervision.status import JobStatus
+from launcher.supervision.status import JobStatus, SupervisorState
 
 DEFAULT_NAMESPACE = "default"
 GANG_GRACE_SECONDS = runtime.GANG_GRACE_SECONDS
@@ -101,22 +102,37 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         """A backend talking to the cluster of the kubeconfig (``options.context``) in ``options.namespace``."""
         return cls(connect(options.context), options.namespace)
 
+    @classmethod
+    def rounds(cls, name: str, pause: Callable[[float], None]) -> harness.Rounds:
+        """The in-cluster supervisor's rounds (``launcher.backends.kubernetes.in_cluster``), in the pod's own
+        namespace with its ServiceAccount's token; a stall's stacks go to the pod's log."""
+        namespace = os.environ[in_cluster.NAMESPACE_ENV]
+        backend = cls(connect(None), namespace, pause=pause)
+        backend.runtime.keep_stacks = in_cluster.print_stacks
+        return harness.Rounds(round=partial(backend.runtime.round, name, namespace),
+                              over=partial(in_cluster.over, backend.api, name, namespace))
+
     def submit(self, dry_run: DryRun) -> None:
         namespace = self.namespace or dry_run.plan.spec.kubernetes.namespace
         self.namespace = namespace  # describe/logs/cancel then look where this launch went
         apply.submit(self.api, dry_run, namespace)
 
     def supervises_only_when_watched(self, plan: Plan) -> bool:
-        """The MWMS gang-restart safety net and the stall watchdog (a lead that reports its progress) run in
-        ``watch_round``: unwatched, a hung gang or a stalled job waits for the deadline, and failure rules beyond
-        exit codes (``JobPolicy.rules_need_watch``) are not applied."""
+        """Without the in-cluster supervisor (``kubernetes.supervisor: false``), the MWMS gang-restart safety
+        net and the stall watchdog (a lead that reports its progress) run in ``watch_round``: unwatched, a hung
+        gang or a stalled job waits for the deadline, and failure rules beyond exit codes
+        (``JobPolicy.rules_need_watch``) are not applied."""
         watched = (plan.strategy is Strategy.MULTI_WORKER_MIRRORED or plan.run_config.lead_runs_entrypoint
                    or plan.policy.rules_need_watch())
-        return watched and plan.policy.deadline_seconds is None
+        return watched and plan.policy.deadline_seconds is None and not plan.spec.kubernetes.supervisor
 
     def watch_round(self, name: str) -> list[str]:
-        """One supervision step (``runtime.Supervision.round``); returns what it did, one line each."""
-        return self.runtime.round(name, self._ns())
+        """One supervision step (``runtime.Supervision.round``) unless the run's in-cluster supervisor runs
+        (then it does that, and two supervisors would act twice); returns what it did, one line each."""
+        namespace = self._ns()
+        if runtime.supervisor_state(runtime.supervisor_job(self.api, name, namespace)) is SupervisorState.ALIVE:
+            return []
+        return self.runtime.round(name, namespace)
 
     def describe(self, name: str) -> JobStatus | None:
         return runtime.read_status(self.api, name, self._ns())

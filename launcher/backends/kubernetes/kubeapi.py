@@ -38,6 +38,8 @@ class Kind(StrEnum):
     JOB = "Job"
     POD = "Pod"
     DEPLOYMENT = "Deployment"
+    ROLE = "Role"
+    ROLE_BINDING = "RoleBinding"
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class KubeApi:
 
         core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
         networking, apps = client.NetworkingV1Api(api_client), client.AppsV1Api(api_client)
+        rbac = client.RbacAuthorizationV1Api(api_client)
         self._core, self._batch = core, batch
         self._requests: dict[Kind, _Requests] = {
             Kind.SERVICE_ACCOUNT: _Requests(
@@ -109,6 +112,13 @@ class KubeApi:
             Kind.DEPLOYMENT: _Requests(
                 apps.create_namespaced_deployment, apps.read_namespaced_deployment, apps.replace_namespaced_deployment,
                 apps.delete_namespaced_deployment, apps.list_namespaced_deployment),
+            Kind.ROLE: _Requests(
+                rbac.create_namespaced_role, rbac.read_namespaced_role, rbac.replace_namespaced_role,
+                rbac.delete_namespaced_role, rbac.list_namespaced_role),
+            Kind.ROLE_BINDING: _Requests(
+                rbac.create_namespaced_role_binding, rbac.read_namespaced_role_binding,
+                rbac.replace_namespaced_role_binding, rbac.delete_namespaced_role_binding,
+                rbac.list_namespaced_role_binding),
         }
         self._stream_lock = threading.Lock()  # the client swaps its request function while opening a stream
         self.host: str = api_client.configuration.host

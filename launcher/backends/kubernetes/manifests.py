@@ -43,6 +43,7 @@ from typing import Any
 import yaml
 
 from launcher.backends.escaping import literal
+from launcher.backends.kubernetes import supervisor_objects
 from launcher.backends.kubernetes.pods import (
     CHECKPOINT_VOLUME,
     CLUSTER_KEY,
@@ -519,6 +520,7 @@ def _files(plan: Plan) -> dict[str, list[Manifest]]:
         "network.yaml": [headless_service(plan, groups), network_policy(plan, groups)],
         "storage.yaml": [claim] if claim else [],
         "jobs.yaml": [job(plan, g) for g in groups],
+        "supervisor.yaml": supervisor_objects.objects(plan),  # last: it supervises what exists
     }
     return {name: objects for name, objects in files.items() if objects}
 

@@ -36,7 +36,7 @@ from launcher.supervision.rules import Action
 from launcher.supervision.stack_evidence import read, two_samples
 from launcher.supervision.stacks import write_stacks
 from launcher.supervision.stall import SIGNS_OF_LIFE, WATCHED_EVENTS, StallVerdict, conclude, describe, judge
-from launcher.supervision.status import JobStatus, StallStatus, State
+from launcher.supervision.status import JobStatus, StallStatus, State, SupervisorState
 from launcher.supervision.stragglers import stragglers
 
 log = logging.getLogger(__name__)
@@ -105,12 +105,43 @@ def end_job(api: KubeApi, job: Obj, now: float, namespace: str) -> None:
         api.merge_patch_job(name, namespace, {"spec": {"activeDeadlineSeconds": max(1, int(now - started))}})
 
 
+def supervisor_job(api: KubeApi, name: str, namespace: str) -> Obj | None:
+    """The run's in-cluster supervisor Job (``kubernetes.supervisor``), None without one."""
+    found = apply.select(api, Kind.JOB, namespace, f"{naming.LABEL_MANAGED}={naming.MANAGER},"
+                                                   f"{naming.LABEL_SUPERVISOR}={name}")
+    return found[0] if found else None
+
+
+def supervisor_state(job: Obj | None) -> SupervisorState | None:
+    """What ``status`` says of the in-cluster supervisor: alive while its Job runs (Kubernetes replaces a pod
+    that dies), lost once the Job failed (``watch`` then supervises), exited once it completed; None without."""
+    if job is None:
+        return None
+    if k8s_status.job_failed(job):
+        return SupervisorState.LOST
+    return SupervisorState.EXITED if k8s_status.job_complete(job) else SupervisorState.ALIVE
+
+
+def keep_stacks_here(name: str, number: int, dumps: dict[str, str | None]) -> str | None:
+    """The dumps under this machine's state directory of the run (``down`` removes it); None if unwritable."""
+    try:
+        return write_stacks(harness.StateDir.of(BackendKind.K8S, name).stacks, number, dumps)
+    except OSError as exc:
+        log.warning("tfcluster: cannot write the stacks of %s: %s", name, exc)
+        return None
+
+
+#: Keeps a stall's stacks (run, stall number, ``{task: dump}``) and says where: a path, or where to read them.
+KeepStacks = Callable[[str, int, dict[str, str | None]], str | None]
+
+
 class Supervision:
     """The watch's rounds over one backend's API (``round``); remembers which lead pods' stacks showed no stall."""
 
     def __init__(self, api: KubeApi, *, clock: Callable[[], float], gang_grace: float, linger: float | None,
-                 pause: Callable[[float], None], stack_gap: float):
+                 pause: Callable[[float], None], stack_gap: float, keep_stacks: KeepStacks = keep_stacks_here):
         self.api = api
+        self.keep_stacks = keep_stacks
         self._clock = clock
         self._gang_grace = gang_grace
         self._linger = linger
@@ -234,7 +265,7 @@ class Supervision:
             return []
         number = (record.status.stalls if record else 0) + 1
         names, why = reading.suspects, reading.why
-        directory = _write_stacks(name, number, last)
+        directory = self.keep_stacks(name, number, last)
         what = describe(judgement, reading, finding, self._stack_gap, directory)
         decision = k8s_stall.rules(policy, jobs, name).decide_stall(names, restarts_used, what,
                                                                     finished=clock.finished)
@@ -260,15 +291,6 @@ class Supervision:
         apply.write_data(self.api, config_map, k8s_stall.STALL_KEY, record.model_dump_json(), namespace)
 
 
-def _write_stacks(name: str, number: int, dumps: dict[str, str | None]) -> str | None:
-    """The dumps under this machine's state directory of the run (``down`` removes it); None if unwritable."""
-    try:
-        return write_stacks(harness.StateDir.of(BackendKind.K8S, name).stacks, number, dumps)
-    except OSError as exc:
-        log.warning("tfcluster: cannot write the stacks of %s: %s", name, exc)
-        return None
-
-
 def read_status(api: KubeApi, name: str, namespace: str) -> JobStatus | None:
     """The run's status (``Backend.describe``): its Jobs and pods, the progress its lead and evaluator logged, and
     what the watch recorded in its ConfigMap (the stall, the failure rules' verdict); None without its Jobs."""
@@ -291,6 +313,7 @@ def read_status(api: KubeApi, name: str, namespace: str) -> JobStatus | None:
     status.progress = fold(fold(start, lead, from_lead=True), events.get((RoleType.EVALUATOR, 0), []),
                            from_lead=False)
     status.tensorboard_dir = k8s_status.tensorboard_dir(jobs)
+    status.supervisor = supervisor_state(supervisor_job(api, name, namespace))
     record = apply.record(config_map, k8s_stall.STALL_KEY, k8s_stall.StallRecord)
     watching = (run_config is not None and run_config.lead_runs_entrypoint and reader.reads) or any(
         e.event in WATCHED_EVENTS or e.event in SIGNS_OF_LIFE for e in lead)

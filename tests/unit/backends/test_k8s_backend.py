@@ -497,8 +497,37 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
                       ("", "serviceaccounts", "get"), ("", "services", "get"), ("networking.k8s.io", "networkpolicies", "get"),
                       ("", "persistentvolumeclaims", "get"), ("", "persistentvolumeclaims", "update"),
                       ("apps", "deployments", "update"), ("", "pods/portforward", "create"),
-                      ("batch", "jobs", "patch"), ("", "pods/exec", "get"), ("", "pods/exec", "create")},\
-        unused  # jobs patch and pods/exec: the stall watchdog and debug (test_k8s_stall.py)
+                      ("batch", "jobs", "patch"), ("", "pods/exec", "get"), ("", "pods/exec", "create"),
+                      *RBAC_OBJECTS},\
+        unused  # jobs patch and pods/exec: the stall watchdog and debug (test_k8s_stall.py); RBAC: the next test
+
+
+#: The launcher's rights on the in-cluster supervisor's Role and RoleBinding.
+RBAC_OBJECTS = {("rbac.authorization.k8s.io", resource, verb) for resource in ("roles", "rolebindings")
+                for verb in ("get", "list", "create", "update", "delete")}
+
+
+def test_launcher_rbac_role_allows_creating_and_removing_the_in_cluster_supervisor(fake: FakeKubernetes) -> None:
+    """Up creates its ServiceAccount, Role, RoleBinding and Job (a Role left by an earlier run of the cluster is
+    replaced), down removes them, the supervisor's Job first; as the launcher's Role allows, every right used."""
+    backend = backend_for(fake)
+    spec = {**yaml.safe_load(DEMO.read_text()), "kubernetes": {"supervisor": True}}
+    left = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "demo-supervisor", "labels": naming.labels("demo", "old")}, "rules": []}
+    fake.create("roles", "default", left)
+    backend.submit(dry_run_for(spec))
+    made = {(kind, name) for (kind, _, name) in fake.objects if name.startswith("demo-supervisor")}
+    assert made == {("serviceaccounts", "demo-supervisor"), ("roles", "demo-supervisor"),
+                    ("rolebindings", "demo-supervisor"), ("jobs", "demo-supervisor")}
+    assert fake.objects["roles", "default", "demo-supervisor"]["rules"]  # replaced by the run's own
+    backend.cancel("demo")
+    fake.now += 5  # the garbage collector ends the Jobs deleted in the foreground
+    assert not [key for key in fake.objects if key[2].startswith("demo-supervisor")]
+    deleted_jobs = [name for kind, name, _ in fake.deletions if kind == "jobs"]
+    assert deleted_jobs[0] == "demo-supervisor", deleted_jobs
+    allowed, used = rbac_allowed(), rbac_used(fake)
+    assert used <= allowed, used - allowed
+    assert RBAC_OBJECTS - used == {("rbac.authorization.k8s.io", "rolebindings", verb) for verb in ("get", "update")}
 
 
 def test_no_kubeconfig_is_backend_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

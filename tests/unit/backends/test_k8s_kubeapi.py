@@ -30,6 +30,8 @@ RESOURCES = {
     Kind.JOB: ("/apis/batch/v1", "jobs"),
     Kind.POD: ("/api/v1", "pods"),
     Kind.DEPLOYMENT: ("/apis/apps/v1", "deployments"),
+    Kind.ROLE: ("/apis/rbac.authorization.k8s.io/v1", "roles"),
+    Kind.ROLE_BINDING: ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
 }
 
 
@@ -39,6 +41,8 @@ def test_each_kinds_requests_reach_its_own_resource(fake: FakeKubernetes, kind: 
     body: dict[str, Any] = {"apiVersion": "v1", "kind": str(kind), "metadata": {"name": "x"}}
     if kind is Kind.DEPLOYMENT:
         body["spec"] = {"selector": {}, "template": {}}  # the client checks a Deployment's body has them
+    if kind is Kind.ROLE_BINDING:
+        body["roleRef"] = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "x"}  # ... a binding's
     requests: list[Callable[[], Any]] = [
         lambda: api.create(kind, "default", body), lambda: api.read(kind, "x", "default"),
         lambda: api.replace(kind, "x", "default", body), lambda: api.delete(kind, "x", "default"),

@@ -27,3 +27,28 @@ def test_the_task_side_imports_no_controller_only_package() -> None:
             f"import importlib\nfor module in {TASK_SIDE!r}:\n    importlib.import_module(module)\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_the_in_cluster_supervisor_imports_nothing_its_image_lacks() -> None:
+    """The supervisor pod runs the worker image, which adds worker_image/requirements-supervisor.txt: every other
+    controller-only package made unimportable, ``launcher.backends.kubernetes.in_cluster`` still imports."""
+    added = [line.split(">")[0].split("=")[0].strip() for line in
+             (REPO / "worker_image" / "requirements-supervisor.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    imports = {"PyYAML": "yaml", "google-re2": "re2"}
+    lacking = [name for name in CONTROLLER_ONLY if name not in {imports.get(p, p) for p in added}]
+    assert lacking and "kubernetes" not in lacking
+    code = (f"import sys\nfor name in {lacking!r}:\n    sys.modules[name] = None\n"
+            "import launcher.backends.kubernetes.in_cluster\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_the_supervisor_requirements_are_the_packages_own() -> None:
+    """Each line of requirements-supervisor.txt is one of pyproject's dependencies, as written there."""
+    import tomllib
+
+    dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    lines = [line.strip() for line in (REPO / "worker_image" / "requirements-supervisor.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines and set(lines) <= set(dependencies)

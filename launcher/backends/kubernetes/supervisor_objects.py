@@ -1,0 +1,110 @@
+"""The objects of a run's in-cluster supervisor (``kubernetes.supervisor: true``). Pure.
+
+Contract: ``objects(plan)`` is empty unless the spec asks for it, else a ServiceAccount, a Role, its RoleBinding
+and a Job, each named ``<name>-supervisor``. The Role grants exactly the requests the supervisor's rounds
+make (``rules``), on the run's own Jobs and ConfigMap by name where Kubernetes allows it (pods are named by
+their Jobs, so pods are granted in the namespace). The Job runs the harness's round supervisor
+(``python -m launcher.supervision --rounds <KubernetesBackend> NAME``) in the lead task's image, which must
+hold tfcluster (every image tfcluster builds does); Kubernetes replaces a supervisor that died or was deleted, and never runs two
+at once (``podReplacementPolicy: Failed``). Its pod runs non-root under the ``restricted`` Pod Security
+Standard, with stated requests and limits (``RESOURCES``), and its token is the only one a run's pod mounts.
+The Job and pod carry ``naming.supervisor_labels``, not the cluster label: they are not among the tasks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from launcher.backends.kubernetes.pods import TASK_UID, TMP_DIR, TMP_VOLUME, camel, container_security
+from launcher.plan import naming
+from launcher.plan.planner import Plan
+from launcher.spec.image_reference import pull_policy
+from launcher.supervision import harness
+
+Manifest = dict[str, Any]
+
+#: The backend class the harness's round supervisor loads (``harness.hosting``; a string: the class imports this).
+BACKEND = "launcher.backends.kubernetes.backend:KubernetesBackend"
+#: Its container's requests and limits: one Python process polling the API every few seconds.
+RESOURCES = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "384Mi"}}
+#: Times a dying supervisor is replaced before its Job fails (a deleted pod counts too); then ``watch`` supervises.
+BACKOFF_LIMIT = 20
+#: Seconds between SIGTERM and SIGKILL: it only leaves (the job runs on; the next supervisor adopts it).
+GRACE_SECONDS = 10
+
+
+def rules(plan: Plan) -> list[Manifest]:
+    """What the supervisor may do: read and delete the run's pods, read their logs and exec py-spy in them
+    (stacks), list the Jobs and patch (a deadline) or delete the run's own, read and update its ConfigMap."""
+    jobs = sorted(naming.role_job_name(plan.name, role) for role in {task.type for task in plan.tasks})
+    return [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": jobs, "verbs": ["patch", "delete"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [naming.config_map_name(plan.name)],
+         "verbs": ["get", "update"]},
+    ]
+
+
+def objects(plan: Plan) -> list[Manifest]:
+    """The supervisor's ServiceAccount, Role, RoleBinding and Job, in apply order; none unless asked for."""
+    k8s = plan.spec.kubernetes
+    if not k8s.supervisor:
+        return []
+    name = naming.supervisor_name(plan.name)
+    labels = {**k8s.labels, **naming.labels(plan.name, plan.run_id)}
+    meta = {"name": name, "namespace": k8s.namespace, "labels": labels}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta, "automountServiceAccountToken": False},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules(plan)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": k8s.namespace}]},
+        job(plan),
+    ]
+
+
+def job(plan: Plan) -> Manifest:
+    """The Job that keeps one supervisor pod running until the run has ended and is cleaned up."""
+    k8s = plan.spec.kubernetes
+    name = naming.supervisor_name(plan.name)
+    labels = {**k8s.labels, **naming.supervisor_labels(plan.name, plan.run_id)}
+    image = plan.lead().image
+    container: Manifest = {
+        "name": "supervisor",
+        "image": image,
+        "imagePullPolicy": pull_policy(image),
+        # The image's entrypoint (tini) stays in front.
+        "args": ["python", "-m", "launcher.supervision", harness.ROUNDS_FLAG, BACKEND, plan.name],
+        "env": [{"name": "TFCLUSTER_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                {"name": "TFCLUSTER_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "HOME", "value": TMP_DIR}],
+        "resources": RESOURCES,
+        "securityContext": container_security(),
+        "volumeMounts": [{"name": TMP_VOLUME, "mountPath": TMP_DIR}],
+    }
+    pod: Manifest = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": GRACE_SECONDS,
+        "serviceAccountName": name,
+        "automountServiceAccountToken": True,
+        "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": TASK_UID, "runAsGroup": TASK_UID,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": [{"name": TMP_VOLUME, "emptyDir": {}}],
+    }
+    if k8s.node_selector:
+        pod["nodeSelector"] = dict(k8s.node_selector)
+    if k8s.tolerations:
+        pod["tolerations"] = [camel(t.model_dump(exclude_none=True)) for t in k8s.tolerations]
+    if k8s.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": secret} for secret in k8s.image_pull_secrets]
+    spec: Manifest = {"backoffLimit": BACKOFF_LIMIT, "podReplacementPolicy": "Failed",
+                      "template": {"metadata": {"labels": labels}, "spec": pod}}
+    if k8s.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = k8s.ttl_seconds_after_finished
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": k8s.namespace,
+                                                                 "labels": labels}, "spec": spec}
