@@ -161,6 +161,11 @@ def command(backend: type[Hosting], python: str = sys.executable) -> list[str]:
     return [python, "-m", "launcher.supervision", f"{backend.__module__}:{backend.__name__}"]
 
 
+def rounds_command(backend: type[RoundHosting], name: str, python: str = sys.executable) -> list[str]:
+    """The round supervisor of ``backend``'s run ``name`` (``serve_rounds``)."""
+    return [python, "-m", "launcher.supervision", ROUNDS_FLAG, f"{backend.__module__}:{backend.__name__}", name]
+
+
 def hosting(reference: str) -> type[Hosting]:
     """The backend class ``command`` named (``MODULE:CLASS``)."""
     module, _, name = reference.partition(":")

@@ -36,7 +36,7 @@ OpenAPI schemas (tests/test_k8s_render.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -501,9 +501,10 @@ def _ports(groups: Iterable[RoleGroup]) -> list[int]:
 # --- plan -> objects -> files -------------------------------------------------
 
 
-def manifests(plan: Plan) -> list[Manifest]:
-    """Every object of the cluster, in apply order (what a pod needs exists before the Jobs)."""
-    return [obj for objects in _files(plan).values() for obj in objects]
+def manifests(plan: Plan, supervisor: Sequence[str] = ()) -> list[Manifest]:
+    """Every object of the cluster, in apply order (what a pod needs exists before the Jobs); ``supervisor``: the
+    program of its in-cluster supervisor, if the spec asks for one (``KubernetesBackend.render`` gives it)."""
+    return [obj for objects in _files(plan, supervisor).values() for obj in objects]
 
 
 def objects(files: dict[str, str]) -> list[Manifest]:
@@ -512,7 +513,9 @@ def objects(files: dict[str, str]) -> list[Manifest]:
     return [obj for name in order for obj in yaml.safe_load_all(files[name]) if obj]
 
 
-def _files(plan: Plan) -> dict[str, list[Manifest]]:
+def _files(plan: Plan, supervisor: Sequence[str]) -> dict[str, list[Manifest]]:
+    if plan.spec.kubernetes.supervisor and not supervisor:
+        raise ValueError("kubernetes.supervisor: its program is the backend's to give (KubernetesBackend.render)")
     groups = role_groups(plan)
     claim = checkpoint_claim(plan)
     files = {
@@ -520,14 +523,15 @@ def _files(plan: Plan) -> dict[str, list[Manifest]]:
         "network.yaml": [headless_service(plan, groups), network_policy(plan, groups)],
         "storage.yaml": [claim] if claim else [],
         "jobs.yaml": [job(plan, g) for g in groups],
-        "supervisor.yaml": supervisor_objects.objects(plan),  # last: it supervises what exists
+        "supervisor.yaml": supervisor_objects.objects(plan, supervisor),  # last: it supervises what exists
     }
     return {name: objects for name, objects in files.items() if objects}
 
 
-def render(plan: Plan) -> dict[str, str]:
-    """``<file>.yaml`` (multi-document) per group of objects, plus ``kustomization.yaml`` listing them."""
-    return _as_files(plan, _files(plan))
+def render(plan: Plan, supervisor: Sequence[str] = ()) -> dict[str, str]:
+    """``<file>.yaml`` (multi-document) per group of objects, plus ``kustomization.yaml`` listing them
+    (``supervisor``: as for ``manifests``)."""
+    return _as_files(plan, _files(plan, supervisor))
 
 
 def render_tfjob(plan: Plan) -> dict[str, str]:

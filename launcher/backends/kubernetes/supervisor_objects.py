@@ -4,7 +4,7 @@ Contract: ``objects(plan)`` is empty unless the spec asks for it, else a Service
 and a Job, each named ``<name>-supervisor``. The Role grants exactly the requests the supervisor's rounds
 make (``rules``), on the run's own Jobs and ConfigMap by name where Kubernetes allows it (pods are named by
 their Jobs, so pods are granted in the namespace). The Job runs the harness's round supervisor
-(``python -m launcher.supervision --rounds <KubernetesBackend> NAME``) in the lead task's image, which must
+(``python -m launcher.supervision --rounds ... NAME``, as the backend gives it) in the lead task's image, which must
 hold tfcluster (every image tfcluster builds does); Kubernetes replaces a supervisor that died or was deleted, and never runs two
 at once (``podReplacementPolicy: Failed``). Its pod runs non-root under the ``restricted`` Pod Security
 Standard, with stated requests and limits (``RESOURCES``), and its token is the only one a run's pod mounts.
@@ -13,18 +13,16 @@ The Job and pod carry ``naming.supervisor_labels``, not the cluster label: they 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from launcher.backends.kubernetes.pods import TASK_UID, TMP_DIR, TMP_VOLUME, camel, container_security
 from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.spec.image_reference import pull_policy
-from launcher.supervision import harness
 
 Manifest = dict[str, Any]
 
-#: The backend class the harness's round supervisor loads (``harness.hosting``; a string: the class imports this).
-BACKEND = "launcher.backends.kubernetes.backend:KubernetesBackend"
 #: Its container's requests and limits: one Python process polling the API every few seconds.
 RESOURCES = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "384Mi"}}
 #: Times a dying supervisor is replaced before its Job fails (a deleted pod counts too); then ``watch`` supervises.
@@ -48,8 +46,9 @@ def rules(plan: Plan) -> list[Manifest]:
     ]
 
 
-def objects(plan: Plan) -> list[Manifest]:
-    """The supervisor's ServiceAccount, Role, RoleBinding and Job, in apply order; none unless asked for."""
+def objects(plan: Plan, program: Sequence[str]) -> list[Manifest]:
+    """The supervisor's ServiceAccount, Role, RoleBinding and Job running ``program`` (the backend's
+    ``harness.rounds_command``), in apply order; none unless asked for."""
     k8s = plan.spec.kubernetes
     if not k8s.supervisor:
         return []
@@ -62,11 +61,11 @@ def objects(plan: Plan) -> list[Manifest]:
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
          "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": k8s.namespace}]},
-        job(plan),
+        job(plan, program),
     ]
 
 
-def job(plan: Plan) -> Manifest:
+def job(plan: Plan, program: Sequence[str]) -> Manifest:
     """The Job that keeps one supervisor pod running until the run has ended and is cleaned up."""
     k8s = plan.spec.kubernetes
     name = naming.supervisor_name(plan.name)
@@ -76,8 +75,7 @@ def job(plan: Plan) -> Manifest:
         "name": "supervisor",
         "image": image,
         "imagePullPolicy": pull_policy(image),
-        # The image's entrypoint (tini) stays in front.
-        "args": ["python", "-m", "launcher.supervision", harness.ROUNDS_FLAG, BACKEND, plan.name],
+        "args": list(program),  # the image's entrypoint (tini) stays in front
         "env": [{"name": "TFCLUSTER_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                 {"name": "TFCLUSTER_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                 {"name": "HOME", "value": TMP_DIR}],

@@ -49,7 +49,8 @@ def current(fake: FakeKubernetes, task: str) -> str:
 
 
 def test_the_supervisor_runs_the_harness_rounds_in_a_restricted_pod_with_stated_resources() -> None:
-    objects = supervisor_objects.objects(plan_for(SPEC))
+    plan = plan_for(SPEC)
+    objects = supervisor_objects.objects(plan, harness.rounds_command(KubernetesBackend, "demo", python="python"))
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("ServiceAccount", "demo-supervisor"), ("Role", "demo-supervisor"), ("RoleBinding", "demo-supervisor"),
         ("Job", "demo-supervisor")]
@@ -66,9 +67,11 @@ def test_the_supervisor_runs_the_harness_rounds_in_a_restricted_pod_with_stated_
     assert pod["serviceAccountName"] == "demo-supervisor" and pod["automountServiceAccountToken"] is True
     assert job["spec"]["podReplacementPolicy"] == "Failed"  # never two supervisors at once
     assert "tfcluster.io/cluster" not in job["spec"]["template"]["metadata"]["labels"]  # not among the tasks
-    assert supervisor_objects.objects(plan_for(DEMO)) == []  # opted out (the default)
-    files = KubernetesBackend.dry_run(plan_for(SPEC)).files
+    assert supervisor_objects.objects(plan_for(DEMO), ["python"]) == []  # not asked for (the default)
+    files = KubernetesBackend.dry_run(plan).files
     assert "supervisor.yaml" in files and files["kustomization.yaml"].rstrip().endswith("- supervisor.yaml")
+    rendered = [o for o in yaml.safe_load_all(files["supervisor.yaml"]) if o]
+    assert rendered[-1]["spec"]["template"]["spec"]["containers"][0]["args"] == args
 
 
 def test_the_supervisor_restarts_the_gang_and_cleans_up_as_its_own_role_allows(
