@@ -583,7 +583,7 @@ class KubernetesSpec(_Model):
         description="Registry (host[:port][/path]) the workspace image is pushed to and the nodes pull it from.",
     )
     supervisor: bool = Field(
-        False,
+        True,
         description="Supervise the run inside the cluster: a pod <name>-supervisor (gang restarts, the stall "
         "watchdog, failure rules, cleanup) with a Role on the run's own objects, so no `tfcluster up`/`watch` "
         "needs to run; false: only a running `tfcluster up`/`watch` supervises.",

@@ -10,6 +10,7 @@ from helpers.paths import REPO  # noqa: I001
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.manifests import objects
 from launcher.plan.dryrun import DryRun
 from launcher.plan.planner import Plan
 
@@ -119,3 +120,9 @@ def expand(value: str, env: dict[str, str]) -> str:
         return env.get(match.group(1), match.group(0))
 
     return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", one, value)
+
+
+def manifests(plan: Plan) -> list[dict[str, Any]]:
+    """Every object ``submit`` applies for ``plan`` (``KubernetesBackend.render``: the in-cluster supervisor's
+    program included), in apply order."""
+    return objects(KubernetesBackend.render(plan))

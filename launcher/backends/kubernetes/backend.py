@@ -129,11 +129,16 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     def watch_round(self, name: str) -> list[str]:
         """One supervision step (``runtime.Supervision.round``) unless the run's in-cluster supervisor runs
-        (then it does that, and two supervisors would act twice); returns what it did, one line each."""
+        (then it does that: two would act twice); while none runs, this watch supervises; one line per action."""
         namespace = self._ns()
-        if runtime.supervisor_state(runtime.supervisor_job(self.api, name, namespace)) is SupervisorState.ALIVE:
+        if runtime.supervisor_state(self.api, name, namespace) is SupervisorState.ALIVE:
             return []
-        return self.runtime.round(name, namespace)
+        return self.supervision_round(name)
+
+    def supervision_round(self, name: str) -> list[str]:
+        """One round of supervision (``runtime.Supervision.round``), whoever makes it: the in-cluster supervisor
+        (``rounds``) or a launcher's watch (``watch_round``); one line per action."""
+        return self.runtime.round(name, self._ns())
 
     def describe(self, name: str) -> JobStatus | None:
         return runtime.read_status(self.api, name, self._ns())

@@ -1,8 +1,8 @@
 """Kubernetes manifests for a plan: pure functions, no Kubernetes client import.
 
-Contract: ``manifests(plan)`` returns the objects ``submit`` applies, in
-apply order; ``render(plan)`` writes the same objects as YAML files plus a
-``kustomization.yaml`` (``kubectl apply -k DIR``); ``render_tfjob(plan)``
+Contract: ``render(plan, supervisor)`` writes the objects ``submit`` applies as YAML files, in
+apply order, plus a ``kustomization.yaml`` (``kubectl apply -k DIR``; ``supervisor``: the program of the
+run's in-cluster supervisor, which the backend gives); ``objects(files)`` reads them back; ``render_tfjob(plan)``
 exports the cluster as a Kubeflow ``TFJob`` instead. Output is a
 deterministic function of the plan, and its size grows linearly with the
 number of tasks: the only per-task data is the training ``cluster`` dict,
@@ -501,12 +501,6 @@ def _ports(groups: Iterable[RoleGroup]) -> list[int]:
 # --- plan -> objects -> files -------------------------------------------------
 
 
-def manifests(plan: Plan, supervisor: Sequence[str] = ()) -> list[Manifest]:
-    """Every object of the cluster, in apply order (what a pod needs exists before the Jobs); ``supervisor``: the
-    program of its in-cluster supervisor, if the spec asks for one (``KubernetesBackend.render`` gives it)."""
-    return [obj for objects in _files(plan, supervisor).values() for obj in objects]
-
-
 def objects(files: dict[str, str]) -> list[Manifest]:
     """The objects of rendered ``files`` in apply order (the kustomization's), exactly as the files hold them."""
     order = yaml.safe_load(files[KUSTOMIZATION])["resources"]
@@ -514,8 +508,6 @@ def objects(files: dict[str, str]) -> list[Manifest]:
 
 
 def _files(plan: Plan, supervisor: Sequence[str]) -> dict[str, list[Manifest]]:
-    if plan.spec.kubernetes.supervisor and not supervisor:
-        raise ValueError("kubernetes.supervisor: its program is the backend's to give (KubernetesBackend.render)")
     groups = role_groups(plan)
     claim = checkpoint_claim(plan)
     files = {
@@ -528,9 +520,9 @@ def _files(plan: Plan, supervisor: Sequence[str]) -> dict[str, list[Manifest]]:
     return {name: objects for name, objects in files.items() if objects}
 
 
-def render(plan: Plan, supervisor: Sequence[str] = ()) -> dict[str, str]:
-    """``<file>.yaml`` (multi-document) per group of objects, plus ``kustomization.yaml`` listing them
-    (``supervisor``: as for ``manifests``)."""
+def render(plan: Plan, supervisor: Sequence[str]) -> dict[str, str]:
+    """``<file>.yaml`` (multi-document) per group of objects (what a pod needs before the Jobs, the supervisor
+    last), plus ``kustomization.yaml`` listing them; ``supervisor``: the in-cluster supervisor's program."""
     return _as_files(plan, _files(plan, supervisor))
 
 

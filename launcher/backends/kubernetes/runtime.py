@@ -105,21 +105,19 @@ def end_job(api: KubeApi, job: Obj, now: float, namespace: str) -> None:
         api.merge_patch_job(name, namespace, {"spec": {"activeDeadlineSeconds": max(1, int(now - started))}})
 
 
-def supervisor_job(api: KubeApi, name: str, namespace: str) -> Obj | None:
-    """The run's in-cluster supervisor Job (``kubernetes.supervisor``), None without one."""
-    found = apply.select(api, Kind.JOB, namespace, f"{naming.LABEL_MANAGED}={naming.MANAGER},"
-                                                   f"{naming.LABEL_SUPERVISOR}={name}")
-    return found[0] if found else None
-
-
-def supervisor_state(job: Obj | None) -> SupervisorState | None:
-    """What ``status`` says of the in-cluster supervisor: alive while its Job runs (Kubernetes replaces a pod
-    that dies), lost once the Job failed (``watch`` then supervises), exited once it completed; None without."""
-    if job is None:
+def supervisor_state(api: KubeApi, name: str, namespace: str) -> SupervisorState | None:
+    """What ``status`` says of the run's in-cluster supervisor (``kubernetes.supervisor``): alive while one of its
+    pods runs; lost while none does (starting, its image not pulled, its Job failed: ``watch`` then supervises);
+    exited once its Job completed (the run was over); None without one."""
+    selector = f"{naming.LABEL_MANAGED}={naming.MANAGER},{naming.LABEL_SUPERVISOR}={name}"
+    jobs = apply.select(api, Kind.JOB, namespace, selector)
+    if not jobs:
         return None
-    if k8s_status.job_failed(job):
-        return SupervisorState.LOST
-    return SupervisorState.EXITED if k8s_status.job_complete(job) else SupervisorState.ALIVE
+    if k8s_status.job_complete(jobs[0]):
+        return SupervisorState.EXITED
+    pods = apply.select(api, Kind.POD, namespace, selector)
+    running = [p for p in pods if p.get("status", {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+    return SupervisorState.ALIVE if running and not k8s_status.job_failed(jobs[0]) else SupervisorState.LOST
 
 
 def keep_stacks_here(name: str, number: int, dumps: dict[str, str | None]) -> str | None:
@@ -313,7 +311,7 @@ def read_status(api: KubeApi, name: str, namespace: str) -> JobStatus | None:
     status.progress = fold(fold(start, lead, from_lead=True), events.get((RoleType.EVALUATOR, 0), []),
                            from_lead=False)
     status.tensorboard_dir = k8s_status.tensorboard_dir(jobs)
-    status.supervisor = supervisor_state(supervisor_job(api, name, namespace))
+    status.supervisor = supervisor_state(api, name, namespace)
     record = apply.record(config_map, k8s_stall.STALL_KEY, k8s_stall.StallRecord)
     watching = (run_config is not None and run_config.lead_runs_entrypoint and reader.reads) or any(
         e.event in WATCHED_EVENTS or e.event in SIGNS_OF_LIFE for e in lead)

@@ -1,14 +1,14 @@
-"""The objects of a run's in-cluster supervisor (``kubernetes.supervisor: true``). Pure.
+"""The objects of a run's in-cluster supervisor (``kubernetes.supervisor``, the default). Pure.
 
-Contract: ``objects(plan)`` is empty unless the spec asks for it, else a ServiceAccount, a Role, its RoleBinding
-and a Job, each named ``<name>-supervisor``. The Role grants exactly the requests the supervisor's rounds
-make (``rules``), on the run's own Jobs and ConfigMap by name where Kubernetes allows it (pods are named by
-their Jobs, so pods are granted in the namespace). The Job runs the harness's round supervisor
-(``python -m launcher.supervision --rounds ... NAME``, as the backend gives it) in the lead task's image, which must
-hold tfcluster (every image tfcluster builds does); Kubernetes replaces a supervisor that died or was deleted, and never runs two
-at once (``podReplacementPolicy: Failed``). Its pod runs non-root under the ``restricted`` Pod Security
-Standard, with stated requests and limits (``RESOURCES``), and its token is the only one a run's pod mounts.
-The Job and pod carry ``naming.supervisor_labels``, not the cluster label: they are not among the tasks.
+Contract: ``objects(plan, program)`` is empty when the spec opts out, else a ServiceAccount, a Role,
+its RoleBinding and a Job, each named ``<name>-supervisor``. The Role grants exactly the requests the
+supervisor's rounds make (``rules``), on the run's own Jobs and ConfigMap by name where Kubernetes allows it
+(pods are named by their Jobs, so pods are granted in the namespace). The Job runs ``program`` (the
+backend's ``harness.rounds_command``) in the cluster's image (``image``, default the worker image), which
+must hold tfcluster; Kubernetes replaces a supervisor that died or was deleted, and never runs two at once
+(``podReplacementPolicy: Failed``). Its pod runs non-root under the ``restricted`` Pod Security Standard,
+with stated requests and limits (``RESOURCES``); its token is the only one a run's pod mounts. The Job and
+pod carry ``naming.supervisor_labels``, not the cluster label: they are not among the tasks.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 from launcher.backends.kubernetes.pods import TASK_UID, TMP_DIR, TMP_VOLUME, camel, container_security
 from launcher.plan import naming
+from launcher.plan.images import ImageVariant
 from launcher.plan.planner import Plan
 from launcher.spec.image_reference import pull_policy
 
@@ -48,7 +49,7 @@ def rules(plan: Plan) -> list[Manifest]:
 
 def objects(plan: Plan, program: Sequence[str]) -> list[Manifest]:
     """The supervisor's ServiceAccount, Role, RoleBinding and Job running ``program`` (the backend's
-    ``harness.rounds_command``), in apply order; none unless asked for."""
+    ``harness.rounds_command``), in apply order; none when the spec opts out."""
     k8s = plan.spec.kubernetes
     if not k8s.supervisor:
         return []
@@ -70,7 +71,7 @@ def job(plan: Plan, program: Sequence[str]) -> Manifest:
     k8s = plan.spec.kubernetes
     name = naming.supervisor_name(plan.name)
     labels = {**k8s.labels, **naming.supervisor_labels(plan.name, plan.run_id)}
-    image = plan.lead().image
+    image = plan.spec.image or ImageVariant.CPU.default_tag  # tfcluster's, whatever image the tasks run
     container: Manifest = {
         "name": "supervisor",
         "image": image,

@@ -106,7 +106,8 @@ def test_every_object_tfcluster_renders_is_admitted(fake: FakeKubernetes) -> Non
     spec = {"name": "all", "roles": {"worker": {"replicas": 3}}, "deadline_seconds": 60, "restart": {"policy": "exit-code"}}
     for obj in objects(dry_run_for(spec).files):
         plural = {"ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps", "Service": "services", "Job": "jobs",
-                  "NetworkPolicy": "networkpolicies", "PersistentVolumeClaim": "persistentvolumeclaims"}[obj["kind"]]
+                  "NetworkPolicy": "networkpolicies", "PersistentVolumeClaim": "persistentvolumeclaims", "Role": "roles",
+            "RoleBinding": "rolebindings"}[obj["kind"]]
         fake.create(plural, "default", obj)
     assert fake.get("jobs", "all-worker")["spec"]["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
 

@@ -25,9 +25,8 @@ from kubernetes import client
 from fakes.kubernetes_api import IGNORES_SIGTERM, TOKEN_PATH, FakeKubernetes, OnSigterm
 from helpers.boards import free_port
 from helpers.k8s_fake import backend_for, rbac_allowed, rbac_used
-from helpers.k8s_specs import DEMO, dry_run_for, plan_for
+from helpers.k8s_specs import DEMO, dry_run_for, manifests, plan_for
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
-from launcher.backends.kubernetes.manifests import manifests
 from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board
 from launcher.cli import registry
 from launcher.cli.commands import main
@@ -70,14 +69,18 @@ def test_submit_applies_exactly_the_planned_manifests(fake: FakeKubernetes) -> N
     expected = manifests(plan)
     assert len(fake.objects) == len(expected)
     plurals = {"ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps", "Service": "services",
-               "NetworkPolicy": "networkpolicies", "PersistentVolumeClaim": "persistentvolumeclaims", "Job": "jobs"}
+               "NetworkPolicy": "networkpolicies", "PersistentVolumeClaim": "persistentvolumeclaims", "Job": "jobs",
+               "Role": "roles", "RoleBinding": "rolebindings"}
     for obj in expected:
         stored = fake.get(plurals[obj["kind"]], obj["metadata"]["name"], "team-a")
         assert stored is not None, obj["kind"]
         for key in SERVER_FIELDS:
             del stored["metadata"][key]
-        stored.pop("status")
-        assert stored == {**obj, "metadata": {**obj["metadata"], "namespace": "team-a"}}
+        stored.pop("status", None)
+        moved = {**obj, "metadata": {**obj["metadata"], "namespace": "team-a"}}
+        if obj["kind"] == "RoleBinding":  # the supervisor's account is where the run went, not the spec's namespace
+            moved["subjects"] = [{**subject, "namespace": "team-a"} for subject in obj["subjects"]]
+        assert stored == moved
 
 
 def test_a_backend_without_namespace_follows_the_spec_namespace(fake: FakeKubernetes) -> None:
@@ -388,7 +391,8 @@ def test_pods_run_as_the_spec_account_which_tfcluster_never_creates_or_deletes(f
     trainer = {"metadata": {"name": "trainer", "annotations": {"iam.gke.io/gcp-service-account": "t@p.iam"}}}
     fake.create("serviceaccounts", "default", trainer)
     backend.submit(dry_run_for(OWN_ACCOUNT))
-    assert [key[2] for key in fake.objects if key[0] == "serviceaccounts"] == ["trainer"]  # no own-runner
+    accounts = [key[2] for key in fake.objects if key[0] == "serviceaccounts"]
+    assert accounts == ["trainer", "own-supervisor"]  # no own-runner; the supervisor's is tfcluster's own
     first, _ = fake.start_pods("own-worker")  # admitted: the account exists
     pod = fake.get("pods", first)["spec"]
     assert pod["serviceAccountName"] == "trainer"
@@ -558,7 +562,8 @@ def test_cli_up_detached_status_logs_down_via_kubeconfig(
     spec = write_spec({"name": "cli", "roles": {"chief": {}, "worker": {"replicas": 1}}, "kubernetes": {"namespace": "ml"}})
     result = cli.invoke(main, ["up", str(spec), "--backend", "k8s", "--detach"])
     assert result.exit_code == 0, result.output
-    assert "warning: nothing supervises cli while detached and it has no deadline_seconds" in result.output
+    assert "warning: nothing supervises" not in result.output  # its supervisor runs in the cluster
+    assert fake.get("jobs", "cli-supervisor", "ml") is not None
     assert registry.lookup("cli")[1] == {"namespace": "ml"}
     fake.start_pods("cli-chief", "ml")
     result = cli.invoke(main, ["status", "cli", "-o", "json"])

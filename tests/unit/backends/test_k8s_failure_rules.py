@@ -41,7 +41,7 @@ def fail(fake: FakeKubernetes, task: str, code: int, log: str = "", reason: str 
 def test_a_log_pattern_fail_rule_ends_the_run_naming_the_rule(fake: FakeKubernetes) -> None:
     backend = launch(fake)
     fail(fake, "fr-worker-1", 1, "epoch 1\nRuntimeError: CUDA_ERROR_ECC on device 0\n")
-    actions = backend.watch_round("fr")
+    actions = backend.supervision_round("fr")
     assert actions[0] == "failure rules: failed: rule 2 (log pattern 'CUDA_ERROR_ECC'): fail: task fr-worker-1 exited with code 1"
     assert actions[1:] == ["failure rules: ended Job fr-chief (its deadline is now)",
                            "failure rules: ended Job fr-worker (its deadline is now)"]
@@ -51,7 +51,7 @@ def test_a_log_pattern_fail_rule_ends_the_run_naming_the_rule(fake: FakeKubernet
     status = backend.describe("fr")
     assert status.state is State.FAILED
     assert status.message.startswith("failed: rule 2 (log pattern 'CUDA_ERROR_ECC'): fail: task fr-worker-1"), status.message
-    assert backend.watch_round("fr")[:1] != actions[:1]  # judged once
+    assert backend.supervision_round("fr")[:1] != actions[:1]  # judged once
     assert rbac_used(fake) <= rbac_allowed()  # the launcher's Role allows what the watch did (logs, Jobs, ConfigMap)
 
 
@@ -60,29 +60,29 @@ def test_an_exit_code_fail_rule_is_the_job_controllers_and_the_watch_leaves_it(f
     fail(fake, "fr-worker-0", 3)
     status = backend.describe("fr")
     assert status.state is State.FAILED and "FailJob" in status.message  # podFailurePolicy, rendered from rule 1
-    assert not [a for a in backend.watch_round("fr") if a.startswith("failure rules")]
+    assert not [a for a in backend.supervision_round("fr") if a.startswith("failure rules")]
 
 
 def test_a_failure_no_rule_matches_is_left_to_the_job_controller(fake: FakeKubernetes) -> None:
     backend = launch(fake)
     fail(fake, "fr-worker-0", 1, "ValueError: something else\n")
-    assert not [a for a in backend.watch_round("fr") if a.startswith("failure rules")]
+    assert not [a for a in backend.supervision_round("fr") if a.startswith("failure rules")]
     assert backend.describe("fr").state is not State.FAILED
 
 
 def test_a_continue_rule_the_engine_cannot_enforce_is_said_once(fake: FakeKubernetes) -> None:
     backend = launch(fake)
     fail(fake, "fr-evaluator-0", 1, "oops\n")
-    said = [a for a in backend.watch_round("fr") if a.startswith("failure rules")]
+    said = [a for a in backend.supervision_round("fr") if a.startswith("failure rules")]
     assert said == ["failure rules: task fr-evaluator-0 exited with code 1: rule 3 (role evaluator): continue is not "
                     "enforced on Kubernetes (the Job controller replaces the pod under its budget)"]
-    assert not [a for a in backend.watch_round("fr") if a.startswith("failure rules")]
+    assert not [a for a in backend.supervision_round("fr") if a.startswith("failure rules")]
 
 
 def test_an_oom_kill_matches_a_sigkill_rule_and_says_so(fake: FakeKubernetes) -> None:
     backend = launch(fake, [{"signals": ["SIGKILL"], "log_pattern": ".", "action": "fail"}])
     fail(fake, "fr-chief-0", 137, "allocating\n", reason="OOMKilled")
-    actions = backend.watch_round("fr")
+    actions = backend.supervision_round("fr")
     assert actions[0].startswith("failure rules: failed: rule 1 (signal SIGKILL, OOM-killed, log pattern '.'): fail: "
                                  "task fr-chief-0 exited with code 137 (OOM-killed)"), actions
 
@@ -90,6 +90,6 @@ def test_an_oom_kill_matches_a_sigkill_rule_and_says_so(fake: FakeKubernetes) ->
 def test_detached_without_a_deadline_warns_when_a_rule_needs_the_watch(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     pss = {"name": "p", "roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {}},
-           "command": ["python", "train.py"]}  # nothing else for the watch to do
+           "command": ["python", "train.py"], "kubernetes": {"supervisor": False}}  # nothing else for the watch to do
     assert not backend.supervises_only_when_watched(plan_for({**pss, "restart": {"rules": [RULES[0]]}}))  # podFailurePolicy
     assert backend.supervises_only_when_watched(plan_for({**pss, "restart": {"rules": RULES}}))

@@ -1,4 +1,4 @@
-"""The in-cluster supervisor of a Kubernetes run (``kubernetes.supervisor: true``), against the fake API.
+"""The in-cluster supervisor of a Kubernetes run (``kubernetes.supervisor``, the default), against the fake API.
 
 Its objects as rendered (the Role on the run's own objects, a restricted pod with stated resources, the harness's
 round supervisor as its program), its rounds made as its own Role allows, the launcher's watch standing aside
@@ -67,7 +67,8 @@ def test_the_supervisor_runs_the_harness_rounds_in_a_restricted_pod_with_stated_
     assert pod["serviceAccountName"] == "demo-supervisor" and pod["automountServiceAccountToken"] is True
     assert job["spec"]["podReplacementPolicy"] == "Failed"  # never two supervisors at once
     assert "tfcluster.io/cluster" not in job["spec"]["template"]["metadata"]["labels"]  # not among the tasks
-    assert supervisor_objects.objects(plan_for(DEMO), ["python"]) == []  # not asked for (the default)
+    opted_out = {**SPEC, "kubernetes": {"supervisor": False}}
+    assert supervisor_objects.objects(plan_for(opted_out), ["python"]) == []
     files = KubernetesBackend.dry_run(plan).files
     assert "supervisor.yaml" in files and files["kustomization.yaml"].rstrip().endswith("- supervisor.yaml")
     rendered = [o for o in yaml.safe_load_all(files["supervisor.yaml"]) if o]
@@ -110,13 +111,24 @@ def test_the_supervisor_restarts_the_gang_and_cleans_up_as_its_own_role_allows(
             assert parts[-1] in named[resource, verb], (method, path)
 
 
-def test_the_launchers_watch_stands_aside_while_the_supervisor_runs_and_takes_over_once_it_failed(
-        fake: FakeKubernetes) -> None:
+def run_supervisor_pod(fake: FakeKubernetes, phase: str = "Running") -> None:
+    """The supervisor Job's pod, as its Job controller and kubelet make it (the fake models Indexed Jobs only)."""
+    job = fake.objects["jobs", "default", "demo-supervisor"]
+    template = job["spec"]["template"]
+    fake.create("pods", "default", {"metadata": {"name": "demo-supervisor-x7k2p", "labels": template["metadata"]["labels"]},
+                                    "spec": template["spec"]})
+    fake.objects["pods", "default", "demo-supervisor-x7k2p"]["status"]["phase"] = phase
+
+
+def test_the_launchers_watch_stands_aside_only_while_a_supervisor_pod_runs(fake: FakeKubernetes) -> None:
+    """While none runs (starting, its image not pulled, its Job failed) the watch supervises: never nobody."""
     backend = backend_for(fake, gang_grace=0)
     backend.submit(dry_run_for(SPEC))
     start_all(fake)
     fake.now += 5
     fake.finish_pod(current(fake, "demo-worker-1"), 137)
+    assert backend.describe("demo").supervisor is SupervisorState.LOST  # its pod has not started
+    run_supervisor_pod(fake)
     assert backend.describe("demo").supervisor is SupervisorState.ALIVE
     assert backend.watch_round("demo") == []  # the supervisor's to do
     supervisor = fake.objects["jobs", "default", "demo-supervisor"]

@@ -14,8 +14,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from helpers.k8s_specs import DEMO, KUBERNETES_VERSIONS, REPO, SPECS, all_plans, expand, plan_for, workers
-from launcher.backends.kubernetes.manifests import INDEX_KEY, manifests, render, render_tfjob
+from helpers.k8s_specs import DEMO, KUBERNETES_VERSIONS, REPO, SPECS, all_plans, expand, manifests, plan_for, workers
+from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.manifests import INDEX_KEY, render_tfjob
 from launcher.backends.kubernetes.pods import CONFIG_DIR
 from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board, tensorboard_objects
 from launcher.cli.commands import main
@@ -35,13 +36,14 @@ def _docs(files: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def _by_kind(plan: Plan, kind: str) -> list[dict[str, Any]]:
-    return [o for o in manifests(plan) if o["kind"] == kind]
+    """The run's own objects of ``kind``, not its in-cluster supervisor's (``test_k8s_in_cluster_supervisor.py``)."""
+    return [o for o in manifests(plan) if o["kind"] == kind and o["metadata"]["name"] != naming.supervisor_name(plan.name)]
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_manifests_validate_against_kubernetes_openapi(name: str, version: str) -> None:
-    for doc in _docs(render(PLANS[name])):
+    for doc in _docs(KubernetesBackend.render(PLANS[name])):
         kubernetes_validate.validate(doc, version, strict=True)
 
 
@@ -189,7 +191,8 @@ def test_pods_are_hardened_and_isolated(name: str) -> None:
         (account,) = accounts
         assert account["automountServiceAccountToken"] is False
         identity = {"serviceAccountName": account["metadata"]["name"], "automountServiceAccountToken": False}
-    assert not [o for o in manifests(plan) if o["kind"] in ("Role", "RoleBinding", "ClusterRoleBinding")]
+    rights = [(o["kind"], o["metadata"]["name"]) for o in manifests(plan) if o["kind"].endswith(("Role", "RoleBinding"))]
+    assert rights == [("Role", f"{plan.name}-supervisor"), ("RoleBinding", f"{plan.name}-supervisor")]  # its own only
     for job in _by_kind(plan, "Job"):
         pod = job["spec"]["template"]["spec"]
         assert {k: v for k, v in pod.items() if k in ("serviceAccountName", "automountServiceAccountToken")} == identity
@@ -269,7 +272,8 @@ def test_kubernetes_options_reach_every_pod() -> None:
 def test_labels_identify_cluster_role_and_run() -> None:
     plan = plan_for(DEMO, run_id="20261122-abc")
     for obj in manifests(plan):
-        assert obj["metadata"]["labels"]["tfcluster.io/cluster"] == "demo"
+        labels = obj["metadata"]["labels"]
+        assert labels.get("tfcluster.io/cluster", labels.get("tfcluster.io/supervisor")) == "demo"
         assert obj["metadata"]["labels"]["tfcluster.io/run-id"] == "20261122-abc"
     for job in _by_kind(plan, "Job"):
         role = job["metadata"]["labels"]["tfcluster.io/role"]
@@ -277,12 +281,12 @@ def test_labels_identify_cluster_role_and_run() -> None:
 
 
 def test_size_grows_linearly_and_no_per_task_tf_config() -> None:
-    sizes = {n: sum(map(len, render(plan_for(workers(n))).values())) for n in (10, 100, 1000)}
+    sizes = {n: sum(map(len, KubernetesBackend.render(plan_for(workers(n))).values())) for n in (10, 100, 1000)}
     per_task_small = (sizes[100] - sizes[10]) / 90
     per_task_large = (sizes[1000] - sizes[100]) / 900
     assert per_task_large < 1.2 * per_task_small  # a few digits longer per address, nothing more
     assert per_task_large < 60  # one cluster.json entry per task
-    text = "".join(render(plan_for(workers(1000))).values())
+    text = "".join(KubernetesBackend.render(plan_for(workers(1000))).values())
     assert "TF_CONFIG" not in text and text.count("big-worker-999.big:2222") == 1
 
 
@@ -294,11 +298,11 @@ def test_render_is_pure_and_does_not_import_the_client() -> None:
         "assert 'kubernetes' not in sys.modules, 'client imported'"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
-    assert render(PLANS["demo"]) == render(plan_for(DEMO))
+    assert KubernetesBackend.render(PLANS["demo"]) == KubernetesBackend.render(plan_for(DEMO))
 
 
 def test_k8s_directory_is_the_rendered_demo() -> None:
-    rendered = render(plan_for(DEMO))
+    rendered = KubernetesBackend.render(plan_for(DEMO))
     on_disk = {p.name: p.read_text() for p in K8S_DIR.glob("*.yaml") if p.name != "rbac-launcher.yaml"}
     assert on_disk == rendered, "k8s/ is stale: run `tfcluster render examples/demo.yaml -b k8s -d k8s`"
     kustomization = yaml.safe_load(rendered["kustomization.yaml"])
@@ -633,7 +637,7 @@ def test_a_workspace_is_writable_through_a_copy_the_init_container_makes(tmp_pat
     plan = plan_for({"name": "ws", "workspace": str(tmp_path), "command": ["python", "train.py"],
                      "roles": {"worker": {"replicas": 2, "resources": {"cpu": 1}}},
                      "kubernetes": {"registry": "registry.example.com"}})
-    for doc in _docs(render(plan)):
+    for doc in _docs(KubernetesBackend.render(plan)):
         kubernetes_validate.validate(doc, version, strict=True)
     [job] = _by_kind(plan, "Job")
     pod = job["spec"]["template"]["spec"]

@@ -66,12 +66,12 @@ def test_a_job_whose_progress_stops_restarts_with_reason_stalled_and_uses_the_bu
     backend = launch(fake)
     last = train(fake, fake.now + 5, steps=10, every=2.0)  # timeout: the floor (10 x 2 s median is less)
     fake.now = last + FLOOR
-    assert backend.watch_round("st") == []
+    assert backend.supervision_round("st") == []
     assert backend.describe("st").stall.stalls == 0
     fake.on_sigterm.update({task: IGNORES_SIGTERM for task in TASKS})  # stuck: none can save
     stuck = [pod_of(fake, task) for task in TASKS]
     fake.now += 1
-    actions = backend.watch_round("st")
+    actions = backend.supervision_round("st")
     assert actions[0].startswith("stall watchdog: stalled: no progress for 61 s (stall timeout 60 s)")
     assert "restarting st-chief-0, st-worker-0, st-worker-1 (restart 1/2)" in actions[0]
     assert actions[1:] == [f"stall restart: deleted {pod} (its Job recreates it)" for pod in stuck]
@@ -79,7 +79,7 @@ def test_a_job_whose_progress_stops_restarts_with_reason_stalled_and_uses_the_bu
     assert status.state is State.RESTARTING
     assert (status.stall.stalls, status.stall.watching) == (1, True) and "stalled" in status.stall.message
     assert status.stall.evidence is StallEvidence.TIME_ONLY  # no pod's stacks could be read
-    assert backend.watch_round("st") == []  # acted once on this pod of the lead
+    assert backend.supervision_round("st") == []  # acted once on this pod of the lead
     fake.now += 60  # the grace: killed (137), a failure the Job controller counts
     for job in ("st-chief", "st-worker"):
         fake.reconcile(job)
@@ -89,7 +89,7 @@ def test_a_job_whose_progress_stops_restarts_with_reason_stalled_and_uses_the_bu
     assert status.stall.stalls == 1 and "restart 1/2" in status.stall.message  # the last stall stays shown
     assert status.to_dict()["stall"]["stalls"] == 1  # status -o json
     fake.now += 3 * FLOOR  # the new attempt's first-step allowance: 3 x the floor, from the pod's start
-    assert backend.watch_round("st") == []
+    assert backend.supervision_round("st") == []
 
 
 def test_jobs_without_an_event_token_are_never_judged(fake: FakeKubernetes) -> None:
@@ -103,7 +103,7 @@ def test_jobs_without_an_event_token_are_never_judged(fake: FakeKubernetes) -> N
         fake.start_pods(job)
     write(fake, "st-chief-0", Step(step=1, time=fake.now + 5))  # the format of this version, with the token "manual"
     fake.now += 10 * FLOOR
-    assert backend.watch_round("st") == []
+    assert backend.supervision_round("st") == []
     status = backend.describe("st")
     assert status.stall is not None and not status.stall.watching and status.progress.step is None
 
@@ -111,7 +111,7 @@ def test_jobs_without_an_event_token_are_never_judged(fake: FakeKubernetes) -> N
 def test_action_fail_ends_the_job_with_the_stall_as_its_reason(fake: FakeKubernetes) -> None:
     backend = launch(fake, action="fail")
     fake.now = train(fake, fake.now + 5, steps=3, every=2.0) + FLOOR + 1
-    actions = backend.watch_round("st")
+    actions = backend.supervision_round("st")
     assert actions[0].startswith("stall watchdog: failed: stalled: no progress for")
     assert actions[1:] == ["stall: ended Job st-chief (its deadline is now)", "stall: ended Job st-worker (its deadline is now)"]
     for job in ("st-chief", "st-worker"):
@@ -138,7 +138,7 @@ def test_action_fail_ends_a_job_whose_status_changed_since_it_was_listed(fake: F
         return items
 
     monkeypatch.setattr(fake, "list", list_then_status_write)
-    actions = backend.watch_round("st")
+    actions = backend.supervision_round("st")
     assert actions[1:] == ["stall: ended Job st-chief (its deadline is now)", "stall: ended Job st-worker (its deadline is now)"]
     monkeypatch.undo()
     for job in ("st-chief", "st-worker"):
@@ -149,7 +149,7 @@ def test_action_fail_ends_a_job_whose_status_changed_since_it_was_listed(fake: F
 def test_a_stall_with_the_budget_used_up_fails_the_job(fake: FakeKubernetes) -> None:
     backend = launch(fake, restart={"max_restarts": 0})
     fake.now = train(fake, fake.now + 5, steps=3, every=2.0) + FLOOR + 1
-    actions = backend.watch_round("st")
+    actions = backend.supervision_round("st")
     assert actions[0].startswith("stall watchdog: failed: stalled and the restart budget (0) is used up: no progress")
     assert len(actions) == 3 and not [d for d in fake.deletions if d[0] == "pods"]
 
@@ -157,10 +157,10 @@ def test_a_stall_with_the_budget_used_up_fails_the_job(fake: FakeKubernetes) -> 
 def test_action_warn_only_says_so_once(fake: FakeKubernetes) -> None:
     backend = launch(fake, action="warn")
     fake.now = train(fake, fake.now + 5, steps=3, every=2.0) + FLOOR + 1
-    actions = backend.watch_round("st")
+    actions = backend.supervision_round("st")
     assert len(actions) == 1 and actions[0].startswith("stall watchdog: stalled (warn only): no progress")
     fake.now += 600
-    assert backend.watch_round("st") == []
+    assert backend.supervision_round("st") == []
     status = backend.describe("st")
     assert status.state is State.RUNNING and status.restarts == 0 and not fake.deletions
     assert status.stall.stalls == 1 and status.stall.message.startswith("stalled (warn only)")
@@ -171,14 +171,14 @@ def test_a_healthy_job_with_a_slow_first_step_and_a_slow_epoch_end_is_not_stalle
     start = fake.now + 5
     write(fake, "st-chief-0", Started(strategy="MultiWorkerMirroredStrategy", num_replicas_in_sync=3, time=start))
     fake.now = start + 3 * FLOOR - 1  # tracing the first step: up to 3 x the floor
-    assert backend.watch_round("st") == []
+    assert backend.supervision_round("st") == []
     first = fake.now
     write(fake, "st-chief-0", *(Step(step=n, time=first + 2.0 * n) for n in range(1, 11)))
     write(fake, "st-chief-0", EpochEnd(epoch=0, step=10, time=first + 20 + FLOOR - 1))  # a long save at the epoch's end
     fake.now = first + 20 + FLOOR - 1
-    assert backend.watch_round("st") == []
+    assert backend.supervision_round("st") == []
     fake.now += 3 * (FLOOR - 1)  # its longest interval, tripled, covers the next epoch's end
-    assert backend.watch_round("st") == []
+    assert backend.supervision_round("st") == []
     status = backend.describe("st")
     assert status.state is State.RUNNING and (status.stall.watching, status.stall.stalls) == (True, 0)
     assert not fake.deletions
@@ -192,15 +192,15 @@ def test_a_lead_whose_last_lines_hold_no_report_is_not_judged(fake: FakeKubernet
     key = ("default", pod_of(fake, "st-chief-0"))
     fake.pod_logs[key] += "a warning of the program\n" * 20
     fake.now = last + 10 * FLOOR
-    assert backend.watch_round("st") == []
+    assert backend.supervision_round("st") == []
     fake.pod_logs[key] += format_event(Step(step=4, time=fake.now - FLOOR - 1), "st-chief-0", MANUAL_TOKEN) + "\n"
-    assert backend.watch_round("st")[0].startswith("stall watchdog: stalled: no progress for 61 s")
+    assert backend.supervision_round("st")[0].startswith("stall watchdog: stalled: no progress for 61 s")
 
 
 def test_a_program_without_progress_reports_is_never_judged(fake: FakeKubernetes) -> None:
     backend = launch(fake, command=["python", "train.py"])
     fake.now += 24 * 3600
-    assert backend.watch_round("st") == []
+    assert backend.supervision_round("st") == []
     assert backend.describe("st").stall.watching is False
 
 
@@ -221,6 +221,8 @@ def test_a_straggler_is_named_in_describe_with_its_numbers(fake: FakeKubernetes)
 def test_detached_without_a_deadline_warns_when_the_watch_has_a_stall_to_watch(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     pss = {"name": "p", "roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}}}
+    assert not backend.supervises_only_when_watched(plan_for(pss))  # its supervisor runs in the cluster
+    pss["kubernetes"] = {"supervisor": False}
     assert backend.supervises_only_when_watched(plan_for(pss))  # the entrypoint reports progress
     assert not backend.supervises_only_when_watched(plan_for({**pss, "deadline_seconds": 600}))
     assert not backend.supervises_only_when_watched(plan_for({**pss, "command": ["python", "train.py"]}))
@@ -258,7 +260,7 @@ def test_a_stall_reads_every_pods_stacks_through_exec_and_names_the_stuck_task(f
     backend = launch(fake)
     fake.pod_exec.update({"st-chief-0": image(WAITING), "st-worker-0": image(WAITING), "st-worker-1": image(STUCK)})
     fake.now = train(fake, fake.now + 5, steps=10, every=2.0) + FLOOR + 1
-    actions = backend.watch_round("st")
+    actions = backend.supervision_round("st")
     assert "suspected: st-worker-1 (a thread runs Python inside a TensorFlow op" in actions[0], actions[0]
     stall = backend.describe("st").stall
     assert stall.evidence is StallEvidence.STACKS_UNCHANGED and "stacks unchanged 5 s apart" in stall.message
@@ -292,9 +294,9 @@ def test_a_silent_job_whose_stacks_move_is_not_stalled_and_status_says_why(fake:
 
     fake.pod_exec.update({"st-chief-0": evaluating, "st-worker-0": image(WAITING), "st-worker-1": image(WAITING)})
     fake.now = train(fake, fake.now + 5, steps=10, every=2.0) + 3 * FLOOR
-    assert backend.watch_round("st") == []
+    assert backend.supervision_round("st") == []
     stall = backend.describe("st").stall
     assert (stall.stalls, stall.evidence) == (0, StallEvidence.STACKS_MOVED), stall
     assert "stacks moved, not a stall (the stacks of st-chief-0 moved" in stall.last_check
     fake.now += 10 * FLOOR
-    assert backend.watch_round("st") == [] and not fake.deletions
+    assert backend.supervision_round("st") == [] and not fake.deletions

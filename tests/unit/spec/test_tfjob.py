@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers.k8s_specs import manifests as k8s_manifests
 from helpers.paths import REPO
 from helpers.required import require_module
 from launcher import api
 from launcher.backends.compose.render import COMPOSE_FILE
 from launcher.backends.compose.render import render as compose_render
-from launcher.backends.kubernetes.manifests import manifests as k8s_manifests
 from launcher.backends.kubernetes.manifests import render_tfjob
 from launcher.cli.commands import main
 from launcher.plan.script import ScriptRun
@@ -135,7 +135,7 @@ def test_labels_go_on_the_objects_and_pod_labels_on_the_pods_on_kubernetes_and_w
     assert spec.kubernetes.pod_labels == {"app": "mnist", "team": "vision"}
     for obj in k8s_manifests(api.plan(spec, "k8s", run_id="r1")):
         assert data["metadata"]["labels"].items() <= obj["metadata"]["labels"].items(), obj["metadata"]
-        if obj["kind"] == "Job":
+        if obj["kind"] == "Job" and not obj["metadata"]["name"].endswith("-supervisor"):  # the tasks' Jobs
             pod_labels = obj["spec"]["template"]["metadata"]["labels"]
             assert pod_labels["app"] == "mnist" and pod_labels["tfcluster.io/cluster"] == "mnist-pss"
     tfjob = next(o for o in yaml.safe_load_all(render_tfjob(api.plan(spec, "k8s"))["tfjob.yaml"]) if o)
@@ -302,7 +302,7 @@ def test_no_command_runs_the_image_own_command_in_containers_only(tmp_path: Path
                in e for e in errors)
     dry_run = api.dry_run(api.load_spec(tmp_path / "job.yaml", "k8s"), "k8s")
     assert [t.command for t in dry_run.plan.tasks] == [[]] * 4
-    manifests = dry_run.files
+    manifests = {name: text for name, text in dry_run.files.items() if name != "supervisor.yaml"}  # the tasks'
     assert "args:" not in "".join(manifests.values())
 
 
@@ -311,7 +311,8 @@ def _containers(data: dict, tmp_path: Path) -> tuple[list[dict], list[dict]]:
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(data))
     k8s = api.plan(api.load_spec(path, "k8s"), "k8s")
-    pods = [o["spec"]["template"]["spec"] for o in k8s_manifests(k8s) if o["kind"] == "Job"]
+    pods = [o["spec"]["template"]["spec"] for o in k8s_manifests(k8s)
+            if o["kind"] == "Job" and not o["metadata"]["name"].endswith("-supervisor")]  # the tasks', not tfcluster's
     exported = yaml.safe_load_all(render_tfjob(k8s)["tfjob.yaml"])
     pods += [r["template"]["spec"] for doc in exported if doc["kind"] == "TFJob"
              for r in doc["spec"]["tfReplicaSpecs"].values()]
