@@ -33,3 +33,13 @@ def print_table(title: str, baseline: tuple[str, float], rows: list[tuple[str, f
     for (label, value), ratio in zip([baseline, *rows], shown, strict=True):
         print(f"{label.ljust(width)}  {value:>9.3f}{unit}  {ratio:>7.3f}")
     print(f"(ratio = value / {name}" + (", the median of the ratios of each round)" if ratios is not None else ")"))
+
+
+def print_comparison(title: str, rows: Sequence[tuple[str, float, float, float]]) -> None:
+    """Print each quantity (its unit in its label) as tfcluster accounts it, as the bench measured it from outside,
+    and the difference (tfcluster - outside), given: e.g. the median of each round's differences."""
+    width = max(len("quantity"), *(len(row[0]) for row in rows))
+    print(f"\n{title}")
+    print(f"{'quantity'.ljust(width)}  {'tfcluster':>9}  {'outside':>9}  {'difference':>10}")
+    for label, ours, outside, difference in rows:
+        print(f"{label.ljust(width)}  {ours:>9.2f}  {outside:>9.2f}  {difference:>+10.2f}")

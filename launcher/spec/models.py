@@ -437,7 +437,8 @@ class RestartSpec(_Model):
             "The mean time between failures you expect of this job (90s, 30m, 1h30m, 2d, or seconds), for "
             "backup_every_steps: auto until the run has seen a failure of its own: backups about every "
             "sqrt(2 x save time x MTBF) (Young-Daly). Unset: the failures observed, else backups hold training "
-            "up at most 2% of the time."
+            "up at most 2% of the time. Its one use: stated without auto (or under parameter_server) it is a spec "
+            "problem."
         ),
     )
 

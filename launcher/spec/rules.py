@@ -57,7 +57,8 @@ def check(spec: ClusterSpec, *, strategy_known: bool = True) -> list[Problem]:
     when the spec's strategy itself was invalid and a default stands in).
     """
     fit = _strategy_fit(spec, resolve_strategy(spec)) if strategy_known else []
-    return [*_role_counts(spec), *fit, *_volumes(spec), *_entrypoints(spec), *_failure_rules(spec)]
+    mtbf = _expected_mtbf(spec, resolve_strategy(spec) if strategy_known else None)
+    return [*_role_counts(spec), *fit, *_volumes(spec), *_entrypoints(spec), *_failure_rules(spec), *mtbf]
 
 
 def plannable(spec: ClusterSpec) -> bool:
@@ -149,3 +150,17 @@ def _failure_rules(spec: ClusterSpec) -> list[Problem]:
         for j, role in enumerate(rule.roles)
         if role not in have
     ]
+
+
+def _expected_mtbf(spec: ClusterSpec, strategy: Strategy | None) -> list[Problem]:
+    """``restart.expected_mtbf`` has one use, ``checkpoint.backup_every_steps: auto``'s interval, which
+    parameter_server never takes (it backs up per epoch): a stated MTBF nothing reads is a problem, not silence.
+    ``strategy``: None when unknown (the strategy itself was invalid)."""
+    if spec.restart.expected_mtbf is None:
+        return []
+    use = "only used by checkpoint.backup_every_steps: auto"
+    if spec.checkpoint.backup_every_steps != "auto":
+        return [Problem("restart.expected_mtbf", f"{use}, which this spec does not set: remove it or set auto")]
+    if strategy is Strategy.PARAMETER_SERVER:
+        return [Problem("restart.expected_mtbf", f"{use}, which parameter_server does not take (it backs up per epoch)")]
+    return []

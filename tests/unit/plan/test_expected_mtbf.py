@@ -19,7 +19,3 @@ def planned(**restart: Any) -> Any:
 def test_a_stated_mtbf_reaches_every_task_in_seconds(stated: Any, seconds: float | None) -> None:
     assert planned(expected_mtbf=stated).expected_mtbf_seconds == seconds
 
-
-def test_a_fixed_interval_needs_no_mtbf_and_the_plan_stays_as_it_was() -> None:
-    spec = validate_data({"name": "m", "roles": {"worker": {}}, "restart": {"expected_mtbf": "1h"}})
-    assert "expected_mtbf" not in plan(spec, backend="local").run_config.model_dump_json(exclude_none=True)
