@@ -5,9 +5,9 @@ restart budget untouched), ParameterServer ending by itself, ``down`` and
 ``down --volumes`` leaving nothing of tfcluster's, ``logs -f`` and ``debug``
 on a running job, a Kubeflow TFJob through ``up``, ``run`` of a script whose
 workspace layer is pushed to ``$TFCLUSTER_REGISTRY``. Same environment, skip
-rules, image and helpers (``helpers.k8s_e2e``) as ``test_k8s_e2e.py``; every run
-is named ``ep-*`` (apart from ``test_k8s_e2e.py``'s runs) and is taken down by
-the fixture that made it, whatever the test did.
+rules, image, helpers (``helpers.k8s_e2e``) and fixtures (conftest.py) as
+``test_k8s_e2e.py``; every run is named ``ep-*`` and this session's suffix
+(``run_name``) and is taken down by the fixture that made it, whatever the test did.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import pytest
 import yaml
 
 from helpers import k8s_start
-from helpers.k8s_e2e import demo_plan, kubeconfig, namespace, supervise_until
+from helpers.k8s_e2e import demo_plan, kubeconfig, left_of, namespace, run_name, supervise_until
 from helpers.required import unavailable
 from helpers.task_events import read_events
 from launcher import api
 from launcher.api import validate_data
-from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
+from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.plan import naming
 from launcher.plan.planner import Plan
@@ -40,38 +40,10 @@ from launcher.supervision.status import State
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def core() -> object:
-    """The cluster's core API as the launcher's user (to read and delete pods as a user with kubectl would)."""
-    from kubernetes import client, config
-
-    return client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig()))
-
-
-@pytest.fixture
-def backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[KubernetesBackend]:
-    monkeypatch.setenv("KUBECONFIG", kubeconfig())
-    yield KubernetesBackend.create(KubernetesOptions(namespace=namespace()))
-
-
-@pytest.fixture
-def launch(backend: KubernetesBackend) -> Iterator[Callable[[Plan], None]]:
-    """Submit a plan; its run is taken down with its volumes after the test."""
-    names: list[str] = []
-
-    def submit(plan: Plan) -> None:
-        names.append(plan.name)
-        backend.submit(KubernetesBackend.dry_run(plan))
-
-    yield submit
-    for name in names:
-        backend.cancel(name, volumes=True)
-
-
 def test_a_worker_pod_deleted_gracefully_is_one_preemption_saved_and_resumed(
     backend: KubernetesBackend, launch: Callable[[Plan], None], core
 ) -> None:
-    name = "ep-preempt"
+    name = run_name("ep-preempt")
     plan = demo_plan(name)
     launch(plan)
     actions: list[str] = []  # what every supervision round did
@@ -114,19 +86,6 @@ def variant(name: str, **changes: Any) -> Plan:
     return api.plan(validate_data({**data, **changes}), "k8s", api.new_run_id())
 
 
-def left_of(name: str, core) -> list[str]:
-    """Every object of the run's labels (``naming.LABEL_CLUSTER``) still in the namespace, as ``kind/name``."""
-    from kubernetes import client
-
-    apis = {"core": core, "batch": client.BatchV1Api(core.api_client), "net": client.NetworkingV1Api(core.api_client)}
-    listed = [(kind, apis["core"], kind) for kind in ("pod", "service", "config_map", "service_account",
-                                                      "persistent_volume_claim")]
-    listed += [("job", apis["batch"], "job"), ("network_policy", apis["net"], "network_policy")]
-    selector = f"{naming.LABEL_CLUSTER}={name}"
-    return sorted(f"{kind}/{obj.metadata.name}" for kind, api_, method in listed
-                  for obj in getattr(api_, f"list_namespaced_{method}")(namespace(), label_selector=selector).items)
-
-
 def wait_until(check: Callable[[], Any], timeout: float = 300) -> Any:
     """``check()`` once it is truthy (polled every second), else the test fails with its last value."""
     deadline = time.monotonic() + timeout
@@ -141,7 +100,7 @@ def wait_until(check: Callable[[], Any], timeout: float = 300) -> Any:
 def test_parameter_server_with_two_ps_ends_by_itself_and_its_ps_pods_end(
     backend: KubernetesBackend, launch: Callable[[Plan], None], core
 ) -> None:
-    name = "ep-pss"
+    name = run_name("ep-pss")
     launch(variant(name, strategy="parameter_server", roles={"chief": {}, "worker": {"replicas": 2},
                                                               "ps": {"replicas": 2}}))
     status = supervise_until(backend, name, lambda s: s.state.terminal)
@@ -162,7 +121,7 @@ def test_parameter_server_with_two_ps_ends_by_itself_and_its_ps_pods_end(
 def test_down_leaves_the_claim_and_down_volumes_nothing_of_the_run_and_no_one_elses(
     backend: KubernetesBackend, launch: Callable[[Plan], None], core
 ) -> None:
-    name = "ep-down"
+    name = run_name("ep-down")
     from kubernetes import client
 
     launch(variant(name))
@@ -185,7 +144,7 @@ def test_down_leaves_the_claim_and_down_volumes_nothing_of_the_run_and_no_one_el
 def test_logs_follow_and_debug_stacks_on_a_running_job(
     backend: KubernetesBackend, launch: Callable[[Plan], None]
 ) -> None:
-    name = "ep-live"
+    name = run_name("ep-live")
     plan = variant(name, training={"epochs": 4, "steps_per_epoch": 60, "batch_size_per_replica": 16})
     launch(plan)
     supervise_until(backend, name, lambda s: s.state is State.RUNNING)
@@ -237,7 +196,7 @@ PROBE = "import json, os; t = json.loads(os.environ['TF_CONFIG'])['task']; print
 
 
 def test_a_kubeflow_tfjob_file_runs_through_up(tmp_path: Path, taken_down: list[str]) -> None:
-    name = "ep-tfjob"
+    name = run_name("ep-tfjob")
     container = {"name": "tensorflow", "image": demo_plan(name).spec.image, "command": ["python", "-c", PROBE]}
     tfjob = {
         "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name, "namespace": namespace()},
@@ -260,7 +219,7 @@ def test_run_pushes_the_workspace_layer_to_the_registry_and_runs_an_unmodified_s
     pushed_to = registry()
     if not pushed_to:
         unavailable("needs TFCLUSTER_REGISTRY: a registry the cluster's nodes pull from (.ci/k8s.sh exports it)", "e2e")
-    name = "ep-run"
+    name = run_name("ep-run")
     (tmp_path / "train.py").write_text(f"{PROBE}\nprint('shipped', open('data.txt').read(), flush=True)\n")
     (tmp_path / "data.txt").write_text("beside the script")
     taken_down.append(name)

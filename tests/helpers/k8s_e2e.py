@@ -4,20 +4,27 @@ Contract: the cluster is the kubeconfig at ``TFCLUSTER_E2E_KUBECONFIG`` (``helpe
 cluster); ``namespace()`` is the one home of the namespace the tests use: ``TFCLUSTER_E2E_NAMESPACE`` when set, else
 the namespace of that kubeconfig's current context (``.ci/k8s.sh`` writes ``tfcluster-e2e`` there), else "default".
 Read at test time, never at collection (the background start's kubeconfig is known only then).
-``demo_plan`` is a small real training run; ``supervise_until`` is ``tfcluster up``'s loop without the live view.
+``run_name(base)`` is the one home of the runs' names: ``base`` and a random suffix made once per session, so that
+two sessions in one namespace (CI and a developer, two developers) never take down each other's runs.
+``demo_plan`` is a small real training run; ``supervise_until`` is ``tfcluster up``'s loop without the live view;
+``kill_9_task`` kills a task's process as a crash would; ``left_of`` lists what a run left in the namespace.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.manifests import CONTAINER
+from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.supervision.status import JobStatus
 
@@ -25,6 +32,21 @@ KUBECONFIG_ENV = "TFCLUSTER_E2E_KUBECONFIG"
 NAMESPACE_ENV = "TFCLUSTER_E2E_NAMESPACE"
 #: The longest a real run of these tests may take.
 TIMEOUT_SECONDS = 20 * 60
+#: Made once per session (process): every run name of this session ends with it.
+SESSION_SUFFIX = secrets.token_hex(3)
+#: Run in a task's container (pods/exec): SIGKILL to each child of PID 1 (the image's tini), i.e. the task's process.
+KILL_9_TASK = """
+import os, signal
+children = [int(p) for p in os.listdir("/proc") if p.isdigit() and open(f"/proc/{p}/stat").read().rpartition(")")[2].split()[1] == "1"]
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+print("killed" if children else "no child of PID 1")
+"""
+
+
+def run_name(base: str) -> str:
+    """``base`` made unique to this session (``<base>-<SESSION_SUFFIX>``): the name of a run the tests create."""
+    return f"{base}-{SESSION_SUFFIX}"
 
 
 def kubeconfig() -> str:
@@ -84,3 +106,31 @@ def supervise_until(backend: KubernetesBackend, name: str, done: Callable[[JobSt
             return status
         time.sleep(2)
     pytest.fail(f"timed out; last status: {status}")
+
+
+def kill_9_task(core: Any, pod: str) -> tuple[int | None, str, str]:
+    """``kill -9`` of the task's process in ``pod`` through ``pods/exec`` (``KILL_9_TASK``; a crash, not a pod
+    deletion, which a real kubelet turns into SIGTERM and a grace): the exec's exit status, stdout and stderr.
+
+    PID 1 is the image's tini, which no signal from inside its namespace kills: the task is its child, and tini then
+    exits 128 + 9. ``core``: a ``CoreV1Api`` of the cluster."""
+    from kubernetes.stream import stream
+
+    ran = stream(core.connect_get_namespaced_pod_exec, pod, namespace(), container=CONTAINER,
+                 command=["python", "-c", KILL_9_TASK], stdin=False, stdout=True, stderr=True, tty=False,
+                 _preload_content=False)
+    ran.run_forever(timeout=60)
+    return ran.returncode, ran.read_stdout(), ran.read_stderr()
+
+
+def left_of(name: str, core: Any) -> list[str]:
+    """Every object of the run's labels (``naming.LABEL_CLUSTER``) still in the namespace, as ``kind/name``."""
+    from kubernetes import client
+
+    apis = {"core": core, "batch": client.BatchV1Api(core.api_client), "net": client.NetworkingV1Api(core.api_client)}
+    listed = [(kind, apis["core"], kind) for kind in ("pod", "service", "config_map", "service_account",
+                                                      "persistent_volume_claim")]
+    listed += [("job", apis["batch"], "job"), ("network_policy", apis["net"], "network_policy")]
+    selector = f"{naming.LABEL_CLUSTER}={name}"
+    return sorted(f"{kind}/{obj.metadata.name}" for kind, api_, method in listed
+                  for obj in getattr(api_, f"list_namespaced_{method}")(namespace(), label_selector=selector).items)
