@@ -70,7 +70,7 @@ class Runtime(Protocol):
     is a no-op for tasks not running. ``output`` returns the lines (stdout
     and stderr) the task wrote since the previous call. ``close`` is called
     once after the job ended and every task was stopped. ``dump_stacks``
-    sends ``launcher.protocol.stacks.STACKS_SIGNAL`` to the task's program
+    sends ``launcher.protocol.stacks_signal.STACKS_SIGNAL`` to the task's program
     (not to a wrapper around it; the dump then comes in its ``output``). ``read_stacks`` reads
     the stacks of a running task's program from outside, for programs without the handler
     (local and compose: py-spy), and returns them, or None if it cannot. ``adopt`` attaches

@@ -32,7 +32,7 @@ from launcher.backends.pyspy import say_none
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol.exitcodes import LOST_EXIT
-from launcher.protocol.stacks import STACKS_SIGNAL
+from launcher.protocol.stacks_signal import STACKS_SIGNAL
 
 OVERRIDE_FILE = "supervised.yaml"
 #: Docker's container statuses of a container whose process ended (its ``State.ExitCode`` is final).

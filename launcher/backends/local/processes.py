@@ -29,7 +29,7 @@ from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol import env
 from launcher.protocol.exitcodes import LOST_EXIT, SIGNAL_EXIT_BASE
-from launcher.protocol.stacks import STACKS_SIGNAL
+from launcher.protocol.stacks_signal import STACKS_SIGNAL
 from launcher.supervision.procfs import stat_fields
 from launcher.supervision.statefile import open_private, private_dir
 
