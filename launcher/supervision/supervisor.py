@@ -31,8 +31,8 @@ from launcher.supervision.faults import engine_fault
 from launcher.supervision.goodput import Disruption, Ledger
 from launcher.supervision.noise import is_noise
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
+from launcher.supervision.stack_dumps import is_stack_line, write_stacks
 from launcher.supervision.stack_evidence import GAP_SECONDS, read, two_samples
-from launcher.supervision.stacks import is_stack_line, write_stacks
 from launcher.supervision.stall import (
     SIGNS_OF_LIFE,
     WATCHED_EVENTS,

@@ -76,8 +76,8 @@ from launcher.spec.problems import Problem
 from launcher.supervision import harness
 from launcher.supervision.history import RunHistory
 from launcher.supervision.rules import Action
+from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.stack_evidence import GAP_SECONDS, read, two_samples
-from launcher.supervision.stacks import write_stacks
 from launcher.supervision.stall import SIGNS_OF_LIFE, WATCHED_EVENTS, StallVerdict, conclude, describe, judge
 from launcher.supervision.status import JobStatus, StallStatus, State
 from launcher.supervision.stragglers import stragglers

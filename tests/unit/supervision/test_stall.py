@@ -10,8 +10,8 @@ import pytest
 from launcher import api
 from launcher.protocol.events import EventKind
 from launcher.supervision.rules import Action, Rules
+from launcher.supervision.stack_dumps import is_stack_line
 from launcher.supervision.stack_evidence import StackReading, StackVerdict, TaskStacks, read, thread_stacks, two_samples
-from launcher.supervision.stacks import is_stack_line
 from launcher.supervision.stall import (
     FIRST_STEP_FACTOR,
     LOOK_SECONDS,
