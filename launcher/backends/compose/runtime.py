@@ -25,8 +25,8 @@ from typing import Any
 import yaml
 
 from launcher.backends.compose import standbys
+from launcher.backends.compose.docker_exec import read_stacks_in
 from launcher.backends.compose.render import COMPOSE_FILE
-from launcher.backends.compose.stacks import read_stacks_in
 from launcher.backends.lines import iter_lines
 from launcher.backends.pyspy import say_none
 from launcher.errors import LaunchError
