@@ -21,14 +21,14 @@ Contract: every cluster the harness supervises has a
 the registry ``launcher.backends`` names it, whose ``host`` gives the runtime),
 in a session of its own (so it outlives the command that launched it;
 ``launcher.supervision.detach``: forked from the ``tfcluster`` command, calling
-``serve`` with ``backend.host``, which is what that command runs) and
+``run_supervisor`` with ``backend.host``, which is what that command runs) and
 returns once every task was started; a job that failed before that could
 not start its tasks, and that is a failed launch (``LaunchError``), the
 same on every backend. ``launch(state, backend, undo)`` is ``start``
 with the one cleanup rule: ``undo`` after a failed start, or a Ctrl-C before
 every task ran; a Ctrl-C after that leaves the cluster to the caller's stop,
 its logs kept.
-``serve(dir, host)`` is the body of that process, and the only place a supervisor
+``run_supervisor(dir, host)`` is the body of that process, and the only place a supervisor
 process handles signals and writes a failed status: it supervises the plan
 ``host`` returns with ``launcher.supervision.supervisor`` until the job is terminal;
 SIGTERM or SIGINT cancels (every task is stopped first); a ``Notice`` signal
@@ -222,7 +222,7 @@ def start(state: StateDir, backend: type[Hosting], timeout: float = START_TIMEOU
     state.started.unlink(missing_ok=True)
     argv = [*command(backend), str(state.root), *([ADOPT_FLAG] if adopt else [])]
     with open_private(state.log) as log:
-        process = detach.start(argv, log, lambda: serve(state.root, backend.host, adopt))
+        process = detach.start(argv, log, lambda: run_supervisor(state.root, backend.host, adopt))
     write_private(state.pid, str(process.pid))
     ends = time.monotonic() + timeout
     while time.monotonic() < ends:
@@ -315,10 +315,10 @@ def adopt(state: StateDir, backend: type[Hosting]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m launcher.supervision MODULE:CLASS DIR [--adopt]`` (``command``): ``serve`` the cluster in ``DIR``
-    with that backend class's ``host``."""
+    """``python -m launcher.supervision MODULE:CLASS DIR [--adopt]`` (``command``): ``run_supervisor`` on the
+    cluster in ``DIR`` with that backend class's ``host``."""
     args = sys.argv[1:] if argv is None else argv
-    return serve(Path(args[1]), hosting(args[0]).host, adopt=ADOPT_FLAG in args[2:])
+    return run_supervisor(Path(args[1]), hosting(args[0]).host, adopt=ADOPT_FLAG in args[2:])
 
 
 def _pause_until_a_signal() -> Callable[[float], None]:
@@ -344,7 +344,7 @@ def _pause_until_a_signal() -> Callable[[float], None]:
     return pause
 
 
-def serve(root: Path, host: Host, adopt: bool = False) -> int:
+def run_supervisor(root: Path, host: Host, adopt: bool = False) -> int:
     """Supervise the plan in ``root`` with the runtime ``host`` gives until the job is terminal; 0 if it succeeded
     (or was handed back on its ``Notice``).
 
