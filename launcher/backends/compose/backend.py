@@ -222,7 +222,7 @@ class ComposeBackend(Backend[BackendOptions]):
         if all(is_object_store(d) for d in dirs.values()):
             return serve_locally(dirs, host, port)
         plans = {name: harness.StateDir.of(self.kind, name).read_plan() for name in names}
-        return board.serve(self.client, plans, host, port)
+        return board.run_in_container(self.client, plans, host, port)
 
     # -- cancel -----------------------------------------------------------------------------------
 
