@@ -39,7 +39,7 @@ system reused is never taken for it.
 
 A supervisor can die (``kill -9``, OOM, a reboot) while its tasks run on.
 ``describe`` then says so at once (``JobStatus.supervisor`` is ``lost``) and
-reads the tasks' real states through the backend's ``observe``; ``adopt``
+reads the tasks' real states through the backend's ``read_exits``; ``adopt``
 (what ``watch`` calls) starts a new supervisor that adopts the tasks and
 carries the policy on from the last status (``Supervisor(resume=...)``);
 two commands adopting at once start one supervisor.
@@ -147,7 +147,7 @@ def hosting(reference: str) -> type[Hosting]:
 
 
 #: What a backend reads from its runtime about tasks nobody supervises: {task: exit code, None while it runs}.
-Observe = Callable[[Plan], Mapping[str, int | None]]
+ReadExits = Callable[[Plan], Mapping[str, int | None]]
 
 
 class StateDir:
@@ -272,7 +272,7 @@ def lost(state: StateDir, job: JobStatus | None) -> bool:
     return job is not None and state.launched() and not job.state.terminal and state.supervisor() is None
 
 
-def describe(state: StateDir, backend: BackendKind, observe: Observe) -> JobStatus | None:
+def describe(state: StateDir, backend: BackendKind, read_exits: ReadExits) -> JobStatus | None:
     """The status the supervisor wrote, saying whether it runs; the tasks' real states when it died."""
     if not state.exists():
         return None
@@ -283,7 +283,7 @@ def describe(state: StateDir, backend: BackendKind, observe: Observe) -> JobStat
         job.supervisor = SupervisorState.LOST
         last = job.message
         try:
-            observed = observe(state.read_plan())
+            observed = read_exits(state.read_plan())
         except Exception as exc:  # the runtime does not answer either (engine down): say so, keep the rest
             last = f"cannot read the tasks: {' '.join(str(exc).split()) or type(exc).__name__}; {last}"
             observed = {}

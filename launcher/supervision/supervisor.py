@@ -38,10 +38,10 @@ from launcher.supervision.stall import (
     WATCHED_EVENTS,
     StallClock,
     StallVerdict,
+    after_event,
     conclude,
     describe,
     judge,
-    observe,
 )
 from launcher.supervision.status import JobStatus, StallStatus, State, TaskStatus
 from launcher.supervision.stragglers import WINDOW as STRAGGLER_WINDOW
@@ -610,8 +610,8 @@ class Supervisor:
             self._job.stragglers = stragglers(self._step_times)
         if run.task.name == self._lead and isinstance(event, events.Step) and self._standbys_due:
             self._prepare_standbys()
-        if run.task.name == self._lead:  # observe keeps what its events say (finished: the exit's allowance)
-            self._clock = observe(self._clock, event.event, self._now())
+        if run.task.name == self._lead:  # after_event keeps what its events say (finished: the exit's allowance)
+            self._clock = after_event(self._clock, event.event, self._now())
             if self._job.stall is not None and (event.event in WATCHED_EVENTS or event.event in SIGNS_OF_LIFE):
                 self._job.stall.watching = True
         if counts(event, from_lead=run.task.name == self._lead):

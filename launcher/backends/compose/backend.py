@@ -164,7 +164,7 @@ class ComposeBackend(Backend[BackendOptions]):
 
     def describe(self, name: str) -> JobStatus | None:
         state = harness.StateDir.of(self.kind, name)
-        job = harness.describe(state, self.kind, lambda plan: runtime.observe(self._containers(name)))
+        job = harness.describe(state, self.kind, lambda plan: runtime.read_exits(self._containers(name)))
         if job is None:
             containers = self._containers(name)
             return self._unsupervised(name, containers) if containers else None

@@ -4,7 +4,7 @@ Contract: ``ContainerRuntime`` starts, polls, stops and reads the task container
 task name) that ``docker compose up --no-start`` created, re-creating a removed one on start. ``poll``
 reports ``docker kill``/``docker stop`` as 137/143; ``oom_killed`` is the engine's ``OOMKilled``.
 Docker API errors propagate (the supervisor retries). ``adopt`` follows a container's current run,
-``observe`` reads without following. Standbys: ``prepare`` starts one per task, ``start`` promotes
+``read_exits`` reads without following. Standbys: ``prepare`` starts one per task, ``start`` promotes
 it, ``close`` removes those left. ``run_compose`` runs compose with ``OVERRIDE_FILE``.
 Design notes: docs/design-notes.md.
 """
@@ -228,7 +228,7 @@ def started_at(container: Any) -> float:
     return datetime.fromisoformat(whole + "+00:00").timestamp() + float(f"0.{fraction or 0}")
 
 
-def observe(containers: Sequence[Any]) -> dict[str, int | None]:
+def read_exits(containers: Sequence[Any]) -> dict[str, int | None]:
     """``{task: exit code, None while it runs}`` of the task containers (no standby: ``standbys.is_task_container``)
     that were started."""
     return {c.name: exit_code(c) for c in containers if c.status != "created"}

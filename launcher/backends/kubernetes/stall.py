@@ -38,7 +38,8 @@ from launcher.protocol.events import Event, StepTime
 from launcher.protocol.roles import TaskRef
 from launcher.spec.models import RoleType
 from launcher.supervision.rules import Rules
-from launcher.supervision.stall import StallClock, observe
+from launcher.supervision.stall import StallClock
+from launcher.supervision.stall import after_event as observe
 from launcher.supervision.status import StallStatus
 from launcher.supervision.stragglers import WINDOW
 from launcher.supervision.stragglers import StepTime as StepTimes

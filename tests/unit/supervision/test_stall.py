@@ -19,10 +19,10 @@ from launcher.supervision.stall import (
     StallClock,
     StallEvidence,
     StallVerdict,
+    after_event,
     conclude,
     describe,
     judge,
-    observe,
 )
 from launcher.supervision.stragglers import StepTime, stragglers
 
@@ -300,7 +300,7 @@ def test_a_stall_after_the_lead_finished_training_is_never_restarted() -> None:
 
 
 def test_the_clock_says_finished_from_the_leads_finished_until_a_new_attempt() -> None:
-    clock = observe(steady(0.1, 10), EventKind.FINISHED, 100.0)
+    clock = after_event(steady(0.1, 10), EventKind.FINISHED, 100.0)
     assert clock.finished and clock.since == 100.0 and clock.last_report is None
     assert clock.again(200.0).finished  # a warned stall judged afresh: still the same attempt
     assert not clock.started(300.0).finished  # the group restarted: a new attempt trains again
@@ -358,8 +358,8 @@ def test_after_the_lead_finished_its_exit_gets_the_first_step_allowance_not_the_
     """CI: a chief's exit after ``finished`` took over 15 s with a 10 s floor, and the finished job was restarted."""
     clock = StallClock(since=0.0).reports()
     for now in (1.0, 1.1, 1.2, 1.3):
-        clock = observe(clock, EventKind.STEP, now)
+        clock = after_event(clock, EventKind.STEP, now)
     assert on_time(clock, 12.0, 10.0) is StallVerdict.STALLED  # silent past the floor while training
-    clock = observe(clock, EventKind.FINISHED, 2.0)
+    clock = after_event(clock, EventKind.FINISHED, 2.0)
     assert on_time(clock, 20.0, 10.0) is StallVerdict.HEALTHY  # 18 s into its exit: within 3x the floor
     assert on_time(clock, 33.0, 10.0) is StallVerdict.STALLED  # an exit that hangs is still found
