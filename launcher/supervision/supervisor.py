@@ -45,7 +45,7 @@ from launcher.supervision.stall import (
 )
 from launcher.supervision.status import JobStatus, StallStatus, State, TaskStatus
 from launcher.supervision.stragglers import WINDOW as STRAGGLER_WINDOW
-from launcher.supervision.stragglers import StepTime, stragglers
+from launcher.supervision.stragglers import StepBreakdown, stragglers
 
 #: Poll rounds in a row that may fail on a runtime fault before the job is failed.
 FAULT_RETRIES = 5
@@ -214,7 +214,7 @@ class Supervisor:
         #: Exits the next round decides first: found while adopting, or left when a fault cut a round short.
         self._undecided: list[tuple[str, int]] = []
         self.stacks_dir = stacks_dir
-        self._step_times: dict[str, list[StepTime]] = {}
+        self._step_times: dict[str, list[StepBreakdown]] = {}
         self._now = clock
         self.stack_gap = stack_gap
         self._restarting: _Restart | None = None
@@ -605,7 +605,7 @@ class Supervisor:
             run.status.message = f"started in its standby (TensorFlow imported {event.import_seconds:.1f} s ahead)"
         elif isinstance(event, events.StepTime) and run.task.type.trains:
             times = self._step_times.setdefault(run.task.name, [])
-            run.status.step_time = StepTime.of(event)
+            run.status.step_time = StepBreakdown.of(event)
             times[:] = [*times, run.status.step_time][-STRAGGLER_WINDOW:]
             self._job.stragglers = stragglers(self._step_times)
         if run.task.name == self._lead and isinstance(event, events.Step) and self._standbys_due:

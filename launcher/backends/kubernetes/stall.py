@@ -42,7 +42,7 @@ from launcher.supervision.stall import StallClock
 from launcher.supervision.stall import after_event as observe
 from launcher.supervision.status import StallStatus
 from launcher.supervision.stragglers import WINDOW
-from launcher.supervision.stragglers import StepTime as StepTimes
+from launcher.supervision.stragglers import StepBreakdown as StepTimes
 
 #: The run's ConfigMap key holding the last ``StallRecord``.
 STALL_KEY = "stall.json"
