@@ -1,48 +1,13 @@
-"""The one supervisor process every backend that supervises outside its runtime shares (local and compose:
-detached on this machine; Slurm: the batch step inside the allocation): its files, start, liveness, stop.
+"""The one supervisor process of the backends that supervise outside their runtime (local and compose:
+detached on this machine; Slurm: the batch step): its state dir, start, liveness, stop and adoption.
 
-Contract: every cluster the harness supervises has a
-``StateDir`` at ``naming.state_dir(backend, name)`` holding:
-
-- ``plan.json``: the plan being supervised (written by ``submit``);
-  the directory and every file in it are private to their owner
-  (``launcher.supervision.statefile``): the plan's env may carry credentials;
-- ``status.json``: the ``JobStatus``, rewritten atomically on every change;
-- ``supervisor.pid`` and ``supervisor.log``: the detached supervisor process
-  and its output (one line per runtime fault, never a traceback; Slurm's batch
-  step writes ``batch.log`` instead, and Slurm knows its process);
-- ``started``: present once every task was started (or adopted);
-- ``adopt.lock``: held while a command starts a supervisor that adopts;
-- ``stacks/stall-<n>/<task>.txt``: every task's stacks at the job's n-th stall;
-- whatever the backend adds (task logs, compose files).
-
-``start(state, backend)`` starts the supervisor, ``command(backend)`` on
-``<dir>`` (``python -m launcher.supervision MODULE:CLASS DIR``: the backend's class as
-the registry ``launcher.backends`` names it, whose ``host`` gives the runtime),
-in a session of its own (so it outlives the command that launched it;
-``launcher.supervision.detach``: forked from the ``tfcluster`` command, calling
-``run_supervisor`` with ``backend.host``, which is what that command runs) and
-returns once every task was started; a job that failed before that could
-not start its tasks, and that is a failed launch (``LaunchError``), the
-same on every backend. ``launch(state, backend, undo)`` is ``start``
-with the one cleanup rule: ``undo`` after a failed start, or a Ctrl-C before
-every task ran; a Ctrl-C after that leaves the cluster to the caller's stop,
-its logs kept.
-``run_supervisor(dir, host)`` is the body of that process, and the only place a supervisor
-process handles signals and writes a failed status: it supervises the plan
-``host`` returns with ``launcher.supervision.supervisor`` until the job is terminal;
-SIGTERM or SIGINT cancels (every task is stopped first); a ``Notice`` signal
-(Slurm's USR1 warning) stops every task the same way and then hands the job
-back (``Notice.then``: Slurm requeues it), its status restarting, never ended. A supervisor is
-alive while its pid runs a command line naming its state dir, so a pid the
-system reused is never taken for it.
-
-A supervisor can die (``kill -9``, OOM, a reboot) while its tasks run on.
-``describe`` then says so at once (``JobStatus.supervisor`` is ``lost``) and
-reads the tasks' real states through the backend's ``read_exits``; ``adopt``
-(what ``watch`` calls) starts a new supervisor that adopts the tasks and
-carries the policy on from the last status (``Supervisor(resume=...)``);
-two commands adopting at once start one supervisor.
+Contract: a job's ``StateDir`` (``naming.state_dir(backend, name)``, private: the plan's env may carry
+credentials) holds its plan, status, supervisor pid and log, ``started`` and each stall's stacks. ``start``
+detaches a supervisor (the backend's class from the registry hosts its runtime) and returns once every task
+started, else raises ``LaunchError``; ``launch`` adds the one cleanup rule (``undo``). ``run_supervisor`` is
+the only place a supervisor process handles signals (SIGTERM, SIGINT: cancel; a ``Notice``: hand the job
+back) and writes a failed status. ``describe`` says when the supervisor is lost and reads the tasks' exits
+(``read_exits``); ``adopt`` starts one that carries the policy on. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations
