@@ -12,7 +12,7 @@ baseline. The window is a multiple of every fixed backup interval, so it
 holds each row's average share of backups (one per interval; none for the
 per-epoch row).
 The entrypoint's tasks run as a local launch starts them, with TCMalloc
-preloaded where the host has it (``launcher.backends.allocator``). There are
+preloaded where the host has it (``launcher.backends.tcmalloc``). There are
 two baselines: the script as a user starts it by hand (glibc's malloc: the
 goal's baseline), and the same script with TCMalloc preloaded too (the
 second table, on a host that has it: what the backups and the entrypoint
@@ -47,7 +47,7 @@ from handwritten import MNIST_PREAMBLE, run_training_tasks  # noqa: E402
 
 from helpers.tf_cluster import cluster_spec, describe, run_cluster  # noqa: E402
 from launcher.api import plan as make_plan  # noqa: E402
-from launcher.backends import allocator  # noqa: E402
+from launcher.backends import tcmalloc  # noqa: E402
 from launcher.spec.models import CheckpointSpec  # noqa: E402
 
 EPOCHS, STEPS, BATCH = 1, 1200, 64
@@ -99,7 +99,7 @@ def baseline_throughput(preload: bool) -> float:
     """The hand-written script as a user starts it (glibc's malloc), or with the allocator tfcluster preloads."""
     with TemporaryDirectory() as tmp:
         output = run_training_tasks(make_plan(_spec(Path(tmp), None), "local", "bench", launching=True), BASELINE,
-                                    env=None if preload else {allocator.PRELOAD: ""})
+                                    env=None if preload else {tcmalloc.PRELOAD: ""})
     line = next(text for text in output.splitlines() if text.startswith("BASELINE "))
     result = json.loads(line.removeprefix("BASELINE "))
     return result["steps"] * result["global_batch"] / result["seconds"]
@@ -123,7 +123,7 @@ def main() -> None:
         "entrypoint, backup_every_steps: auto": partial(entrypoint_throughput, "auto"),
     }
     # as a user starts it; with TCMalloc too where this host has it (the entrypoint's tasks have it then)
-    baselines: dict[bool, list[float]] = {False: [], **({True: []} if allocator.preload_env() else {})}
+    baselines: dict[bool, list[float]] = {False: [], **({True: []} if tcmalloc.preload_env() else {})}
     values: dict[str, list[float]] = {label: [] for label in rows}
     for _ in range(repeat):
         before = {preload: baseline_throughput(preload) for preload in baselines}

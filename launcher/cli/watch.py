@@ -21,7 +21,7 @@ from launcher.cli import terminal
 from launcher.errors import TfclusterError
 from launcher.protocol.progress import JobProgress
 from launcher.supervision.status import JobStatus, State, SupervisorState
-from launcher.supervision.stragglers import StepTime
+from launcher.supervision.stragglers import StepBreakdown
 
 POLL_SECONDS = 1.0
 #: Poll rounds in a row that may fail on a backend error before the watch gives up.
@@ -68,7 +68,7 @@ MEASURE_NAMES = {"input_seconds_per_batch": "input", "compute_seconds_per_batch"
                  "seconds_per_step": "step"}
 
 
-def _breakdown(times: StepTime | None) -> str:
+def _breakdown(times: StepBreakdown | None) -> str:
     """A task's step-time breakdown in ms: ``120 (10, 30, 80)``; ``-`` where a part is not measured."""
     if times is None:
         return ""

@@ -104,7 +104,7 @@ class Target(ABC):
 
     def task_env(self) -> dict[str, str]:
         """Environment every task gets first (the spec's ``env`` overrides it): what the backend found where the
-        tasks run, e.g. the allocator it preloads on this host (``launcher.backends.allocator``)."""
+        tasks run, e.g. the allocator it preloads on this host (``launcher.backends.tcmalloc``)."""
         return {}
 
     def storage(self, spec: ClusterSpec) -> Storage:

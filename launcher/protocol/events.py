@@ -174,7 +174,7 @@ class BackupInterval(_Event):
 
 
 class StacksOnSignal(_Event):
-    """The task dumps its threads' stacks on ``signal`` (``launcher.protocol.stacks``): it may be sent it."""
+    """The task dumps its threads' stacks on ``signal`` (``launcher.protocol.stacks_signal``): it may be sent it."""
 
     event: Literal[EventKind.STACKS_ON_SIGNAL] = EventKind.STACKS_ON_SIGNAL
     signal: str

@@ -17,7 +17,7 @@ import time
 
 from launcher.plan.planner import Plan
 from launcher.protocol.events import EventReader, StacksOnSignal
-from launcher.supervision.stacks import is_stack_line
+from launcher.supervision.stack_dumps import is_stack_line
 from launcher.supervision.supervisor import STACKS_SECONDS, Runtime
 
 POLL_SECONDS = 0.2

@@ -1,48 +1,15 @@
-"""The one supervisor process every backend that supervises outside its runtime shares (local and compose:
-detached on this machine; Slurm: the batch step inside the allocation): its files, start, liveness, stop.
+"""The one supervisor process of every backend (local and compose: detached on this machine; Slurm: the batch
+step; Kubernetes: a pod in the cluster): its state dir, start, liveness, stop and adoption.
 
-Contract: every cluster the harness supervises has a
-``StateDir`` at ``naming.state_dir(backend, name)`` holding:
-
-- ``plan.json``: the plan being supervised (written by ``submit``);
-  the directory and every file in it are private to their owner
-  (``launcher.supervision.statefile``): the plan's env may carry credentials;
-- ``status.json``: the ``JobStatus``, rewritten atomically on every change;
-- ``supervisor.pid`` and ``supervisor.log``: the detached supervisor process
-  and its output (one line per runtime fault, never a traceback; Slurm's batch
-  step writes ``batch.log`` instead, and Slurm knows its process);
-- ``started``: present once every task was started (or adopted);
-- ``adopt.lock``: held while a command starts a supervisor that adopts;
-- ``stacks/stall-<n>/<task>.txt``: every task's stacks at the job's n-th stall;
-- whatever the backend adds (task logs, compose files).
-
-``start(state, backend)`` starts the supervisor, ``command(backend)`` on
-``<dir>`` (``python -m launcher.supervision MODULE:CLASS DIR``: the backend's class as
-the registry ``launcher.backends`` names it, whose ``host`` gives the runtime),
-in a session of its own (so it outlives the command that launched it;
-``launcher.supervision.detach``: forked from the ``tfcluster`` command, calling
-``serve`` with ``backend.host``, which is what that command runs) and
-returns once every task was started; a job that failed before that could
-not start its tasks, and that is a failed launch (``LaunchError``), the
-same on every backend. ``launch(state, backend, undo)`` is ``start``
-with the one cleanup rule: ``undo`` after a failed start, or a Ctrl-C before
-every task ran; a Ctrl-C after that leaves the cluster to the caller's stop,
-its logs kept.
-``serve(dir, host)`` is the body of that process, and the only place a supervisor
-process handles signals and writes a failed status: it supervises the plan
-``host`` returns with ``launcher.supervision.supervisor`` until the job is terminal;
-SIGTERM or SIGINT cancels (every task is stopped first); a ``Notice`` signal
-(Slurm's USR1 warning) stops every task the same way and then hands the job
-back (``Notice.then``: Slurm requeues it), its status restarting, never ended. A supervisor is
-alive while its pid runs a command line naming its state dir, so a pid the
-system reused is never taken for it.
-
-A supervisor can die (``kill -9``, OOM, a reboot) while its tasks run on.
-``describe`` then says so at once (``JobStatus.supervisor`` is ``lost``) and
-reads the tasks' real states through the backend's ``observe``; ``adopt``
-(what ``watch`` calls) starts a new supervisor that adopts the tasks and
-carries the policy on from the last status (``Supervisor(resume=...)``);
-two commands adopting at once start one supervisor.
+Contract: a job's ``StateDir`` (``naming.state_dir(backend, name)``, private: the plan's env may carry
+credentials) holds its plan, status, supervisor pid and log, ``started`` and each stall's stacks. ``start``
+detaches a supervisor (the backend's class from the registry hosts its runtime) and returns once every task
+started, else raises ``LaunchError``; ``launch`` adds the one cleanup rule (``undo``). ``run_supervisor`` is
+the only place a supervisor process handles signals (SIGTERM, SIGINT: cancel; a ``Notice``: hand the job
+back) and writes a failed status. ``describe`` says when the supervisor is lost and reads the tasks' exits
+(``read_exits``); ``adopt`` starts one that carries the policy on. ``serve_rounds`` is the same process for
+a run whose engine runs and retries the tasks (Kubernetes): the backend's ``rounds`` each round, SIGTERM
+leaves the run to the next supervisor (143). Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations
@@ -174,7 +141,7 @@ def hosting(reference: str) -> type[Hosting]:
 
 
 #: What a backend reads from its runtime about tasks nobody supervises: {task: exit code, None while it runs}.
-Observe = Callable[[Plan], Mapping[str, int | None]]
+ReadExits = Callable[[Plan], Mapping[str, int | None]]
 
 
 class StateDir:
@@ -249,7 +216,7 @@ def start(state: StateDir, backend: type[Hosting], timeout: float = START_TIMEOU
     state.started.unlink(missing_ok=True)
     argv = [*command(backend), str(state.root), *([ADOPT_FLAG] if adopt else [])]
     with open_private(state.log) as log:
-        process = detach.start(argv, log, lambda: serve(state.root, backend.host, adopt))
+        process = detach.start(argv, log, lambda: run_supervisor(state.root, backend.host, adopt))
     write_private(state.pid, str(process.pid))
     ends = time.monotonic() + timeout
     while time.monotonic() < ends:
@@ -299,7 +266,7 @@ def lost(state: StateDir, job: JobStatus | None) -> bool:
     return job is not None and state.launched() and not job.state.terminal and state.supervisor() is None
 
 
-def describe(state: StateDir, backend: BackendKind, observe: Observe) -> JobStatus | None:
+def describe(state: StateDir, backend: BackendKind, read_exits: ReadExits) -> JobStatus | None:
     """The status the supervisor wrote, saying whether it runs; the tasks' real states when it died."""
     if not state.exists():
         return None
@@ -310,7 +277,7 @@ def describe(state: StateDir, backend: BackendKind, observe: Observe) -> JobStat
         job.supervisor = SupervisorState.LOST
         last = job.message
         try:
-            observed = observe(state.read_plan())
+            observed = read_exits(state.read_plan())
         except Exception as exc:  # the runtime does not answer either (engine down): say so, keep the rest
             last = f"cannot read the tasks: {' '.join(str(exc).split()) or type(exc).__name__}; {last}"
             observed = {}
@@ -342,14 +309,14 @@ def adopt(state: StateDir, backend: type[Hosting]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m launcher.supervision MODULE:CLASS DIR [--adopt]`` (``command``): ``serve`` the cluster in ``DIR``
-    with that backend class's ``host``; ``python -m launcher.supervision --rounds MODULE:CLASS NAME``:
-    ``serve_rounds`` run ``NAME`` with that class's ``rounds``."""
+    """``python -m launcher.supervision MODULE:CLASS DIR [--adopt]`` (``command``): ``run_supervisor`` on the
+    cluster in ``DIR`` with that backend class's ``host``; ``python -m launcher.supervision --rounds MODULE:CLASS
+    NAME`` (``rounds_command``): ``serve_rounds`` on run ``NAME`` with that class's ``rounds``."""
     args = sys.argv[1:] if argv is None else argv
     if args[0] == ROUNDS_FLAG:
         found: Any = hosting(args[1])
         return serve_rounds(args[2], found.rounds)
-    return serve(Path(args[1]), hosting(args[0]).host, adopt=ADOPT_FLAG in args[2:])
+    return run_supervisor(Path(args[1]), hosting(args[0]).host, adopt=ADOPT_FLAG in args[2:])
 
 
 def serve_rounds(name: str, rounds: Callable[[str, Callable[[float], None]], Rounds],
@@ -410,7 +377,7 @@ def _pause_until_a_signal() -> Callable[[float], None]:
     return pause
 
 
-def serve(root: Path, host: Host, adopt: bool = False) -> int:
+def run_supervisor(root: Path, host: Host, adopt: bool = False) -> int:
     """Supervise the plan in ``root`` with the runtime ``host`` gives until the job is terminal; 0 if it succeeded
     (or was handed back on its ``Notice``).
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from launcher.supervision.stacks import in_python_op
+from launcher.supervision.stack_dumps import in_python_op
 
 #: Seconds between a suspected stall's two samples: longer than a task holds one frame while it works.
 GAP_SECONDS = 5.0

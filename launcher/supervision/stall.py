@@ -1,7 +1,7 @@
 """The stall watchdog's policy: typed observations of a job's progress in, an enum verdict out, pure.
 
 Contract: a supervisor folds what it sees into a ``StallClock`` (``started``, ``alive``, ``advanced``,
-``reports``, ``looked``; ``observe`` maps one lead event) and asks ``judge(clock, now,
+``reports``, ``looked``; ``after_event`` maps one lead event) and asks ``judge(clock, now,
 floor_seconds)`` each round: ``BLIND`` (no progress reported: never fires), ``HEALTHY``, or
 ``SUSPECTED`` (silent past ``look_seconds``: read stacks, then ``conclude`` gives ``STALLED`` on
 unchanged stacks, never while they move, or on time alone past ``timeout_seconds`` when the stacks
@@ -97,7 +97,7 @@ class StallClock:
         return replace(self, looked_at=now)
 
 
-def observe(clock: StallClock, kind: EventKind, now: float) -> StallClock:
+def after_event(clock: StallClock, kind: EventKind, now: float) -> StallClock:
     """The clock after the lead's event of ``kind`` at ``now`` (events that say nothing of progress leave it)."""
     if kind in WATCHED_EVENTS:
         return clock.advanced(now)

@@ -23,7 +23,7 @@ from launcher.plan.targets import BackendKind
 from launcher.protocol.progress import JobProgress
 from launcher.supervision.goodput import Goodput
 from launcher.supervision.stall import StallEvidence
-from launcher.supervision.stragglers import StepTime, Straggler
+from launcher.supervision.stragglers import StepBreakdown, Straggler
 
 
 class State(str, Enum):
@@ -88,7 +88,7 @@ class TaskStatus:
     #: The task's last line of ordinary output (not an event), for programs that report no progress.
     last_line: str = ""
     #: A training task's last step-time breakdown (``step_time`` event); None before its first epoch ends.
-    step_time: StepTime | None = None
+    step_time: StepBreakdown | None = None
 
 
 @dataclass
@@ -132,7 +132,7 @@ class JobStatus:
     def from_dict(cls, data: dict[str, Any]) -> JobStatus:
         """The inverse of ``to_dict``."""
         tasks = [TaskStatus(**{**t, "state": State(t["state"]),  # last_line, step_time: optional
-                               "step_time": StepTime(**t["step_time"]) if t.get("step_time") else None})
+                               "step_time": StepBreakdown(**t["step_time"]) if t.get("step_time") else None})
                  for t in data["tasks"]]
         supervisor, stall, goodput = data.get("supervisor"), data.get("stall"), data.get("goodput")
         return cls(**{**data, "backend": BackendKind(data["backend"]), "state": State(data["state"]), "tasks": tasks,

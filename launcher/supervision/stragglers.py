@@ -1,7 +1,7 @@
 """Stragglers: the training tasks that keep the others waiting, named with their numbers. Pure.
 
 Contract: every training task reports its own step-time breakdown
-(``step_time`` events, ``StepTime.of``: ``seconds_per_step``, the task's wall
+(``step_time`` events, ``StepBreakdown.of``: ``seconds_per_step``, the task's wall
 time per step over the epoch; ``input_seconds_per_batch`` and
 ``compute_seconds_per_batch``, its input pipeline's and its own forward and
 backward pass's time per batch from the entrypoint's probes; and
@@ -35,7 +35,7 @@ MEASURES = ("input_seconds_per_batch", "compute_seconds_per_batch", "seconds_per
 
 
 @dataclass(frozen=True)
-class StepTime:
+class StepBreakdown:
     """One ``step_time`` report of a task: its step-time breakdown, in seconds (None: not measured)."""
 
     seconds_per_step: float | None = None
@@ -44,7 +44,7 @@ class StepTime:
     peer_wait_seconds_per_step: float | None = None
 
     @classmethod
-    def of(cls, event: events.StepTime) -> StepTime:
+    def of(cls, event: events.StepTime) -> StepBreakdown:
         return cls(event.seconds_per_step, event.input_seconds_per_batch, event.compute_seconds_per_batch,
                    event.peer_wait_seconds_per_step)
 
@@ -64,7 +64,7 @@ class Straggler:
     ratio: float
 
 
-def stragglers(reports: Mapping[str, Sequence[StepTime]]) -> list[Straggler]:
+def stragglers(reports: Mapping[str, Sequence[StepBreakdown]]) -> list[Straggler]:
     """The stragglers among the tasks' last ``WINDOW`` reports (see the module contract); [] when none."""
     steps = _means(reports, "seconds_per_step")
     least = max(MIN_SECONDS, STEP_SHARE * statistics.median(steps.values())) if steps else MIN_SECONDS
@@ -80,7 +80,7 @@ def stragglers(reports: Mapping[str, Sequence[StepTime]]) -> list[Straggler]:
     return []
 
 
-def _means(reports: Mapping[str, Sequence[StepTime]], measure: str) -> dict[str, float]:
+def _means(reports: Mapping[str, Sequence[StepBreakdown]], measure: str) -> dict[str, float]:
     """Each task's mean of ``measure`` over its last ``WINDOW`` reports (tasks that did not measure it left out)."""
     means = {}
     for task, times in reports.items():

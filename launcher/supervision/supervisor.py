@@ -31,21 +31,21 @@ from launcher.supervision.faults import engine_fault
 from launcher.supervision.goodput import Disruption, Ledger
 from launcher.supervision.noise import is_noise
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
+from launcher.supervision.stack_dumps import is_stack_line, write_stacks
 from launcher.supervision.stack_evidence import GAP_SECONDS, read, two_samples
-from launcher.supervision.stacks import is_stack_line, write_stacks
 from launcher.supervision.stall import (
     SIGNS_OF_LIFE,
     WATCHED_EVENTS,
     StallClock,
     StallVerdict,
+    after_event,
     conclude,
     describe,
     judge,
-    observe,
 )
 from launcher.supervision.status import JobStatus, StallStatus, State, TaskStatus
 from launcher.supervision.stragglers import WINDOW as STRAGGLER_WINDOW
-from launcher.supervision.stragglers import StepTime, stragglers
+from launcher.supervision.stragglers import StepBreakdown, stragglers
 
 #: Poll rounds in a row that may fail on a runtime fault before the job is failed.
 FAULT_RETRIES = 5
@@ -70,7 +70,7 @@ class Runtime(Protocol):
     is a no-op for tasks not running. ``output`` returns the lines (stdout
     and stderr) the task wrote since the previous call. ``close`` is called
     once after the job ended and every task was stopped. ``dump_stacks``
-    sends ``launcher.protocol.stacks.STACKS_SIGNAL`` to the task's program
+    sends ``launcher.protocol.stacks_signal.STACKS_SIGNAL`` to the task's program
     (not to a wrapper around it; the dump then comes in its ``output``). ``read_stacks`` reads
     the stacks of a running task's program from outside, for programs without the handler
     (local and compose: py-spy), and returns them, or None if it cannot. ``adopt`` attaches
@@ -214,7 +214,7 @@ class Supervisor:
         #: Exits the next round decides first: found while adopting, or left when a fault cut a round short.
         self._undecided: list[tuple[str, int]] = []
         self.stacks_dir = stacks_dir
-        self._step_times: dict[str, list[StepTime]] = {}
+        self._step_times: dict[str, list[StepBreakdown]] = {}
         self._now = clock
         self.stack_gap = stack_gap
         self._restarting: _Restart | None = None
@@ -605,13 +605,13 @@ class Supervisor:
             run.status.message = f"started in its standby (TensorFlow imported {event.import_seconds:.1f} s ahead)"
         elif isinstance(event, events.StepTime) and run.task.type.trains:
             times = self._step_times.setdefault(run.task.name, [])
-            run.status.step_time = StepTime.of(event)
+            run.status.step_time = StepBreakdown.of(event)
             times[:] = [*times, run.status.step_time][-STRAGGLER_WINDOW:]
             self._job.stragglers = stragglers(self._step_times)
         if run.task.name == self._lead and isinstance(event, events.Step) and self._standbys_due:
             self._prepare_standbys()
-        if run.task.name == self._lead:  # observe keeps what its events say (finished: the exit's allowance)
-            self._clock = observe(self._clock, event.event, self._now())
+        if run.task.name == self._lead:  # after_event keeps what its events say (finished: the exit's allowance)
+            self._clock = after_event(self._clock, event.event, self._now())
             if self._job.stall is not None and (event.event in WATCHED_EVENTS or event.event in SIGNS_OF_LIFE):
                 self._job.stall.watching = True
         if counts(event, from_lead=run.task.name == self._lead):

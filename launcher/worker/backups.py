@@ -21,7 +21,7 @@ from tensorflow.python.checkpoint import functional_saver
 from tf_keras.src.distribute import distributed_file_utils
 
 from launcher.protocol import events
-from launcher.worker.callbacks import StepTimer
+from launcher.worker.callbacks import WallTimePerStep
 from launcher.worker.interval import AutoInterval
 
 ASYNC = tf.train.CheckpointOptions(enable_async=True)
@@ -140,7 +140,7 @@ class Backups(tf.keras.callbacks.BackupAndRestore):
         self.asynchronous = asynchronous
         self.auto = auto
         self.report = report
-        self.timer = StepTimer()
+        self.timer = WallTimePerStep()
         self.writer: BackupWriter | None = None
         self.batch: int | None = None  # the batch last begun (tf_keras' batch hooks run: other callbacks need them)
 

@@ -49,7 +49,7 @@ def fetched(logs: Any) -> dict[str, Any]:
         return {}
 
 
-class StepTimer:
+class WallTimePerStep:
     """Mean wall seconds per training step over one epoch."""
 
     def __init__(self) -> None:
@@ -109,7 +109,7 @@ class ProgressCallback(tf.keras.callbacks.Callback):
         self.steps_per_epoch = steps_per_epoch
         self.total_steps = steps_per_epoch * epochs
         self.every = max(every, 1)
-        self.timer = StepTimer()
+        self.timer = WallTimePerStep()
         self.input_probe = input_probe
         self.compute_probe = compute_probe
         self.summaries = summaries

@@ -1,4 +1,4 @@
-"""Stack dumps on request: ``faulthandler`` on ``launcher.protocol.stacks.STACKS_SIGNAL``, announced once.
+"""Stack dumps on request: ``faulthandler`` on ``launcher.protocol.stacks_signal.STACKS_SIGNAL``, announced once.
 
 Contract: ``dump_stacks_on_signal(reporter)`` makes the process write the
 Python stack of every thread on stderr when it gets the signal (from the C
@@ -13,7 +13,7 @@ import faulthandler
 import sys
 
 from launcher.protocol.events import StacksOnSignal
-from launcher.protocol.stacks import STACKS_SIGNAL
+from launcher.protocol.stacks_signal import STACKS_SIGNAL
 from launcher.worker.reporter import Reporter
 
 _registered: list[bool] = []

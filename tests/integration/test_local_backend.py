@@ -26,7 +26,7 @@ from helpers.local_cluster import CLI, assert_nothing_left, processes, tfcluster
 from helpers.polling import wait_for_condition
 from helpers.required import unavailable
 from helpers.task_events import print_event
-from launcher.backends import allocator
+from launcher.backends import tcmalloc
 from launcher.backends.local.processes import group_alive
 from launcher.backends.local.state import LocalState
 from launcher.cli import registry
@@ -298,8 +298,8 @@ def test_down_volumes_deletes_the_dir_up_created_also_on_a_later_run(tmp_path: P
 
 
 def test_tasks_run_with_tcmalloc_unless_their_spec_clears_the_preload(tmp_path: Path) -> None:
-    if not allocator.preload_env(environ={}):
-        unavailable(f"{allocator.LIBRARY} is not installed (Debian: libtcmalloc-minimal4; scripts/setup-venv.sh)")
+    if not tcmalloc.preload_env(environ={}):
+        unavailable(f"{tcmalloc.LIBRARY} is not installed (Debian: libtcmalloc-minimal4; scripts/setup-venv.sh)")
     mapped = script("print('tcmalloc', any('libtcmalloc_minimal' in line for line in open('/proc/self/maps')))")
     spec = write(tmp_path, "malloc", {"chief": {"command": mapped},
                                       "worker": {"command": mapped, "env": {"LD_PRELOAD": ""}}})

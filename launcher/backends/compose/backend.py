@@ -164,7 +164,7 @@ class ComposeBackend(Backend[BackendOptions]):
 
     def describe(self, name: str) -> JobStatus | None:
         state = harness.StateDir.of(self.kind, name)
-        job = harness.describe(state, self.kind, lambda plan: runtime.observe(self._containers(name)))
+        job = harness.describe(state, self.kind, lambda plan: runtime.read_exits(self._containers(name)))
         if job is None:
             containers = self._containers(name)
             return self._unsupervised(name, containers) if containers else None
@@ -222,7 +222,7 @@ class ComposeBackend(Backend[BackendOptions]):
         if all(is_object_store(d) for d in dirs.values()):
             return serve_locally(dirs, host, port)
         plans = {name: harness.StateDir.of(self.kind, name).read_plan() for name in names}
-        return board.serve(self.client, plans, host, port)
+        return board.run_in_container(self.client, plans, host, port)
 
     # -- cancel -----------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ Contract: ``ContainerRuntime`` starts, polls, stops and reads the task container
 task name) that ``docker compose up --no-start`` created, re-creating a removed one on start. ``poll``
 reports ``docker kill``/``docker stop`` as 137/143; ``oom_killed`` is the engine's ``OOMKilled``.
 Docker API errors propagate (the supervisor retries). ``adopt`` follows a container's current run,
-``observe`` reads without following. Standbys: ``prepare`` starts one per task, ``start`` promotes
+``read_exits`` reads without following. Standbys: ``prepare`` starts one per task, ``start`` promotes
 it, ``close`` removes those left. ``run_compose`` runs compose with ``OVERRIDE_FILE``.
 Design notes: docs/design-notes.md.
 """
@@ -25,14 +25,14 @@ from typing import Any
 import yaml
 
 from launcher.backends.compose import standbys
+from launcher.backends.compose.docker_exec import read_stacks_in
 from launcher.backends.compose.render import COMPOSE_FILE
-from launcher.backends.compose.stacks import read_stacks_in
 from launcher.backends.lines import iter_lines
 from launcher.backends.pyspy import say_none
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol.exitcodes import LOST_EXIT
-from launcher.protocol.stacks import STACKS_SIGNAL
+from launcher.protocol.stacks_signal import STACKS_SIGNAL
 
 OVERRIDE_FILE = "supervised.yaml"
 #: Docker's container statuses of a container whose process ended (its ``State.ExitCode`` is final).
@@ -228,7 +228,7 @@ def started_at(container: Any) -> float:
     return datetime.fromisoformat(whole + "+00:00").timestamp() + float(f"0.{fraction or 0}")
 
 
-def observe(containers: Sequence[Any]) -> dict[str, int | None]:
+def read_exits(containers: Sequence[Any]) -> dict[str, int | None]:
     """``{task: exit code, None while it runs}`` of the task containers (no standby: ``standbys.is_task_container``)
     that were started."""
     return {c.name: exit_code(c) for c in containers if c.status != "created"}

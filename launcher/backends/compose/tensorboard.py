@@ -12,7 +12,7 @@ TensorBoard's port is published, on ``host`` (127.0.0.1 by default); the
 container runs as the image's non-root user with a read-only root
 filesystem, no capabilities and a tmpfs ``/tmp``, outside the runs'
 networks (the training ports stay unpublished and unreachable).
-``serve(client, plans, host, port)`` runs it, yields a ``Board`` once
+``run_in_container(client, plans, host, port)`` runs it, yields a ``Board`` once
 TensorBoard answers and removes the container when the context is left.
 """
 
@@ -84,7 +84,7 @@ def board_filters(name: str) -> dict[str, str]:
 
 
 @contextmanager
-def serve(client: Any, plans: Mapping[str, Plan], host: str, port: int) -> Iterator[tensorboard.Board]:
+def run_in_container(client: Any, plans: Mapping[str, Plan], host: str, port: int) -> Iterator[tensorboard.Board]:
     import docker.errors
 
     options = container_options(plans, host, port)

@@ -33,8 +33,8 @@ from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import LOG_TAIL_LINES, RoleType, RuleAction
 from launcher.supervision import harness
 from launcher.supervision.rules import Action
+from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.stack_evidence import read, two_samples
-from launcher.supervision.stacks import write_stacks
 from launcher.supervision.stall import SIGNS_OF_LIFE, WATCHED_EVENTS, StallVerdict, conclude, describe, judge
 from launcher.supervision.status import JobStatus, StallStatus, State, SupervisorState
 from launcher.supervision.stragglers import stragglers

@@ -38,10 +38,9 @@ from launcher.protocol.events import Event, StepTime
 from launcher.protocol.roles import TaskRef
 from launcher.spec.models import RoleType
 from launcher.supervision.rules import Rules
-from launcher.supervision.stall import StallClock, observe
+from launcher.supervision.stall import StallClock, after_event
 from launcher.supervision.status import StallStatus
-from launcher.supervision.stragglers import WINDOW
-from launcher.supervision.stragglers import StepTime as StepTimes
+from launcher.supervision.stragglers import WINDOW, StepBreakdown
 
 #: The run's ConfigMap key holding the last ``StallRecord``.
 STALL_KEY = "stall.json"
@@ -59,7 +58,7 @@ def clock(started: float, events: Iterable[Event], reporting: bool, looked_at: f
     ``looked_at`` when the watch last read its stacks, if that was in the silence the events end in."""
     result = StallClock(started, reporting=reporting)
     for event in sorted(events, key=lambda e: e.time):
-        result = observe(result, event.event, event.time)
+        result = after_event(result, event.event, event.time)
     return result.looked(looked_at) if looked_at is not None and looked_at >= result.since else result
 
 
@@ -82,6 +81,6 @@ def rules(policy: JobPolicy, jobs: list[Obj], cluster: str) -> Rules:
                                for job in jobs for index in range(job["spec"].get("completions", 1))))
 
 
-def step_times(events: Iterable[Event]) -> list[StepTimes]:
+def step_times(events: Iterable[Event]) -> list[StepBreakdown]:
     """A task's last ``step_time`` reports, for ``launcher.supervision.stragglers``."""
-    return [StepTimes.of(e) for e in events if isinstance(e, StepTime)][-WINDOW:]
+    return [StepBreakdown.of(e) for e in events if isinstance(e, StepTime)][-WINDOW:]

@@ -29,7 +29,7 @@ from launcher.backends import checkpoints, logfiles
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.local import supervise
 from launcher.backends.local.capacity import memory_problems
-from launcher.backends.local.processes import ProcessRuntime, group_runs_task, kill_group_and_wait, observe
+from launcher.backends.local.processes import ProcessRuntime, group_runs_task, kill_group_and_wait, read_exits
 from launcher.backends.local.state import LocalState
 from launcher.backends.local.target import LocalTarget, target
 from launcher.backends.logfiles import command_problems
@@ -86,7 +86,7 @@ class LocalBackend(Backend[BackendOptions]):
 
     def describe(self, name: str) -> JobStatus | None:
         state = LocalState.of(self.kind, name)
-        return harness.describe(state, self.kind, lambda plan: observe(state.read_runs(), state.exits))
+        return harness.describe(state, self.kind, lambda plan: read_exits(state.read_runs(), state.exits))
 
     def adopt(self, name: str) -> list[str]:
         """Adopt the tasks of ``name`` with a new supervisor if its supervisor died."""

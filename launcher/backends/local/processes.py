@@ -4,7 +4,7 @@ Contract: ``start`` runs ``task.command`` in ``plan.workdir`` with the plan's ta
 closed, output appended to the private ``<log_dir>/<task>.log``; ``stop`` and an observed exit kill
 the task's whole process group. ``on_runs`` gets ``{task: TaskRun}`` after every start. A ``/bin/sh``
 wrapper writes each exit code (128+N for signal N) to ``<exit_dir>/<task>``, so ``adopt`` and
-``observe`` work after the supervisor died; a run gone without a code is ``LOST_EXIT``. Adopted
+``read_exits`` work after the supervisor died; a run gone without a code is ``LOST_EXIT``. Adopted
 groups are checked against reuse before any signal. Standbys: ``prepare`` / ``start`` / ``close``.
 Design notes: docs/design-notes.md.
 """
@@ -29,7 +29,7 @@ from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol import env
 from launcher.protocol.exitcodes import LOST_EXIT, SIGNAL_EXIT_BASE
-from launcher.protocol.stacks import STACKS_SIGNAL
+from launcher.protocol.stacks_signal import STACKS_SIGNAL
 from launcher.supervision.procfs import stat_fields
 from launcher.supervision.statefile import open_private, private_dir
 
@@ -135,7 +135,7 @@ def read_exit(exit_dir: Path, task_name: str) -> int | None:
         return None
 
 
-def observe(runs: Mapping[str, TaskRun], exit_dir: Path) -> dict[str, int | None]:
+def read_exits(runs: Mapping[str, TaskRun], exit_dir: Path) -> dict[str, int | None]:
     """``{task: exit code, None while it runs}`` for recorded runs, read from /proc and the exit files only."""
     observed: dict[str, int | None] = {}
     for name, run in runs.items():

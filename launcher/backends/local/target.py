@@ -8,7 +8,7 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from launcher.backends import allocator
+from launcher.backends import tcmalloc
 from launcher.plan.targets import BackendKind, ProcessTarget
 from launcher.spec.models import ClusterSpec, RoleType
 
@@ -33,7 +33,7 @@ class LocalTarget(ProcessTarget):
     def __init__(self, ports: list[int], workdir: Path | None = None):
         super().__init__(sys.executable, workdir)
         self.ports = ports
-        self.allocator_env = allocator.preload_env()  # found once: a preview shows what a launch applies
+        self.allocator_env = tcmalloc.preload_env()  # found once: a preview shows what a launch applies
 
     def task_env(self) -> dict[str, str]:
         return dict(self.allocator_env)

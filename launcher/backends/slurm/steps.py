@@ -30,7 +30,7 @@ from launcher.backends.slurm import slurmctl
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol.exitcodes import SIGNAL_EXIT_BASE
-from launcher.protocol.stacks import STACKS_SIGNAL
+from launcher.protocol.stacks_signal import STACKS_SIGNAL
 from launcher.supervision.statefile import open_private, private_dir
 
 #: How long a cancelled step's srun gets to exit before it is killed.

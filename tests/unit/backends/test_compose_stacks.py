@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from launcher.backends.compose.stacks import read_stacks_in as read_container_stacks
+from launcher.backends.compose.docker_exec import read_stacks_in as read_container_stacks
 
 
 class Container:

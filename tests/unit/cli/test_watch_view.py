@@ -85,7 +85,7 @@ def test_status_text_counts_preemptions_apart_from_restarts() -> None:
 def test_the_view_shows_stalls_stragglers_and_an_unwatched_program() -> None:
     from launcher.supervision.stall import StallEvidence
     from launcher.supervision.status import StallStatus
-    from launcher.supervision.stragglers import StepTime, Straggler
+    from launcher.supervision.stragglers import StepBreakdown, Straggler
 
     stalled = JobStatus("t", BackendKind.LOCAL, State.RUNNING,
                         stall=StallStatus(True, 1, "no progress for 31 s; suspected: t-worker-1", ["t-worker-1"]),
@@ -95,8 +95,8 @@ def test_the_view_shows_stalls_stragglers_and_an_unwatched_program() -> None:
     assert "straggler: t-worker-2: input 90 ms, 30.0x the median 3 ms" in text
     slow = Straggler("t-worker-2", "compute_seconds_per_batch", 0.09, 0.003, 30.0)
     timed = JobStatus("t", BackendKind.LOCAL, State.RUNNING, stragglers=[slow], tasks=[
-        TaskStatus("t-worker-1", State.RUNNING, step_time=StepTime(0.1, 0.002, 0.003, 0.095)),
-        TaskStatus("t-worker-2", State.RUNNING, step_time=StepTime(0.1, 0.002, 0.09, None)),
+        TaskStatus("t-worker-1", State.RUNNING, step_time=StepBreakdown(0.1, 0.002, 0.003, 0.095)),
+        TaskStatus("t-worker-2", State.RUNNING, step_time=StepBreakdown(0.1, 0.002, 0.09, None)),
         TaskStatus("t-ps-0", State.RUNNING)])
     text = render(timed)
     assert "straggler: t-worker-2: compute 90 ms, 30.0x the median 3 ms" in text

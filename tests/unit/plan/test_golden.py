@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers.paths import REPO  # noqa: I001
-from launcher.backends import allocator
+from launcher.backends import tcmalloc
 from launcher.cli.commands import main
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -55,8 +55,8 @@ def test_dry_run_matches_golden(example: Path, output: str, backend: str, cli, m
     update = updating(os.environ)
     monkeypatch.chdir(REPO)
     # A local plan's tasks preload the allocator this host has: the goldens show a Debian host's, on any machine.
-    monkeypatch.setattr(allocator, "preload_env", lambda: {
-        allocator.PRELOAD: f"/usr/lib/x86_64-linux-gnu/{allocator.LIBRARY}", **allocator.QUIET})
+    monkeypatch.setattr(tcmalloc, "preload_env", lambda: {
+        tcmalloc.PRELOAD: f"/usr/lib/x86_64-linux-gnu/{tcmalloc.LIBRARY}", **tcmalloc.QUIET})
     result = cli.invoke(main, ["dry-run", str(example.relative_to(REPO)), "-o", output, "-b", backend],
                         env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output

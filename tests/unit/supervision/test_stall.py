@@ -10,8 +10,8 @@ import pytest
 from launcher import api
 from launcher.protocol.events import EventKind
 from launcher.supervision.rules import Action, Rules
+from launcher.supervision.stack_dumps import is_stack_line
 from launcher.supervision.stack_evidence import StackReading, StackVerdict, TaskStacks, read, thread_stacks, two_samples
-from launcher.supervision.stacks import is_stack_line
 from launcher.supervision.stall import (
     FIRST_STEP_FACTOR,
     LOOK_SECONDS,
@@ -19,12 +19,12 @@ from launcher.supervision.stall import (
     StallClock,
     StallEvidence,
     StallVerdict,
+    after_event,
     conclude,
     describe,
     judge,
-    observe,
 )
-from launcher.supervision.stragglers import StepTime, stragglers
+from launcher.supervision.stragglers import StepBreakdown, stragglers
 
 FLOOR = 10.0
 
@@ -300,14 +300,14 @@ def test_a_stall_after_the_lead_finished_training_is_never_restarted() -> None:
 
 
 def test_the_clock_says_finished_from_the_leads_finished_until_a_new_attempt() -> None:
-    clock = observe(steady(0.1, 10), EventKind.FINISHED, 100.0)
+    clock = after_event(steady(0.1, 10), EventKind.FINISHED, 100.0)
     assert clock.finished and clock.since == 100.0 and clock.last_report is None
     assert clock.again(200.0).finished  # a warned stall judged afresh: still the same attempt
     assert not clock.started(300.0).finished  # the group restarted: a new attempt trains again
 
 
-def times(*values: tuple[float | None, float | None]) -> list[StepTime]:
-    return [StepTime(step, data) for step, data in values]
+def times(*values: tuple[float | None, float | None]) -> list[StepBreakdown]:
+    return [StepBreakdown(step, data) for step, data in values]
 
 
 def test_the_task_whose_input_is_slow_is_the_straggler_though_every_step_takes_as_long() -> None:
@@ -317,8 +317,8 @@ def test_the_task_whose_input_is_slow_is_the_straggler_though_every_step_takes_a
 
 
 def test_with_inputs_alike_the_task_whose_compute_is_slow_is_the_straggler() -> None:
-    def report(compute: float, peers: float) -> list[StepTime]:
-        return [StepTime(0.2, 0.01, compute, peers)]
+    def report(compute: float, peers: float) -> list[StepBreakdown]:
+        return [StepBreakdown(0.2, 0.01, compute, peers)]
 
     found = stragglers({"c": report(0.05, 0.15), "w0": report(0.05, 0.15), "w1": report(0.19, 0.01)})
     assert [(s.task, s.measure, s.seconds, s.median_seconds) for s in found] == [
@@ -338,14 +338,14 @@ def test_nobody_is_named_among_equals_or_by_timer_noise_or_with_too_few_tasks() 
 
 def test_a_probes_jitter_that_is_a_small_part_of_the_step_names_nobody_and_the_slow_compute_still_tells() -> None:
     """CI's compose run: worker 0's input probe read 6.3 ms against a median of 1.2 ms, in ~100 ms steps."""
-    def report(input_seconds: float, compute: float) -> list[StepTime]:
-        return [StepTime(0.1, input_seconds, compute)]
+    def report(input_seconds: float, compute: float) -> list[StepBreakdown]:
+        return [StepBreakdown(0.1, input_seconds, compute)]
 
     found = stragglers({"c": report(0.0012, 0.02), "w0": report(0.0063, 0.02), "w1": report(0.0011, 0.07)})
     assert [(s.task, s.measure) for s in found] == [("w1", "compute_seconds_per_batch")]
     assert stragglers({"c": report(0.0012, 0.02), "w0": report(0.0063, 0.02), "w1": report(0.0011, 0.02)}) == []
     # the same 5 ms in 20 ms steps holds the others up by a quarter of a step: named
-    found = stragglers({t: [StepTime(0.02, i, 0.01)] for t, i in (("c", 0.0012), ("w0", 0.0063), ("w1", 0.0011))})
+    found = stragglers({t: [StepBreakdown(0.02, i, 0.01)] for t, i in (("c", 0.0012), ("w0", 0.0063), ("w1", 0.0011))})
     assert [(s.task, s.measure) for s in found] == [("w0", "input_seconds_per_batch")]
 
 
@@ -358,8 +358,8 @@ def test_after_the_lead_finished_its_exit_gets_the_first_step_allowance_not_the_
     """CI: a chief's exit after ``finished`` took over 15 s with a 10 s floor, and the finished job was restarted."""
     clock = StallClock(since=0.0).reports()
     for now in (1.0, 1.1, 1.2, 1.3):
-        clock = observe(clock, EventKind.STEP, now)
+        clock = after_event(clock, EventKind.STEP, now)
     assert on_time(clock, 12.0, 10.0) is StallVerdict.STALLED  # silent past the floor while training
-    clock = observe(clock, EventKind.FINISHED, 2.0)
+    clock = after_event(clock, EventKind.FINISHED, 2.0)
     assert on_time(clock, 20.0, 10.0) is StallVerdict.HEALTHY  # 18 s into its exit: within 3x the floor
     assert on_time(clock, 33.0, 10.0) is StallVerdict.STALLED  # an exit that hangs is still found

@@ -1,4 +1,4 @@
-"""``launcher.backends.allocator``: TCMalloc preloaded into local tasks where this host has it, never over a user's."""
+"""``launcher.backends.tcmalloc``: TCMalloc preloaded into local tasks where this host has it, never over a user's."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import dockerfile
 
 from helpers.paths import REPO
-from launcher.backends import allocator
+from launcher.backends import tcmalloc
 from launcher.backends.local.target import LocalTarget
 from launcher.plan.planner import make_plan
 from launcher.spec.loader import validate_data
@@ -15,26 +15,26 @@ from launcher.spec.loader import validate_data
 
 def _library_in(directory: Path) -> Path:
     directory.mkdir(parents=True)
-    (directory / allocator.LIBRARY).write_bytes(b"")
-    return directory / allocator.LIBRARY
+    (directory / tcmalloc.LIBRARY).write_bytes(b"")
+    return directory / tcmalloc.LIBRARY
 
 
 def test_the_first_library_found_is_preloaded_with_large_allocations_unreported(tmp_path: Path) -> None:
     second = _library_in(tmp_path / "lib64")
-    assert allocator.preload_env({}, [tmp_path / "none", second.parent, _library_in(tmp_path / "lib").parent]) == {
+    assert tcmalloc.preload_env({}, [tmp_path / "none", second.parent, _library_in(tmp_path / "lib").parent]) == {
         "LD_PRELOAD": str(second), "TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD": str(1 << 50)}
 
 
 def test_nothing_without_the_library_or_over_the_users_own_preload(tmp_path: Path) -> None:
-    assert allocator.preload_env({}, [tmp_path]) == {}
+    assert tcmalloc.preload_env({}, [tmp_path]) == {}
     found = _library_in(tmp_path / "lib").parent
-    assert allocator.preload_env({"LD_PRELOAD": "/opt/mine.so"}, [found]) == {}
-    assert allocator.preload_env({"LD_PRELOAD": ""}, [found]) == {}
+    assert tcmalloc.preload_env({"LD_PRELOAD": "/opt/mine.so"}, [found]) == {}
+    assert tcmalloc.preload_env({"LD_PRELOAD": ""}, [found]) == {}
 
 
 def test_a_local_plan_gives_every_task_the_preload_and_the_specs_env_overrides_it(monkeypatch, tmp_path: Path) -> None:
-    preload = {"LD_PRELOAD": str(tmp_path / allocator.LIBRARY), **allocator.QUIET}
-    monkeypatch.setattr(allocator, "preload_env", lambda: preload)
+    preload = {"LD_PRELOAD": str(tmp_path / tcmalloc.LIBRARY), **tcmalloc.QUIET}
+    monkeypatch.setattr(tcmalloc, "preload_env", lambda: preload)
     spec = validate_data({"name": "m", "roles": {"chief": {}, "worker": {"replicas": 2, "env": {"LD_PRELOAD": ""}}}})
     plan = make_plan(spec, LocalTarget.preview(3))
     chief, *workers = plan.tasks
@@ -75,5 +75,5 @@ ENV E=5 \\
 def test_the_worker_image_preloads_the_same_library_with_the_same_variables() -> None:
     """The Dockerfile's ENV is the one copy of this module's values that cannot import them."""
     env = image_env((REPO / "worker_image" / "Dockerfile").read_text())
-    expected = {allocator.PRELOAD: allocator.LIBRARY, **allocator.QUIET}
+    expected = {tcmalloc.PRELOAD: tcmalloc.LIBRARY, **tcmalloc.QUIET}
     assert {name: env.get(name) for name in expected} == expected
