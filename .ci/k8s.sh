@@ -11,7 +11,7 @@
 # (.ci/k8s/crictl) into $TFCLUSTER_K8S_CACHE (default /var/cache/tfcluster-k8s) when missing or when their module
 # changed; then starts what is not running: etcd (Debian's), the control plane, a containerd of the node's own
 # (Debian's, beside Docker's; CNI bridge `tfk8s0` 10.244.0.0/24, pods without a default route: they reach each
-# other and the node, nothing else), the kubelet (cgroup v1, cgroupfs), CoreDNS on the node's address (cluster.local
+# other, the node and the API server through the `kubernetes` Service, nothing else), the kubelet (cgroup v1, cgroupfs), CoreDNS on the node's address (cluster.local
 # only), and a docker-registry on 127.0.0.1:5000 that the node pulls from over plain HTTP (also for Docker Hub's
 # names; registry.k8s.io is a closed loopback port: the node never pulls from outside). It waits until the node
 # is Ready and CoreDNS answers a headless Service's host name, and sets up what the tests use:
@@ -37,6 +37,8 @@ bin=$cache/bin
 node=tfcluster-node
 node_ip=10.244.0.1                  # the pod bridge's address: the node as pods and the API server see it
 pod_cidr=10.244.0.0/24
+service_cidr=10.96.0.0/16
+api_service_ip=10.96.0.1             # the `kubernetes` Service: the first address of the service range
 bridge=tfk8s0
 namespace=tfcluster-e2e
 registry_port=${TFCLUSTER_K8S_REGISTRY_PORT:-5000}
@@ -177,11 +179,19 @@ fi
 ip link set "$bridge" up
 # Docker's FORWARD policy is DROP and bridged frames pass iptables (br_netfilter): let the bridge's own traffic through
 iptables -C FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null || iptables -I FORWARD 1 -i "$bridge" -o "$bridge" -j ACCEPT
+# The one ClusterIP Service pods use is `kubernetes` (a run's supervisor pod reaches the API server through it, as
+# in-cluster clients do): kube-proxy's part for it, here one DNAT rule from its address to the API server on the
+# node's loopback (route_localnet lets the bridge's packets reach 127.0.0.1; nothing else gets there), and a route
+# to the service range in every pod. No kube-proxy runs: no other Service has a cluster IP in the tests.
+sysctl -qw "net.ipv4.conf.$bridge.route_localnet=1"
+api_dnat=(-i "$bridge" -d "$api_service_ip/32" -p tcp --dport 443 -j DNAT --to-destination 127.0.0.1:6443)
+iptables -t nat -C PREROUTING "${api_dnat[@]}" 2>/dev/null || iptables -t nat -A PREROUTING "${api_dnat[@]}"
 mkdir -p "$root/cni/net.d" "$root/cni/networks"
 write "$root/cni/net.d/10-tfcluster.conflist" <<CNI || true
 {"cniVersion": "0.4.0", "name": "tfcluster", "plugins": [
   {"type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-   "ipam": {"type": "host-local", "dataDir": "$root/cni/networks", "ranges": [[{"subnet": "$pod_cidr", "gateway": "$node_ip"}]]}}]}
+   "ipam": {"type": "host-local", "dataDir": "$root/cni/networks", "ranges": [[{"subnet": "$pod_cidr", "gateway": "$node_ip"}]],
+            "routes": [{"dst": "$service_cidr"}]}}]}
 CNI
 
 # --- etcd and the control plane -----------------------------------------------------------------------------------
@@ -193,7 +203,7 @@ wait_for 30 etcd curl -fs http://127.0.0.1:2379/health
 
 start kube-apiserver "$bin/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
     --bind-address=127.0.0.1 --secure-port=6443 --advertise-address="$node_ip" \
-    --service-cluster-ip-range=10.96.0.0/16 --authorization-mode=Node,RBAC \
+    --service-cluster-ip-range="$service_cidr" --authorization-mode=Node,RBAC \
     --client-ca-file="$pki/ca.crt" --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
     --kubelet-client-certificate="$pki/kubelet-client.crt" --kubelet-client-key="$pki/kubelet-client.key" \
     --kubelet-certificate-authority="$pki/ca.crt" --kubelet-preferred-address-types=InternalIP \

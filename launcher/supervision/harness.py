@@ -116,11 +116,11 @@ class Rounds:
 
 
 class RoundHosting(Protocol):
-    """A backend class whose ``rounds(name, pause)`` gives ``serve_rounds`` its ``Rounds`` (``pause`` waits
-    inside a round and ends early when the supervisor is told to stop)."""
+    """A backend class whose ``rounds(name, pause, say)`` gives ``serve_rounds`` its ``Rounds`` (``pause`` waits
+    inside a round and ends early when the supervisor is told to stop; ``say`` writes a line to its log)."""
 
     @classmethod
-    def rounds(cls, name: str, pause: Callable[[float], None]) -> Rounds: ...
+    def rounds(cls, name: str, pause: Callable[[float], None], say: Callable[[str], None]) -> Rounds: ...
 
 
 def command(backend: type[Hosting], python: str = sys.executable) -> list[str]:
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     return run_supervisor(Path(args[1]), hosting(args[0]).host, adopt=ADOPT_FLAG in args[2:])
 
 
-def serve_rounds(name: str, rounds: Callable[[str, Callable[[float], None]], Rounds],
+def serve_rounds(name: str, rounds: Callable[[str, Callable[[float], None], Callable[[str], None]], Rounds],
                  round_seconds: float = ROUND_SECONDS, faults: int = ROUND_FAULTS) -> int:
     """Supervise run ``name`` in rounds until it is over (0); 1 after ``faults`` failed rounds in a row; on
     SIGTERM or SIGINT leave the run as it is and return 143 (a supervisor that replaces this one adopts it)."""
@@ -333,7 +333,7 @@ def serve_rounds(name: str, rounds: Callable[[str, Callable[[float], None]], Rou
     def pause(seconds: float) -> None:
         stop.wait(seconds)
 
-    hosted = rounds(name, pause)
+    hosted = rounds(name, pause, say)
     failed = 0
     say("supervising in rounds")
     while not stop.is_set():

@@ -73,8 +73,9 @@ def image() -> str:
     return os.environ.get("TFCLUSTER_E2E_IMAGE", "tfcluster-worker:latest")
 
 
-def demo_plan(name: str, workers: int = 2) -> Plan:
-    """A chief and ``workers`` workers training 2 short epochs, restarted on an exit code, on a claim of their own."""
+def demo_plan(name: str, workers: int = 2, epochs: int = 2) -> Plan:
+    """A chief and ``workers`` workers training ``epochs`` short epochs, restarted on an exit code, on a claim of
+    their own."""
     claim = {"size": "1Gi"}
     if os.environ.get("TFCLUSTER_E2E_STORAGE_CLASS"):
         claim["storage_class"] = os.environ["TFCLUSTER_E2E_STORAGE_CLASS"]
@@ -83,7 +84,7 @@ def demo_plan(name: str, workers: int = 2) -> Plan:
             "name": name,
             "image": image(),
             "roles": {"chief": {}, "worker": {"replicas": workers}},
-            "training": {"epochs": 2, "steps_per_epoch": 30, "batch_size_per_replica": 16},
+            "training": {"epochs": epochs, "steps_per_epoch": 30, "batch_size_per_replica": 16},
             "checkpoint": {"backup_every_steps": 5},
             "restart": {"policy": "exit-code", "max_restarts": 3},
             "deadline_seconds": TIMEOUT_SECONDS,
@@ -94,12 +95,15 @@ def demo_plan(name: str, workers: int = 2) -> Plan:
 
 
 def supervise_until(backend: KubernetesBackend, name: str, done: Callable[[JobStatus], bool],
-                    timeout: float = TIMEOUT_SECONDS) -> JobStatus:
-    """The `up` loop without the live view: supervise, describe, until ``done(status)`` (fails after ``timeout``)."""
+                    timeout: float = TIMEOUT_SECONDS, watch: bool = True) -> JobStatus:
+    """The `up` loop without the live view: supervise (``watch``: a round of the launcher's watch, which stands
+    aside while the run's in-cluster supervisor runs; False: no launcher watching at all), describe, until
+    ``done(status)`` (fails after ``timeout``)."""
     deadline = time.monotonic() + timeout
     status = None
     while time.monotonic() < deadline:
-        backend.watch_round(name)
+        if watch:
+            backend.watch_round(name)
         status = backend.describe(name)
         assert status is not None
         if done(status):

@@ -31,7 +31,7 @@ TASK_SIDE = ("launcher/worker/", "launcher/progress.py", "launcher/examples/")
 #: which the CLI shows through the sink.
 LOG_WRITERS = {
     "launcher/supervision/detach.py": {"start", "_be_detached"},  # flushes, then points the streams at the log
-    "launcher/supervision/harness.py": {"run_supervisor", "_fail"},
+    "launcher/supervision/harness.py": {"run_supervisor", "_fail", "serve_rounds"},
     "launcher/supervision/supervisor.py": {"_log"},
 }
 CLICK_WRITERS = {"echo", "secho", "echo_via_pager", "get_text_stream", "get_binary_stream", "open_file", "clear",

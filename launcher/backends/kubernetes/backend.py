@@ -104,12 +104,12 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         return cls(connect(options.context), options.namespace)
 
     @classmethod
-    def rounds(cls, name: str, pause: Callable[[float], None]) -> harness.Rounds:
+    def rounds(cls, name: str, pause: Callable[[float], None], say: Callable[[str], None]) -> harness.Rounds:
         """The in-cluster supervisor's rounds (``launcher.backends.kubernetes.in_cluster``), in the pod's own
         namespace with its ServiceAccount's token; a stall's stacks go to the pod's log."""
         namespace = os.environ[in_cluster.NAMESPACE_ENV]
         backend = cls(connect(None), namespace, pause=pause)
-        backend.runtime.keep_stacks = in_cluster.print_stacks
+        backend.runtime.keep_stacks = partial(in_cluster.log_stacks, say)
         return harness.Rounds(round=partial(backend.runtime.round, name, namespace),
                               over=partial(in_cluster.over, backend.api, name, namespace))
 

@@ -12,6 +12,7 @@ pod's log, kept with the pod.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes import status as k8s_status
@@ -22,10 +23,10 @@ from launcher.plan import naming
 NAMESPACE_ENV, POD_ENV = "TFCLUSTER_NAMESPACE", "TFCLUSTER_POD"
 
 
-def print_stacks(name: str, number: int, dumps: dict[str, str | None]) -> str | None:
-    """A stall's stacks, into this pod's log; returns where to read them."""
+def log_stacks(say: Callable[[str], None], name: str, number: int, dumps: dict[str, str | None]) -> str | None:
+    """A stall's stacks, into this pod's log (``say``: the harness's); returns where to read them."""
     for task, dump in dumps.items():
-        print(f"{name}: stacks of {task} at stall {number}:\n{dump or '(none: the task gave no dump)'}", flush=True)
+        say(f"stacks of {task} at stall {number}:\n{dump or '(none: the task gave no dump)'}")
     pod = os.environ.get(POD_ENV, naming.supervisor_name(name))
     return f"the log of pod {pod} (kubectl logs {pod})"
 

@@ -88,7 +88,8 @@ def test_the_supervisor_restarts_the_gang_and_cleans_up_as_its_own_role_allows(
     monkeypatch.setitem(defaults, "clock", lambda: fake.now)
     monkeypatch.setitem(defaults, "gang_grace", 0)
     monkeypatch.setitem(defaults, "linger", 0)
-    rounds = KubernetesBackend.rounds("demo", lambda seconds: None)
+    said: list[str] = []
+    rounds = KubernetesBackend.rounds("demo", lambda seconds: None, said.append)
     fake.now += 5
     fake.finish_pod(current(fake, "demo-worker-1"), 137)
     actions = rounds.round()
@@ -141,7 +142,7 @@ class _Rounds:
     def __init__(self, *outcomes: Any):
         self.outcomes, self.rounds = list(outcomes), 0
 
-    def __call__(self, name: str, pause: Any) -> harness.Rounds:
+    def __call__(self, name: str, pause: Any, say: Any) -> harness.Rounds:
         return harness.Rounds(round=self.round, over=lambda: self.outcomes[self.rounds - 1] == "over")
 
     def round(self) -> list[str]:
