@@ -1,17 +1,18 @@
-"""Recovery time (not run in CI): python bench/bench_recovery.py [--backend local|compose] [--repeat N] [--kill-at-step S]
+"""Recovery time (not run in CI): python bench/bench_recovery.py [--backend local|compose] [--repeat N] [--early-seconds S] [--late-step N]
 
 ``kill -9`` of an MWMS worker mid-training (local: its process group;
 compose: ``docker kill`` of its container) until the chief's first step
 after the supervisor's gang restart and the restore, against the time to
 the first step of a fresh ``tfcluster up`` measured in the same run, as a
-ratio table of the medians of ``--repeat`` runs: restarts that become the
+ratio table of the medians of ``--repeat`` runs (each run's ratio to its
+own fresh launch: this host's load drifts between runs): restarts that become the
 tasks' standbys (``restart.warm``, the default: TensorFlow already
 imported; on compose, standby containers) and restarts that start every
-task afresh (``warm: false``). The kill comes at step ``--kill-at-step`` (default 300, about 20 s into
-training): standbys start at the first step and import at idle priority,
-which on this machine's two cores, both busy training, takes them about
-16 s; a failure before that finds them still importing (they then finish
-at the normal priority), so it saves less (``--kill-at-step 100``).
+task afresh (``warm: false``). Each kind is killed twice per repeat: early,
+``--early-seconds`` after the chief's first step (default 6: a failure
+early in a run, which finds standbys that import at idle priority still
+importing unless they started with the tasks), and late, after step
+``--late-step`` (default 300, about 20 s into training).
 """
 
 from __future__ import annotations
@@ -37,16 +38,27 @@ from launcher.backends.local.state import LocalState  # noqa: E402
 KINDS = ((True, "standbys"), (False, "afresh"))
 
 
-def recover_once(workdir: Path, warm: bool, kill_at_step: int, backend: str) -> tuple[float, float, float]:
+#: When the worker is killed: (seconds after the chief's first step, or None; at or after this step).
+KillAt = tuple[float | None, int]
+
+
+def recover_once(workdir: Path, warm: bool, kill_at: KillAt, backend: str) -> tuple[float, float, float]:
     """(fresh launch to first step, kill to restored, kill to first step after the restore), in seconds."""
     name = SPEC["name"]
     fresh, chief = launch_with_tfcluster(workdir, {**SPEC, "restart": {"warm": warm}}, backend)
     try:
-        wait_event(chief, "step", min_step=kill_at_step)
+        after_first, min_step = kill_at
+        first = wait_event(chief, "step", min_step=min_step)
+        if after_first is not None:
+            time.sleep(max(0.0, first["time"] + after_first - time.time()))  # a time to kill at, not a test's order
         killed = time.time()
         kill_worker(name, backend)
         restored = wait_event(chief, "restored", after=killed)
         resumed = wait_event(chief, "step", after=restored["time"])
+        if warm:
+            warmed = wait_event(chief, "warm_start", after=killed)
+            print(f"  chief's standby: imported in {warmed['import_seconds']:.2f} s, then waited "
+                  f"{warmed['waited_seconds']:.2f} s", file=sys.stderr)
     finally:
         subprocess.run([*CLI, "down", "--volumes", "-b", backend, name], check=True, capture_output=True)
     return fresh, restored["time"] - killed, resumed["time"] - killed
@@ -65,29 +77,37 @@ def kill_worker(name: str, backend: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each kind (median)")
-    parser.add_argument("--kill-at-step", type=int, default=300, help="the step after which the worker is killed")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each kind and kill point (median)")
+    parser.add_argument("--early-seconds", type=float, default=6.0, help="early kill: seconds after the first step")
+    parser.add_argument("--late-step", type=int, default=300, help="late kill: after this step")
+    parser.add_argument("--kinds", choices=("both", "standbys"), default="both",
+                        help="standbys only skips the restarts afresh (half the time)")
     parser.add_argument("--backend", choices=("local", "compose"), default="local")
     options = parser.parse_args()
-    runs: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+    points: dict[str, KillAt] = {f"early, {options.early_seconds:g} s after the first step": (options.early_seconds, 0),
+                                 f"late, after step {options.late_step}": (None, options.late_step)}
+    kinds = KINDS if options.kinds == "both" else KINDS[:1]
+    runs: dict[tuple[str, bool], list[tuple[float, float, float]]] = {(p, w): [] for p in points for w, _ in kinds}
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["TFCLUSTER_HOME"] = str(Path(tmp) / "home")
         for run in range(options.repeat):
-            for warm in (True, False) if run % 2 == 0 else (False, True):
-                workdir = Path(tmp) / f"run{run}-{'warm' if warm else 'cold'}"
-                workdir.mkdir()
-                runs[warm].append(recover_once(workdir, warm, options.kill_at_step, options.backend))
-    for warm, kind in KINDS:
-        print(f"runs {kind} (fresh, restored, resumed):",
-              "; ".join(", ".join(f"{t:.2f}" for t in r) for r in runs[warm]))
-    fresh = statistics.median(r[0] for r in runs[True] + runs[False])
-    rows = []
-    for warm, kind in KINDS:
-        restored, resumed = (statistics.median(r[i] for r in runs[warm]) for i in (1, 2))
-        rows += [(f"kill to restored event ({kind})", restored), (f"kill to first step after restore ({kind})", resumed)]
+            for point, kill_at in points.items() if run % 2 == 0 else reversed(points.items()):
+                for warm, _ in kinds if run % 2 == 0 else reversed(kinds):
+                    workdir = Path(tmp) / f"run{run}-{kill_at[1]}-{'warm' if warm else 'cold'}"
+                    workdir.mkdir()
+                    runs[point, warm].append(recover_once(workdir, warm, kill_at, options.backend))
+    for (point, warm), done in runs.items():
+        print(f"runs {dict(KINDS)[warm]}, {point} (fresh, restored, resumed):",
+              "; ".join(", ".join(f"{t:.2f}" for t in r) for r in done))
+    fresh = statistics.median(r[0] for done in runs.values() for r in done)
+    rows, ratios = [], []
+    for (point, warm), done in runs.items():
+        kind = f"{dict(KINDS)[warm]}, {point}"
+        for i, label in ((1, "kill to restored event"), (2, "kill to first step after restore")):
+            rows.append((f"{label} ({kind})", statistics.median(r[i] for r in done)))
+            ratios.append(statistics.median(r[i] / r[0] for r in done))  # against its own run's fresh launch
     print_table(f"kill -9 of a worker to the next training step (MWMS chief + 2 workers, {options.backend}; medians of "
-                f"{options.repeat}; kill after step {options.kill_at_step})", ("fresh launch to first step", fresh), rows)
-
+                f"{options.repeat})", ("fresh launch to first step", fresh), rows, ratios=ratios)
 
 if __name__ == "__main__":
     main()

@@ -68,7 +68,7 @@ def render_text(document: dict[str, Any], console: terminal.EscapingConsole | No
         place = " (in place of the image's ENTRYPOINT)" if containers and task.get("replaces_entrypoint") else ""
         console.out(f"  command{place}: {json.dumps(task['command'])}", highlight=False)
         if task.get("standby_command"):
-            console.out(f"  standby (from the first step; a restart becomes it): {json.dumps(task['standby_command'])}",
+            console.out(f"  standby (from the start; a restart becomes it): {json.dumps(task['standby_command'])}",
                         highlight=False)
         console.out(f"  TF_CONFIG: {json.dumps(task['tf_config'], separators=(',', ':'))}", highlight=False)
     for name in document["artifacts"]:

@@ -418,7 +418,7 @@ class RestartSpec(_Model):
     warm: bool = Field(
         True,
         description=(
-            "Keep a standby per training task of the built-in entrypoint, from the job's first step on: an "
+            "Keep a standby per training task of the built-in entrypoint, from the moment the task starts: an "
             "interpreter with TensorFlow imported (about 0.5 GB of memory, no CPU while it waits) that a restart "
             "becomes, instead of starting Python and importing TensorFlow again. Local processes and compose (a "
             "standby container per task); Slurm and Kubernetes start every restart afresh."

@@ -222,7 +222,6 @@ class Supervisor:
         self._clock = StallClock(clock(), reporting=builtin)
         self._job.stall = StallStatus(watching=builtin)
         self._standbys = [t for t in plan.tasks if t.standby_command]
-        self._standbys_due = False
         every = plan.run_config.backup_every_steps
         self._backup_every = every if isinstance(every, int) else None
         self._ledger = Ledger.launched(time.time(), self._backup_every)
@@ -542,7 +541,6 @@ class Supervisor:
     def _start(self, runs: Mapping[str, _Run]) -> None:
         if any(run.task.type.trains for run in runs.values()):
             self._clock = self._clock.started(self._now())
-        self._standbys_due = bool(self._standbys)  # after the next first step: not to slow the start down
         for run in runs.values():
             self.runtime.start(run.task)
             run.running = True
@@ -553,12 +551,14 @@ class Supervisor:
             run.status.state = State.RUNNING
             run.status.exit_code = None
             run.status.message = ""
+        self._prepare_standbys()
         self._publish()
 
     def _prepare_standbys(self) -> None:
-        """Standbys for the restarts to come; a runtime fault here is logged and costs only their speed."""
-        self._standbys_due = False
-        if not isinstance(self.runtime, Standbys):
+        """Standbys for the restarts to come, as soon as the tasks they stand by for have started (they import
+        at idle priority meanwhile: a failure early in a run finds them ready); a runtime fault here is logged
+        and costs only their speed."""
+        if not self._standbys or not isinstance(self.runtime, Standbys):
             return
         try:
             self.runtime.prepare(self._standbys)
@@ -608,8 +608,6 @@ class Supervisor:
             run.status.step_time = StepBreakdown.of(event)
             times[:] = [*times, run.status.step_time][-STRAGGLER_WINDOW:]
             self._job.stragglers = stragglers(self._step_times)
-        if run.task.name == self._lead and isinstance(event, events.Step) and self._standbys_due:
-            self._prepare_standbys()
         if run.task.name == self._lead:  # after_event keeps what its events say (finished: the exit's allowance)
             self._clock = after_event(self._clock, event.event, self._now())
             if self._job.stall is not None and (event.event in WATCHED_EVENTS or event.event in SIGNS_OF_LIFE):

@@ -3,7 +3,8 @@
 Contract: started with the task's environment and directory, it imports what the entrypoint imports,
 creates no TensorFlow context, and waits. Once called it emits ``warm_start`` and runs ``python -m
 launcher.worker ARGS`` in this process, whose exit code is its own. Called by a line on stdin (local:
-the log file to append to; EOF first ends it with 0; it imports at ``SCHED_IDLE``), or with
+the log file to append to; EOF first ends it with 0; it imports in a thread at ``SCHED_IDLE``, the main
+thread, which runs the task, keeps the normal priority), or with
 ``--on-signal`` (containers) by ``CALL_SIGNAL`` after printing ``READY_LINE``
 (``launcher.protocol.standby``). Design notes: docs/design-notes.md.
 """
@@ -18,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from launcher.protocol import env, events
+from launcher.protocol import env
 from launcher.protocol.standby import CALL_SIGNAL, ON_SIGNAL, READY_LINE
 
 #: The entrypoint the standby becomes.
@@ -28,26 +29,29 @@ ENTRYPOINT_MODULE = "launcher.worker"
 def main(args: list[str]) -> None:
     started = time.monotonic()
     on_signal = args[:1] == [ON_SIGNAL]
-    log: list[str] = []
-    called = threading.Event()
+    os.environ.setdefault(env.LEGACY_KERAS, "1")
     if on_signal:
         args = args[1:]
         # blocked here, so in every thread the imports start: the call waits, pending, for sigwait below
         signal.pthread_sigmask(signal.SIG_BLOCK, {CALL_SIGNAL})
         print(READY_LINE, flush=True)
-    else:
-        _set_priority(os.SCHED_IDLE)
-        threading.Thread(target=_await_call, args=(log, called), daemon=True, name="standby").start()
-    os.environ.setdefault(env.LEGACY_KERAS, "1")
-    import launcher.worker.main  # noqa: F401  (TensorFlow and tf_keras with it)
-
-    imported = time.monotonic()
-    if on_signal:
+        _import()
+        imported = time.monotonic()
         signal.sigwait({CALL_SIGNAL})
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {CALL_SIGNAL})
     else:
-        called.wait()
-        _become(log[0])
+        done: list[float] = []
+        importer = threading.Thread(target=_import_idle, args=(done,), daemon=True, name="standby-import")
+        importer.start()
+        line = sys.stdin.buffer.readline().decode().strip()
+        if not line:
+            os._exit(0)
+        _set_priority(os.SCHED_OTHER)  # the import thread's, if it still runs (a privileged process can)
+        importer.join()
+        imported = done[0] if done else time.monotonic()
+        _become(line)
+    from launcher.protocol import events  # not at the top: pydantic at the normal priority (the imports have it now)
+
     task = os.environ.get(env.TASK_NAME, "")
     events.emit(events.WarmStart(import_seconds=round(imported - started, 3),
                                  waited_seconds=round(max(0.0, time.monotonic() - imported), 3)), task, sys.stdout,
@@ -56,22 +60,25 @@ def main(args: list[str]) -> None:
     runpy.run_module(ENTRYPOINT_MODULE, run_name="__main__", alter_sys=True)
 
 
-def _await_call(log: list[str], called: threading.Event) -> None:
-    """Wait for the runtime's line; on it the normal priority comes back at once (imports may still run)."""
-    line = sys.stdin.buffer.readline().decode().strip()
-    if not line:
-        os._exit(0)
-    _set_priority(os.SCHED_OTHER)
-    log.append(line)
-    called.set()
+def _import() -> None:
+    import launcher.worker.main  # noqa: F401  (TensorFlow and tf_keras with it)
 
 
-def _set_priority(policy: int) -> None:
-    """Every thread of this process to ``policy`` (a thread started meanwhile inherits its creator's)."""
-    for _ in range(2):
-        for tid in os.listdir("/proc/self/task"):
+def _import_idle(done: list[float]) -> None:
+    """The imports in this thread alone at ``SCHED_IDLE`` (the threads they start inherit it); the main thread keeps
+    the normal priority, which an unprivileged process could not take back (``RLIMIT_NICE``), for the task."""
+    _set_priority(os.SCHED_IDLE, [threading.get_native_id()])
+    _import()
+    done.append(time.monotonic())
+
+
+def _set_priority(policy: int, threads: list[int] | None = None) -> None:
+    """``threads`` (default: every thread of this process but the main one) to ``policy``; a thread started
+    meanwhile inherits its creator's."""
+    for _ in range(1 if threads else 2):
+        for tid in threads or [int(t) for t in os.listdir("/proc/self/task") if int(t) != os.getpid()]:
             try:
-                os.sched_setscheduler(int(tid), policy, os.sched_param(0))
+                os.sched_setscheduler(tid, policy, os.sched_param(0))
             except (ProcessLookupError, PermissionError):
                 pass  # ended meanwhile; or a policy this system refuses: the standby only runs slower
 

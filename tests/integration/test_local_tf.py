@@ -88,9 +88,9 @@ def test_mwms_survives_a_killed_worker_and_resumes_from_the_backup(tmp_path: Pat
 
 
 def test_down_ends_the_standbys_with_the_tasks(tmp_path: Path) -> None:
-    """From the first step every training task has a standby (an idle interpreter); ``down`` leaves none behind."""
+    """Every training task has a standby (an idle interpreter, started with it); ``down`` leaves none behind."""
     name = launch(tmp_path, {"name": "stb", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}}}, epochs=20)
-    wait_status(name, lambda s: (s.progress.step or 0) >= 1, timeout=180)  # standbys start on the first step
+    wait_status(name, lambda s: (s.progress.step or 0) >= 1, timeout=180)  # the standbys were started with the tasks
     daemon, groups = processes(name)
     assert len(groups) == 4, groups  # two tasks, two standbys
     down = tfcluster("down", name, cwd=tmp_path)
