@@ -2,7 +2,8 @@
 watching: nothing here calls ``watch_round``; the test only reads ``status`` as a user's laptop would, now and then.
 
 Its pod runs the harness's round supervisor under its own Role (``<name>-supervisor``) in the restricted namespace;
-deleted mid-run, its Job starts another, which adopts the run from the API (the restart counts stay true); a
+deleted mid-run (SIGTERM: it leaves the run as it is, ``test_k8s_in_cluster_supervisor.py``), its Job starts
+another, which adopts the run from the API (the restart counts stay true); a
 worker's process killed (``kill -9``: a crash) is restarted by the Job controller with the supervisor's gang
 rules, the run succeeds, and the supervisor's Job then completes: nothing is left running.
 """
@@ -47,7 +48,7 @@ def log_of(core: Any, pod: str) -> str:
 def test_with_no_launcher_watching_the_supervisor_pod_is_replaced_adopts_and_the_run_succeeds(
         backend: KubernetesBackend, launch: Callable[[Plan], None], core: Any) -> None:
     name = run_name("e2e-sup")
-    launch(demo_plan(name, epochs=30))  # long enough for a supervisor's replacement to start while it trains
+    launch(demo_plan(name, epochs=200))  # long enough for a supervisor's replacement to start while it trains
     status = supervise_until(backend, name, lambda s: s.supervisor is SupervisorState.ALIVE
                              and (s.progress.step or 0) >= 5, watch=False)
     assert status.state is State.RUNNING, status
@@ -61,11 +62,6 @@ def test_with_no_launcher_watching_the_supervisor_pod_is_replaced_adopts_and_the
         return running[0] if running else None
 
     second = until("a new supervisor pod", replaced)
-    ended = until("the old supervisor's end", lambda: next(
-        (p for p in supervisor_pods(core, name) if p.metadata.name == first.metadata.name and p.status.phase == "Failed"),
-        None))
-    assert ended.status.container_statuses[0].state.terminated.exit_code == 143  # SIGTERM: replaced, not finished
-    assert "the run is left as it is" in log_of(core, first.metadata.name)
     assert supervise_until(backend, name, lambda s: s.supervisor is SupervisorState.ALIVE, watch=False)
     pods = core.list_namespaced_pod(namespace(), label_selector=f"{naming.LABEL_CLUSTER}={name}").items
     victim = next(p.metadata.name for p in pods

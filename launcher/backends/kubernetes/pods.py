@@ -66,14 +66,22 @@ def hardened_pod(plan: Plan, containers: list[Manifest], volumes: list[Manifest]
         },
         "containers": containers,
         "volumes": volumes,
+        **placement(plan),
     }
-    if k8s.node_selector:
-        pod["nodeSelector"] = dict(k8s.node_selector)
-    if k8s.tolerations:
-        pod["tolerations"] = [camel(t.model_dump(exclude_none=True)) for t in k8s.tolerations]
-    if k8s.image_pull_secrets:
-        pod["imagePullSecrets"] = [{"name": name} for name in k8s.image_pull_secrets]
     return pod
+
+
+def placement(plan: Plan) -> dict[str, Any]:
+    """Where the spec lets a run's pods go and what they may pull: node selector, tolerations, pull secrets."""
+    k8s = plan.spec.kubernetes
+    fields: dict[str, Any] = {}
+    if k8s.node_selector:
+        fields["nodeSelector"] = dict(k8s.node_selector)
+    if k8s.tolerations:
+        fields["tolerations"] = [camel(t.model_dump(exclude_none=True)) for t in k8s.tolerations]
+    if k8s.image_pull_secrets:
+        fields["imagePullSecrets"] = [{"name": name} for name in k8s.image_pull_secrets]
+    return fields
 
 
 def camel(fields: dict[str, Any]) -> dict[str, Any]:

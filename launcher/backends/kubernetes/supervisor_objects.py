@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from launcher.backends.kubernetes.pods import TASK_UID, TMP_DIR, TMP_VOLUME, camel, container_security
+from launcher.backends.kubernetes.pods import TASK_UID, TMP_DIR, TMP_VOLUME, container_security, placement
 from launcher.plan import naming
 from launcher.plan.images import ImageVariant
 from launcher.plan.planner import Plan
@@ -94,13 +94,8 @@ def job(plan: Plan, program: Sequence[str]) -> Manifest:
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": [{"name": TMP_VOLUME, "emptyDir": {}}],
+        **placement(plan),
     }
-    if k8s.node_selector:
-        pod["nodeSelector"] = dict(k8s.node_selector)
-    if k8s.tolerations:
-        pod["tolerations"] = [camel(t.model_dump(exclude_none=True)) for t in k8s.tolerations]
-    if k8s.image_pull_secrets:
-        pod["imagePullSecrets"] = [{"name": secret} for secret in k8s.image_pull_secrets]
     spec: Manifest = {"backoffLimit": BACKOFF_LIMIT, "podReplacementPolicy": "Failed",
                       "template": {"metadata": {"labels": labels}, "spec": pod}}
     if k8s.ttl_seconds_after_finished is not None:
