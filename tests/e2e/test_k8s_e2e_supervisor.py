@@ -48,7 +48,7 @@ def log_of(core: Any, pod: str) -> str:
 def test_with_no_launcher_watching_the_supervisor_pod_is_replaced_adopts_and_the_run_succeeds(
         backend: KubernetesBackend, launch: Callable[[Plan], None], core: Any) -> None:
     name = run_name("e2e-sup")
-    launch(demo_plan(name, epochs=200))  # long enough for a supervisor's replacement to start while it trains
+    launch(demo_plan(name, epochs=100))  # long enough for a supervisor's replacement to start while it trains
     status = supervise_until(backend, name, lambda s: s.supervisor is SupervisorState.ALIVE
                              and (s.progress.step or 0) >= 5, watch=False)
     assert status.state is State.RUNNING, status
