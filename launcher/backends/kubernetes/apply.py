@@ -98,7 +98,7 @@ def apply(api: KubeApi, obj: Obj, namespace: str) -> bool:
             return True
         if kind not in KEPT:
             existing = api.read(kind, name, namespace)["metadata"]
-            cluster = obj["metadata"]["labels"].get(naming.LABEL_CLUSTER) or obj["metadata"]["labels"][naming.LABEL_SUPERVISOR]
+            cluster = obj["metadata"]["labels"][naming.LABEL_CLUSTER]  # every kind but Job carries it
             if not checkpoints.created_for(existing.get("labels"), cluster):
                 raise LaunchError(
                     f"{kind} {name} already exists in namespace {namespace} and was not made by tfcluster "
@@ -136,8 +136,7 @@ def cancel(api: KubeApi, name: str, namespace: str, volumes: bool = False) -> No
     Every TensorBoard showing the run (its own, or one shared with other
     runs) that a killed ``tensorboard`` command left goes first.
     """
-    for job in select(api, Kind.JOB, namespace, f"{naming.LABEL_MANAGED}={naming.MANAGER},"
-                                                f"{naming.LABEL_SUPERVISOR}={name}"):
+    for job in of_supervisor(api, Kind.JOB, namespace, name):
         delete(api, Kind.JOB, job["metadata"]["name"], namespace)  # first: it would act on what goes next
     owner = naming.config_map_name(name)
     for kind in BOARD:
@@ -156,6 +155,11 @@ def cancel(api: KubeApi, name: str, namespace: str, volumes: bool = False) -> No
 def of_cluster(api: KubeApi, kind: Kind, namespace: str, cluster: str) -> list[Obj]:
     """The objects of ``cluster`` that tfcluster made (both labels: a user's object naming the cluster is not)."""
     return select(api, kind, namespace, f"{naming.LABEL_MANAGED}={naming.MANAGER},{naming.LABEL_CLUSTER}={cluster}")
+
+
+def of_supervisor(api: KubeApi, kind: Kind, namespace: str, cluster: str) -> list[Obj]:
+    """The Job or pods of ``cluster``'s in-cluster supervisor (``naming.supervisor_labels``: not among its tasks)."""
+    return select(api, kind, namespace, f"{naming.LABEL_MANAGED}={naming.MANAGER},{naming.LABEL_SUPERVISOR}={cluster}")
 
 
 def select(api: KubeApi, kind: Kind, namespace: str, selector: str) -> list[Obj]:

@@ -54,7 +54,7 @@ def hardened_pod(plan: Plan, containers: list[Manifest], volumes: list[Manifest]
         {"serviceAccountName": k8s.service_account} if k8s.service_account
         else {"serviceAccountName": naming.service_account_name(plan.name), "automountServiceAccountToken": False}
     )
-    pod: dict[str, Any] = {
+    return {
         **identity,
         "enableServiceLinks": False,
         "securityContext": {
@@ -68,7 +68,6 @@ def hardened_pod(plan: Plan, containers: list[Manifest], volumes: list[Manifest]
         "volumes": volumes,
         **placement(plan),
     }
-    return pod
 
 
 def placement(plan: Plan) -> dict[str, Any]:

@@ -109,13 +109,12 @@ def supervisor_state(api: KubeApi, name: str, namespace: str) -> SupervisorState
     """What ``status`` says of the run's in-cluster supervisor (``kubernetes.supervisor``): alive while one of its
     pods runs; lost while none does (starting, its image not pulled, its Job failed: ``watch`` then supervises);
     exited once its Job completed (the run was over); None without one."""
-    selector = f"{naming.LABEL_MANAGED}={naming.MANAGER},{naming.LABEL_SUPERVISOR}={name}"
-    jobs = apply.select(api, Kind.JOB, namespace, selector)
+    jobs = apply.of_supervisor(api, Kind.JOB, namespace, name)
     if not jobs:
         return None
     if k8s_status.job_complete(jobs[0]):
         return SupervisorState.EXITED
-    pods = apply.select(api, Kind.POD, namespace, selector)
+    pods = apply.of_supervisor(api, Kind.POD, namespace, name)
     running = [p for p in pods if p.get("status", {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
     return SupervisorState.ALIVE if running and not k8s_status.job_failed(jobs[0]) else SupervisorState.LOST
 
