@@ -29,6 +29,7 @@ from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
 
+from launcher.backends import supervisor_process
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.kubernetes import apply, board, in_cluster, runtime
 from launcher.backends.kubernetes import status as k8s_status
@@ -96,7 +97,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     @classmethod
     def render(cls, plan: Plan) -> dict[str, str]:
         """The manifests; the in-cluster supervisor, if asked for, runs the harness's rounds of this class."""
-        return render(plan, harness.rounds_command(cls, plan.name, python="python"))
+        return render(plan, supervisor_process.rounds_command(cls.kind, plan.name, python="python"))
 
     @classmethod
     def create(cls, options: KubernetesOptions) -> KubernetesBackend:

@@ -20,10 +20,12 @@ from kubernetes import client
 from fakes.kubernetes_api import FakeKubernetes, permission
 from helpers.k8s_fake import backend_for, rbac_allowed
 from helpers.k8s_specs import DEMO, dry_run_for, plan_for
+from launcher.backends import supervisor_process
 from launcher.backends.kubernetes import backend as k8s_backend
 from launcher.backends.kubernetes import supervisor_objects
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.errors import LaunchError
+from launcher.plan.targets import BackendKind
 from launcher.supervision import harness
 from launcher.supervision.status import SupervisorState
 
@@ -50,7 +52,7 @@ def current(fake: FakeKubernetes, task: str) -> str:
 
 def test_the_supervisor_runs_the_harness_rounds_in_a_restricted_pod_with_stated_resources() -> None:
     plan = plan_for(SPEC)
-    objects = supervisor_objects.objects(plan, harness.rounds_command(KubernetesBackend, "demo", python="python"))
+    objects = supervisor_objects.objects(plan, supervisor_process.rounds_command(BackendKind.K8S, "demo", python="python"))
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("ServiceAccount", "demo-supervisor"), ("Role", "demo-supervisor"), ("RoleBinding", "demo-supervisor"),
         ("Job", "demo-supervisor")]
@@ -58,8 +60,7 @@ def test_the_supervisor_runs_the_harness_rounds_in_a_restricted_pod_with_stated_
     pod = job["spec"]["template"]["spec"]
     container = pod["containers"][0]
     args = container["args"]
-    assert args[:4] == ["python", "-m", "launcher.supervision", harness.ROUNDS_FLAG] and args[-1] == "demo"
-    assert harness.hosting(args[4]) is KubernetesBackend
+    assert args == ["python", "-m", "launcher.backends.supervisor_process", supervisor_process.ROUNDS_FLAG, "k8s", "demo"]
     assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
