@@ -302,7 +302,7 @@ def _launch(dry_run_: DryRun, detach: bool, namespace: str | None, context: str 
         if detach:
             terminal.echo(f"started {plan.name} on {plan.backend.value} (run {plan.run_id}); "
                           f"see `tfcluster status {plan.name}`, or `tfcluster watch {plan.name}`")
-            if runner.supervises_only_when_watched(plan):
+            if dry_run_.supervised_only_while_watched:
                 terminal.echo(f"warning: nothing supervises {plan.name} while detached and it has no "
                               f"deadline_seconds; `tfcluster watch {plan.name}` does", err=True)
             return

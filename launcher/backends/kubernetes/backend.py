@@ -100,6 +100,11 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         return render(plan, supervisor_process.rounds_command(cls.kind, plan.name, python="python"))
 
     @classmethod
+    def dry_run(cls, plan: Plan) -> DryRun:
+        """The manifests, and whether the run is supervised only while watched (``watched_only``)."""
+        return DryRun(plan=plan, files=cls.render(plan), supervised_only_while_watched=watched_only(plan))
+
+    @classmethod
     def create(cls, options: KubernetesOptions) -> KubernetesBackend:
         """A backend talking to the cluster of the kubeconfig (``options.context``) in ``options.namespace``."""
         return cls(connect(options.context), options.namespace)
@@ -118,15 +123,6 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         namespace = self.namespace or dry_run.plan.spec.kubernetes.namespace
         self.namespace = namespace  # describe/logs/cancel then look where this launch went
         apply.submit(self.api, dry_run, namespace)
-
-    def supervises_only_when_watched(self, plan: Plan) -> bool:
-        """Without the in-cluster supervisor (``kubernetes.supervisor: false``), the MWMS gang-restart safety
-        net and the stall watchdog (a lead that reports its progress) run in ``watch_round``: unwatched, a hung
-        gang or a stalled job waits for the deadline, and failure rules beyond exit codes
-        (``JobPolicy.rules_need_watch``) are not applied."""
-        watched = (plan.strategy is Strategy.MULTI_WORKER_MIRRORED or plan.run_config.lead_runs_entrypoint
-                   or plan.policy.rules_need_watch())
-        return watched and plan.policy.deadline_seconds is None and not plan.spec.kubernetes.supervisor
 
     def watch_round(self, name: str) -> list[str]:
         """One supervision step (``runtime.Supervision.round``) unless the run's in-cluster supervisor runs
@@ -185,6 +181,16 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     def _ns(self) -> str:
         return self.namespace or DEFAULT_NAMESPACE
+
+
+def watched_only(plan: Plan) -> bool:
+    """Without the in-cluster supervisor (``kubernetes.supervisor: false``), the MWMS gang-restart safety
+    net and the stall watchdog (a lead that reports its progress) run in ``watch_round``: unwatched, a hung
+    gang or a stalled job waits for the deadline, and failure rules beyond exit codes
+    (``JobPolicy.rules_need_watch``) are not applied."""
+    watched = (plan.strategy is Strategy.MULTI_WORKER_MIRRORED or plan.run_config.lead_runs_entrypoint
+               or plan.policy.rules_need_watch())
+    return watched and plan.policy.deadline_seconds is None and not plan.spec.kubernetes.supervisor
 
 
 def _task_order(runs: dict[tuple[RoleType, int], Any]) -> list[tuple[RoleType, int]]:
