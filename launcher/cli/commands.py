@@ -326,7 +326,9 @@ def status(name: str, backend: str | None, output: str) -> None:
     """Show the state of cluster NAME and of each of its tasks.
 
     Local and compose also say whether the cluster's supervisor runs: `lost`
-    means it died and the tasks run unsupervised (`watch` adopts them).
+    means it died and the tasks run unsupervised (`watch` adopts them). On
+    Kubernetes, `starting` means its pod does not run yet and `lost` says why
+    none runs (e.g. its image cannot be pulled); `watch` supervises meanwhile.
     """
     from launcher.cli.watch import print_status
 

@@ -128,7 +128,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         """One supervision step (``runtime.Supervision.round``) unless the run's in-cluster supervisor runs
         (then it does that: two would act twice); while none runs, this watch supervises; one line per action."""
         namespace = self._ns()
-        if runtime.supervisor_state(self.api, name, namespace) is SupervisorState.ALIVE:
+        if runtime.supervisor_state(self.api, name, namespace)[0] is SupervisorState.ALIVE:
             return []
         return self.supervision_round(name)
 
