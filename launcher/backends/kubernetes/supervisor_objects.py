@@ -7,8 +7,9 @@ supervisor's rounds make (``rules``), on the run's own Jobs and ConfigMap by nam
 backend's ``supervisor_process.rounds_command``) in the cluster's image (``image``, default the worker image), which
 must hold tfcluster; Kubernetes replaces a supervisor that died or was deleted, and never runs two at once
 (``podReplacementPolicy: Failed``). Its pod runs non-root under the ``restricted`` Pod Security Standard,
-with stated requests and limits (``RESOURCES``); its token is the only one a run's pod mounts. The Job and
-pod carry ``naming.supervisor_labels``, not the cluster label: they are not among the tasks.
+with stated requests and limits (``RESOURCES``); its token is the only one a run's pod mounts. Every object
+carries ``naming.LABEL_SUPERVISOR``; the Job and pod carry ``naming.supervisor_labels``, not the cluster label:
+they are not among the tasks.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def objects(plan: Plan, program: Sequence[str]) -> list[Manifest]:
     if not k8s.supervisor:
         return []
     name = naming.supervisor_name(plan.name)
-    labels = {**k8s.labels, **naming.labels(plan.name, plan.run_id)}
+    labels = {**k8s.labels, **naming.labels(plan.name, plan.run_id), naming.LABEL_SUPERVISOR: plan.name}
     meta = {"name": name, "namespace": k8s.namespace, "labels": labels}
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta, "automountServiceAccountToken": False},

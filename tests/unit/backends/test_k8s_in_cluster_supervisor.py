@@ -21,10 +21,11 @@ from fakes.kubernetes_api import FakeKubernetes, permission
 from helpers.k8s_fake import backend_for, rbac_allowed
 from helpers.k8s_specs import DEMO, dry_run_for, plan_for
 from launcher.backends import supervisor_process
+from launcher.backends.kubernetes import apply, supervisor_objects
 from launcher.backends.kubernetes import backend as k8s_backend
-from launcher.backends.kubernetes import supervisor_objects
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.errors import LaunchError
+from launcher.plan import naming
 from launcher.plan.targets import BackendKind
 from launcher.supervision import harness
 from launcher.supervision.status import JobStatus, SupervisorState
@@ -217,3 +218,16 @@ def test_a_launcher_refused_the_supervisors_rights_is_told_in_one_line_and_nothi
     fake.now += 5  # the garbage collector ends the Jobs deleted in the foreground
     assert not [key for key in fake.objects if key[0] in ("configmaps", "serviceaccounts", "jobs")]
     assert backend.describe("demo") is None
+
+
+def test_only_an_object_labelled_the_supervisors_gets_the_supervisor_hint(fake: FakeKubernetes) -> None:
+    """By its label, not its name: someone's own ``build-supervisor`` account refused is a plain refusal."""
+    fake.allowed = rbac_allowed() - {("", "serviceaccounts", "create")}
+    backend = backend_for(fake)
+    labels = naming.labels("demo", "manual")
+    for name, extra, hinted in [("build-supervisor", {}, False), ("audit", {naming.LABEL_SUPERVISOR: "demo"}, True)]:
+        account = {"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": name, "namespace": "default", "labels": {**labels, **extra}}}
+        with pytest.raises(LaunchError) as refused:
+            apply.apply(backend.api, account, "default")
+        assert ("kubernetes.supervisor: false" in str(refused.value)) is hinted, refused.value
