@@ -1,23 +1,9 @@
 """The Kubernetes backend: the façade the registry and the CLI use over applying, supervising, reporting, logs.
 
-Contract (besides ``launcher.backends.api``): ``validate``, ``render`` and
-``render_tfjob`` are pure (``launcher.backends.kubernetes.manifests``); the
-official ``kubernetes`` client is imported only by ``create`` (or a backend
-made on an API client). Every request goes through the typed client
-``launcher.backends.kubernetes.kubeapi``. ``submit`` and ``cancel`` apply and
-remove the run's objects (``launcher.backends.kubernetes.apply``);
-``watch_round`` is one round of the launcher's watch loop
-(``launcher.backends.kubernetes.runtime``: gang restarts, the stall watchdog,
-failure rules, cleanup) and ``describe`` reads back what it recorded;
-``tensorboard`` is ``launcher.backends.kubernetes.board``.
-
-Every object carries ``tfcluster.io/cluster=<name>``; ``describe``, ``logs``
-and ``cancel`` find the cluster by that label in the backend's namespace.
-``cancel(volumes=True)`` deletes a claim only when it carries tfcluster's
-labels for the cluster (``launcher.backends.checkpoints.created_for``, every
-backend's removal guard): a claim the spec names
-(``kubernetes.volume_claim.name``) or one of the default name that existed
-before is never deleted, nor a claim in ``kubernetes.volumes``.
+Contract (besides ``launcher.backends.api``): ``validate``, ``render`` and ``dry_run`` are pure; only
+``create`` imports the ``kubernetes`` client. Every object carries ``tfcluster.io/cluster=<name>``, by which
+``describe``, ``logs`` and ``cancel`` find the run in the backend's namespace; ``cancel(volumes=True)``
+deletes only a claim tfcluster made for the run. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations
