@@ -106,11 +106,6 @@ class Backend(ABC, Generic[OptionsT]):
         each ``describe``. The default (everything supervised elsewhere) does nothing."""
         return []
 
-    def supervises_only_when_watched(self, plan: Plan) -> bool:
-        """True if part of ``plan``'s supervision runs only while someone watches (``watch_round``)
-        and nothing else bounds the run; ``up --detach`` warns then. The default: False."""
-        return False
-
     @abstractmethod
     def describe(self, name: str) -> JobStatus | None:
         """Current status of cluster ``name``, or None if this backend has no such cluster."""

@@ -302,7 +302,7 @@ def _launch(dry_run_: DryRun, detach: bool, namespace: str | None, context: str 
         if detach:
             terminal.echo(f"started {plan.name} on {plan.backend.value} (run {plan.run_id}); "
                           f"see `tfcluster status {plan.name}`, or `tfcluster watch {plan.name}`")
-            if runner.supervises_only_when_watched(plan):
+            if dry_run_.supervised_only_while_watched:
                 terminal.echo(f"warning: nothing supervises {plan.name} while detached and it has no "
                               f"deadline_seconds; `tfcluster watch {plan.name}` does", err=True)
             return
@@ -326,7 +326,9 @@ def status(name: str, backend: str | None, output: str) -> None:
     """Show the state of cluster NAME and of each of its tasks.
 
     Local and compose also say whether the cluster's supervisor runs: `lost`
-    means it died and the tasks run unsupervised (`watch` adopts them).
+    means it died and the tasks run unsupervised (`watch` adopts them). On
+    Kubernetes, `starting` means its pod does not run yet and `lost` says why
+    none runs (e.g. its image cannot be pulled); `watch` supervises meanwhile.
     """
     from launcher.cli.watch import print_status
 

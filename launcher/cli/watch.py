@@ -38,7 +38,9 @@ def status_view(job: JobStatus) -> Group:
         times = [_breakdown(task.step_time)] if timed else []
         table.add_row(task.name, task.state.value, str(task.restarts), str(task.preemptions), exit_code, *times,
                       task.message or ("" if reports_progress else task.last_line))
-    lost = " (supervisor lost)" if job.supervisor is SupervisorState.LOST else ""
+    note = f": {job.supervisor_note}" if job.supervisor_note else ""
+    lost = f" (supervisor {job.supervisor.value}{note})" if job.supervisor in (SupervisorState.LOST,
+                                                                               SupervisorState.STARTING) else ""
     counts = f" (restarts {job.restarts}, preemptions {job.preemptions})" if job.restarts or job.preemptions else ""
     header = terminal.styled(f"{job.name} [{job.backend.value}]: {job.state.value}{counts}{lost}", "bold")
     lines: list[Any] = [header, table]

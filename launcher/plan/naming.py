@@ -39,7 +39,8 @@ RESERVED_LABEL_PREFIXES = ("tfcluster.io/", "batch.kubernetes.io/")
 RESERVED_LABELS = frozenset({LABEL_MANAGED, "job-name", "controller-uid"})
 #: On a run's TensorBoard container / pods instead of ``LABEL_CLUSTER`` (which would put them among the run's tasks).
 LABEL_TENSORBOARD = "tfcluster.io/tensorboard"
-#: On a run's in-cluster supervisor (its Job and pod) instead of ``LABEL_CLUSTER`` (which would put it among the tasks).
+#: On every object of a run's in-cluster supervisor; its Job and pod carry it instead of ``LABEL_CLUSTER`` (which would
+#: put them among the tasks), its ServiceAccount, Role and RoleBinding besides it.
 LABEL_SUPERVISOR = "tfcluster.io/supervisor"
 #: Hex digits of the hash naming a board shared by several runs.
 SHARED_BOARD_HASH = 10

@@ -3,8 +3,8 @@ step; Kubernetes: a pod in the cluster): its state dir, start, liveness, stop an
 
 Contract: a job's ``StateDir`` (``naming.state_dir(backend, name)``, private: the plan's env may carry
 credentials) holds its plan, status, supervisor pid and log, ``started`` and each stall's stacks. ``start``
-detaches a supervisor (the backend's class from the registry hosts its runtime) and returns once every task
-started, else raises ``LaunchError``; ``launch`` adds the one cleanup rule (``undo``). ``run_supervisor`` is
+detaches a supervisor (a ``Process``: the backend layer's command, the backend's ``host``) and returns once every
+task started, else raises ``LaunchError``; ``launch`` adds the one cleanup rule (``undo``). ``run_supervisor`` is
 the only place a supervisor process handles signals (SIGTERM, SIGINT: cancel; a ``Notice``: hand the job
 back) and writes a failed status. ``describe`` says when the supervisor is lost and reads the tasks' exits
 (``read_exits``); ``adopt`` starts one that carries the policy on. ``serve_rounds`` is the same process for
@@ -19,14 +19,12 @@ import os
 import select
 import shutil
 import signal
-import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from importlib import import_module
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from launcher.errors import LaunchError, TfclusterError
 from launcher.plan import naming
@@ -43,8 +41,6 @@ START_TIMEOUT_SECONDS = 120.0
 STOP_TIMEOUT_SECONDS = 30.0
 #: The argument that makes the supervisor process adopt the tasks instead of starting them.
 ADOPT_FLAG = "--adopt"
-#: The argument that makes it supervise in rounds a run whose engine runs the tasks (Kubernetes, in the cluster).
-ROUNDS_FLAG = "--rounds"
 #: Seconds between rounds, and failed rounds in a row before the round supervisor exits (to be started anew).
 ROUND_SECONDS = 5.0
 ROUND_FAULTS = 12
@@ -115,29 +111,19 @@ class Rounds:
     over: Callable[[], bool]
 
 
-class RoundHosting(Protocol):
-    """A backend class whose ``rounds(name, pause, say)`` gives ``serve_rounds`` its ``Rounds`` (``pause`` waits
-    inside a round and ends early when the supervisor is told to stop; ``say`` writes a line to its log)."""
-
-    @classmethod
-    def rounds(cls, name: str, pause: Callable[[float], None], say: Callable[[str], None]) -> Rounds: ...
+#: A backend's part of a supervisor in rounds: ``rounds(name, pause, say)`` (``pause`` waits inside a round and
+#: ends early when the supervisor is told to stop; ``say`` writes a line to its log).
+RoundsOf = Callable[[str, Callable[[float], None], Callable[[str], None]], Rounds]
 
 
-def command(backend: type[Hosting], python: str = sys.executable) -> list[str]:
-    """The supervisor process of ``backend``'s clusters, but for its state dir (and ``ADOPT_FLAG``), which follow."""
-    return [python, "-m", "launcher.supervision", f"{backend.__module__}:{backend.__name__}"]
+@dataclass(frozen=True)
+class Process:
+    """A backend's supervisor process as ``start`` starts it: its ``command`` (the state dir and ``ADOPT_FLAG``
+    follow; ``launcher.backends.supervisor_process`` builds it) and the ``host`` that command runs, which a
+    process forked from a lean command calls at once."""
 
-
-def rounds_command(backend: type[RoundHosting], name: str, python: str = sys.executable) -> list[str]:
-    """The round supervisor of ``backend``'s run ``name`` (``serve_rounds``)."""
-    return [python, "-m", "launcher.supervision", ROUNDS_FLAG, f"{backend.__module__}:{backend.__name__}", name]
-
-
-def hosting(reference: str) -> type[Hosting]:
-    """The backend class ``command`` named (``MODULE:CLASS``)."""
-    module, _, name = reference.partition(":")
-    found: type[Hosting] = getattr(import_module(module), name)
-    return found
+    command: Sequence[str]
+    host: Host
 
 
 #: What a backend reads from its runtime about tasks nobody supervises: {task: exit code, None while it runs}.
@@ -211,12 +197,12 @@ class StateDir:
         return str(self.root)
 
 
-def start(state: StateDir, backend: type[Hosting], timeout: float = START_TIMEOUT_SECONDS, adopt: bool = False) -> None:
-    """Start the detached supervisor of ``state`` and wait until it started (``adopt``: adopted) every task."""
+def start(state: StateDir, supervisor: Process, timeout: float = START_TIMEOUT_SECONDS, adopt: bool = False) -> None:
+    """Start the detached ``supervisor`` of ``state`` and wait until it started (``adopt``: adopted) every task."""
     state.started.unlink(missing_ok=True)
-    argv = [*command(backend), str(state.root), *([ADOPT_FLAG] if adopt else [])]
+    argv = [*supervisor.command, str(state.root), *([ADOPT_FLAG] if adopt else [])]
     with open_private(state.log) as log:
-        process = detach.start(argv, log, lambda: run_supervisor(state.root, backend.host, adopt))
+        process = detach.start(argv, log, lambda: run_supervisor(state.root, supervisor.host, adopt))
     write_private(state.pid, str(process.pid))
     ends = time.monotonic() + timeout
     while time.monotonic() < ends:
@@ -232,12 +218,12 @@ def start(state: StateDir, backend: type[Hosting], timeout: float = START_TIMEOU
     raise LaunchError(f"the supervisor did not start the cluster: {state.last_log_line() or 'timed out'}")
 
 
-def launch(state: StateDir, backend: type[Hosting], undo: Callable[[], None]) -> None:
+def launch(state: StateDir, supervisor: Process, undo: Callable[[], None]) -> None:
     """``start``, calling ``undo`` (the backend removes what it set up) when the start failed, or was
     interrupted (Ctrl-C) before every task ran: nothing half-started stays. Interrupted later, the
     cluster runs on for the caller to stop (``Backend.stop``), its logs kept."""
     try:
-        start(state, backend)
+        start(state, supervisor)
     except KeyboardInterrupt:
         if not state.started.exists():
             undo()
@@ -293,7 +279,7 @@ def describe(state: StateDir, backend: BackendKind, read_exits: ReadExits) -> Jo
     return job
 
 
-def adopt(state: StateDir, backend: type[Hosting]) -> list[str]:
+def adopt(state: StateDir, supervisor: Process) -> list[str]:
     """If the job of ``state`` lost its supervisor, start one that adopts its tasks; one line per action taken."""
     if not lost(state, state.read_status()):
         return []
@@ -302,24 +288,13 @@ def adopt(state: StateDir, backend: type[Hosting]) -> list[str]:
         job = state.read_status()
         if not lost(state, job):
             return []  # another command adopted them meanwhile
-        start(state, backend, adopt=True)
+        start(state, supervisor, adopt=True)
     assert job is not None
     return [f"{job.name}: its supervisor was gone; a new one adopted the tasks "
             f"(restarts used {job.restarts}/{state.read_plan().policy.max_restarts})"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m launcher.supervision MODULE:CLASS DIR [--adopt]`` (``command``): ``run_supervisor`` on the
-    cluster in ``DIR`` with that backend class's ``host``; ``python -m launcher.supervision --rounds MODULE:CLASS
-    NAME`` (``rounds_command``): ``serve_rounds`` on run ``NAME`` with that class's ``rounds``."""
-    args = sys.argv[1:] if argv is None else argv
-    if args[0] == ROUNDS_FLAG:
-        found: Any = hosting(args[1])
-        return serve_rounds(args[2], found.rounds)
-    return run_supervisor(Path(args[1]), hosting(args[0]).host, adopt=ADOPT_FLAG in args[2:])
-
-
-def serve_rounds(name: str, rounds: Callable[[str, Callable[[float], None], Callable[[str], None]], Rounds],
+def serve_rounds(name: str, rounds: RoundsOf,
                  round_seconds: float = ROUND_SECONDS, faults: int = ROUND_FAULTS) -> int:
     """Supervise run ``name`` in rounds until it is over (0); 1 after ``faults`` failed rounds in a row; on
     SIGTERM or SIGINT leave the run as it is and return 143 (a supervisor that replaces this one adopts it)."""

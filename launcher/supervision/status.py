@@ -46,9 +46,11 @@ class State(str, Enum):
 
 
 class SupervisorState(str, Enum):
-    """The detached supervisor of a local or compose cluster, as ``status`` sees it."""
+    """A run's supervisor (local, compose: the detached process; Slurm: the batch step; Kubernetes: its pod), as
+    ``status`` sees it."""
 
     ALIVE = "alive"  # it runs
+    STARTING = "starting"  # Kubernetes: its pod exists but does not run yet (pending, pulling its image, creating)
     LOST = "lost"  # the job is not over and no supervisor runs: the tasks run unsupervised until `watch` adopts them
     EXITED = "exited"  # the job is over and its supervisor ended
 
@@ -106,6 +108,8 @@ class JobStatus:
     progress: JobProgress = field(default_factory=JobProgress)
     tensorboard_dir: str | None = None
     supervisor: SupervisorState | None = None
+    #: Why the supervisor is not alive, where the backend can say (Kubernetes: its pod cannot pull its image).
+    supervisor_note: str = ""
     started_at: float | None = None
     #: The stall watchdog (None where no supervisor runs one).
     stall: StallStatus | None = None

@@ -1,5 +1,6 @@
 """A local backend whose supervisor process gets a ``Notice`` (SIGUSR1), as Slurm's does: the harness's notice path
-on real processes without Slurm. ``python -m launcher.supervision helpers.noticed_backend:NoticedBackend DIR``.
+on real processes without Slurm. ``python -m helpers.noticed_backend DIR`` (``PROCESS``): not in the backend registry,
+it is its own supervisor program.
 
 What its ``then`` does is read from files the test puts in the state dir: ``refuse`` makes it raise (the job
 cannot be handed back); otherwise it writes ``handed-back``. ``cannot`` makes ``host`` refuse to run the job.
@@ -8,7 +9,9 @@ cannot be handed back); otherwise it writes ``handed-back``. ``cannot`` makes ``
 from __future__ import annotations
 
 import signal
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 from launcher.backends.local.backend import LocalBackend
 from launcher.errors import LaunchError
@@ -33,3 +36,10 @@ class NoticedBackend(LocalBackend):
         notice = harness.Notice(signal.SIGUSR1, message="handed back: runs again later", said="noticed: handing back",
                                 then=then, failed="every task saved, but it could not be handed back")
         return replace(super().host(plan, state, adopt), notice=notice)
+
+
+#: Its supervisor process, as ``harness.start`` starts it.
+PROCESS = harness.Process([sys.executable, "-m", "helpers.noticed_backend"], NoticedBackend.host)
+
+if __name__ == "__main__":
+    sys.exit(harness.run_supervisor(Path(sys.argv[1]), NoticedBackend.host, adopt=harness.ADOPT_FLAG in sys.argv[2:]))

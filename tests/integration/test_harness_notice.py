@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from helpers.noticed_backend import HANDED_BACK, NoticedBackend
+from helpers.noticed_backend import HANDED_BACK, PROCESS
 from helpers.paths import REPO
 from helpers.polling import wait_for_condition
 from launcher import api
@@ -35,7 +35,7 @@ def state(monkeypatch: pytest.MonkeyPatch) -> Iterator[harness.StateDir]:
 
 
 def notice(state: harness.StateDir) -> None:
-    harness.start(state, NoticedBackend)
+    harness.start(state, PROCESS)
     pid = state.supervisor()
     assert pid is not None
     os.kill(pid, signal.SIGUSR1)
@@ -62,6 +62,6 @@ def test_a_hand_back_that_fails_ends_the_job_failed_in_one_line(state: harness.S
 def test_a_backend_refusing_to_run_the_job_fails_it_from_the_status_it_gave(state: harness.StateDir) -> None:
     (state.root / "cannot").touch()
     with pytest.raises(LaunchError, match="no room"):
-        harness.start(state, NoticedBackend)
+        harness.start(state, PROCESS)
     job = state.read_status()
     assert job is not None and job.state is State.FAILED and job.message == "failed: no room" and job.preemptions == 3

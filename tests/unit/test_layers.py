@@ -88,8 +88,6 @@ PROGRAMS = {
 #: Imports of a module named by a variable, which no reading of the source resolves: each says what it imports.
 DYNAMIC_IMPORTS = {
     "launcher.backends": "the backend classes named in _CLASSES (strings: checked as arrows here)",
-    "launcher.supervision.harness": "the backend class ``command`` named (``MODULE:CLASS``, the registry's own "
-                                    "form), whose module imported it",
     "launcher.worker.standby": "ENTRYPOINT_MODULE, a string: checked as an arrow here",
     "launcher.worker.usercode": "the user's training.module (not tfcluster's, but for the default example)",
 }

@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from launcher.backends import checkpoints
+from launcher.backends import checkpoints, supervisor_process
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.compose import runtime, standbys, supervise
 from launcher.backends.compose import tensorboard as board
@@ -139,7 +139,7 @@ class ComposeBackend(Backend[BackendOptions]):
         except BaseException:
             undo()
             raise
-        harness.launch(state, type(self), undo)
+        harness.launch(state, supervisor_process.process(type(self)), undo)
 
     def _check_images(self, plan: Plan) -> None:
         import docker.errors
@@ -172,7 +172,7 @@ class ComposeBackend(Backend[BackendOptions]):
 
     def adopt(self, name: str) -> list[str]:
         """Adopt the containers of ``name`` with a new supervisor if its supervisor died."""
-        return harness.adopt(harness.StateDir.of(self.kind, name), type(self))
+        return harness.adopt(harness.StateDir.of(self.kind, name), supervisor_process.process(type(self)))
 
     def _unsupervised(self, name: str, containers: list[Any]) -> JobStatus:
         """Status of a project started by hand (`docker compose up` of a rendered file), from its containers."""

@@ -90,7 +90,7 @@ def apply(api: KubeApi, obj: Obj, namespace: str) -> bool:
     Jobs are never replaced: an existing one fails the launch.
     """
     kind, name = Kind(obj["kind"]), obj["metadata"]["name"]
-    with _supervisor_hint(name), api.errors(f"create {kind} {name}"):
+    with _supervisor_hint(obj), api.errors(f"create {kind} {name}"):
         if kind is Kind.JOB:
             api.create(kind, namespace, obj)
             return True
@@ -110,12 +110,13 @@ def apply(api: KubeApi, obj: Obj, namespace: str) -> bool:
 
 
 @contextmanager
-def _supervisor_hint(name: str) -> Iterator[None]:
-    """A refused supervisor object (``kubernetes.supervisor``) says what to ask for, or how to go without it."""
+def _supervisor_hint(obj: Obj) -> Iterator[None]:
+    """A refused supervisor object (``kubernetes.supervisor``: labelled ``naming.LABEL_SUPERVISOR``) says what to
+    ask for, or how to go without it."""
     try:
         yield
     except LaunchError as exc:
-        if not name.endswith(naming.supervisor_name("")) or "403" not in str(exc):
+        if naming.LABEL_SUPERVISOR not in obj["metadata"].get("labels", {}) or "403" not in str(exc):
             raise
         raise LaunchError(f"{exc}; the in-cluster supervisor needs these rights (k8s/rbac-launcher.yaml): ask your "
                           "cluster admin, or set kubernetes.supervisor: false (then only a running `tfcluster "

@@ -1,23 +1,9 @@
 """The Kubernetes backend: the façade the registry and the CLI use over applying, supervising, reporting, logs.
 
-Contract (besides ``launcher.backends.api``): ``validate``, ``render`` and
-``render_tfjob`` are pure (``launcher.backends.kubernetes.manifests``); the
-official ``kubernetes`` client is imported only by ``create`` (or a backend
-made on an API client). Every request goes through the typed client
-``launcher.backends.kubernetes.kubeapi``. ``submit`` and ``cancel`` apply and
-remove the run's objects (``launcher.backends.kubernetes.apply``);
-``watch_round`` is one round of the launcher's watch loop
-(``launcher.backends.kubernetes.runtime``: gang restarts, the stall watchdog,
-failure rules, cleanup) and ``describe`` reads back what it recorded;
-``tensorboard`` is ``launcher.backends.kubernetes.board``.
-
-Every object carries ``tfcluster.io/cluster=<name>``; ``describe``, ``logs``
-and ``cancel`` find the cluster by that label in the backend's namespace.
-``cancel(volumes=True)`` deletes a claim only when it carries tfcluster's
-labels for the cluster (``launcher.backends.checkpoints.created_for``, every
-backend's removal guard): a claim the spec names
-(``kubernetes.volume_claim.name``) or one of the default name that existed
-before is never deleted, nor a claim in ``kubernetes.volumes``.
+Contract (besides ``launcher.backends.api``): ``validate``, ``render`` and ``dry_run`` are pure; only
+``create`` imports the ``kubernetes`` client. Every object carries ``tfcluster.io/cluster=<name>``, by which
+``describe``, ``logs`` and ``cancel`` find the run in the backend's namespace; ``cancel(volumes=True)``
+deletes only a claim tfcluster made for the run. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations
@@ -29,6 +15,7 @@ from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
 
+from launcher.backends import supervisor_process
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.kubernetes import apply, board, in_cluster, runtime
 from launcher.backends.kubernetes import status as k8s_status
@@ -96,7 +83,12 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     @classmethod
     def render(cls, plan: Plan) -> dict[str, str]:
         """The manifests; the in-cluster supervisor, if asked for, runs the harness's rounds of this class."""
-        return render(plan, harness.rounds_command(cls, plan.name, python="python"))
+        return render(plan, supervisor_process.rounds_command(cls.kind, plan.name, python="python"))
+
+    @classmethod
+    def dry_run(cls, plan: Plan) -> DryRun:
+        """The manifests, and whether the run is supervised only while watched (``watched_only``)."""
+        return DryRun(plan=plan, files=cls.render(plan), supervised_only_while_watched=watched_only(plan))
 
     @classmethod
     def create(cls, options: KubernetesOptions) -> KubernetesBackend:
@@ -118,20 +110,11 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         self.namespace = namespace  # describe/logs/cancel then look where this launch went
         apply.submit(self.api, dry_run, namespace)
 
-    def supervises_only_when_watched(self, plan: Plan) -> bool:
-        """Without the in-cluster supervisor (``kubernetes.supervisor: false``), the MWMS gang-restart safety
-        net and the stall watchdog (a lead that reports its progress) run in ``watch_round``: unwatched, a hung
-        gang or a stalled job waits for the deadline, and failure rules beyond exit codes
-        (``JobPolicy.rules_need_watch``) are not applied."""
-        watched = (plan.strategy is Strategy.MULTI_WORKER_MIRRORED or plan.run_config.lead_runs_entrypoint
-                   or plan.policy.rules_need_watch())
-        return watched and plan.policy.deadline_seconds is None and not plan.spec.kubernetes.supervisor
-
     def watch_round(self, name: str) -> list[str]:
         """One supervision step (``runtime.Supervision.round``) unless the run's in-cluster supervisor runs
         (then it does that: two would act twice); while none runs, this watch supervises; one line per action."""
         namespace = self._ns()
-        if runtime.supervisor_state(self.api, name, namespace) is SupervisorState.ALIVE:
+        if runtime.supervisor_state(self.api, name, namespace)[0] is SupervisorState.ALIVE:
             return []
         return self.supervision_round(name)
 
@@ -184,6 +167,16 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     def _ns(self) -> str:
         return self.namespace or DEFAULT_NAMESPACE
+
+
+def watched_only(plan: Plan) -> bool:
+    """Without the in-cluster supervisor (``kubernetes.supervisor: false``), the MWMS gang-restart safety
+    net and the stall watchdog (a lead that reports its progress) run in ``watch_round``: unwatched, a hung
+    gang or a stalled job waits for the deadline, and failure rules beyond exit codes
+    (``JobPolicy.rules_need_watch``) are not applied."""
+    watched = (plan.strategy is Strategy.MULTI_WORKER_MIRRORED or plan.run_config.lead_runs_entrypoint
+               or plan.policy.rules_need_watch())
+    return watched and plan.policy.deadline_seconds is None and not plan.spec.kubernetes.supervisor
 
 
 def _task_order(runs: dict[tuple[RoleType, int], Any]) -> list[tuple[RoleType, int]]:

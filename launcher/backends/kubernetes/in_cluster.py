@@ -1,7 +1,7 @@
 """The in-cluster supervisor of a Kubernetes run: what ``KubernetesBackend.rounds`` gives the harness.
 
 Contract: run in the pod of the run's supervisor Job (``supervisor_objects``) by ``python -m
-launcher.supervision --rounds ...`` (``launcher.supervision.harness.serve_rounds``), with its ServiceAccount's
+launcher.backends.supervisor_process --rounds k8s NAME`` (``harness.serve_rounds``), with its ServiceAccount's
 token and ``TFCLUSTER_NAMESPACE``/``TFCLUSTER_POD`` from the downward API. Each round is the round the
 launcher's watch makes (``runtime.Supervision.round``); all it keeps between rounds lives in the API (the
 run's Jobs, pods and ConfigMap), so a replacement adopts the run as it finds it. The run is ``over`` once it

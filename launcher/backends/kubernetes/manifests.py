@@ -1,36 +1,10 @@
 """Kubernetes manifests for a plan: pure functions, no Kubernetes client import.
 
-Contract: ``render(plan, supervisor)`` writes the objects ``submit`` applies as YAML files, in
-apply order, plus a ``kustomization.yaml`` (``kubectl apply -k DIR``; ``supervisor``: the program of the
-run's in-cluster supervisor, which the backend gives); ``objects(files)`` reads them back; ``render_tfjob(plan)``
-exports the cluster as a Kubeflow ``TFJob`` instead. Output is a
-deterministic function of the plan, and its size grows linearly with the
-number of tasks: the only per-task data is the training ``cluster`` dict,
-written once into a ConfigMap (never one TF_CONFIG per task). The
-ConfigMap also stores the run's TensorBoard
-(``launcher.backends.kubernetes.tensorboard``); the pod settings every pod
-shares are in ``launcher.backends.kubernetes.pods``.
-
-Why one Indexed Job per role (not a StatefulSet, not a pod per task):
-
-- an Indexed Job whose pods set ``subdomain`` to a headless Service gets
-  pod hostnames ``<job>-<index>``; with the job named ``<cluster>-<role>``
-  that is exactly the task name, so ``<task>.<cluster>:<port>`` (the
-  addresses ``KubernetesTarget`` planned) resolves, and a replacement pod of
-  the same index keeps the same name;
-- a Job runs to completion (a StatefulSet restarts a finished chief forever);
-- the Job controller enforces the restart budget per task
-  (``backoffLimitPerIndex``), the exit-code policy (``podFailurePolicy``) and
-  the deadline (``activeDeadlineSeconds``) even when no launcher is watching
-  (``up --detach``);
-- one template per role keeps 10,000 workers as small as 1: the index comes
-  from ``JOB_COMPLETION_INDEX`` and the cluster from the shared ConfigMap.
-
-Kubernetes version: every Job field used is GA in 1.33 (``podFailurePolicy``
-1.31, ``backoffLimitPerIndex`` and ``successPolicy`` 1.33) except
-``podReplacementPolicy`` (GA 1.34, beta and on by default since 1.29), so
-the minimum is 1.33; the manifests are validated against the 1.33-1.37
-OpenAPI schemas (tests/test_k8s_render.py).
+Contract: ``render(plan, supervisor)`` writes the objects ``submit`` applies as YAML files, in apply order,
+plus a ``kustomization.yaml`` (``kubectl apply -k DIR``; ``supervisor``: the program of the run's in-cluster
+supervisor, which the backend gives); ``objects(files)`` reads them back; ``render_tfjob(plan)`` exports the
+cluster as a Kubeflow ``TFJob`` instead. One Indexed Job per role; the output is deterministic and linear in
+the number of tasks (the cluster written once, in a ConfigMap); Kubernetes 1.33 or later. Why: docs/design-notes.md.
 """
 
 from __future__ import annotations

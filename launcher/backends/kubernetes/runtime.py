@@ -105,18 +105,12 @@ def end_job(api: KubeApi, job: Obj, now: float, namespace: str) -> None:
         api.merge_patch_job(name, namespace, {"spec": {"activeDeadlineSeconds": max(1, int(now - started))}})
 
 
-def supervisor_state(api: KubeApi, name: str, namespace: str) -> SupervisorState | None:
-    """What ``status`` says of the run's in-cluster supervisor (``kubernetes.supervisor``): alive while one of its
-    pods runs; lost while none does (starting, its image not pulled, its Job failed: ``watch`` then supervises);
-    exited once its Job completed (the run was over); None without one."""
+def supervisor_state(api: KubeApi, name: str, namespace: str) -> tuple[SupervisorState | None, str]:
+    """What ``status`` says of the run's in-cluster supervisor (``kubernetes.supervisor``), and why it is not
+    alive (``k8s_status.supervisor_state``); while it is not alive, ``watch`` supervises."""
     jobs = apply.of_supervisor(api, Kind.JOB, namespace, name)
-    if not jobs:
-        return None
-    if k8s_status.job_complete(jobs[0]):
-        return SupervisorState.EXITED
-    pods = apply.of_supervisor(api, Kind.POD, namespace, name)
-    running = [p for p in pods if p.get("status", {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
-    return SupervisorState.ALIVE if running and not k8s_status.job_failed(jobs[0]) else SupervisorState.LOST
+    pods = apply.of_supervisor(api, Kind.POD, namespace, name) if jobs else []
+    return k8s_status.supervisor_state(jobs, pods)
 
 
 def keep_stacks_here(name: str, number: int, dumps: dict[str, str | None]) -> str | None:
@@ -310,7 +304,7 @@ def read_status(api: KubeApi, name: str, namespace: str) -> JobStatus | None:
     status.progress = fold(fold(start, lead, from_lead=True), events.get((RoleType.EVALUATOR, 0), []),
                            from_lead=False)
     status.tensorboard_dir = k8s_status.tensorboard_dir(jobs)
-    status.supervisor = supervisor_state(api, name, namespace)
+    status.supervisor, status.supervisor_note = supervisor_state(api, name, namespace)
     record = apply.record(config_map, k8s_stall.STALL_KEY, k8s_stall.StallRecord)
     watching = (run_config is not None and run_config.lead_runs_entrypoint and reader.reads) or any(
         e.event in WATCHED_EVENTS or e.event in SIGNS_OF_LIFE for e in lead)

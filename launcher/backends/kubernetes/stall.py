@@ -1,27 +1,9 @@
 """The stall watchdog and stragglers on Kubernetes: what the pods' events mean for them. Pure, no client.
 
-Contract: the launcher's watch (``KubernetesBackend.watch_round``) runs the same
-policy as every supervisor (``launcher.supervision.stall``,
-``Rules.decide_stall``), over what it can read each round: the events among
-the recent log lines of the lead task's latest pod. ``clock`` rebuilds the
-``StallClock`` of that pod from its start and its events' own times (the
-pods' clocks; the watch needs no memory of earlier rounds, and a watch started
-again judges the same). ``StallRecord`` is what the watch writes in the run's
-ConfigMap (``STALL_KEY``) when it read the stacks of a suspected stall (what
-decided) and when it found a stall: ``status``/``describe`` of any launcher
-show it, and the watch acts once per pod of the lead (``pod``: the one it
-acted on, "" before any). When it last read a pod's stacks without finding a
-stall is kept by the watch itself (``clock``'s ``looked_at``): a watch started
-again reads them once more.
-``rules`` builds the ``Rules`` of a run from its Jobs (task names and roles:
-all ``decide_stall`` needs). ``step_times`` keeps a task's ``step_time``
-events for ``launcher.supervision.stragglers``.
-
-On a suspected stall the watch reads every running task's stacks in its pod
-twice (``pods/exec`` of the image's py-spy) and decides as every supervisor
-does (``launcher.supervision.stack_evidence``, ``stall.conclude``). What Kubernetes lacks
-here: under ParameterServer the coordinator keeps scheduling around a stuck
-worker until an epoch's end, so the lead's progress stops only there.
+Contract: ``clock`` rebuilds the lead pod's ``StallClock`` from its start and its events' own times (no
+memory between rounds); ``StallRecord`` is what a round writes in the run's ConfigMap (``STALL_KEY``) about a
+suspected or found stall; ``rules`` builds a run's ``Rules`` from its Jobs; ``step_times`` keeps a task's
+``step_time`` events for ``launcher.supervision.stragglers``. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from launcher.plan.policy import JobPolicy
 from launcher.plan.targets import BackendKind
 from launcher.protocol import env as task_env
 from launcher.spec.models import RoleType, Strategy
-from launcher.supervision.status import JobStatus, State, TaskStatus
+from launcher.supervision.status import JobStatus, State, SupervisorState, TaskStatus
 
 Obj = dict[str, Any]
 
@@ -98,6 +98,35 @@ def waiting_reason(pods: list[Obj]) -> str:
             if waiting:
                 return f"{pod['metadata']['name']}: {waiting.get('reason', '')} {waiting.get('message', '')}".strip()
     return f"{len(pods)} pod(s), none ready" if pods else "no pod yet"
+
+
+#: Waiting reasons of a container that will not start without a change (its pod stays Pending for ever).
+CANNOT_START = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull",
+                          "CreateContainerConfigError", "CreateContainerError"})
+
+
+def supervisor_state(jobs: list[Obj], pods: list[Obj]) -> tuple[SupervisorState | None, str]:
+    """The in-cluster supervisor of a run from its Job and pods, and why it is not alive: None without a Job;
+    exited once its Job completed; lost when its Job failed, it has no pod, or its pod cannot start (a pull
+    back-off); alive while a pod runs; starting while one exists but does not run yet."""
+    if not jobs:
+        return None, ""
+    if job_complete(jobs[0]):
+        return SupervisorState.EXITED, ""
+    failed = job_failed(jobs[0])
+    if failed:
+        return SupervisorState.LOST, " ".join(filter(None, ["its Job failed:", failed.get("reason"),
+                                                            failed.get("message")]))
+    live = [p for p in pods if not _deleting(p) and p.get("status", {}).get("phase", "Pending") in ("Pending", "Running")]
+    if any(p.get("status", {}).get("phase") == "Running" for p in live):
+        return SupervisorState.ALIVE, ""
+    if not live:
+        return SupervisorState.LOST, "no supervisor pod"
+    reasons = {(c.get("state") or {}).get("waiting", {}).get("reason") for p in live
+               for c in p.get("status", {}).get("containerStatuses", [])}
+    if reasons & CANNOT_START:
+        return SupervisorState.LOST, f"its pod cannot start: {waiting_reason(live)}"
+    return SupervisorState.STARTING, waiting_reason(live)
 
 
 def _deleting(obj: Obj) -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 
-from launcher.backends import checkpoints, logfiles
+from launcher.backends import checkpoints, logfiles, supervisor_process
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.local import supervise
 from launcher.backends.local.capacity import memory_problems
@@ -82,7 +82,7 @@ class LocalBackend(Backend[BackendOptions]):
             self._teardown(state)
             state.remove()
 
-        harness.launch(state, type(self), undo)
+        harness.launch(state, supervisor_process.process(type(self)), undo)
 
     def describe(self, name: str) -> JobStatus | None:
         state = LocalState.of(self.kind, name)
@@ -90,7 +90,7 @@ class LocalBackend(Backend[BackendOptions]):
 
     def adopt(self, name: str) -> list[str]:
         """Adopt the tasks of ``name`` with a new supervisor if its supervisor died."""
-        return harness.adopt(LocalState.of(self.kind, name), type(self))
+        return harness.adopt(LocalState.of(self.kind, name), supervisor_process.process(type(self)))
 
     def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
         state = self._existing(name)

@@ -70,7 +70,7 @@ class SlurmBackend(Backend[BackendOptions]):
 
     @classmethod
     def render(cls, plan: Plan) -> dict[str, str]:
-        return files(plan, cls)
+        return files(plan)
 
     def submit(self, dry_run: DryRun) -> None:
         plan = dry_run.plan

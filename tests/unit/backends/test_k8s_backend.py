@@ -580,6 +580,19 @@ def test_cli_up_detached_status_logs_down_via_kubeconfig(
     assert result.exit_code == 1 and "no cluster named 'cli'" in result.output
 
 
+def test_cli_up_detached_warns_when_its_dry_run_says_only_a_watch_supervises_it(
+    fake: FakeKubernetes, cli, write_spec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(fake, tmp_path / "config")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    spec = write_spec({"name": "cli", "roles": {"chief": {}, "worker": {"replicas": 1}},
+                       "kubernetes": {"namespace": "ml", "supervisor": False}})
+    result = cli.invoke(main, ["up", str(spec), "--backend", "k8s", "--detach"])
+    assert result.exit_code == 0, result.output
+    assert "warning: nothing supervises cli while detached and it has no deadline_seconds" in result.output
+    assert fake.get("jobs", "cli-supervisor", "ml") is None
+
+
 def test_watch_runs_supervise_until_the_run_ends(fake: FakeKubernetes) -> None:
     backend = backend_for(fake, linger=0)
     launch_pss_until_chief_succeeds(fake, backend)

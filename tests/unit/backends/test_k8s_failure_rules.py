@@ -7,7 +7,7 @@ from typing import Any
 
 from fakes.kubernetes_api import FakeKubernetes
 from helpers.k8s_fake import backend_for, rbac_allowed, rbac_used
-from helpers.k8s_specs import dry_run_for, plan_for
+from helpers.k8s_specs import dry_run_for
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.supervision.status import State
 
@@ -87,9 +87,8 @@ def test_an_oom_kill_matches_a_sigkill_rule_and_says_so(fake: FakeKubernetes) ->
                                  "task fr-chief-0 exited with code 137 (OOM-killed)"), actions
 
 
-def test_detached_without_a_deadline_warns_when_a_rule_needs_the_watch(fake: FakeKubernetes) -> None:
-    backend = backend_for(fake)
+def test_detached_without_a_deadline_warns_when_a_rule_needs_the_watch() -> None:
     pss = {"name": "p", "roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {}},
            "command": ["python", "train.py"], "kubernetes": {"supervisor": False}}  # nothing else for the watch to do
-    assert not backend.supervises_only_when_watched(plan_for({**pss, "restart": {"rules": [RULES[0]]}}))  # podFailurePolicy
-    assert backend.supervises_only_when_watched(plan_for({**pss, "restart": {"rules": RULES}}))
+    assert not dry_run_for({**pss, "restart": {"rules": [RULES[0]]}}).supervised_only_while_watched  # podFailurePolicy
+    assert dry_run_for({**pss, "restart": {"rules": RULES}}).supervised_only_while_watched

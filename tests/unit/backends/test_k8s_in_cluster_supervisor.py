@@ -20,12 +20,15 @@ from kubernetes import client
 from fakes.kubernetes_api import FakeKubernetes, permission
 from helpers.k8s_fake import backend_for, rbac_allowed
 from helpers.k8s_specs import DEMO, dry_run_for, plan_for
+from launcher.backends import supervisor_process
+from launcher.backends.kubernetes import apply, supervisor_objects
 from launcher.backends.kubernetes import backend as k8s_backend
-from launcher.backends.kubernetes import supervisor_objects
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.errors import LaunchError
+from launcher.plan import naming
+from launcher.plan.targets import BackendKind
 from launcher.supervision import harness
-from launcher.supervision.status import SupervisorState
+from launcher.supervision.status import JobStatus, SupervisorState
 
 SPEC: dict[str, Any] = {**yaml.safe_load(DEMO.read_text()), "kubernetes": {"supervisor": True}}
 
@@ -50,7 +53,7 @@ def current(fake: FakeKubernetes, task: str) -> str:
 
 def test_the_supervisor_runs_the_harness_rounds_in_a_restricted_pod_with_stated_resources() -> None:
     plan = plan_for(SPEC)
-    objects = supervisor_objects.objects(plan, harness.rounds_command(KubernetesBackend, "demo", python="python"))
+    objects = supervisor_objects.objects(plan, supervisor_process.rounds_command(BackendKind.K8S, "demo", python="python"))
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("ServiceAccount", "demo-supervisor"), ("Role", "demo-supervisor"), ("RoleBinding", "demo-supervisor"),
         ("Job", "demo-supervisor")]
@@ -58,8 +61,7 @@ def test_the_supervisor_runs_the_harness_rounds_in_a_restricted_pod_with_stated_
     pod = job["spec"]["template"]["spec"]
     container = pod["containers"][0]
     args = container["args"]
-    assert args[:4] == ["python", "-m", "launcher.supervision", harness.ROUNDS_FLAG] and args[-1] == "demo"
-    assert harness.hosting(args[4]) is KubernetesBackend
+    assert args == ["python", "-m", "launcher.backends.supervisor_process", supervisor_process.ROUNDS_FLAG, "k8s", "demo"]
     assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
@@ -112,13 +114,19 @@ def test_the_supervisor_restarts_the_gang_and_cleans_up_as_its_own_role_allows(
             assert parts[-1] in named[resource, verb], (method, path)
 
 
-def run_supervisor_pod(fake: FakeKubernetes, phase: str = "Running") -> None:
-    """The supervisor Job's pod, as its Job controller and kubelet make it (the fake models Indexed Jobs only)."""
+def run_supervisor_pod(fake: FakeKubernetes, phase: str = "Running", waiting: str | None = None) -> None:
+    """The supervisor Job's pod, as its Job controller and kubelet make it (the fake models Indexed Jobs only);
+    ``waiting``: its container's waiting reason (a Pending pod pulling its image, or backing off)."""
     job = fake.objects["jobs", "default", "demo-supervisor"]
     template = job["spec"]["template"]
-    fake.create("pods", "default", {"metadata": {"name": "demo-supervisor-x7k2p", "labels": template["metadata"]["labels"]},
-                                    "spec": template["spec"]})
-    fake.objects["pods", "default", "demo-supervisor-x7k2p"]["status"]["phase"] = phase
+    if ("pods", "default", "demo-supervisor-x7k2p") not in fake.objects:
+        fake.create("pods", "default", {"metadata": {"name": "demo-supervisor-x7k2p",
+                                                     "labels": template["metadata"]["labels"]},
+                                        "spec": template["spec"]})
+    status = fake.objects["pods", "default", "demo-supervisor-x7k2p"]["status"]
+    status["phase"] = phase
+    status["containerStatuses"] = [{"name": "supervisor", "state": {"waiting": {
+        "reason": waiting, "message": f"{waiting} for image tfcluster-worker:latest"}} if waiting else {}}]
 
 
 def test_the_launchers_watch_stands_aside_only_while_a_supervisor_pod_runs(fake: FakeKubernetes) -> None:
@@ -128,14 +136,39 @@ def test_the_launchers_watch_stands_aside_only_while_a_supervisor_pod_runs(fake:
     start_all(fake)
     fake.now += 5
     fake.finish_pod(current(fake, "demo-worker-1"), 137)
-    assert backend.describe("demo").supervisor is SupervisorState.LOST  # its pod has not started
+    job = backend.describe("demo")
+    assert (job.supervisor, job.supervisor_note) == (SupervisorState.LOST, "no supervisor pod")
+    run_supervisor_pod(fake, "Pending", waiting="ContainerCreating")
+    job = backend.describe("demo")
+    assert job.supervisor is SupervisorState.STARTING and "ContainerCreating" in job.supervisor_note
+    assert "(supervisor starting: demo-supervisor-x7k2p: ContainerCreating" in _header(job)
+    run_supervisor_pod(fake, "Pending", waiting="ImagePullBackOff")
+    job = backend.describe("demo")
+    assert job.supervisor is SupervisorState.LOST
+    assert job.supervisor_note == ("its pod cannot start: demo-supervisor-x7k2p: ImagePullBackOff "
+                                   "ImagePullBackOff for image tfcluster-worker:latest")
+    assert JobStatus.from_dict(job.to_dict()).supervisor_note == job.supervisor_note  # status -o json keeps it
+    run_supervisor_pod(fake, "Pending", waiting="ContainerCreating")
+    assert len(backend.watch_round("demo")) == 2  # while its pod only starts, the watch supervises: the gang restart
     run_supervisor_pod(fake)
     assert backend.describe("demo").supervisor is SupervisorState.ALIVE
     assert backend.watch_round("demo") == []  # the supervisor's to do
     supervisor = fake.objects["jobs", "default", "demo-supervisor"]
     supervisor.setdefault("status", {})["conditions"] = [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]
-    assert backend.describe("demo").supervisor is SupervisorState.LOST
-    assert len(backend.watch_round("demo")) == 2  # the gang restart, by the watch now
+    job = backend.describe("demo")
+    assert job.supervisor is SupervisorState.LOST and job.supervisor_note == "its Job failed: BackoffLimitExceeded"
+
+
+
+def _header(job: JobStatus) -> str:
+    """The first line ``status`` prints of ``job``."""
+    from rich.console import Console
+
+    from launcher.cli.watch import status_view
+
+    console = Console(width=400, record=True)
+    console.print(status_view(job))
+    return console.export_text().splitlines()[0]
 
 
 class _Rounds:
@@ -185,3 +218,16 @@ def test_a_launcher_refused_the_supervisors_rights_is_told_in_one_line_and_nothi
     fake.now += 5  # the garbage collector ends the Jobs deleted in the foreground
     assert not [key for key in fake.objects if key[0] in ("configmaps", "serviceaccounts", "jobs")]
     assert backend.describe("demo") is None
+
+
+def test_only_an_object_labelled_the_supervisors_gets_the_supervisor_hint(fake: FakeKubernetes) -> None:
+    """By its label, not its name: someone's own ``build-supervisor`` account refused is a plain refusal."""
+    fake.allowed = rbac_allowed() - {("", "serviceaccounts", "create")}
+    backend = backend_for(fake)
+    labels = naming.labels("demo", "manual")
+    for name, extra, hinted in [("build-supervisor", {}, False), ("audit", {naming.LABEL_SUPERVISOR: "demo"}, True)]:
+        account = {"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": name, "namespace": "default", "labels": {**labels, **extra}}}
+        with pytest.raises(LaunchError) as refused:
+            apply.apply(backend.api, account, "default")
+        assert ("kubernetes.supervisor: false" in str(refused.value)) is hinted, refused.value

@@ -16,7 +16,7 @@ import pytest
 
 from fakes.kubernetes_api import IGNORES_SIGTERM, FakeKubernetes
 from helpers.k8s_fake import backend_for, rbac_allowed, rbac_used
-from helpers.k8s_specs import dry_run_for, plan_for
+from helpers.k8s_specs import dry_run_for
 from launcher import api
 from launcher.backends.kubernetes import runtime as k8s_runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
@@ -218,14 +218,13 @@ def test_a_straggler_is_named_in_describe_with_its_numbers(fake: FakeKubernetes)
     assert task.step_time is not None and task.step_time.input_seconds_per_batch == 0.4  # its last report
 
 
-def test_detached_without_a_deadline_warns_when_the_watch_has_a_stall_to_watch(fake: FakeKubernetes) -> None:
-    backend = backend_for(fake)
+def test_detached_without_a_deadline_warns_when_the_watch_has_a_stall_to_watch() -> None:
     pss = {"name": "p", "roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}}}
-    assert not backend.supervises_only_when_watched(plan_for(pss))  # its supervisor runs in the cluster
+    assert not dry_run_for(pss).supervised_only_while_watched  # its supervisor runs in the cluster
     pss["kubernetes"] = {"supervisor": False}
-    assert backend.supervises_only_when_watched(plan_for(pss))  # the entrypoint reports progress
-    assert not backend.supervises_only_when_watched(plan_for({**pss, "deadline_seconds": 600}))
-    assert not backend.supervises_only_when_watched(plan_for({**pss, "command": ["python", "train.py"]}))
+    assert dry_run_for(pss).supervised_only_while_watched  # the entrypoint reports progress
+    assert not dry_run_for({**pss, "deadline_seconds": 600}).supervised_only_while_watched
+    assert not dry_run_for({**pss, "command": ["python", "train.py"]}).supervised_only_while_watched
 
 
 #: What ``py-spy dump`` prints of a task, as in the worker image: the built-in entrypoint waiting in a collective,

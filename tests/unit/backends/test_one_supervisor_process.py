@@ -1,16 +1,19 @@
 """Every backend that runs a supervisor process runs the one harness: no backend handles signals or writes a
-failed status itself, and the process's command names the class the registry maps the backend's kind to."""
+failed status itself, and the process's command names the backend's kind, which the registry resolves."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from helpers.paths import REPO
-from launcher.backends import backend_class
+from launcher.backends import backend_class, supervisor_process
 from launcher.backends.api import Backend
+from launcher.backends.supervisor_process import main
 from launcher.errors import LaunchError
 from launcher.plan.targets import BackendKind
 from launcher.supervision import harness
@@ -25,16 +28,46 @@ def hosts(kind: BackendKind) -> bool:
 
 
 @pytest.mark.parametrize("kind", list(BackendKind), ids=lambda k: k.value)
-def test_a_backend_hosting_a_supervisor_process_is_started_through_the_harness_by_its_registered_class(
-        kind: BackendKind) -> None:
+def test_a_backend_hosting_a_supervisor_process_is_started_through_the_harness_by_its_kind(
+        kind: BackendKind, monkeypatch: pytest.MonkeyPatch) -> None:
     cls = backend_class(kind)
     if not hosts(kind):
         with pytest.raises(LaunchError, match="runs no tfcluster supervisor process"):
             cls.host(None, None, False)  # type: ignore[arg-type]
         return
-    argv = harness.command(cls, "python")
-    assert argv[:3] == ["python", "-m", "launcher.supervision"]
-    assert harness.hosting(argv[3]) is cls
+    process = supervisor_process.process(cls)
+    assert list(process.command) == [sys.executable, "-m", "launcher.backends.supervisor_process", kind.value]
+    assert process.host == cls.host
+    ran: list[tuple[Path, object, bool]] = []
+    monkeypatch.setattr(harness, "run_supervisor", lambda root, host, adopt: ran.append((root, host, adopt)) or 0)
+    assert main.main([*process.command[3:], "/state", harness.ADOPT_FLAG]) == 0
+    assert ran == [(Path("/state"), cls.host, True)]
+
+
+def test_the_round_supervisor_is_the_registered_class_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    served: list[tuple[str, object]] = []
+    monkeypatch.setattr(harness, "serve_rounds", lambda name, rounds: served.append((name, rounds)) or 0)
+    assert main.main(supervisor_process.rounds_command(BackendKind.K8S, "demo")[3:]) == 0
+    assert served == [("demo", backend_class(BackendKind.K8S).rounds)]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["nomad", "/state"], "unknown backend 'nomad' (one of: local, compose, k8s, slurm)"),
+    ([supervisor_process.ROUNDS_FLAG, "local", "demo"], "the local backend does not supervise in rounds"),
+    (["local"], "the following arguments are required: target"),
+])
+def test_a_command_line_it_cannot_run_is_one_line_and_exit_2(argv: list[str], says: str,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith(f"error: {says}; usage: "), err
+
+
+def test_the_program_runs_as_a_module() -> None:
+    """``python -m`` reaches ``main`` (its ``__main__``): an unknown kind exits 2 with its one line."""
+    result = subprocess.run([sys.executable, "-m", "launcher.backends.supervisor_process", "nomad", "/nowhere"],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.startswith("error: unknown backend 'nomad'"), result.stderr
 
 
 def test_every_backend_but_kubernetes_hosts_a_supervisor_process() -> None:

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from launcher import api
-from launcher.backends.slurm.backend import SlurmBackend
 from launcher.backends.slurm.placement import PORT_SPAN, Node, allocation_options, port_block_problems, resolve
 from launcher.backends.slurm.script import PLAN, SCRIPT, batch_script, files
 from launcher.backends.slurm.slurmctl import SlurmJob, records
@@ -42,14 +41,14 @@ def sbatch_lines(script: str) -> list[str]:
 
 def test_the_script_sizes_one_spread_allocation_and_execs_the_supervisor(tmp_path: Path) -> None:
     planned = plan({"roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}}})
-    script = batch_script(planned, SlurmBackend)
+    script = batch_script(planned)
     assert sbatch_lines(script) == ["--job-name=job", "--ntasks=4", "--spread-job", "--output=batch.log",
                                     "--open-mode=append", "--requeue", "--signal=B:USR1@90"]
-    assert script.splitlines()[-1] == (f'exec {shlex.quote(sys.executable)} -m launcher.supervision '
-                                       f'launcher.backends.slurm.backend:SlurmBackend "$SLURM_SUBMIT_DIR"')
+    assert script.splitlines()[-1] == (f'exec {shlex.quote(sys.executable)} -m launcher.backends.supervisor_process '
+                                       f'slurm "$SLURM_SUBMIT_DIR"')
     (tmp_path / SCRIPT).write_text(script)
     assert subprocess.run(["bash", "-n", str(tmp_path / SCRIPT)]).returncode == 0
-    assert Plan.model_validate_json(files(planned, SlurmBackend)[PLAN]) == planned
+    assert Plan.model_validate_json(files(planned)[PLAN]) == planned
 
 
 def test_resources_and_slurm_fields_become_sbatch_options() -> None:
@@ -61,7 +60,7 @@ def test_resources_and_slurm_fields_become_sbatch_options() -> None:
                   "exclusive": True, "tasks_per_node": 2, "sbatch_options": ["--mail-type=END"],
                   "setup": ["module load cuda", "source /shared/venv/bin/activate"], "python": "/shared/venv/bin/python"},
     })
-    script = batch_script(planned, SlurmBackend)
+    script = batch_script(planned)
     assert sbatch_lines(script) == [
         "--job-name=job", "--ntasks=4", "--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=2", "--mem-per-cpu=1536M",
         "--gpus-per-task=2", "--partition=gpu", "--account=proj1", "--qos=high", "--time=1-12:00", "--constraint=a100",
@@ -70,8 +69,7 @@ def test_resources_and_slurm_fields_become_sbatch_options() -> None:
     assert allocation_options(planned)[-1] == "--mail-type=END"
     body = script.splitlines()
     assert body[-3:] == ["module load cuda", "source /shared/venv/bin/activate",
-                         ('exec /shared/venv/bin/python -m launcher.supervision launcher.backends.slurm.backend:SlurmBackend '
-                          '"$SLURM_SUBMIT_DIR"')]
+                         'exec /shared/venv/bin/python -m launcher.backends.supervisor_process slurm "$SLURM_SUBMIT_DIR"']
     assert all(t.command[0] == "/shared/venv/bin/python" for t in planned.tasks)
 
 
@@ -229,5 +227,5 @@ def test_a_requeued_job_counts_one_preemption_and_restarts_every_task() -> None:
     ],
 )
 def test_requeue_only_where_a_rule_the_policy_or_a_preemption_can_restart(restart: dict[str, Any], option: str) -> None:
-    lines = sbatch_lines(batch_script(plan({"roles": {"worker": {"replicas": 2}}, "restart": restart}), SlurmBackend))
+    lines = sbatch_lines(batch_script(plan({"roles": {"worker": {"replicas": 2}}, "restart": restart})))
     assert option in lines and not {"--requeue", "--no-requeue"} - {option} & set(lines)

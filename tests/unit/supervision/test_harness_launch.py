@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.backends import supervisor_process
 from launcher.backends.local.backend import LocalBackend
 from launcher.errors import LaunchError
 from launcher.supervision import harness
@@ -24,11 +25,11 @@ def test_launch_undoes_only_what_did_not_fully_start(tmp_path: Path, monkeypatch
     if every_task_ran:
         state.started.touch()
 
-    def start(state: harness.StateDir, backend: type[harness.Hosting]) -> None:
+    def start(state: harness.StateDir, supervisor: harness.Process) -> None:
         raise raised("interrupted")
 
     monkeypatch.setattr(harness, "start", start)
     undo: list[bool] = []
     with pytest.raises(raised):
-        harness.launch(state, LocalBackend, lambda: undo.append(True))
+        harness.launch(state, supervisor_process.process(LocalBackend), lambda: undo.append(True))
     assert bool(undo) is undone
