@@ -185,7 +185,7 @@ def schema() -> None:
 @click.option("--backend", "-b", type=click.Choice(["compose", "k8s", "slurm"]), required=True)
 @click.option("--output-dir", "-d", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--format", "fmt", type=click.Choice(["native", "tfjob"]), default="native", show_default=True,
-              help="k8s only: `tfjob` writes a Kubeflow TFJob instead of Jobs.")
+              help="k8s only: `tfjob` writes a Kubeflow TFJob instead of Jobs (a warning names what it cannot carry).")
 def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
     """Write the files the backend would apply (compose file, Kubernetes manifests, Slurm batch script) to DIR."""
     if fmt == "tfjob" and backend != "k8s":
@@ -194,8 +194,10 @@ def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
     files = dry_run_.files
     if fmt == "tfjob":
         from launcher.backends.kubernetes.manifests import render_tfjob
+        from launcher.spec import loader, tfjob
 
         files = render_tfjob(dry_run_.plan)
+        loader.warn_at(spec, tfjob.unexported(dry_run_.plan.spec))  # never silent about what the TFJob loses
     output_dir.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         (output_dir / name).write_text(content)
