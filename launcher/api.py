@@ -89,7 +89,7 @@ def script_spec(run: ScriptRun, spec_file: str | Path | None = None, workdir: Pa
     problems = script_problems(run, from_spec=spec_file is not None)
     if problems:
         raise SpecError(problems, SOURCE)
-    base = load_spec(spec_file, run.backend).model_dump(mode="json") if spec_file is not None else None
+    base = load_spec(spec_file, run.backend).model_dump(mode="json", exclude_unset=True) if spec_file is not None else None
     spec = validate_data(script_spec_data(run, base), run.backend, SOURCE)
     target = backend_class(run.backend).target(spec)
     if run.python != target.python:  # the interpreter follows the spec (e.g. ``slurm.python`` of a -f spec)

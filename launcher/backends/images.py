@@ -3,7 +3,11 @@
 Contract: ``build_image`` sends a build context made here (``pyproject.toml``,
 ``README.md``, ``launcher/`` without caches, ``worker_image/``) and, when a
 CA bundle is given, adds it as ``worker_image/build-ca.crt``: pip uses it in
-the Dockerfile's build stage only, the final image never contains it. Every
+the Dockerfile's build stage only, the final image never contains it. A file
+of the context that is a credential (the detector every place that ships
+files calls, ``launcher.backends.credentials``: by name, a directory above
+included, then by content) refuses the build (``ImageBuildError`` naming each
+file and why, never the secret): nothing is packed or sent. Every
 build log line goes to ``echo`` as it arrives (by default ``build_note``
 logs it, INFO, which a command shows). It returns the built image's id; it
 raises ``BackendUnavailable`` when no Docker engine answers and
@@ -24,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from launcher.backends.credentials import NAME_PATTERNS, by_name, detect
+from launcher.backends.dockerignore import Rules, make_rule
 from launcher.errors import BackendUnavailable, ImageBuildError
 from launcher.plan.images import ImageVariant
 
@@ -36,24 +42,39 @@ CONTEXT_PATHS = ("pyproject.toml", "README.md", "launcher", "worker_image")
 #: The host's CA bundle (Debian's path): what pip inside a build trusts on a TLS-intercepting network.
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 _SKIPPED = {"__pycache__", ".pytest_cache"}
+_CREDENTIAL_NAMES = Rules([make_rule(pattern, "tfcluster's credential list") for pattern in NAME_PATTERNS])
 
 
 def build_context(ca_bundle: Path | None = None, root: Path = REPO_ROOT) -> io.BytesIO:
     """The build context as an uncompressed tar (files sorted, mtimes zeroed: same sources, same tar)."""
     if not (root / DOCKERFILE).is_file():
         raise ImageBuildError(f"{root / DOCKERFILE} not found: `tfcluster build` needs a source checkout")
+    packed = [(file.relative_to(root).as_posix(), file) for top in CONTEXT_PATHS for file in _files(root / top)
+              if not _SKIPPED.intersection(file.relative_to(root).parts)
+              and file.relative_to(root).as_posix() != CA_IN_CONTEXT]
+    credentials = [f"{relative} ({why})" for relative, file in packed if (why := _credential(relative, file))]
+    if credentials:
+        raise ImageBuildError(f"the build context holds what looks like a credential, which the image would ship: "
+                              f"{'; '.join(credentials)}; move it out of {root} and build again")
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for top in CONTEXT_PATHS:
-            for file in _files(root / top):
-                relative = file.relative_to(root)
-                if _SKIPPED.intersection(relative.parts) or relative.as_posix() == CA_IN_CONTEXT:
-                    continue
-                _add(tar, relative.as_posix(), file.read_bytes(), file.stat().st_mode & 0o777)
+        for relative, file in packed:
+            _add(tar, relative, file.read_bytes(), file.stat().st_mode & 0o777)
         if ca_bundle is not None:
             _add(tar, CA_IN_CONTEXT, Path(ca_bundle).read_bytes(), 0o644)
     buffer.seek(0)
     return buffer
+
+
+def _credential(relative: str, path: Path) -> str | None:
+    """Why the context's file at ``relative`` (slash-separated) is a credential, or None: by name, the directories
+    above it included (``**/.ssh`` covers ``.ssh/config``), then by content."""
+    parts = relative.split("/")
+    matches = None
+    for depth in range(1, len(parts) + 1):
+        matches = _CREDENTIAL_NAMES.matches("/".join(parts[:depth]), matches)
+    named = _CREDENTIAL_NAMES.decider(matches) if matches is not None else None
+    return by_name(named.text) if named is not None else detect(path)
 
 
 def _files(path: Path) -> list[Path]:

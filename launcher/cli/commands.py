@@ -90,17 +90,6 @@ FORCE_OPTION = click.option(
                                   f"compose/k8s: ship a workspace over the {MAX_WORKSPACE_BYTES >> 20} MiB cap.")
 
 
-def given_registry(backend: str, registry: str | None) -> str | None:
-    """``--registry``'s value for ``backend``: the option's, or ``$TFCLUSTER_REGISTRY`` with ``-b k8s`` only.
-
-    The variable a developer exported for a Kubernetes cluster neither makes another backend refuse
-    ``--registry`` (``refuse_k8s_options``) nor reaches its plan."""
-    source = click.get_current_context().get_parameter_source("registry")
-    if source is ParameterSource.ENVIRONMENT and backend != BackendKind.K8S.value:
-        return None
-    return registry
-
-
 def registry_override(registry: str | None) -> dict[str, dict[str, str]] | None:
     return {"kubernetes": {"registry": registry}} if registry else None
 
@@ -113,12 +102,20 @@ def image_option(ctx: click.Context, param: click.Parameter, value: str | None) 
     return value
 
 
-def refuse_k8s_options(backend: str, **options: str | None) -> None:
-    """``--namespace``/``--context``/``--registry`` act on Kubernetes only: with another backend they are
-    refused (one line, exit 2), never ignored, so a forgotten ``-b k8s`` does not launch elsewhere."""
-    given = [f"--{name}" for name, value in options.items() if value is not None]
+def kubernetes_options(backend: str, registry: str | None, **options: str | None) -> str | None:
+    """The ``--registry`` that reaches ``backend``'s plan, once the Kubernetes-only options are checked.
+
+    ``--namespace``/``--context``/``--registry`` (``options`` and ``registry``) act on Kubernetes only: with
+    another backend they are refused (one line, exit 2), never ignored, so a forgotten ``-b k8s`` does not launch
+    elsewhere. ``$TFCLUSTER_REGISTRY`` counts with ``-b k8s`` only: the variable a developer exported for a
+    Kubernetes cluster neither makes another backend refuse nor reaches its plan."""
+    if click.get_current_context().get_parameter_source("registry") is ParameterSource.ENVIRONMENT \
+            and backend != BackendKind.K8S.value:
+        registry = None
+    given = [f"--{name}" for name, value in {**options, "registry": registry}.items() if value is not None]
     if given and backend != BackendKind.K8S.value:
         raise click.UsageError(f"{', '.join(given)}: only with -b k8s (the backend is {backend})")
+    return registry
 
 
 @main.command()
@@ -144,8 +141,7 @@ def dry_run(spec: Path, backend: str, output: str, registry: str | None, force: 
 
     With a workspace on compose/k8s, `-o plan` lists every file that ships.
     """
-    registry = given_registry(backend, registry)
-    refuse_k8s_options(backend, registry=registry)
+    registry = kubernetes_options(backend, registry)
     dry_run_ = api.dry_run(spec, backend, overrides=registry_override(registry), force=force)
     if output in ("json", "plan"):  # streamed task by task: the output is quadratic in the tasks, memory is not
         plan = dry_run_.plan
@@ -185,7 +181,7 @@ def schema() -> None:
 @click.option("--backend", "-b", type=click.Choice(["compose", "k8s", "slurm"]), required=True)
 @click.option("--output-dir", "-d", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--format", "fmt", type=click.Choice(["native", "tfjob"]), default="native", show_default=True,
-              help="k8s only: `tfjob` writes a Kubeflow TFJob instead of Jobs.")
+              help="k8s only: `tfjob` writes a Kubeflow TFJob instead of Jobs (a warning names what it cannot carry).")
 def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
     """Write the files the backend would apply (compose file, Kubernetes manifests, Slurm batch script) to DIR."""
     if fmt == "tfjob" and backend != "k8s":
@@ -194,8 +190,10 @@ def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
     files = dry_run_.files
     if fmt == "tfjob":
         from launcher.backends.kubernetes.manifests import render_tfjob
+        from launcher.spec import loader, tfjob
 
         files = render_tfjob(dry_run_.plan)
+        loader.warn_at(spec, tfjob.unexported(dry_run_.plan.spec))  # never silent about what the TFJob loses
     output_dir.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         (output_dir / name).write_text(content)
@@ -225,8 +223,7 @@ def _backend_for(name: str, backend: str | None, **options: str | None) -> Backe
 def up(spec: Path, backend: str, detach: bool, namespace: str | None, context: str | None, force: bool,
        registry: str | None) -> None:
     """Launch SPEC and watch it until it ends (exit 0 if the job succeeded)."""
-    registry = given_registry(backend, registry)
-    refuse_k8s_options(backend, namespace=namespace, context=context, registry=registry)
+    registry = kubernetes_options(backend, registry, namespace=namespace, context=context)
     dry_run_ = api.dry_run(spec, backend, api.new_run_id(), launching=True, overrides=registry_override(registry),
                            capacity=not force, force=force)
     _launch(dry_run_, detach, namespace, context)
@@ -265,8 +262,7 @@ def run(script: str | None, args: tuple[str, ...], module: str | None, workers: 
     tfcluster run --workers 3 train.py --epochs 5. With -m MODULE, `--` ends
     run's options: put the module's options named like run's after it.
     """
-    registry = given_registry(backend, registry)
-    refuse_k8s_options(backend, namespace=namespace, context=context, registry=registry)
+    registry = kubernetes_options(backend, registry, namespace=namespace, context=context)
     if module is not None and script is not None:
         args = (script, *args)
     program = module if module is not None else script

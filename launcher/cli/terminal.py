@@ -75,9 +75,20 @@ def styled(text: str, style: str) -> Text:
     return Text(escaped(text), style=style)
 
 
+class _Live(Live):
+    """rich's ``Live`` whose last view ends its line on any output: rich ends it on a terminal only, so a file or
+    pipe got the last line without its newline."""
+
+    def stop(self) -> None:
+        ending = self._started and not self._nested and not self.transient and not self.console.is_terminal
+        super().stop()
+        if ending and self._live_render.last_render_height:
+            self.console.line()
+
+
 def live(on: EscapingConsole) -> Live:
-    """The live view's display on ``on`` (a ``console()``)."""
-    return Live(console=on, refresh_per_second=2, transient=False)
+    """The live view's display on ``on`` (a ``console()``); its last view ends with a newline on any output."""
+    return _Live(console=on, refresh_per_second=2, transient=False)
 
 
 class _LogLines(logging.Handler):

@@ -49,7 +49,7 @@ class ScriptRun(BaseModel):
 
 
 def script_spec_data(run: ScriptRun, base: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The spec mapping of ``run`` (see the module contract); ``base`` is a spec's ``model_dump(mode="json")``."""
+    """The spec mapping of ``run`` (module contract); ``base`` is a spec's ``model_dump(mode="json", exclude_unset=True)``: what it states."""
     data: dict[str, Any] = dict(base) if base is not None else {"roles": _roles(run)}
     if base is not None:  # the script is the program of every role the spec's program ran on
         data["roles"] = {role: _without(spec, "command", "replaces_entrypoint", "args") for role, spec in base["roles"].items()}

@@ -50,6 +50,16 @@ def load_spec(
     return parse_spec(_read(Path(path)), source=str(path), checks=checks, overrides=overrides, kubernetes=kubernetes)
 
 
+def warn_at(path: str | Path, notes: Sequence[Problem]) -> None:
+    """Each of ``notes`` (a spec field's path and what it means) as one ``SpecWarning``, located in the spec file
+    at ``path``."""
+    if not notes:
+        return
+    _, lines, _ = _parse_yaml(_read(Path(path)))
+    for note in notes:
+        warnings.warn(SpecWarning(_with_line(note, lines).render(str(path))), stacklevel=2)
+
+
 def load_tfjob(path: str | Path) -> tfjob.Converted:
     """Read the TFJob manifest at ``path`` and convert it (``launcher.spec.tfjob``), without validating the result;
     a malformed one (``Converted.malformed``) is refused."""

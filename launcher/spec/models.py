@@ -290,7 +290,7 @@ class CheckpointSpec(_Model):
             "BackupAndRestore every N steps (MWMS, single task); null = every epoch; auto = about every "
             "sqrt(2 x save time x MTBF) (Young-Daly), the MTBF from the run's restarts or restart.expected_mtbf (else "
             "backups hold training up at most 2% of the time), from the measured save and step times, chosen "
-            "again at each epoch's end. PSS always backs up per epoch. Small N repeats less work after a failure."
+            "again at each epoch's end. PSS backs up per epoch only (N or auto there: a spec problem). Small N repeats less work after a failure."
         ),
     )
     async_backups: bool = Field(

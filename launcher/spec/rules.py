@@ -57,8 +57,9 @@ def check(spec: ClusterSpec, *, strategy_known: bool = True) -> list[Problem]:
     when the spec's strategy itself was invalid and a default stands in).
     """
     fit = _strategy_fit(spec, resolve_strategy(spec)) if strategy_known else []
-    mtbf = _expected_mtbf(spec, resolve_strategy(spec) if strategy_known else None)
-    return [*_role_counts(spec), *fit, *_volumes(spec), *_entrypoints(spec), *_failure_rules(spec), *mtbf]
+    strategy = resolve_strategy(spec) if strategy_known else None
+    return [*_role_counts(spec), *fit, *_volumes(spec), *_entrypoints(spec), *_failure_rules(spec),
+            *_backup_interval(spec, strategy), *_expected_mtbf(spec)]
 
 
 def plannable(spec: ClusterSpec) -> bool:
@@ -152,15 +153,23 @@ def _failure_rules(spec: ClusterSpec) -> list[Problem]:
     ]
 
 
-def _expected_mtbf(spec: ClusterSpec, strategy: Strategy | None) -> list[Problem]:
-    """``restart.expected_mtbf`` has one use, ``checkpoint.backup_every_steps: auto``'s interval, which
-    parameter_server never takes (it backs up per epoch): a stated MTBF nothing reads is a problem, not silence.
-    ``strategy``: None when unknown (the strategy itself was invalid)."""
-    if spec.restart.expected_mtbf is None:
+def _backup_interval(spec: ClusterSpec, strategy: Strategy | None) -> list[Problem]:
+    """A ``checkpoint.backup_every_steps`` stated as steps or ``auto`` under parameter_server is a problem: tf_keras'
+    BackupAndRestore skips its batch hooks under ParameterServerStrategy, so PSS backs up once per epoch whatever
+    the spec says (unstated, or ``null``, means just that). ``strategy``: None when unknown."""
+    every = spec.checkpoint.backup_every_steps
+    if strategy is not Strategy.PARAMETER_SERVER or every is None or "backup_every_steps" not in spec.checkpoint.model_fields_set:
         return []
-    use = "only used by checkpoint.backup_every_steps: auto"
-    if spec.checkpoint.backup_every_steps != "auto":
-        return [Problem("restart.expected_mtbf", f"{use}, which this spec does not set: remove it or set auto")]
-    if strategy is Strategy.PARAMETER_SERVER:
-        return [Problem("restart.expected_mtbf", f"{use}, which parameter_server does not take (it backs up per epoch)")]
-    return []
+    return [Problem("checkpoint.backup_every_steps",
+                    f"{every} is not taken by parameter_server, which backs up once per epoch (tf_keras skips "
+                    "step backups under ParameterServerStrategy): remove it or set null, or use multi_worker_mirrored "
+                    "for backups every N steps")]
+
+
+def _expected_mtbf(spec: ClusterSpec) -> list[Problem]:
+    """``restart.expected_mtbf`` has one use, ``checkpoint.backup_every_steps: auto``'s interval: a stated MTBF
+    nothing reads is a problem, not silence (``auto`` under parameter_server is ``_backup_interval``'s problem)."""
+    if spec.restart.expected_mtbf is None or spec.checkpoint.backup_every_steps == "auto":
+        return []
+    return [Problem("restart.expected_mtbf", "only used by checkpoint.backup_every_steps: auto, which this spec "
+                    "does not set: remove it or set auto")]

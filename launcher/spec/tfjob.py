@@ -5,6 +5,7 @@ Contract: ``is_tfjob(data)`` tells a TFJob from a tfcluster spec (``apiVersion``
 like any spec), each field's ``origins`` (problems name the TFJob's field and line), and what does not
 carry over: ``malformed`` (refused everywhere), ``dropped`` (refused by validate/dry-run/up),
 ``notes`` (carried with a difference), ``kubernetes_only`` and ``kubernetes_inert``. A null is unset.
+``unexported(spec)``: the other way, what of a spec a TFJob export cannot carry (one note per field).
 Shared names live in ``launcher.spec.tfjob_vocabulary``. The field mapping: docs/spec.md's migration table
 and docs/design-notes.md.
 """
@@ -20,6 +21,7 @@ from typing import Any
 import yaml
 
 from launcher.spec.image_reference import pull_policy
+from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem, join_path, kind_of, one_line, split_path
 from launcher.spec.tfjob_vocabulary import (
     ACTIVE_DEADLINE,
@@ -492,3 +494,14 @@ def _without_nulls(value: Any) -> Any:
 def _extra(mapping: dict[Any, Any], known: set[str]) -> list[Any]:
     """The keys of ``mapping`` not in ``known``, in a stable order whatever their types."""
     return sorted((key for key in mapping if key not in known), key=str)
+
+
+def unexported(spec: ClusterSpec) -> list[Problem]:
+    """What of ``spec`` a TFJob export (``render --format tfjob``) cannot carry: one note per field, naming what
+    is lost. A TFJob's ``restartPolicy`` treats every failure of a replica alike: ``restart.rules`` are not in it."""
+    return [
+        Problem(join_path(("restart", "rules", i)),
+                f"not in the TFJob: Kubeflow's restartPolicy ({spec.restart.policy.value}) treats every failure "
+                f"alike, so this rule's {rule.action.value} is lost there; tfcluster's own Jobs (render or up -b k8s) enforce it")
+        for i, rule in enumerate(spec.restart.rules)
+    ]

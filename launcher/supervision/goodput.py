@@ -15,6 +15,7 @@ from enum import Enum
 from pydantic import BaseModel, ConfigDict
 
 from launcher.protocol import events
+from launcher.protocol.durations import for_people
 
 #: Output is rounded to this many decimals (seconds, fraction).
 DECIMALS = 3
@@ -59,8 +60,8 @@ class Goodput(BaseModel):
     def line(self) -> str:
         """One short line for people: the fraction and the biggest loss."""
         name, seconds = self.lost_seconds.biggest()
-        biggest = f"; most lost to {name.replace('_', ' ')}: {seconds:.1f} s" if seconds > 0 else ""
-        return f"goodput {self.fraction:.0%} of {self.wall_seconds:.1f} s{biggest}"
+        biggest = f"; most lost to {name.replace('_', ' ')}: {for_people(seconds)}" if seconds > 0 else ""
+        return f"goodput {self.fraction:.0%} of {for_people(self.wall_seconds)}{biggest}"
 
 
 class Disruption(str, Enum):

@@ -375,16 +375,15 @@ class Supervisor:
         for name in names:
             self._runs[name].status.message = "stalled (suspected)"
         _log(f"stall watchdog: {decision.message}")
-        if decision.action is Action.RESTART:
-            self._ledger = self._ledger.disrupted(Disruption.STALL, time.time())
-            self._restart(decision)
-        elif decision.action is Action.FAIL:
-            self._ledger = self._ledger.disrupted(Disruption.STALL, time.time())
-            return decision.message
-        else:
+        if decision.action is Action.CONTINUE:  # warn only: the stall's time is lost, nothing is disrupted
             self._ledger = self._ledger.stalled(time.time())
             self._job.message = decision.message
-        return None
+            return None
+        self._ledger = self._ledger.disrupted(Disruption.STALL, time.time())
+        if decision.action is Action.RESTART:
+            self._restart(decision)
+            return None
+        return decision.message  # Action.FAIL
 
     def _wait_quietly(self, seconds: float, before: StallClock) -> bool:
         """Wait ``seconds`` reading every running task's output; False once the job advanced past ``before``

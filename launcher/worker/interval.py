@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from launcher.protocol import events
+from launcher.protocol.durations import for_people
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -59,31 +60,18 @@ def choose(save_seconds: float, step_seconds: float, failures: int, observed_sec
     ``failures``: restarts of the run so far, in ``observed_seconds`` since its first start. Observed
     failures decide when there are any; else ``stated_mtbf`` (seconds); else the ``SHARE`` rule.
     """
-    save = f"save {_duration(save_seconds)}"
+    save = f"save {for_people(save_seconds)}"
     if failures > 0 and observed_seconds > 0:
         mtbf = observed_seconds / failures
-        why = f"{failures} failure{'s' if failures > 1 else ''} in {_duration(observed_seconds)}"
+        why = f"{failures} failure{'s' if failures > 1 else ''} in {for_people(observed_seconds)}"
         return Choice(young_daly_steps(save_seconds, step_seconds, mtbf),
-                      f"{save}, MTBF {_duration(mtbf)} ({why})", mtbf)
+                      f"{save}, MTBF {for_people(mtbf)} ({why})", mtbf)
     if stated_mtbf is not None:
         return Choice(young_daly_steps(save_seconds, step_seconds, stated_mtbf),
-                      f"{save}, MTBF {_duration(stated_mtbf)} (stated)", stated_mtbf)
+                      f"{save}, MTBF {for_people(stated_mtbf)} (stated)", stated_mtbf)
     return Choice(steps_between(save_seconds, step_seconds),
                   f"{save}, no failure yet and no restart.expected_mtbf: backups hold training up at most "
                   f"{SHARE:.0%}")
-
-
-def _duration(seconds: float) -> str:
-    """``0.8 s``, ``42 s``, ``40 min``, ``1 h``, ``2.7 h``, ``3 d``: one or two figures, for a person."""
-    if seconds < 10:
-        return f"{seconds:.2g} s"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.2g} h"
-    return f"{seconds / 86400:.2g} d"
 
 
 def agree(strategy: tf.distribute.Strategy, steps: int) -> int:

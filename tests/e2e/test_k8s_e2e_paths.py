@@ -102,7 +102,8 @@ def test_parameter_server_with_two_ps_ends_by_itself_and_its_ps_pods_end(
 ) -> None:
     name = run_name("ep-pss")
     launch(variant(name, strategy="parameter_server", roles={"chief": {}, "worker": {"replicas": 2},
-                                                              "ps": {"replicas": 2}}))
+                                                              "ps": {"replicas": 2}},
+                   checkpoint={"backup_every_steps": None}))  # PSS backs up per epoch only
     status = supervise_until(backend, name, lambda s: s.state.terminal)
     assert status.state is State.SUCCEEDED, status
     assert status.progress.step == 60, status.progress

@@ -199,10 +199,12 @@ class FakeContainer:
         self.signals: list[str] = []
         self.drained = threading.Event()  # every frame written so far was taken from the stream
         self._frames: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._written = b""  # everything written: what a read without following returns
         self._write(output)
 
     def _write(self, text: str) -> None:
         data = text.encode()
+        self._written += data
         for at in range(0, len(data), 7):
             self._frames.put(data[at:at + 7])
 
@@ -210,6 +212,11 @@ class FakeContainer:
         self.status = "running"
 
     def logs(self, stream: bool, follow: bool, since: float) -> Iterator[bytes]:
+        if not follow:
+            return iter([self._written])
+        return self._followed()
+
+    def _followed(self) -> Iterator[bytes]:
         while True:
             if self._frames.empty():
                 self.drained.set()
@@ -262,18 +269,11 @@ def run_compose(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> O
     supervised_container = FakeContainer(LEAD, case.text(plan.event_token), case.handler)
     supervised = spied(ContainerRuntime)(FakeDocker(supervised_container), [], tmp_path)
     progress = supervise(plan, supervised)
-    # debug: `ComposeBackend.stacks` attaches a runtime to the running container. That runtime reads the stream on
-    # a thread; here its adopt returns once the stream gave every line written, so the lines are read at all.
+    # debug: `ComposeBackend.stacks` attaches a runtime to the running container; its adopt returns once the
+    # stream gave every line written, so the lines are read at all.
     running = FakeContainer(LEAD, case.text(plan.event_token), case.handler)
     running.start()
-
-    class Attached(spied(ContainerRuntime)):  # type: ignore[misc]
-        def adopt(self, task: Any) -> bool:
-            adopted = super().adopt(task)
-            assert running.drained.wait(10), "the stream was not read"
-            return bool(adopted)
-
-    debug = Attached(FakeDocker(running), [], tmp_path)
+    debug = spied(ContainerRuntime)(FakeDocker(running), [], tmp_path)
     try:
         stacks_now(debug, plan, seconds=5)
     finally:

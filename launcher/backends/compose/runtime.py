@@ -3,8 +3,9 @@
 Contract: ``ContainerRuntime`` starts, polls, stops and reads the task containers (container name =
 task name) that ``docker compose up --no-start`` created, re-creating a removed one on start. ``poll``
 reports ``docker kill``/``docker stop`` as 137/143; ``oom_killed`` is the engine's ``OOMKilled``.
-Docker API errors propagate (the supervisor retries). ``adopt`` follows a container's current run,
-``read_exits`` reads without following. Standbys: ``prepare`` starts one per task, ``start`` promotes
+Docker API errors propagate (the supervisor retries). ``adopt`` follows a container's current run and
+returns once what it wrote so far is in ``output`` (a fresh ``stacks_on_signal`` included: ``debug`` reads it at
+once), ``read_exits`` reads without following. Standbys: ``prepare`` starts one per task, ``start`` promotes
 it, ``close`` removes those left. ``run_compose`` runs compose with ``OVERRIDE_FILE``.
 Design notes: docs/design-notes.md.
 """
@@ -44,6 +45,30 @@ def exit_code(container: Any) -> int | None:
     return int(container.attrs["State"]["ExitCode"]) if container.status in ENDED_STATUSES else None
 
 
+#: How long ``adopt`` waits for its follower to deliver what the container had written (a broken stream ends it).
+CATCH_UP_SECONDS = 30.0
+
+
+class _Delivered:
+    """How many lines a follower has put in its queue, and a wait for a count."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.changed = threading.Condition()
+
+    def add(self) -> None:
+        with self.changed:
+            self.count += 1
+            self.changed.notify_all()
+
+    def wait_for(self, count: int, follower: threading.Thread, seconds: float) -> None:
+        """Until ``count`` lines were delivered, ``follower`` ended, or ``seconds`` passed."""
+        ends = time.monotonic() + seconds
+        with self.changed:
+            while self.count < count and follower.is_alive() and time.monotonic() < ends:
+                self.changed.wait(min(0.5, max(0.0, ends - time.monotonic())))
+
+
 class ContainerRuntime:
     """One task = one container named after the task; output is followed by one thread per running container."""
 
@@ -52,6 +77,7 @@ class ContainerRuntime:
         self.compose = compose
         self.workdir = workdir
         self._lines: dict[str, queue.SimpleQueue[str]] = {}
+        self._delivered: dict[str, _Delivered] = {}
         self._followers: dict[str, threading.Thread] = {}
         self._standbys: set[str] = set()
         self._retiring: list[threading.Thread] = []
@@ -86,15 +112,22 @@ class ContainerRuntime:
         retiring.start()
 
     def adopt(self, task: Task) -> bool:
-        """Follow the task's running container, and keep the standby the dead supervisor prepared for it."""
+        """Follow the task's running container, and keep the standby the dead supervisor prepared for it.
+
+        Returns once the follower delivered the lines the run had written (counted from one read without
+        following; the follower stays the one source of lines, so none is lost or read twice)."""
         if standbys.find(self.client, standbys.standby_name(task.name)) is not None:
             self._standbys.add(task.name)
         container = self._container(task)
         if container is None or container.status == "created":
             return False  # removed, or never started
-        follower = threading.Thread(target=self._follow, args=(container, started_at(container)), daemon=True)
+        since, delivered = started_at(container), self._delivered_of(task.name)
+        written = sum(chunk.count(b"\n") for chunk in container.logs(stream=True, follow=False, since=since))
+        before = delivered.count
+        follower = threading.Thread(target=self._follow, args=(container, since), daemon=True)
         self._followers[task.name] = follower
         follower.start()
+        delivered.wait_for(before + written, follower, CATCH_UP_SECONDS)
         return True
 
     def oom_killed(self, task: Task) -> bool:
@@ -169,6 +202,9 @@ class ContainerRuntime:
     def _queue(self, name: str) -> queue.SimpleQueue[str]:
         return self._lines.setdefault(name, queue.SimpleQueue())
 
+    def _delivered_of(self, name: str) -> _Delivered:
+        return self._delivered.setdefault(name, _Delivered())
+
     def _follow(self, container: Any, since: float) -> None:
         """Copy the container's output lines (from ``since``) to its queue until the container stops.
 
@@ -177,10 +213,11 @@ class ContainerRuntime:
 
         A stream the engine breaks just ends: the next ``poll`` meets the same fault and the supervisor handles it.
         """
-        pending = self._queue(container.name)
+        pending, delivered = self._queue(container.name), self._delivered_of(container.name)
         try:
             for line in iter_lines(container.logs(stream=True, follow=True, since=since)):
                 pending.put(line)
+                delivered.add()
         except Exception:  # noqa: BLE001 - see the docstring
             return
 

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from launcher.cli.report.timeline import Kind, Lane, Timeline, timeline
+from launcher.protocol.durations import for_people
 from launcher.supervision.history import RunHistory
 
 WIDTH = 960
@@ -73,7 +74,7 @@ def render(history: RunHistory) -> str:
     sections = [
         f"<h1>{name}</h1>",
         f"<div class='sub'>run {escape(history.plan.run_id)} on {escape(history.plan.backend.value)}: "
-        f"<b class='state-{escape(state)}' id='state'>{escape(state)}</b>, {_seconds(drawn.end - drawn.start)}"
+        f"<b class='state-{escape(state)}' id='state'>{escape(state)}</b>, {for_people(drawn.end - drawn.start)}"
         f"{_restarts(status)}</div>",
         *([f"<p class='sub' id='message'>{escape(str(status['message']))}</p>"] if status.get("message") else []),
         "<h2>Goodput</h2>", _goodput(status.get("goodput")),
@@ -87,10 +88,6 @@ def render(history: RunHistory) -> str:
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<title>tfcluster report: {name}</title><style>{STYLE}</style></head>\n<body>\n"
             + "\n".join(sections) + "\n</body></html>\n")
-
-
-def _seconds(value: float) -> str:
-    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
 
 
 def _restarts(status: dict[str, Any]) -> str:
@@ -154,7 +151,7 @@ def _lane(lane: Lane, top: float, drawn: Timeline) -> str:
     for span in lane.spans:
         x1, x2 = _x(span.start, drawn), _x(span.end, drawn)
         out.append(f"<rect class='span span-{span.kind.value}' x='{x1:.1f}' y='{top + 5:.1f}' width='{max(x2 - x1, 1):.1f}' "
-                   f"height='{LANE - 10}'><title>{escape(span.label)}: {_seconds(span.end - span.start)}</title></rect>")
+                   f"height='{LANE - 10}'><title>{escape(span.label)}: {for_people(span.end - span.start)}</title></rect>")
     for mark in lane.marks:
         x, y = _x(mark.time, drawn), top + 5
         shape = (f"M{x:.1f},{y + 10:.1f} l6,-10 l-6,-10 l-6,10 z" if mark.kind is Kind.BACKUP

@@ -119,6 +119,6 @@ def test_the_view_shows_the_goodput_fraction_and_the_biggest_loss() -> None:
                       lost_seconds=LostSeconds(start_up=21.4, restarts=17.9, recomputation=9.6, backups=6.2,
                                                input_wait=4.1, evaluation=2.1))
     job = JobStatus("g", BackendKind.LOCAL, State.SUCCEEDED, goodput=goodput)
-    assert "goodput 85% of 412.3 s; most lost to start up: 21.4 s" in render(job)
+    assert "goodput 85% of 7 min; most lost to start up: 21 s" in render(job)
     assert JobStatus.from_dict(job.to_dict()) == job
     assert job.to_dict()["goodput"]["lost_seconds"]["start_up"] == 21.4
