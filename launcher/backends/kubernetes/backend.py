@@ -79,6 +79,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     ):
         self.api = KubeApi(api_client)
         self.namespace = namespace
+        self._clock = clock
         self.runtime = runtime.Supervision(self.api, clock=clock, gang_grace=gang_grace, linger=linger, pause=pause,
                                            stack_gap=stack_gap)
 
@@ -141,7 +142,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         return self.runtime.round(name, self._ns())
 
     def describe(self, name: str) -> JobStatus | None:
-        return runtime.read_status(self.api, name, self._ns())
+        return runtime.read_status(self.api, name, self._ns(), self._clock())
 
     def history(self, name: str) -> RunHistory | None:
         """Not on Kubernetes yet: no plan is kept, and a pod's log ends with the pod (a restart's is gone)."""

@@ -1,0 +1,112 @@
+"""Goodput on Kubernetes: the supervision rounds feed the one ledger, kept in the run's ConfigMap; ``status`` shows it.
+
+Through the real client against the fake API server, as test_k8s_stall.py: the tests write the lead pod's
+events (times on the fake's clock), move ``fake.now`` and act as the Job controller (``reconcile``). Each round
+is made by a new backend (no memory between rounds: a replaced supervisor carries the account on).
+"""
+
+from __future__ import annotations
+
+from fakes.kubernetes_api import FakeKubernetes
+from helpers.k8s_fake import backend_for
+from helpers.k8s_specs import dry_run_for
+from launcher.protocol.events import MANUAL_TOKEN, Event, Restored, Started, Step, format_event
+from launcher.supervision.goodput import Goodput
+from launcher.supervision.status import State
+
+CHIEF, WORKER = "gp-chief-0", "gp-worker-0"
+
+
+def pod_of(fake: FakeKubernetes, task: str) -> str:
+    """The current pod of ``task``: its newest (highest failure count)."""
+    names = [name for (plural, _, name) in fake.objects if plural == "pods" and name.startswith(task + "-")]
+    return max(names, key=lambda p: int(fake.get("pods", p)["metadata"]["annotations"][
+        "batch.kubernetes.io/job-index-failure-count"]))
+
+
+def write(fake: FakeKubernetes, task: str, *events: Event) -> None:
+    """Append ``events`` to the log of ``task``'s current pod."""
+    key = ("default", pod_of(fake, task))
+    fake.pod_logs[key] = fake.pod_logs.get(key, "") + "".join(format_event(e, task, MANUAL_TOKEN) + "\n" for e in events)
+
+
+def round_then_status(fake: FakeKubernetes) -> Goodput:
+    """One supervision round by a fresh backend, then the goodput ``status`` shows (by another)."""
+    backend_for(fake).supervision_round("gp")
+    status = backend_for(fake).describe("gp")
+    assert status is not None and status.goodput is not None
+    return status.goodput
+
+
+def adds_up(goodput: Goodput) -> bool:
+    return abs(goodput.productive_seconds + goodput.lost_seconds.total() - goodput.wall_seconds) < 0.01
+
+
+def launch(fake: FakeKubernetes) -> float:
+    """Cluster ``gp`` (chief + worker) running; when it was launched."""
+    launched = fake.now
+    backend_for(fake).submit(dry_run_for({"name": "gp", "roles": {"chief": {}, "worker": {}},
+                                          "restart": {"max_restarts": 2}}))
+    for job in ("gp-chief", "gp-worker"):
+        fake.start_pods(job)
+    return launched
+
+
+def test_status_carries_goodput_from_start_up_to_a_restart_and_after_the_end(fake: FakeKubernetes) -> None:
+    t0 = launch(fake)
+    write(fake, CHIEF, Started(strategy="MultiWorkerMirroredStrategy", num_replicas_in_sync=2, time=t0 + 5),
+          *(Step(step=n, time=t0 + 5 + n) for n in range(1, 11)))  # steps 1..10 at t0+6 .. t0+15, 1 s each
+    fake.now = t0 + 20
+    first = round_then_status(fake)
+    assert (first.wall_seconds, first.lost_seconds.start_up, first.productive_seconds) == (20, 6, 14)
+    assert adds_up(first)
+
+    fake.finish_pod(pod_of(fake, CHIEF), 1, at=t0 + 22)  # the lead fails 7 s after its last step
+    fake.now = t0 + 25
+    fake.reconcile("gp-chief")
+    write(fake, CHIEF, Restored(epoch=0, step=8, time=t0 + 30),  # two steps (9, 10) to do again
+          *(Step(step=n, time=t0 + 22 + n) for n in range(9, 19)))  # 9..18 at t0+31 .. t0+40
+    fake.now = t0 + 41
+    second = round_then_status(fake)
+    assert second.wall_seconds == 41
+    assert second.recomputed_steps == 2
+    # the 7 s since the last step before the failure were lost work, and steps 9-10 done again (1 s each)
+    assert second.lost_seconds.recomputation == 7 + 2
+    assert second.lost_seconds.restarts == 31 - 22 - 1  # failure -> first step after the restore, less the redo
+    assert adds_up(second)
+
+    for task in (CHIEF, WORKER):
+        fake.finish_pod(pod_of(fake, task), 0, at=t0 + 45)
+    fake.reconcile("gp-chief")
+    fake.reconcile("gp-worker")
+    fake.now = t0 + 50
+    backend = backend_for(fake)
+    assert backend.describe("gp").state is State.SUCCEEDED
+    ended = round_then_status(fake)
+    assert ended.wall_seconds == 45 and adds_up(ended)
+    fake.now = t0 + 500  # later, the finished run's account stays as it ended
+    assert round_then_status(fake) == ended
+
+
+def test_a_preempted_task_loses_restart_time_not_work(fake: FakeKubernetes) -> None:
+    t0 = launch(fake)
+    write(fake, CHIEF, *(Step(step=n, time=t0 + 5 + n) for n in range(1, 6)))  # 1..5 at t0+6 .. t0+10
+    fake.now = t0 + 11
+    round_then_status(fake)
+    fake.finish_pod(pod_of(fake, WORKER), 143, at=t0 + 12, disrupted=True)
+    fake.now = t0 + 13
+    fake.reconcile("gp-worker")
+    write(fake, CHIEF, *(Step(step=n, time=t0 + 14 + n) for n in range(6, 8)))  # 6, 7 at t0+20, t0+21
+    fake.now = t0 + 21
+    goodput = round_then_status(fake)
+    assert goodput.lost_seconds.recomputation == 0
+    assert goodput.lost_seconds.restarts == 20 - 10  # its last step before -> its first step after: it saved
+    assert adds_up(goodput)
+
+
+def test_no_goodput_before_a_round_and_none_for_a_run_taken_down(fake: FakeKubernetes) -> None:
+    launch(fake)
+    status = backend_for(fake).describe("gp")
+    assert status is not None and status.goodput is None  # nothing accounted it yet: not a made-up number
+    backend_for(fake).cancel("gp")
+    assert backend_for(fake).supervision_round("gp") == []
