@@ -10,6 +10,7 @@ from __future__ import annotations
 from fakes.kubernetes_api import FakeKubernetes
 from helpers.k8s_fake import backend_for
 from helpers.k8s_specs import dry_run_for
+from launcher.cli.report.page import render
 from launcher.protocol.events import MANUAL_TOKEN, Event, Restored, Started, Step, format_event
 from launcher.supervision.goodput import Goodput
 from launcher.supervision.status import State
@@ -110,3 +111,31 @@ def test_no_goodput_before_a_round_and_none_for_a_run_taken_down(fake: FakeKuber
     assert status is not None and status.goodput is None  # nothing accounted it yet: not a made-up number
     backend_for(fake).cancel("gp")
     assert backend_for(fake).supervision_round("gp") == []
+
+
+def test_report_reads_the_plan_from_the_config_map_and_every_pod_still_there(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for({"name": "gp", "roles": {"chief": {}, "worker": {}}, "env": {"TOKEN": "s3cret"},
+                                "restart": {"max_restarts": 2}}))
+    for job in ("gp-chief", "gp-worker"):
+        fake.start_pods(job)
+    t0 = fake.now
+    write(fake, CHIEF, *(Step(step=n, time=t0 + n) for n in range(1, 4)))
+    fake.finish_pod(pod_of(fake, CHIEF), 1, at=t0 + 5)
+    fake.now = t0 + 6
+    fake.reconcile("gp-chief")
+    write(fake, CHIEF, Restored(epoch=0, step=2, time=t0 + 8), Step(step=3, time=t0 + 9))
+    config_map = fake.get("configmaps", "gp-tfconfig")
+    assert config_map is not None and "s3cret" not in str(config_map["data"])  # never kept outside the Jobs
+    history = backend_for(fake).history("gp")
+    assert history is not None
+    assert [task.name for task in history.plan.tasks] == [CHIEF, WORKER]
+    assert history.plan.spec.env == {"TOKEN": "(hidden)"}
+    # both runs of the chief: the failed pod's (kept by the Job controller) and its replacement's
+    assert [(type(e).__name__, getattr(e, "step", None)) for e in history.events[CHIEF]] == [
+        ("Step", 1), ("Step", 2), ("Step", 3), ("Restored", 2), ("Step", 3)]
+    assert history.events[WORKER] == []
+    assert history.status["name"] == "gp"
+    page = render(history)
+    assert "plan-task" in page and CHIEF in page and "s3cret" not in page
+    assert backend_for(fake).history("nope") is None
