@@ -36,7 +36,7 @@ from launcher.supervision.goodput import Disruption, Goodput, Ledger
 GOODPUT_KEY = "goodput.json"
 
 #: The events of a pod of the lead, from its log (None: none among the lines read).
-ReadEvents = Callable[[PodView], "list[Event] | None"]
+ReadEvents = Callable[[PodView], list[Event] | None]
 Runs = dict[tuple[RoleType, int], list[PodView]]
 
 

@@ -4,7 +4,8 @@ Contract: the Job controller already retries, fails and times out tasks; ``Super
 cannot express and returns one line per thing it did: MultiWorkerMirrored gang restarts of survivors that
 hang, deleting the Jobs left running once the run ended, the failure rules the Job controller cannot enforce
 (``launcher.backends.kubernetes.failures``: a ``fail`` rule on a log pattern or roles ends the run's Jobs),
-and the stall watchdog (``launcher.backends.kubernetes.stall``) with stacks read through ``pods/exec``.
+and the stall watchdog (``launcher.backends.kubernetes.stall``) with stacks read through ``pods/exec``; each round
+first feeds the run's goodput ledger (``launcher.backends.kubernetes.goodput_ledger``).
 What it keeps between rounds lives in the run's ConfigMap (and which pods' stacks showed no stall, in memory);
 ``read_status`` reads it back with the Jobs, the pods and the progress the tasks log.
 """
