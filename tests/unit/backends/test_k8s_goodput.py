@@ -7,11 +7,19 @@ is made by a new backend (no memory between rounds: a replaced supervisor carrie
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 from fakes.kubernetes_api import FakeKubernetes
 from helpers.k8s_fake import backend_for
-from helpers.k8s_specs import dry_run_for
+from helpers.k8s_specs import dry_run_for, plan_for
+from launcher.backends.kubernetes.goodput_ledger import LedgerRecord, fold
+from launcher.backends.kubernetes.manifests import CONTAINER, INDEX_KEY
+from launcher.backends.kubernetes.status import FAILURE_COUNT_KEY, PodView
 from launcher.cli.report.page import render
+from launcher.plan import naming
 from launcher.protocol.events import MANUAL_TOKEN, Event, Restored, Started, Step, format_event
+from launcher.spec.models import RoleType
 from launcher.supervision.goodput import Goodput
 from launcher.supervision.status import State
 
@@ -139,3 +147,41 @@ def test_report_reads_the_plan_from_the_config_map_and_every_pod_still_there(fak
     page = render(history)
     assert "plan-task" in page and CHIEF in page and "s3cret" not in page
     assert backend_for(fake).history("nope") is None
+
+
+def pod(name: str, role: str, index: int, failures: int, **status: Any) -> PodView:
+    """A pod of a task as the API shows it (``status``: its phase, container statuses, conditions)."""
+    return PodView({"metadata": {"name": name, "labels": {naming.LABEL_ROLE: role, INDEX_KEY: str(index)},
+                                 "annotations": {FAILURE_COUNT_KEY: str(failures)},
+                                 "creationTimestamp": "2026-01-01T00:00:00Z"},
+                    "status": {"phase": "Running", **status}})
+
+
+def ended(name: str, at: float, code: int) -> PodView:
+    stamp = datetime.fromtimestamp(at, UTC).isoformat().replace("+00:00", "Z")
+    return pod(name, "chief", 0, 0, phase="Failed", containerStatuses=[
+        {"name": CONTAINER, "state": {"terminated": {"exitCode": code, "finishedAt": stamp}}}])
+
+
+POLICY = plan_for({"name": "gp", "roles": {"chief": {}}}).policy
+T0 = 1_000_000.0
+
+
+def test_a_restart_by_the_stall_watchdog_is_accounted_as_a_stall_and_no_event_is_folded_twice() -> None:
+    logs: dict[str, list[Event]] = {"p1": [Step(step=1, time=T0 + 2), Step(step=2, time=T0 + 2)]}
+
+    def fold_at(record: LedgerRecord | None, runs: list[PodView], now: float) -> LedgerRecord:
+        return fold(record, cluster="gp", policy=POLICY, launched_at=T0, backup_every=None,
+                    runs={(RoleType.CHIEF, 0): runs}, read_events=lambda view: logs.get(view.name),
+                    stalled_pod="p1", over=False, now=now)
+
+    first = fold_at(None, [pod("p1", "chief", 0, 0)], T0 + 3)
+    logs["p1"].append(Step(step=3, time=T0 + 2))  # a third report at the same second, read by the next round
+    again = fold_at(first, [pod("p1", "chief", 0, 0)], T0 + 4)
+    assert (again.ledger.step, again.ledger.reached) == (3, 3)
+    assert fold_at(again, [pod("p1", "chief", 0, 0)], T0 + 5) == again  # nothing new: nothing folded again
+    logs["p2"] = [Step(step=4, time=T0 + 30)]
+    replaced = fold_at(again, [ended("p1", T0 + 20, 137), pod("p2", "chief", 0, 1)], T0 + 31)
+    goodput = replaced.goodput(T0 + 31)
+    assert goodput.lost_seconds.stalls == 20 - 2  # its last step until the watchdog's restart ended it
+    assert goodput.lost_seconds.restarts == 30 - 20 and goodput.lost_seconds.recomputation == 0
