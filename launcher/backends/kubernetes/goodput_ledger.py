@@ -5,8 +5,9 @@ watch) calls ``account``, which folds what happened since the last round into th
 ConfigMap (``GOODPUT_KEY``: a ``LedgerRecord``), so a replaced supervisor carries it on; nothing is kept in
 memory. ``fold`` is that step, pure, in time order: the rest of the lead's previous pod's events (while that pod
 can be read), each training task's pod replaced since the last round (``Ledger.disrupted`` at the old pod's end: a
-preemption if its exit or condition says so, a stall if the watchdog acted on that lead pod, else a failure), then
-the lead's current pod's events after the last one folded. The run is launched when its first Job was created;
+preemption if its exit or condition says so, a stall if the watchdog acted on that lead pod, else a failure; a
+latest pod that failed is one at its end, replaced or not), then the lead's current pod's events after the last one
+folded (an ended lead pod's, before the disruptions). The run is launched when its first Job was created;
 once it has ended, its end (the last training pod's finish) is kept and the record changes no more.
 ``status_goodput`` is the ``goodput`` ``status`` shows.
 What it cannot see: a lead's events further back in its log than the lines read each round (a step missed is
@@ -73,6 +74,9 @@ def fold(record: LedgerRecord | None, *, cluster: str, policy: JobPolicy, launch
     previous = next((view for view in lead_runs if view.name == record.lead_pod), None)
     if previous is not None and current is not None and previous.name != current.name:
         ledger, through, at_through = _fold_events(ledger, read_events(previous) or [], through, at_through)
+    lead_over = current is not None and current.phase in ("Failed", "Succeeded")
+    if current is not None and lead_over:  # all its events came before its end: before any disruption
+        ledger, through, at_through = _fold_events(ledger, read_events(current) or [], through, at_through)
     pods = dict(record.pods)
     for (role, index), views in sorted(runs.items(), key=lambda item: (item[0][0].order, item[0][1])):
         if not role.trains or not views:
@@ -83,8 +87,10 @@ def fold(record: LedgerRecord | None, *, cluster: str, policy: JobPolicy, launch
             ended = next((view for view in views if view.name == before), None)
             at = (ended.finished() if ended else None) or parse_time(latest.created) or now
             ledger = ledger.disrupted(_disruption(policy, ended, stalled_pod), at)
+        if latest.phase == "Failed":  # not replaced yet, or for good (the run failed)
+            ledger = ledger.disrupted(_disruption(policy, latest, stalled_pod), latest.finished() or now)
         pods[task] = latest.name
-    if current is not None:
+    if current is not None and not lead_over:
         ledger, through, at_through = _fold_events(ledger, read_events(current) or [], through, at_through)
     return LedgerRecord(ledger=ledger, pods=pods, lead_pod=current.name if current else record.lead_pod,
                         through=through, at_through=at_through, ended_at=_end(runs, now) if over else None)

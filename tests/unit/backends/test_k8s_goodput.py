@@ -185,3 +185,13 @@ def test_a_restart_by_the_stall_watchdog_is_accounted_as_a_stall_and_no_event_is
     goodput = replaced.goodput(T0 + 31)
     assert goodput.lost_seconds.stalls == 20 - 2  # its last step until the watchdog's restart ended it
     assert goodput.lost_seconds.restarts == 30 - 20 and goodput.lost_seconds.recomputation == 0
+
+
+def test_a_lead_that_failed_for_good_loses_the_work_since_its_last_step() -> None:
+    logs = {"p1": [Step(step=1, time=T0 + 2), Step(step=2, time=T0 + 4)]}
+    record = fold(None, cluster="gp", policy=POLICY, launched_at=T0, backup_every=None,
+                  runs={(RoleType.CHIEF, 0): [ended("p1", T0 + 10, 1)]}, read_events=lambda view: logs.get(view.name),
+                  stalled_pod="", over=True, now=T0 + 50)
+    goodput = record.goodput(T0 + 60)
+    assert goodput.wall_seconds == 10  # the run ended with its pod
+    assert (goodput.lost_seconds.start_up, goodput.lost_seconds.recomputation, goodput.productive_seconds) == (2, 6, 2)
