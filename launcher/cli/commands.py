@@ -347,8 +347,8 @@ def report(name: str, output: Path | None, backend: str | None) -> None:
     failures, restarts, preemptions, evaluation), the step rate, the goodput breakdown, the loss, the spec
     and the plan.
 
-    The page is self-contained (no script, nothing fetched when it is opened). Local, compose and Slurm;
-    running or ended (until `down`).
+    The page is self-contained (no script, nothing fetched when it is opened). Every backend (Kubernetes: the
+    pods still there); running or ended (until `down`).
     """
     from launcher.cli.report.page import render
 

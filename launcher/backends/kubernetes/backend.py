@@ -18,6 +18,7 @@ from typing import Any
 from launcher.backends import supervisor_process
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.kubernetes import apply, board, in_cluster, runtime
+from launcher.backends.kubernetes import history as k8s_history
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, connect
 from launcher.backends.kubernetes.manifests import config_map_problems, render, volume_problems
@@ -66,6 +67,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     ):
         self.api = KubeApi(api_client)
         self.namespace = namespace
+        self._clock = clock
         self.runtime = runtime.Supervision(self.api, clock=clock, gang_grace=gang_grace, linger=linger, pause=pause,
                                            stack_gap=stack_gap)
 
@@ -124,11 +126,13 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         return self.runtime.round(name, self._ns())
 
     def describe(self, name: str) -> JobStatus | None:
-        return runtime.read_status(self.api, name, self._ns())
+        return runtime.read_status(self.api, name, self._ns(), self._clock())
 
     def history(self, name: str) -> RunHistory | None:
-        """Not on Kubernetes yet: no plan is kept, and a pod's log ends with the pod (a restart's is gone)."""
-        raise LaunchError("`report` is not available on k8s yet: a run's plan and its replaced pods' logs are not kept")
+        """``launcher.backends.kubernetes.history``: the plan made again from the run's ConfigMap, each task's
+        events from its pods still there."""
+        status = self.describe(name)
+        return None if status is None else k8s_history.read(self.api, name, self._ns(), status)
 
     def stacks(self, name: str) -> dict[str, str | None]:
         """Every running task's stacks, read in its pod by the image's py-spy through ``pods/exec``."""

@@ -24,6 +24,7 @@ from launcher.backends.kubernetes.pods import (
     CONFIG_DIR,
     CONFIG_VOLUME,
     JOB_KEY,
+    SPEC_KEY,
     TENSORBOARD_KEY,
     TMP_DIR,
     TMP_VOLUME,
@@ -48,6 +49,7 @@ from launcher.spec import tfjob_vocabulary as vocabulary
 from launcher.spec.image_reference import pull_policy
 from launcher.spec.models import ClusterSpec, RoleType, RuleAction, SuccessPolicy
 from launcher.spec.problems import Problem
+from launcher.spec.redact import without_env_values
 
 #: Set by the Job controller on each pod (label since 1.28, annotation since 1.21).
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
@@ -145,10 +147,12 @@ def service_accounts(plan: Plan) -> list[Manifest]:
 
 def _config_data(plan: Plan, *, with_cluster: bool = True) -> dict[str, str]:
     """``job.json`` = TFCLUSTER_JOB (same for every task); ``cluster.json`` = the training cluster, once;
-    ``tensorboard.json`` = the run's TensorBoard objects, which ``tfcluster tensorboard`` applies."""
+    ``tensorboard.json`` = the run's TensorBoard objects, which ``tfcluster tensorboard`` applies; ``spec.json`` =
+    the spec without its env values (``launcher.spec.redact``), which ``tfcluster report`` plans again."""
     data = {JOB_KEY: plan.tasks[0].env[task_env.JOB]}
     if with_cluster:
         data[CLUSTER_KEY] = json.dumps(plan.cluster, indent=2) + "\n"
+        data[SPEC_KEY] = json.dumps(without_env_values(plan.spec.model_dump(mode="json", exclude_defaults=True))) + "\n"
         board = tensorboard_objects(plan)
         if board:
             data[TENSORBOARD_KEY] = json.dumps(board, indent=1) + "\n"

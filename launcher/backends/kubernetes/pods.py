@@ -5,7 +5,8 @@ Contract: ``meta`` names and labels an object; ``hardened_pod`` and
 (tasks and TensorBoard: non-root, read-only root filesystem, no API token);
 the constants name the volumes tfcluster mounts and the keys of the run's
 ConfigMap (``JOB_KEY``: the ``RunConfig``; ``CLUSTER_KEY``: the training
-cluster; ``TENSORBOARD_KEY``: the run's TensorBoard objects).
+cluster; ``TENSORBOARD_KEY``: the run's TensorBoard objects; ``SPEC_KEY``: the spec without its env values,
+not mounted in any pod, from which ``report`` plans the run again).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ TMP_DIR = "/tmp"
 CLUSTER_KEY = "cluster.json"
 JOB_KEY = "job.json"
 TENSORBOARD_KEY = "tensorboard.json"
+SPEC_KEY = "spec.json"
 #: The pod volumes tfcluster itself mounts: scratch at /tmp, the cluster file, the checkpoint claim,
 #: the writable copy of the workspace.
 TMP_VOLUME, CONFIG_VOLUME, CHECKPOINT_VOLUME, WORKSPACE_VOLUME = "tmp", "tfcluster", "checkpoints", "workspace"

@@ -4,7 +4,8 @@ Contract: the Job controller already retries, fails and times out tasks; ``Super
 cannot express and returns one line per thing it did: MultiWorkerMirrored gang restarts of survivors that
 hang, deleting the Jobs left running once the run ended, the failure rules the Job controller cannot enforce
 (``launcher.backends.kubernetes.failures``: a ``fail`` rule on a log pattern or roles ends the run's Jobs),
-and the stall watchdog (``launcher.backends.kubernetes.stall``) with stacks read through ``pods/exec``.
+and the stall watchdog (``launcher.backends.kubernetes.stall``) with stacks read through ``pods/exec``; each round
+first feeds the run's goodput ledger (``launcher.backends.kubernetes.goodput_ledger``).
 What it keeps between rounds lives in the run's ConfigMap (and which pods' stacks showed no stall, in memory);
 ``read_status`` reads it back with the Jobs, the pods and the progress the tasks log.
 """
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 
-from launcher.backends.kubernetes import apply
+from launcher.backends.kubernetes import apply, goodput_ledger
 from launcher.backends.kubernetes import failures as k8s_failures
 from launcher.backends.kubernetes import stall as k8s_stall
 from launcher.backends.kubernetes import status as k8s_status
@@ -148,6 +149,9 @@ class Supervision:
         if status is None:
             return []
         now = self._clock()
+        reader = EventReader(k8s_status.event_token(jobs))
+        goodput_ledger.account(self.api, name, namespace, jobs, k8s_status.runs_by_task(pods), status.state.terminal,
+                               now, lambda pod: recent_events(self.api, [pod], namespace, reader, STALL_TAIL_LINES))
         actions = []
         for pod in k8s_status.stale_gang_pods(jobs, pods, now, self._gang_grace):
             apply.delete(self.api, Kind.POD, pod, namespace)
@@ -282,9 +286,10 @@ class Supervision:
         apply.write_data(self.api, config_map, k8s_stall.STALL_KEY, record.model_dump_json(), namespace)
 
 
-def read_status(api: KubeApi, name: str, namespace: str) -> JobStatus | None:
-    """The run's status (``Backend.describe``): its Jobs and pods, the progress its lead and evaluator logged, and
-    what the watch recorded in its ConfigMap (the stall, the failure rules' verdict); None without its Jobs."""
+def read_status(api: KubeApi, name: str, namespace: str, now: float) -> JobStatus | None:
+    """The run's status (``Backend.describe``) at ``now``: its Jobs and pods, the progress its lead and evaluator
+    logged, and what the watch recorded in its ConfigMap (the stall, the failure rules' verdict, the goodput
+    ledger); None without its Jobs."""
     jobs, pods = apply.of_cluster(api, Kind.JOB, namespace, name), apply.of_cluster(api, Kind.POD, namespace, name)
     status = k8s_status.job_status(name, jobs, pods)
     if status is None:
@@ -317,6 +322,7 @@ def read_status(api: KubeApi, name: str, namespace: str) -> JobStatus | None:
     times = {naming.task_name(name, role, index): k8s_stall.step_times(found)
              for (role, index), found in events.items() if role.trains}
     status.stragglers = stragglers(times)
+    status.goodput = goodput_ledger.status_goodput(config_map, runs, status.state.terminal, now)
     for task in status.tasks:
         task.step_time = times[task.name][-1] if times.get(task.name) else None
     return status

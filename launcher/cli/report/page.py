@@ -24,6 +24,7 @@ import yaml
 
 from launcher.cli.report.timeline import Kind, Lane, Timeline, timeline
 from launcher.protocol.durations import for_people
+from launcher.spec.redact import without_env_values
 from launcher.supervision.history import RunHistory
 
 WIDTH = 960
@@ -223,15 +224,5 @@ def _plan(history: RunHistory) -> str:
 
 
 def _spec(history: RunHistory) -> str:
-    document = _without_env(history.plan.spec.model_dump(mode="json", exclude_defaults=True))
+    document = without_env_values(history.plan.spec.model_dump(mode="json", exclude_defaults=True))
     return f"<pre id='spec'>{escape(yaml.safe_dump(document, sort_keys=False))}</pre><p class='sub'>(env values are not shown)</p>"
-
-
-def _without_env(value: Any) -> Any:
-    """``value`` with every ``env`` mapping's values hidden (its names kept)."""
-    if isinstance(value, dict):
-        return {key: ({name: "(hidden)" for name in item} if key == "env" and isinstance(item, dict) else _without_env(item))
-                for key, item in value.items()}
-    if isinstance(value, list):
-        return [_without_env(item) for item in value]
-    return value
