@@ -10,7 +10,8 @@ running Python inside a TensorFlow op (``tf.py_function``,
 ``launcher.supervision.stack_evidence`` reads a suspected stall by.
 ``write_stacks(root, number, dumps)`` keeps a stall's dumps as
 ``<root>/stall-<number>/<task>.txt``, owner-only like every state file (it
-raises ``OSError``); the rest is pure.
+raises ``OSError``); ``bounded_text(number, dumps, limit)`` is the same dumps as one text of at most ``limit``
+bytes (each task's cut to its share, saying so), for a store with a size limit; the rest is pure.
 """
 
 from __future__ import annotations
@@ -64,3 +65,20 @@ def write_stacks(root: Path, number: int, dumps: Mapping[str, str | None]) -> st
     for name, dump in dumps.items():
         write_private(directory / f"{name}.txt", (dump or NO_STACKS) + "\n")
     return str(directory)
+
+
+def bounded_text(number: int, dumps: Mapping[str, str | None], limit: int) -> str:
+    """A stall's dumps as one text of at most ``limit`` UTF-8 bytes: a header per task, each dump cut to an
+    equal share of what is left after the headers, with a line saying how much of it was cut."""
+    heads = {name: f"== {name} (stall {number})\n" for name in dumps}
+    share = max(0, limit - sum(len(head.encode()) for head in heads.values())) // max(1, len(dumps))
+    parts = []
+    for name, dump in dumps.items():
+        body = (dump or NO_STACKS).rstrip("\n") + "\n"
+        encoded = body.encode()
+        if len(encoded) > share:
+            note = f"... cut: {len(encoded)} bytes, the first kept\n"
+            kept = encoded[:max(0, share - len(note.encode()))].decode(errors="ignore")
+            body = (kept + note) if len(note.encode()) <= share else ""
+        parts.append(heads[name] + body)
+    return "".join(parts).encode()[:limit].decode(errors="ignore")

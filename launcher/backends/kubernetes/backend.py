@@ -64,12 +64,14 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         linger: float | None = None,
         pause: Callable[[float], None] = time.sleep,
         stack_gap: float = GAP_SECONDS,
+        keep_stacks: runtime.KeepStacks = runtime.keep_stacks_here,
     ):
         self.api = KubeApi(api_client)
         self.namespace = namespace
         self._clock = clock
+        self.pause = pause
         self.runtime = runtime.Supervision(self.api, clock=clock, gang_grace=gang_grace, linger=linger, pause=pause,
-                                           stack_gap=stack_gap)
+                                           stack_gap=stack_gap, keep_stacks=keep_stacks)
 
     @classmethod
     def target(cls, spec: ClusterSpec, *, launching: bool = False) -> KubernetesTarget:
@@ -100,12 +102,13 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     @classmethod
     def rounds(cls, name: str, pause: Callable[[float], None], say: Callable[[str], None]) -> harness.Rounds:
         """The in-cluster supervisor's rounds (``launcher.backends.kubernetes.in_cluster``), in the pod's own
-        namespace with its ServiceAccount's token; a stall's stacks go to the pod's log."""
+        namespace with its ServiceAccount's token; a stall's stacks go to the pod's log and the run's ConfigMap."""
         namespace = os.environ[in_cluster.NAMESPACE_ENV]
-        backend = cls(connect(None), namespace, pause=pause)
-        backend.runtime.keep_stacks = partial(in_cluster.log_stacks, say)
+        api_client = connect(None)
+        backend = cls(api_client, namespace, pause=pause,
+                      keep_stacks=partial(in_cluster.keep_stacks, KubeApi(api_client), namespace, say))
         return harness.Rounds(round=partial(backend.runtime.round, name, namespace),
-                              over=partial(in_cluster.over, backend.api, name, namespace))
+                              over=lambda: in_cluster.over(backend.api, name, namespace, backend.runtime.listed))
 
     def submit(self, dry_run: DryRun) -> None:
         namespace = self.namespace or dry_run.plan.spec.kubernetes.namespace
@@ -161,7 +164,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     def tensorboard(self, names: Sequence[str], host: str, port: int) -> AbstractContextManager[Board]:
         """``launcher.backends.kubernetes.board.tensorboard`` in the backend's namespace."""
-        return board.tensorboard(self.api, names, self._ns(), host, port)
+        return board.tensorboard(self.api, names, self._ns(), host, port, self.pause)
 
     def cancel(self, name: str, volumes: bool = False) -> None:
         """``apply.cancel`` (Jobs first; a claim only if tfcluster made it for the run), then the stall's stacks

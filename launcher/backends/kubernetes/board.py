@@ -10,7 +10,7 @@ when left. When every log dir is a bucket, TensorBoard runs here instead.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import Any
@@ -30,14 +30,15 @@ from launcher.protocol.runconfig import RunConfig
 BOARD_READY_SECONDS = 300.0
 
 
-def tensorboard(api: KubeApi, names: Sequence[str], namespace: str, host: str, port: int) -> AbstractContextManager[Board]:
+def tensorboard(api: KubeApi, names: Sequence[str], namespace: str, host: str, port: int,
+                pause: Callable[[float], None] = time.sleep) -> AbstractContextManager[Board]:
     """A TensorBoard Deployment reached through a port-forward; TensorBoard here when every log dir is a bucket.
 
     One run: the objects its ConfigMap stores. Several (a name given
     twice counts once): one ``tensorboard.shared_board`` of the runs in
     name order (the same board whatever order they are given in), owned
     by every run's ConfigMap. ``LaunchError`` for a run not in
-    ``namespace`` or without summaries.
+    ``namespace`` or without summaries. ``pause`` waits between looks for its ready pod.
     """
     runs = sorted(set(names))
     configs = {name: apply.config_map(api, name, namespace) for name in runs}
@@ -48,14 +49,14 @@ def tensorboard(api: KubeApi, names: Sequence[str], namespace: str, host: str, p
     owners = [apply.owner(c) for c in configs.values()]
     first = stored_board(runs[0], configs[runs[0]]["data"])
     if len(runs) == 1:
-        return _board(api, first, owners, namespace, host, port)
+        return _board(api, first, owners, namespace, host, port, pause)
     board = shared_board([BoardRun.stored(name, c["data"]) for name, c in configs.items()], first)
-    return _board(api, board, owners, namespace, host, port)
+    return _board(api, board, owners, namespace, host, port, pause)
 
 
 @contextmanager
 def _board(api: KubeApi, board: list[Obj], owners: list[dict[str, Any]], namespace: str, host: str,
-           port: int) -> Iterator[Board]:
+           port: int, pause: Callable[[float], None]) -> Iterator[Board]:
     """Apply a TensorBoard's objects (Deployment first) owned by ``owners``, forward to its ready pod, delete them after."""
     applied: list[Obj] = []
     try:
@@ -64,7 +65,8 @@ def _board(api: KubeApi, board: list[Obj], owners: list[dict[str, Any]], namespa
             apply.apply(api, obj, namespace)
             applied.append(obj)
         deployment = applied[0]
-        pod = _ready_pod(api, deployment["metadata"]["name"], deployment["spec"]["selector"]["matchLabels"], namespace)
+        pod = _ready_pod(api, deployment["metadata"]["name"], deployment["spec"]["selector"]["matchLabels"], namespace,
+                         pause)
         with PortForwarder(partial(api.open_forward, pod, namespace, PORT), PORT, host, port) as forward:
             address = url(host, port)
             wait_until_serving(address, forward.running, lambda: f"pod {pod} does not answer on port {PORT}")
@@ -74,7 +76,8 @@ def _board(api: KubeApi, board: list[Obj], owners: list[dict[str, Any]], namespa
             apply.delete(api, Kind(obj["kind"]), obj["metadata"]["name"], namespace)
 
 
-def _ready_pod(api: KubeApi, deployment: str, labels: dict[str, str], namespace: str) -> str:
+def _ready_pod(api: KubeApi, deployment: str, labels: dict[str, str], namespace: str,
+               pause: Callable[[float], None]) -> str:
     """The name of a ready pod (one with ``labels``) of the TensorBoard Deployment, once it has one."""
     ends = time.monotonic() + BOARD_READY_SECONDS
     selector = ",".join(f"{key}={value}" for key, value in labels.items())
@@ -88,5 +91,5 @@ def _ready_pod(api: KubeApi, deployment: str, labels: dict[str, str], namespace:
             if conditions.get("Ready") == "True" and not pod["metadata"].get("deletionTimestamp"):
                 return str(pod["metadata"]["name"])
         waiting = k8s_status.waiting_reason(pods)
-        time.sleep(1.0)
+        pause(1.0)
     raise LaunchError(f"TensorBoard Deployment {deployment} had no ready pod after {BOARD_READY_SECONDS:.0f}s: {waiting}")

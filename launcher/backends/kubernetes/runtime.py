@@ -140,11 +140,13 @@ class Supervision:
         self._pause = pause  # between a suspected stall's two stack samples
         self._stack_gap = stack_gap
         self._stall_looks: dict[str, float] = {}  # lead pod -> when its stacks were last read and showed no stall
+        self.listed: tuple[list[Obj], list[Obj]] | None = None  # the Jobs and pods of the last round, if it acted on none
 
     def round(self, name: str, namespace: str) -> list[str]:
         """One supervision step; returns what it did (one line per deleted pod or Job, and per stall)."""
         jobs = apply.of_cluster(self.api, Kind.JOB, namespace, name)
         pods = apply.of_cluster(self.api, Kind.POD, namespace, name)
+        self.listed = (jobs, pods)
         status = k8s_status.job_status(name, jobs, pods)
         if status is None:
             return []
@@ -163,6 +165,8 @@ class Supervision:
             actions.extend(self._watch_failures(name, namespace, jobs, pods, now))
         if status.state is State.RUNNING and not actions:
             actions.extend(self._watch_stall(name, namespace, jobs, pods, status.restarts, now))
+        if actions:
+            self.listed = None  # what it changed is listed again
         return actions
 
     def _watch_failures(self, name: str, namespace: str, jobs: list[Obj], pods: list[Obj], now: float) -> list[str]:
@@ -261,6 +265,7 @@ class Supervision:
         number = (record.status.stalls if record else 0) + 1
         names, why = reading.suspects, reading.why
         directory = self.keep_stacks(name, number, last)
+        config_map = apply.config_map(self.api, name, namespace)  # keep_stacks may have updated it
         what = describe(judgement, reading, finding, self._stack_gap, directory)
         decision = k8s_stall.rules(policy, jobs, name).decide_stall(names, restarts_used, what,
                                                                     finished=clock.finished)

@@ -92,6 +92,10 @@ def test_the_supervisor_restarts_the_gang_and_cleans_up_as_its_own_role_allows(
     monkeypatch.setitem(defaults, "linger", 0)
     said: list[str] = []
     rounds = KubernetesBackend.rounds("demo", lambda seconds: None, said.append)
+    assert rounds.round() == []
+    asked = len(fake.requests)
+    assert not rounds.over()
+    assert fake.requests[asked:] == []  # over reads the Jobs and pods of a round that changed nothing
     fake.now += 5
     fake.finish_pod(current(fake, "demo-worker-1"), 137)
     actions = rounds.round()

@@ -13,15 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
-from fakes.kubernetes_api import IGNORES_SIGTERM, FakeKubernetes
+from fakes.kubernetes_api import IGNORES_SIGTERM, FakeKubernetes, permission
 from helpers.k8s_fake import backend_for, rbac_allowed, rbac_used
-from helpers.k8s_specs import dry_run_for
+from helpers.k8s_specs import dry_run_for, plan_for
 from launcher import api
+from launcher.backends.kubernetes import backend as k8s_backend
+from launcher.backends.kubernetes import in_cluster, supervisor_objects
 from launcher.backends.kubernetes import runtime as k8s_runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.manifests import CONFIG_MAP_LIMIT
 from launcher.plan.planner import make_plan
 from launcher.protocol.events import MANUAL_TOKEN, EpochEnd, Event, Started, Step, StepTime, format_event
+from launcher.supervision.stack_dumps import NO_STACKS, bounded_text
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import State
 
@@ -299,3 +304,70 @@ def test_a_silent_job_whose_stacks_move_is_not_stalled_and_status_says_why(fake:
     assert "stacks moved, not a stall (the stacks of st-chief-0 moved" in stall.last_check
     fake.now += 10 * FLOOR
     assert backend.supervision_round("st") == [] and not fake.deletions
+
+
+def in_cluster_rounds(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, said: list[str]) -> Any:
+    """The in-cluster supervisor's rounds of ``st`` (``KubernetesBackend.rounds``), on the fake's clock; its pause
+    between a suspected stall's two stack samples moves the fake's clock."""
+    monkeypatch.setenv("TFCLUSTER_NAMESPACE", "default")
+    monkeypatch.setenv("TFCLUSTER_POD", "st-supervisor-x7k2p")
+    monkeypatch.setattr(k8s_backend, "connect", lambda context: client.ApiClient(client.Configuration(host=fake.url)))
+    monkeypatch.setitem(KubernetesBackend.__init__.__kwdefaults__, "clock", lambda: fake.now)
+    return KubernetesBackend.rounds("st", lambda seconds: setattr(fake, "now", fake.now + seconds), said.append)
+
+
+def test_the_in_cluster_supervisor_keeps_a_stalls_stacks_in_the_runs_config_map_as_its_role_allows(
+        fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """They outlive its pod: ``status`` names where, kubectl reads them, ``down`` deletes them with the run."""
+    launcher = launch(fake)
+    fake.pod_exec.update({"st-chief-0": image(WAITING), "st-worker-0": image(WAITING), "st-worker-1": image(STUCK)})
+    fake.now = train(fake, fake.now + 5, steps=10, every=2.0) + FLOOR + 1
+    rules = supervisor_objects.rules(plan_for({"name": "st", "roles": {"chief": {}, "worker": {"replicas": 2}}}))
+    fake.allowed = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    fake.requests[:] = []
+    said: list[str] = []
+    actions = in_cluster_rounds(fake, monkeypatch, said).round()
+    assert "suspected: st-worker-1" in actions[0] and actions[1:] == [
+        f"stall restart: deleted {pod_of(fake, task)} (its Job recreates it)" for task in TASKS]
+    assert any(line.startswith("stacks of st-worker-1 at stall 1:") for line in said)  # and in its log
+    kept = fake.get("configmaps", "st-tfconfig")["data"][in_cluster.STACKS_KEY]
+    assert [line for line in kept.splitlines() if line.startswith("==")] == [f"== {task} (stall 1)" for task in TASKS]
+    assert "gate (/workspace/stuck_input.py:46)" in kept.split("== st-worker-1")[1]
+    where = launcher.describe("st").stall.stacks_dir or ""
+    assert where.startswith("ConfigMap st-tfconfig key stacks (kubectl get configmap st-tfconfig -n default -o jsonpath='{.data.stacks}'")
+    assert "kubectl logs st-supervisor-x7k2p" in where
+    named = {(r, v): set(rule["resourceNames"]) for rule in rules if "resourceNames" in rule
+             for r in rule["resources"] for v in rule["verbs"]}
+    assert ("", "configmaps", "update") in rbac_used(fake) <= fake.allowed
+    for method, path in fake.requests:
+        group, resource, verb = permission(method, path)
+        if (resource, verb) in named:
+            assert path.split("?")[0].rstrip("/").split("/")[-1] in named[resource, verb], (method, path)
+    fake.allowed = None  # the launcher's `down`
+    launcher.cancel("st")
+    assert ("configmaps", "default", "st-tfconfig") not in fake.objects
+
+
+def test_the_stacks_kept_in_the_config_map_are_bounded_and_say_what_was_cut(
+        fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch) -> None:
+    launch(fake)
+    huge = WAITING + "".join(f"    frame{n} (/workspace/deep.py:{n})\n" for n in range(40_000))
+    fake.pod_exec.update({"st-chief-0": image(huge), "st-worker-0": image(WAITING), "st-worker-1": image(STUCK + "x" * 10)})
+    fake.now = train(fake, fake.now + 5, steps=10, every=2.0) + FLOOR + 1
+    in_cluster_rounds(fake, monkeypatch, []).round()
+    data = fake.get("configmaps", "st-tfconfig")["data"]
+    kept = data[in_cluster.STACKS_KEY]
+    assert len(kept.encode()) <= in_cluster.STACKS_BYTES < len(huge)
+    assert sum(len(k.encode()) + len(v.encode()) for k, v in data.items()) <= CONFIG_MAP_LIMIT
+    chief = kept.split("== st-worker-0")[0]
+    assert chief.startswith("== st-chief-0 (stall 1)\n" + WAITING) and chief.endswith(" bytes, the first kept\n")
+    assert "gate (/workspace/stuck_input.py:46)" in kept.split("== st-worker-1")[1]  # a short dump is kept whole
+
+
+def test_bounded_text_keeps_each_tasks_share_within_the_limit() -> None:
+    dumps = {"a": "x" * 1000, "b": None, "c": "short\n"}
+    for limit in (0, 10, 60, 200, 5000):
+        text = bounded_text(3, dumps, limit)
+        assert len(text.encode()) <= limit
+    assert bounded_text(3, dumps, 5000) == "== a (stall 3)\n" + "x" * 1000 + "\n== b (stall 3)\n" + NO_STACKS + "\n== c (stall 3)\nshort\n"
+    assert "... cut: 1001 bytes, the first kept" in bounded_text(3, dumps, 600)
