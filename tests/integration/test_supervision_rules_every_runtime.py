@@ -1,0 +1,202 @@
+"""One supervision test suite over every backend's runtime, so that no backend can skip a rule (issue #35).
+
+The ``runtime`` fixture is parametrized over the backends whose supervisor drives a ``Runtime``: local
+processes, compose containers (``docker``) and Slurm job steps (``slurm``). Each test submits the same small
+job (tasks are ``python -c`` programs, no TensorFlow) through the backend, so the one ``Supervisor`` runs in
+that backend's host over its runtime, and reads the status the backend publishes. Programs are ordered by
+marker files in the checkpoint dir as the tasks see it (``helpers.gates``), never by sleeping; every wait is
+for an event, bounded generously. Kubernetes has no ``Runtime`` yet (its supervisor runs in rounds), so it
+is not a parameter here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from helpers.docker_engine import IMAGE, compose_cli, docker_engine  # noqa: F401
+from helpers.gates import BLOCK, first_run, wait_for
+from helpers.local_cluster import task_groups
+from helpers.required import unavailable
+from helpers.slurm_cluster import slurm_controller, task_processes  # noqa: F401
+from launcher import api
+from launcher.backends.api import Backend, BackendOptions
+from launcher.backends.compose.backend import ComposeBackend
+from launcher.backends.compose.render import PROJECT_LABEL
+from launcher.backends.local.backend import LocalBackend
+from launcher.backends.slurm import slurmctl
+from launcher.backends.slurm.backend import SlurmBackend
+from launcher.backends.slurm.state import SlurmState
+from launcher.errors import LaunchError
+from launcher.supervision.status import JobStatus, State
+
+#: Bound on a job reaching the state a test waits for (a loaded host, containers, Slurm's scheduler).
+TIMEOUT = 240
+
+
+@dataclass
+class Runtime:
+    """Submits jobs to one backend and tells, from outside, what of a job still runs.
+
+    ``markers`` is the checkpoint dir as the tasks see it (where the programs' marker files go);
+    ``checkpoint`` the spec's ``checkpoint`` field giving it; ``running`` lists what of job ``name`` still runs.
+    """
+
+    kind: str
+    backend: Backend[Any]
+    markers: Path
+    checkpoint: dict[str, Any]
+    running: Callable[[str], list[str]]
+    tmp_path: Path
+    launched: list[str] = field(default_factory=list)
+
+    def up(self, name: str, roles: dict[str, Any], **fields: Any) -> None:
+        spec = {"name": f"h15-{self.kind[:3]}-{name}", "roles": roles,
+                "checkpoint": {**self.checkpoint, **fields.pop("checkpoint", {})}, **fields}
+        path = self.tmp_path / f"{spec['name']}.yaml"
+        path.write_text(yaml.safe_dump(spec, sort_keys=False))
+        dry_run = api.dry_run(path, self.kind, api.new_run_id(), launching=True)
+        self.launched.append(dry_run.plan.name)
+        self.backend.submit(dry_run)
+
+    def wait(self, until: Callable[[JobStatus], bool] | None = None) -> JobStatus:
+        """The job's published status once ``until`` holds; by default once the job and each of its tasks are
+        terminal (the supervisor publishes the job's end, then stops the tasks left and publishes again)."""
+        until = until or (lambda job: job.state.terminal and all(t.state.terminal for t in job.tasks))
+        name = self.launched[-1]
+        ends = time.monotonic() + TIMEOUT
+        while True:
+            job = self.backend.describe(name)
+            if job is not None and until(job):
+                return job
+            assert time.monotonic() < ends, f"{name}: still {job} after {TIMEOUT} s"
+            time.sleep(0.5)
+
+    def down_all(self) -> None:
+        for name in self.launched:
+            try:
+                self.backend.cancel(name, volumes=self.kind == "compose")
+            except LaunchError:
+                pass  # the test took it down already
+
+
+def _local(tmp_path: Path) -> Runtime:
+    def running(name: str) -> list[str]:
+        return [f"process group {g}" for g in task_groups(name)]
+
+    ckpt = tmp_path / "ckpt"
+    return Runtime("local", LocalBackend(), ckpt, {"dir": str(ckpt)}, running, tmp_path)
+
+
+def _compose(tmp_path: Path, engine: Any) -> Runtime:
+    if not engine.images.list(name=IMAGE):
+        unavailable(f"{IMAGE} is not built (.ci/docker.sh builds it; this suite does not rebuild a shared image)",
+                    "docker")
+
+    def running(name: str) -> list[str]:
+        containers = engine.containers.list(filters={"label": f"{PROJECT_LABEL}={name}"}, ignore_removed=True)
+        return [f"container {c.name} ({c.status})" for c in containers]
+
+    return Runtime("compose", ComposeBackend.create(BackendOptions()), Path("/checkpoints"), {}, running, tmp_path)
+
+
+def _slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runtime:
+    def running(name: str) -> list[str]:
+        job_id = SlurmState.named(name).read_job_id() if SlurmState.named(name).exists() else None
+        job = slurmctl.job(job_id) if job_id else None
+        left = [f"Slurm job {job_id} ({job})"] if job is not None and not job.ended else []
+        return left + [f"process {pid}" for pid in task_processes(name)]
+
+    monkeypatch.chdir(tmp_path)  # the submit dir: a relative checkpoint dir is on the shared filesystem (this host)
+    return Runtime("slurm", SlurmBackend(), tmp_path / "ckpt", {"dir": "ckpt"}, running, tmp_path)
+
+
+@pytest.fixture(params=[pytest.param("local"), pytest.param("compose", marks=pytest.mark.docker),
+                        pytest.param("slurm", marks=pytest.mark.slurm)])
+def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
+    if request.param == "compose":
+        request.getfixturevalue("compose_cli")
+        made = _compose(tmp_path, request.getfixturevalue("docker_engine"))
+    elif request.param == "slurm":
+        request.getfixturevalue("slurm_controller")
+        made = _slurm(tmp_path, request.getfixturevalue("monkeypatch"))
+    else:
+        made = _local(tmp_path)
+    yield made
+    made.down_all()
+
+
+def command(script: str) -> list[str]:
+    return ["python", "-c", script]
+
+
+def fails_first(marker: Path, code: int, after: Path) -> list[str]:
+    """A program exiting ``code`` on its first run, once ``after`` exists, and 0 on the later ones."""
+    return command(first_run(marker, f"{wait_for(after)}\nprint('first run fails', flush=True); sys.exit({code})",
+                             "print('later run ok', flush=True)"))
+
+
+def nothing_runs(runtime: Runtime, name: str) -> list[str]:
+    """What of job ``name`` still runs, once it stopped running or after a bound (a stop takes its grace)."""
+    ends = time.monotonic() + 60
+    while (left := runtime.running(name)) and time.monotonic() < ends:
+        time.sleep(0.5)
+    return left
+
+
+def test_a_task_failing_once_restarts_the_group_and_the_job_succeeds(runtime: Runtime) -> None:
+    # the worker fails once the chief's first run runs (it lives until the gang restart stops it); later runs end
+    runtime.up("once", {"chief": {"command": command(first_run(runtime.markers / "c", BLOCK))},
+                        "worker": {"replicas": 1, "command": fails_first(runtime.markers / "w", 3, after=runtime.markers / "c")}})
+    job = runtime.wait()
+    assert job.state is State.SUCCEEDED, job.message
+    assert job.restarts == 1 and [t.restarts for t in job.tasks] == [1, 1], job
+
+
+def test_a_failure_rule_fails_the_job_at_once_naming_the_rule(runtime: Runtime) -> None:
+    # without the rule the worker's second run would succeed: the on-failure policy would restart it
+    runtime.up("rule", {"chief": {"command": command(first_run(runtime.markers / "c", BLOCK))},
+                        "worker": {"replicas": 1, "command": fails_first(runtime.markers / "w", 3, after=runtime.markers / "c")}},
+               restart={"max_restarts": 5, "rules": [{"exit_codes": [3], "action": "fail"}]})
+    job = runtime.wait()
+    assert job.state is State.FAILED, job.message
+    assert job.message.startswith("failed: rule 1 (exit code 3): fail: task "), job.message
+    assert "-worker-0 exited with code 3" in job.message, job.message
+    assert job.restarts == 0 and [t.restarts for t in job.tasks] == [0, 0], job
+
+
+def test_a_task_failing_every_time_fails_the_job_once_the_restart_budget_is_used(runtime: Runtime) -> None:
+    runtime.up("budget", {"chief": {"command": command(BLOCK)},
+                          "worker": {"replicas": 1, "command": command("import sys; sys.exit(4)")}},
+               restart={"max_restarts": 2})
+    job = runtime.wait()
+    assert job.state is State.FAILED, job.message
+    assert job.restarts == 2, job
+    assert "-worker-0 exited with code 4 and the restart budget (2) is used up" in job.message, job.message
+
+
+def test_down_leaves_no_task_running(runtime: Runtime) -> None:
+    runtime.up("down", {"chief": {"command": command(BLOCK)}, "worker": {"replicas": 2, "command": command(BLOCK)}})
+    name = runtime.launched[-1]
+    runtime.wait(lambda job: len(job.tasks) == 3 and all(t.state is State.RUNNING for t in job.tasks))
+    assert runtime.running(name), "the check from outside sees nothing of a running job"
+    runtime.backend.cancel(name, volumes=runtime.kind == "compose")
+    assert nothing_runs(runtime, name) == []
+
+
+def test_a_chief_that_succeeds_while_a_worker_runs_succeeds_the_job_and_stops_the_worker(runtime: Runtime) -> None:
+    # the default success policy (``chief``): the job is done once the chief is; the worker is stopped
+    runtime.up("chief", {"chief": {"command": command("print('done')")},
+                         "worker": {"replicas": 1, "command": command(BLOCK)}})
+    job = runtime.wait()
+    assert job.state is State.SUCCEEDED, job.message
+    assert [(t.name.rsplit("-", 2)[1], t.state) for t in job.tasks] == [("chief", State.SUCCEEDED),
+                                                                         ("worker", State.CANCELLED)], job
+    assert nothing_runs(runtime, runtime.launched[-1]) == []
+
