@@ -616,11 +616,14 @@ class Supervisor:
         self._ledger = self._ledger.event(event, from_lead=run.task.name == self._lead)
 
     def _set_job(self, state: State, message: str) -> None:
+        """Set the job's state; publish it at once unless it is terminal: ``run`` publishes the end only once the
+        tasks still running were stopped, so no status says the job ended while a task of it still runs."""
         if state.terminal and self._ended_at is None:
             self._ended_at = time.time()
         self._job.state = state
         self._job.message = message
-        self._publish()
+        if not state.terminal:
+            self._publish()
 
     def _publish(self) -> None:
         status, last = self.status(), self._published

@@ -414,3 +414,31 @@ def test_every_status_carries_the_goodput_and_the_last_one_keeps_it_after_the_en
     assert set(document["lost_seconds"]) == {"start_up", "restarts", "recomputation", "backups", "input_wait",
                                              "stalls", "evaluation"}
     assert JobStatus.from_dict(status.to_dict()) == status
+
+
+class StopWatcher(ScriptedRuntime):
+    """A scripted runtime that records the statuses published before its first ``stop``."""
+
+    def __init__(self, *args: Any, published: list[JobStatus], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.published, self.before_stop = published, None
+
+    def stop(self, tasks: Any, grace_seconds: float) -> None:
+        if self.before_stop is None:
+            self.before_stop = list(self.published)
+        super().stop(tasks, grace_seconds)
+
+
+@pytest.mark.parametrize("how", ["succeeded", "failed", "deadline"])
+def test_no_status_says_the_job_ended_before_its_running_tasks_were_stopped(how: str) -> None:
+    published: list[JobStatus] = []
+    exits: dict[str, list[int | tuple[int, int] | None]] = {
+        "succeeded": {"job-chief-0": [0]}, "failed": {"job-worker-0": [3]}, "deadline": {}}[how]
+    runtime = StopWatcher(exits, published=published)
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "restart": {"max_restarts": 0},
+                                       **({"deadline_seconds": 1} if how == "deadline" else {})}))
+    status = Supervisor(plan, runtime, on_status=published.append, poll_seconds=0.01, grace_seconds=0.0,
+                        fault_pause=0.0).run()
+    assert status.state.terminal and runtime.before_stop is not None
+    assert not any(s.state.terminal for s in runtime.before_stop), [s.state for s in runtime.before_stop]
+    assert published[-1].state is status.state and not any(t.state is State.RUNNING for t in published[-1].tasks)
