@@ -143,8 +143,11 @@ class Local(StandIn):
         wait_for_condition(printed)
 
     def finish(self) -> None:
-        for fifo in self.fifos:
-            os.close(_writer(fifo))  # the task reads the end of its input, prints again, exits 3
+        # every fifo's writer is opened before any is closed: once the chief reads the end of its input and exits 3,
+        # the job fails and its workers are stopped, so a worker's fifo opened after that would never find its reader
+        writers = [_writer(fifo) for fifo in self.fifos]
+        for writer in writers:
+            os.close(writer)  # the task reads the end of its input, prints again, exits 3
         wait_for_condition(lambda: LocalBackend().describe(NAME).state.terminal)  # type: ignore[union-attr]
 
     def close(self) -> None:
