@@ -1,5 +1,6 @@
 """The fake Kubernetes API server (``fakes.kubernetes_api``) as a fixture, a backend talking to it, and the
-launcher Role's permissions (k8s/rbac-launcher.yaml) against the requests the fake received."""
+launcher Role's permissions (k8s/rbac-launcher.yaml) against the requests the fake received, and
+task events written to the log of a task's current pod (``pod_of``, ``write``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kubernetes import client
 from fakes.kubernetes_api import FakeKubernetes, Permission, permission
 from helpers.paths import REPO
 from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.protocol.events import MANUAL_TOKEN, Event, format_event
 
 
 @pytest.fixture(name="fake")
@@ -38,3 +40,16 @@ def rbac_allowed() -> set[Permission]:
 def rbac_used(fake: FakeKubernetes) -> set[Permission]:
     """What the requests the fake received needed."""
     return {permission(method, path) for method, path in fake.requests}
+
+
+def pod_of(fake: FakeKubernetes, task: str) -> str:
+    """The current pod of ``task``: its newest (highest failure count)."""
+    names = [name for (plural, _, name) in fake.objects if plural == "pods" and name.startswith(task + "-")]
+    return max(names, key=lambda p: int(fake.get("pods", p)["metadata"]["annotations"][
+        "batch.kubernetes.io/job-index-failure-count"]))
+
+
+def write(fake: FakeKubernetes, task: str, *events: Event) -> None:
+    """Append ``events`` (the manual token's event lines) to the log of ``task``'s current pod."""
+    key = ("default", pod_of(fake, task))
+    fake.pod_logs[key] = fake.pod_logs.get(key, "") + "".join(format_event(e, task, MANUAL_TOKEN) + "\n" for e in events)

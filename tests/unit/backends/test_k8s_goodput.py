@@ -11,32 +11,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fakes.kubernetes_api import FakeKubernetes
-from helpers.k8s_fake import backend_for
+from helpers.k8s_fake import backend_for, pod_of, write
 from helpers.k8s_specs import dry_run_for, plan_for
 from launcher.backends.kubernetes.goodput_ledger import LedgerRecord, fold
 from launcher.backends.kubernetes.manifests import CONTAINER, INDEX_KEY
 from launcher.backends.kubernetes.status import FAILURE_COUNT_KEY, PodView
 from launcher.cli.report.page import render
 from launcher.plan import naming
-from launcher.protocol.events import MANUAL_TOKEN, Event, Restored, Started, Step, format_event
+from launcher.protocol.events import Event, Restored, Started, Step
 from launcher.spec.models import RoleType
 from launcher.supervision.goodput import Goodput
 from launcher.supervision.status import State
 
 CHIEF, WORKER = "gp-chief-0", "gp-worker-0"
-
-
-def pod_of(fake: FakeKubernetes, task: str) -> str:
-    """The current pod of ``task``: its newest (highest failure count)."""
-    names = [name for (plural, _, name) in fake.objects if plural == "pods" and name.startswith(task + "-")]
-    return max(names, key=lambda p: int(fake.get("pods", p)["metadata"]["annotations"][
-        "batch.kubernetes.io/job-index-failure-count"]))
-
-
-def write(fake: FakeKubernetes, task: str, *events: Event) -> None:
-    """Append ``events`` to the log of ``task``'s current pod."""
-    key = ("default", pod_of(fake, task))
-    fake.pod_logs[key] = fake.pod_logs.get(key, "") + "".join(format_event(e, task, MANUAL_TOKEN) + "\n" for e in events)
 
 
 def round_then_status(fake: FakeKubernetes) -> Goodput:

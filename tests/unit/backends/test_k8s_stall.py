@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from fakes.kubernetes_api import IGNORES_SIGTERM, FakeKubernetes, permission
-from helpers.k8s_fake import backend_for, rbac_allowed, rbac_used
+from helpers.k8s_fake import backend_for, pod_of, rbac_allowed, rbac_used, write
 from helpers.k8s_specs import dry_run_for, plan_for
 from launcher import api
 from launcher.backends.kubernetes import backend as k8s_backend
@@ -25,7 +25,7 @@ from launcher.backends.kubernetes import runtime as k8s_runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.manifests import CONFIG_MAP_LIMIT
 from launcher.plan.planner import make_plan
-from launcher.protocol.events import MANUAL_TOKEN, EpochEnd, Event, Started, Step, StepTime, format_event
+from launcher.protocol.events import MANUAL_TOKEN, EpochEnd, Started, Step, StepTime, format_event
 from launcher.supervision.stack_dumps import NO_STACKS, bounded_text
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import State
@@ -44,20 +44,6 @@ def launch(fake: FakeKubernetes, action: str = "restart", **spec: Any) -> Kubern
     for job in ("st-chief", "st-worker"):
         fake.start_pods(job)
     return backend
-
-
-def pod_of(fake: FakeKubernetes, task: str) -> str:
-    """The current pod of ``task``: its newest (highest failure count)."""
-    names = [name for (plural, _, name) in fake.objects if plural == "pods" and name.startswith(task + "-")]
-    return max(names, key=lambda p: int(fake.get("pods", p)["metadata"]["annotations"][
-        "batch.kubernetes.io/job-index-failure-count"]))
-
-
-def write(fake: FakeKubernetes, task: str, *events: Event) -> None:
-    """Append ``events`` (each with its time on the fake's clock) to the log of ``task``'s current pod."""
-    key = ("default", pod_of(fake, task))
-    lines = [format_event(event, task, MANUAL_TOKEN) + "\n" for event in events]
-    fake.pod_logs[key] = fake.pod_logs.get(key, "") + "".join(lines)
 
 
 def train(fake: FakeKubernetes, start: float, steps: int, every: float) -> float:
