@@ -23,8 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers import k8s_start
-from helpers.k8s_e2e import demo_plan, kubeconfig, left_of, namespace, run_name, supervise_until
+from helpers.k8s_e2e import demo_plan, kubeconfig, left_of, namespace, registry, run_name, supervise_until
 from helpers.required import unavailable
 from helpers.task_events import read_events
 from launcher import api
@@ -162,17 +161,6 @@ def test_logs_follow_and_debug_stacks_on_a_running_job(
     assert set(stacks) == {f"{name}-chief-0", f"{name}-worker-0", f"{name}-worker-1"}, stacks
     for task, dump in stacks.items():
         assert dump and "launcher/worker" in dump, (task, dump)
-
-
-#: The registry a developer's cluster's nodes pull from, as .ci/k8s.sh exports it (read here: tests/conftest.py hides it
-#: from each test, so that no other test takes it as `--registry`'s default).
-EXPORTED_REGISTRY = os.environ.get("TFCLUSTER_REGISTRY")
-
-
-def registry() -> str | None:
-    """The registry of the cluster scripts/test.sh started (known only once it started), else the exported one."""
-    started = k8s_start.await_start()
-    return started.exports.get("TFCLUSTER_REGISTRY") if started is not None else EXPORTED_REGISTRY
 
 
 def cli(*args: str, cwd: Path, timeout: float = 900, registry: str | None = None) -> subprocess.CompletedProcess[str]:

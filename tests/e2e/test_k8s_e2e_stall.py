@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_k8s_e2e_paths import registry
 
-from helpers.k8s_e2e import demo_plan, namespace, run_name, supervise_until
+from helpers.k8s_e2e import demo_plan, namespace, registry, run_name, supervise_until
 from helpers.required import unavailable
 from launcher import api
 from launcher.api import validate_data

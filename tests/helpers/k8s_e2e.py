@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from helpers import k8s_start
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
@@ -138,3 +139,14 @@ def left_of(name: str, core: Any) -> list[str]:
     selector = f"{naming.LABEL_CLUSTER}={name}"
     return sorted(f"{kind}/{obj.metadata.name}" for kind, api_, method in listed
                   for obj in getattr(api_, f"list_namespaced_{method}")(namespace(), label_selector=selector).items)
+
+
+#: The registry a developer's cluster's nodes pull from, as .ci/k8s.sh exports it (read here: tests/conftest.py hides it
+#: from each test, so that no other test takes it as `--registry`'s default).
+EXPORTED_REGISTRY = os.environ.get("TFCLUSTER_REGISTRY")
+
+
+def registry() -> str | None:
+    """The registry of the cluster scripts/test.sh started (known only once it started), else the exported one."""
+    started = k8s_start.await_start()
+    return started.exports.get("TFCLUSTER_REGISTRY") if started is not None else EXPORTED_REGISTRY
