@@ -70,9 +70,11 @@ def log(tmp_path: Path, name: str) -> str:
 
 
 def test_failed_worker_gang_restarts_everyone_then_succeeds(tmp_path: Path) -> None:
-    # the chief's first run lives until the gang restart stops it; its second exits 0
+    # the chief's first run lives until the gang restart stops it; its second exits 0. The worker's first run fails
+    # only once the chief's first run has begun (its marker): else a restart could stop the chief before that, and
+    # its next run, taking itself for the first, would block for ever
     roles = {"chief": role("print('chief up', flush=True)\n" + first_run(tmp_path / "c", BLOCK)),
-             "worker": role(fail_first_run(tmp_path / "w1"), replicas=1)}
+             "worker": role(fail_first_run(tmp_path / "w1", wait_for(tmp_path / "c") + "\nsys.exit(3)"), replicas=1)}
     status, _ = supervise(tmp_path, roles)
     assert status.state is State.SUCCEEDED, status.message
     assert status.restarts == 1
