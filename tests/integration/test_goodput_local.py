@@ -18,6 +18,7 @@ from helpers.local_cluster import tfcluster, wait_status, write_spec
 from helpers.task_events import read_events, run_token
 from launcher.backends.local.state import LocalState
 from launcher.plan.targets import BackendKind
+from launcher.protocol.durations import for_people
 from launcher.protocol.events import Restored, Step
 from launcher.supervision.status import State
 
@@ -60,6 +61,6 @@ def test_goodput_of_a_run_with_a_killed_worker_adds_up_and_counts_the_steps_done
     print(f"goodput: {goodput}; the chief reached step {reached}, restored step {restored.step}")
 
     text = tfcluster("status", name, cwd=tmp_path)
-    assert f"goodput {goodput['fraction']:.0%} of {goodput['wall_seconds']:.1f} s" in text.stdout, text.stdout
+    assert f"goodput {goodput['fraction']:.0%} of {for_people(goodput['wall_seconds'])}" in text.stdout, text.stdout
     kept = json.loads(LocalState.named(name).status.read_text())  # the run's directory keeps it
     assert kept["goodput"] == goodput
