@@ -18,9 +18,11 @@ from typing import Any
 
 import yaml
 
+from launcher.backends import supervisor_process
 from launcher.backends.local.backend import LocalBackend
 from launcher.backends.local.processes import group_alive
 from launcher.backends.local.state import LocalState
+from launcher.plan.targets import BackendKind
 from launcher.protocol import env
 from launcher.supervision import procfs
 from launcher.supervision.procfs import stat_fields
@@ -74,7 +76,7 @@ def task_groups(name: str) -> set[int]:
 
 
 def _alive(pid: int) -> bool:
-    return procfs.runs(pid, "launcher.backends.local.backend:LocalBackend")
+    return procfs.runs(pid, " ".join(supervisor_process.command(BackendKind.LOCAL)[1:]))  # its title (detach)
 
 
 def assert_nothing_left(daemon: int | None, groups: list[int]) -> None:

@@ -27,9 +27,11 @@ from helpers.slurm_cluster import (  # noqa: F401
     task_processes,
     wait_status,
 )
+from launcher.backends import supervisor_process
 from launcher.backends.slurm import slurmctl
 from launcher.backends.slurm.backend import SlurmBackend
 from launcher.backends.slurm.state import SlurmState
+from launcher.plan.targets import BackendKind
 from launcher.supervision.status import JobStatus, State, SupervisorState
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_controller")]
@@ -66,7 +68,7 @@ def test_a_lost_node_requeues_the_job_which_resumes_as_a_preemption(sleeper: str
 def test_a_killed_batch_step_ends_the_job_failed_not_running(sleeper: str) -> None:
     state = SlurmState.named(sleeper)
     [supervisor] = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
-                    if _cmdline(pid).endswith(f"launcher.backends.slurm.backend:SlurmBackend {state.root}")]
+                    if _cmdline(pid).endswith(f"{' '.join(supervisor_process.command(BackendKind.SLURM)[1:])} {state.root}")]
     os.kill(supervisor, signal.SIGKILL)
     ends = time.monotonic() + 90
     while not (status := _describe(sleeper)).state.terminal:
