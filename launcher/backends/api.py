@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from contextlib import AbstractContextManager
 from typing import ClassVar, Generic, TypeVar
 
@@ -82,6 +83,12 @@ class Backend(ABC, Generic[OptionsT]):
         for ``plan``, whose ``StateDir`` is ``state`` (``adopt``: taking over a dead supervisor's tasks); only
         backends that run that process have one (local, compose, Slurm)."""
         raise LaunchError(f"{cls.kind.value} runs no tfcluster supervisor process")
+
+    @classmethod
+    def state_of(cls, target: str) -> StateDir:
+        """The ``StateDir`` the supervisor process's command line names (``launcher.backends.supervisor_process``):
+        a directory on this machine; a backend whose supervisor runs elsewhere may keep it there."""
+        return StateDir(Path(target))
 
     # -- needs the runtime --------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.supervision import detach, procfs
+from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.statefile import open_private, private_dir, read_json, write_json, write_private
 from launcher.supervision.status import JobStatus, State, SupervisorState
 from launcher.supervision.supervisor import Runtime, Supervisor
@@ -66,12 +67,14 @@ class Notice:
 class Hosted:
     """What a backend gives the supervisor process: the plan its runtime runs (Slurm: placed on the allocation),
     the runtime, the status to carry on from besides an adoption's (which the harness reads: Slurm's requeue),
-    and the notice it may get."""
+    the notice it may get, and what SIGTERM means (stop the job, or leave it to the next supervisor)."""
 
     plan: Plan
     runtime: Runtime
     resume: JobStatus | None = None
     notice: Notice | None = None
+    #: SIGTERM leaves the tasks as they are for the next supervisor to adopt (a pod moved), instead of stopping them.
+    leave_on_sigterm: bool = False
 
 
 class CannotRun(Exception):
@@ -179,6 +182,10 @@ class StateDir:
 
     def mark_started(self) -> None:
         write_private(self.started, "")
+
+    def keep_stacks(self, number: int, dumps: Mapping[str, str | None]) -> str | None:
+        """Each task's dump under ``stacks/stall-<number>/``; that directory."""
+        return write_stacks(self.stacks, number, dumps)
 
     def launched(self) -> bool:
         """True once a supervisor was started (before that, ``submit`` is still setting up)."""
@@ -352,13 +359,12 @@ def _pause_until_a_signal() -> Callable[[float], None]:
     return pause
 
 
-def run_supervisor(root: Path, host: Host, adopt: bool = False) -> int:
-    """Supervise the plan in ``root`` with the runtime ``host`` gives until the job is terminal; 0 if it succeeded
-    (or was handed back on its ``Notice``).
+def run_supervisor(state: StateDir, host: Host, adopt: bool = False) -> int:
+    """Supervise the plan ``state`` keeps with the runtime ``host`` gives until the job is terminal; 0 if it
+    succeeded (or was handed back on its ``Notice``, or left to the next supervisor).
 
-    ``adopt``: take over the tasks of the supervisor that wrote the current status (it died).
+    ``adopt``: take over the tasks of the supervisor that wrote the current status (it died), if one did.
     """
-    state = StateDir(root)
     plan = state.read_plan()
     try:
         hosted = host(plan, state, adopt)
@@ -380,7 +386,12 @@ def run_supervisor(root: Path, host: Host, adopt: bool = False) -> int:
         state.write_status(status)
 
     supervisor = Supervisor(plan, runtime, on_status=publish, on_started=state.mark_started, resume=resume,
-                            stacks_dir=state.stacks, pause=_pause_until_a_signal())
+                            keep_stacks=state.keep_stacks, pause=_pause_until_a_signal())
+    left = threading.Event()
+
+    def leave(signum: int, frame: object) -> None:
+        left.set()
+        supervisor.leave()
 
     def on_notice(signum: int, frame: object) -> None:
         noticed.set()
@@ -390,9 +401,14 @@ def run_supervisor(root: Path, host: Host, adopt: bool = False) -> int:
         signal.signal(notice.signal, on_notice)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: supervisor.cancel())
+    if hosted.leave_on_sigterm:
+        signal.signal(signal.SIGTERM, leave)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     job = supervisor.run()
     runtime.close()
+    if left.is_set():
+        print(f"{plan.name}: stopped: the tasks are left as they are, for the next supervisor to adopt", flush=True)
+        return 0
     if notice is not None and noticed.is_set() and job.state is State.CANCELLED:
         publish(job)
         print(f"{plan.name}: {notice.said}", flush=True)

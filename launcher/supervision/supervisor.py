@@ -18,7 +18,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from launcher.errors import LaunchError
@@ -31,7 +30,7 @@ from launcher.supervision.faults import engine_fault
 from launcher.supervision.goodput import Disruption, Ledger
 from launcher.supervision.noise import is_noise
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
-from launcher.supervision.stack_dumps import is_stack_line, write_stacks
+from launcher.supervision.stack_dumps import is_stack_line
 from launcher.supervision.stack_evidence import GAP_SECONDS, read, two_samples
 from launcher.supervision.stall import (
     SIGNS_OF_LIFE,
@@ -121,6 +120,9 @@ class OomReports(Protocol):
     def oom_killed(self, task: Task) -> bool: ...
 
 
+#: Keeps a stall's stacks: ``keep(number, {task: dump or None})`` -> where to read them (None: not kept).
+KeepStacks = Callable[[int, Mapping[str, "str | None"]], "str | None"]
+
 #: A status is republished for its goodput alone after this many seconds.
 GOODPUT_REFRESH_SECONDS = 5.0
 #: How much of a task's last output line its status keeps.
@@ -188,7 +190,7 @@ class Supervisor:
         fault_retries: int = FAULT_RETRIES,
         fault_pause: float = FAULT_PAUSE_SECONDS,
         resume: JobStatus | None = None,
-        stacks_dir: Path | None = None,
+        keep_stacks: KeepStacks | None = None,
         pause: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         stack_gap: float = GAP_SECONDS,
@@ -213,7 +215,8 @@ class Supervisor:
         self._resume = resume
         #: Exits the next round decides first: found while adopting, or left when a fault cut a round short.
         self._undecided: list[tuple[str, int]] = []
-        self.stacks_dir = stacks_dir
+        self.keep_stacks = keep_stacks
+        self._left = threading.Event()
         self._step_times: dict[str, list[StepBreakdown]] = {}
         self._now = clock
         self.stack_gap = stack_gap
@@ -230,6 +233,12 @@ class Supervisor:
     def cancel(self) -> None:
         self._cancelled.set()
 
+    def leave(self) -> None:
+        """End ``run`` leaving every task as it is, its last status standing (a supervisor moved elsewhere:
+        the next one adopts them). May be called from another thread or a signal handler."""
+        self._left.set()
+        self._cancelled.set()
+
     def status(self) -> JobStatus:
         stall = None if self._job.stall is None else replace(self._job.stall, suspects=list(self._job.stall.suspects))
         now = self._ended_at if self._ended_at is not None else time.time()
@@ -237,7 +246,7 @@ class Supervisor:
                        stragglers=list(self._job.stragglers), goodput=self._ledger.goodput(now))
 
     def run(self) -> JobStatus:
-        """Supervise until terminal; whatever happens, every task is stopped before this returns."""
+        """Supervise until terminal; whatever happens, every task is stopped before this returns (unless ``leave``)."""
         try:
             if self._resume is None:
                 self._job.started_at = time.time()
@@ -251,6 +260,8 @@ class Supervisor:
                      "reports them (launcher.progress: ProgressCallback or report_step)")
             self._set_job(State.RUNNING, "running")
             state, message = self._supervise()
+            if self._left.is_set():
+                return self.status()
             if state is State.SUCCEEDED:
                 self._linger()
             self._set_job(state, message)
@@ -260,13 +271,18 @@ class Supervisor:
             _log(f"runtime error: {_one_line(exc)}")
             self._set_job(State.FAILED, f"failed: the runtime failed: {_one_line(exc)}")
         finally:
-            try:
-                grace = self.plan.policy.save_grace_seconds if self._cancelled.is_set() else STOP_SECONDS
-                self._stop([r for r in self._runs.values() if r.running], "stopped", grace)
-            except Exception as exc:
-                _log(f"cannot stop the remaining tasks: {_one_line(exc)}")
-            self._publish()
+            if not self._left.is_set():
+                self._stop_the_rest()
         return self.status()
+
+    def _stop_the_rest(self) -> None:
+        """Stop the tasks still running, then publish the job's end."""
+        try:
+            grace = self.plan.policy.save_grace_seconds if self._cancelled.is_set() else STOP_SECONDS
+            self._stop([r for r in self._runs.values() if r.running], "stopped", grace)
+        except Exception as exc:
+            _log(f"cannot stop the remaining tasks: {_one_line(exc)}")
+        self._publish()
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -418,11 +434,11 @@ class Supervisor:
                 for run in running}
 
     def _write_stacks(self, number: int, dumps: Mapping[str, str | None]) -> str | None:
-        """Each task's dump under ``<stacks_dir>/stall-<number>/``; the directory, or None without one."""
-        if self.stacks_dir is None:
+        """Each task's dump kept by ``keep_stacks``; where to read them, or None where they were not kept."""
+        if self.keep_stacks is None:
             return None
         try:
-            return write_stacks(self.stacks_dir, number, dumps)
+            return self.keep_stacks(number, dumps)
         except OSError as exc:
             _log(f"cannot write the stacks: {_one_line(exc)}")
             return None

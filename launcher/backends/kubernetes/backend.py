@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -20,7 +21,9 @@ from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.kubernetes import apply, board, in_cluster, runtime
 from launcher.backends.kubernetes import history as k8s_history
 from launcher.backends.kubernetes import status as k8s_status
+from launcher.backends.kubernetes.cluster_state import ClusterState, published
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, connect
+from launcher.backends.kubernetes.task_runtime import KubernetesRuntime
 from launcher.backends.kubernetes.manifests import config_map_problems, render, volume_problems
 from launcher.backends.kubernetes.target import KubernetesTarget, registry_problems, target
 from launcher.backends.lines import interleave
@@ -36,7 +39,7 @@ from launcher.spec.problems import Problem
 from launcher.supervision import harness
 from launcher.supervision.history import RunHistory
 from launcher.supervision.stack_evidence import GAP_SECONDS
-from launcher.supervision.status import JobStatus, SupervisorState
+from launcher.supervision.status import JobStatus, State
 
 DEFAULT_NAMESPACE = "default"
 GANG_GRACE_SECONDS = runtime.GANG_GRACE_SECONDS
@@ -86,8 +89,28 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     @classmethod
     def render(cls, plan: Plan) -> dict[str, str]:
-        """The manifests; the in-cluster supervisor, if asked for, runs the harness's rounds of this class."""
-        return render(plan, supervisor_process.rounds_command(cls.kind, plan.name, python="python"))
+        """The manifests; the in-cluster supervisor, if asked for, runs the one supervisor process on the run's
+        ``ClusterState`` (``NAMESPACE/NAME``, the namespace its pod's, expanded by Kubernetes)."""
+        where = f"$({in_cluster.NAMESPACE_ENV})/{plan.name}"
+        return render(plan, [*supervisor_process.command(cls.kind, python="python"), where, harness.ADOPT_FLAG])
+
+    @classmethod
+    def state_of(cls, target: str) -> harness.StateDir:
+        """``NAMESPACE/NAME``: the run's ``ClusterState`` (its ConfigMap), with this pod's ServiceAccount."""
+        namespace, _, name = target.partition("/")
+        return ClusterState(KubeApi(connect(None)), name, namespace)
+
+    @classmethod
+    def host(cls, plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
+        """Each task a Job of its own (``task_runtime``); SIGTERM (the pod deleted or drained) leaves the tasks to
+        the next supervisor pod, which adopts them from the published status; a run already over is left as it is."""
+        if not isinstance(state, ClusterState):
+            raise harness.CannotRun("the Kubernetes supervisor keeps its state in the run's ConfigMap")
+        previous = state.read_status() if adopt else None
+        if previous is not None and previous.state.terminal:
+            raise harness.NothingToDo(f"the run is over ({previous.state.value}); nothing to supervise")
+        return harness.Hosted(plan=plan, runtime=KubernetesRuntime(state.api, plan, state.namespace),
+                              leave_on_sigterm=True)
 
     @classmethod
     def dry_run(cls, plan: Plan) -> DryRun:
@@ -99,37 +122,21 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         """A backend talking to the cluster of the kubeconfig (``options.context``) in ``options.namespace``."""
         return cls(connect(options.context), options.namespace)
 
-    @classmethod
-    def rounds(cls, name: str, pause: Callable[[float], None], say: Callable[[str], None]) -> harness.Rounds:
-        """The in-cluster supervisor's rounds (``launcher.backends.kubernetes.in_cluster``), in the pod's own
-        namespace with its ServiceAccount's token; a stall's stacks go to the pod's log and the run's ConfigMap."""
-        namespace = os.environ[in_cluster.NAMESPACE_ENV]
-        api_client = connect(None)
-        backend = cls(api_client, namespace, pause=pause,
-                      keep_stacks=partial(in_cluster.keep_stacks, KubeApi(api_client), namespace, say))
-        return harness.Rounds(round=partial(backend.runtime.round, name, namespace),
-                              over=lambda: in_cluster.over(backend.api, name, namespace, backend.runtime.listed))
-
     def submit(self, dry_run: DryRun) -> None:
         namespace = self.namespace or dry_run.plan.spec.kubernetes.namespace
         self.namespace = namespace  # describe/logs/cancel then look where this launch went
         apply.submit(self.api, dry_run, namespace)
 
-    def watch_round(self, name: str) -> list[str]:
-        """One supervision step (``runtime.Supervision.round``) unless the run's in-cluster supervisor runs
-        (then it does that: two would act twice); while none runs, this watch supervises; one line per action."""
-        namespace = self._ns()
-        if runtime.supervisor_state(self.api, name, namespace)[0] is SupervisorState.ALIVE:
-            return []
-        return self.supervision_round(name)
-
-    def supervision_round(self, name: str) -> list[str]:
-        """One round of supervision (``runtime.Supervision.round``), whoever makes it: the in-cluster supervisor
-        (``rounds``) or a launcher's watch (``watch_round``); one line per action."""
-        return self.runtime.round(name, self._ns())
-
     def describe(self, name: str) -> JobStatus | None:
-        return runtime.read_status(self.api, name, self._ns(), self._clock())
+        """What the run's supervisor last published, with its supervisor's state; pending before it published."""
+        namespace = self._ns()
+        with self.api.errors(f"read ConfigMap {naming.config_map_name(name)}"):
+            if self.api.read_if_exists(Kind.CONFIG_MAP, naming.config_map_name(name), namespace) is None:
+                return None
+        state, note = runtime.supervisor_state(self.api, name, namespace)
+        status = published(self.api, name, namespace) or JobStatus(name, self.kind, State.PENDING,
+                                                                   message="waiting for its supervisor")
+        return replace(status, supervisor=state, supervisor_note=note)
 
     def history(self, name: str) -> RunHistory | None:
         """``launcher.backends.kubernetes.history``: the plan made again from the run's ConfigMap, each task's

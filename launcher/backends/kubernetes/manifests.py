@@ -250,83 +250,43 @@ def checkpoint_claim(plan: Plan) -> Manifest | None:
     }
 
 
-def job(plan: Plan, group: RoleGroup) -> Manifest:
-    """The Indexed Job running every task of one role."""
-    spec = plan.spec
-    n = group.replicas
-    job_spec: dict[str, Any] = {
-        "completionMode": "Indexed",
-        "completions": n,
-        "parallelism": n,
-        **_failure_handling(plan.policy, group.role, n),
-        # TF refuses a second task with the same name: never start a replacement while the old pod terminates.
-        "podReplacementPolicy": "Failed",
-    }
-    policy = plan.policy
-    if group.role is policy.lead.role and policy.lead_decides_alone():
-        # No chief: worker 0 leads, and its success ends the Job (the other workers are stopped).
-        job_spec["successPolicy"] = {"rules": [{"succeededIndexes": str(policy.lead.index)}]}
-    if policy.deadline_seconds is not None:
-        job_spec["activeDeadlineSeconds"] = policy.deadline_seconds
-    if spec.kubernetes.ttl_seconds_after_finished is not None:
-        job_spec["ttlSecondsAfterFinished"] = spec.kubernetes.ttl_seconds_after_finished
-    job_spec["template"] = pod_template(plan, group, _native_env(plan, group))
-    metadata = meta(plan, naming.role_job_name(plan.name, group.role), group.role)
-    metadata["annotations"] = {ANNOTATION_POLICY: plan.policy.model_dump_json()}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
+def task_job(plan: Plan, task: Task) -> Manifest:
+    """The Job running one task, rendered suspended: the run's supervisor starts it (``task_runtime``).
 
-
-#: Kubernetes accepts at most this many ``podFailurePolicy`` rules.
-MAX_POD_FAILURE_RULES = 20
-
-
-def _failure_handling(policy: JobPolicy, role: RoleType, replicas: int) -> dict[str, Any]:
-    """Job policy -> Job failure fields.
-
-    Pods use ``restartPolicy: Never`` (required by ``podFailurePolicy``; each
-    failure is a new pod whose exit code ``describe`` reports). A restart of
-    the whole job (a gang restart) fails and replaces every pod once, so
-    ``restart.max_restarts`` becomes the per-index budget, and the Job fails
-    as soon as one index exhausts it (``maxFailedIndexes: 0``). ``always``
-    behaves as ``on-failure``: a Job never restarts a pod that exited 0.
-    Preemptions are no failures (``JobPolicy.preempted``): a pod that exited
-    with the preempted code (it saved on SIGTERM) or that the cluster
-    disrupted (``DisruptionTarget``: eviction, preemption, node drain) is
-    replaced by an ``Ignore`` rule, under every restart policy, without
-    using ``backoffLimitPerIndex`` (unless ``max_preemptions`` is 0). The
-    Job controller cannot count ignored pods: ``max_preemptions`` is not
-    enforced on Kubernetes. The spec's failure rules follow, as far as the
-    engine can enforce them (``JobPolicy.native_rules``: ``fail`` on exit
-    codes is ``FailJob``, ``restart`` is ``Count``); log-pattern, role-only
-    and ``continue`` rules, and every rule after one, are left to the
-    controller's watch; then the ``exit-code`` policy's fatal codes.
+    One pod, ``restartPolicy: Never`` and ``backoffLimit: 0``: Kubernetes never runs the task again by itself
+    (restarts, their budget and the failure rules are the supervisor's, ``launcher.supervision.rules``), and
+    ``podReplacementPolicy: Failed`` never starts a pod while the last one still terminates. The pod's hostname
+    is the task's name in the run's headless Service: its address in every TF_CONFIG.
     """
-    budget = policy.budget()
-    rules: list[dict[str, Any]] = []
-    if policy.max_preemptions > 0:
-        rules.append({"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]})
-        rules.append({
-            "action": "Ignore",
-            "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": policy.ignored_exit_codes()},
-        })
-    fatal = policy.fatal_exit_codes()
-    room = MAX_POD_FAILURE_RULES - len(rules) - bool(fatal)  # a prefix of them is still first-match-wins
-    for native in policy.native_rules(role)[:room]:
-        action = "FailJob" if native.action is RuleAction.FAIL else "Count"
-        values = list(native.exit_codes)
-        rules.append({"action": action, "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": values}})
-    if fatal:
-        rules.append(
-            {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": fatal}}
-        )
-    handling: dict[str, Any] = {
-        "backoffLimit": budget * replicas,
-        "backoffLimitPerIndex": budget,
-        "maxFailedIndexes": 0,
-    }
-    if rules:
-        handling["podFailurePolicy"] = {"rules": rules}
-    return handling
+    group = RoleGroup(plan.name, task.type, [task])
+    job_spec: dict[str, Any] = {"suspend": True, "completions": 1, "parallelism": 1, "backoffLimit": 0,
+                                "podReplacementPolicy": "Failed"}
+    if plan.spec.kubernetes.ttl_seconds_after_finished is not None:
+        job_spec["ttlSecondsAfterFinished"] = plan.spec.kubernetes.ttl_seconds_after_finished
+    template = pod_template(plan, group, _task_env(plan, task))
+    template["metadata"]["labels"].update(naming.labels(plan.name, plan.run_id, task.type, task.index))
+    template["spec"] = {"hostname": task.name, **template["spec"]}
+    metadata = meta(plan, task.name, task.type)
+    metadata["labels"].update(naming.labels(plan.name, plan.run_id, task.type, task.index))
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": {**job_spec, "template": template}}
+
+
+def _task_env(plan: Plan, task: Task) -> list[dict[str, Any]]:
+    """Env of a task's pod: the entrypoint builds TF_CONFIG from the cluster file (launcher.worker.tfconfig); any
+    other program gets the plan's TF_CONFIG."""
+    env: list[dict[str, Any]] = [
+        {"name": task_env.TASK_INDEX, "value": str(task.index)},
+        {"name": task_env.TASK_TYPE, "value": task.type.value},
+        {"name": task_env.TASK_NAME, "value": task.name},
+        {"name": task_env.IS_CHIEF, "value": task.env.get(task_env.IS_CHIEF, "0")},
+        {"name": task_env.CLUSTER_FILE, "value": f"{CONFIG_DIR}/{CLUSTER_KEY}"},
+    ]
+    if task.type is RoleType.EVALUATOR:
+        env.append({"name": task_env.TASK_ADDRESS, "value": task.address})
+    if not task.runs_entrypoint:
+        env.append({"name": task_env.TF_CONFIG, "value": literal(json.dumps(plan.tf_config(task),
+                                                                            separators=(",", ":")))})
+    return env + _job_env(plan)
 
 
 def _native_env(plan: Plan, group: RoleGroup) -> list[dict[str, Any]]:
@@ -492,7 +452,7 @@ def _files(plan: Plan, supervisor: Sequence[str]) -> dict[str, list[Manifest]]:
         "config.yaml": [*service_accounts(plan), config_map(plan)],
         "network.yaml": [headless_service(plan, groups), network_policy(plan, groups)],
         "storage.yaml": [claim] if claim else [],
-        "jobs.yaml": [job(plan, g) for g in groups],
+        "jobs.yaml": [task_job(plan, task) for task in plan.tasks],
         "supervisor.yaml": supervisor_objects.objects(plan, supervisor),  # last: it supervises what exists
     }
     return {name: objects for name, objects in files.items() if objects}

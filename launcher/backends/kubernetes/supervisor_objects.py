@@ -34,15 +34,16 @@ GRACE_SECONDS = 10
 
 
 def rules(plan: Plan) -> list[Manifest]:
-    """What the supervisor may do: read and delete the run's pods, read their logs and exec py-spy in them
-    (stacks), list the Jobs and patch (a deadline) or delete the run's own, read and update its ConfigMap."""
-    jobs = sorted(naming.role_job_name(plan.name, role) for role in {task.type for task in plan.tasks})
+    """What the supervisor may do: read and delete the run's pods, read their logs and exec in them (a stack
+    dump's signal, py-spy), list the Jobs, read, unsuspend (patch) and replace (delete, create) the run's own,
+    read and update its ConfigMap. Kubernetes cannot limit ``create`` to names: Jobs are created in the namespace."""
+    jobs = sorted(task.name for task in plan.tasks)
     return [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": jobs, "verbs": ["patch", "delete"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "create"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": jobs, "verbs": ["get", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [naming.config_map_name(plan.name)],
          "verbs": ["get", "update"]},
     ]

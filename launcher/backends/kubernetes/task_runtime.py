@@ -1,0 +1,299 @@
+"""The Kubernetes ``Runtime``: the one ``Supervisor`` runs each task as a Job of its own, through the API.
+
+Contract: a task is the Job named after it (``manifests.task_job``: one pod, ``backoffLimit: 0``, rendered
+suspended), so Kubernetes never restarts a task by itself: the supervisor decides. ``start`` lets a suspended
+Job run, or replaces a Job that ran by a fresh copy of it (``fresh_copy``: deleted, then created again as it was
+applied); ``poll`` reads the
+exit code of the pod of the Job it started (128+9 when that pod or Job is gone, or evicted without an exit);
+``stop`` deletes the pods with the grace and returns once their containers ended; ``output`` follows each pod's
+log in a thread of its own; ``dump_stacks`` signals PID 1 of the container (tini forwards it) through
+``pods/exec``, and ``read_stacks`` runs the image's py-spy there. API faults are raised as the client raises
+them, so the supervisor retries them as engine faults; a refusal (403, 422) is a ``LaunchError``.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+
+from launcher.backends.kubernetes import runtime as k8s_runtime
+from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj
+from launcher.backends.lines import iter_lines
+from launcher.backends.pyspy import read_container_stacks, say_none
+from launcher.errors import LaunchError
+from launcher.plan import naming
+from launcher.plan.planner import Plan, Task
+from launcher.protocol.exitcodes import LOST_EXIT
+from launcher.protocol.stacks_signal import STACKS_SIGNAL
+
+#: The label the Job controller puts on its pods: the uid of the Job that made them.
+CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+#: A listing of the run's pods serves the polls of one supervision round.
+LISTING_SECONDS = 0.2
+#: How long ``stop`` waits beyond the grace for the kubelet to end a container (and a pod to go).
+STOP_SLACK_SECONDS = 30.0
+#: How long ``start`` waits for a replaced Job's name to be free.
+REPLACE_SECONDS = 30.0
+#: How long ``output`` waits for the log of an ended pod to be read to its end.
+DRAIN_SECONDS = 10.0
+#: Pause between the follower's tries to open the log of a pod whose container has not started.
+FOLLOW_RETRY_SECONDS = 0.5
+
+#: What the Job controller and the API server add to a Job that a copy made to be created again must not carry.
+_SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink")
+_CONTROLLER_LABELS = (CONTROLLER_UID, "controller-uid", "batch.kubernetes.io/job-name", "job-name")
+
+
+def fresh_copy(job: Obj) -> Obj:
+    """``job`` as it was applied, to be created again: without its status, the server's fields, and the selector
+    and pod labels the Job controller added (it adds them anew), and running (not suspended)."""
+    metadata = {k: v for k, v in job["metadata"].items() if k not in _SERVER_FIELDS}
+    spec = {k: v for k, v in job["spec"].items() if k not in ("selector", "manualSelector")}
+    template = dict(spec["template"])
+    labels = {k: v for k, v in template.get("metadata", {}).get("labels", {}).items() if k not in _CONTROLLER_LABELS}
+    template["metadata"] = {**template.get("metadata", {}), "labels": labels}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
+            "spec": {**spec, "suspend": False, "template": template}}
+
+
+def container_of(pod: Obj) -> Obj:
+    """The task container's status in ``pod`` ({} before the kubelet reports one)."""
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    return next((s for s in statuses if s.get("name") == k8s_runtime.CONTAINER), {})
+
+
+def exit_of(pod: Obj) -> int | None:
+    """The exit code of ``pod``'s task container once it ended; LOST_EXIT for a pod that failed without one
+    (evicted, its node lost); None while it is pending or runs."""
+    terminated = container_of(pod).get("state", {}).get("terminated")
+    if terminated is not None:
+        return int(terminated.get("exitCode", LOST_EXIT))
+    if pod.get("status", {}).get("phase") in ("Failed", "Succeeded"):
+        return LOST_EXIT
+    return None
+
+
+def _started(pod: Obj) -> bool:
+    state = container_of(pod).get("state", {})
+    return "running" in state or "terminated" in state
+
+
+class _Follower:
+    """One pod's log, read in a thread into a queue; ``done`` once the log ended (or the pod is gone)."""
+
+    def __init__(self, api: KubeApi, pod: str, namespace: str, read_pod: Callable[[], Obj | None]):
+        self.pod = pod
+        self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.done = threading.Event()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._follow, args=(api, namespace, read_pod), daemon=True)
+        self._thread.start()
+
+    def _follow(self, api: KubeApi, namespace: str, read_pod: Callable[[], Obj | None]) -> None:
+        try:
+            while not self._stopped.is_set():
+                pod = read_pod()
+                if pod is None:
+                    return
+                if not _started(pod):
+                    self._stopped.wait(FOLLOW_RETRY_SECONDS)
+                    continue
+                for line in api.log_lines(self.pod, namespace, k8s_runtime.CONTAINER, follow=True):
+                    self.lines.put(line)
+                    if self._stopped.is_set():
+                        return
+                return
+        except Exception:  # noqa: BLE001 - a broken stream just ends: the next poll meets the fault itself
+            return
+        finally:
+            self.done.set()
+
+    def drain(self, wait: float = 0.0) -> list[str]:
+        """The lines read so far; with ``wait``, first up to that long for the log to end."""
+        if wait:
+            self.done.wait(wait)
+        lines = []
+        while not self.lines.empty():
+            lines.append(self.lines.get_nowait())
+        return lines
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
+class KubernetesRuntime:
+    """One task = one Job named after it; its current run = the pod of the Job this runtime started or adopted."""
+
+    def __init__(self, api: KubeApi, plan: Plan, namespace: str,
+                 clock: Callable[[], float] = time.monotonic, pause: Callable[[float], None] = time.sleep):
+        self.api = api
+        self.plan = plan
+        self.namespace = namespace
+        self._clock = clock
+        self._pause = pause
+        self._uids: dict[str, str] = {}
+        self._followers: dict[str, _Follower] = {}
+        self._listed: tuple[float, dict[str, list[Obj]]] | None = None
+
+    # -- Runtime ---------------------------------------------------------------------------------------------
+
+    def start(self, task: Task) -> None:
+        with self.api.errors(f"start {task.name}"):
+            job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
+            if job is not None and job.get("spec", {}).get("suspend") and not job.get("status", {}).get("startTime"):
+                job = self.api.merge_patch_job(task.name, self.namespace, {"spec": {"suspend": False}})
+            elif job is None:
+                raise LaunchError(f"cannot start {task.name}: its Job is gone (deleted outside tfcluster)")
+            else:
+                self.api.delete(Kind.JOB, task.name, self.namespace, propagation="Background")
+                job = self._create(fresh_copy(job))
+        self._attach(task, job)
+
+    def adopt(self, task: Task) -> bool:
+        job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
+        if job is None or job.get("spec", {}).get("suspend"):
+            return False
+        self._attach(task, job)
+        return True
+
+    def poll(self, task: Task) -> int | None:
+        uid = self._uids.get(task.name)
+        if uid is None:
+            return None
+        pods = self._pods(fresh=False).get(uid, [])
+        if not pods:
+            job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
+            if job is None or job["metadata"]["uid"] != uid:
+                self._say(task, f"Job {task.name} is gone (deleted outside tfcluster)")
+                return LOST_EXIT
+            if k8s_runtime.k8s_status.job_failed(job) is not None:
+                self._say(task, f"Job {task.name} failed without a pod: {_conditions(job)}")
+                return LOST_EXIT
+            return None
+        return exit_of(pods[-1])
+
+    def stop(self, tasks: Sequence[Task], grace_seconds: float) -> None:
+        grace = max(1, math.ceil(grace_seconds))  # 0 would be a forced deletion: no SIGTERM, no save
+        stopping = {}
+        for task in tasks:
+            pod = self._current(task)
+            if pod is None or exit_of(pod) is not None:
+                continue
+            name = pod["metadata"]["name"]
+            with self.api.unless_gone(f"delete pod {name}"):
+                self.api.delete(Kind.POD, name, self.namespace, grace_seconds=grace)
+            stopping[task.name] = name
+        ends = self._clock() + grace + STOP_SLACK_SECONDS
+        while stopping and self._clock() < ends:
+            self._pause(LISTING_SECONDS)
+            pods = {pod["metadata"]["name"]: pod for runs in self._pods(fresh=True).values() for pod in runs}
+            stopping = {task: name for task, name in stopping.items()
+                        if name in pods and exit_of(pods[name]) is None}
+        if stopping:
+            raise LaunchError(f"pods still running {STOP_SLACK_SECONDS:.0f} s after their grace: "
+                              f"{', '.join(sorted(stopping.values()))}")
+
+    def output(self, task: Task) -> list[str]:
+        pod = self._current(task)
+        if pod is None:
+            return []
+        name = pod["metadata"]["name"]
+        follower = self._followers.get(task.name)
+        if follower is None or follower.pod != name:
+            if follower is not None:
+                follower.stop()
+            follower = self._followers[task.name] = _Follower(
+                self.api, name, self.namespace, partial(self._read_pod, name))
+        return follower.drain(DRAIN_SECONDS if exit_of(pod) is not None else 0.0)
+
+    def dump_stacks(self, task: Task) -> None:
+        """``STACKS_SIGNAL`` to the container's PID 1 (tini forwards it to the program; a program in tini's
+        place gets it itself), by ``pods/exec``; a pod that ended meanwhile gives no stacks."""
+        pod = self._current(task)
+        if pod is None or exit_of(pod) is not None:
+            return
+        self.api.exec(pod["metadata"]["name"], self.namespace, k8s_runtime.CONTAINER,
+                      ["python", "-c", f"import os; os.kill(1, {int(STACKS_SIGNAL)})"],
+                      timeout=k8s_runtime.EXEC_SLACK_SECONDS)
+
+    def read_stacks(self, task: Task) -> str | None:
+        """The program's stacks read in its pod with the image's py-spy (``pods/exec``), or None with one line why."""
+        pod = self._current(task)
+        if pod is None or exit_of(pod) is not None:
+            return None
+        dump, why = read_container_stacks(partial(k8s_runtime.exec_in_task, self.api, pod["metadata"]["name"],
+                                                  self.namespace))
+        if dump is None:
+            say_none(task.name, why)
+        return dump
+
+    def oom_killed(self, task: Task) -> bool:
+        """True if the kernel's OOM killer ended the task's container (the kubelet's ``OOMKilled``)."""
+        pod = self._current(task)
+        terminated = {} if pod is None else container_of(pod).get("state", {}).get("terminated") or {}
+        return terminated.get("reason") == "OOMKilled"
+
+    def close(self) -> None:
+        for follower in self._followers.values():
+            follower.stop()
+        self._followers.clear()
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+
+    def _create(self, job: Obj) -> Obj:
+        """``job`` created; waits (bounded) for the name of the one it replaces to be free."""
+        from kubernetes.client.exceptions import ApiException
+
+        ends = self._clock() + REPLACE_SECONDS
+        while True:
+            try:
+                return self.api.create(Kind.JOB, self.namespace, job)
+            except ApiException as exc:
+                if exc.status != 409 or self._clock() >= ends:
+                    raise
+            self._pause(LISTING_SECONDS)
+
+    def _attach(self, task: Task, job: Obj) -> None:
+        self._uids[task.name] = job["metadata"]["uid"]
+        follower = self._followers.pop(task.name, None)
+        if follower is not None:
+            follower.stop()
+        self._listed = None
+
+    def _current(self, task: Task) -> Obj | None:
+        uid = self._uids.get(task.name)
+        pods = self._pods(fresh=False).get(uid, []) if uid is not None else []
+        return pods[-1] if pods else None
+
+    def _pods(self, fresh: bool) -> dict[str, list[Obj]]:
+        """The run's pods by the uid of their Job, oldest first; one listing serves ``LISTING_SECONDS``."""
+        now = self._clock()
+        if fresh or self._listed is None or now - self._listed[0] >= LISTING_SECONDS:
+            selector = f"{naming.LABEL_CLUSTER}={self.plan.name}"
+            by_uid: dict[str, list[Obj]] = {}
+            for pod in self.api.select(Kind.POD, self.namespace, selector):
+                uid = pod["metadata"].get("labels", {}).get(CONTROLLER_UID)
+                if uid is not None:
+                    by_uid.setdefault(uid, []).append(pod)
+            for pods in by_uid.values():
+                pods.sort(key=lambda pod: pod["metadata"].get("creationTimestamp", ""))
+            self._listed = now, by_uid
+        return self._listed[1]
+
+    def _read_pod(self, name: str) -> Obj | None:
+        return self.api.read_if_exists(Kind.POD, name, self.namespace)
+
+    def _say(self, task: Task, line: str) -> None:
+        """A line in the task's output (the supervisor's record of why its run ended)."""
+        follower = self._followers.get(task.name)
+        if follower is not None:
+            follower.lines.put(line)
+
+
+def _conditions(job: Obj) -> str:
+    failed = k8s_runtime.k8s_status.job_failed(job) or {}
+    return f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
