@@ -361,7 +361,7 @@ def _pause_until_a_signal() -> Callable[[float], None]:
 
 def run_supervisor(state: StateDir, host: Host, adopt: bool = False) -> int:
     """Supervise the plan ``state`` keeps with the runtime ``host`` gives until the job is terminal; 0 if it
-    succeeded (or was handed back on its ``Notice``, or left to the next supervisor).
+    succeeded (or was handed back on its ``Notice``); 143 when SIGTERM left the tasks to the next supervisor.
 
     ``adopt``: take over the tasks of the supervisor that wrote the current status (it died), if one did.
     """
@@ -406,9 +406,9 @@ def run_supervisor(state: StateDir, host: Host, adopt: bool = False) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     job = supervisor.run()
     runtime.close()
-    if left.is_set():
+    if left.is_set():  # not 0: the pod's Job runs the next supervisor only for a pod that failed
         print(f"{plan.name}: stopped: the tasks are left as they are, for the next supervisor to adopt", flush=True)
-        return 0
+        return 128 + signal.SIGTERM
     if notice is not None and noticed.is_set() and job.state is State.CANCELLED:
         publish(job)
         print(f"{plan.name}: {notice.said}", flush=True)
