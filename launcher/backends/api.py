@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -105,12 +105,6 @@ class Backend(ABC, Generic[OptionsT]):
         """If the detached supervisor of ``name`` died, start one that takes its tasks over (local, compose:
         ``launcher.supervision.harness.adopt``); one line per action taken. ``launcher.cli.watch`` calls it
         before each ``describe``. The default (no detached supervisor here) does nothing."""
-        return []
-
-    def watch_round(self, name: str) -> list[str]:
-        """One round of the supervision that runs only while a launcher watches (Kubernetes: gang restarts,
-        the stall watchdog, Job cleanup); one line per action taken. ``launcher.cli.watch`` calls it before
-        each ``describe``. The default (everything supervised elsewhere) does nothing."""
         return []
 
     @abstractmethod

@@ -298,9 +298,10 @@ def _launch(dry_run_: DryRun, detach: bool, namespace: str | None, context: str 
         if detach:
             terminal.echo(f"started {plan.name} on {plan.backend.value} (run {plan.run_id}); "
                           f"see `tfcluster status {plan.name}`, or `tfcluster watch {plan.name}`")
-            if dry_run_.supervised_only_while_watched:
-                terminal.echo(f"warning: nothing supervises {plan.name} while detached and it has no "
-                              f"deadline_seconds; `tfcluster watch {plan.name}` does", err=True)
+            if dry_run_.supervised_from_here:
+                terminal.echo(f"warning: {plan.name} is supervised by a process on this machine "
+                              f"(kubernetes.supervisor: false): while this machine is off, nothing supervises it; "
+                              f"`tfcluster watch {plan.name}` starts a new one", err=True)
             return
         from launcher.cli.watch import watch
 

@@ -116,7 +116,7 @@ def watch(backend: Backend, name: str, poll_seconds: float = POLL_SECONDS) -> in
         with terminal.live(console) as live:
             while True:
                 try:
-                    for action in [*backend.adopt(name), *backend.watch_round(name)]:
+                    for action in backend.adopt(name):
                         console.print(action)
                     job = backend.describe(name)
                 except TfclusterError as exc:

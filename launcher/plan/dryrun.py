@@ -3,7 +3,7 @@
 Contract: ``DryRun`` is what ``dry-run`` shows and exactly what
 ``Backend.submit`` applies (after TorchX's ``submit_dryrun`` -> ``schedule``):
 a backend renders once, into ``files``, and never renders again at submit.
-``supervised_only_while_watched`` says what a run lacks unwatched (``up --detach`` warns), decided with the rest.
+``supervised_from_here`` says a run's supervisor runs on the launching machine (``up --detach`` warns), decided with the rest.
 ``tasks_document`` is the stable ``dry-run -o json`` contract;
 ``plan_document`` is everything (``dry-run -o plan`` and the text view).
 ``json_chunks(entries, settings)`` writes such a document (``{"tasks":
@@ -30,9 +30,9 @@ class DryRun(BaseModel):
 
     plan: Plan
     files: dict[str, str] = {}
-    #: True if part of the run's supervision runs only while a launcher watches (``Backend.watch_round``) and
-    #: nothing else bounds the run: unwatched, a hung or stalled run waits for ever. ``up --detach`` warns.
-    supervised_only_while_watched: bool = False
+    #: True if the run's supervisor runs on the launching machine though its tasks run elsewhere (Kubernetes with
+    #: ``kubernetes.supervisor: false``): while that machine is off, nothing supervises the run. ``up --detach`` warns.
+    supervised_from_here: bool = False
 
 
 def task_entry(plan: Plan, task: Task) -> dict[str, Any]:

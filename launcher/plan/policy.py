@@ -1,10 +1,10 @@
 """The job policy: every rule about restarts, success and deadlines, computed once by the planner.
 
 Contract: ``make_policy(spec, strategy)`` turns the spec's policy fields and the resolved strategy
-into a ``JobPolicy``; the supervisor's rules, the Kubernetes Job fields and the compose restart
-mapping all read it from here. It answers: ``retryable(code)``, restart groups, linger after success,
+into a ``JobPolicy``; the supervisor's rules, Slurm's requeue and the compose restart mapping all read
+it from here. It answers: ``retryable(code)``, restart groups, linger after success,
 preemptions (bounded by ``max_preemptions``, with ``save_grace_seconds``), the stall watchdog's floor
-and action, ``failure_rule(failure)`` / ``native_rules(role)`` for the spec's ``restart.rules``, and
+and action, ``failure_rule(failure)`` for the spec's ``restart.rules``, and
 success (``chief`` or ``all-workers``). Pure. The rules in full: docs/design-notes.md.
 """
 
@@ -15,7 +15,7 @@ import signal
 from pydantic import BaseModel, ConfigDict
 
 from launcher.plan.programs import runs_user_program
-from launcher.protocol.exitcodes import SIGNAL_EXIT_BASE, ExitCode, killed_by_signal, preempted
+from launcher.protocol.exitcodes import SIGNAL_EXIT_BASE, killed_by_signal, preempted
 from launcher.protocol.roles import TaskRef, lead_task
 from launcher.spec.models import (
     LOG_TAIL_LINES,
@@ -109,45 +109,6 @@ def first_rule(rules: tuple[FailureRule, ...], failure: Failure) -> RuleMatch | 
     return None
 
 
-class NativeRule(BaseModel):
-    """A failure rule as an engine that sees only exit codes enforces it: ``fail`` or ``restart`` on these codes."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    number: int
-    action: RuleAction
-    exit_codes: tuple[int, ...]
-
-
-def exit_codes_decide(rule: FailureRule) -> bool:
-    """True if an engine that sees only exit codes can enforce ``rule``: ``fail`` or ``restart`` on exit codes or
-    signals, without a log pattern."""
-    return rule.log_pattern is None and rule.action is not RuleAction.CONTINUE and bool(rule.exit_codes or rule.signals)
-
-
-def native_rules(rules: tuple[FailureRule, ...], role: RoleType) -> tuple[NativeRule, ...]:
-    """The leading ``rules`` an exit-code-only engine enforces for ``role``'s tasks, in order. Pure.
-
-    A rule naming other roles is left out (it matches none of these tasks); a ``fail`` or ``restart`` rule
-    stating exit codes or signals (128+N) and no log pattern is kept, on the codes both allow (never 0);
-    the first other rule (a log pattern, roles only, ``continue``) ends the list: it, and every rule after it,
-    only the supervisor's watch can decide, so the engine must not decide first.
-    """
-    kept: list[NativeRule] = []
-    for number, rule in enumerate(rules, start=1):
-        if rule.roles and role not in rule.roles:
-            continue
-        if not exit_codes_decide(rule):
-            break
-        codes = set(rule.exit_codes or range(1, 256))
-        if rule.signals:
-            codes &= {SIGNAL_EXIT_BASE + signal.Signals[name].value for name in rule.signals}
-        codes.discard(0)
-        if codes:
-            kept.append(NativeRule(number=number, action=rule.action, exit_codes=tuple(sorted(codes))))
-    return tuple(kept)
-
-
 class JobPolicy(BaseModel):
     """What restarts, what succeeds, when the job gives up. Pure data plus pure questions about it."""
 
@@ -176,14 +137,6 @@ class JobPolicy(BaseModel):
         """The first failure rule ``failure`` matches (see the module contract), or None."""
         return first_rule(self.failure_rules, failure)
 
-    def native_rules(self, role: RoleType) -> tuple[NativeRule, ...]:
-        """The leading failure rules an exit-code-only engine can enforce for ``role`` (``native_rules``)."""
-        return native_rules(self.failure_rules, role)
-
-    def rules_need_watch(self) -> bool:
-        """True if some failure rule is beyond an exit-code-only engine (a controller's watch must judge it)."""
-        return not all(exit_codes_decide(rule) for rule in self.failure_rules)
-
     def can_restart(self) -> bool:
         """True if some failure may be restarted: the restart policy's budget, or a ``restart`` rule's."""
         rule_restarts = any(rule.action is RuleAction.RESTART for rule in self.failure_rules)
@@ -198,10 +151,6 @@ class JobPolicy(BaseModel):
         """True for the exit of a preempted task: restarted within ``max_preemptions``, never a failure."""
         return preempted(exit_code)
 
-    def ignored_exit_codes(self) -> list[int]:
-        """Exit codes that are no failure of the task (Kubernetes ``podFailurePolicy`` ``Ignore``)."""
-        return [int(ExitCode.PREEMPTED)]
-
     def retryable(self, exit_code: int) -> bool:
         """True if a task that exited ``exit_code`` (non-zero) may be restarted."""
         if self.restart is RestartPolicy.NEVER:
@@ -209,10 +158,6 @@ class JobPolicy(BaseModel):
         if self.restart is RestartPolicy.EXIT_CODE:
             return killed_by_signal(exit_code)
         return True
-
-    def fatal_exit_codes(self) -> list[int]:
-        """Non-zero exit codes that fail the job at once, whatever budget is left (``exit-code``: 1-127)."""
-        return list(range(1, SIGNAL_EXIT_BASE)) if self.restart is RestartPolicy.EXIT_CODE else []
 
     def budget(self) -> int:
         """Restarts allowed (0 under ``never``)."""
@@ -231,9 +176,7 @@ class JobPolicy(BaseModel):
         """``always``: a ps or evaluator that exits 0 before the job ended is started again (they are servers)."""
         return self.restart is RestartPolicy.ALWAYS
 
-    def lead_decides_alone(self) -> bool:
-        """True when the lead is worker 0 and its success alone ends the job (no chief, policy ``chief``)."""
-        return self.success is SuccessPolicy.CHIEF and self.lead.role is RoleType.WORKER
+
 
 
 def make_policy(spec: ClusterSpec, strategy: Strategy) -> JobPolicy:

@@ -7,9 +7,9 @@ detaches a supervisor (a ``Process``: the backend layer's command, the backend's
 task started, else raises ``LaunchError``; ``launch`` adds the one cleanup rule (``undo``). ``run_supervisor`` is
 the only place a supervisor process handles signals (SIGTERM, SIGINT: cancel; a ``Notice``: hand the job
 back) and writes a failed status. ``describe`` says when the supervisor is lost and reads the tasks' exits
-(``read_exits``); ``adopt`` starts one that carries the policy on. ``serve_rounds`` is the same process for
-a run whose engine runs and retries the tasks (Kubernetes): the backend's ``rounds`` each round, SIGTERM
-leaves the run to the next supervisor (143). Design notes: docs/design-notes.md.
+(``read_exits``); ``adopt`` starts one that carries the policy on. A backend may keep the plan and status elsewhere
+(``Backend.state_of``: Kubernetes, the run's ConfigMap), and its ``Hosted.leave_on_sigterm`` makes SIGTERM
+leave the tasks to the next supervisor (143: a supervisor pod moved). Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations
@@ -42,9 +42,6 @@ START_TIMEOUT_SECONDS = 120.0
 STOP_TIMEOUT_SECONDS = 30.0
 #: The argument that makes the supervisor process adopt the tasks instead of starting them.
 ADOPT_FLAG = "--adopt"
-#: Seconds between rounds, and failed rounds in a row before the round supervisor exits (to be started anew).
-ROUND_SECONDS = 5.0
-ROUND_FAULTS = 12
 
 
 @dataclass(frozen=True)
@@ -97,36 +94,27 @@ Host = Callable[[Plan, "StateDir", bool], Hosted]
 
 class Hosting(Protocol):
     """A backend class (as ``launcher.backends`` registers it) whose ``host`` gives the supervisor process its
-    runtime (``launcher.backends.api.Backend.host``)."""
+    runtime and whose ``state_of`` its state (``launcher.backends.api.Backend.host``, ``.state_of``)."""
 
     kind: ClassVar[BackendKind]
 
     @classmethod
     def host(cls, plan: Plan, state: StateDir, adopt: bool) -> Hosted: ...
 
-
-@dataclass(frozen=True)
-class Rounds:
-    """A backend's part of a supervisor in rounds (``serve_rounds``): one ``round`` (one line per action) and
-    whether the run is ``over`` (ended with nothing left running, or gone)."""
-
-    round: Callable[[], list[str]]
-    over: Callable[[], bool]
-
-
-#: A backend's part of a supervisor in rounds: ``rounds(name, pause, say)`` (``pause`` waits inside a round and
-#: ends early when the supervisor is told to stop; ``say`` writes a line to its log).
-RoundsOf = Callable[[str, Callable[[float], None], Callable[[str], None]], Rounds]
+    @classmethod
+    def state_of(cls, target: str) -> StateDir: ...
 
 
 @dataclass(frozen=True)
 class Process:
     """A backend's supervisor process as ``start`` starts it: its ``command`` (the state dir and ``ADOPT_FLAG``
-    follow; ``launcher.backends.supervisor_process`` builds it) and the ``host`` that command runs, which a
-    process forked from a lean command calls at once."""
+    follow; ``launcher.backends.supervisor_process`` builds it), the ``host`` that command runs, and the
+    ``state_of`` it reads its state dir with, which a process forked from a lean command calls at once."""
 
     command: Sequence[str]
     host: Host
+    #: The state its command line names, as the process makes it (``Backend.state_of``).
+    state_of: Callable[[str], StateDir]
 
 
 #: What a backend reads from its runtime about tasks nobody supervises: {task: exit code, None while it runs}.
@@ -209,7 +197,8 @@ def start(state: StateDir, supervisor: Process, timeout: float = START_TIMEOUT_S
     state.started.unlink(missing_ok=True)
     argv = [*supervisor.command, str(state.root), *([ADOPT_FLAG] if adopt else [])]
     with open_private(state.log) as log:
-        process = detach.start(argv, log, lambda: run_supervisor(state.root, supervisor.host, adopt))
+        process = detach.start(argv, log, lambda: run_supervisor(supervisor.state_of(str(state.root)), supervisor.host,
+                                                                 adopt))
     write_private(state.pid, str(process.pid))
     ends = time.monotonic() + timeout
     while time.monotonic() < ends:
@@ -299,41 +288,6 @@ def adopt(state: StateDir, supervisor: Process) -> list[str]:
     assert job is not None
     return [f"{job.name}: its supervisor was gone; a new one adopted the tasks "
             f"(restarts used {job.restarts}/{state.read_plan().policy.max_restarts})"]
-
-
-def serve_rounds(name: str, rounds: RoundsOf,
-                 round_seconds: float = ROUND_SECONDS, faults: int = ROUND_FAULTS) -> int:
-    """Supervise run ``name`` in rounds until it is over (0); 1 after ``faults`` failed rounds in a row; on
-    SIGTERM or SIGINT leave the run as it is and return 143 (a supervisor that replaces this one adopts it)."""
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: stop.set())
-
-    def say(line: str) -> None:
-        print(f"{name}: {line}", flush=True)
-
-    def pause(seconds: float) -> None:
-        stop.wait(seconds)
-
-    hosted = rounds(name, pause, say)
-    failed = 0
-    say("supervising in rounds")
-    while not stop.is_set():
-        try:
-            for action in hosted.round():
-                say(action)
-            if hosted.over():
-                say("the run is over; nothing left to supervise")
-                return 0
-            failed = 0
-        except TfclusterError as exc:
-            failed += 1
-            say(f"{exc} (round {failed}/{faults} in a row)")
-            if failed >= faults:
-                return 1
-        stop.wait(round_seconds)
-    say("stopped: the run is left as it is, for the next supervisor to adopt")
-    return 128 + signal.SIGTERM
 
 
 def _pause_until_a_signal() -> Callable[[float], None]:

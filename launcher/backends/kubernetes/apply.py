@@ -11,6 +11,7 @@ fails. ``cancel`` deletes the run's objects, Jobs first, and a claim only when
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -30,6 +31,8 @@ APPLIED = (Kind.SERVICE_ACCOUNT, Kind.ROLE, Kind.ROLE_BINDING, Kind.CONFIG_MAP, 
            Kind.JOB)
 #: A TensorBoard (``tensorboard``): ``cancel`` deletes one a killed command left first, Deployment first.
 BOARD = (Kind.DEPLOYMENT, Kind.SERVICE, Kind.NETWORK_POLICY)
+#: How long ``cancel`` waits for the supervisor pod to go (its grace, and the kubelet's), and how often it looks.
+SUPERVISOR_GONE_SECONDS, GONE_POLL_SECONDS = 40.0, 0.5
 #: Kept when it exists (it holds checkpoints); deleted only by ``cancel(volumes=True)``.
 KEPT = frozenset({Kind.PERSISTENT_VOLUME_CLAIM})
 
@@ -139,6 +142,7 @@ def cancel(api: KubeApi, name: str, namespace: str, volumes: bool = False) -> No
     """
     for job in of_supervisor(api, Kind.JOB, namespace, name):
         delete(api, Kind.JOB, job["metadata"]["name"], namespace)  # first: it would act on what goes next
+    _wait_gone(api, namespace, name)
     owner = naming.config_map_name(name)
     for kind in BOARD:
         for obj in select(api, kind, namespace, f"{naming.LABEL_MANAGED}={naming.MANAGER}"):
@@ -151,6 +155,14 @@ def cancel(api: KubeApi, name: str, namespace: str, volumes: bool = False) -> No
         for obj in of_cluster(api, kind, namespace, name):
             if kind not in KEPT or checkpoints.created_for(obj["metadata"].get("labels"), name):
                 delete(api, kind, obj["metadata"]["name"], namespace)
+
+
+def _wait_gone(api: KubeApi, namespace: str, name: str) -> None:
+    """Until the run's supervisor pod is gone (it leaves within its grace), at most ``SUPERVISOR_GONE_SECONDS``: a
+    supervisor still running could create again a Job just deleted (a restart under way)."""
+    ends = time.monotonic() + SUPERVISOR_GONE_SECONDS
+    while of_supervisor(api, Kind.POD, namespace, name) and time.monotonic() < ends:
+        time.sleep(GONE_POLL_SECONDS)
 
 
 def of_cluster(api: KubeApi, kind: Kind, namespace: str, cluster: str) -> list[Obj]:

@@ -3,28 +3,32 @@
 Contract (besides ``launcher.backends.api``): ``validate``, ``render`` and ``dry_run`` are pure; only
 ``create`` imports the ``kubernetes`` client. Every object carries ``tfcluster.io/cluster=<name>``, by which
 ``describe``, ``logs`` and ``cancel`` find the run in the backend's namespace; ``cancel(volumes=True)``
-deletes only a claim tfcluster made for the run. Design notes: docs/design-notes.md.
+deletes only a claim tfcluster made for the run. The run's one supervisor (``launcher.supervision``) runs in
+its supervisor pod, or, with ``kubernetes.supervisor: false``, as a detached process on the launching machine;
+both drive ``runtime.KubernetesRuntime`` and publish to the run's ConfigMap (``cluster_state``), which
+``describe`` reads. Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from launcher.backends import supervisor_process
 from launcher.backends.api import Backend, BackendOptions
-from launcher.backends.kubernetes import apply, board, in_cluster, runtime
+from launcher.backends.kubernetes import apply, board, pod_io
 from launcher.backends.kubernetes import history as k8s_history
 from launcher.backends.kubernetes import status as k8s_status
-from launcher.backends.kubernetes.cluster_state import ClusterState, published
+from launcher.backends.kubernetes.cluster_state import NAMESPACE_ENV, ClusterState, published
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, connect
-from launcher.backends.kubernetes.task_runtime import KubernetesRuntime
 from launcher.backends.kubernetes.manifests import config_map_problems, render, volume_problems
+from launcher.backends.kubernetes.runtime import KubernetesRuntime
 from launcher.backends.kubernetes.target import KubernetesTarget, registry_problems, target
 from launcher.backends.lines import interleave
 from launcher.backends.tensorboard import Board
@@ -34,15 +38,16 @@ from launcher.plan.dryrun import DryRun
 from launcher.plan.planner import Plan
 from launcher.plan.storage import storage_problems
 from launcher.plan.targets import BackendKind
-from launcher.spec.models import ClusterSpec, RoleType, Strategy
+from launcher.spec.models import ClusterSpec, RoleType
 from launcher.spec.problems import Problem
 from launcher.supervision import harness
 from launcher.supervision.history import RunHistory
-from launcher.supervision.stack_evidence import GAP_SECONDS
-from launcher.supervision.status import JobStatus, State
+from launcher.supervision.statefile import write_private
+from launcher.supervision.status import JobStatus, State, SupervisorState
 
 DEFAULT_NAMESPACE = "default"
-GANG_GRACE_SECONDS = runtime.GANG_GRACE_SECONDS
+#: In a launching machine's state dir of a run supervised from there: where its supervisor reaches the cluster.
+KUBE_FILE = "kube.json"
 
 
 class KubernetesOptions(BackendOptions):
@@ -57,24 +62,12 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     Options = KubernetesOptions
     kind = BackendKind.K8S
 
-    def __init__(
-        self,
-        api_client: Any,
-        namespace: str | None = None,
-        *,
-        clock: Callable[[], float] = time.time,
-        gang_grace: float = GANG_GRACE_SECONDS,
-        linger: float | None = None,
-        pause: Callable[[float], None] = time.sleep,
-        stack_gap: float = GAP_SECONDS,
-        keep_stacks: runtime.KeepStacks = runtime.keep_stacks_here,
-    ):
+    def __init__(self, api_client: Any, namespace: str | None = None, *, context: str | None = None,
+                 pause: Callable[[float], None] = time.sleep):
         self.api = KubeApi(api_client)
         self.namespace = namespace
-        self._clock = clock
+        self.context = context
         self.pause = pause
-        self.runtime = runtime.Supervision(self.api, clock=clock, gang_grace=gang_grace, linger=linger, pause=pause,
-                                           stack_gap=stack_gap, keep_stacks=keep_stacks)
 
     @classmethod
     def target(cls, spec: ClusterSpec, *, launching: bool = False) -> KubernetesTarget:
@@ -91,51 +84,82 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     def render(cls, plan: Plan) -> dict[str, str]:
         """The manifests; the in-cluster supervisor, if asked for, runs the one supervisor process on the run's
         ``ClusterState`` (``NAMESPACE/NAME``, the namespace its pod's, expanded by Kubernetes)."""
-        where = f"$({in_cluster.NAMESPACE_ENV})/{plan.name}"
+        where = f"$({NAMESPACE_ENV})/{plan.name}"
         return render(plan, [*supervisor_process.command(cls.kind, python="python"), where, harness.ADOPT_FLAG])
 
     @classmethod
+    def dry_run(cls, plan: Plan) -> DryRun:
+        """The manifests, and whether the run is supervised from the launching machine (``kubernetes.supervisor:
+        false``)."""
+        return DryRun(plan=plan, files=cls.render(plan), supervised_from_here=not plan.spec.kubernetes.supervisor)
+
+    @classmethod
+    def create(cls, options: KubernetesOptions) -> KubernetesBackend:
+        """A backend talking to the cluster of the kubeconfig (``options.context``) in ``options.namespace``."""
+        return cls(connect(options.context), options.namespace, context=options.context)
+
+    @classmethod
     def state_of(cls, target: str) -> harness.StateDir:
-        """``NAMESPACE/NAME``: the run's ``ClusterState`` (its ConfigMap), with this pod's ServiceAccount."""
+        """``NAMESPACE/NAME`` (the supervisor pod: its ServiceAccount), or the state dir of a run supervised from
+        this machine (the cluster its ``KUBE_FILE`` names): the run's ``ClusterState``."""
+        if target.startswith("/"):
+            root = Path(target)
+            kube = json.loads((root / KUBE_FILE).read_text())
+            return ClusterState(KubeApi(connect(kube["context"])), kube["name"], kube["namespace"], root=root)
         namespace, _, name = target.partition("/")
         return ClusterState(KubeApi(connect(None)), name, namespace)
 
     @classmethod
     def host(cls, plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
-        """Each task a Job of its own (``task_runtime``); SIGTERM (the pod deleted or drained) leaves the tasks to
-        the next supervisor pod, which adopts them from the published status; a run already over is left as it is."""
+        """Each task a Job of its own (``runtime.KubernetesRuntime``); in the supervisor pod SIGTERM (the pod
+        deleted or drained) leaves the tasks to the next supervisor pod, which adopts them from the published
+        status; a run already over is left as it is."""
         if not isinstance(state, ClusterState):
             raise harness.CannotRun("the Kubernetes supervisor keeps its state in the run's ConfigMap")
         previous = state.read_status() if adopt else None
         if previous is not None and previous.state.terminal:
             raise harness.NothingToDo(f"the run is over ({previous.state.value}); nothing to supervise")
         return harness.Hosted(plan=plan, runtime=KubernetesRuntime(state.api, plan, state.namespace),
-                              leave_on_sigterm=True)
-
-    @classmethod
-    def dry_run(cls, plan: Plan) -> DryRun:
-        """The manifests, and whether the run is supervised only while watched (``watched_only``)."""
-        return DryRun(plan=plan, files=cls.render(plan), supervised_only_while_watched=watched_only(plan))
-
-    @classmethod
-    def create(cls, options: KubernetesOptions) -> KubernetesBackend:
-        """A backend talking to the cluster of the kubeconfig (``options.context``) in ``options.namespace``."""
-        return cls(connect(options.context), options.namespace)
+                              leave_on_sigterm=state.in_pod)
 
     def submit(self, dry_run: DryRun) -> None:
-        namespace = self.namespace or dry_run.plan.spec.kubernetes.namespace
+        """Apply the objects; the supervisor pod starts the suspended task Jobs, or, supervised from this machine,
+        a detached supervisor process does (if it cannot, what was applied is removed)."""
+        plan = dry_run.plan
+        namespace = self.namespace or plan.spec.kubernetes.namespace
         self.namespace = namespace  # describe/logs/cancel then look where this launch went
         apply.submit(self.api, dry_run, namespace)
+        if dry_run.supervised_from_here:
+            state = self._local_state(plan.name)
+            state.create(plan)
+            write_private(state.root / KUBE_FILE, json.dumps({"name": plan.name, "namespace": namespace,
+                                                             "context": self.context}))
+            harness.launch(state, supervisor_process.process(type(self)),
+                           lambda: apply.cancel(self.api, plan.name, namespace))
+
+    def adopt(self, name: str) -> list[str]:
+        """A run supervised from this machine whose supervisor process died gets a new one that adopts it."""
+        state = self._local_state(name)
+        if not state.exists():
+            return []
+        return harness.adopt(state, supervisor_process.process(type(self)))
 
     def describe(self, name: str) -> JobStatus | None:
-        """What the run's supervisor last published, with its supervisor's state; pending before it published."""
+        """What the run's supervisor last published (pending before it did), with that supervisor's state."""
         namespace = self._ns()
         with self.api.errors(f"read ConfigMap {naming.config_map_name(name)}"):
             if self.api.read_if_exists(Kind.CONFIG_MAP, naming.config_map_name(name), namespace) is None:
                 return None
-        state, note = runtime.supervisor_state(self.api, name, namespace)
-        status = published(self.api, name, namespace) or JobStatus(name, self.kind, State.PENDING,
-                                                                   message="waiting for its supervisor")
+        status = k8s_status.pending(published(self.api, name, namespace) or JobStatus(
+            name, self.kind, State.PENDING, message="waiting for its supervisor"),
+            apply.of_cluster(self.api, Kind.POD, namespace, name))
+        local = self._local_state(name)
+        if local.exists():
+            alive = local.supervisor() is not None
+            return replace(status, supervisor=SupervisorState.ALIVE if alive else SupervisorState.LOST,
+                           supervisor_note="" if alive else "its process on this machine is gone")
+        state, note = k8s_status.supervisor_state(apply.of_supervisor(self.api, Kind.JOB, namespace, name),
+                                                  apply.of_supervisor(self.api, Kind.POD, namespace, name))
         return replace(status, supervisor=state, supervisor_note=note)
 
     def history(self, name: str) -> RunHistory | None:
@@ -150,7 +174,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         if not apply.of_cluster(self.api, Kind.JOB, namespace, name):
             raise LaunchError(f"no cluster named {name!r} in namespace {namespace}")
         pods = apply.of_cluster(self.api, Kind.POD, namespace, name)
-        return runtime.read_stacks(self.api, name, k8s_status.runs_by_task(pods), namespace)
+        return pod_io.read_stacks(self.api, name, k8s_status.runs_by_task(pods), namespace)
 
     def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
         namespace = self._ns()
@@ -160,13 +184,13 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             if task not in latest:
                 known = ", ".join(latest) or "none has started yet"
                 raise LaunchError(f"no pod for task {task!r} of cluster {name!r} (tasks: {known})")
-            yield from runtime.log_lines(self.api, latest[task], namespace, follow)
+            yield from pod_io.log_lines(self.api, latest[task], namespace, follow)
             return
         if not follow:
             for task_name, pod in latest.items():
-                yield from (f"{task_name} | {line}" for line in runtime.log_lines(self.api, pod, namespace, False))
+                yield from (f"{task_name} | {line}" for line in pod_io.log_lines(self.api, pod, namespace, False))
             return
-        yield from interleave({task_name: partial(runtime.log_lines, self.api, pod, namespace, True)
+        yield from interleave({task_name: partial(pod_io.log_lines, self.api, pod, namespace, True)
                                for task_name, pod in latest.items()})
 
     def tensorboard(self, names: Sequence[str], host: str, port: int) -> AbstractContextManager[Board]:
@@ -174,23 +198,20 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         return board.tensorboard(self.api, names, self._ns(), host, port, self.pause)
 
     def cancel(self, name: str, volumes: bool = False) -> None:
-        """``apply.cancel`` (Jobs first; a claim only if tfcluster made it for the run), then the stall's stacks
-        this machine's watch kept."""
+        """The supervisor process this machine runs for the run stopped (it stops the tasks), then ``apply.cancel``
+        (the supervisor pod first, then the Jobs; a claim only if tfcluster made it for the run)."""
+        state = self._local_state(name)
+        if state.exists():
+            harness.stop(state)
         apply.cancel(self.api, name, self._ns(), volumes)
-        harness.StateDir.of(self.kind, name).remove()
+        state.remove()
 
     def _ns(self) -> str:
         return self.namespace or DEFAULT_NAMESPACE
 
-
-def watched_only(plan: Plan) -> bool:
-    """Without the in-cluster supervisor (``kubernetes.supervisor: false``), the MWMS gang-restart safety
-    net and the stall watchdog (a lead that reports its progress) run in ``watch_round``: unwatched, a hung
-    gang or a stalled job waits for the deadline, and failure rules beyond exit codes
-    (``JobPolicy.rules_need_watch``) are not applied."""
-    watched = (plan.strategy is Strategy.MULTI_WORKER_MIRRORED or plan.run_config.lead_runs_entrypoint
-               or plan.policy.rules_need_watch())
-    return watched and plan.policy.deadline_seconds is None and not plan.spec.kubernetes.supervisor
+    def _local_state(self, name: str) -> harness.StateDir:
+        """The state dir of a run supervised from this machine (``exists`` only for such a run)."""
+        return harness.StateDir.of(self.kind, name)
 
 
 def _task_order(runs: dict[tuple[RoleType, int], Any]) -> list[tuple[RoleType, int]]:

@@ -3,28 +3,43 @@
 Contract: ``ClusterState(api, name, namespace)`` is a ``harness.StateDir`` in the pod's scratch space (its pid and
 log files) whose ``read_plan`` plans the run again from the ConfigMap (``plan_of``), ``read_status`` and
 ``write_status`` read and write ``STATUS_KEY`` there (so ``status`` reads what the supervisor published, and a
-replacement pod adopts from it), and ``keep_stacks`` is ``in_cluster.keep_stacks``. A write that meets a
-concurrent change (409) reads the ConfigMap again and writes once more.
+replacement pod adopts from it), and ``keep_stacks`` writes a stall's stacks to the pod's log and, bounded, to
+the ConfigMap (``STACKS_KEY``: the latest stall's, at most ``STACKS_BYTES``, each task's cut to its share), which
+outlive the pod and ``down`` deletes. A write that meets a concurrent change (409) reads the ConfigMap again and
+writes once more.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from launcher.backends.kubernetes import apply, in_cluster
+from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
+from launcher.backends.kubernetes.manifests import CONFIG_MAP_LIMIT
 from launcher.backends.kubernetes.pods import JOB_KEY, SPEC_KEY, TMP_DIR
 from launcher.backends.kubernetes.target import target
 from launcher.errors import LaunchError
+from launcher.plan import naming
 from launcher.plan.planner import Plan, make_plan
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import ClusterSpec
 from launcher.supervision.harness import StateDir
+from launcher.supervision.stack_dumps import bounded_text
 from launcher.supervision.status import JobStatus
+
+#: The environment the supervisor Job gives its pod (the downward API).
+NAMESPACE_ENV, POD_ENV = "TFCLUSTER_NAMESPACE", "TFCLUSTER_POD"
+#: The run's ConfigMap key holding the latest stall's stacks (a plain text: kubectl prints it as it is).
+STACKS_KEY = "stacks"
+#: At most this many bytes of stacks in the ConfigMap (which holds 1 MiB in all, the run's description first).
+STACKS_BYTES = 256 * 1024
+#: Room left in the ConfigMap for its metadata and the supervisor's records (the stall, the failure rules).
+RECORDS_BYTES = 16 * 1024
+
 
 #: The run's ConfigMap key holding the status its supervisor last published (JSON, ``JobStatus.to_dict``).
 STATUS_KEY = "status.json"
@@ -50,23 +65,41 @@ def published(api: KubeApi, name: str, namespace: str) -> JobStatus | None:
     return None if text is None else JobStatus.from_dict(json.loads(text))
 
 
+def keep_stacks(api: KubeApi, namespace: str, say: Callable[[str], None], name: str, number: int,
+                dumps: dict[str, str | None]) -> str | None:
+    """A stall's stacks, into this pod's log (``say``: the harness's) and, bounded, into the run's ConfigMap under
+    ``STACKS_KEY`` (the previous stall's replaced); returns where to read them (a kubectl line)."""
+    for task, dump in dumps.items():
+        say(f"stacks of {task} at stall {number}:\n{dump or '(none: the task gave no dump)'}")
+    pod = os.environ.get(POD_ENV, naming.supervisor_name(name))
+    in_log = f"the log of pod {pod} (kubectl logs {pod})"
+    try:
+        config_map = apply.config_map(api, name, namespace)
+        others = sum(len(k.encode()) + len(v.encode()) for k, v in config_map.get("data", {}).items() if k != STACKS_KEY)
+        room = min(STACKS_BYTES, CONFIG_MAP_LIMIT - RECORDS_BYTES - others)
+        if room <= 0:
+            return in_log  # the run's description leaves no room: the log only
+        apply.write_data(api, config_map, STACKS_KEY, bounded_text(number, dumps, room), namespace)
+    except LaunchError as exc:
+        say(f"tfcluster: the stacks of stall {number} are in this log only: {exc}")
+        return in_log
+    cm = config_map["metadata"]["name"]
+    return (f"ConfigMap {cm} key {STACKS_KEY} (kubectl get configmap {cm} -n {namespace} "
+            f"-o jsonpath='{{.data.{STACKS_KEY}}}'; at most {room // 1024} KiB, each task's cut to its share) "
+            f"and {in_log}")
+
+
 class ClusterState(StateDir):
     """See the module contract."""
 
-    def __init__(self, api: KubeApi, name: str, namespace: str):
-        super().__init__(Path(TMP_DIR) / "tfcluster-supervisor" / name)
-        self.root.mkdir(parents=True, exist_ok=True)
+    def __init__(self, api: KubeApi, name: str, namespace: str, root: Path | None = None):
+        """``root``: the state dir on the launching machine of a run supervised from there; None in the supervisor
+        pod (then its scratch space holds the pid and log files, and ``in_pod``)."""
+        self.in_pod = root is None
+        super().__init__(root or Path(TMP_DIR) / "tfcluster-supervisor" / name)
+        if self.in_pod:
+            self.root.mkdir(parents=True, exist_ok=True)
         self.api, self.name, self.namespace = api, name, namespace
-
-    @classmethod
-    def in_this_pod(cls, name: str) -> ClusterState:
-        """The state of run ``name`` in this pod's namespace, with its ServiceAccount's token."""
-        from launcher.backends.kubernetes.kubeapi import connect
-
-        return cls(KubeApi(connect(None)), name, os.environ[in_cluster.NAMESPACE_ENV])
-
-    def exists(self) -> bool:
-        return True
 
     def read_plan(self) -> Plan:
         return plan_of(self.api, self.name, self.namespace)
@@ -86,5 +119,5 @@ class ClusterState(StateDir):
                              self.namespace)
 
     def keep_stacks(self, number: int, dumps: Mapping[str, str | None]) -> str | None:
-        return in_cluster.keep_stacks(self.api, self.namespace, lambda line: print(line, flush=True), self.name,
-                                      number, dict(dumps))
+        return keep_stacks(self.api, self.namespace, lambda line: print(line, flush=True), self.name, number,
+                           dict(dumps))

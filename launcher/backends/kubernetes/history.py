@@ -1,10 +1,9 @@
 """A Kubernetes run's history for ``tfcluster report`` (``Backend.history``): its plan, status and tasks' events.
 
-Contract: ``read`` plans the run again from what its ConfigMap keeps (``SPEC_KEY``: the spec without its env
-values; ``JOB_KEY``: its run id) with its Jobs' event token, so the page shows the planned tasks and the spec
-(env names only; a workspace's image names are the spec's, not the built ones). Each task's events come from
+Contract: ``read`` plans the run again from what its ConfigMap keeps (``cluster_state.plan_of``), so the page
+shows the planned tasks and the spec (env names only; a workspace's image names are the spec's, not the built ones). Each task's events come from
 the logs of its pods still there, oldest first (the Job controller keeps a failed pod until the Job goes); a
-pod already removed (deleted by a gang or stall restart, evicted, garbage-collected) left no log, so its run is
+pod already removed (its Job replaced by a restart, evicted, garbage-collected) left no log, so its run is
 missing from the page. ``LaunchError`` for a run launched before its ConfigMap kept the spec.
 """
 
@@ -12,34 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pydantic import ValidationError
-
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes import status as k8s_status
+from launcher.backends.kubernetes.cluster_state import plan_of
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
 from launcher.backends.kubernetes.manifests import CONTAINER
-from launcher.backends.kubernetes.pods import JOB_KEY, SPEC_KEY
-from launcher.backends.kubernetes.target import target
 from launcher.errors import LaunchError
 from launcher.plan import naming
-from launcher.plan.planner import Plan, make_plan
-from launcher.protocol.runconfig import RunConfig
-from launcher.spec.models import ClusterSpec
 from launcher.supervision.history import RunHistory
 from launcher.supervision.status import JobStatus
-
-
-def plan(api: KubeApi, name: str, namespace: str) -> Plan:
-    """The run's plan, made again from its ConfigMap's spec (see the module contract)."""
-    config_map = apply.config_map(api, name, namespace)
-    run_config = apply.record(config_map, JOB_KEY, RunConfig)
-    try:
-        spec = ClusterSpec.model_validate_json(config_map.get("data", {})[SPEC_KEY])
-    except (KeyError, ValidationError):
-        raise LaunchError(f"`report` needs the spec the run's ConfigMap keeps since this version; {name!r} was "
-                          "launched before (launch it again to report it)") from None
-    token = k8s_status.event_token(apply.of_cluster(api, Kind.JOB, namespace, name))
-    return make_plan(spec, target(spec), run_config.run_id if run_config else "manual", event_token=token)
 
 
 def task_lines(api: KubeApi, name: str, namespace: str, task: str) -> Iterator[str]:
@@ -56,5 +36,5 @@ def task_lines(api: KubeApi, name: str, namespace: str, task: str) -> Iterator[s
 
 def read(api: KubeApi, name: str, namespace: str, status: JobStatus) -> RunHistory:
     """The run's history for ``report`` (``status``: its ``describe``)."""
-    return RunHistory.read(plan(api, name, namespace), status.to_dict(),
+    return RunHistory.read(plan_of(api, name, namespace), status.to_dict(),
                            lambda task: task_lines(api, name, namespace, task))

@@ -3,8 +3,9 @@
 Contract: ``render(plan, supervisor)`` writes the objects ``submit`` applies as YAML files, in apply order,
 plus a ``kustomization.yaml`` (``kubectl apply -k DIR``; ``supervisor``: the program of the run's in-cluster
 supervisor, which the backend gives); ``objects(files)`` reads them back; ``render_tfjob(plan)`` exports the
-cluster as a Kubeflow ``TFJob`` instead. One Indexed Job per role; the output is deterministic and linear in
-the number of tasks (the cluster written once, in a ConfigMap); Kubernetes 1.33 or later. Why: docs/design-notes.md.
+cluster as a Kubeflow ``TFJob`` instead. One suspended Job per task (``task_job``), which the run's supervisor
+starts; the output is deterministic and linear in the number of tasks (the cluster written once, in a
+ConfigMap); Kubernetes 1.33 or later. Why: docs/design-notes.md.
 """
 
 from __future__ import annotations
@@ -40,21 +41,15 @@ from launcher.backends.kubernetes.target import KubernetesTarget
 from launcher.backends.kubernetes.tensorboard import tensorboard_objects
 from launcher.plan import naming
 from launcher.plan.planner import Plan, Task, make_plan
-from launcher.plan.policy import JobPolicy
 from launcher.plan.storage import clash
 from launcher.plan.workspace import CONTAINER_WORKSPACE
 from launcher.protocol import env as task_env
 from launcher.protocol.paths import is_object_store
 from launcher.spec import tfjob_vocabulary as vocabulary
 from launcher.spec.image_reference import pull_policy
-from launcher.spec.models import ClusterSpec, RoleType, RuleAction, SuccessPolicy
+from launcher.spec.models import ClusterSpec, RoleType, SuccessPolicy
 from launcher.spec.problems import Problem
 from launcher.spec.redact import without_env_values
-
-#: Set by the Job controller on each pod (label since 1.28, annotation since 1.21).
-INDEX_KEY = "batch.kubernetes.io/job-completion-index"
-#: On every Job: the plan's ``JobPolicy`` (JSON), what ``watch_round``/``describe`` need to know without the plan.
-ANNOTATION_POLICY = "tfcluster.io/policy"
 
 #: The task container's name: a TFJob's must be this one, and the native Jobs use the same.
 CONTAINER = vocabulary.CONTAINER
@@ -68,9 +63,9 @@ CONFIG_MAP_LIMIT = 1024 * 1024
 
 
 
-
 class RoleGroup:
-    """The tasks of one role, which share everything but their index (checked, since one template serves all)."""
+    """The tasks of one role, which share everything but their index (checked, since one template serves all: a
+    TFJob's replicas; a task's Job is the group of that one task)."""
 
     def __init__(self, cluster: str, role: RoleType, tasks: list[Task]):
         first = tasks[0]
@@ -109,25 +104,6 @@ def _lead_env(group: RoleGroup) -> list[dict[str, Any]]:
     """``TFCLUSTER_IS_CHIEF`` when every task of the role agrees (all but a chief-less cluster's workers)."""
     values = {task.env.get(task_env.IS_CHIEF) for task in group.tasks}
     return [{"name": task_env.IS_CHIEF, "value": values.pop()}] if len(values) == 1 and None not in values else []
-
-
-#: Run as ``sh -c LEAD_SCRIPT <lead index> <program...>`` where one template serves the lead and other
-#: tasks (a chief-less cluster's workers): sets ``TFCLUSTER_IS_CHIEF`` from the pod's index, then execs the
-#: program in its place. A constant: spec values reach the shell only as arguments, never as code.
-LEAD_SCRIPT = (
-    f'if [ "${task_env.TASK_INDEX}" = "$0" ]; then {task_env.IS_CHIEF}=1; else {task_env.IS_CHIEF}=0; fi; '
-    f'export {task_env.IS_CHIEF}; exec "$@"'
-)
-
-
-def _program(plan: Plan, group: RoleGroup, *, indexed: bool) -> list[str]:
-    """The container's args: the task's command, behind ``LEAD_SCRIPT`` when ``_lead_env`` cannot say who
-    leads and the pod knows its index (``indexed``). The entrypoint knows from TF_CONFIG, and the image's
-    own command (an empty one) cannot be wrapped; both run as they are."""
-    command = group.first.command
-    if not indexed or not command or group.first.runs_entrypoint or _lead_env(group):
-        return command
-    return ["sh", "-c", LEAD_SCRIPT, str(plan.policy.lead.index), *command]
 
 
 # --- objects -----------------------------------------------------------------
@@ -289,33 +265,6 @@ def _task_env(plan: Plan, task: Task) -> list[dict[str, Any]]:
     return env + _job_env(plan)
 
 
-def _native_env(plan: Plan, group: RoleGroup) -> list[dict[str, Any]]:
-    """Env of the Job's pods: the entrypoint builds TF_CONFIG from these (launcher.worker.tfconfig)."""
-    index_ref = {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_KEY}']"}}
-    env: list[dict[str, Any]] = [
-        {"name": task_env.TASK_INDEX, "valueFrom": index_ref},
-        {"name": task_env.TASK_TYPE, "value": group.role.value},
-        # Kubernetes expands $(VAR) of a variable defined earlier in the list.
-        {"name": task_env.TASK_NAME, "value": f"{naming.role_job_name(plan.name, group.role)}-$({task_env.TASK_INDEX})"},
-    ]
-    # The file's presence selects the file-based TF_CONFIG; the evaluator then uses only its own address.
-    env.append({"name": task_env.CLUSTER_FILE, "value": f"{CONFIG_DIR}/{CLUSTER_KEY}"})
-    if group.role is RoleType.EVALUATOR:
-        env.append({"name": task_env.TASK_ADDRESS, "value": group.first.address})
-    if not group.first.runs_entrypoint:
-        env.append({"name": task_env.TF_CONFIG, "value": _indexed_tf_config(plan, group)})
-    return env + _lead_env(group) + _job_env(plan)
-
-
-def _indexed_tf_config(plan: Plan, group: RoleGroup) -> str:
-    """TF_CONFIG for a program other than the entrypoint (which builds it from the cluster file): the plan's,
-    with the task index left to Kubernetes' ``$(TFCLUSTER_TASK_INDEX)`` expansion."""
-    marker = -1
-    tf_config = plan.tf_config(group.first.model_copy(update={"index": marker}))
-    text = literal(json.dumps(tf_config, separators=(",", ":")))
-    return text.replace(f'"index":{marker}', f'"index":$({task_env.TASK_INDEX})')
-
-
 def _job_env(plan: Plan) -> list[dict[str, Any]]:
     ref = {"configMapKeyRef": {"name": naming.config_map_name(plan.name), "key": JOB_KEY}}
     return [{"name": task_env.JOB, "valueFrom": ref}]
@@ -334,11 +283,11 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
     paths (TF needs a writable tmp; a user program writes where it runs, as
     on the user's machine): an init container copies the image's workspace
     into an ``emptyDir`` mounted over it. ``native``: a pod
-    of tfcluster's Indexed Job, which mounts the ConfigMap's cluster JSON and
-    knows its index; otherwise a TFJob replica's pod (the operator sets TF_CONFIG).
+    of a task's Job, which mounts the ConfigMap's cluster JSON; otherwise a TFJob
+    replica's pod (the operator sets TF_CONFIG).
     """
     k8s = plan.spec.kubernetes
-    program = _program(plan, group, indexed=native)
+    program = group.first.command
     mounts: list[dict[str, Any]] = [{"name": TMP_VOLUME, "mountPath": TMP_DIR}]
     volumes: list[dict[str, Any]] = [{"name": TMP_VOLUME, "emptyDir": {}}]
     if native:

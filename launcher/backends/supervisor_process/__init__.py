@@ -22,4 +22,4 @@ def command(kind: BackendKind, python: str = sys.executable) -> list[str]:
 
 def process(backend: type[harness.Hosting]) -> harness.Process:
     """``backend``'s supervisor process as ``harness.start`` starts it: its command and, forked, its ``host``."""
-    return harness.Process(command(backend.kind), backend.host)
+    return harness.Process(command(backend.kind), backend.host, backend.state_of)
