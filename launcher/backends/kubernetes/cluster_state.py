@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -41,6 +42,8 @@ STACKS_BYTES = 256 * 1024
 RECORDS_BYTES = 16 * 1024
 
 
+#: A status that moved only the run's progress on is written at most this often.
+PROGRESS_WRITE_SECONDS = 2.0
 #: The run's ConfigMap key holding the status its supervisor last published (JSON, ``JobStatus.to_dict``).
 STATUS_KEY = "status.json"
 
@@ -57,6 +60,12 @@ def plan_of(api: KubeApi, name: str, namespace: str) -> Plan:
                           "launch it again") from None
     token = k8s_status.event_token(apply.of_cluster(api, Kind.JOB, namespace, name))
     return make_plan(spec, target(spec), run_config.run_id if run_config else "manual", event_token=token)
+
+
+def _shape(status: JobStatus) -> tuple[object, ...]:
+    """What a status says besides its progress: a change of it is written at once."""
+    return (status.state, status.message, status.restarts, status.preemptions, status.stall,
+            tuple((task.name, task.state, task.exit_code, task.message) for task in status.tasks))
 
 
 def published(api: KubeApi, name: str, namespace: str) -> JobStatus | None:
@@ -100,6 +109,7 @@ class ClusterState(StateDir):
         if self.in_pod:
             self.root.mkdir(parents=True, exist_ok=True)
         self.api, self.name, self.namespace = api, name, namespace
+        self._written: tuple[float, tuple[object, ...]] | None = None
 
     def read_plan(self) -> Plan:
         return plan_of(self.api, self.name, self.namespace)
@@ -108,6 +118,12 @@ class ClusterState(StateDir):
         return published(self.api, self.name, self.namespace)
 
     def write_status(self, status: JobStatus) -> None:
+        """Write ``status``, unless it only moved the run's progress on within ``PROGRESS_WRITE_SECONDS`` of the
+        last write (the supervisor publishes at every step it reads; the API server needs far fewer writes)."""
+        now, shape = time.monotonic(), _shape(status)
+        if self._written is not None and self._written[1] == shape and now - self._written[0] < PROGRESS_WRITE_SECONDS:
+            return
+        self._written = now, shape
         text = json.dumps(status.to_dict())
         try:
             apply.write_data(self.api, apply.config_map(self.api, self.name, self.namespace), STATUS_KEY, text,

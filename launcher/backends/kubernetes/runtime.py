@@ -199,10 +199,10 @@ class KubernetesRuntime:
 
     def output(self, task: Task) -> list[str]:
         pod = self._current(task)
-        if pod is None:
-            return []
-        name = pod["metadata"]["name"]
         follower = self._followers.get(task.name)
+        if pod is None:  # not created yet, or deleted (``stop``): what its follower read, to the end of the log
+            return [] if follower is None else follower.drain(DRAIN_SECONDS)
+        name = pod["metadata"]["name"]
         if follower is None or follower.pod != name:
             if follower is not None:
                 follower.stop()
