@@ -122,8 +122,8 @@ def _supervisor_hint(obj: Obj) -> Iterator[None]:
         if naming.LABEL_SUPERVISOR not in obj["metadata"].get("labels", {}) or "403" not in str(exc):
             raise
         raise LaunchError(f"{exc}; the in-cluster supervisor needs these rights (k8s/rbac-launcher.yaml): ask your "
-                          "cluster admin, or set kubernetes.supervisor: false (then only a running `tfcluster "
-                          "up`/`watch` supervises the run)") from None
+                          "cluster admin, or set kubernetes.supervisor: false (then a supervisor process on this "
+                          "machine supervises the run)") from None
 
 
 def delete(api: KubeApi, kind: Kind, name: str, namespace: str) -> None:
