@@ -585,9 +585,9 @@ class KubernetesSpec(_Model):
     )
     supervisor: bool = Field(
         True,
-        description="Supervise the run inside the cluster: a pod <name>-supervisor (gang restarts, the stall "
-        "watchdog, failure rules, cleanup) with a Role on the run's own objects, so no `tfcluster up`/`watch` "
-        "needs to run; false: only a running `tfcluster up`/`watch` supervises.",
+        description="Supervise the run inside the cluster: a pod <name>-supervisor (restarts, the stall "
+        "watchdog, failure rules, success, cleanup) with a Role on the run's own objects, so no `tfcluster up`/`watch` "
+        "needs to run; false: a supervisor process on the launching machine supervises it.",
     )
 
 

@@ -1,6 +1,6 @@
 """Supervision: status types, the pure restart/success decisions over a ``JobPolicy``, the supervision
 loop that drives a backend's ``Runtime``, and the harness: the one supervisor process (local and compose
-detached on this machine, Slurm's batch step, the Kubernetes supervisor pod's rounds; its entry,
+detached on this machine, Slurm's batch step, the Kubernetes supervisor pod; its entry,
 ``python -m launcher.backends.supervisor_process``, finds the backend through the registry).
 
 Imports ``plan``, ``protocol`` and ``spec``; never a backend.

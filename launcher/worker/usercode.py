@@ -1,23 +1,18 @@
 """Load the user's training module and check it honours the contract.
 
-Contract (see docs/user_code.md): the module named by
-``RunConfig.training.module`` provides
+Contract (see docs/user_code.md): the module named by ``RunConfig.training.module`` provides
 
-- ``build_model(**args) -> tf.keras.Model``, compiled; called inside
-  ``strategy.scope()``;
-- ``make_dataset(input_context, global_batch_size, **args) -> tf.data.Dataset``:
-  repeated, batched by ``input_context.get_per_replica_batch_size(global_batch_size)``
-  and sharded by ``input_context`` when one is given, else batched by
-  ``global_batch_size`` (the strategy then splits each batch);
-- optionally ``make_eval_dataset(global_batch_size, **args)``: finite, batched,
-  used by the evaluator and the final evaluation;
-- optionally ``train_step(model, optimizer, batch) -> loss`` for
-  ``training.loop: custom``: runs once per replica, applies the gradients and
-  returns ``tf.nn.compute_average_loss(...)`` of its replica (the entrypoint
-  sums replicas with ``strategy.reduce``).
+- ``build_model(**args) -> tf.keras.Model``, compiled; called inside ``strategy.scope()``;
+- ``make_dataset(input_context, global_batch_size, **args) -> tf.data.Dataset``: repeated, batched by
+  ``input_context.get_per_replica_batch_size(global_batch_size)`` and sharded by ``input_context`` when one is
+  given, else batched by ``global_batch_size`` (the strategy then splits each batch);
+- optionally ``make_eval_dataset(global_batch_size, **args)``: finite, batched, used by the evaluator and the
+  final evaluation;
+- optionally ``train_step(model, optimizer, batch) -> loss`` for ``training.loop: custom``: runs once per
+  replica, applies the gradients and returns ``tf.nn.compute_average_loss(...)`` of its replica (the
+  entrypoint sums replicas with ``strategy.reduce``).
 
-``training.args`` are passed as keyword arguments to every function except
-``train_step``.
+``training.args`` are passed as keyword arguments to every function except ``train_step``.
 """
 
 from __future__ import annotations

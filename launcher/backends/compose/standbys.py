@@ -1,23 +1,16 @@
 """Standby containers: a task's restart becomes a container that had imported TensorFlow beforehand.
 
-Contract: ``create(client, task)`` starts ``<task>.standby``, a copy of the
-task's container (same image, entrypoint, environment, user, mounts,
-limits, hardening, network and labels, as compose created it) that runs
-``task.standby_command`` (``launcher.worker.standby --on-signal``) at the
-lowest CPU weight (``IDLE_CPU_SHARES``: it takes only CPU the running tasks
-leave; inside, an unprivileged process could not take its priority back).
-It carries compose's one-off label, so compose never counts it among the
-service's containers, and it answers to its own name only on the network.
-``call(client, task, retire)`` makes a ready standby the task: the task's
-ended container is renamed out of the way and handed to ``retire``, the
-standby takes the task's name (Docker's DNS follows: the task's address
-now reaches it), the normal CPU weight and ``CALL_SIGNAL``. It returns None,
-having removed it, for a standby that is not running or not ready.
-``retire(container, root)`` appends an ended container's output to
-``ended_log(root, task)`` (what ``logs`` prints before the container's own)
-and removes it with its anonymous volumes.
-``is_task_container(name)``: False for standbys and retired containers.
-A container of another owner that has a standby's name is never touched.
+Contract: ``create(client, task)`` starts ``<task>.standby``, a copy of the task's container (same image,
+entrypoint, environment, user, mounts, limits, hardening, network and labels, as compose created it) running
+``task.standby_command`` (``launcher.worker.standby --on-signal``) at the lowest CPU weight (``IDLE_CPU_SHARES``);
+it carries compose's one-off label (never counted among the service's containers) and answers to its own name
+only. ``call(client, task, retire)`` makes a ready standby the task: the task's ended container is renamed out of
+the way and handed to ``retire``, the standby takes the task's name (Docker's DNS follows), the normal CPU weight
+and ``CALL_SIGNAL``; it returns None, having removed it, for a standby that is not running or not ready.
+``retire(container, root)`` appends an ended container's output to ``ended_log(root, task)`` (what ``logs``
+prints before the container's own) and removes it with its anonymous volumes. ``is_task_container(name)``:
+False for standbys and retired containers. A container of another owner that has a standby's name is never
+touched. Why: docs/design-notes.md.
 """
 
 from __future__ import annotations

@@ -1,3 +1,3 @@
-"""The Kubernetes backend: one Indexed Job per role, a headless Service, supervision by the Job controller."""
+"""The Kubernetes backend: one suspended Job per task and a headless Service, supervised by the one supervisor in a pod."""
 
 from __future__ import annotations

@@ -192,7 +192,7 @@ def config_map(api: KubeApi, name: str, namespace: str) -> Obj:
 
 
 def write_data(api: KubeApi, config_map: Obj, key: str, value: str, namespace: str) -> None:
-    """The run's ConfigMap with ``key`` set to ``value`` (what the watch keeps between its rounds)."""
+    """The run's ConfigMap with ``key`` set to ``value`` (what the supervisor publishes and keeps there)."""
     name = config_map["metadata"]["name"]
     data = {**config_map.get("data", {}), key: value}
     with api.errors(f"update ConfigMap {name}"):

@@ -227,7 +227,7 @@ def checkpoint_claim(plan: Plan) -> Manifest | None:
 
 
 def task_job(plan: Plan, task: Task) -> Manifest:
-    """The Job running one task, rendered suspended: the run's supervisor starts it (``task_runtime``).
+    """The Job running one task, rendered suspended: the run's supervisor starts it (``runtime``).
 
     One pod, ``restartPolicy: Never`` and ``backoffLimit: 0``: Kubernetes never runs the task again by itself
     (restarts, their budget and the failure rules are the supervisor's, ``launcher.supervision.rules``), and

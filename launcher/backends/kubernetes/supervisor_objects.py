@@ -2,14 +2,14 @@
 
 Contract: ``objects(plan, program)`` is empty when the spec opts out, else a ServiceAccount, a Role,
 its RoleBinding and a Job, each named ``<name>-supervisor``. The Role grants exactly the requests the
-supervisor's rounds make (``rules``), on the run's own Jobs and ConfigMap by name where Kubernetes allows it
-(pods are named by their Jobs, so pods are granted in the namespace). The Job runs ``program`` (the
-backend's ``supervisor_process.rounds_command``) in the cluster's image (``image``, default the worker image), which
-must hold tfcluster; Kubernetes replaces a supervisor that died or was deleted, and never runs two at once
-(``podReplacementPolicy: Failed``). Its pod runs non-root under the ``restricted`` Pod Security Standard,
-with stated requests and limits (``RESOURCES``); its token is the only one a run's pod mounts. Every object
-carries ``naming.LABEL_SUPERVISOR``; the Job and pod carry ``naming.supervisor_labels``, not the cluster label:
-they are not among the tasks.
+supervisor makes (``rules``), on the run's own Jobs and ConfigMap by name where Kubernetes allows it
+(pods are named by their Jobs, so pods are granted in the namespace). The Job runs ``program`` (the one
+supervisor process on the run's ConfigMap, ``KubernetesBackend.render``) in the cluster's image (``image``,
+default the worker image), which must hold tfcluster; Kubernetes replaces a supervisor that died or was
+deleted, and never runs two at once (``podReplacementPolicy: Failed``). Its pod runs non-root under the
+``restricted`` Pod Security Standard, with stated requests and limits (``RESOURCES``); its token is the only
+one a run's pod mounts. Every object carries ``naming.LABEL_SUPERVISOR``; the Job and pod carry
+``naming.supervisor_labels``, not the cluster label: they are not among the tasks.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ def rules(plan: Plan) -> list[Manifest]:
 
 
 def objects(plan: Plan, program: Sequence[str]) -> list[Manifest]:
-    """The supervisor's ServiceAccount, Role, RoleBinding and Job running ``program`` (the backend's
-    ``supervisor_process.rounds_command``), in apply order; none when the spec opts out."""
+    """The supervisor's ServiceAccount, Role, RoleBinding and Job running ``program`` (the one supervisor
+    process, ``KubernetesBackend.render``), in apply order; none when the spec opts out."""
     k8s = plan.spec.kubernetes
     if not k8s.supervisor:
         return []

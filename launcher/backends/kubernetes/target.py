@@ -16,7 +16,7 @@ from launcher.spec.problems import Problem
 
 
 class KubernetesTarget(Target):
-    """Pods of Indexed Jobs, whose hostnames are the task names."""
+    """Pods of the tasks' Jobs, whose hostnames are the task names."""
 
     kind = BackendKind.K8S
 

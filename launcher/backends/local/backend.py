@@ -1,23 +1,15 @@
 """The local backend: every task is a process on this machine, on loopback ports.
 
-Contract: ``submit`` creates the cluster's ``StateDir``
-(``launcher.supervision.harness``; ``naming.state_dir("local", NAME)``) and
-starts the shared detached supervisor with local processes
-(``launcher.backends.local.supervise``, its ``host``); it returns once the tasks are
-started, and a task that cannot start fails it (nothing is left). Task logs
-are ``logs/<task>.log`` there, kept after the job ends and removed by
-``cancel``. The checkpoint dir is created (and marked) by ``submit`` when
-missing and kept by ``cancel``; ``cancel(volumes=True)`` deletes it only if
-tfcluster created it for this cluster and it holds no place the user
-works in (``launcher.backends.checkpoints``, every backend's removal
-guard). A cluster whose supervisor still runs cannot be submitted again.
-``cancel`` stops the supervisor (which stops the tasks) and then kills every
-recorded process group that still runs one of the cluster's tasks, so
-nothing of the cluster is left, also when the supervisor had died.
-``describe`` reads the tasks from their processes and exit files when the
-supervisor is gone; ``adopt`` (each round of ``watch``) then starts a
-supervisor that adopts them. ``tensorboard`` reads the runs' log dirs
-(on this machine, or in a bucket) with a local TensorBoard.
+Contract: ``submit`` creates the cluster's ``StateDir`` (``naming.state_dir("local", NAME)``) and starts the
+shared detached supervisor with local processes (``launcher.backends.local.supervise``, its ``host``); it
+returns once the tasks are started, and a task that cannot start fails it (nothing is left). A cluster whose
+supervisor still runs cannot be submitted again. Task logs are ``logs/<task>.log`` there, kept after the job
+ends and removed by ``cancel``. The checkpoint dir is created (and marked) by ``submit`` when missing and kept
+by ``cancel``; ``cancel(volumes=True)`` deletes it only if tfcluster created it for this cluster and it holds no
+place the user works in (``launcher.backends.checkpoints``). ``cancel`` stops the supervisor (which stops the
+tasks), then kills every recorded process group that still runs one of the cluster's tasks. ``describe`` reads
+the tasks from their processes and exit files when the supervisor is gone; ``adopt`` (each round of ``watch``)
+then starts a supervisor that adopts them. ``tensorboard`` serves the runs' log dirs with a local TensorBoard.
 """
 
 from __future__ import annotations
