@@ -469,7 +469,11 @@ def _as_files(plan: Plan, files: dict[str, list[Manifest]]) -> dict[str, str]:
     return rendered
 
 
-class _Dumper(yaml.SafeDumper):
+#: libyaml's emitter where PyYAML has it (its wheels do): the same text, about 8 times faster on a Job per task.
+_SafeDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_SafeDumper):
     """Multi-line strings (the cluster JSON) as literal blocks, and no YAML anchors, so the files stay readable."""
 
     def ignore_aliases(self, data: Any) -> bool:
