@@ -4,8 +4,9 @@ Baseline, measured in the same run for each size: a hand-written minimum,
 ``yaml.safe_dump`` of one ConfigMap holding ``json.dumps(plan.cluster)``;
 every renderer must write at least the cluster's addresses once. The table
 shows render time, its ratio to that baseline, the manifest bytes and the
-bytes each added worker costs (flat = linear). Planning is excluded (it is the planner's
-cost, the same for every backend). Per-task TF_CONFIGs are never serialized.
+bytes each added worker costs (flat = linear: one Job per task). Planning is excluded (it is the
+planner's cost, the same for every backend). The cluster is written once; the entrypoint's tasks carry
+no TF_CONFIG of their own.
 
 Run: python bench/bench_k8s_render.py
 """
@@ -25,7 +26,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from launcher import api  # noqa: E402
 from launcher.api import validate_data  # noqa: E402
-from launcher.backends.kubernetes.manifests import render  # noqa: E402
+from launcher.backends.kubernetes.backend import KubernetesBackend  # noqa: E402
 from launcher.plan.planner import Plan  # noqa: E402
 
 SIZES = (10, 100, 1_000, 10_000)
@@ -53,9 +54,9 @@ def main() -> None:
         spec = validate_data({"name": "bench", "roles": {"chief": {}, "worker": {"replicas": workers}}})
         plan = api.plan(spec, "k8s")
         repeat = 5 if workers <= 1_000 else 3
-        seconds = median_call(partial(render, plan), repeat)
+        seconds = median_call(partial(KubernetesBackend.render, plan), repeat)
         base = median_call(partial(baseline, plan), repeat)
-        size = sum(len(text.encode()) for text in render(plan).values())
+        size = sum(len(text.encode()) for text in KubernetesBackend.render(plan).values())
         marginal = f"{(size - previous[1]) / (workers - previous[0]):>12.1f}" if previous else f"{'':>12}"
         previous = (workers, size)
         print(f"{workers:>8}  {seconds * 1e3:>7.1f}ms  {base * 1e3:>7.1f}ms  {seconds / base:>6.2f}  {size:>10}  {marginal}")
