@@ -25,9 +25,7 @@ import warnings
 
 from launcher.protocol import env
 from launcher.protocol.standby import REQUEST_BYTES, exited, forked
-
-#: What a forked child becomes (as ``launcher.worker.standby`` would).
-ENTRYPOINT_MODULE = "launcher.worker"
+from launcher.worker.standby import ENTRYPOINT_MODULE
 
 
 def main(args: list[str]) -> None:
