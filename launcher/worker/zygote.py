@@ -7,7 +7,7 @@ imports what the entrypoint imports (``TF_USE_LEGACY_KERAS`` set first), at the 
 run waits for it), creates no TensorFlow context, then serves each call of a standby
 (``launcher.worker.standby``): a request (its argv, env, working directory, process group, the time it was called,
 and its standard streams as fds) gets a forked child which becomes the task exactly as the standby would have
-(its own env, argv, streams, the standby's process group, Python's signal dispositions, fresh NumPy random state),
+(its own env, argv and title, streams, the standby's process group, Python's signal dispositions, fresh NumPy random state),
 emits ``warm_start`` if the import was done when it was called, and runs ``python -m launcher.worker``; the zygote
 answers ``pid N`` at once and ``exit STATUS`` (the raw wait status) once it reaped the child. It ends once the
 control channel is closed (the supervisor ended) and it has no child and no standby's channel left open. Design notes: docs/design-notes.md.
@@ -131,6 +131,7 @@ class _Zygote:
                                              waited_seconds=round(request["called"] - self.imported, 3)),
                             os.environ.get(env.TASK_NAME, ""), sys.stdout, events.task_token())
             sys.argv = list(request["argv"])
+            _set_title([sys.executable, "-m", ENTRYPOINT_MODULE, *sys.argv[1:]])
             import runpy
 
             runpy.run_module(ENTRYPOINT_MODULE, run_name="__main__", alter_sys=True)
@@ -150,6 +151,15 @@ class _Zygote:
                 sys.stderr.flush()
             finally:
                 os._exit(code)
+
+
+def _set_title(argv: list[str]) -> None:
+    """The task's command as the child's title (what ``ps`` shows), not the zygote's."""
+    try:
+        import setproctitle
+    except ImportError:  # not where the zygote runs (the local backend's environment has it)
+        return
+    setproctitle.setproctitle(" ".join(argv))
 
 
 def _reseed() -> None:
