@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -261,8 +262,9 @@ class ProcessRuntime:
 
     def _prepare(self, task: Task, channel: socket.socket | None) -> None:
         """A standby for ``task``; ``channel``: its end of a channel to the zygote, or None (it imports itself)."""
-        exit_file = self.exit_dir / f"{task.name}.standby"
-        exit_file.unlink(missing_ok=True)
+        # a name of its own: a run that became an earlier standby writes its code through that one's link, even
+        # after a supervisor that adopted it prepared new standbys
+        exit_file = self.exit_dir / f"{task.name}.standby.{secrets.token_hex(4)}"
         try:
             process = self._spawn(task, task.standby_command, exit_file, subprocess.DEVNULL,
                                   stdin=subprocess.PIPE, channel=channel)
@@ -335,6 +337,9 @@ class ProcessRuntime:
         if standby is None or standby.process.poll() is not None:
             return None
         assert standby.process.stdin is not None
+        for earlier in self.exit_dir.glob(f"{task.name}.standby.*"):  # of the task's ended runs and standbys
+            if earlier != standby.exit_file:
+                earlier.unlink(missing_ok=True)
         standby.exit_file.unlink(missing_ok=True)
         standby.exit_file.symlink_to(task.name)
         try:
