@@ -10,8 +10,9 @@ tasks' standbys (``restart.warm``, the default: TensorFlow already
 imported; on compose, standby containers) and restarts that start every
 task afresh (``warm: false``). Each kind is killed twice per repeat: early,
 ``--early-seconds`` after the chief's first step (default 6: a failure
-early in a run, which finds standbys that import at idle priority still
-importing unless they started with the tasks), and late, after step
+early in a run, which found standbys that imported at idle priority still
+importing; local standbys are now forked from one zygote's import, done
+before the first runs, which it forks too), and late, after step
 ``--late-step`` (default 300, about 20 s into training).
 """
 

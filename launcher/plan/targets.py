@@ -13,7 +13,7 @@ is the one rule that checks the spec's paths against it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -28,6 +28,9 @@ CONTAINER_PYTHON = "python"
 CONTAINER_ENTRYPOINT = [CONTAINER_PYTHON, "-m", "launcher.worker"]
 #: The standby a restarted task of the entrypoint becomes (``launcher.worker.standby``).
 STANDBY_MODULE = "launcher.worker.standby"
+#: The one process per supervisor that imports TensorFlow once and forks what local standbys become
+#: (``launcher.worker.zygote``).
+ZYGOTE_MODULE = "launcher.worker.zygote"
 #: What every container runtime (Docker, the kubelet's) mounts in each container itself: a volume may be
 #: neither at one of them, nor in one, nor hold one.
 RUNTIME_MOUNTS: Mapping[str, str] = {
@@ -144,3 +147,11 @@ class ProcessTarget(Target, ABC):
         """Paths on the hosts, a relative one from the working directory. (Which directory ``down --volumes`` may
         delete is the removal guard's rule, not this one: a checkpoint dir may be one the user had.)"""
         return Storage(in_containers=False, base=self.workdir())
+
+
+def zygote_command(standby_command: Sequence[str]) -> list[str] | None:
+    """The zygote's command (its control channel's fd follows) for a standby that runs ``STANDBY_MODULE``, with the
+    same interpreter; None for another standby program (it keeps its own imports)."""
+    if list(standby_command[1:3]) != ["-m", STANDBY_MODULE]:
+        return None
+    return [standby_command[0], "-m", ZYGOTE_MODULE]

@@ -5,7 +5,9 @@ container's: the runtime cannot hold a pipe to it) prints ``READY_LINE`` on
 stdout once ``CALL_SIGNAL`` would reach its handler, and becomes the task on
 that signal; a runtime calls only a standby that printed it, since the
 signal's default action would end the process. Without ``ON_SIGNAL`` it is
-called with a line on its stdin (local processes).
+called with a line on its stdin (local processes); given ``ZYGOTE_FD``, it then
+asks the zygote on that channel to fork the task (answers: ``forked``, then
+``exited``).
 """
 
 from __future__ import annotations
@@ -16,3 +18,25 @@ import signal
 ON_SIGNAL = "--on-signal"
 CALL_SIGNAL = signal.SIGUSR2
 READY_LINE = f"tfcluster standby: ready, becomes the task on {CALL_SIGNAL.name}"
+
+#: Environment variable naming the fd of a local standby's channel to the zygote (``launcher.worker.zygote``), which
+#: forks the task the standby becomes; unset: the standby imports and becomes the task itself.
+ZYGOTE_FD = "TFCLUSTER_ZYGOTE_FD"
+#: Largest request a standby sends the zygote (its argv, env, directory and process group, as JSON).
+REQUEST_BYTES = 1 << 20
+
+
+def forked(pid: int) -> bytes:
+    """The zygote's first answer to a call: the pid of the child that became the task."""
+    return f"pid {pid}".encode()
+
+
+def exited(status: int) -> bytes:
+    """The zygote's last answer: the child's raw wait status (``os.waitpid``)."""
+    return f"exit {status}".encode()
+
+
+def answer(message: bytes) -> tuple[str, int]:
+    """``("pid", N)`` or ``("exit", STATUS)`` from the zygote's answer; ``("", 0)`` for end of file (it ended)."""
+    kind, _, value = message.decode().partition(" ")
+    return (kind, int(value)) if message else ("", 0)

@@ -6,21 +6,32 @@ launcher.worker ARGS`` in this process, whose exit code is its own. Called by a 
 the log file to append to; EOF first ends it with 0; it imports in a thread at ``SCHED_IDLE``, the main
 thread, which runs the task, keeps the normal priority), or with
 ``--on-signal`` (containers) by ``CALL_SIGNAL`` after printing ``READY_LINE``
-(``launcher.protocol.standby``). Design notes: docs/design-notes.md.
+(``launcher.protocol.standby``). Given ``ZYGOTE_FD`` (local), it imports nothing: once called it hands
+its argv, env, directory, process group and streams to the zygote (``launcher.worker.zygote``), whose
+forked child becomes the task in its process group, and exits as that child did (its code, or its
+signal); meanwhile it ignores SIGTERM and SIGINT (the group's: the child gets them too) and passes
+``STACKS_SIGNAL`` on to the child. A zygote that ended before forking leaves the task to this process
+(it imports then); one that ended after gives ``LOST_EXIT`` once the child has ended.
+Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import runpy
+import select
 import signal
+import socket
 import sys
 import threading
 import time
 from pathlib import Path
 
 from launcher.protocol import env
-from launcher.protocol.standby import CALL_SIGNAL, ON_SIGNAL, READY_LINE
+from launcher.protocol.exitcodes import LOST_EXIT, SIGNAL_EXIT_BASE
+from launcher.protocol.stacks_signal import STACKS_SIGNAL
+from launcher.protocol.standby import CALL_SIGNAL, ON_SIGNAL, READY_LINE, ZYGOTE_FD, answer
 
 #: The entrypoint the standby becomes.
 ENTRYPOINT_MODULE = "launcher.worker"
@@ -39,6 +50,19 @@ def main(args: list[str]) -> None:
         imported = time.monotonic()
         signal.sigwait({CALL_SIGNAL})
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {CALL_SIGNAL})
+    elif ZYGOTE_FD in os.environ:
+        channel = socket.socket(fileno=int(os.environ.pop(ZYGOTE_FD)))
+        line = sys.stdin.buffer.readline().decode().strip()
+        if not line:
+            os._exit(0)
+        called = time.monotonic()
+        _become(line)
+        code = _forked_by_zygote(channel, args, called)
+        if code is not None:
+            _exit_as(code)
+        sys.argv = [sys.argv[0], *args]  # no zygote to fork it: the task runs here, and imports now
+        runpy.run_module(ENTRYPOINT_MODULE, run_name="__main__", alter_sys=True)
+        return
     else:
         done: list[float] = []
         importer = threading.Thread(target=_import_idle, args=(done,), daemon=True, name="standby-import")
@@ -94,6 +118,67 @@ def _become(log: str) -> None:
     os.dup2(out, 2)
     os.close(null)
     os.close(out)
+
+
+def _forked_by_zygote(channel: socket.socket, args: list[str], called: float) -> int | None:
+    """The exit code (negative: killed by that signal) of the task the zygote forked for this standby; None if the
+    zygote ended (or refused) before it forked."""
+    request = {"argv": [sys.argv[0], *args], "env": dict(os.environ), "cwd": os.getcwd(), "pgid": os.getpgrp(),
+               "called": called}
+    child: list[int] = []  # its pid, once known; a STACKS_SIGNAL before that waits for it
+    pending: list[bool] = []
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the group's signals reach the child itself
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(STACKS_SIGNAL, lambda *_: _signal(child[0]) if child else pending.append(True))
+    try:
+        socket.send_fds(channel, [json.dumps(request).encode()], [0, 1, 2])
+        kind, pid = answer(channel.recv(64))
+    except OSError:
+        kind, pid = "", 0
+    if kind != "pid":
+        for sig in (signal.SIGTERM, signal.SIGINT, STACKS_SIGNAL):  # this process becomes the task: as it starts
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+        return None
+    child.append(pid)
+    if pending:
+        _signal(pid)
+    try:
+        kind, status = answer(channel.recv(64))
+    except OSError:
+        kind, status = "", 0
+    if kind == "exit":
+        return os.waitstatus_to_exitcode(status)
+    _await_end(pid)  # the zygote was killed: the child's code is lost with it
+    return LOST_EXIT
+
+
+def _signal(pid: int) -> None:
+    """``STACKS_SIGNAL`` on to the task (this process, the wrapper's child, is the one the runtime signals)."""
+    try:
+        os.kill(pid, STACKS_SIGNAL)
+    except ProcessLookupError:
+        pass
+
+
+def _await_end(pid: int) -> None:
+    """Return once process ``pid`` (not this process's child) has ended."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    select.select([pidfd], [], [])
+    os.close(pidfd)
+
+
+def _exit_as(code: int) -> None:
+    """End as the task ended: with its code, or killed by its signal (the wrapper records 128+N either way)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        code = SIGNAL_EXIT_BASE - code
+    os._exit(code)
 
 
 if __name__ == "__main__":

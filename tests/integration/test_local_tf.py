@@ -23,8 +23,10 @@ from helpers.boards import free_port, scalar_curves, start_board, stop_board
 from helpers.local_cluster import CLI, assert_nothing_left, processes, tfcluster, wait_status, write_spec
 from helpers.summaries import assert_monotonic, curve
 from helpers.task_events import read_events, run_token
+from launcher.backends.local.processes import group_members
 from launcher.backends.local.state import LocalState
 from launcher.plan.targets import BackendKind
+from launcher.supervision.procfs import stat_fields
 from launcher.supervision.status import JobStatus, State
 
 pytestmark = pytest.mark.tf
@@ -96,6 +98,50 @@ def test_down_ends_the_standbys_with_the_tasks(tmp_path: Path) -> None:
     down = tfcluster("down", name, cwd=tmp_path)
     assert down.returncode == 0, down.stderr
     assert_nothing_left(daemon, groups)
+
+
+def forked_programs(name: str) -> dict[str, tuple[int, int]]:
+    """``{task: (pid, parent pid)}`` of each task's program forked from outside its process group (the zygote's
+    child): a process of the group, not its leader (the ``sh`` wrapper), whose parent is not in the group."""
+    found = {}
+    for task, pgid in LocalState.named(name).read_groups().items():
+        members = group_members(pgid)
+        forked = [(pid, parent) for pid, parent in members.items() if pid != pgid and parent not in members]
+        assert len(forked) == 1, f"{task}: no program forked from outside its group (the one import): {members}"
+        found[task] = forked[0]
+    return found
+
+
+def _stepped_after_a_warm_start(chief: list[Any]) -> bool:
+    kinds = [e.event for e in chief]
+    return "warm_start" in kinds and "step" in kinds[kinds.index("warm_start"):]
+
+
+def test_every_run_even_a_restart_early_in_the_run_is_forked_from_the_one_import(tmp_path: Path) -> None:
+    """Restarts cheap whenever they come (issue #36): one zygote imported TensorFlow, and every run of every task,
+    the first ones and those a failure right after the first step restarts, is its child (seen in /proc)."""
+    name = launch(tmp_path, {"name": "zyg", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}}}, epochs=20)
+    wait_status(name, lambda s: (s.progress.step or 0) >= 1, timeout=180)
+    first = forked_programs(name)
+    [zygote] = {parent for _, parent in first.values()}
+    assert "tensorflow" in Path(f"/proc/{zygote}/maps").read_text(), "the tasks' parent has not imported TensorFlow"
+    kill_task(name, f"{name}-worker-0")
+    chief = f"{name}-chief-0"
+    ends = time.monotonic() + 180
+    while not _stepped_after_a_warm_start(events(name, chief)):  # the restarted tasks train together again
+        assert time.monotonic() < ends, "the chief did not train again in its standby"
+        time.sleep(0.1)
+    again = forked_programs(name)
+    assert {parent for _, parent in again.values()} == {zygote}, (first, again)
+    assert not {pid for pid, _ in again.values()} & {pid for pid, _ in first.values()}, "not restarted"
+    daemon, groups = processes(name)
+    down = tfcluster("down", name, cwd=tmp_path)
+    assert down.returncode == 0, down.stderr
+    assert_nothing_left(daemon, groups)
+    ends = time.monotonic() + 30
+    while (fields := stat_fields(zygote)) is not None and fields[0] != "Z" and time.monotonic() < ends:
+        time.sleep(0.1)
+    assert fields is None or fields[0] == "Z", "the zygote outlived the job"
 
 
 def test_pss_with_evaluator_restarts_every_training_task_when_the_ps_is_killed(tmp_path: Path) -> None:

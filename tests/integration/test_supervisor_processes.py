@@ -275,6 +275,27 @@ def test_a_start_becomes_the_standby_whose_exit_code_an_adopting_runtime_reads(t
     first.close()
 
 
+def test_a_run_in_a_standby_keeps_its_exit_code_when_the_adopting_runtime_prepares_a_new_standby(tmp_path: Path) -> None:
+    """Every local run of the entrypoint is a standby's: a supervisor that adopts it prepares the task's next standby
+    while it runs, which must not take the file the run's wrapper writes its code through."""
+    gate = tmp_path / "gate"
+    plan, worker = standby_task(tmp_path, STANDBY.replace("print(", f"{wait_for(gate)}\nprint(", 1))
+    records: dict = {}
+    first = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits", on_runs=records.update)
+    first.prepare([worker])
+    first.start(worker)
+    second = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits", recorded=records)
+    assert second.adopt(worker)
+    second.prepare([worker])  # as a supervisor does once it has the tasks running
+    gate.touch()
+    ends = time.monotonic() + 10
+    while (code := second.poll(worker)) is None and time.monotonic() < ends:
+        time.sleep(0.05)
+    assert code == 7, "the adopted run's exit code was lost"
+    first.close()
+    second.close()
+
+
 def test_a_standby_that_ended_is_replaced_by_a_fresh_start_and_close_ends_those_waiting(tmp_path: Path) -> None:
     plan, worker = standby_task(tmp_path, "pass")  # ends at once, as a standby killed by the OOM killer would
     runtime = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits")

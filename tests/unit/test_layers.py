@@ -83,12 +83,14 @@ GRAPH = {module: IMPORTS[module] | NAMED[module] for module in REFERENCES}
 PROGRAMS = {
     ("launcher.plan.targets", "launcher.worker"),  # the built-in entrypoint's command
     ("launcher.plan.targets", "launcher.worker.standby"),  # a restarted task's standby
+    ("launcher.plan.targets", "launcher.worker.zygote"),  # the one import local standbys' tasks are forked from
     ("launcher.spec.models", "launcher.examples.mnist"),  # training.module's default
 }
 #: Imports of a module named by a variable, which no reading of the source resolves: each says what it imports.
 DYNAMIC_IMPORTS = {
     "launcher.backends": "the backend classes named in _CLASSES (strings: checked as arrows here)",
     "launcher.worker.standby": "ENTRYPOINT_MODULE, a string: checked as an arrow here",
+    "launcher.worker.zygote": "launcher.worker.standby's ENTRYPOINT_MODULE, in each forked child",
     "launcher.worker.usercode": "the user's training.module (not tfcluster's, but for the default example)",
 }
 IMPORT_FUNCTIONS = {"import_module", "__import__", "run_module", "find_spec", "load_module"}

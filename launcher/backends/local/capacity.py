@@ -2,8 +2,9 @@
 
 Contract: ``memory_problems(spec)`` returns one problem at ``roles`` when the
 tasks' memory, estimated per task from its role's ``resources.memory`` and
-otherwise ``TASK_MEMORY_FLOOR``, plus ``STANDBY_MEMORY_FLOOR`` for each
-standby (``restart.warm``: a training task of the entrypoint), exceeds what Linux reports available
+otherwise ``TASK_MEMORY_FLOOR``, plus ``STANDBY_MEMORY_FLOOR`` once when the job has standbys
+(``restart.warm``: a training task of the entrypoint; one zygote holds TensorFlow for all of them,
+``launcher.worker.zygote``), exceeds what Linux reports available
 (``MemAvailable`` in /proc/meminfo); none when it fits or the machine does
 not say. A floor, not a forecast: only a cluster that clearly cannot fit is
 refused. Reads /proc only, imports no TensorFlow.
@@ -22,7 +23,8 @@ from launcher.spec.rules import resolve_strategy
 #: Memory a task running the TensorFlow entrypoint takes at the least (TF + tf_keras imported, a
 #: small model built): measured ~0.5-0.7 GiB resident per MNIST task here; the floor is below that.
 TASK_MEMORY_FLOOR = 512 * 2**20
-#: Memory a standby takes while it waits (TF + tf_keras imported): measured ~547 MiB resident here.
+#: Memory the standbys' zygote takes (TF + tf_keras imported, once for every standby): measured ~547 MiB resident
+#: here; a standby itself (a small interpreter that imports nothing) is far below the floors.
 STANDBY_MEMORY_FLOOR = 512 * 2**20
 MEMINFO = Path("/proc/meminfo")
 GIB = 2**30
@@ -41,8 +43,8 @@ def mem_available(meminfo: Path = MEMINFO) -> int | None:
 
 def memory_needed(spec: ClusterSpec) -> int:
     """The tasks' memory at the least: each role's ``resources.memory``, else ``TASK_MEMORY_FLOOR``, per task;
-    and ``STANDBY_MEMORY_FLOOR`` per standby."""
-    total = standbys(spec) * STANDBY_MEMORY_FLOOR
+    and ``STANDBY_MEMORY_FLOOR`` once for the standbys' zygote."""
+    total = STANDBY_MEMORY_FLOOR if standbys(spec) else 0
     for role in RoleType:
         role_spec = spec.roles.role(role)
         memory = role_spec.resources.memory
@@ -63,8 +65,8 @@ def memory_problems(spec: ClusterSpec, available: int | None = None) -> list[Pro
         return []
     tasks = sum(spec.roles.replicas(r) for r in RoleType)
     waiting = standbys(spec)
-    also = (f" and their {waiting} standbys ({STANDBY_MEMORY_FLOOR // 2**20} MiB each; `restart.warm: false` "
-            "keeps none)") if waiting else ""
+    also = (f" and their {waiting} standbys (one process holding TensorFlow for them, {STANDBY_MEMORY_FLOOR // 2**20} "
+            "MiB; `restart.warm: false` keeps none)") if waiting else ""
     return [Problem("roles", f"the {tasks} tasks{also} need at least {needed / GIB:.1f} GiB (resources.memory, else "
                              f"{TASK_MEMORY_FLOOR // 2**20} MiB per task), over the {available / GIB:.1f} GiB this "
                              f"machine has available; `up --force` starts them anyway")]

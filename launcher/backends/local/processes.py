@@ -5,7 +5,10 @@ closed, output appended to the private ``<log_dir>/<task>.log``; ``stop`` and an
 the task's whole process group. ``on_runs`` gets ``{task: TaskRun}`` after every start. A ``/bin/sh``
 wrapper writes each exit code (128+N for signal N) to ``<exit_dir>/<task>``, so ``adopt`` and
 ``read_exits`` work after the supervisor died; a run gone without a code is ``LOST_EXIT``. Adopted
-groups are checked against reuse before any signal. Standbys: ``prepare`` / ``start`` / ``close``.
+groups are checked against reuse before any signal. Standbys: ``prepare`` / ``start`` / ``close``; the
+standbys of the entrypoint (``launcher.plan.targets.zygote_command``) import nothing themselves: one zygote per
+runtime (``launcher.worker.zygote``, its own process group, output in ``<log_dir>/zygote.log``) imports TensorFlow
+once and forks, into the called standby's group, the task it becomes; ``close`` ends it too.
 Design notes: docs/design-notes.md.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -27,15 +31,20 @@ from launcher.backends.lines import LineReader
 from launcher.backends.pyspy import read_local_stacks, say_none
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
+from launcher.plan.targets import zygote_command
 from launcher.protocol import env
 from launcher.protocol.exitcodes import LOST_EXIT, SIGNAL_EXIT_BASE
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
+from launcher.protocol.standby import ZYGOTE_FD
 from launcher.supervision.procfs import stat_fields
 from launcher.supervision.statefile import open_private, private_dir
 
 #: ``sh -c WRAPPER EXIT_FILE COMMAND...``: run COMMAND, write its exit code to EXIT_FILE, exit with it.
 #: The trap defers SIGTERM/SIGINT sent to the group until COMMAND (which gets them too) has exited.
 WRAPPER = "trap 'true' INT TERM; \"$@\"; code=$?; (umask 077; echo \"$code\" > \"$0\"); exit \"$code\""
+
+#: The variables that tell a plan's tasks apart, left out of the zygote's environment (its children get their own).
+TASK_IDENTITY = frozenset({env.TF_CONFIG, env.TASK_NAME, env.IS_CHIEF})
 
 #: How long ``start`` waits for a started shell to show its environment in /proc (a few ms in practice).
 OBSERVABLE_TIMEOUT_SECONDS = 5.0
@@ -183,6 +192,16 @@ class _Standby:
     exit_file: Path
 
 
+@dataclass(frozen=True)
+class _Zygote:
+    """The runtime's zygote: its process (the leader of its own group) and the control channel to send it the
+    standbys' channels on (closing it tells the zygote no more will come)."""
+
+    process: subprocess.Popen[bytes]
+    control: socket.socket
+    env: dict[str, str]
+
+
 @dataclass
 class _Run:
     """One run of a task: the shell this runtime started (``process``), or one adopted from a dead supervisor."""
@@ -205,6 +224,7 @@ class ProcessRuntime:
         self.recorded = dict(recorded or {})
         self._runs: dict[str, _Run] = {}
         self._standbys: dict[str, _Standby] = {}
+        self._zygote: _Zygote | None = None
         self._readers: dict[str, LineReader] = {}
         private_dir(log_dir)
         private_dir(exit_dir)
@@ -217,27 +237,88 @@ class ProcessRuntime:
         (self.exit_dir / task.name).unlink(missing_ok=True)
         with open_private(self.log_path(task)) as log:
             offset = log.tell()
-            process = self._call_standby(task) or self._spawn(task, task.command, self.exit_dir / task.name, log)
+            process = (self._call_standby(task) or self._call_forked(task)
+                       or self._spawn(task, task.command, self.exit_dir / task.name, log))
         self._await_observable(task, process)
         self._runs[task.name] = _Run(TaskRun(process.pid, offset), process)
         self._reader(task, offset)
         self._record()
+
+    def _call_forked(self, task: Task) -> subprocess.Popen[bytes] | None:
+        """A task of the entrypoint with no standby waiting (its first run): a standby of the zygote's, called at once
+        (the zygote's one import serves every task); None for another task."""
+        channel = self._zygote_channel(task)
+        if channel is None:
+            return None
+        self._prepare(task, channel)
+        return self._call_standby(task)
 
     def prepare(self, tasks: Sequence[Task]) -> None:
         for task in tasks:
             waiting = self._standbys.get(task.name)
             if waiting is not None and waiting.process.poll() is None:
                 continue
-            exit_file = self.exit_dir / f"{task.name}.standby"
-            exit_file.unlink(missing_ok=True)
-            process = self._spawn(task, task.standby_command, exit_file, subprocess.DEVNULL, stdin=subprocess.PIPE)
-            self._await_observable(task, process)  # as a run: seen as the task's from the moment it is recorded
-            self._standbys[task.name] = _Standby(process, exit_file)
+            self._prepare(task, self._zygote_channel(task))
+
+    def _prepare(self, task: Task, channel: socket.socket | None) -> None:
+        """A standby for ``task``; ``channel``: its end of a channel to the zygote, or None (it imports itself)."""
+        # a name of its own: a run that became an earlier standby writes its code through that one's link, even
+        # after a supervisor that adopted it prepared new standbys
+        exit_file = self.exit_dir / f"{task.name}.standby.{secrets.token_hex(4)}"
+        try:
+            process = self._spawn(task, task.standby_command, exit_file, subprocess.DEVNULL,
+                                  stdin=subprocess.PIPE, channel=channel)
+        finally:
+            if channel is not None:
+                channel.close()  # the standby has its copy (and the zygote the other end)
+        self._await_observable(task, process)  # as a run: seen as the task's from the moment it is recorded
+        self._standbys[task.name] = _Standby(process, exit_file)
+
+    def _zygote_channel(self, task: Task) -> socket.socket | None:
+        """The standby's end of a new channel to the zygote (started first if none runs), whose end is sent to the
+        zygote; None for a standby that runs another program than the entrypoint's (it imports by itself)."""
+        command = zygote_command(task.standby_command)
+        if command is None:
+            return None
+        if self._zygote is None or self._zygote.process.poll() is not None:
+            self._zygote = self._start_zygote(task, command)
+        elif self._zygote.env != self._zygote_env(task):  # imported under another environment (LD_PRELOAD...)
+            return None
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            try:
+                socket.send_fds(self._zygote.control, [b"standby"], [theirs.fileno()])
+            except OSError:  # it ended meanwhile: this standby imports by itself
+                ours.close()
+                return None
+        return ours
+
+    def _start_zygote(self, task: Task, command: list[str]) -> _Zygote:
+        """The zygote, with ``task``'s environment but for what names the task (the children get their own)."""
+        control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        zygote_env = self._zygote_env(task)
+        with theirs, open_private(self.log_dir / "zygote.log") as log:
+            try:
+                process = subprocess.Popen([*command, str(theirs.fileno())], env=zygote_env, cwd=self.plan.workdir,
+                                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                           process_group=0, pass_fds=[theirs.fileno()])
+            except OSError as exc:
+                control.close()
+                raise LaunchError(f"cannot start the standbys' zygote ({command[0]}): {exc}") from None
+        return _Zygote(process, control, zygote_env)
+
+    def _zygote_env(self, task: Task) -> dict[str, str]:
+        """``task``'s environment but for what tells the tasks apart (each child gets its own): the same for every
+        task of a plan whose spec gives its roles no env of their own."""
+        return {k: v for k, v in {**os.environ, **self.plan.task_env(task)}.items() if k not in TASK_IDENTITY}
 
     def _spawn(self, task: Task, command: Sequence[str], exit_file: Path, output: IO[bytes] | int,
-               stdin: int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
-        """``command`` of ``task`` under the wrapper that writes its exit code to ``exit_file``, in its own group."""
+               stdin: int = subprocess.DEVNULL, channel: socket.socket | None = None) -> subprocess.Popen[bytes]:
+        """``command`` of ``task`` under the wrapper that writes its exit code to ``exit_file``, in its own group;
+        ``channel``: a standby's to the zygote, passed on (``ZYGOTE_FD``)."""
         task_env = {**os.environ, **self.plan.task_env(task)}
+        if channel is not None:
+            task_env[ZYGOTE_FD] = str(channel.fileno())
         if shutil.which(command[0], path=task_env.get("PATH")) is None:
             raise LaunchError(f"cannot start {task.name} ({command[0]}): no such executable")
         try:
@@ -245,6 +326,7 @@ class ProcessRuntime:
                 ["/bin/sh", "-c", WRAPPER, str(exit_file), *command],
                 env=task_env, cwd=self.plan.workdir,
                 stdin=stdin, stdout=output, stderr=subprocess.STDOUT, process_group=0,
+                pass_fds=[channel.fileno()] if channel is not None else (),
             )
         except OSError as exc:
             raise LaunchError(f"cannot start {task.name} ({command[0]}): {exc}") from None
@@ -255,6 +337,9 @@ class ProcessRuntime:
         if standby is None or standby.process.poll() is not None:
             return None
         assert standby.process.stdin is not None
+        for earlier in self.exit_dir.glob(f"{task.name}.standby.*"):  # of the task's ended runs and standbys
+            if earlier != standby.exit_file:
+                earlier.unlink(missing_ok=True)
         standby.exit_file.unlink(missing_ok=True)
         standby.exit_file.symlink_to(task.name)
         try:
@@ -367,6 +452,11 @@ class ProcessRuntime:
             standby.process.wait()
             standby.exit_file.unlink(missing_ok=True)
         self._standbys.clear()
+        if self._zygote is not None:  # every task is stopped: nothing it forked runs
+            self._zygote.control.close()
+            kill_group_and_wait(self._zygote.process.pid)
+            self._zygote.process.wait()
+            self._zygote = None
         self.on_runs({})
 
     def _running(self, name: str, run: _Run) -> bool:

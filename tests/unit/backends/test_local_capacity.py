@@ -16,10 +16,10 @@ from launcher.backends.local.capacity import (
 GIB = 2**30
 
 
-def test_the_estimate_is_resources_memory_else_the_floor_per_task_and_per_standby() -> None:
+def test_the_estimate_is_resources_memory_else_the_floor_per_task_and_once_for_the_standbys() -> None:
     roles = {"chief": {"resources": {"memory": "2Gi"}}, "worker": {"replicas": 3}, "evaluator": {}}
     spec = validate_data({"name": "m", "roles": roles})
-    assert memory_needed(spec) == 2 * GIB + 4 * TASK_MEMORY_FLOOR + 4 * STANDBY_MEMORY_FLOOR  # none for the evaluator
+    assert memory_needed(spec) == 2 * GIB + 4 * TASK_MEMORY_FLOOR + STANDBY_MEMORY_FLOOR  # their zygote's import
     assert memory_needed(validate_data({"name": "m", "roles": roles, "restart": {"warm": False}})) == (
         2 * GIB + 4 * TASK_MEMORY_FLOOR)
     own = validate_data({"name": "m", "command": ["python", "train.py"], "roles": roles})
@@ -36,8 +36,9 @@ def test_a_cluster_over_the_available_memory_is_one_problem_naming_force() -> No
 
 def test_the_standbys_are_named_with_the_way_to_do_without_them() -> None:
     spec = validate_data({"name": "m", "roles": {"worker": {"replicas": 2}}})
-    [problem] = memory_problems(spec, available=4 * TASK_MEMORY_FLOOR - 1)
-    assert "the 2 tasks and their 2 standbys (512 MiB each; `restart.warm: false` keeps none)" in problem.message
+    [problem] = memory_problems(spec, available=3 * TASK_MEMORY_FLOOR - 1)
+    assert ("the 2 tasks and their 2 standbys (one process holding TensorFlow for them, 512 MiB; `restart.warm: false` "
+            "keeps none)") in problem.message
 
 
 def test_meminfo_is_read_and_a_machine_that_does_not_say_is_not_refused(tmp_path: Path) -> None:
