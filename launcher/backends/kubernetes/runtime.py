@@ -199,10 +199,10 @@ class KubernetesRuntime:
 
     def output(self, task: Task) -> list[str]:
         pod = self._current(task)
-        if pod is None:
-            return []
-        name = pod["metadata"]["name"]
         follower = self._followers.get(task.name)
+        if pod is None:  # gone: what was read of it, and why it ended (``_say``)
+            return follower.drain() if follower is not None else []
+        name = pod["metadata"]["name"]
         if follower is None or follower.pod != name:
             if follower is not None:
                 follower.stop()
