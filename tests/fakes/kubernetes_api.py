@@ -31,14 +31,16 @@ account's API token is mounted in every container, init containers too
 (a ``kube-api-access-*`` projected volume) unless the pod's, else the
 account's, ``automountServiceAccountToken`` is false.
 
-Time is the fake's clock ``now``, which tests move; moving it runs the
-kubelet and the garbage collector (``settle``). Deletion takes time as on a
+Time is the fake's clock ``now``, which tests move; moving it, and each
+request that changes something, runs the kubelet and the garbage collector
+for what came due (``settle``). Deletion takes time as on a
 real cluster (``delete``): a deleted running pod gets SIGTERM and its
 process decides its exit code (``on_sigterm``, per task: exits 143 at once
 by default; ``OnSigterm(seconds=...)`` saves for that long;
 ``IGNORES_SIGTERM`` is killed with 137 when ``terminationGracePeriodSeconds``
 runs out, or the delete request's grace, never less than the kubelet's 2 s,
-so a grace-0 deletion is SIGTERM too, not a crash); ``Foreground`` deletion keeps the owner, marked, until its
+so a grace-0 deletion is SIGTERM too, not a crash; a pod in ``unreachable``,
+its node gone, is never ended); ``Foreground`` deletion keeps the owner, marked, until its
 dependents are gone; a Job's pods carry the Job controller's tracking
 finalizer until it counted them.
 
@@ -191,6 +193,8 @@ class FakeKubernetes:
         #: When set, the Job controller syncs every Job after each change (a request, a pod's end, the clock
         #: moving: ``sync_jobs``), as a running controller would; unset, only when the test calls it.
         self.job_controller = False
+        #: Pods whose node is gone: a deletion marks them and nothing ends them (they stay terminating).
+        self.unreachable: set[str] = set()
         self._syncing = False
         self._counted: set[str] = set()  # uids of the ended pods the Job controller counted
         #: When set, RBAC as the API server's authorizer: a request needing a permission (``permission``) not in it is
@@ -428,6 +432,8 @@ class FakeKubernetes:
         meta["resourceVersion"] = str(next(self._versions))
         if not _active(pod):
             return
+        if meta["name"] in self.unreachable:
+            return
         behaviour = self._sigterm_behaviour(meta["name"])
         kill_after = max(grace, KUBELET_MINIMUM_GRACE_SECONDS)
         if behaviour.seconds is not None and behaviour.seconds <= kill_after:
@@ -541,8 +547,10 @@ class FakeKubernetes:
                     self.reconcile(name, ns)
 
     def synced(self, answer: Obj) -> Obj:
-        """``answer`` (a request's), after the Job controller reacted to the change (``_sync``)."""
-        self._sync()
+        """``answer`` (a request's), after what came due with the change happened (``settle``: the kubelet, the
+        garbage collector, and with ``job_controller`` set the Job controller)."""
+        with self._lock:
+            self.settle()
         return answer
 
     def _sync(self) -> None:
