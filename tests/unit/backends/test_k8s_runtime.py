@@ -123,6 +123,16 @@ def test_start_waits_for_the_name_of_the_replaced_job_to_be_free(fake: FakeKuber
     assert fake.get("jobs", CHIEF)["spec"]["suspend"] is False and runtime.poll(chief) is None
 
 
+def test_start_gives_up_on_a_replaced_job_whose_name_stays_taken(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan, runtime = launched(fake)
+    chief = task(plan, CHIEF)
+    runtime.start(chief)
+    fake.finish_pod(pod_of(fake, CHIEF), 1)
+    monkeypatch.setattr(fake, "delete", lambda *args, **kwargs: fake.get("jobs", CHIEF))  # a finalizer holds it
+    with pytest.raises(LaunchError, match=f"cannot start {CHIEF}: the Job it replaces is still there"):
+        runtime.start(chief)
+
+
 def test_start_of_a_job_deleted_outside_tfcluster_is_a_launch_error(fake: FakeKubernetes) -> None:
     plan, runtime = launched(fake)
     fake.delete("jobs", "default", CHIEF, "Background")
