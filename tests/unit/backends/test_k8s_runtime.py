@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fakes.kubernetes_api import IGNORES_SIGTERM, JOB_NAME_KEY, FakeKubernetes, OnSigterm
+from fakes.kubernetes_api import IGNORES_SIGTERM, JOB_NAME_KEY, FakeKubernetes, OnSigterm, permission
 from helpers.k8s_fake import backend_for, pod_of
 from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
-from launcher.backends.kubernetes import apply
+from launcher.backends.kubernetes import apply, supervisor_objects
+from launcher.backends.kubernetes.cluster_state import ClusterState
 from launcher.backends.kubernetes.runtime import CONTROLLER_UID, STOP_SLACK_SECONDS, KubernetesRuntime, fresh_copy
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
@@ -369,3 +371,31 @@ def test_an_exit_code_rule_that_fails_the_run_is_not_restarted(fake: FakeKuberne
     status = supervise(fake, world, spec)
     assert status.state is State.FAILED and status.restarts == 0, status
     assert all(p["status"]["phase"] not in ("Pending", "Running") for p in fake.list("pods"))
+
+
+def test_the_supervisors_role_allows_every_request_the_supervisor_makes(
+        fake: FakeKubernetes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supervisor pod's own Role (``supervisor_objects.rules``): a gang restart, the status published, a stall's
+    stacks kept; every request allowed, and each one naming an object within the rule's ``resourceNames``."""
+    spec = {**SPEC, "kubernetes": {"supervisor": True}}
+    plan, runtime = launched(fake, spec)
+    rules = supervisor_objects.rules(plan)
+    fake.allowed = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    named = {(r, v): set(rule["resourceNames"]) for rule in rules if "resourceNames" in rule
+             for r in rule["resources"] for v in rule["verbs"]}
+    since = len(fake.requests)
+    monkeypatch.setattr("launcher.backends.kubernetes.cluster_state.TMP_DIR", str(tmp_path))
+    state = ClusterState(runtime.api, "rt", "default")
+    world = World(fake, {3: ends(WORKER, 137), 12: ends(CHIEF, 0)})
+    supervisor = Supervisor(state.read_plan(), runtime, poll_seconds=0.5, grace_seconds=1.0, pause=world.pause,
+                            clock=lambda: fake.now, on_status=state.write_status, keep_stacks=state.keep_stacks)
+    assert supervisor.run().state is State.SUCCEEDED
+    assert state.keep_stacks(1, {CHIEF: "Thread 1"}) is not None
+    assert state.read_status() is not None
+    runtime.close()
+    for method, path in fake.requests[since:]:
+        group, resource, verb = permission(method, path)
+        parts = path.split("?")[0].strip("/").split("/")
+        name = parts[6 if parts[0] == "api" else 7] if len(parts) > (6 if parts[0] == "api" else 7) else None
+        if (resource, verb) in named and name is not None:
+            assert name in named[resource, verb], (method, path)
