@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from fakes.kubernetes_api import IGNORES_SIGTERM, JOB_NAME_KEY, FakeKubernetes, OnSigterm, permission
-from helpers.k8s_fake import backend_for, pod_of
+from helpers.k8s_fake import backend_for, pod_of, write
 from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes import apply, supervisor_objects
@@ -25,8 +25,10 @@ from launcher.backends.kubernetes.cluster_state import ClusterState
 from launcher.backends.kubernetes.runtime import CONTROLLER_UID, STOP_SLACK_SECONDS, KubernetesRuntime, fresh_copy
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
+from launcher.protocol.events import StacksOnSignal, Step
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
+from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
 
@@ -399,3 +401,55 @@ def test_the_supervisors_role_allows_every_request_the_supervisor_makes(
         name = parts[6 if parts[0] == "api" else 7] if len(parts) > (6 if parts[0] == "api" else 7) else None
         if (resource, verb) in named and name is not None:
             assert name in named[resource, verb], (method, path)
+
+
+STUCK_IN_OP = ["Thread 0x00007f0000000001 (most recent call first):",
+               '  File "/venv/lib/python3.11/site-packages/tensorflow/python/ops/script_ops.py", line 269 in __call__',
+               "", "Current thread 0x00007f0000000002 (most recent call first):",
+               '  File "/venv/lib/python3.11/site-packages/tensorflow/python/eager/execute.py", line 53 in quick_execute']
+WAITING = ["Current thread 0x00007f0000000003 (most recent call first):", '  File "/x/execute.py", line 53 in quick_execute']
+
+
+def test_a_stall_dumps_each_pods_stacks_through_exec_names_the_stuck_task_and_restarts_the_gang(
+        fake: FakeKubernetes) -> None:
+    """The programs declare the stacks handler and the chief reports a step, then nothing moves: the supervisor
+    signals each container's PID 1 (``pods/exec``), the handlers write their stacks to the pod logs (the test's
+    ``pod_exec``), the worker stuck in a Python op is named, the gang restarts, and the run succeeds after."""
+    spec = {**SPEC, "stall": {"timeout_seconds": 1}}
+    plan, runtime = launched(fake, spec)
+    stacks = {CHIEF: WAITING, WORKER: STUCK_IN_OP}
+    for name in (CHIEF, WORKER):
+        def on_signal(command: list[str], name: str = name) -> tuple[int, str, str]:
+            if "os.kill" in command[-1]:  # the program's handler prints its stacks
+                key = ("default", pod_of(fake, name))
+                fake.pod_logs[key] = fake.pod_logs.get(key, "") + "\n".join(stacks[name]) + "\n"
+                return 0, "", ""
+            return (0, "1\n", "") if "ls" in command else (127, "", "py-spy: not found\n")
+        fake.pod_exec[name] = on_signal
+    told: set[str] = set()
+    first_chief = fake.get("jobs", CHIEF)["metadata"]["uid"]
+
+    def programs(fake: FakeKubernetes) -> None:
+        for name in (CHIEF, WORKER):
+            running = [p for p in pods(fake, name) if p["status"]["phase"] == "Running"]
+            if not running or running[-1]["metadata"]["name"] in told:
+                continue
+            told.add(running[-1]["metadata"]["name"])
+            events = [StacksOnSignal(signal=STACKS_SIGNAL.name, time=fake.now)]
+            if name == CHIEF:
+                events.append(Step(step=1, time=fake.now))
+            write(fake, name, *events, token=plan.event_token)
+        if fake.get("jobs", CHIEF)["metadata"]["uid"] != first_chief:
+            ends(CHIEF, 0)(fake)  # the run after the restart finishes
+
+    kept: list[tuple[int, dict[str, str | None]]] = []
+    supervisor = Supervisor(plan, runtime, poll_seconds=0.5, grace_seconds=1.0, pause=World(fake, each=programs).pause,
+                            clock=lambda: fake.now, stack_gap=0.5,
+                            keep_stacks=lambda number, dumps: kept.append((number, dict(dumps))) or "here")
+    status = supervisor.run()
+    runtime.close()
+    assert status.state is State.SUCCEEDED and status.restarts == 1, status
+    assert status.stall is not None and status.stall.stalls == 1 and status.stall.suspects == [WORKER], status.stall
+    assert status.stall.evidence is StallEvidence.STACKS_UNCHANGED
+    [(number, dumps)] = kept
+    assert number == 1 and "script_ops.py" in (dumps[WORKER] or "") and "quick_execute" in (dumps[CHIEF] or "")
