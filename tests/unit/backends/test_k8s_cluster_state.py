@@ -23,6 +23,7 @@ from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.supervision import harness
+from launcher.supervision.stack_dumps import NO_STACKS, bounded_text
 from launcher.supervision.status import JobStatus, State, SupervisorState, TaskStatus
 
 SPEC: dict[str, Any] = {"name": "cs", "roles": {"chief": {}, "worker": {"replicas": 1}}}
@@ -192,3 +193,12 @@ def test_cancel_deletes_the_supervisor_first_then_everything_of_the_run(fake: Fa
     jobs = [name for plural, name, _ in fake.deletions if plural == "jobs"]
     assert jobs[0] == naming.supervisor_name("cs") and set(jobs[1:]) == {"cs-chief-0", "cs-worker-0"}
     assert fake.list("pods") == [] and fake.list("jobs") == [] and fake.list("configmaps") == []
+
+
+def test_the_stacks_text_keeps_each_tasks_share_within_the_limit() -> None:
+    """What ``keep_stacks`` writes to the ConfigMap (``stack_dumps.bounded_text``): never above its room."""
+    dumps = {"a": "x" * 1000, "b": None, "c": "short\n"}
+    for limit in (0, 10, 60, 200, 5000):
+        assert len(bounded_text(3, dumps, limit).encode()) <= limit
+    assert bounded_text(3, dumps, 5000) == "== a (stall 3)\n" + "x" * 1000 + "\n== b (stall 3)\n" + NO_STACKS + "\n== c (stall 3)\nshort\n"
+    assert "... cut: 1001 bytes, the first kept" in bounded_text(3, dumps, 600)
