@@ -3,17 +3,18 @@
 Each test runs against both sides (the ``side`` fixture): the fake, always (the fast lane), and the real
 cluster of ``TFCLUSTER_E2E_KUBECONFIG`` (marked ``e2e``: skipped without one, failing under CI once e2e is
 required, ``helpers.required``), in the namespace and with the image of the e2e tests (``helpers.k8s_e2e``).
-The requests are the backend's own (its typed client ``KubernetesBackend.api``, ``runtime.exec_in_task``),
-made as the launcher's Role allows (Jobs create the pods; Jobs and pods are listed, never read by name).
+The requests are the backend's own (its typed client ``KubernetesBackend.api``, ``pod_io.exec_in_task``),
+made as the launcher's Role allows (Jobs create the pods; no Job is replaced, only merge-patched).
 
-A Job's pods run a ``Program`` per completion index: on the real side a small Python program in the worker
-image (under its tini), on the fake side the same ending played by the test's stand-ins for the kubelet and the
-Job controller (``FakeSide.step``; a command run in a pod runs here, a port-forward reaches an echo server here).
-What the two sides must agree on is what the backend reads: Job conditions and their reasons, pods' phases,
-exit codes, failure-count annotations, deletion marks and finalizers, API errors (403 for a right the launcher's
-Role lacks: both sides hold to it, 404, 409, 422), logs, exec's
-output and exit code, and bytes through a port-forward. A difference fails one side: fix the fake, or list
-what cannot be modelled in the fake's docstring.
+A Job is shaped as tfcluster renders a task's (``manifests.task_job``: not Indexed, one pod, ``backoffLimit: 0``,
+``podReplacementPolicy: Failed``, maybe suspended) and its pod runs a ``Program``: on the real side a small Python
+program in the worker image (under its tini), on the fake side the same ending played by the test's stand-ins for
+the kubelet and the Job controller (``FakeSide.step``; a command run in a pod runs here, a port-forward reaches an
+echo server here). What the two sides must agree on is what the backend reads: Job conditions and their reasons,
+the selector and labels the API server gives a Job and its pod, ``startTime``, pods' phases, exit codes, deletion
+marks and finalizers, API errors (403 for a right the launcher's Role lacks: both sides hold to it, 404, 409,
+422), logs, exec's output and exit code, and bytes through a port-forward. A difference fails one side: fix the
+fake, or list what cannot be modelled in the fake's docstring.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from typing import Any, TypeVar
 
 import pytest
 
-from fakes.kubernetes_api import FAILURE_COUNT_KEY, IGNORES_SIGTERM, INDEX_KEY, SAVES_AND_EXITS, TOKEN_PATH, FakeKubernetes, OnSigterm
+from fakes.kubernetes_api import SAVES_AND_EXITS, TOKEN_PATH, FakeKubernetes, OnSigterm
 from helpers.k8s_e2e import image, namespace
 from helpers.k8s_fake import backend_for, rbac_allowed
 from helpers.required import unavailable
-from launcher.backends.kubernetes import runtime
+from launcher.backends.kubernetes import pod_io, runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
 from launcher.backends.kubernetes.manifests import CONTAINER
@@ -88,20 +89,18 @@ class Program:
         return "\n".join(lines)
 
 
-def job(name: str, programs: dict[int, Program], pod: Obj | None = None, **spec: Any) -> Obj:
-    """An Indexed Job (``restartPolicy: Never``, no retries unless ``spec`` says) whose index ``i`` runs ``programs[i]``,
-    fit for the ``restricted`` Pod Security Standard; ``pod``: fields of its pod template's spec."""
-    sources = json.dumps({str(i): p.source() for i, p in programs.items()})
-    chooser = f"import os\nP = {sources}\nexec(P[os.environ['JOB_COMPLETION_INDEX']])"
+def job(name: str, program: Program, pod: Obj | None = None, **spec: Any) -> Obj:
+    """A Job shaped as a task's (``manifests.task_job``: one pod, ``restartPolicy: Never``, no retries unless
+    ``spec`` says) whose pod runs ``program``, fit for the ``restricted`` Pod Security Standard; ``pod``: fields of
+    its pod template's spec."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": name, "labels": {LABEL: name, naming.LABEL_MANAGED: naming.MANAGER, naming.LABEL_CLUSTER: name}},
         "spec": {
-            "completions": len(programs),
-            "parallelism": len(programs),
-            "completionMode": "Indexed",
-            "backoffLimitPerIndex": 0,
+            "completions": 1,
+            "parallelism": 1,
+            "backoffLimit": 0,
             "podReplacementPolicy": "Failed",
             **spec,
             "template": {
@@ -115,7 +114,7 @@ def job(name: str, programs: dict[int, Program], pod: Obj | None = None, **spec:
                         "name": CONTAINER,
                         "image": image(),
                         "imagePullPolicy": "IfNotPresent",
-                        "args": ["python", "-c", chooser],  # the image's entrypoint (tini) runs it
+                        "args": ["python", "-c", program.source()],  # the image's entrypoint (tini) runs it
                         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
                                             "readOnlyRootFilesystem": True, "runAsNonRoot": True},
                     }],
@@ -136,7 +135,7 @@ class Side:
     created: list[tuple[Kind, str]] = field(default_factory=list)
 
     def unique(self, what: str) -> str:
-        return f"h5-{what}-{uuid.uuid4().hex[:5]}"
+        return f"h18-{what}-{uuid.uuid4().hex[:5]}"
 
     @property
     def api(self) -> KubeApi:
@@ -147,12 +146,12 @@ class Side:
         self.created.append((kind, obj["metadata"]["name"]))
         return made
 
-    def run(self, name: str, programs: dict[int, Program], pod: Obj | None = None, **spec: Any) -> None:
-        self.create(Kind.JOB, job(name, programs, pod, **spec))
+    def run(self, name: str, program: Program, pod: Obj | None = None, **spec: Any) -> Obj:
+        return self.create(Kind.JOB, job(name, program, pod, **spec))
 
     def deploy(self, name: str) -> None:
         """A Deployment of one pod that runs until stopped (as a TensorBoard's)."""
-        template = job(name, {0: Program()})["spec"]["template"]
+        template = job(name, Program())["spec"]["template"]
         template["spec"]["restartPolicy"] = "Always"
         template["spec"]["containers"][0]["args"] = ["python", "-c", Program().source()]
         self.create(Kind.DEPLOYMENT, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": {LABEL: name}},
@@ -166,8 +165,9 @@ class Side:
         return jobs[0] if jobs else None
 
     def pods(self, name: str) -> list[Obj]:
+        """The pods of the Job ``name`` (of every Job of that name), oldest first."""
         pods = self.api.select(Kind.POD, self.namespace, f"{LABEL}={name}")
-        return sorted(pods, key=lambda p: (index_of(p), int(p["metadata"]["annotations"][FAILURE_COUNT_KEY])))
+        return sorted(pods, key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]))
 
     def until(self, what: str, check: Callable[[], T | None]) -> T:
         raise NotImplementedError
@@ -206,7 +206,7 @@ class FakeSide(Side):
     """The fake, with the test's stand-ins for the Job controller and the kubelet playing each index's ``Program``."""
 
     fake: FakeKubernetes
-    programs: dict[str, dict[int, Program]]
+    programs: dict[str, Program]
     deployments: list[str]
     echo: tuple[str, int]
 
@@ -217,30 +217,28 @@ class FakeSide(Side):
     def now(self) -> float:
         return self.fake.now
 
-    def run(self, name: str, programs: dict[int, Program], pod: Obj | None = None, **spec: Any) -> None:
-        super().run(name, programs, pod, **spec)
-        self.programs[name] = programs
-        for index, program in programs.items():
-            self.fake.on_sigterm[f"{name}-{index}"] = program.on_sigterm
+    def run(self, name: str, program: Program, pod: Obj | None = None, **spec: Any) -> Obj:
+        made = super().run(name, program, pod, **spec)
+        self.programs[name] = program
+        self.fake.on_sigterm[name] = program.on_sigterm
         self.fake.pod_exec[name] = _run_here
+        return made
 
     def step(self) -> None:
         """What the cluster's controllers and kubelet do in one second, then the clock moves on."""
         for name in self.deployments:
             if self.fake.get("deployments", name, self.namespace) is not None and not self.fake.list("pods", self.namespace, {LABEL: name}):
                 self.fake.roll_out(name, self.namespace)
-        for name, programs in self.programs.items():
-            if self.fake.get("jobs", name, self.namespace) is None:
-                continue
-            self.fake.start_pods(name, self.namespace)
+        self.fake.sync_jobs(self.namespace)
+        for name, program in self.programs.items():
             for pod in self.fake.list("pods", self.namespace, {LABEL: name}):
-                pod_name, program = pod["metadata"]["name"], programs[index_of(pod)]
+                pod_name = pod["metadata"]["name"]
                 self.fake.pod_logs.setdefault((self.namespace, pod_name), program.output)
                 if program.serves:
                     self.fake.pod_ports[self.namespace, pod_name, PORT] = self.echo
                 if pod["status"].get("phase") == "Running" and program.code is not None and not pod["metadata"].get("deletionTimestamp"):
                     self.fake.finish_pod(pod_name, program.code, namespace=self.namespace)
-            self.fake.reconcile(name, self.namespace)
+        self.fake.sync_jobs(self.namespace)
         self.fake.now += 1
 
     def until(self, what: str, check: Callable[[], T | None]) -> T:
@@ -291,10 +289,6 @@ def side(request: pytest.FixtureRequest) -> Iterator[Side]:
     fake.stop()
 
 
-def index_of(pod: Obj) -> int:
-    return int(pod["metadata"]["annotations"][INDEX_KEY])
-
-
 def condition(obj: Obj | None, kind: str) -> Obj | None:
     """The true condition ``kind`` of a Job or pod."""
     for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
@@ -314,13 +308,13 @@ def terminated(pod: Obj) -> Obj | None:
     return None
 
 
-def running(side: Side, name: str, index: int = 0) -> Obj:
-    """The pod of ``index``, once its container runs."""
+def running(side: Side, name: str) -> Obj:
+    """The Job's newest pod, once its container runs."""
     def check() -> Obj | None:
-        pods = [p for p in side.pods(name) if index_of(p) == index]
+        pods = side.pods(name)
         statuses = pods[-1]["status"].get("containerStatuses") or [] if pods else []
         return pods[-1] if statuses and "running" in (statuses[0].get("state") or {}) else None
-    return side.until(f"running pod of {name} index {index}", check)
+    return side.until(f"running pod of {name}", check)
 
 
 def ended(side: Side, name: str, final: str) -> Obj:
@@ -341,14 +335,15 @@ def api_error(call: Callable[[], Any]) -> tuple[int, Obj]:
 
 def test_a_right_the_role_lacks_is_403_and_the_launcher_says_which_in_one_line(side: Side) -> None:
     name = side.unique("forbidden")
-    side.run(name, {0: Program(code=0)})
-    status, body = api_error(lambda: side.api.read(Kind.JOB, name, side.namespace))  # the Role lists Jobs, never gets one
+    made = side.run(name, Program(code=0))
+    replace = lambda: side.api.replace(Kind.JOB, name, side.namespace, made)  # noqa: E731  (the Role patches Jobs, never updates one)
+    status, body = api_error(replace)
     assert (status, body["reason"]) == (403, "Forbidden"), body
-    with pytest.raises(LaunchError) as caught, side.api.errors(f"read Job {name}"):
-        side.api.read(Kind.JOB, name, side.namespace)
+    with pytest.raises(LaunchError) as caught, side.api.errors(f"replace Job {name}"):
+        replace()
     shown = str(caught.value)
-    assert "\n" not in shown and shown.startswith(f"cannot read Job {name}: 403 Forbidden: "), shown
-    assert f'cannot get resource "jobs" in API group "batch" in the namespace "{side.namespace}"' in shown, shown
+    assert "\n" not in shown and shown.startswith(f"cannot replace Job {name}: 403 Forbidden: "), shown
+    assert f'cannot update resource "jobs" in API group "batch" in the namespace "{side.namespace}"' in shown, shown
 
 
 def test_missing_objects_are_404_and_a_second_create_is_409(side: Side) -> None:
@@ -374,35 +369,34 @@ def test_missing_objects_are_404_and_a_second_create_is_409(side: Side) -> None:
     assert (status, body["reason"]) == (404, "NotFound")
 
 
+def test_a_job_whose_name_is_taken_is_409(side: Side) -> None:
+    name = side.unique("taken")
+    side.run(name, Program(), suspend=True)
+    status, body = api_error(lambda: side.api.create(Kind.JOB, side.namespace, job(name, Program(), suspend=True)))
+    assert (status, body["reason"]) == (409, "AlreadyExists")
+
+
 @pytest.mark.parametrize(("change", "field_path"), [
-    (lambda spec: spec.pop("completions"), "spec.completions"),
-    (lambda spec: spec.update(successPolicy={"rules": [{"succeededIndexes": "1-0"}]}), "spec.successPolicy"),
-    (lambda spec: spec.update(successPolicy={"rules": [{"succeededCount": 3}]}), "spec.successPolicy"),
     (lambda spec: spec["template"]["spec"].update(restartPolicy="Always"), "spec.template.spec.restartPolicy"),
-    (lambda spec: spec.update(podFailurePolicy={"rules": []}, podReplacementPolicy="TerminatingOrFailed"), "spec.podReplacementPolicy"),
-    (lambda spec: spec.update(activeDeadlineSeconds=-1), "spec.activeDeadlineSeconds"),
-    (lambda spec: spec.update(completionMode="NonIndexed", successPolicy={"rules": [{"succeededCount": 1}]}), "spec.successPolicy"),
-], ids=["indexed-without-completions", "success-indexes-grammar", "success-count-above-completions",
-        "restart-always", "failure-policy-with-terminating-replacement", "negative-deadline", "success-policy-not-indexed"])
+    (lambda spec: spec.update(selector={"matchLabels": {LABEL: "x"}}), "spec.selector"),
+], ids=["restart-always", "selector-not-generated"])
 def test_an_invalid_job_is_422_naming_the_field(side: Side, change: Callable[[Obj], Any], field_path: str) -> None:
     name = side.unique("invalid")
-    body = job(name, {0: Program(code=0), 1: Program(code=0)})
+    body = job(name, Program(code=0))
     change(body["spec"])
-    if body["spec"].get("completionMode") == "NonIndexed":
-        body["spec"].pop("backoffLimitPerIndex")
     status, answer = api_error(lambda: side.create(Kind.JOB, body))
     assert (status, answer["reason"]) == (422, "Invalid")
     assert field_path in answer["message"], answer["message"]
     assert not side.jobs(name)
 
 
-def test_a_jobs_template_is_immutable_its_deadline_patched_never_conflicts(side: Side) -> None:
+def test_a_running_jobs_template_is_immutable_a_merge_patch_never_conflicts(side: Side) -> None:
     name = side.unique("immutable")
-    side.run(name, {0: Program()}, activeDeadlineSeconds=600)
+    side.run(name, Program())
     running(side, name)
 
     def patch(spec: Obj) -> Obj:
-        """A merge patch of the Job's spec as ``runtime.end_job`` sends it: no resourceVersion, so no 409 Conflict."""
+        """A merge patch of the Job's spec as ``KubernetesRuntime.start`` sends it: no resourceVersion, no 409."""
         return side.api.merge_patch_job(name, side.namespace, {"spec": spec})
 
     container = side.jobs(name)[0]["spec"]["template"]["spec"]["containers"][0]
@@ -410,19 +404,15 @@ def test_a_jobs_template_is_immutable_its_deadline_patched_never_conflicts(side:
         {**container, "args": ["python", "-c", "pass"]}]}}}))
     assert (status, answer["reason"]) == (422, "Invalid")
     assert "spec.template" in answer["message"] and "immutable" in answer["message"], answer["message"]
-    # the Job controller writes the running Job's status meanwhile: a replace of the Job as listed would conflict
-    for deadline in (599, 598, 597):
-        assert patch({"activeDeadlineSeconds": deadline})["spec"]["activeDeadlineSeconds"] == deadline
-    # the stall watchdog's and the failure rules' "fail" (``runtime.end_job``): the deadline set to the Job's age ends it
-    runtime.end_job(side.api, side.jobs(name)[0], side.now(), side.namespace)
-    failed = ended(side, name, "Failed")
-    assert condition(failed, "Failed")["reason"] == "DeadlineExceeded"
+    # the Job controller writes the running Job's status meanwhile: a replace of the Job as listed could conflict
+    for limit in (1, 2, 3):
+        assert patch({"backoffLimit": limit})["spec"]["backoffLimit"] == limit
 
 
 @pytest.mark.parametrize("automount", [True, False])
 def test_the_service_account_admission_mounts_a_token_unless_told_not_to(side: Side, automount: bool) -> None:
     name = side.unique("token")
-    side.run(name, {0: Program(code=0)}, {"automountServiceAccountToken": automount})
+    side.run(name, Program(code=0), {"automountServiceAccountToken": automount})
     pod = side.until("a pod", lambda: (side.pods(name) or [None])[0])
     assert pod["spec"]["serviceAccountName"] == "default"
     volumes = [v["name"] for v in pod["spec"].get("volumes", []) if v["name"].startswith("kube-api-access-")]
@@ -433,92 +423,102 @@ def test_the_service_account_admission_mounts_a_token_unless_told_not_to(side: S
 # --- the Job controller -------------------------------------------------------------------------------------------
 
 
-def test_a_success_policy_completes_the_job_and_stops_the_other_indexes(side: Side) -> None:
-    name = side.unique("success")
-    side.run(name, {0: Program(code=0, output="done\n"), 1: Program()},
-             successPolicy={"rules": [{"succeededIndexes": "0"}]})
-    done = ended(side, name, "Complete")
-    assert {"SuccessCriteriaMet", "Complete"} <= true_conditions(done)
-    assert condition(done, "Complete")["reason"] == condition(done, "SuccessCriteriaMet")["reason"] == "SuccessPolicy"
-    # the index still running when the policy held was stopped and is gone; the one that succeeded stays
-    pods = side.until("only the succeeded pod left", lambda: (lambda p: p if len(p) == 1 else None)(side.pods(name)))
-    assert [(index_of(p), p["status"]["phase"], terminated(p)["exitCode"]) for p in pods] == [(0, "Succeeded", 0)]
+def test_a_suspended_job_has_no_pod_until_resumed_then_one_selected_by_the_jobs_uid(side: Side) -> None:
+    """How a task starts (``KubernetesRuntime.start``): its Job rendered suspended, then ``suspend: false``."""
+    name = side.unique("suspended")
+    made = side.run(name, Program(), {"hostname": "the-task"}, suspend=True)
+    uid = made["metadata"]["uid"]
+    assert made["spec"]["selector"] == {"matchLabels": {runtime.CONTROLLER_UID: uid}}
+    labels = made["spec"]["template"]["metadata"]["labels"]
+    assert {k: labels.get(k) for k in (runtime.CONTROLLER_UID, "controller-uid", "batch.kubernetes.io/job-name", "job-name", LABEL)} == {
+        runtime.CONTROLLER_UID: uid, "controller-uid": uid, "batch.kubernetes.io/job-name": name, "job-name": name, LABEL: name}
+    suspended = side.until("the Suspended condition", lambda: condition(side.the_job(name), "Suspended"))
+    assert suspended["reason"] == "JobSuspended"
+    assert side.pods(name) == [] and not side.the_job(name)["status"].get("startTime")
+    resumed = side.api.merge_patch_job(name, side.namespace, {"spec": {"suspend": False}})
+    assert resumed["metadata"]["uid"] == uid
+    pod = running(side, name)
+    assert {k: pod["metadata"]["labels"].get(k) for k in (runtime.CONTROLLER_UID, "job-name", LABEL)} == {
+        runtime.CONTROLLER_UID: uid, "job-name": name, LABEL: name}
+    assert pod["spec"]["hostname"] == "the-task"
+    assert [ref["uid"] for ref in pod["metadata"]["ownerReferences"]] == [uid]
+    assert TRACKING_FINALIZER in pod["metadata"].get("finalizers", [])
+    job_ = side.the_job(name)
+    assert job_["status"].get("startTime")
+    assert not condition(job_, "Suspended") and [c["reason"] for c in job_["status"]["conditions"] if c["type"] == "Suspended"] == ["JobResumed"]
 
 
-def test_every_index_done_completes_the_job(side: Side) -> None:
+def test_a_succeeded_pod_completes_the_job(side: Side) -> None:
     name = side.unique("complete")
-    side.run(name, {0: Program(code=0), 1: Program(code=0)})
+    side.run(name, Program(code=0))
     done = ended(side, name, "Complete")
     assert {"SuccessCriteriaMet", "Complete"} <= true_conditions(done)
     assert condition(done, "Complete")["reason"] == "CompletionsReached"
-    assert sorted((index_of(p), p["status"]["phase"]) for p in side.pods(name)) == [(0, "Succeeded"), (1, "Succeeded")]
+    assert done["status"].get("succeeded") == 1 and done["status"].get("completionTime")
+    [pod] = side.pods(name)
+    assert (pod["status"]["phase"], terminated(pod)["exitCode"]) == ("Succeeded", 0)
 
 
-def test_a_failjob_rule_on_an_exit_code_fails_the_job_naming_the_code(side: Side) -> None:
-    name = side.unique("failjob")
-    rules = [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-             {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": [3]}}]
-    side.run(name, {0: Program(code=3)}, backoffLimitPerIndex=2, podFailurePolicy={"rules": rules})
+def test_a_failed_pod_fails_a_job_without_retries_and_is_not_replaced(side: Side) -> None:
+    name = side.unique("failed")
+    side.run(name, Program(code=3))
     failed = ended(side, name, "Failed")
     assert {"FailureTarget", "Failed"} <= true_conditions(failed)
     cond = condition(failed, "Failed")
-    assert cond["reason"] == "PodFailurePolicy"
-    assert "exit code 3" in cond["message"] and "FailJob rule at index 1" in cond["message"], cond["message"]
-    [pod] = side.pods(name)  # not retried, though the index had retries left
+    assert (cond["reason"], cond["message"]) == ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    assert failed["status"].get("failed") == 1
+    [pod] = side.pods(name)
     assert (pod["status"]["phase"], terminated(pod)["exitCode"], terminated(pod)["reason"]) == ("Failed", 3, "Error")
 
 
-@pytest.mark.parametrize(("limit", "reason"), [({"maxFailedIndexes": 0}, "MaxFailedIndexesExceeded"), ({}, "FailedIndexes")],
-                         ids=["max-failed-indexes-0", "every-index-ended"])
-def test_an_index_is_retried_up_to_its_backoff_limit_then_fails_the_job(side: Side, limit: Obj, reason: str) -> None:
-    """tfcluster's Jobs set ``maxFailedIndexes: 0``: one index out of retries fails the Job at once, the others stopped."""
-    name = side.unique("backoff")
-    side.run(name, {0: Program(code=1), 1: Program(code=None if limit else 0)}, backoffLimitPerIndex=1, **limit)
-    failed = ended(side, name, "Failed")
-    assert {"FailureTarget", "Failed"} <= true_conditions(failed)
-    assert condition(failed, "Failed")["reason"] == reason
-    pods = side.until("index 1 ended", lambda: (lambda p: p if all(terminated(x) for x in p) else None)(side.pods(name)))
-    assert [(index_of(p), p["metadata"]["annotations"][FAILURE_COUNT_KEY], p["status"]["phase"], terminated(p)["exitCode"])
-            for p in pods if index_of(p) == 0] == [(0, "0", "Failed", 1), (0, "1", "Failed", 1)]
-
-
-def test_the_active_deadline_fails_the_job_and_stops_its_pods(side: Side) -> None:
-    name = side.unique("deadline")
-    side.run(name, {0: Program()}, activeDeadlineSeconds=3)
-    failed = ended(side, name, "Failed")
-    assert condition(failed, "Failed")["reason"] == "DeadlineExceeded"
-    assert failed["status"].get("startTime")
-    side.until("no pod left", lambda: not side.pods(name) or None)
-
-
-# --- deletion -----------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(("program", "code"), [
-    (Program(), 143),  # dies of SIGTERM (under tini: 143)
-    (Program(on_sigterm=OnSigterm(seconds=1, code=7)), 7),  # a save that fits in the kubelet's least grace (2 s)
-    (Program(on_sigterm=IGNORES_SIGTERM), 137),  # killed when that grace ends
-], ids=["dies-of-sigterm", "saves-1s-then-exits-7", "ignores-sigterm"])
-def test_a_pod_deleted_with_grace_0_gets_sigterm_and_time_to_exit(side: Side, program: Program, code: int) -> None:
-    """A grace-0 deletion (the e2e "crash") is no SIGKILL: the kubelet gives SIGTERM and at least 2 s.
-
-    The pod ends Failed with the process's own exit code, and the Job controller counts it before it goes (its
-    tracking finalizer): a FailJob rule on any code shows which (the pod itself is gone too soon to read)."""
-    name = side.unique("grace0")
-    rules = [{"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn", "values": [0]}}]
-    side.run(name, {0: program}, podFailurePolicy={"rules": rules})
+@pytest.mark.parametrize("grace", [0, 1])
+def test_a_pod_deleted_with_grace_gets_sigterm_and_fails_its_job_unreplaced(side: Side, grace: int) -> None:
+    """``KubernetesRuntime.stop``: a deleted pod of a Job of ``backoffLimit: 0`` ends (SIGTERM; even a grace-0
+    deletion is no SIGKILL), the Job controller counts it before it goes (its tracking finalizer) and fails the
+    Job; ``podReplacementPolicy: Failed`` starts no pod meanwhile, and none after."""
+    name = side.unique(f"grace{grace}")
+    side.run(name, Program())
     pod = running(side, name)["metadata"]["name"]
-    deleted = side.api.delete(Kind.POD, pod, side.namespace, grace_seconds=0)
-    assert deleted["metadata"].get("deletionTimestamp") and deleted["metadata"].get("deletionGracePeriodSeconds") == 0
+    deleted = side.api.delete(Kind.POD, pod, side.namespace, grace_seconds=grace)
+    assert deleted["metadata"].get("deletionTimestamp") and deleted["metadata"].get("deletionGracePeriodSeconds") == grace
     assert TRACKING_FINALIZER in deleted["metadata"].get("finalizers", [])
     cond = condition(ended(side, name, "Failed"), "Failed")
-    assert cond["reason"] == "PodFailurePolicy" and f"exit code {code} " in cond["message"], cond["message"]
+    assert cond["reason"] == "BackoffLimitExceeded", cond
     side.until("the deleted pod gone", lambda: not side.pods(name) or None)
+    assert side.the_job(name)["status"].get("failed") == 1
+
+
+def test_a_job_deleted_in_the_background_goes_at_once_and_its_name_is_free(side: Side) -> None:
+    """``KubernetesRuntime.start`` of a Job that ran: deleted (Background), then its ``fresh_copy`` created under
+    the same name while the old pod still ends; each Job's pods carry its own uid."""
+    name = side.unique("again")
+    side.run(name, Program(on_sigterm=OnSigterm(seconds=3, code=143)), suspend=True)
+    side.api.merge_patch_job(name, side.namespace, {"spec": {"suspend": False}})
+    old = running(side, name)
+    first = side.the_job(name)
+    side.api.delete(Kind.JOB, name, side.namespace, propagation="Background")
+    assert side.the_job(name) is None
+    from kubernetes.client.exceptions import ApiException
+
+    def created() -> Obj | None:
+        try:
+            return side.create(Kind.JOB, runtime.fresh_copy(first))
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            return None
+
+    second = side.until("the name free", created)
+    assert second["metadata"]["uid"] != first["metadata"]["uid"] and not second["spec"].get("suspend")
+    new = side.until("the new Job's pod", lambda: next((p for p in side.pods(name) if p["metadata"]["labels"].get(
+        runtime.CONTROLLER_UID) == second["metadata"]["uid"] and runtime.exit_of(p) is None), None))
+    assert new["metadata"]["name"] != old["metadata"]["name"]
+    side.until("the old pod gone", lambda: all(p["metadata"]["name"] != old["metadata"]["name"] for p in side.pods(name)) or None)
 
 
 def test_foreground_deletion_keeps_the_job_until_its_pods_are_gone(side: Side) -> None:
     name = side.unique("foreground")
-    side.run(name, {0: Program(on_sigterm=OnSigterm(seconds=3, code=143))})
+    side.run(name, Program(on_sigterm=OnSigterm(seconds=3, code=143)))
     running(side, name)
     side.api.delete(Kind.JOB, name, side.namespace, propagation="Foreground")
     job_ = side.the_job(name)
@@ -561,25 +561,25 @@ def test_a_deployment_gets_a_ready_pod_that_goes_with_it(side: Side) -> None:
 
 def test_logs_of_an_ended_pod_whole_tailed_and_followed(side: Side) -> None:
     name = side.unique("logs")
-    side.run(name, {0: Program(code=0, output="one\ntwo\nthree\n")})
+    side.run(name, Program(code=0, output="one\ntwo\nthree\n"))
     ended(side, name, "Complete")
     [pod] = side.pods(name)
     pod_name = pod["metadata"]["name"]
-    assert list(runtime.log_lines(side.api, pod_name, side.namespace, False)) == ["one", "two", "three"]
-    assert list(runtime.log_lines(side.api, pod_name, side.namespace, False, tail=2)) == ["two", "three"]
-    assert list(runtime.log_lines(side.api, pod_name, side.namespace, True)) == ["one", "two", "three"]  # ends: the pod has
+    assert list(pod_io.log_lines(side.api, pod_name, side.namespace, False)) == ["one", "two", "three"]
+    assert list(pod_io.log_lines(side.api, pod_name, side.namespace, False, tail=2)) == ["two", "three"]
+    assert list(pod_io.log_lines(side.api, pod_name, side.namespace, True)) == ["one", "two", "three"]  # ends: the pod has
     status, body = api_error(lambda: side.api.open_log(side.unique("missing"), side.namespace, CONTAINER, follow=False))
     assert (status, body["reason"]) == (404, "NotFound")
-    refused = runtime.exec_in_task(side.api, pod_name, side.namespace, ["true"])  # nothing runs in an ended pod
+    refused = pod_io.exec_in_task(side.api, pod_name, side.namespace, ["true"])  # nothing runs in an ended pod
     assert isinstance(refused, str) and refused.startswith(f"exec in pod {pod_name} failed: "), refused
 
 
 def test_following_the_logs_of_a_running_pod_ends_when_it_ends(side: Side) -> None:
     name = side.unique("follow")
-    side.run(name, {0: Program(output="first\n")})
+    side.run(name, Program(output="first\n"))
     pod = running(side, name)["metadata"]["name"]
-    side.until("the first line written", lambda: "first" in runtime.log_lines(side.api, pod, side.namespace, False))
-    lines = runtime.log_lines(side.api, pod, side.namespace, True)
+    side.until("the first line written", lambda: "first" in pod_io.log_lines(side.api, pod, side.namespace, False))
+    lines = pod_io.log_lines(side.api, pod, side.namespace, True)
     assert next(lines) == "first"
     side.api.delete(Kind.POD, pod, side.namespace)  # SIGTERM: the process dies of it, the stream ends
     assert list(lines) == []
@@ -587,16 +587,16 @@ def test_following_the_logs_of_a_running_pod_ends_when_it_ends(side: Side) -> No
 
 def test_exec_in_a_running_pod_gives_output_and_exit_code(side: Side) -> None:
     name = side.unique("exec")
-    side.run(name, {0: Program()})
+    side.run(name, Program())
     pod = running(side, name)["metadata"]["name"]
-    ran = runtime.exec_in_task(side.api, pod, side.namespace, ["sh", "-c", "echo out; echo err >&2; exit 3"])
+    ran = pod_io.exec_in_task(side.api, pod, side.namespace, ["sh", "-c", "echo out; echo err >&2; exit 3"])
     assert ran == Ran(3, "out\n", "err\n"), ran
-    assert runtime.exec_in_task(side.api, pod, side.namespace, ["sh", "-c", "echo fine"]) == Ran(0, "fine\n", "")
+    assert pod_io.exec_in_task(side.api, pod, side.namespace, ["sh", "-c", "echo fine"]) == Ran(0, "fine\n", "")
 
 
 def test_a_port_forward_reaches_the_pods_port(side: Side) -> None:
     name = side.unique("forward")
-    side.run(name, {0: Program(serves=True)})
+    side.run(name, Program(serves=True))
     pod = running(side, name)["metadata"]["name"]
 
     def echoed() -> bytes | None:
@@ -617,7 +617,7 @@ def test_a_port_forward_reaches_the_pods_port(side: Side) -> None:
 
 def test_a_port_forward_to_a_closed_port_ends_with_no_bytes_and_says_why(side: Side) -> None:
     name = side.unique("closed")
-    side.run(name, {0: Program()})  # runs, listens nowhere
+    side.run(name, Program())  # runs, listens nowhere
     pod = running(side, name)["metadata"]["name"]
     forward = side.api.open_forward(pod, side.namespace, PORT)
     try:

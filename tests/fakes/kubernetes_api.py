@@ -9,9 +9,11 @@ on create, optimistic concurrency on replace (``resourceVersion``), ``404
 NotFound``, list with an equality ``labelSelector``, ``422 Invalid`` for
 what the API server's validation refuses in the fields tfcluster relies on
 (``kubernetes_checks``: required names, containers and images, a Job's
-template, ``restartPolicy``, Indexed-only fields, the ``successPolicy``
-grammar, ``podFailurePolicy`` with ``podReplacementPolicy``, and the
-immutability of a Job's template, ``completionMode`` and ``selector``).
+template, ``restartPolicy``, a selector without ``manualSelector``, and the
+immutability of a Job's template (unless suspended), ``completionMode`` and
+``selector``); a Job created gets the selector and pod-template labels the
+API server adds (``batch.kubernetes.io/controller-uid``, ``controller-uid``,
+``batch.kubernetes.io/job-name``, ``job-name``).
 ``pods/<name>/log`` (with ``follow``: streamed until the pod ends),
 ``pods/<name>/exec`` (the websocket upgrade, then the command's stdout,
 stderr and exit status on channels 1, 2 and 3; what a command gives is the
@@ -29,23 +31,27 @@ account's API token is mounted in every container, init containers too
 (a ``kube-api-access-*`` projected volume) unless the pod's, else the
 account's, ``automountServiceAccountToken`` is false.
 
-Time is the fake's clock ``now``, which tests move; moving it runs the
-kubelet and the garbage collector (``settle``). Deletion takes time as on a
+Time is the fake's clock ``now``, which tests move; moving it, and each
+request that changes something, runs the kubelet and the garbage collector
+for what came due (``settle``). Deletion takes time as on a
 real cluster (``delete``): a deleted running pod gets SIGTERM and its
 process decides its exit code (``on_sigterm``, per task: exits 143 at once
 by default; ``OnSigterm(seconds=...)`` saves for that long;
 ``IGNORES_SIGTERM`` is killed with 137 when ``terminationGracePeriodSeconds``
 runs out, or the delete request's grace, never less than the kubelet's 2 s,
-so a grace-0 deletion is SIGTERM too, not a crash); ``Foreground`` deletion keeps the owner, marked, until its
+so a grace-0 deletion is SIGTERM too, not a crash; a pod in ``unreachable``,
+its node gone, is never ended); ``Foreground`` deletion keeps the owner, marked, until its
 dependents are gone; a Job's pods carry the Job controller's tracking
 finalizer until it counted them.
 
-No controller runs by itself. The test drives state through
+No controller runs by itself unless ``job_controller`` is set (then the
+Job controller syncs every Job after each request that changes something,
+each pod's end and each move of the clock). The test drives state through
 ``FakeKubernetes`` methods: ``roll_out`` stands in for the Deployment
-controller, ``start_pods`` and ``reconcile`` for the Job controller (a
-model of the documented semantics of ``backoffLimitPerIndex``,
-``maxFailedIndexes``, ``podFailurePolicy``, ``successPolicy``,
-``activeDeadlineSeconds`` and the ``SuccessCriteriaMet``/``FailureTarget``
+controller, ``start_pods``/``reconcile``/``sync_jobs`` for the Job
+controller (a model of a non-Indexed Job of one pod, as tfcluster renders a
+task's: ``suspend``, ``startTime``, ``backoffLimit``,
+``podReplacementPolicy`` and the ``SuccessCriteriaMet``/``FailureTarget``
 conditions that precede ``Complete``/``Failed`` until the pods stopped),
 ``finish_pod`` for the kubelet.
 
@@ -57,10 +63,11 @@ controller's words, found so). Where this fake still differs from a real API
 server (the one list):
 
 - controllers run only when a test calls them, so the order of events is
-  the test's; the real controllers' timing, retries and backoff delays
-  (``backoffLimit`` across indexes, the exponential pod backoff) are not
-  modelled, nor ``parallelism`` below ``completions``, ``suspend``, non-Indexed
-  Jobs or ``restartPolicy: OnFailure``;
+  the test's; the real controllers' timing and backoff delays (the
+  exponential pod backoff) are not modelled, nor Indexed Jobs, more than one
+  pod at a time or one completion, ``podFailurePolicy``, ``successPolicy``,
+  ``activeDeadlineSeconds`` or ``restartPolicy: OnFailure`` (tfcluster renders
+  none of them);
 - the Deployment controller puts its one pod directly under the Deployment
   (no ReplicaSet), ready at once; Deployments, Services, NetworkPolicies and
   claims have no behaviour (no endpoints, no policy enforcement, no binding);
@@ -70,15 +77,14 @@ server (the one list):
   what a real program does;
 - no scheduler, no image pulls (no ``Pending`` reasons unless a test writes
   them), no DNS, no node, no ``ttlSecondsAfterFinished``;
-- a Job's status keeps only ``startTime``, ``completionTime`` and the
-  conditions: no counters (``active``, ``ready``, ``succeeded``, ``failed``,
-  ``terminating``), no ``completedIndexes``/``failedIndexes`` (tfcluster reads
-  none of them: a run's state comes from the conditions and the pods); the
-  ``podFailurePolicy`` action ``FailIndex`` is not modelled (tfcluster
-  renders ``FailJob``, ``Ignore`` and ``Count``);
+- a Job's status keeps only ``startTime``, ``completionTime``, the
+  conditions and the counters ``succeeded`` and ``failed`` (no ``active``,
+  ``ready``, ``terminating``, ``uncountedTerminatedPods``: tfcluster reads
+  none of them; a task's state comes from its pod); a pod's name ends in a
+  number, not the controller's random suffix;
 - pods carry only the status fields tfcluster reads (phase, start time, the
   container's state, ``Ready``/``DisruptionTarget`` conditions when a test
-  sets them); ``activeDeadlineSeconds`` counts in the test's clock steps;
+  sets them);
 - label selectors are equality only; no field selectors, watches,
   server-side apply, ``generateName``, ``dryRun``, defaulting (e.g. of
   ``parallelism`` or ``backoffLimit``) or authentication; RBAC only as the
@@ -109,7 +115,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from fakes.kubernetes_checks import immutable, invalid, success_rule_met
+from fakes.kubernetes_checks import given_selector, immutable, invalid
 
 Obj = dict[str, Any]
 
@@ -127,8 +133,11 @@ KINDS = {
 }
 WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 PORT_FORWARD_PROTOCOL = EXEC_PROTOCOL = "v4.channel.k8s.io"
-INDEX_KEY = "batch.kubernetes.io/job-completion-index"
-FAILURE_COUNT_KEY = "batch.kubernetes.io/job-index-failure-count"
+#: The labels the Job controller puts on a Job's pod template (so on its pods): the Job's uid selects them.
+CONTROLLER_UID_KEY = "batch.kubernetes.io/controller-uid"
+JOB_NAME_KEY = "batch.kubernetes.io/job-name"
+#: A Job's ``backoffLimit`` when it sets none (the API's default).
+DEFAULT_BACKOFF_LIMIT = 6
 #: Where the ServiceAccount admission mounts the account's API token.
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 #: The finalizer the Job controller puts on its pods until it has counted their end.
@@ -181,6 +190,13 @@ class FakeKubernetes:
         #: Pod name prefix (a task) -> what running a command in its container gives: (exit code, stdout, stderr).
         self.pod_exec: dict[str, Callable[[list[str]], tuple[int, str, str]]] = {}
         self._server: ThreadingHTTPServer | None = None
+        #: When set, the Job controller syncs every Job after each change (a request, a pod's end, the clock
+        #: moving: ``sync_jobs``), as a running controller would; unset, only when the test calls it.
+        self.job_controller = False
+        #: Pods whose node is gone: a deletion marks them and nothing ends them (they stay terminating).
+        self.unreachable: set[str] = set()
+        self._syncing = False
+        self._counted: set[str] = set()  # uids of the ended pods the Job controller counted
         #: When set, RBAC as the API server's authorizer: a request needing a permission (``permission``) not in it is
         #: ``403 Forbidden`` for ``user``, in the API server's words; None: everything is allowed.
         self.allowed: set[Permission] | None = None
@@ -249,6 +265,7 @@ class FakeKubernetes:
                     _release(obj, FOREGROUND_FINALIZER)
                     if not meta["finalizers"]:
                         self._remove(key)
+            self._sync()
 
     # --- store -----------------------------------------------------------
 
@@ -270,7 +287,7 @@ class FakeKubernetes:
 
     def create(self, plural: str, namespace: str, obj: Obj) -> Obj:
         with self._lock:
-            problems = invalid(plural, obj)
+            problems = invalid(plural, obj) + given_selector(plural, obj)
             if problems:
                 raise _invalid(plural, (obj.get("metadata") or {}).get("name", ""), problems)
             name = obj["metadata"]["name"]
@@ -288,6 +305,8 @@ class FakeKubernetes:
             )
             obj.setdefault("kind", KINDS[plural])
             obj.setdefault("status", {})
+            if plural == "jobs":
+                _label_job(obj)
             self.objects[plural, namespace, name] = obj
             return copy.deepcopy(obj)
 
@@ -413,6 +432,8 @@ class FakeKubernetes:
         meta["resourceVersion"] = str(next(self._versions))
         if not _active(pod):
             return
+        if meta["name"] in self.unreachable:
+            return
         behaviour = self._sigterm_behaviour(meta["name"])
         kill_after = max(grace, KUBELET_MINIMUM_GRACE_SECONDS)
         if behaviour.seconds is not None and behaviour.seconds <= kill_after:
@@ -479,15 +500,13 @@ class FakeKubernetes:
             return name
 
     def start_pods(self, job_name: str, namespace: str = "default") -> list[str]:
-        """Create a Running pod for every index of the Job that has no active or finished pod (the Job
-        controller's first sync also sets the Job's ``startTime``, from which ``activeDeadlineSeconds`` counts)."""
+        """The Job controller's sync of one Job (``reconcile``); the names of the pods it created (none while the
+        Job is suspended)."""
         with self._lock:
-            job = self.objects["jobs", namespace, job_name]
-            if job["metadata"].get("deletionTimestamp") or _decided(job):
-                return []
-            job["status"].setdefault("startTime", self.stamp())
-            return [self._new_pod(job, index, failures=0)
-                    for index in range(job["spec"]["completions"]) if not self._runs(job, index)]
+            before = {name for (plural, ns, name) in self.objects if plural == "pods" and ns == namespace}
+            self.reconcile(job_name, namespace)
+            return sorted(name for (plural, ns, name) in self.objects
+                          if plural == "pods" and ns == namespace and name not in before)
 
     def finish_pod(self, pod: str, exit_code: int, reason: str = "", namespace: str = "default", disrupted: bool = False,
                    at: float | None = None, message: str = "") -> None:
@@ -518,71 +537,77 @@ class FakeKubernetes:
                 obj["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
 
         self.update("pods", namespace, pod, change)
+        self._sync()
+
+    def sync_jobs(self, namespace: str = "default") -> None:
+        """One pass of the Job controller over every Job of ``namespace`` (``reconcile``)."""
+        with self._lock:
+            for plural, ns, name in list(self.objects):
+                if plural == "jobs" and ns == namespace and ("jobs", ns, name) in self.objects:
+                    self.reconcile(name, ns)
+
+    def synced(self, answer: Obj) -> Obj:
+        """``answer`` (a request's), after what came due with the change happened (``settle``: the kubelet, the
+        garbage collector, and with ``job_controller`` set the Job controller)."""
+        with self._lock:
+            self.settle()
+        return answer
+
+    def _sync(self) -> None:
+        """With ``job_controller`` set, the Job controller reacts to a change at once (``sync_jobs``)."""
+        if not self.job_controller or self._syncing:
+            return
+        self._syncing = True
+        try:
+            for namespace in sorted({ns for (plural, ns, _) in self.objects if plural == "jobs"}):
+                self.sync_jobs(namespace)
+        finally:
+            self._syncing = False
 
     def reconcile(self, job_name: str, namespace: str = "default") -> None:
-        """One pass of a model of the Job controller over an Indexed Job with ``restartPolicy: Never``.
+        """One pass of a model of the Job controller over a non-Indexed Job of one pod (``completions`` and
+        ``parallelism`` 1, ``restartPolicy: Never``), as tfcluster renders a task's Job (``manifests.task_job``).
 
-        A Job being deleted is left alone. Past ``activeDeadlineSeconds``
-        (from ``status.startTime``) the Job fails (``DeadlineExceeded``).
-        Per index, the newest pod decides: Succeeded -> index done; Failed ->
-        ``podFailurePolicy`` rules in order (FailJob on exit codes; Ignore on
-        a pod condition: replaced without counting), else counted: replaced
-        while its failure count is below ``backoffLimitPerIndex``, otherwise
-        the index fails. More failed indexes than ``maxFailedIndexes`` fail
-        the Job (``MaxFailedIndexesExceeded``), and so does every index having
-        ended with one failed (``FailedIndexes``).
-        Every ended pod of an index is then counted: its tracking finalizer
-        goes. The first ``successPolicy`` rule that holds
-        (``kubernetes_checks.success_rule_met``), or every index done,
-        completes the Job. A Job decided so gets ``SuccessCriteriaMet`` or
-        ``FailureTarget`` at once, its running pods are deleted, and it
-        gets ``Complete`` or ``Failed`` once none of them runs any more.
+        A Job being deleted, or over, is left alone. A suspended Job gets
+        the condition ``Suspended`` and no pod; resumed, that condition turns
+        ``False`` (``JobResumed``). The first sync of a Job that may run sets
+        ``status.startTime`` and creates its pod. Every ended pod is counted
+        (``status.succeeded``/``failed``; its tracking finalizer released): a
+        succeeded pod completes the Job (``CompletionsReached``), more failed
+        pods than ``backoffLimit`` (default 6) fail it (``BackoffLimitExceeded``),
+        else a new pod replaces the failed one once no pod is active (with
+        ``podReplacementPolicy: Failed`` a pod being deleted is active until
+        it ended; ``TerminatingOrFailed``: until it is marked). A decided Job
+        gets ``SuccessCriteriaMet`` or ``FailureTarget`` at once, its running
+        pods are deleted, and ``Complete`` or ``Failed`` once none runs.
         """
         with self._lock:
-            job = self.objects["jobs", namespace, job_name]
-            spec = job["spec"]
-            if job["metadata"].get("deletionTimestamp") or _finished(job):
+            job = self.objects.get(("jobs", namespace, job_name))
+            if job is None or job["metadata"].get("deletionTimestamp") or _finished(job):
                 return
             if _decided(job):
                 return self._conclude(job)
-            started = job["status"].get("startTime")
-            deadline = spec.get("activeDeadlineSeconds")
-            if deadline is not None and started is not None and self._now - _seconds(started) >= deadline:
-                return self._decide(job, "Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
-            done: set[int] = set()
-            failed: set[int] = set()
-            for index in range(spec["completions"]):
-                runs = self._runs(job, index)
-                if not runs:
-                    continue
-                latest = runs[-1]
-                phase = latest["status"].get("phase")
-                if phase == "Succeeded":
-                    done.add(index)
-                if phase == "Failed":
-                    action, why = _failure_action(spec, latest)
-                    count = int(latest["metadata"]["annotations"][FAILURE_COUNT_KEY])
-                    if action == "FailJob":
-                        return self._decide(job, "Failed", "PodFailurePolicy", why)
-                    if action != "Ignore" and count + 1 > spec.get("backoffLimitPerIndex", 0):
-                        failed.add(index)
-                    else:
-                        self._new_pod(job, index, failures=count if action == "Ignore" else count + 1)
-                for run in runs:
-                    if not _active(run):
-                        _release(run, TRACKING_FINALIZER)
-            most = spec.get("maxFailedIndexes")
-            if most is not None and len(failed) > most:
-                return self._decide(job, "Failed", "MaxFailedIndexesExceeded",
-                                    "Job has exceeded the specified maximal number of failed indexes")
-            if failed and len(failed | done) >= spec["completions"]:
-                return self._decide(job, "Failed", "FailedIndexes", "Job has failed indexes")
-            rules = (spec.get("successPolicy") or {}).get("rules", [])
-            met = next((i for i, rule in enumerate(rules) if done and success_rule_met(rule, done, spec["completions"])), None)
-            if met is not None:
-                self._decide(job, "Complete", "SuccessPolicy", f"Matched rules at index {met}")
-            elif len(done) == spec["completions"]:
-                self._decide(job, "Complete", "CompletionsReached", "Reached expected number of succeeded pods")
+            spec, status = job["spec"], job["status"]
+            if spec.get("suspend"):
+                _set_condition(status, "Suspended", "True", "JobSuspended", "Job suspended", self.stamp())
+                return
+            if _has_condition(job, ("Suspended",)):
+                _set_condition(status, "Suspended", "False", "JobResumed", "Job resumed", self.stamp())
+            status.setdefault("startTime", self.stamp())
+            pods = self._pods_of(job)
+            for pod in pods:
+                if not _active(pod) and pod["metadata"]["uid"] not in self._counted:
+                    self._counted.add(pod["metadata"]["uid"])
+                    key = "succeeded" if pod["status"].get("phase") == "Succeeded" else "failed"
+                    status[key] = status.get(key, 0) + 1
+                    _release(pod, TRACKING_FINALIZER)
+            if status.get("succeeded", 0) >= spec.get("completions", 1):
+                return self._decide(job, "Complete", "CompletionsReached", "Reached expected number of succeeded pods")
+            if status.get("failed", 0) > spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT):
+                return self._decide(job, "Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+            terminating_counts = spec.get("podReplacementPolicy", "Failed") == "Failed"
+            if not any(_active(pod) and (terminating_counts or not pod["metadata"].get("deletionTimestamp")) for pod in pods):
+                self._new_pod(job)
 
     def _decide(self, job: Obj, outcome: str, reason: str, message: str) -> None:
         """The Job met its success or failure criteria: the interim condition, its running pods deleted."""
@@ -610,34 +635,30 @@ class FakeKubernetes:
         for pod in pods:
             _release(pod, TRACKING_FINALIZER)
 
-    def _runs(self, job: Obj, index: int) -> list[Obj]:
+    def _pods_of(self, job: Obj) -> list[Obj]:
+        """The Job's pods (those it controls), oldest first."""
         uid = job["metadata"]["uid"]
-        pods = [
-            pod
-            for (plural, _, _), pod in self.objects.items()
-            if plural == "pods"
-            and any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences", []))
-            and pod["metadata"]["annotations"][INDEX_KEY] == str(index)
-        ]
-        return sorted(pods, key=lambda p: int(p["metadata"]["annotations"][FAILURE_COUNT_KEY]))
+        pods = [pod for (plural, _, _), pod in self.objects.items()
+                if plural == "pods" and any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences", []))]
+        return sorted(pods, key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]))
 
-    def _new_pod(self, job: Obj, index: int, failures: int) -> str:
+    def _new_pod(self, job: Obj) -> str:
+        """A pod of the Job's template (which carries the controller's labels, ``_label_job``), running at once."""
         meta = job["metadata"]
         template = copy.deepcopy(job["spec"]["template"])
-        name = f"{meta['name']}-{index}-{next(self._names):05d}"
-        labels = {**template["metadata"].get("labels", {}), "job-name": meta["name"], INDEX_KEY: str(index)}
-        annotations = {**template["metadata"].get("annotations", {}), INDEX_KEY: str(index), FAILURE_COUNT_KEY: str(failures)}
+        name = f"{meta['name']}-{next(self._names):05d}"
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
                 "name": name,
-                "labels": labels,
-                "annotations": annotations,
-                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"], "controller": True}],
+                "labels": template["metadata"].get("labels", {}),
+                "annotations": template["metadata"].get("annotations", {}),
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"],
+                                     "controller": True, "blockOwnerDeletion": True}],
                 "finalizers": [TRACKING_FINALIZER],
             },
-            "spec": {**template["spec"], "hostname": f"{meta['name']}-{index}"},
+            "spec": template["spec"],
         }
         self.create("pods", meta["namespace"], pod)
         self.update(
@@ -684,6 +705,30 @@ def _decided(job: Obj) -> bool:
     return _has_condition(job, ("SuccessCriteriaMet", "FailureTarget"))
 
 
+def _set_condition(status: Obj, kind: str, value: str, reason: str, message: str, stamp: str) -> None:
+    """The condition ``kind`` of a status set to ``value`` (its transition time only when the value changes)."""
+    conditions = status.setdefault("conditions", [])
+    current = next((c for c in conditions if c["type"] == kind), None)
+    if current is not None and current["status"] == value:
+        return
+    if current is not None:
+        conditions.remove(current)
+    conditions.append({"type": kind, "status": value, "reason": reason, "message": message,
+                       "lastProbeTime": stamp, "lastTransitionTime": stamp})
+
+
+def _label_job(job: Obj) -> None:
+    """What the API server adds to a Job it creates (no ``manualSelector``): a selector on its uid, and the
+    labels selecting it (and naming it) on its pod template."""
+    meta, spec = job["metadata"], job["spec"]
+    if spec.get("manualSelector"):
+        return
+    labels = {CONTROLLER_UID_KEY: meta["uid"], JOB_NAME_KEY: meta["name"], "controller-uid": meta["uid"], "job-name": meta["name"]}
+    spec["selector"] = {"matchLabels": {CONTROLLER_UID_KEY: meta["uid"]}}
+    template_meta = spec["template"].setdefault("metadata", {})
+    template_meta["labels"] = {**template_meta.get("labels", {}), **labels}
+
+
 def _active(pod: Obj) -> bool:
     return pod["status"].get("phase", "Pending") in ("Pending", "Running")
 
@@ -692,10 +737,6 @@ def _release(obj: Obj, finalizer: str) -> None:
     finalizers = obj["metadata"].get("finalizers", [])
     if finalizer in finalizers:
         finalizers.remove(finalizer)
-
-
-def _seconds(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def _merge(target: Any, change: Any) -> Any:
@@ -714,41 +755,6 @@ def _invalid(plural: str, name: str, problems: list[str]) -> ApiError:
     """422 Invalid, worded as the API server words it."""
     kind = KINDS[plural] + (".batch" if plural == "jobs" else ".apps" if plural == "deployments" else "")
     return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: [{", ".join(problems)}]')
-
-
-def _failure_action(spec: Obj, pod: Obj) -> tuple[str, str]:
-    """The action of the first ``podFailurePolicy`` rule that matches the failed pod, else ``Count``, and the
-    message a ``FailJob`` gives the Job's condition (the Job controller's words).
-
-    As the Job controller: ``onExitCodes`` looks at the named container (every
-    container without ``containerName``) and matches if one of them
-    terminated with a code ``In`` (or ``NotIn``) ``values``; ``onPodConditions``
-    matches a pod condition of that type and status (default ``True``).
-    ``Ignore`` replaces the pod without counting it against
-    ``backoffLimitPerIndex`` (``reconcile``).
-    """
-    statuses = pod["status"].get("containerStatuses", [])
-    conditions = {(c["type"], c.get("status")) for c in pod["status"].get("conditions", [])}
-    where = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-    for number, rule in enumerate((spec.get("podFailurePolicy") or {}).get("rules", [])):
-        on_codes = rule.get("onExitCodes")
-        if on_codes is not None:
-            named = on_codes.get("containerName")
-            ended = [
-                (s["name"], s["state"]["terminated"]["exitCode"])
-                for s in statuses
-                if (named is None or s["name"] == named) and "terminated" in s["state"]
-            ]
-            inside = [(container, code) for container, code in ended
-                      if code != 0 and (code in on_codes["values"]) == (on_codes["operator"] == "In")]
-            if inside:
-                container, code = inside[0]
-                return str(rule["action"]), (f"Container {container} for pod {where} failed with exit code {code} "
-                                             f"matching {rule['action']} rule at index {number}")
-        for pattern in rule.get("onPodConditions", []):
-            if (pattern["type"], pattern.get("status", "True")) in conditions:
-                return str(rule["action"]), f"Pod {where} has condition {pattern['type']} matching {rule['action']} rule at index {number}"
-    return "Count", ""
 
 
 #: The patch types the fake applies, both as a JSON merge patch (RFC 7386): what the backend sends.
@@ -870,19 +876,20 @@ class _Handler(BaseHTTPRequestHandler):
                     raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
                 return self._send(200, obj)
             if method == "POST":
-                return self._send(201, store.create(plural, namespace, body))
+                return self._send(201, store.synced(store.create(plural, namespace, body)))
             if method == "PUT":
-                return self._send(200, store.replace(plural, namespace, name, body))
+                return self._send(200, store.synced(store.replace(plural, namespace, name, body)))
             if method == "PATCH":
                 # the python client's default for a dict body is a JSON patch (RFC 6902), which the store does not
                 # apply: a request that is not a merge patch is refused, as the API refuses a patch it cannot read
                 if self.headers.get("Content-Type", "").split(";")[0] not in MERGE_PATCH_TYPES:
                     raise ApiError(415, "UnsupportedMediaType", f"the fake applies only {', '.join(MERGE_PATCH_TYPES)}")
-                return self._send(200, store.patch(plural, namespace, name, body))
+                return self._send(200, store.synced(store.patch(plural, namespace, name, body)))
             if method == "DELETE":
                 propagation = query.get("propagationPolicy", [body.get("propagationPolicy", "Background")])[0]
                 grace = query.get("gracePeriodSeconds", [body.get("gracePeriodSeconds")])[0]
-                return self._send(200, store.delete(plural, namespace, name, propagation, None if grace is None else float(grace)))
+                return self._send(200, store.synced(store.delete(plural, namespace, name, propagation,
+                                                                 None if grace is None else float(grace))))
             raise ApiError(405, "MethodNotAllowed", method)
         except ApiError as exc:
             self._send(exc.code, exc.body())

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from fakes.kubernetes_api import FakeKubernetes, Permission, permission
+from fakes.kubernetes_api import JOB_NAME_KEY, FakeKubernetes, Permission, permission
 from helpers.paths import REPO
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.protocol.events import MANUAL_TOKEN, Event, format_event
@@ -28,7 +28,7 @@ def fake_fixture() -> Iterator[FakeKubernetes]:
 
 def backend_for(fake: FakeKubernetes, namespace: str | None = None, **options: Any) -> KubernetesBackend:
     api_client = client.ApiClient(client.Configuration(host=fake.url))
-    return KubernetesBackend(api_client, namespace, clock=lambda: fake.now, **options)
+    return KubernetesBackend(api_client, namespace, **options)
 
 
 def rbac_allowed() -> set[Permission]:
@@ -42,14 +42,13 @@ def rbac_used(fake: FakeKubernetes) -> set[Permission]:
     return {permission(method, path) for method, path in fake.requests}
 
 
-def pod_of(fake: FakeKubernetes, task: str) -> str:
-    """The current pod of ``task``: its newest (highest failure count)."""
-    names = [name for (plural, _, name) in fake.objects if plural == "pods" and name.startswith(task + "-")]
-    return max(names, key=lambda p: int(fake.get("pods", p)["metadata"]["annotations"][
-        "batch.kubernetes.io/job-index-failure-count"]))
+def pod_of(fake: FakeKubernetes, task: str, namespace: str = "default") -> str:
+    """The current pod of ``task``: the newest pod of its Job (the Job named after the task)."""
+    pods = fake.list("pods", namespace, {JOB_NAME_KEY: task})
+    return max(pods, key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]))["metadata"]["name"]
 
 
-def write(fake: FakeKubernetes, task: str, *events: Event) -> None:
-    """Append ``events`` (the manual token's event lines) to the log of ``task``'s current pod."""
+def write(fake: FakeKubernetes, task: str, *events: Event, token: str = MANUAL_TOKEN) -> None:
+    """Append ``events`` (``token``'s event lines) to the log of ``task``'s current pod."""
     key = ("default", pod_of(fake, task))
-    fake.pod_logs[key] = fake.pod_logs.get(key, "") + "".join(format_event(e, task, MANUAL_TOKEN) + "\n" for e in events)
+    fake.pod_logs[key] = fake.pod_logs.get(key, "") + "".join(format_event(e, task, token) + "\n" for e in events)

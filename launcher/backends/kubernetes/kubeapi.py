@@ -5,7 +5,7 @@ objects are answered as JSON dicts (no model deserialization). The request metho
 ``ApiException``; this module is the one home of what an API error means: ``errors(action)`` turns any
 client error into a ``LaunchError`` naming the action, the API server and its answer (a 403 says what the
 Role refused), ``unless_gone`` takes a 404 as nothing to do, ``read_if_exists`` answers None for a 404,
-``create_unless_exists`` False for a 409. The ``kubernetes`` package is imported only when a ``KubeApi``
+``create_unless_exists`` None for a 409. The ``kubernetes`` package is imported only when a ``KubeApi``
 is made (``connect``), never at import.
 """
 
@@ -233,17 +233,16 @@ class KubeApi:
                 raise
             return None
 
-    def create_unless_exists(self, kind: Kind, namespace: str, body: Obj) -> bool:
-        """``create``; False when an object of that name exists (409); other errors raise."""
+    def create_unless_exists(self, kind: Kind, namespace: str, body: Obj) -> Obj | None:
+        """``create``: the object created; None when an object of that name exists (409); other errors raise."""
         from kubernetes.client.exceptions import ApiException
 
         try:
-            self.create(kind, namespace, body)
-            return True
+            return self.create(kind, namespace, body)
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            return False
+            return None
 
 
 def _json(response: Any) -> Obj:

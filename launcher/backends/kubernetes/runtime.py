@@ -242,15 +242,14 @@ class KubernetesRuntime:
 
     def _create(self, job: Obj) -> Obj:
         """``job`` created; waits (bounded) for the name of the one it replaces to be free."""
-        from kubernetes.client.exceptions import ApiException
-
         ends = self._clock() + REPLACE_SECONDS
         while True:
-            try:
-                return self.api.create(Kind.JOB, self.namespace, job)
-            except ApiException as exc:
-                if exc.status != 409 or self._clock() >= ends:
-                    raise
+            created = self.api.create_unless_exists(Kind.JOB, self.namespace, job)
+            if created is not None:
+                return created
+            if self._clock() >= ends:
+                raise LaunchError(f"cannot start {job['metadata']['name']}: the Job it replaces is still there "
+                                  f"{REPLACE_SECONDS:.0f} s after it was deleted")
             self._pause(LISTING_SECONDS)
 
     def _attach(self, task: Task, job: Obj) -> None:

@@ -1,6 +1,6 @@
-"""The fake Kubernetes API's own semantics, where tfcluster's tests rely on them: the API server's checks,
-the ``successPolicy`` grammar, what a deleted pod's process does. Its differences from a real server are
-listed in ``tests/fakes/kubernetes_api.py``."""
+"""The fake Kubernetes API's own semantics, where tfcluster's tests rely on them: the API server's checks, its
+Job controller (with ``job_controller`` set: at once), what a deleted pod's process does. Its differences from a
+real server are listed in ``tests/fakes/kubernetes_api.py``; ``tests/contract`` holds it to a real one."""
 
 from __future__ import annotations
 
@@ -10,16 +10,15 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fakes.kubernetes_api import IGNORES_SIGTERM, ApiError, FakeKubernetes, OnSigterm
-from fakes.kubernetes_checks import success_indexes, success_rule_met
+from fakes.kubernetes_api import CONTROLLER_UID_KEY, IGNORES_SIGTERM, ApiError, FakeKubernetes, OnSigterm
 from helpers.k8s_specs import dry_run_for
+from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
 from launcher.backends.kubernetes.manifests import objects
 
 JOB = {
     "metadata": {"name": "j"},
     "spec": {
-        "completionMode": "Indexed", "completions": 3, "parallelism": 3, "backoffLimitPerIndex": 1, "maxFailedIndexes": 0,
-        "podReplacementPolicy": "Failed",
+        "completions": 1, "parallelism": 1, "backoffLimit": 0, "podReplacementPolicy": "Failed",
         "template": {"metadata": {}, "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 10,
                                               "containers": [{"name": "trainer", "image": "img"}]}},
     },
@@ -32,44 +31,14 @@ def job(**spec: object) -> dict:
     return obj
 
 
-@pytest.mark.parametrize(("text", "indexes"), [("0", {0}), ("0,2-4", {0, 2, 3, 4}), ("1-1,3", {1, 3})])
-def test_succeeded_indexes_grammar(text: str, indexes: set[int]) -> None:
-    assert success_indexes(text, 5) == indexes
-
-
-@pytest.mark.parametrize("text", ["", "a", "0-", "-1", "2,1", "1-0", "0,0", "0-2,2", "5", " 1", "1,"])
-def test_succeeded_indexes_the_api_refuses(text: str) -> None:
-    with pytest.raises(ValueError):
-        success_indexes(text, 5)
-
-
-@pytest.mark.parametrize(("rule", "done", "met"), [
-    ({"succeededIndexes": "1-4", "succeededCount": 3}, {1, 3, 5}, False),  # the API reference's example
-    ({"succeededIndexes": "1-4", "succeededCount": 3}, {1, 3, 4}, True),
-    ({"succeededIndexes": "0,2"}, {0, 1}, False),
-    ({"succeededIndexes": "0,2"}, {0, 2}, True),
-    ({"succeededCount": 2}, {0, 5}, True),
-    ({"succeededCount": 2}, {5}, False),
-])
-def test_success_rules(rule: dict, done: set[int], met: bool) -> None:
-    assert success_rule_met(rule, done, 6) is met
-
-
 @pytest.mark.parametrize(("change", "field"), [
     ({"template": None}, "spec.template: Required value"),
-    ({"completions": None}, "spec.completions: Required value"),
-    ({"successPolicy": {"rules": [{}]}}, "spec.successPolicy.rules[0]: Required value"),
-    ({"successPolicy": {"rules": [{"succeededIndexes": "0-3"}]}}, "spec.successPolicy.rules[0].succeededIndexes: Invalid value"),
-    ({"successPolicy": {"rules": [{"succeededIndexes": "0", "succeededCount": 2}]}}, "rules[0].succeededCount: Invalid value"),
-    ({"successPolicy": {"rules": [{"succeededCount": 1}] * 21}}, "spec.successPolicy.rules: Too many"),
-    ({"completionMode": "NonIndexed"}, "spec.backoffLimitPerIndex: Invalid value: requires Indexed"),
-    ({"podFailurePolicy": {"rules": []}, "podReplacementPolicy": "TerminatingOrFailed"}, "spec.podReplacementPolicy"),
-    ({"activeDeadlineSeconds": -1}, "spec.activeDeadlineSeconds: Invalid value"),
+    ({"selector": {"matchLabels": {"a": "b"}}}, "spec.selector: Invalid value"),
 ])
 def test_a_job_the_api_server_refuses(fake: FakeKubernetes, change: dict, field: str) -> None:
     obj = job(**change)
     obj["spec"] = {k: v for k, v in obj["spec"].items() if v is not None}
-    with pytest.raises(ApiError, match=field.replace("[", r"\[").replace("]", r"\]")) as raised:
+    with pytest.raises(ApiError, match=field) as raised:
         fake.create("jobs", "default", obj)
     assert raised.value.code == 422 and not fake.objects
 
@@ -98,7 +67,7 @@ def test_a_jobs_pod_template_is_immutable_over_http(fake: FakeKubernetes) -> Non
         batch.replace_namespaced_job("j", "default", stored, _preload_content=False)
     assert raised.value.status == 422 and "spec.template: Invalid value: field is immutable" in str(raised.value.body)
     stored = fake.get("jobs", "j")
-    stored["spec"]["parallelism"] = 1  # mutable
+    stored["spec"]["backoffLimit"] = 1  # mutable; the selector the server made is kept as it is
     assert batch.replace_namespaced_job("j", "default", stored, _preload_content=False).status == 200
 
 
@@ -109,7 +78,11 @@ def test_every_object_tfcluster_renders_is_admitted(fake: FakeKubernetes) -> Non
                   "NetworkPolicy": "networkpolicies", "PersistentVolumeClaim": "persistentvolumeclaims", "Role": "roles",
             "RoleBinding": "rolebindings"}[obj["kind"]]
         fake.create(plural, "default", obj)
-    assert fake.get("jobs", "all-worker")["spec"]["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
+    task = fake.get("jobs", "all-worker-2")
+    assert task["spec"]["suspend"] is True and task["spec"]["selector"] == {"matchLabels": {CONTROLLER_UID_KEY: task["metadata"]["uid"]}}
+    fake.sync_jobs()
+    assert [p["metadata"]["labels"][CONTROLLER_UID_KEY] for p in fake.list("pods")] == [
+        fake.get("jobs", "all-supervisor")["metadata"]["uid"]]  # the tasks' Jobs are suspended: the supervisor starts them
 
 
 @pytest.mark.parametrize(("behaviour", "after", "code"), [
@@ -119,9 +92,9 @@ def test_every_object_tfcluster_renders_is_admitted(fake: FakeKubernetes) -> Non
 def test_a_deleted_pods_process_decides_its_exit_within_the_grace(fake: FakeKubernetes, behaviour: OnSigterm, after: int,
                                                                   code: int) -> None:
     fake.create("jobs", "default", job())
-    pod = fake.start_pods("j")[1]
+    [pod] = fake.start_pods("j")
     assert fake.get("pods", pod)["status"]["containerStatuses"][0]["name"] == "trainer"  # from the pod spec
-    fake.on_sigterm["j-1"] = behaviour
+    fake.on_sigterm["j"] = behaviour
     fake.delete("pods", "default", pod, "Background")  # the template's grace: 10 s
     if after:
         fake.now += after - 0.5
@@ -138,8 +111,8 @@ def test_a_deleted_pods_process_decides_its_exit_within_the_grace(fake: FakeKube
 
 def test_the_grace_of_the_delete_request_overrides_the_pods(fake: FakeKubernetes) -> None:
     fake.create("jobs", "default", job())
-    pod = fake.start_pods("j")[0]
-    fake.on_sigterm["j-0"] = IGNORES_SIGTERM
+    [pod] = fake.start_pods("j")
+    fake.on_sigterm["j"] = IGNORES_SIGTERM
     fake.delete("pods", "default", pod, "Background", grace=2)
     fake.now += 2
     assert fake.get("pods", pod)["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
@@ -150,10 +123,43 @@ def test_a_grace_0_deletion_still_gets_sigterm_and_the_kubelets_least_grace(fake
                                                                            code: int) -> None:
     """As a real kubelet (seen on .ci/k8s.sh's cluster): no crash, SIGTERM and 2 s before SIGKILL."""
     fake.create("jobs", "default", job())
-    pod = fake.start_pods("j")[0]
-    fake.on_sigterm["j-0"] = behaviour
+    [pod] = fake.start_pods("j")
+    fake.on_sigterm["j"] = behaviour
     fake.delete("pods", "default", pod, "Background", grace=0)
     fake.now += 1
     assert fake.get("pods", pod)["status"]["phase"] == "Running"
     fake.now += 1
     assert fake.get("pods", pod)["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == code
+
+
+def test_the_job_controller_runs_a_suspended_job_once_resumed_and_never_replaces_its_pod(fake: FakeKubernetes) -> None:
+    fake.job_controller = True
+    api = KubeApi(client.ApiClient(client.Configuration(host=fake.url)))
+    made = api.create(Kind.JOB, "default", job(suspend=True))
+    assert fake.list("pods") == [] and "startTime" not in fake.get("jobs", "j")["status"]
+    api.merge_patch_job("j", "default", {"spec": {"suspend": False}})
+    [pod] = fake.list("pods")
+    assert pod["metadata"]["labels"][CONTROLLER_UID_KEY] == made["metadata"]["uid"]
+    assert pod["metadata"]["labels"]["job-name"] == "j" and fake.get("jobs", "j")["status"]["startTime"]
+    fake.finish_pod(pod["metadata"]["name"], 1)
+    failed = fake.get("jobs", "j")
+    assert [c["type"] for c in failed["status"]["conditions"] if c["status"] == "True"] == ["FailureTarget", "Failed"]
+    assert [p["metadata"]["name"] for p in fake.list("pods")] == [pod["metadata"]["name"]]  # backoffLimit 0: none new
+
+
+@pytest.mark.parametrize(("limit", "policy", "pods_while_terminating"), [
+    (1, "Failed", 1), (1, "TerminatingOrFailed", 2), (0, "Failed", 1),
+])
+def test_a_deleted_pod_is_replaced_within_the_backoff_limit_as_the_replacement_policy_says(
+        fake: FakeKubernetes, limit: int, policy: str, pods_while_terminating: int) -> None:
+    fake.create("jobs", "default", job(backoffLimit=limit, podReplacementPolicy=policy))
+    [pod] = fake.start_pods("j")
+    fake.on_sigterm["j"] = OnSigterm(seconds=5)
+    fake.delete("pods", "default", pod, "Background")
+    fake.reconcile("j")
+    assert len(fake.list("pods")) == pods_while_terminating
+    fake.now += 5
+    fake.reconcile("j")
+    live = [p for p in fake.list("pods") if p["status"]["phase"] == "Running"]
+    assert len(live) == (1 if limit else 0)
+    assert bool(fake.get("jobs", "j")["status"].get("conditions", [{}])[-1].get("type") == "Failed") is (limit == 0)

@@ -22,19 +22,21 @@ import pytest
 import yaml
 from kubernetes import client
 
-from fakes.kubernetes_api import IGNORES_SIGTERM, TOKEN_PATH, FakeKubernetes, OnSigterm
+from fakes.kubernetes_api import TOKEN_PATH, FakeKubernetes, OnSigterm
 from helpers.boards import free_port
-from helpers.k8s_fake import backend_for, rbac_allowed, rbac_used
+from helpers.k8s_fake import backend_for, pod_of, rbac_allowed, rbac_used
 from helpers.k8s_specs import DEMO, dry_run_for, manifests, plan_for
+from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
+from launcher.backends.kubernetes.cluster_state import ClusterState
+from launcher.backends.kubernetes.runtime import KubernetesRuntime, fresh_copy
 from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board
 from launcher.cli import registry
 from launcher.cli.commands import main
-from launcher.cli.watch import watch
 from launcher.errors import BackendUnavailable, LaunchError
 from launcher.plan import naming
-from launcher.protocol.events import MANUAL_TOKEN
-from launcher.supervision.status import State
+from launcher.plan.targets import BackendKind
+from launcher.supervision.status import JobStatus, State, TaskStatus
 
 PSS = {"name": "pss", "roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {}}}
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp")
@@ -49,16 +51,23 @@ def pods(fake: FakeKubernetes, prefix: str) -> list[str]:
 
 def running(fake: FakeKubernetes, task: str) -> str:
     """The current pod of ``task`` (e.g. demo-worker-1)."""
-    return max(pods(fake, task + "-"), key=lambda p: (failure_count(fake, p), p))  # names count up
+    return pod_of(fake, task)
 
 
-def failure_count(fake: FakeKubernetes, pod: str) -> int:
-    return int(fake.get("pods", pod)["metadata"]["annotations"]["batch.kubernetes.io/job-index-failure-count"])
+def start_all(fake: FakeKubernetes, *tasks: str, namespace: str = "default") -> None:
+    """The tasks started as their supervisor starts them: each task's Job let run (it was applied suspended)."""
+    for task in tasks:
+        fake.patch("jobs", namespace, task, {"spec": {"suspend": False}})
+        fake.start_pods(task, namespace)
 
 
-def start_all(fake: FakeKubernetes, *jobs: str) -> None:
-    for job in jobs:
-        fake.start_pods(job)
+def as_applied(job: dict) -> dict:
+    """A stored Job without the selector and the pod labels the API server added to it (``runtime.fresh_copy``)."""
+    copy = fresh_copy(job)
+    spec = {k: v for k, v in copy["spec"].items() if k != "suspend"}
+    if "suspend" in job["spec"]:
+        spec["suspend"] = job["spec"]["suspend"]
+    return {**copy, "metadata": job["metadata"], "spec": spec}
 
 
 def test_submit_applies_exactly_the_planned_manifests(fake: FakeKubernetes) -> None:
@@ -77,6 +86,8 @@ def test_submit_applies_exactly_the_planned_manifests(fake: FakeKubernetes) -> N
         for key in SERVER_FIELDS:
             del stored["metadata"][key]
         stored.pop("status", None)
+        if obj["kind"] == "Job":
+            stored = as_applied(stored)
         moved = {**obj, "metadata": {**obj["metadata"], "namespace": "team-a"}}
         if obj["kind"] == "RoleBinding":  # the supervisor's account is where the run went, not the spec's namespace
             moved["subjects"] = [{**subject, "namespace": "team-a"} for subject in obj["subjects"]]
@@ -86,55 +97,8 @@ def test_submit_applies_exactly_the_planned_manifests(fake: FakeKubernetes) -> N
 def test_a_backend_without_namespace_follows_the_spec_namespace(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     backend.submit(dry_run_for({"name": "ns", "roles": {"worker": {"replicas": 1}}, "kubernetes": {"namespace": "ml"}}))
-    assert fake.get("jobs", "ns-worker", "ml") is not None
+    assert fake.get("jobs", "ns-worker-0", "ml") is not None
     assert backend.describe("ns").state is State.PENDING
-
-
-def test_mwms_lifecycle_fail_restart_succeed_down(fake: FakeKubernetes) -> None:
-    backend = backend_for(fake)
-    backend.submit(dry_run_for(DEMO))
-    assert backend.describe("demo").state is State.PENDING
-    start_all(fake, "demo-chief", "demo-worker")
-    status = backend.describe("demo")
-    assert status.state is State.RUNNING and [t.name for t in status.tasks] == ["demo-chief-0", "demo-worker-0", "demo-worker-1"]
-
-    fake.now += 10
-    fake.finish_pod(running(fake, "demo-worker-1"), 137, "OOMKilled")
-    status = backend.describe("demo")
-    assert status.state is State.RESTARTING
-    assert (status.tasks[2].exit_code, status.tasks[2].message) == (137, "OOMKilled")
-    # the survivors lose their collective and exit "peer unavailable" (175); the Job controller replaces all three
-    fake.finish_pod(running(fake, "demo-chief-0"), 175)
-    fake.finish_pod(running(fake, "demo-worker-0"), 175)
-    fake.now += 10
-    for job in ("demo-chief", "demo-worker"):
-        fake.reconcile(job)
-    status = backend.describe("demo")
-    assert status.state is State.RUNNING and status.restarts == 1
-    assert [t.restarts for t in status.tasks] == [1, 1, 1]
-    assert backend.watch_round("demo") == []
-
-    fake.pod_logs["default", running(fake, "demo-chief-0")] = (
-        f'TFCLUSTER_EVENT/{MANUAL_TOKEN} {{"event":"restored","task":"demo-chief-0","time":1,"epoch":1,"step":20}}\n'
-        f'TFCLUSTER_EVENT/{MANUAL_TOKEN} {{"event":"epoch","task":"demo-chief-0","time":2,"epoch":3,"step":120,"metrics":{{"loss":0.25}}}}\n'
-    )
-    assert backend.describe("demo").progress.loss == 0.25
-    for task in ("demo-chief-0", "demo-worker-0", "demo-worker-1"):
-        fake.finish_pod(running(fake, task), 0)
-    for job in ("demo-chief", "demo-worker"):
-        fake.reconcile(job)
-    status = backend.describe("demo")
-    assert status.state is State.SUCCEEDED and "demo-chief: Complete" in status.message
-    assert backend.watch_round("demo") == []  # every Job finished by itself
-
-    backend.cancel("demo")
-    assert ("jobs", "demo-chief", "Foreground") in fake.deletions
-    assert backend.describe("demo").message == "being deleted"  # Foreground: a Job goes after its pods
-    fake.now += 1
-    assert [key[0] for key in fake.objects] == ["persistentvolumeclaims"]  # checkpoints stay
-    assert backend.describe("demo") is None
-    backend.cancel("demo", volumes=True)
-    assert not fake.objects
 
 
 def test_down_volumes_deletes_only_what_tfcluster_created(fake: FakeKubernetes) -> None:
@@ -152,172 +116,19 @@ def test_down_volumes_deletes_only_what_tfcluster_created(fake: FakeKubernetes) 
     assert fake.get("persistentvolumeclaims", "datasets") is not None and fake.get("configmaps", "notes") is not None
 
 
-def test_exit_code_policy_fails_the_job_and_cleans_up_the_rest(fake: FakeKubernetes) -> None:
-    backend = backend_for(fake, linger=30)
-    backend.submit(dry_run_for({"name": "ec", "roles": {"chief": {}, "worker": {"replicas": 2}}, "restart": {"policy": "exit-code"}}))
-    start_all(fake, "ec-chief", "ec-worker")
-    fake.finish_pod(running(fake, "ec-worker-0"), 1)  # a bug: 1-127 fails the job
-    fake.reconcile("ec-worker")
-    status = backend.describe("ec")
-    assert status.state is State.FAILED and "PodFailurePolicy" in status.message
-    assert backend.watch_round("ec") == ["run failed: deleted Job ec-chief"]
-    fake.now += 1
-    assert fake.get("jobs", "ec-chief") is None and not pods(fake, "ec-chief")
-
-
-def test_signal_exit_is_retried_until_the_budget_is_spent(fake: FakeKubernetes) -> None:
-    backend = backend_for(fake)
-    backend.submit(dry_run_for({"name": "bud", "roles": {"worker": {"replicas": 2}}, "restart": {"policy": "exit-code", "max_restarts": 1}}))
-    fake.start_pods("bud-worker")
-    fake.finish_pod(running(fake, "bud-worker-1"), 137)
-    fake.reconcile("bud-worker")
-    assert backend.describe("bud").state is State.RUNNING
-    fake.finish_pod(running(fake, "bud-worker-1"), 139)  # SIGSEGV (143, the preempted code, would be ignored)
-    fake.reconcile("bud-worker")
-    status = backend.describe("bud")
-    assert status.state is State.FAILED and "FailedIndexes" in status.message
-    assert status.tasks[1].restarts == 1 and status.tasks[1].exit_code == 139
-
-
-def test_preemption_does_not_use_the_budget(fake: FakeKubernetes) -> None:
-    backend = backend_for(fake)
-    backend.submit(dry_run_for({"name": "pre", "roles": {"worker": {"replicas": 1}}, "restart": {"max_restarts": 0}}))
-    fake.start_pods("pre-worker")
-    fake.finish_pod(running(fake, "pre-worker-0"), 143, "Preempted", disrupted=True)
-    fake.reconcile("pre-worker")
-    assert backend.describe("pre").state is State.RUNNING
-
-
-@pytest.mark.parametrize(("code", "disrupted"), [(143, False), (137, True)], ids=["saved-and-exited", "evicted-then-killed"])
-def test_preempted_pods_are_replaced_without_using_the_budget(fake: FakeKubernetes, code: int, disrupted: bool) -> None:
-    """The Job controller's Ignore rules: the preempted exit code, or an eviction killed after its grace."""
-    backend = backend_for(fake)
-    backend.submit(dry_run_for({"name": "pe", "roles": {"chief": {}, "worker": {"replicas": 1}}, "restart": {"max_restarts": 0}}))
-    start_all(fake, "pe-chief", "pe-worker")
-    for round_ in (1, 2):
-        fake.finish_pod(running(fake, "pe-worker-0"), code, disrupted=disrupted)
-        fake.reconcile("pe-worker")
-        status = backend.describe("pe")
-        assert status.state is State.RUNNING, status.message
-        assert (status.restarts, status.preemptions, status.tasks[1].preemptions) == (0, round_, round_)
-        assert failure_count(fake, running(fake, "pe-worker-0")) == 0
-    fake.finish_pod(running(fake, "pe-worker-0"), 1)  # a failure still counts: budget 0
-    fake.reconcile("pe-worker")
-    assert backend.describe("pe").state is State.FAILED
-
-
-def test_without_a_preemption_budget_a_preempted_pod_counts(fake: FakeKubernetes) -> None:
-    backend = backend_for(fake)
-    spec = {"name": "pz", "roles": {"worker": {"replicas": 1}}, "restart": {"max_restarts": 0, "max_preemptions": 0}}
-    backend.submit(dry_run_for(spec))
-    fake.start_pods("pz-worker")
-    fake.finish_pod(running(fake, "pz-worker-0"), 143)
-    fake.reconcile("pz-worker")
-    assert backend.describe("pz").state is State.FAILED
-
-
-@pytest.mark.parametrize(("survivor", "exit_code", "restarts"), [
-    (IGNORES_SIGTERM, 137, [1, 1, 1]),  # hung in its collective: killed when the grace runs out, a failure like any other
-    (OnSigterm(seconds=5), 143, [0, 0, 1]),  # answers the notice and saves within the grace: a preemption
-], ids=["hung-killed-after-the-grace", "saves-within-the-grace"])
-def test_gang_restart_deletes_survivors_that_hang(fake: FakeKubernetes, survivor: OnSigterm, exit_code: int,
-                                                  restarts: list[int]) -> None:
-    backend = backend_for(fake, gang_grace=60)
-    backend.submit(dry_run_for(DEMO))  # terminationGracePeriodSeconds: save_grace_seconds, 60
-    start_all(fake, "demo-chief", "demo-worker")
-    survivors = [running(fake, "demo-chief-0"), running(fake, "demo-worker-0")]
-    fake.on_sigterm.update({"demo-chief-0": survivor, "demo-worker-0": survivor})
-    fake.now += 100
-    fake.finish_pod(running(fake, "demo-worker-1"), 137)
-    fake.reconcile("demo-worker")  # worker-1 comes back; the two survivors hang instead of failing
-    fake.now += 30
-    assert backend.watch_round("demo") == []
-    fake.now += 31
-    actions = backend.watch_round("demo")
-    assert [a.split()[3] for a in actions] == survivors
-    fake.now += 4
-    assert [fake.get("pods", p)["status"]["phase"] for p in survivors] == ["Running", "Running"]  # told, not yet gone
-    assert backend.describe("demo").state is State.RESTARTING
-    assert backend.watch_round("demo") == []  # being deleted: not deleted again
-    fake.now += 60
-    assert [fake.get("pods", p)["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] for p in survivors] == \
-        [exit_code] * 2
-    assert backend.watch_round("demo") == []  # their own failures do not start another round
-    for job in ("demo-chief", "demo-worker"):
-        fake.reconcile(job)
-    fake.now += 1
-    assert all(fake.get("pods", p) is None for p in survivors)  # counted, so the Job controller let them go
-    status = backend.describe("demo")
-    assert status.state is State.RUNNING and [t.restarts for t in status.tasks] == restarts
-    assert [failure_count(fake, running(fake, t)) for t in ("demo-chief-0", "demo-worker-0", "demo-worker-1")] == restarts
-    fake.now += 100
-    assert backend.watch_round("demo") == []
-
-
-def test_the_deadline_fails_the_job_and_stops_its_pods(fake: FakeKubernetes) -> None:
-    backend = backend_for(fake)
-    backend.submit(dry_run_for({"name": "dl", "roles": {"chief": {}, "worker": {"replicas": 2}}, "deadline_seconds": 600}))
-    start_all(fake, "dl-chief", "dl-worker")
-    fake.now += 599
-    for job in ("dl-chief", "dl-worker"):
-        fake.reconcile(job)
-    assert backend.describe("dl").state is State.RUNNING
-    fake.now += 1
-    for job in ("dl-chief", "dl-worker"):
-        fake.reconcile(job)
-    status = backend.describe("dl")
-    assert status.state is State.FAILED and "dl-chief: Failed (DeadlineExceeded" in status.message, status.message
-    assert {t.exit_code for t in status.tasks} == {143}  # stopped by the Job controller: SIGTERM, saved
-    assert backend.watch_round("dl") == []  # the Job controller ended every Job
-
-
 def test_down_waits_for_pods_that_are_saving_and_a_launch_meanwhile_is_refused(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     backend.submit(dry_run_for(DEMO))
-    start_all(fake, "demo-chief", "demo-worker")
+    start_all(fake, "demo-chief-0", "demo-worker-0", "demo-worker-1")
     fake.on_sigterm["demo-chief-0"] = OnSigterm(seconds=20)  # its checkpoint takes 20 s to write
     backend.cancel("demo")
-    assert backend.describe("demo").state is State.CANCELLED
     with pytest.raises(LaunchError, match="still shutting down, retry in a few seconds"):
         backend.submit(dry_run_for(DEMO))
     fake.now += 10
-    assert fake.get("jobs", "demo-worker") is None and fake.get("jobs", "demo-chief")["metadata"]["deletionTimestamp"]
+    assert fake.get("jobs", "demo-worker-0") is None and fake.get("jobs", "demo-chief-0")["metadata"]["deletionTimestamp"]
     fake.now += 10
     assert backend.describe("demo") is None
     backend.submit(dry_run_for(DEMO))
-
-
-def test_gang_restart_spares_the_replacements_of_the_failed_round(fake: FakeKubernetes) -> None:
-    backend = backend_for(fake, gang_grace=60)
-    backend.submit(dry_run_for(DEMO))
-    start_all(fake, "demo-chief", "demo-worker")
-    fake.now += 10
-    fake.finish_pod(running(fake, "demo-worker-1"), 137)
-    fake.reconcile("demo-worker")  # worker-1 is replaced before the survivors notice
-    fake.now += 20
-    fake.finish_pod(running(fake, "demo-chief-0"), 175)
-    fake.finish_pod(running(fake, "demo-worker-0"), 175)
-    for job in ("demo-chief", "demo-worker"):
-        fake.reconcile(job)
-    assert backend.describe("demo").state is State.RUNNING  # the new gang: worker-1's replacement and two fresh pods
-    fake.now += 61
-    assert backend.watch_round("demo") == []
-    fake.now += 10
-    fake.finish_pod(running(fake, "demo-worker-0"), 137)  # a member of the new gang fails: a new round
-    fake.reconcile("demo-worker")
-    others = [running(fake, "demo-chief-0"), running(fake, "demo-worker-1")]
-    fake.now += 61
-    assert [a.split()[3] for a in backend.watch_round("demo")] == others
-
-
-def test_gang_restart_is_mwms_only(fake: FakeKubernetes) -> None:
-    backend = backend_for(fake, gang_grace=0)
-    backend.submit(dry_run_for(PSS))
-    start_all(fake, "pss-chief", "pss-worker", "pss-ps", "pss-evaluator")
-    fake.now += 10
-    fake.finish_pod(running(fake, "pss-worker-1"), 137)  # PSS tolerates a lost worker
-    fake.now += 100
-    assert backend.watch_round("pss") == []
 
 
 def launch_pss_until_chief_succeeds(fake: FakeKubernetes, backend: KubernetesBackend, spec: dict = PSS) -> None:
@@ -327,42 +138,12 @@ def launch_pss_until_chief_succeeds(fake: FakeKubernetes, backend: KubernetesBac
     fake.reconcile("pss-chief")
 
 
-@pytest.mark.parametrize(("spec", "linger"), [(PSS, 30), ({**PSS, "command": ["python", "train.py"]}, 5)],
-                         ids=["built-in", "user-program"])
-def test_chief_success_ends_the_servers_after_the_policy_linger(fake: FakeKubernetes, spec: dict, linger: int) -> None:
-    backend = backend_for(fake)
-    launch_pss_until_chief_succeeds(fake, backend, spec)
-    assert backend.describe("pss").state is State.SUCCEEDED
-    assert backend.watch_round("pss") == []  # the others may still exit by themselves (completion marker)
-    fake.finish_pod(running(fake, "pss-ps-0"), 0)
-    fake.reconcile("pss-ps")
-    fake.now += linger - 1
-    assert backend.watch_round("pss") == []
-    fake.now += 2
-    deleted = backend.watch_round("pss")
-    assert deleted == ["run succeeded: deleted Job pss-worker", "run succeeded: deleted Job pss-evaluator"]
-    fake.now += 1
-    status = backend.describe("pss")
-    assert status.state is State.SUCCEEDED and [t.name for t in status.tasks] == ["pss-chief-0", "pss-ps-0"]
-
-
-def test_worker_zero_decides_without_a_chief(fake: FakeKubernetes) -> None:
-    backend = backend_for(fake)
-    backend.submit(dry_run_for({"name": "wz", "roles": {"worker": {"replicas": 3}}}))
-    fake.start_pods("wz-worker")
-    fake.finish_pod(running(fake, "wz-worker-0"), 0)
-    fake.reconcile("wz-worker")  # successPolicy succeededIndexes "0"
-    assert backend.describe("wz").state is State.SUCCEEDED
-    fake.now += 1
-    assert pods(fake, "wz-worker") == [running(fake, "wz-worker-0")]
-
-
 def test_failed_launch_removes_what_it_created_and_keeps_an_existing_claim(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     fake.create("persistentvolumeclaims", "default", {"metadata": {"name": "demo-checkpoints"}, "spec": {"accessModes": ["ReadWriteMany"]}})
     fake.create("configmaps", "default", OUR_CONFIG_MAP)
     fake.fail_next("POST", "jobs", 403)
-    with pytest.raises(LaunchError, match="cannot create Job demo-chief: 403 Forbidden"):
+    with pytest.raises(LaunchError, match="cannot create Job demo-chief-0: 403 Forbidden"):
         backend.submit(dry_run_for(DEMO))
     assert sorted(key[0] for key in fake.objects) == ["configmaps", "persistentvolumeclaims"]
     assert fake.get("persistentvolumeclaims", "demo-checkpoints")["spec"] == {"accessModes": ["ReadWriteMany"]}
@@ -393,7 +174,8 @@ def test_pods_run_as_the_spec_account_which_tfcluster_never_creates_or_deletes(f
     backend.submit(dry_run_for(OWN_ACCOUNT))
     accounts = [key[2] for key in fake.objects if key[0] == "serviceaccounts"]
     assert accounts == ["trainer", "own-supervisor"]  # no own-runner; the supervisor's is tfcluster's own
-    first, _ = fake.start_pods("own-worker")  # admitted: the account exists
+    fake.patch("jobs", "default", "own-worker-0", {"spec": {"suspend": False}})
+    [first] = fake.start_pods("own-worker-0")  # admitted: the account exists
     pod = fake.get("pods", first)["spec"]
     assert pod["serviceAccountName"] == "trainer"
     mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
@@ -407,7 +189,8 @@ def test_pods_run_as_the_spec_account_which_tfcluster_never_creates_or_deletes(f
 def test_tfcluster_own_account_mounts_no_api_token(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     backend.submit(dry_run_for(DEMO))
-    pod = fake.get("pods", fake.start_pods("demo-worker")[0])["spec"]
+    start_all(fake, "demo-worker-0")
+    pod = fake.get("pods", running(fake, "demo-worker-0"))["spec"]
     assert pod["serviceAccountName"] == "demo-runner"
     assert TOKEN_PATH not in {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
 
@@ -436,7 +219,7 @@ def test_second_launch_of_a_running_cluster_is_refused(fake: FakeKubernetes) -> 
 def test_logs_of_a_task_all_tasks_and_follow(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     backend.submit(dry_run_for(DEMO))
-    start_all(fake, "demo-chief", "demo-worker")
+    start_all(fake, "demo-chief-0", "demo-worker-0", "demo-worker-1")
     for task in ("demo-chief-0", "demo-worker-0", "demo-worker-1"):
         fake.pod_logs["default", running(fake, task)] = f"hello from {task}\n"
     assert list(backend.logs("demo", "demo-worker-1")) == ["hello from demo-worker-1"]
@@ -467,7 +250,6 @@ def test_logs_of_a_task_all_tasks_and_follow(fake: FakeKubernetes) -> None:
 def test_unknown_cluster(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     assert backend.describe("nope") is None
-    assert backend.watch_round("nope") == []
     backend.cancel("nope")
 
 
@@ -479,31 +261,40 @@ def test_unreachable_api_server_is_a_launch_error() -> None:
 
 
 def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKubernetes) -> None:
-    backend = backend_for(fake, gang_grace=0, linger=0)
+    """What the launcher does, and the supervisor it runs on this machine (``kubernetes.supervisor: false``) with
+    the launcher's kubeconfig: start, restart (a fresh copy), poll, follow, stop, stacks; as the Role allows."""
+    fake.allowed = rbac_allowed()
+    backend = backend_for(fake)
     fake.create("configmaps", "default", OUR_CONFIG_MAP)  # exercises replace
-    backend.submit(dry_run_for(DEMO))
-    start_all(fake, "demo-chief", "demo-worker")
-    fake.now += 5
-    fake.finish_pod(running(fake, "demo-worker-1"), 137)
-    assert backend.watch_round("demo")  # deletes the survivors' pods
-    fake.reconcile("demo-chief")  # the Job controller replaces the deleted chief
-    fake.finish_pod(running(fake, "demo-chief-0"), 0)
-    fake.reconcile("demo-chief")
-    assert backend.watch_round("demo") == ["run succeeded: deleted Job demo-worker"]
+    dry_run = dry_run_for({**yaml.safe_load(DEMO.read_text()), "kubernetes": {"supervisor": False}})
+    apply.submit(backend.api, dry_run, "default")  # as ``submit``, without starting the supervisor process here
+    fake.job_controller = True
+    runtime = KubernetesRuntime(backend.api, dry_run.plan, "default", clock=lambda: fake.now)
+    tasks = dry_run.plan.tasks
+    for task in tasks:
+        runtime.start(task)
+        assert runtime.poll(task) is None and runtime.output(task) == []
+    fake.pod_exec["demo-chief-0"] = lambda command: (0, "1\n" if "ls" in command else "Thread 1\n", "")
+    runtime.dump_stacks(tasks[0])
+    assert runtime.read_stacks(tasks[0])
+    runtime.stop(tasks, 1)
+    runtime.start(tasks[0])  # a restart: the Job deleted, a fresh copy created
+    assert runtime.adopt(tasks[0])
+    runtime.close()
+    backend.describe("demo")
     list(backend.logs("demo"))
     _open_board(fake, backend)
     backend.cancel("demo", volumes=True)
     allowed, used = rbac_allowed(), rbac_used(fake)
     assert used <= allowed, used - allowed
-    assert {("", "pods", "delete"), ("batch", "jobs", "delete"), ("", "pods/log", "get"), ("", "configmaps", "update")} <= used
+    assert {("", "pods", "delete"), ("batch", "jobs", "delete"), ("batch", "jobs", "patch"), ("batch", "jobs", "get"),
+            ("", "pods", "get"), ("", "pods/log", "get"), ("", "configmaps", "update"), ("", "pods/exec", "get")} <= used
     unused = {(g, r, v) for g, r, v in allowed} - used
     assert unused <= {("", "serviceaccounts", "update"), ("", "services", "update"), ("networking.k8s.io", "networkpolicies", "update"),
                       ("", "serviceaccounts", "get"), ("", "services", "get"), ("networking.k8s.io", "networkpolicies", "get"),
                       ("", "persistentvolumeclaims", "get"), ("", "persistentvolumeclaims", "update"),
-                      ("apps", "deployments", "update"), ("", "pods/portforward", "create"),
-                      ("batch", "jobs", "patch"), ("", "pods/exec", "get"), ("", "pods/exec", "create"),
-                      *RBAC_OBJECTS},\
-        unused  # jobs patch and pods/exec: the stall watchdog and debug (test_k8s_stall.py); RBAC: the next test
+                      ("apps", "deployments", "update"), ("", "pods/portforward", "create"), ("", "pods/exec", "create"),
+                      *RBAC_OBJECTS}, unused  # RBAC: the next test
 
 
 #: The launcher's rights on the in-cluster supervisor's Role and RoleBinding.
@@ -565,16 +356,17 @@ def test_cli_up_detached_status_logs_down_via_kubeconfig(
     assert "warning: nothing supervises" not in result.output  # its supervisor runs in the cluster
     assert fake.get("jobs", "cli-supervisor", "ml") is not None
     assert registry.lookup("cli")[1] == {"namespace": "ml"}
-    fake.start_pods("cli-chief", "ml")
+    start_all(fake, "cli-chief-0", namespace="ml")
     result = cli.invoke(main, ["status", "cli", "-o", "json"])
     assert result.exit_code == 0 and '"state": "pending"' in result.output  # worker not started yet
     result = cli.invoke(main, ["up", str(spec), "--backend", "k8s", "--detach"])
     assert result.exit_code == 1 and "already exists in namespace 'ml'" in result.output
+    fake.on_sigterm["cli-chief-0"] = OnSigterm(seconds=5)  # saves a checkpoint when stopped
     result = cli.invoke(main, ["down", "cli", "--volumes"])
     assert result.exit_code == 0
     result = cli.invoke(main, ["up", str(spec), "--backend", "k8s", "--detach"])
     assert result.exit_code == 1 and "still shutting down" in result.output
-    fake.now += 1
+    fake.now += 5
     assert not fake.objects
     result = cli.invoke(main, ["watch", "cli", "-b", "k8s"])
     assert result.exit_code == 1 and "no cluster named 'cli'" in result.output
@@ -589,32 +381,8 @@ def test_cli_up_detached_warns_when_its_dry_run_says_only_a_watch_supervises_it(
                        "kubernetes": {"namespace": "ml", "supervisor": False}})
     result = cli.invoke(main, ["up", str(spec), "--backend", "k8s", "--detach"])
     assert result.exit_code == 0, result.output
-    assert "warning: nothing supervises cli while detached and it has no deadline_seconds" in result.output
+    assert "while this machine is off, nothing supervises it; `tfcluster watch cli` starts a new one" in result.output
     assert fake.get("jobs", "cli-supervisor", "ml") is None
-
-
-def test_watch_runs_supervise_until_the_run_ends(fake: FakeKubernetes) -> None:
-    backend = backend_for(fake, linger=0)
-    launch_pss_until_chief_succeeds(fake, backend)
-    assert watch(backend, "pss") == 0
-    assert fake.get("jobs", "pss-ps")["metadata"]["deletionTimestamp"]
-    fake.now += 1
-    assert fake.get("jobs", "pss-ps") is None and fake.get("jobs", "pss-worker") is None
-
-
-class _PodTensorBoard(http.server.BaseHTTPRequestHandler):
-    """Stands for TensorBoard in the board's pod: answers its data API with a fixed document."""
-
-    def do_GET(self) -> None:
-        body = json.dumps({"path": self.path, "served-by": "the pod"}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
 
 
 def _open_board(fake: FakeKubernetes, backend: KubernetesBackend, names: tuple[str, ...] = ("demo",),
@@ -651,9 +419,25 @@ def _open_board(fake: FakeKubernetes, backend: KubernetesBackend, names: tuple[s
     return rolled[0], seen
 
 
+class _PodTensorBoard(http.server.BaseHTTPRequestHandler):
+    """Stands for TensorBoard in the board's pod: answers its data API with a fixed document."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"path": self.path, "served-by": "the pod"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
 def test_tensorboard_deployment_is_owned_by_the_run_and_reached_through_a_port_forward(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     backend.submit(dry_run_for(DEMO, "run-1"))
+    publish(fake, "demo")
     pod, seen = _open_board(fake, backend)
     assert seen["answer"] == {"path": "/data/plugin/scalars/tags", "served-by": "the pod"}
     config_map = fake.get("configmaps", "demo-tfconfig")
@@ -681,6 +465,7 @@ def test_a_board_of_two_runs_reads_both_claims_is_owned_by_both_and_leaves_nothi
     backend = backend_for(fake)
     backend.submit(dry_run_for(DEMO, "run-1"))
     backend.submit(dry_run_for(OTHER, "run-2"))
+    publish(fake, "demo")
     board_name = naming.shared_tensorboard_name(["demo", "other"])
     # Any order, a name twice: the same board of the two runs.
     pod, seen = _open_board(fake, backend, ("other", "demo", "other"), board_name)
@@ -726,7 +511,7 @@ def test_down_of_any_shown_run_removes_a_shared_board_a_killed_command_left(fake
     fake.now += 1
     left = [key for key in fake.objects if key[2].startswith((board, "other"))]
     assert left == [("persistentvolumeclaims", "default", "other-checkpoints")], left  # kept: its checkpoints
-    assert fake.get("jobs", "demo-chief") is not None and fake.get("configmaps", "demo-tfconfig") is not None
+    assert fake.get("jobs", "demo-chief-0") is not None and fake.get("configmaps", "demo-tfconfig") is not None
 
 
 def test_the_garbage_collector_removes_a_shared_board_with_the_last_of_its_runs(fake: FakeKubernetes) -> None:
@@ -753,13 +538,16 @@ def test_a_board_of_several_runs_names_the_run_it_cannot_show(fake: FakeKubernet
     assert not [key for key in fake.objects if key[0] == "deployments"]
 
 
-def describe_without_board(fake: FakeKubernetes) -> list[object]:
-    """The run's task statuses computed from its task pods only."""
-    from launcher.backends.kubernetes import status as k8s_status
+def publish(fake: FakeKubernetes, run: str) -> None:
+    """A status of every task of ``run`` running, published as its supervisor publishes it."""
+    state = ClusterState(backend_for(fake).api, run, "default", root=Path("/nonexistent"))
+    tasks = [TaskStatus(t.name, State.RUNNING) for t in state.read_plan().tasks]
+    state.write_status(JobStatus(run, BackendKind.K8S, State.RUNNING, tasks=tasks))
 
-    jobs = fake.list("jobs", selector={naming.LABEL_CLUSTER: "demo"})
-    pods = fake.list("pods", selector={naming.LABEL_CLUSTER: "demo"})
-    return k8s_status.job_status("demo", jobs, pods).tasks
+
+def describe_without_board(fake: FakeKubernetes) -> list[object]:
+    """The run's task statuses as ``describe`` gives them once the board is gone."""
+    return backend_for(fake).describe("demo").tasks
 
 
 def test_down_removes_a_board_a_killed_command_left(fake: FakeKubernetes) -> None:
@@ -785,19 +573,42 @@ def test_tensorboard_of_an_unknown_or_summary_less_run_is_a_one_line_error(fake:
         backend.tensorboard(["pss"], "127.0.0.1", free_port())
 
 
+def test_a_launcher_refused_the_supervisors_rights_is_told_in_one_line_and_nothing_stays(fake: FakeKubernetes) -> None:
+    fake.allowed = rbac_allowed() - {("rbac.authorization.k8s.io", "roles", "create")}
+    backend = backend_for(fake)
+    with pytest.raises(LaunchError) as refused:
+        backend.submit(dry_run_for(DEMO))
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("cannot create Role demo-supervisor: 403 Forbidden")
+    assert "kubernetes.supervisor: false" in message and "removed the" in message
+    fake.allowed = None
+    fake.now += 5  # the garbage collector ends the Jobs deleted in the foreground
+    assert not [key for key in fake.objects if key[0] in ("configmaps", "serviceaccounts", "jobs")]
+    assert backend.describe("demo") is None
 
-def test_status_says_why_a_pod_is_not_scheduled_from_the_pod_itself(fake: FakeKubernetes) -> None:
-    """A Pending pod's reason is in its own status (the scheduler's PodScheduled condition, the kubelet's waiting
-    reason such as ImagePullBackOff): the launcher's Role needs no access to Events."""
+
+def test_only_an_object_labelled_the_supervisors_gets_the_supervisor_hint(fake: FakeKubernetes) -> None:
+    """By its label, not its name: someone's own ``build-supervisor`` account refused is a plain refusal."""
+    fake.allowed = rbac_allowed() - {("", "serviceaccounts", "create")}
+    backend = backend_for(fake)
+    labels = naming.labels("demo", "manual")
+    for name, extra, hinted in [("build-supervisor", {}, False), ("audit", {naming.LABEL_SUPERVISOR: "demo"}, True)]:
+        account = {"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": name, "namespace": "default", "labels": {**labels, **extra}}}
+        with pytest.raises(LaunchError) as refused:
+            apply.apply(backend.api, account, "default")
+        assert ("kubernetes.supervisor: false" in str(refused.value)) is hinted, refused.value
+
+
+def test_debug_reads_the_stacks_of_every_running_pod_and_says_why_not_in_one_line(
+        fake: FakeKubernetes, caplog: pytest.LogCaptureFixture) -> None:
     backend = backend_for(fake)
     backend.submit(dry_run_for(DEMO))
-    start_all(fake, "demo-chief", "demo-worker")
-    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                     "message": "0/1 nodes are available: 1 Insufficient cpu."}
-
-    def pending(obj: dict) -> None:
-        obj["status"] = {"phase": "Pending", "conditions": [unschedulable]}
-
-    fake.update("pods", "default", running(fake, "demo-worker-1"), pending)
-    [task] = [t for t in backend.describe("demo").tasks if t.name == "demo-worker-1"]
-    assert (task.state, task.message) == (State.PENDING, "Unschedulable: 0/1 nodes are available: 1 Insufficient cpu.")
+    start_all(fake, "demo-chief-0", "demo-worker-0", "demo-worker-1")
+    fake.finish_pod(running(fake, "demo-worker-1"), 0)  # ended: nothing to read
+    fake.pod_exec["demo-chief-0"] = lambda command: (0, "1\n" if "ls" in command else 'Thread 1 (idle): "MainThread"\n', "")
+    fake.pod_exec["demo-worker-0"] = lambda command: (127, "", "timeout: failed to run command 'py-spy': No such file\n") \
+        if "py-spy" in command else (0, "1\n", "")
+    dumps = backend.stacks("demo")
+    assert dumps == {"demo-chief-0": 'Thread 1 (idle): "MainThread"', "demo-worker-0": None}
+    assert "no stacks of demo-worker-0: py-spy is not in the task's image" in caplog.text  # the CLI shows it on stderr

@@ -63,8 +63,8 @@ def test_404_409_and_403_have_one_meaning_each(fake: FakeKubernetes) -> None:
     api = backend_for(fake).api
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}}
     assert api.read_if_exists(Kind.CONFIG_MAP, "cm", "default") is None  # 404: none
-    assert api.create_unless_exists(Kind.CONFIG_MAP, "default", config_map) is True
-    assert api.create_unless_exists(Kind.CONFIG_MAP, "default", config_map) is False  # 409: it exists
+    assert api.create_unless_exists(Kind.CONFIG_MAP, "default", config_map) is not None
+    assert api.create_unless_exists(Kind.CONFIG_MAP, "default", config_map) is None  # 409: it exists
     assert api.read_if_exists(Kind.CONFIG_MAP, "cm", "default")["data"] == {"a": "1"}  # type: ignore[index]
     with api.unless_gone("delete Pod gone"):  # 404: nothing to do
         api.delete(Kind.POD, "gone", "default")

@@ -1,0 +1,204 @@
+"""The supervisor's state in the run's ConfigMap (``ClusterState``) and what the backend makes of it: ``describe``
+(the published status, pending before one, the supervisor's state, a pending task's reason), ``state_of``,
+``host`` and ``cancel``; against the fake API server through the real client."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakes.kubernetes_api import FakeKubernetes
+from helpers.k8s_fake import backend_for
+from helpers.k8s_specs import dry_run_for
+from launcher.backends.kubernetes import apply
+from launcher.backends.kubernetes import backend as k8s_backend
+from launcher.backends.kubernetes.backend import KUBE_FILE, KubernetesBackend
+from launcher.backends.kubernetes.cluster_state import STACKS_BYTES, STACKS_KEY, STATUS_KEY, ClusterState, plan_of
+from launcher.backends.kubernetes.runtime import KubernetesRuntime
+from launcher.backends.kubernetes.supervisor_objects import BACKOFF_LIMIT
+from launcher.plan import naming
+from launcher.plan.planner import Plan
+from launcher.plan.targets import BackendKind
+from launcher.supervision import harness
+from launcher.supervision.stack_dumps import NO_STACKS, bounded_text
+from launcher.supervision.status import JobStatus, State, SupervisorState, TaskStatus
+
+SPEC: dict[str, Any] = {"name": "cs", "roles": {"chief": {}, "worker": {"replicas": 1}}}
+CONFIG_MAP = naming.config_map_name("cs")
+
+
+def applied(fake: FakeKubernetes, spec: dict[str, Any] = SPEC, run_id: str = "run-7") -> tuple[Plan, ClusterState]:
+    """The run's objects applied (with its supervisor Job, whose pod the fake's Job controller starts at once)."""
+    fake.job_controller = True
+    dry_run = dry_run_for(spec, run_id)
+    api = backend_for(fake).api
+    apply.submit(api, dry_run, "default")
+    return dry_run.plan, ClusterState(api, "cs", "default", root=None)
+
+
+@pytest.fixture(autouse=True)
+def _pod_scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supervisor pod's scratch space (its pid and log files) in the test's own directory."""
+    monkeypatch.setattr("launcher.backends.kubernetes.cluster_state.TMP_DIR", str(tmp_path))
+
+
+def status(state: State, **fields: Any) -> JobStatus:
+    return JobStatus("cs", BackendKind.K8S, state, tasks=[TaskStatus("cs-chief-0", state)], **fields)
+
+
+def test_plan_of_plans_the_run_again_from_its_config_map(fake: FakeKubernetes) -> None:
+    plan, state = applied(fake)
+    again = state.read_plan()
+    assert again.run_id == plan.run_id == "run-7"
+    assert [t.name for t in again.tasks] == [t.name for t in plan.tasks]
+    assert again.event_token == plan.event_token and again.event_token
+    assert plan_of(state.api, "cs", "default").tf_config(again.tasks[0]) == plan.tf_config(plan.tasks[0])
+
+
+def test_the_status_round_trips_through_the_config_map_and_a_concurrent_write_is_retried(fake: FakeKubernetes) -> None:
+    _, state = applied(fake)
+    assert state.read_status() is None
+    published = status(State.RUNNING, restarts=2, message="restarting")
+    state.write_status(published)
+    assert state.read_status() == published
+    assert json.loads(fake.get("configmaps", CONFIG_MAP)["data"][STATUS_KEY])["restarts"] == 2
+    fake.fail_next("PUT", "configmaps", 409)  # the launcher wrote the ConfigMap meanwhile
+    state.write_status(status(State.SUCCEEDED))
+    assert state.read_status().state is State.SUCCEEDED
+
+
+def test_a_stalls_stacks_go_to_the_pods_log_and_bounded_to_the_config_map(
+        fake: FakeKubernetes, capsys: pytest.CaptureFixture[str]) -> None:
+    _, state = applied(fake)
+    dumps: dict[str, str | None] = {"cs-chief-0": "Thread 1\n" + "  frame (train.py:1)\n" * 40_000, "cs-worker-0": None}
+    where = state.keep_stacks(3, dumps)
+    kept = fake.get("configmaps", CONFIG_MAP)["data"][STACKS_KEY]
+    assert len(kept.encode()) <= STACKS_BYTES
+    assert "cs-chief-0" in kept and "cs-worker-0" in kept
+    assert where is not None and f"ConfigMap {CONFIG_MAP} key {STACKS_KEY}" in where
+    logged = capsys.readouterr().out
+    assert "stacks of cs-chief-0 at stall 3:" in logged and "stacks of cs-worker-0 at stall 3:\n(none" in logged
+    state.keep_stacks(4, {"cs-chief-0": "Thread 1\n  later (train.py:9)\n"})  # the previous stall's replaced
+    kept = fake.get("configmaps", CONFIG_MAP)["data"][STACKS_KEY]
+    assert "later (train.py:9)" in kept and "frame (train.py:1)" not in kept
+
+
+# --- describe -----------------------------------------------------------------------------------------------------
+
+
+def test_describe_before_the_supervisor_published_is_pending_then_what_it_published(fake: FakeKubernetes) -> None:
+    _, state = applied(fake)
+    backend = backend_for(fake)
+    shown = backend.describe("cs")
+    assert shown is not None and shown.state is State.PENDING and shown.message == "waiting for its supervisor"
+    assert shown.supervisor is SupervisorState.ALIVE  # its pod runs
+    state.write_status(status(State.RUNNING, restarts=1))
+    shown = backend.describe("cs")
+    assert (shown.state, shown.restarts) == (State.RUNNING, 1)
+    assert backend.describe("nothing") is None
+
+
+def test_describe_says_the_supervisor_is_starting_or_lost(fake: FakeKubernetes) -> None:
+    applied(fake)
+    backend = backend_for(fake)
+    [pod] = fake.list("pods", "default", {"job-name": naming.supervisor_name("cs")})
+    fake.update("pods", "default", pod["metadata"]["name"], lambda p: p["status"].update(
+        phase="Pending", containerStatuses=[{"name": "supervisor", "state": {"waiting": {"reason": "ContainerCreating"}}}]))
+    assert backend.describe("cs").supervisor is SupervisorState.STARTING
+    fake.update("pods", "default", pod["metadata"]["name"], lambda p: p["status"].update(
+        containerStatuses=[{"name": "supervisor", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}}]))
+    shown = backend.describe("cs")
+    assert shown.supervisor is SupervisorState.LOST and "ImagePullBackOff" in shown.supervisor_note
+    supervisor = {"job-name": naming.supervisor_name("cs")}
+    fake.finish_pod(pod["metadata"]["name"], 1)
+    assert backend.describe("cs").supervisor is SupervisorState.ALIVE  # its Job ran the next supervisor pod
+    for _ in range(BACKOFF_LIMIT):  # each fails in turn, until its Job gives up
+        for running in [p for p in fake.list("pods", "default", supervisor) if p["status"]["phase"] == "Running"]:
+            fake.finish_pod(running["metadata"]["name"], 1)
+    shown = backend.describe("cs")
+    assert shown.supervisor is SupervisorState.LOST and "BackoffLimitExceeded" in shown.supervisor_note, shown
+
+
+def test_describe_says_why_a_tasks_pod_waits(fake: FakeKubernetes) -> None:
+    plan, state = applied(fake)
+    runtime = KubernetesRuntime(state.api, plan, "default", clock=lambda: fake.now)
+    runtime.start(next(t for t in plan.tasks if t.name == "cs-worker-0"))
+    state.write_status(JobStatus("cs", BackendKind.K8S, State.RUNNING,
+                                 tasks=[TaskStatus(t.name, State.RUNNING) for t in plan.tasks]))
+    [pod] = fake.list("pods", "default", {"job-name": "cs-worker-0"})
+    fake.update("pods", "default", pod["metadata"]["name"], lambda p: p["status"].update(
+        phase="Pending", containerStatuses=[], conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                                            "message": "0/1 nodes are available: insufficient cpu"}]))
+    tasks = {t.name: t.message for t in backend_for(fake).describe("cs").tasks}
+    assert tasks["cs-worker-0"] == "pending: Unschedulable: 0/1 nodes are available: insufficient cpu"
+    assert not tasks["cs-chief-0"].startswith("pending")
+
+
+def test_describe_of_a_run_supervised_from_this_machine_says_whether_its_process_lives(fake: FakeKubernetes) -> None:
+    applied(fake, {**SPEC, "kubernetes": {"supervisor": False}})
+    local = harness.StateDir.of(BackendKind.K8S, "cs")
+    local.create(plan_of(backend_for(fake).api, "cs", "default"))
+    shown = backend_for(fake).describe("cs")
+    assert shown.supervisor is SupervisorState.LOST and shown.supervisor_note == "its process on this machine is gone"
+
+
+# --- state_of, host, cancel ---------------------------------------------------------------------------------------
+
+
+def test_state_of_names_the_pods_state_or_a_state_dir_on_this_machine(
+        fake: FakeKubernetes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    contexts: list[str | None] = []
+
+    def connect(context: str | None) -> Any:
+        contexts.append(context)
+        return _client(fake)
+
+    monkeypatch.setattr(k8s_backend, "connect", connect)
+    in_pod = KubernetesBackend.state_of("team-a/cs")
+    assert isinstance(in_pod, ClusterState) and in_pod.in_pod
+    assert (in_pod.name, in_pod.namespace) == ("cs", "team-a")
+    (tmp_path / KUBE_FILE).write_text(json.dumps({"name": "cs", "namespace": "team-b", "context": "kind-x"}))
+    here = KubernetesBackend.state_of(str(tmp_path))
+    assert isinstance(here, ClusterState) and not here.in_pod
+    assert (here.root, here.name, here.namespace) == (tmp_path, "cs", "team-b")
+    assert contexts == [None, "kind-x"]
+
+
+def _client(fake: FakeKubernetes) -> Any:
+    from kubernetes import client
+
+    return client.ApiClient(client.Configuration(host=fake.url))
+
+
+def test_host_leaves_the_tasks_on_sigterm_only_in_the_pod_and_a_run_over_has_nothing_to_do(
+        fake: FakeKubernetes, tmp_path: Path) -> None:
+    plan, state = applied(fake)
+    hosted = KubernetesBackend.host(plan, state, adopt=True)
+    assert isinstance(hosted.runtime, KubernetesRuntime) and hosted.leave_on_sigterm is True
+    here = ClusterState(state.api, "cs", "default", root=tmp_path)
+    assert KubernetesBackend.host(plan, here, adopt=False).leave_on_sigterm is False
+    state.write_status(status(State.SUCCEEDED))
+    with pytest.raises(harness.NothingToDo, match="the run is over"):
+        KubernetesBackend.host(plan, state, adopt=True)
+    with pytest.raises(harness.CannotRun):
+        KubernetesBackend.host(plan, harness.StateDir(tmp_path), adopt=False)
+
+
+def test_cancel_deletes_the_supervisor_first_then_everything_of_the_run(fake: FakeKubernetes) -> None:
+    applied(fake)
+    backend_for(fake).cancel("cs")
+    jobs = [name for plural, name, _ in fake.deletions if plural == "jobs"]
+    assert jobs[0] == naming.supervisor_name("cs") and set(jobs[1:]) == {"cs-chief-0", "cs-worker-0"}
+    assert fake.list("pods") == [] and fake.list("jobs") == [] and fake.list("configmaps") == []
+
+
+def test_the_stacks_text_keeps_each_tasks_share_within_the_limit() -> None:
+    """What ``keep_stacks`` writes to the ConfigMap (``stack_dumps.bounded_text``): never above its room."""
+    dumps = {"a": "x" * 1000, "b": None, "c": "short\n"}
+    for limit in (0, 10, 60, 200, 5000):
+        assert len(bounded_text(3, dumps, limit).encode()) <= limit
+    assert bounded_text(3, dumps, 5000) == "== a (stall 3)\n" + "x" * 1000 + "\n== b (stall 3)\n" + NO_STACKS + "\n== c (stall 3)\nshort\n"
+    assert "... cut: 1001 bytes, the first kept" in bounded_text(3, dumps, 600)

@@ -1,0 +1,458 @@
+"""``KubernetesRuntime`` (one Job per task) through the real client over HTTP, against the fake API server with its
+Job controller running at once (``job_controller``): start, poll, stop, output, adopt, stacks; and the one
+``Supervisor`` driving it (gang restart, the restart budget, a failure rule).
+
+Time is the fake's clock: the runtime's ``clock`` reads it and its ``pause`` moves it, so a deleted pod's
+process exits as its ``on_sigterm`` says while ``stop`` waits; the supervisor's pause moves it too and plays the
+test's script (``World``). Only the log followers are threads: the tests wait for the lines they expect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakes.kubernetes_api import IGNORES_SIGTERM, JOB_NAME_KEY, FakeKubernetes, OnSigterm, permission
+from helpers.k8s_fake import backend_for, pod_of, write
+from helpers.k8s_specs import dry_run_for
+from helpers.polling import wait_for_condition
+from launcher.backends.kubernetes import apply, supervisor_objects
+from launcher.backends.kubernetes.cluster_state import ClusterState
+from launcher.backends.kubernetes.runtime import CONTROLLER_UID, STOP_SLACK_SECONDS, KubernetesRuntime, fresh_copy
+from launcher.errors import LaunchError
+from launcher.plan.planner import Plan, Task
+from launcher.protocol.events import StacksOnSignal, Step
+from launcher.protocol.exitcodes import LOST_EXIT
+from launcher.protocol.stacks_signal import STACKS_SIGNAL
+from launcher.supervision.stall import StallEvidence
+from launcher.supervision.status import JobStatus, State
+from launcher.supervision.supervisor import Supervisor
+
+SPEC: dict[str, Any] = {"name": "rt", "roles": {"chief": {}, "worker": {"replicas": 1}},
+                        "restart": {"policy": "exit-code", "max_restarts": 2}, "kubernetes": {"supervisor": False}}
+CHIEF, WORKER = "rt-chief-0", "rt-worker-0"
+
+
+def launched(fake: FakeKubernetes, spec: dict[str, Any] = SPEC) -> tuple[Plan, KubernetesRuntime]:
+    """The run's objects applied (its task Jobs suspended) and a runtime over them on the fake's clock."""
+    fake.job_controller = True
+    dry_run = dry_run_for(spec)
+    api = backend_for(fake).api
+    apply.submit(api, dry_run, "default")
+    return dry_run.plan, runtime_for(fake, dry_run.plan)
+
+
+def runtime_for(fake: FakeKubernetes, plan: Plan) -> KubernetesRuntime:
+    def pause(seconds: float) -> None:
+        fake.now += seconds
+
+    return KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now, pause=pause)
+
+
+def task(plan: Plan, name: str) -> Task:
+    return next(t for t in plan.tasks if t.name == name)
+
+
+def pods(fake: FakeKubernetes, name: str) -> list[dict[str, Any]]:
+    """The pods of task ``name``'s Job(s), oldest first."""
+    return sorted(fake.list("pods", "default", {JOB_NAME_KEY: name}),
+                  key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]))
+
+
+def later(fake: FakeKubernetes) -> None:
+    """A second passes: the runtime lists the pods again (it reuses a listing within ``LISTING_SECONDS``)."""
+    fake.now += 1
+
+
+def read_all(runtime: KubernetesRuntime, t: Task, until: Callable[[list[str]], bool]) -> list[str]:
+    """The task's output, read until ``until`` holds of all read so far (the followers are threads)."""
+    lines: list[str] = []
+
+    def more() -> bool:
+        lines.extend(runtime.output(t))
+        return until(lines)
+
+    wait_for_condition(more)
+    return lines
+
+
+# --- start, poll, adopt -------------------------------------------------------------------------------------------
+
+
+def test_start_lets_a_suspended_job_run_and_a_job_that_ran_is_replaced_by_a_fresh_copy(fake: FakeKubernetes) -> None:
+    plan, runtime = launched(fake)
+    chief = task(plan, CHIEF)
+    assert runtime.poll(chief) is None and pods(fake, CHIEF) == []  # rendered suspended: nothing runs yet
+    first = fake.get("jobs", CHIEF)
+    runtime.start(chief)
+    [pod] = pods(fake, CHIEF)
+    assert fake.get("jobs", CHIEF)["metadata"]["uid"] == first["metadata"]["uid"]  # the same Job, let run
+    assert pods(fake, WORKER) == []  # only the task started
+    assert runtime.poll(chief) is None
+    fake.finish_pod(pod["metadata"]["name"], 3)
+    later(fake)
+    assert runtime.poll(chief) == 3
+    runtime.start(chief)  # again: the Job ran, so a fresh copy of it replaces it
+    second = fake.get("jobs", CHIEF)
+    assert second["metadata"]["uid"] != first["metadata"]["uid"] and second["spec"]["suspend"] is False
+    assert second["spec"]["template"]["spec"] == first["spec"]["template"]["spec"]
+    [new] = pods(fake, CHIEF)  # the old pod went with its Job
+    assert new["metadata"]["labels"][CONTROLLER_UID] == second["metadata"]["uid"]
+    assert runtime.poll(chief) is None
+
+
+def test_a_fresh_copy_is_the_job_as_applied_running() -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "t", "uid": "u", "resourceVersion": "9", "creationTimestamp": "x", "labels": {"a": "b"}},
+           "spec": {"suspend": True, "backoffLimit": 0, "selector": {"matchLabels": {CONTROLLER_UID: "u"}},
+                    "template": {"metadata": {"labels": {"a": "b", CONTROLLER_UID: "u", "controller-uid": "u",
+                                                         JOB_NAME_KEY: "t", "job-name": "t"}}, "spec": {"x": 1}}},
+           "status": {"startTime": "y"}}
+    assert fresh_copy(job) == {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "t", "labels": {"a": "b"}},
+                               "spec": {"suspend": False, "backoffLimit": 0,
+                                        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"x": 1}}}}
+
+
+def test_start_waits_for_the_name_of_the_replaced_job_to_be_free(fake: FakeKubernetes) -> None:
+    plan, runtime = launched(fake)
+    chief = task(plan, CHIEF)
+    runtime.start(chief)
+    fake.finish_pod(pod_of(fake, CHIEF), 1)
+    fake.fail_next("POST", "jobs", 409)  # the old Job not gone yet
+    runtime.start(chief)
+    assert fake.get("jobs", CHIEF)["spec"]["suspend"] is False and runtime.poll(chief) is None
+
+
+def test_start_gives_up_on_a_replaced_job_whose_name_stays_taken(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan, runtime = launched(fake)
+    chief = task(plan, CHIEF)
+    runtime.start(chief)
+    fake.finish_pod(pod_of(fake, CHIEF), 1)
+    monkeypatch.setattr(fake, "delete", lambda *args, **kwargs: fake.get("jobs", CHIEF))  # a finalizer holds it
+    with pytest.raises(LaunchError, match=f"cannot start {CHIEF}: the Job it replaces is still there"):
+        runtime.start(chief)
+
+
+def test_start_of_a_job_deleted_outside_tfcluster_is_a_launch_error(fake: FakeKubernetes) -> None:
+    plan, runtime = launched(fake)
+    fake.delete("jobs", "default", CHIEF, "Background")
+    with pytest.raises(LaunchError, match=f"cannot start {CHIEF}: its Job is gone"):
+        runtime.start(task(plan, CHIEF))
+
+
+@pytest.mark.parametrize(("code", "reason", "oom"), [(0, "Completed", False), (1, "Error", False), (137, "OOMKilled", True)])
+def test_poll_reads_the_exit_code_and_the_oom_killer(fake: FakeKubernetes, code: int, reason: str, oom: bool) -> None:
+    plan, runtime = launched(fake)
+    worker = task(plan, WORKER)
+    runtime.start(worker)
+    assert runtime.poll(worker) is None and runtime.oom_killed(worker) is False
+    fake.finish_pod(pod_of(fake, WORKER), code, reason=reason)
+    later(fake)
+    assert runtime.poll(worker) == code
+    assert runtime.oom_killed(worker) is oom
+
+
+def test_a_job_deleted_outside_tfcluster_is_a_lost_run_and_says_so(fake: FakeKubernetes) -> None:
+    plan, runtime = launched(fake)
+    worker = task(plan, WORKER)
+    runtime.start(worker)
+    fake.pod_logs["default", pod_of(fake, WORKER)] = "working\n"
+    read_all(runtime, worker, lambda lines: "working" in lines)
+    fake.delete("jobs", "default", WORKER, "Background")  # its pod is stopped and goes
+    later(fake)
+    assert pods(fake, WORKER) == []
+    assert runtime.poll(worker) == LOST_EXIT
+    assert read_all(runtime, worker, lambda lines: any("is gone" in line for line in lines))[-1] == \
+        f"Job {WORKER} is gone (deleted outside tfcluster)"
+
+
+def test_an_evicted_pod_without_an_exit_code_is_a_lost_run(fake: FakeKubernetes) -> None:
+    plan, runtime = launched(fake)
+    worker = task(plan, WORKER)
+    runtime.start(worker)
+    fake.update("pods", "default", pod_of(fake, WORKER), lambda pod: pod["status"].update(
+        phase="Failed", reason="Evicted", message="The node was low on resource: memory.", containerStatuses=[]))
+    later(fake)
+    assert runtime.poll(worker) == LOST_EXIT
+
+
+def test_a_job_that_failed_without_a_pod_is_a_lost_run(fake: FakeKubernetes) -> None:
+    plan, runtime = launched(fake)
+    worker = task(plan, WORKER)
+    runtime.start(worker)
+    assert runtime.output(worker) == []  # the supervisor reads each task's output each round
+    fake.finish_pod(pod_of(fake, WORKER), 1)
+    fake.delete("pods", "default", pod_of(fake, WORKER), "Background")  # counted, then gone: the Job failed
+    later(fake)
+    assert pods(fake, WORKER) == []
+    assert runtime.poll(worker) == LOST_EXIT
+    assert any("failed without a pod: BackoffLimitExceeded" in line for line in runtime.output(worker))
+
+
+def test_adopt_attaches_to_a_started_job_only(fake: FakeKubernetes) -> None:
+    plan, runtime = launched(fake)
+    chief, worker = task(plan, CHIEF), task(plan, WORKER)
+    runtime.start(chief)
+    fake.pod_logs["default", pod_of(fake, CHIEF)] = "from the first line\n"
+    successor = runtime_for(fake, plan)  # the next supervisor's
+    assert successor.adopt(chief) is True and successor.adopt(worker) is False  # the worker's Job is still suspended
+    assert successor.poll(chief) is None
+    assert read_all(successor, chief, lambda lines: bool(lines)) == ["from the first line"]
+    fake.finish_pod(pod_of(fake, CHIEF), 0)
+    later(fake)
+    assert successor.poll(chief) == 0
+
+
+# --- stop ---------------------------------------------------------------------------------------------------------
+
+
+def test_stop_deletes_the_pods_with_the_grace_and_returns_once_they_ended(fake: FakeKubernetes) -> None:
+    plan, runtime = launched(fake)
+    chief, worker = task(plan, CHIEF), task(plan, WORKER)
+    runtime.start(chief)
+    runtime.start(worker)
+    fake.on_sigterm[CHIEF] = OnSigterm(seconds=4, code=7)  # saves, then exits
+    began = fake.now
+    runtime.stop([chief, worker], 10)
+    assert fake.now - began >= 4  # waited for the chief's save
+    assert [p for p in fake.requests if p[0] == "DELETE" and "/pods/" in p[1] and "gracePeriodSeconds=10" in p[1]]
+    assert all(p["status"]["phase"] not in ("Pending", "Running") for t in (CHIEF, WORKER) for p in pods(fake, t))
+    later(fake)
+    runtime.stop([chief, worker], 10)  # nothing runs: nothing to do
+    assert sum(1 for p in fake.requests if p[0] == "DELETE") == 2
+
+
+def test_stop_with_no_grace_still_gives_sigterm_a_second(fake: FakeKubernetes) -> None:
+    plan, runtime = launched(fake)
+    worker = task(plan, WORKER)
+    runtime.start(worker)
+    runtime.stop([worker], 0)
+    [deleted] = [p for method, p in fake.requests if method == "DELETE"]
+    assert "gracePeriodSeconds=1" in deleted
+
+
+def test_a_pod_that_will_not_end_is_a_launch_error_naming_it(fake: FakeKubernetes) -> None:
+    plan, runtime = launched(fake)
+    worker = task(plan, WORKER)
+    runtime.start(worker)
+    pod = pod_of(fake, WORKER)
+    fake.unreachable.add(pod)  # its node is gone: it stays terminating
+    began = fake.now
+    with pytest.raises(LaunchError, match=f"pods still running .* after their grace: {pod}"):
+        runtime.stop([worker], 5)
+    assert fake.now - began >= 5 + STOP_SLACK_SECONDS
+
+
+def test_stop_waits_for_a_process_that_ignores_sigterm_to_be_killed(fake: FakeKubernetes) -> None:
+    plan, runtime = launched(fake)
+    worker = task(plan, WORKER)
+    runtime.start(worker)
+    fake.on_sigterm[WORKER] = IGNORES_SIGTERM
+    began = fake.now
+    runtime.stop([worker], 3)
+    assert fake.now - began >= 3
+
+
+# --- output, stacks -----------------------------------------------------------------------------------------------
+
+
+def test_output_follows_the_log_drains_an_ended_pod_and_moves_to_the_next_run(fake: FakeKubernetes) -> None:
+    plan, runtime = launched(fake)
+    chief = task(plan, CHIEF)
+    runtime.start(chief)
+    key = ("default", pod_of(fake, CHIEF))
+    fake.pod_logs[key] = "one\n"
+    assert read_all(runtime, chief, lambda lines: lines == ["one"]) == ["one"]
+    fake.pod_logs[key] += "two\nthree\n"
+    fake.finish_pod(key[1], 1)
+    later(fake)
+    assert runtime.output(chief) == ["two", "three"]  # an ended pod's log is read to its end at once
+    runtime.start(chief)
+    fake.pod_logs["default", pod_of(fake, CHIEF)] = "second run\n"
+    assert read_all(runtime, chief, lambda lines: bool(lines)) == ["second run"]
+    runtime.close()
+
+
+def test_dump_stacks_signals_the_containers_pid_1_and_read_stacks_runs_py_spy_there(fake: FakeKubernetes) -> None:
+    plan, runtime = launched(fake)
+    chief = task(plan, CHIEF)
+    ran: list[list[str]] = []
+
+    def in_pod(command: list[str]) -> tuple[int, str, str]:
+        ran.append(command)
+        if "ls" in command:
+            return 0, "1\n7\nself\n", ""
+        pid = command[command.index("--pid") + 1]
+        return 0, f"Thread 0x1 (idle): \"MainThread\"\n    train (train.py:{pid})\n", ""
+
+    fake.pod_exec[CHIEF] = in_pod
+    assert runtime.read_stacks(chief) is None  # not started: no pod to read
+    runtime.start(chief)
+    runtime.dump_stacks(chief)
+    assert ran == [["python", "-c", f"import os; os.kill(1, {int(STACKS_SIGNAL)})"]]
+    dump = runtime.read_stacks(chief)
+    assert dump is not None and "train (train.py:" in dump
+    assert "train.py:1)" in dump and "train.py:7)" in dump  # every process of the container
+    fake.finish_pod(pod_of(fake, CHIEF), 0)
+    later(fake)
+    ran.clear()
+    runtime.dump_stacks(chief)
+    assert runtime.read_stacks(chief) is None and ran == []  # an ended pod gives none
+
+
+# --- the one Supervisor over it -----------------------------------------------------------------------------------
+
+
+@dataclass
+class World:
+    """The supervisor's pause: a second of the fake's clock passes, then the test's script for that round runs
+    (``script``: ``{round: action}``; ``each``: runs every round)."""
+
+    fake: FakeKubernetes
+    script: dict[int, Callable[[FakeKubernetes], None]] = field(default_factory=dict)
+    each: Callable[[FakeKubernetes], None] | None = None
+    rounds: int = 0
+
+    def pause(self, seconds: float) -> None:
+        self.rounds += 1
+        assert self.rounds < 500, "the supervisor did not end"
+        self.fake.now += max(seconds, 0.5)
+        if self.rounds in self.script:
+            self.script[self.rounds](self.fake)
+        if self.each is not None:
+            self.each(self.fake)
+
+
+def supervise(fake: FakeKubernetes, world: World, spec: dict[str, Any] = SPEC) -> JobStatus:
+    plan, runtime = launched(fake, spec)
+    supervisor = Supervisor(plan, runtime, poll_seconds=0.5, grace_seconds=1.0, fault_pause=0.5,
+                            pause=world.pause, clock=lambda: fake.now)
+    try:
+        return supervisor.run()
+    finally:
+        runtime.close()
+
+
+def ends(name: str, code: int) -> Callable[[FakeKubernetes], None]:
+    """The task's current run exits ``code`` (if it runs)."""
+    def act(fake: FakeKubernetes) -> None:
+        pod = pod_of(fake, name)
+        if fake.get("pods", pod)["status"]["phase"] == "Running":
+            fake.finish_pod(pod, code)
+    return act
+
+
+def test_a_worker_crash_restarts_the_gang_and_the_run_succeeds(fake: FakeKubernetes) -> None:
+    world = World(fake, {3: ends(WORKER, 137)})
+    world.script[12] = ends(CHIEF, 0)
+    status = supervise(fake, world)
+    assert status.state is State.SUCCEEDED, status
+    assert status.restarts == 1
+    # each restart made fresh Jobs: both tasks ran twice, the chief's first run stopped with the gang
+    assert [j for j in fake.list("jobs") if j["metadata"]["name"] in (CHIEF, WORKER) and j["spec"]["suspend"]] == []
+    assert sum(1 for m, p in fake.requests if m == "POST" and p.endswith("/jobs")) == 2 + 2  # applied, then copies
+    assert [m for m, p in fake.requests if m == "DELETE" and "/pods/" in p]  # the chief's run stopped with the gang
+
+
+def test_the_restart_budget_spent_fails_the_run(fake: FakeKubernetes) -> None:
+    world = World(fake, each=ends(WORKER, 137))
+    status = supervise(fake, world)
+    assert status.state is State.FAILED, status
+    assert status.restarts == 2 and "137" in status.message, status.message
+    assert all(p["status"]["phase"] not in ("Pending", "Running") for p in fake.list("pods"))  # no task left running
+
+
+def test_an_exit_code_rule_that_fails_the_run_is_not_restarted(fake: FakeKubernetes) -> None:
+    spec = {**SPEC, "restart": {"policy": "exit-code", "max_restarts": 2,
+                                "rules": [{"exit_codes": [3], "action": "fail"}]}}
+    world = World(fake, {3: ends(WORKER, 3)})
+    status = supervise(fake, world, spec)
+    assert status.state is State.FAILED and status.restarts == 0, status
+    assert all(p["status"]["phase"] not in ("Pending", "Running") for p in fake.list("pods"))
+
+
+def test_the_supervisors_role_allows_every_request_the_supervisor_makes(
+        fake: FakeKubernetes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supervisor pod's own Role (``supervisor_objects.rules``): a gang restart, the status published, a stall's
+    stacks kept; every request allowed, and each one naming an object within the rule's ``resourceNames``."""
+    spec = {**SPEC, "kubernetes": {"supervisor": True}}
+    plan, runtime = launched(fake, spec)
+    rules = supervisor_objects.rules(plan)
+    fake.allowed = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    named = {(r, v): set(rule["resourceNames"]) for rule in rules if "resourceNames" in rule
+             for r in rule["resources"] for v in rule["verbs"]}
+    since = len(fake.requests)
+    monkeypatch.setattr("launcher.backends.kubernetes.cluster_state.TMP_DIR", str(tmp_path))
+    state = ClusterState(runtime.api, "rt", "default")
+    world = World(fake, {3: ends(WORKER, 137), 12: ends(CHIEF, 0)})
+    supervisor = Supervisor(state.read_plan(), runtime, poll_seconds=0.5, grace_seconds=1.0, pause=world.pause,
+                            clock=lambda: fake.now, on_status=state.write_status, keep_stacks=state.keep_stacks)
+    assert supervisor.run().state is State.SUCCEEDED
+    assert state.keep_stacks(1, {CHIEF: "Thread 1"}) is not None
+    assert state.read_status() is not None
+    runtime.close()
+    checked = 0
+    for method, path in fake.requests[since:]:
+        _, resource, verb = permission(method, path)
+        parts = path.split("?")[0].strip("/").split("/")
+        at = 5 if parts[0] == "api" else 6  # api/v1/namespaces/NS/PLURAL/NAME, apis/GROUP/VERSION/...
+        if (resource, verb) in named and len(parts) > at:
+            assert parts[at] in named[resource, verb], (method, path)
+            checked += 1
+    assert checked  # the Jobs read, patched and deleted by name, the ConfigMap read and updated
+
+
+STUCK_IN_OP = ["Thread 0x00007f0000000001 (most recent call first):",
+               '  File "/venv/lib/python3.11/site-packages/tensorflow/python/ops/script_ops.py", line 269 in __call__',
+               "", "Current thread 0x00007f0000000002 (most recent call first):",
+               '  File "/venv/lib/python3.11/site-packages/tensorflow/python/eager/execute.py", line 53 in quick_execute']
+WAITING = ["Current thread 0x00007f0000000003 (most recent call first):", '  File "/x/execute.py", line 53 in quick_execute']
+
+
+def test_a_stall_dumps_each_pods_stacks_through_exec_names_the_stuck_task_and_restarts_the_gang(
+        fake: FakeKubernetes) -> None:
+    """The programs declare the stacks handler and the chief reports a step, then nothing moves: the supervisor
+    signals each container's PID 1 (``pods/exec``), the handlers write their stacks to the pod logs (the test's
+    ``pod_exec``), the worker stuck in a Python op is named, the gang restarts, and the run succeeds after."""
+    spec = {**SPEC, "stall": {"timeout_seconds": 1}}
+    plan, runtime = launched(fake, spec)
+    stacks = {CHIEF: WAITING, WORKER: STUCK_IN_OP}
+    for name in (CHIEF, WORKER):
+        def on_signal(command: list[str], name: str = name) -> tuple[int, str, str]:
+            if "os.kill" in command[-1]:  # the program's handler prints its stacks
+                key = ("default", pod_of(fake, name))
+                fake.pod_logs[key] = fake.pod_logs.get(key, "") + "\n".join(stacks[name]) + "\n"
+                return 0, "", ""
+            return (0, "1\n", "") if "ls" in command else (127, "", "py-spy: not found\n")
+        fake.pod_exec[name] = on_signal
+    told: set[str] = set()
+    first_chief = fake.get("jobs", CHIEF)["metadata"]["uid"]
+
+    def programs(fake: FakeKubernetes) -> None:
+        for name in (CHIEF, WORKER):
+            running = [p for p in pods(fake, name) if p["status"]["phase"] == "Running"]
+            if not running or running[-1]["metadata"]["name"] in told:
+                continue
+            told.add(running[-1]["metadata"]["name"])
+            events = [StacksOnSignal(signal=STACKS_SIGNAL.name, time=fake.now)]
+            if name == CHIEF:
+                events.append(Step(step=1, time=fake.now))
+            write(fake, name, *events, token=plan.event_token)
+        if fake.get("jobs", CHIEF)["metadata"]["uid"] != first_chief:
+            ends(CHIEF, 0)(fake)  # the run after the restart finishes
+
+    kept: list[tuple[int, dict[str, str | None]]] = []
+    supervisor = Supervisor(plan, runtime, poll_seconds=0.5, grace_seconds=1.0, pause=World(fake, each=programs).pause,
+                            clock=lambda: fake.now, stack_gap=0.5,
+                            keep_stacks=lambda number, dumps: kept.append((number, dict(dumps))) or "here")
+    status = supervisor.run()
+    runtime.close()
+    assert status.state is State.SUCCEEDED and status.restarts == 1, status
+    assert status.stall is not None and status.stall.stalls == 1 and status.stall.suspects == [WORKER], status.stall
+    assert status.stall.evidence is StallEvidence.STACKS_UNCHANGED
+    [(number, dumps)] = kept
+    assert number == 1 and "script_ops.py" in (dumps[WORKER] or "") and "quick_execute" in (dumps[CHIEF] or "")
