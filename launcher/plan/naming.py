@@ -61,11 +61,6 @@ def task_name(cluster: str, role: RoleType, index: int) -> str:
     return f"{cluster}-{role.value}-{index}"
 
 
-def role_job_name(cluster: str, role: RoleType) -> str:
-    """Kubernetes Indexed Job of one role; its pods are ``<job>-<index>`` = the task names."""
-    return f"{cluster}-{role.value}"
-
-
 def network_name(cluster: str) -> str:
     return f"{cluster}-net"
 

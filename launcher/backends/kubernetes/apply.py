@@ -204,9 +204,8 @@ RecordT = TypeVar("RecordT", bound=BaseModel)
 
 
 def record(config_map: Obj | None, key: str, model: type[RecordT]) -> RecordT | None:
-    """The ``model`` kept under ``key`` in the run's ConfigMap: its ``RunConfig`` (``JOB_KEY``), the stall the watch
-    last recorded (``k8s_stall.STALL_KEY``), what it judged of the failure rules (``k8s_failures.FAILURES_KEY``);
-    None without one (an object of an older launch, or being deleted)."""
+    """The ``model`` kept under ``key`` in the run's ConfigMap (its ``RunConfig``: ``JOB_KEY``); None without one
+    (an object of an older launch, or being deleted)."""
     try:
         return None if config_map is None else model.model_validate_json(config_map["data"][key])
     except (KeyError, ValidationError):

@@ -12,6 +12,7 @@ writes once more.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -41,6 +42,8 @@ STACKS_BYTES = 256 * 1024
 #: Room left in the ConfigMap for its metadata and the supervisor's records (the stall, the failure rules).
 RECORDS_BYTES = 16 * 1024
 
+
+log = logging.getLogger(__name__)
 
 #: A status that moved only the run's progress on is written at most this often.
 PROGRESS_WRITE_SECONDS = 2.0
@@ -135,5 +138,4 @@ class ClusterState(StateDir):
                              self.namespace)
 
     def keep_stacks(self, number: int, dumps: Mapping[str, str | None]) -> str | None:
-        return keep_stacks(self.api, self.namespace, lambda line: print(line, flush=True), self.name, number,
-                           dict(dumps))
+        return keep_stacks(self.api, self.namespace, log.warning, self.name, number, dict(dumps))

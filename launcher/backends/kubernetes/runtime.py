@@ -4,7 +4,8 @@ Contract: a task is the Job named after it (``manifests.task_job``: one pod, ``b
 suspended), so Kubernetes never restarts a task by itself: the supervisor decides. ``start`` lets a suspended
 Job run, or replaces a Job that ran by a fresh copy of it (``fresh_copy``: deleted, then created again as it was
 applied); ``poll`` reads the
-exit code of the pod of the Job it started (128+9 when that pod or Job is gone, or evicted without an exit);
+exit code of the pod of the Job it started (128+9 when that pod or Job is gone; a pod Kubernetes disrupted
+(eviction, scheduler preemption, node pressure) that ended otherwise than saved counts as preempted, 143);
 ``stop`` deletes the pods with the grace and returns once their containers ended; ``output`` follows each pod's
 log in a thread of its own; ``dump_stacks`` signals PID 1 of the container (tini forwards it) through
 ``pods/exec``, and ``read_stacks`` runs the image's py-spy there. API faults are raised as the client raises
@@ -27,7 +28,7 @@ from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan, Task
-from launcher.protocol.exitcodes import LOST_EXIT
+from launcher.protocol.exitcodes import LOST_EXIT, ExitCode
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
 
 #: The label the Job controller puts on its pods: the uid of the Job that made them.
@@ -75,6 +76,15 @@ def exit_of(pod: Obj) -> int | None:
     if pod.get("status", {}).get("phase") in ("Failed", "Succeeded"):
         return LOST_EXIT
     return None
+
+
+def _disruption(pod: Obj) -> str:
+    """Why Kubernetes disrupted ``pod`` (its ``DisruptionTarget`` condition: an eviction, a preemption by the
+    scheduler, node pressure, the taint manager), or "" when it did not."""
+    for cond in pod.get("status", {}).get("conditions") or []:
+        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+            return cond.get("reason") or "DisruptionTarget"
+    return ""
 
 
 def _started(pod: Obj) -> bool:
@@ -174,7 +184,12 @@ class KubernetesRuntime:
                 self._say(task, f"Job {task.name} failed without a pod: {_conditions(job)}")
                 return LOST_EXIT
             return None
-        return exit_of(pods[-1])
+        code, disrupted = exit_of(pods[-1]), _disruption(pods[-1])
+        if code not in (None, 0, ExitCode.PREEMPTED) and disrupted:
+            self._say(task, f"pod {pods[-1]['metadata']['name']} was disrupted by Kubernetes ({disrupted}) and "
+                            f"ended with {code}: taken as a preemption")
+            return int(ExitCode.PREEMPTED)
+        return code
 
     def stop(self, tasks: Sequence[Task], grace_seconds: float) -> None:
         grace = max(1, math.ceil(grace_seconds))  # 0 would be a forced deletion: no SIGTERM, no save

@@ -27,7 +27,8 @@ Manifest = dict[str, Any]
 
 #: Its container's requests and limits: one Python process polling the API every few seconds.
 RESOURCES = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "384Mi"}}
-#: Times a dying supervisor is replaced before its Job fails (a deleted pod counts too); then ``watch`` supervises.
+#: Times a dying supervisor is replaced before its Job fails (a deleted pod counts too); then nothing supervises
+#: the run (``status`` says its supervisor is lost).
 BACKOFF_LIMIT = 20
 #: Seconds between SIGTERM and SIGKILL: it only leaves (the job runs on; the next supervisor adopts it).
 GRACE_SECONDS = 10
