@@ -71,7 +71,7 @@ def test_the_status_round_trips_through_the_config_map_and_a_concurrent_write_is
 
 
 def test_a_stalls_stacks_go_to_the_pods_log_and_bounded_to_the_config_map(
-        fake: FakeKubernetes, capsys: pytest.CaptureFixture[str]) -> None:
+        fake: FakeKubernetes, caplog: pytest.LogCaptureFixture) -> None:
     _, state = applied(fake)
     dumps: dict[str, str | None] = {"cs-chief-0": "Thread 1\n" + "  frame (train.py:1)\n" * 40_000, "cs-worker-0": None}
     where = state.keep_stacks(3, dumps)
@@ -79,7 +79,7 @@ def test_a_stalls_stacks_go_to_the_pods_log_and_bounded_to_the_config_map(
     assert len(kept.encode()) <= STACKS_BYTES
     assert "cs-chief-0" in kept and "cs-worker-0" in kept
     assert where is not None and f"ConfigMap {CONFIG_MAP} key {STACKS_KEY}" in where
-    logged = capsys.readouterr().out
+    logged = "\n".join(record.getMessage() for record in caplog.records)
     assert "stacks of cs-chief-0 at stall 3:" in logged and "stacks of cs-worker-0 at stall 3:\n(none" in logged
     state.keep_stacks(4, {"cs-chief-0": "Thread 1\n  later (train.py:9)\n"})  # the previous stall's replaced
     kept = fake.get("configmaps", CONFIG_MAP)["data"][STACKS_KEY]
