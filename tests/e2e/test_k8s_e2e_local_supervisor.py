@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from helpers.gates import BLOCK, wait_for
-from helpers.k8s_e2e import SharedClaim, cli, image, kubeconfig, namespace, run_in, run_name, supervise_until
+from helpers.k8s_e2e import SharedClaim, cli, image, kubeconfig, namespace, run_in, run_name, running_pod, supervise_until
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.plan import naming
 from launcher.plan.targets import BackendKind
@@ -30,7 +30,7 @@ from launcher.supervision.status import State, SupervisorState
 pytestmark = pytest.mark.e2e
 
 #: In the chief's own container: it ends (0) once this file exists.
-GO = Path("/tmp/h20-go")
+GO = Path("/tmp/e2e-go")
 
 
 def test_a_run_supervised_from_this_machine_is_adopted_by_watch_after_its_process_died(
@@ -59,22 +59,22 @@ def test_a_run_supervised_from_this_machine_is_adopted_by_watch_after_its_proces
     assert lost.state is State.RUNNING, lost  # the tasks run on, unsupervised
 
     env = {**os.environ, "KUBECONFIG": kubeconfig()}
-    watch = subprocess.Popen([sys.executable, "-m", "launcher", "watch", name], cwd=tmp_path, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    watched = tmp_path / "watch.out"
+    with watched.open("w") as out:
+        watch = subprocess.Popen([sys.executable, "-m", "launcher", "watch", name], cwd=tmp_path, env=env,
+                                 stdout=out, stderr=subprocess.STDOUT)
     try:
         adopted = supervise_until(backend, name, lambda s: s.supervisor is SupervisorState.ALIVE)
         assert state.supervisor() not in (None, first)
         assert adopted.state is State.RUNNING and adopted.restarts == 0, adopted
-        chief = next(p.metadata.name for p in core.list_namespaced_pod(
-            namespace(), label_selector=f"{naming.LABEL_CLUSTER}={name}").items
-            if p.metadata.name.startswith(f"{name}-chief-0-") and p.status.phase == "Running")
+        chief = running_pod(core, f"{name}-chief-0")
         code, stdout, stderr = run_in(core, chief, f"import pathlib; pathlib.Path({str(GO)!r}).touch()")
         assert code == 0, (code, stdout, stderr)
-        output, _ = watch.communicate(timeout=300)
+        watch.wait(timeout=300)
     finally:
         if watch.poll() is None:
             watch.kill()
-    assert watch.returncode == 0, output
+    assert watch.returncode == 0, watched.read_text()[-3000:]
     done = backend.describe(name)
     assert done is not None and done.state is State.SUCCEEDED and done.restarts == 0, done
     assert [t.state for t in done.tasks] == [State.SUCCEEDED, State.CANCELLED], done.tasks

@@ -13,7 +13,6 @@ how long a run trains.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 
 from helpers.gates import BLOCK, wait_for
-from helpers.k8s_e2e import TIMEOUT_SECONDS, SharedClaim, image, kill_9_task, namespace, run_in, run_name, supervise_until
+from helpers.k8s_e2e import SharedClaim, image, kill_9_task, namespace, run_in, run_name, running_pod, supervise_until, until
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
@@ -54,32 +53,8 @@ def supervisor_pods(core: Any, name: str) -> list[Any]:
                   key=lambda p: p.metadata.creation_timestamp)
 
 
-def until(what: str, found: Callable[[], Any], timeout: float = TIMEOUT_SECONDS) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = found()
-        if value:
-            return value
-        time.sleep(2)
-    pytest.fail(f"timed out waiting for {what}")
-
-
 def log_of(core: Any, pod: str) -> str:
     return str(core.read_namespaced_pod_log(pod, namespace(), container="supervisor"))
-
-
-def running_pod(core: Any, task: str) -> str:
-    """The pod of ``task``'s Job (named ``<task>-xxxxx``; not one being deleted), once its container runs (the
-    supervisor calls a task running from when it let its Job run)."""
-
-    def found() -> str | None:
-        selector = f"{naming.LABEL_CLUSTER}={task.rsplit('-', 2)[0]}"
-        pods = core.list_namespaced_pod(namespace(), label_selector=selector).items
-        return next((p.metadata.name for p in pods if p.metadata.name.startswith(f"{task}-")
-                     and p.metadata.deletion_timestamp is None and p.status.phase == "Running"
-                     and any(c.state.running for c in p.status.container_statuses or [])), None)
-
-    return str(until(f"a running pod of {task}", found))
 
 
 def all_running(status: Any) -> bool:

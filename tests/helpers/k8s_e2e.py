@@ -119,6 +119,31 @@ def supervise_until(backend: KubernetesBackend, name: str, done: Callable[[JobSt
     pytest.fail(f"timed out; last status: {status}")
 
 
+def until(what: str, found: Callable[[], Any], timeout: float = TIMEOUT_SECONDS) -> Any:
+    """``found()`` once it is truthy (polled every 2 s), else the test fails naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = found()
+        if value:
+            return value
+        time.sleep(2)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def running_pod(core: Any, task: str) -> str:
+    """The pod of ``task``'s Job (named ``<task>-xxxxx``; not one being deleted), once its container runs (the
+    supervisor calls a task running from when it let its Job run)."""
+
+    def found() -> str | None:
+        selector = f"{naming.LABEL_CLUSTER}={task.rsplit('-', 2)[0]}"
+        pods = core.list_namespaced_pod(namespace(), label_selector=selector).items
+        return next((p.metadata.name for p in pods if p.metadata.name.startswith(f"{task}-")
+                     and p.metadata.deletion_timestamp is None and p.status.phase == "Running"
+                     and any(c.state.running for c in p.status.container_statuses or [])), None)
+
+    return str(until(f"a running pod of {task}", found))
+
+
 def kill_9_task(core: Any, pod: str) -> tuple[int | None, str, str]:
     """``kill -9`` of the task's process in ``pod`` through ``pods/exec`` (``KILL_9_TASK``; a crash, not a pod
     deletion, which a real kubelet turns into SIGTERM and a grace): the exec's exit status, stdout and stderr.
