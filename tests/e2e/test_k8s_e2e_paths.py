@@ -101,7 +101,7 @@ def wait_until(check: Callable[[], Any], timeout: float = 300) -> Any:
     return value
 
 
-def test_parameter_server_with_two_ps_ends_by_itself_and_its_ps_pods_end(
+def test_parameter_server_with_two_ps_succeeds_and_its_servers_are_stopped(
     backend: KubernetesBackend, launch: Callable[[Plan], None], core
 ) -> None:
     name = run_name("ep-pss")
