@@ -1,16 +1,18 @@
 """Fixtures of the tests on a real Kubernetes cluster (the cluster itself: ``helpers.k8s_start``'s ``_e2e_cluster``).
 
 Contract: ``launch`` submits a plan and, after the test, takes down with its volumes exactly the runs it submitted
-(named with ``helpers.k8s_e2e.run_name``: this session's own), never a run it did not make.
+(named with ``helpers.k8s_e2e.run_name``: this session's own), never a run it did not make; ``taken_down`` does the
+same (``tfcluster down --volumes``) for the names a test appends of runs it started with the CLI.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-from helpers.k8s_e2e import kubeconfig, namespace
+from helpers.k8s_e2e import cli, kubeconfig, namespace
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
 from launcher.plan.planner import Plan
 
@@ -41,3 +43,12 @@ def launch(backend: KubernetesBackend) -> Iterator[Callable[[Plan], None]]:
     yield submit
     for name in names:
         backend.cancel(name, volumes=True)
+
+
+@pytest.fixture
+def taken_down(tmp_path: Path) -> Iterator[list[str]]:
+    """Names of runs the test starts with the CLI: `down --volumes` after it, whatever it did."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        cli("down", name, "--volumes", cwd=tmp_path)

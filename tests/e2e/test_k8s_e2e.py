@@ -2,10 +2,11 @@
 in the background and these run last, tests/conftest.py), elsewhere skipped unless TFCLUSTER_E2E_KUBECONFIG is set.
 
 What only this covers: scheduling, pod DNS (``<task>.<cluster>``), the real
-Job controller (backoffLimitPerIndex, podFailurePolicy, podReplacementPolicy),
+Job controller running each task's Job (one pod, ``backoffLimit: 0``, started by the supervisor pod),
 the NetworkPolicy letting the TF ports through, a ReadWriteMany claim shared
-by all tasks, real training with a gang restart, and TensorBoard pods
-reading the runs' claims (one run, and two runs on one shared board).
+by all tasks, real training, and TensorBoard pods
+reading the runs' claims (one run, and two runs on one shared board). A worker killed with no launcher watching
+(gang restart) and the supervisor pod replaced: ``test_k8s_e2e_supervisor.py``.
 Every run is named with this session's suffix (``helpers.k8s_e2e.run_name``) and
 taken down by the fixture that made it (conftest.py's ``launch``), whatever the test did.
 
@@ -23,7 +24,7 @@ from collections.abc import Callable
 import pytest
 
 from helpers.boards import free_port, scalar_curves
-from helpers.k8s_e2e import demo_plan, image, kill_9_task, kubeconfig, namespace, run_name, supervise_until
+from helpers.k8s_e2e import demo_plan, image, kubeconfig, namespace, run_name, supervise_until
 from helpers.task_events import read_events
 from launcher import api
 from launcher.api import validate_data
@@ -55,24 +56,6 @@ def test_demo_trains_to_success_and_goes_away(backend: KubernetesBackend, launch
     while backend.describe(name) is not None and time.monotonic() < supervise_gone:
         time.sleep(2)
     assert backend.describe(name) is None
-
-
-def test_killed_worker_restarts_the_gang_and_resumes(backend: KubernetesBackend, launch: Callable[[Plan], None],
-                                                     core) -> None:
-    name = run_name("e2e-gang")
-    launch(demo_plan(name))
-    supervise_until(backend, name, lambda s: (s.progress.step or 0) >= 10)
-    pods = core.list_namespaced_pod(namespace(), label_selector=f"tfcluster.io/cluster={name}").items
-    victim = next(p.metadata.name for p in pods if p.metadata.name.startswith(f"{name}-worker-1-") and p.status.phase == "Running")
-    # kill -9 of the worker's process: a crash, not a pod deletion (a real kubelet gives a deleted pod SIGTERM and at
-    # least 2 s, a preemption)
-    code, stdout, stderr = kill_9_task(core, victim)
-    assert code == 0, (code, stdout, stderr)
-    assert stdout.split() == ["killed"], stdout
-    status = supervise_until(backend, name, lambda s: s.state.terminal)
-    assert status.state is State.SUCCEEDED, status
-    assert status.restarts >= 1, status
-    assert status.preemptions == 0, status
 
 
 def test_a_user_program_on_workers_sees_its_volume_and_who_leads(backend: KubernetesBackend,

@@ -1,28 +1,50 @@
-"""The run's in-cluster supervisor (``kubernetes.supervisor``, the default) on the real cluster, with no launcher
-watching: nothing here calls ``watch_round``; the test only reads ``status`` as a user's laptop would, now and then.
+"""The run's supervisor pod (``kubernetes.supervisor``, the default) on the real cluster, with no launcher watching:
+the test only reads ``status`` as a user's laptop would, now and then.
 
-Its pod runs the harness's round supervisor under its own Role (``<name>-supervisor``) in the restricted namespace;
-deleted mid-run (SIGTERM: it leaves the run as it is, ``test_k8s_in_cluster_supervisor.py``), its Job starts
-another, which adopts the run from the API (the restart counts stay true); a
-worker's process killed (``kill -9``: a crash) is restarted by the Job controller with the supervisor's gang
-rules, the run succeeds, and the supervisor's Job then completes: nothing is left running.
+Its pod runs the one supervisor process under its own Role (``<name>-supervisor``) in the restricted namespace and
+starts each task's suspended Job. A worker's process killed (``kill -9``: a crash) makes it restart the group (one
+restart); its pod deleted mid-run (SIGTERM: it leaves the tasks as they are and exits 143), its Job starts another,
+which adopts the run from the status published in the ConfigMap, so the restart count stays 1; the run succeeds and
+the supervisor's Job then completes: nothing is left running. The tasks are tiny programs (no TensorFlow: real
+training with a restart is ``test_k8s_e2e_paths.py``'s preemption): the chief ends only once the test lets it (a
+file it waits for in its own container, made through ``pods/exec``), so every step is ordered by an event, not by
+how long a run trains.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers.k8s_e2e import TIMEOUT_SECONDS, demo_plan, kill_9_task, namespace, run_name, supervise_until
+from helpers.gates import BLOCK, wait_for
+from helpers.k8s_e2e import SharedClaim, image, kill_9_task, namespace, run_in, run_name, running_pod, supervise_until, until
+from launcher import api
+from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.supervision.status import State, SupervisorState
 
 pytestmark = pytest.mark.e2e
+
+#: In the chief's own container: it ends (0) once this file exists.
+GO = Path("/tmp/e2e-go")
+
+
+def gated_plan(name: str, claim: str) -> Plan:
+    """A chief that ends once ``GO`` exists and two workers that run until stopped; killed tasks are restarted; no
+    claim of its own (``claim``: the session's shared one)."""
+    spec = validate_data({
+        "name": name, "image": image(),
+        "roles": {"chief": {"command": ["python", "-c", wait_for(GO)]},
+                  "worker": {"replicas": 2, "command": ["python", "-c", BLOCK]}},
+        "restart": {"policy": "exit-code", "max_restarts": 3},
+        "kubernetes": {"namespace": namespace(), "volume_claim": {"name": claim}},
+    })
+    return api.plan(spec, "k8s", api.new_run_id())
 
 
 def supervisor_pods(core: Any, name: str) -> list[Any]:
@@ -31,29 +53,28 @@ def supervisor_pods(core: Any, name: str) -> list[Any]:
                   key=lambda p: p.metadata.creation_timestamp)
 
 
-def until(what: str, found: Callable[[], Any], timeout: float = TIMEOUT_SECONDS) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = found()
-        if value:
-            return value
-        time.sleep(2)
-    pytest.fail(f"timed out waiting for {what}")
-
-
 def log_of(core: Any, pod: str) -> str:
     return str(core.read_namespaced_pod_log(pod, namespace(), container="supervisor"))
 
 
-def test_with_no_launcher_watching_the_supervisor_pod_is_replaced_adopts_and_the_run_succeeds(
-        backend: KubernetesBackend, launch: Callable[[Plan], None], core: Any) -> None:
+def all_running(status: Any) -> bool:
+    return len(status.tasks) == 3 and all(t.state is State.RUNNING for t in status.tasks)
+
+
+def test_a_killed_worker_restarts_the_group_and_a_replaced_supervisor_pod_adopts_with_the_count_kept(
+        backend: KubernetesBackend, launch: Callable[[Plan], None], core: Any, shared_claim: SharedClaim) -> None:
     name = run_name("e2e-sup")
-    launch(demo_plan(name, epochs=100))  # long enough for a supervisor's replacement to start while it trains
-    status = supervise_until(backend, name, lambda s: s.supervisor is SupervisorState.ALIVE
-                             and (s.progress.step or 0) >= 5, watch=False)
-    assert status.state is State.RUNNING, status
+    launch(gated_plan(name, shared_claim.name()))
+    supervise_until(backend, name, lambda s: s.supervisor is SupervisorState.ALIVE and all_running(s))
     (first,) = [p for p in supervisor_pods(core, name) if p.status.phase == "Running"]
     assert first.spec.security_context.run_as_non_root and first.spec.service_account_name == f"{name}-supervisor"
+
+    code, stdout, stderr = kill_9_task(core, running_pod(core, f"{name}-worker-1"))  # a crash, not a pod deletion
+    # it said so before the task's end ended the container, which may end the exec too (137)
+    assert stdout.split() == ["killed"] and code in (0, 137), (code, stdout, stderr)
+    status = supervise_until(backend, name, lambda s: s.restarts >= 1 and s.state is State.RUNNING and all_running(s))
+    assert (status.restarts, status.preemptions) == (1, 0), status
+
     core.delete_namespaced_pod(first.metadata.name, namespace())  # graceful: SIGTERM, it leaves the run as it is
 
     def replaced() -> Any:
@@ -62,16 +83,16 @@ def test_with_no_launcher_watching_the_supervisor_pod_is_replaced_adopts_and_the
         return running[0] if running else None
 
     second = until("a new supervisor pod", replaced)
-    assert supervise_until(backend, name, lambda s: s.supervisor is SupervisorState.ALIVE, watch=False)
-    pods = core.list_namespaced_pod(namespace(), label_selector=f"{naming.LABEL_CLUSTER}={name}").items
-    victim = next(p.metadata.name for p in pods
-                  if p.metadata.name.startswith(f"{name}-worker-1-") and p.status.phase == "Running")
-    code, stdout, stderr = kill_9_task(core, victim)
-    assert (code, stdout.split()) == (0, ["killed"]), (code, stdout, stderr)
-    status = supervise_until(backend, name, lambda s: s.state.terminal, watch=False)
+    until("the new supervisor adopting the run", lambda: "adopted 3 running task(s)" in log_of(core, second.metadata.name))
+    status = backend.describe(name)
+    assert status is not None and status.state is State.RUNNING, status
+    assert (status.restarts, status.preemptions) == (1, 0), status  # the count survives the supervisor's pod
+    code, stdout, stderr = run_in(core, running_pod(core, f"{name}-chief-0"), f"open({str(GO)!r}, 'w').close()")
+    assert code == 0, (code, stdout, stderr)
+    status = supervise_until(backend, name, lambda s: s.state.terminal)
     assert status.state is State.SUCCEEDED, status
-    assert status.restarts >= 1 and status.preemptions == 0, status  # counted once, by whoever supervised
-    done = supervise_until(backend, name, lambda s: s.supervisor is SupervisorState.EXITED, watch=False)
+    assert (status.restarts, status.preemptions) == (1, 0), status
+    done = supervise_until(backend, name, lambda s: s.supervisor is SupervisorState.EXITED)
     assert done.state is State.SUCCEEDED
     log = log_of(core, second.metadata.name)
-    assert "supervising in rounds" in log and "the run is over; nothing left to supervise" in log, log
+    assert "restarts used: 1, preemptions: 0" in log and f"{name}: succeeded" in log, log

@@ -6,16 +6,24 @@ the namespace of that kubeconfig's current context (``.ci/k8s.sh`` writes ``tfcl
 Read at test time, never at collection (the background start's kubeconfig is known only then).
 ``run_name(base)`` is the one home of the runs' names: ``base`` and a random suffix made once per session, so that
 two sessions in one namespace (CI and a developer, two developers) never take down each other's runs.
-``demo_plan`` is a small real training run; ``supervise_until`` is ``tfcluster up``'s loop without the live view;
-``kill_9_task`` kills a task's process as a crash would; ``left_of`` lists what a run left in the namespace.
+``demo_plan`` is a small real training run; ``supervise_until`` reads ``status`` as ``tfcluster up`` without the live
+view does, until a condition holds;
+``kill_9_task`` kills a task's process as a crash would (``run_in``: a Python snippet in a task's container);
+``cli`` runs the real ``tfcluster`` command; ``left_of`` lists what a run left in the namespace. ``SharedClaim``
+is one claim for the session's runs of tiny programs (``helpers.k8s_start``'s ``shared_claim`` fixture): the test
+cluster's volumes are a fixed pool (``.ci/k8s.sh``: 16, made anew only when it runs again), and a run's own claim
+takes one.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -96,15 +104,13 @@ def demo_plan(name: str, workers: int = 2, epochs: int = 2) -> Plan:
 
 
 def supervise_until(backend: KubernetesBackend, name: str, done: Callable[[JobStatus], bool],
-                    timeout: float = TIMEOUT_SECONDS, watch: bool = True) -> JobStatus:
-    """The `up` loop without the live view: supervise (``watch``: a round of the launcher's watch, which stands
-    aside while the run's in-cluster supervisor runs; False: no launcher watching at all), describe, until
-    ``done(status)`` (fails after ``timeout``)."""
+                    timeout: float = TIMEOUT_SECONDS) -> JobStatus:
+    """What a user's ``status`` shows, read every 2 s until ``done(status)`` (fails after ``timeout``): the run's
+    one supervisor (its pod, or with ``kubernetes.supervisor: false`` its process on this machine) supervises it;
+    nothing here does."""
     deadline = time.monotonic() + timeout
     status = None
     while time.monotonic() < deadline:
-        if watch:
-            backend.watch_round(name)
         status = backend.describe(name)
         assert status is not None
         if done(status):
@@ -113,19 +119,57 @@ def supervise_until(backend: KubernetesBackend, name: str, done: Callable[[JobSt
     pytest.fail(f"timed out; last status: {status}")
 
 
+def until(what: str, found: Callable[[], Any], timeout: float = TIMEOUT_SECONDS) -> Any:
+    """``found()`` once it is truthy (polled every 2 s), else the test fails naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = found()
+        if value:
+            return value
+        time.sleep(2)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def running_pod(core: Any, task: str) -> str:
+    """The pod of ``task``'s Job (named ``<task>-xxxxx``; not one being deleted), once its container runs (the
+    supervisor calls a task running from when it let its Job run)."""
+
+    def found() -> str | None:
+        selector = f"{naming.LABEL_CLUSTER}={task.rsplit('-', 2)[0]}"
+        pods = core.list_namespaced_pod(namespace(), label_selector=selector).items
+        return next((p.metadata.name for p in pods if p.metadata.name.startswith(f"{task}-")
+                     and p.metadata.deletion_timestamp is None and p.status.phase == "Running"
+                     and any(c.state.running for c in p.status.container_statuses or [])), None)
+
+    return str(until(f"a running pod of {task}", found))
+
+
 def kill_9_task(core: Any, pod: str) -> tuple[int | None, str, str]:
     """``kill -9`` of the task's process in ``pod`` through ``pods/exec`` (``KILL_9_TASK``; a crash, not a pod
     deletion, which a real kubelet turns into SIGTERM and a grace): the exec's exit status, stdout and stderr.
 
     PID 1 is the image's tini, which no signal from inside its namespace kills: the task is its child, and tini then
     exits 128 + 9. ``core``: a ``CoreV1Api`` of the cluster."""
+    return run_in(core, pod, KILL_9_TASK)
+
+
+def run_in(core: Any, pod: str, source: str) -> tuple[int | None, str, str]:
+    """``python -c source`` in the task container of ``pod`` (``pods/exec``): its exit status, stdout and stderr."""
     from kubernetes.stream import stream
 
     ran = stream(core.connect_get_namespaced_pod_exec, pod, namespace(), container=CONTAINER,
-                 command=["python", "-c", KILL_9_TASK], stdin=False, stdout=True, stderr=True, tty=False,
+                 command=["python", "-c", source], stdin=False, stdout=True, stderr=True, tty=False,
                  _preload_content=False)
     ran.run_forever(timeout=60)
     return ran.returncode, ran.read_stdout(), ran.read_stderr()
+
+
+def cli(*args: str, cwd: Path, timeout: float = 900, registry: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The real ``tfcluster`` command as the launcher's user, in this test's TFCLUSTER_HOME (``registry``: its
+    TFCLUSTER_REGISTRY)."""
+    env = {**os.environ, "KUBECONFIG": kubeconfig(), **({"TFCLUSTER_REGISTRY": registry} if registry else {})}
+    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def left_of(name: str, core: Any) -> list[str]:
@@ -150,3 +194,31 @@ def registry() -> str | None:
     """The registry of the cluster scripts/test.sh started (known only once it started), else the exported one."""
     started = k8s_start.await_start()
     return started.exports.get("TFCLUSTER_REGISTRY") if started is not None else EXPORTED_REGISTRY
+
+
+class SharedClaim:
+    """One ReadWriteMany claim (``run_name("e2e-shared")``) that runs name as ``kubernetes.volume_claim.name`` (so
+    none makes a claim of its own, and ``down --volumes`` keeps it): made at the first ``name()``, deleted by
+    ``delete()`` (the session's end). Each run keeps its files in a directory of its own there."""
+
+    def __init__(self) -> None:
+        self._made: tuple[Any, str] | None = None
+
+    def name(self) -> str:
+        if self._made is None:
+            from kubernetes import client, config
+
+            core = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig()))
+            name = run_name("e2e-shared")
+            spec: dict[str, Any] = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
+            if os.environ.get("TFCLUSTER_E2E_STORAGE_CLASS"):
+                spec["storageClassName"] = os.environ["TFCLUSTER_E2E_STORAGE_CLASS"]
+            core.create_namespaced_persistent_volume_claim(namespace(), {"metadata": {"name": name}, "spec": spec})
+            self._made = core, name
+        return self._made[1]
+
+    def delete(self) -> None:
+        if self._made is not None:
+            core, name = self._made
+            core.delete_namespaced_persistent_volume_claim(name, namespace())
+            self._made = None

@@ -8,7 +8,7 @@ saying why there are none, naming the log. ``environment`` is what the e2e tests
 (the one variable they read the cluster from) from KUBECONFIG, and TFCLUSTER_REGISTRY. Without a background start
 the developer's TFCLUSTER_E2E_KUBECONFIG is used as it is, and without either the e2e tests are ``unavailable``.
 A pytest plugin (tests/conftest.py loads it): the e2e tests run last, the first waits outside its timeout, and each
-gets the cluster (``_e2e_cluster``).
+gets the cluster (``_e2e_cluster``); ``shared_claim`` is the session's ``helpers.k8s_e2e.SharedClaim``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,14 @@ import shlex
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from helpers.required import unavailable
+
+if TYPE_CHECKING:
+    from helpers.k8s_e2e import SharedClaim
 
 #: How long the first e2e test waits for the background start, beyond the rest of the run (which it overlaps).
 WAIT_SECONDS = 40 * 60
@@ -137,3 +141,14 @@ def _e2e_cluster(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
             monkeypatch.setenv(name, value)
     if not os.environ.get(KUBECONFIG_ENV):
         unavailable(f"needs a real cluster: set {KUBECONFIG_ENV} (or run scripts/test.sh with TFCLUSTER_K8S_SETUP=1)", "e2e")
+
+
+@pytest.fixture(scope="session")
+def shared_claim() -> Iterator[SharedClaim]:
+    """The session's one claim for runs of tiny programs (``helpers.k8s_e2e.SharedClaim``; made when first named,
+    at test time, once ``_e2e_cluster`` gave the cluster), deleted after the session."""
+    from helpers.k8s_e2e import SharedClaim  # noqa: F811 - it imports this module: at test time
+
+    claim = SharedClaim()
+    yield claim
+    claim.delete()

@@ -1,16 +1,19 @@
 """One supervision test suite over every backend's runtime, so that no backend can skip a rule (issue #35).
 
-The ``runtime`` fixture is parametrized over the backends whose supervisor drives a ``Runtime``: local
-processes, compose containers (``docker``) and Slurm job steps (``slurm``). Each test submits the same small
-job (tasks are ``python -c`` programs, no TensorFlow) through the backend, so the one ``Supervisor`` runs in
-that backend's host over its runtime, and reads the status the backend publishes. Programs are ordered by
+The ``runtime`` fixture is parametrized over every backend's ``Runtime``: local processes, compose containers
+(``docker``), Slurm job steps (``slurm``) and Kubernetes Jobs on the real cluster (``e2e``). Each test submits the
+same small job (tasks are ``python -c`` programs, no TensorFlow) through the backend, so the one ``Supervisor``
+runs in that backend's host over its runtime, and reads the status the backend publishes. On Kubernetes the
+Jobs are applied suspended (``apply.submit``, ``kubernetes.supervisor: false``) and the ``Supervisor`` runs in
+this test process over ``KubernetesRuntime``, publishing to the run's ConfigMap as its pod would (``ClusterState``),
+which ``describe`` reads; the tasks' marker files are on the run's claim. Programs are ordered by
 marker files in the checkpoint dir as the tasks see it (``helpers.gates``), never by sleeping; every wait is
-for an event, bounded generously. Kubernetes has no ``Runtime`` yet (its supervisor runs in rounds), so it
-is not a parameter here.
+for an event, bounded generously.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from helpers import k8s_e2e
 from helpers.docker_engine import IMAGE, compose_cli, docker_engine  # noqa: F401
 from helpers.gates import BLOCK, first_run, wait_for
 from helpers.local_cluster import task_groups
@@ -29,12 +33,20 @@ from launcher import api
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.compose.backend import ComposeBackend
 from launcher.backends.compose.render import PROJECT_LABEL
+from launcher.backends.kubernetes import apply
+from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
+from launcher.backends.kubernetes.cluster_state import ClusterState
+from launcher.backends.kubernetes.kubeapi import Kind
+from launcher.backends.kubernetes.runtime import KubernetesRuntime
 from launcher.backends.local.backend import LocalBackend
 from launcher.backends.slurm import slurmctl
 from launcher.backends.slurm.backend import SlurmBackend
 from launcher.backends.slurm.state import SlurmState
 from launcher.errors import LaunchError
+from launcher.plan.dryrun import DryRun
+from launcher.plan.targets import CONTAINER_CHECKPOINT_DIR
 from launcher.supervision.status import JobStatus, State
+from launcher.supervision.supervisor import Supervisor
 
 #: Bound on a job reaching the state a test waits for (a loaded host, containers, Slurm's scheduler).
 TIMEOUT = 240
@@ -55,15 +67,31 @@ class Runtime:
     running: Callable[[str], list[str]]
     tmp_path: Path
     launched: list[str] = field(default_factory=list)
+    #: The spec's fields this backend needs (Kubernetes: the image, namespace and claim), and the job's name.
+    fields: dict[str, Any] = field(default_factory=dict)
+    named: Callable[[str], str] = lambda name: name
+    #: Submits a dry run (default: the backend's ``submit``), and stops the job's supervisor before ``down``.
+    submit: Callable[[DryRun], None] | None = None
+    before_down: Callable[[str], None] = lambda name: None
+    #: Run first by every task's ``python -c`` program (Kubernetes: it makes the job's marker dir on the claim).
+    prologue: str = ""
 
     def up(self, name: str, roles: dict[str, Any], **fields: Any) -> None:
-        spec = {"name": f"h15-{self.kind[:3]}-{name}", "roles": roles,
-                "checkpoint": {**self.checkpoint, **fields.pop("checkpoint", {})}, **fields}
+        if self.prologue:
+            roles = {role: {**fields_, "command": [*fields_["command"][:2], f"{self.prologue}\n{fields_['command'][2]}"]}
+                     for role, fields_ in roles.items()}
+        spec = {"name": self.named(f"h15-{self.kind[:3]}-{name}"), "roles": roles,
+                "checkpoint": {**self.checkpoint, **fields.pop("checkpoint", {})}, **self.fields, **fields}
         path = self.tmp_path / f"{spec['name']}.yaml"
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
         dry_run = api.dry_run(path, self.kind, api.new_run_id(), launching=True)
         self.launched.append(dry_run.plan.name)
-        self.backend.submit(dry_run)
+        (self.submit or self.backend.submit)(dry_run)
+
+    def cancel(self, name: str) -> None:
+        """``down`` of job ``name``: its supervisor stopped first; with the volumes tfcluster made for it."""
+        self.before_down(name)
+        self.backend.cancel(name, volumes=self.kind in ("compose", "k8s"))
 
     def wait(self, until: Callable[[JobStatus], bool] | None = None) -> JobStatus:
         """The job's published status once ``until`` holds; by default once the job and each of its tasks are
@@ -81,7 +109,7 @@ class Runtime:
     def down_all(self) -> None:
         for name in self.launched:
             try:
-                self.backend.cancel(name, volumes=self.kind == "compose")
+                self.cancel(name)
             except LaunchError:
                 pass  # the test took it down already
 
@@ -117,8 +145,45 @@ def _slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runtime:
     return Runtime("slurm", SlurmBackend(), tmp_path / "ckpt", {"dir": "ckpt"}, running, tmp_path)
 
 
+def _kubernetes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, claim: k8s_e2e.SharedClaim) -> Runtime:
+    """The real cluster: each job's Jobs applied suspended, its ``Supervisor`` in a thread of this process; the
+    markers in a directory of the test's own on the session's shared claim (the cluster's volumes are few)."""
+    monkeypatch.setenv("KUBECONFIG", k8s_e2e.kubeconfig())
+    backend = KubernetesBackend.create(KubernetesOptions(namespace=k8s_e2e.namespace()))
+    supervisors: dict[str, tuple[Supervisor, threading.Thread]] = {}
+
+    def submit(dry_run: DryRun) -> None:
+        plan = dry_run.plan
+        apply.submit(backend.api, dry_run, k8s_e2e.namespace())
+        state = ClusterState(backend.api, plan.name, k8s_e2e.namespace(), root=tmp_path / plan.name)
+        supervisor = Supervisor(plan, KubernetesRuntime(backend.api, plan, k8s_e2e.namespace()),
+                                on_status=state.write_status, keep_stacks=state.keep_stacks)
+        thread = threading.Thread(target=supervisor.run, name=f"supervisor of {plan.name}", daemon=True)
+        supervisors[plan.name] = supervisor, thread
+        thread.start()
+
+    def stop_supervisor(name: str) -> None:
+        if name in supervisors:
+            supervisor, thread = supervisors.pop(name)
+            supervisor.cancel()
+            thread.join(TIMEOUT)
+            assert not thread.is_alive(), f"the supervisor of {name} did not stop"
+
+    def running(name: str) -> list[str]:
+        pods = apply.of_cluster(backend.api, Kind.POD, k8s_e2e.namespace(), name)
+        return [f"pod {p['metadata']['name']} ({p['status'].get('phase')})" for p in pods
+                if p.get("status", {}).get("phase", "Pending") in ("Pending", "Running")]
+
+    markers = Path(CONTAINER_CHECKPOINT_DIR) / tmp_path.name
+    fields = {"image": k8s_e2e.image(), "kubernetes": {"namespace": k8s_e2e.namespace(), "supervisor": False,
+                                                        "volume_claim": {"name": claim.name()}}}
+    return Runtime("k8s", backend, markers, {}, running, tmp_path, fields=fields, named=k8s_e2e.run_name,
+                   submit=submit, before_down=stop_supervisor,
+                   prologue=f"import os; os.makedirs({str(markers)!r}, exist_ok=True)")
+
+
 @pytest.fixture(params=[pytest.param("local"), pytest.param("compose", marks=pytest.mark.docker),
-                        pytest.param("slurm", marks=pytest.mark.slurm)])
+                        pytest.param("slurm", marks=pytest.mark.slurm), pytest.param("k8s", marks=pytest.mark.e2e)])
 def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
     if request.param == "compose":
         request.getfixturevalue("compose_cli")
@@ -126,6 +191,8 @@ def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]
     elif request.param == "slurm":
         request.getfixturevalue("slurm_controller")
         made = _slurm(tmp_path, request.getfixturevalue("monkeypatch"))
+    elif request.param == "k8s":
+        made = _kubernetes(tmp_path, request.getfixturevalue("monkeypatch"), request.getfixturevalue("shared_claim"))
     else:
         made = _local(tmp_path)
     yield made
@@ -186,7 +253,7 @@ def test_down_leaves_no_task_running(runtime: Runtime) -> None:
     name = runtime.launched[-1]
     runtime.wait(lambda job: len(job.tasks) == 3 and all(t.state is State.RUNNING for t in job.tasks))
     assert runtime.running(name), "the check from outside sees nothing of a running job"
-    runtime.backend.cancel(name, volumes=runtime.kind == "compose")
+    runtime.cancel(name)
     assert nothing_runs(runtime, name) == []
 
 

@@ -138,11 +138,12 @@ class KubernetesBackend(Backend[KubernetesOptions]):
                            lambda: apply.cancel(self.api, plan.name, namespace))
 
     def adopt(self, name: str) -> list[str]:
-        """A run supervised from this machine whose supervisor process died gets a new one that adopts it."""
+        """A run supervised from this machine whose supervisor process died gets a new one that adopts it (its
+        status is the one published in the run's ConfigMap: the ``ClusterState`` of the local state dir)."""
         state = self._local_state(name)
         if not state.exists():
             return []
-        return harness.adopt(state, supervisor_process.process(type(self)))
+        return harness.adopt(self.state_of(str(state.root)), supervisor_process.process(type(self)))
 
     def describe(self, name: str) -> JobStatus | None:
         """What the run's supervisor last published (pending before it did), with that supervisor's state."""

@@ -6,13 +6,15 @@ objects are answered as JSON dicts (no model deserialization). The request metho
 client error into a ``LaunchError`` naming the action, the API server and its answer (a 403 says what the
 Role refused), ``unless_gone`` takes a 404 as nothing to do, ``read_if_exists`` answers None for a 404,
 ``create_unless_exists`` None for a 409. The ``kubernetes`` package is imported only when a ``KubeApi``
-is made (``connect``), never at import.
+is made (``connect``), never at import. A forked process (the detached supervisor) connects with copies of the
+kubeconfig's certificates of its own (``_own_certificate_files``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -51,6 +53,18 @@ class _Requests:
     replace: Callable[..., Any]
     delete: Callable[..., Any]
     list: Callable[..., Any]
+
+
+def _own_certificate_files() -> None:
+    """In a forked child: forget the parent's temporary copies of the kubeconfig's certificates, which the client
+    reuses by content and deletes when the parent exits (its atexit), so the child's next ``connect`` writes its own
+    (else a supervisor forked by ``up -d`` loses its TLS files once ``up`` returned)."""
+    kube_config = sys.modules.get("kubernetes.config.kube_config")
+    if kube_config is not None:
+        vars(kube_config).get("_temp_files", {}).clear()
+
+
+os.register_at_fork(after_in_child=_own_certificate_files)
 
 
 def connect(context: str | None) -> Any:
