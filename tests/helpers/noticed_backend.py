@@ -11,7 +11,6 @@ from __future__ import annotations
 import signal
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 from launcher.backends.local.backend import LocalBackend
 from launcher.errors import LaunchError
@@ -39,7 +38,8 @@ class NoticedBackend(LocalBackend):
 
 
 #: Its supervisor process, as ``harness.start`` starts it.
-PROCESS = harness.Process([sys.executable, "-m", "helpers.noticed_backend"], NoticedBackend.host)
+PROCESS = harness.Process([sys.executable, "-m", "helpers.noticed_backend"], NoticedBackend.host, NoticedBackend.state_of)
 
 if __name__ == "__main__":
-    sys.exit(harness.run_supervisor(Path(sys.argv[1]), NoticedBackend.host, adopt=harness.ADOPT_FLAG in sys.argv[2:]))
+    sys.exit(harness.run_supervisor(NoticedBackend.state_of(sys.argv[1]), NoticedBackend.host,
+                                    adopt=harness.ADOPT_FLAG in sys.argv[2:]))

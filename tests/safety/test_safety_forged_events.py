@@ -13,8 +13,8 @@ own transport, its program printing the forged lines for a stack-dumping event, 
   client, under the supervisor and ``debug``; with ``-m docker`` a real container on the real engine;
 - Slurm: srun's unlabelled log file, srun and ``scancel --signal`` stood in on this host, under the supervisor
   (there is no ``debug`` on Slurm); with ``-m slurm`` the real cluster;
-- Kubernetes: the lead pod's log through the fake API server, read by ``describe`` (no signal ever reaches a pod:
-  its stacks are read by py-spy).
+- Kubernetes: the lead pod's log through the fake API server, read by the supervisor over ``KubernetesRuntime``
+  (the stack-dump signal goes by ``pods/exec``).
 
 Each backend also has the control: the same lines with the run's token at their start do count.
 """
@@ -36,14 +36,16 @@ import yaml
 
 from fakes.kubernetes_api import FakeKubernetes
 from helpers.docker_engine import IMAGE, Clusters, compose_cli, docker_engine  # noqa: F401
-from helpers.k8s_fake import backend_for, fake_fixture  # noqa: F401
+from helpers.k8s_fake import backend_for, fake_fixture, pod_of  # noqa: F401
 from helpers.local_cluster import tfcluster
 from helpers.polling import wait_for_condition
 from helpers.required import unavailable
 from helpers.slurm_cluster import slurm_controller, wait_status  # noqa: F401
 from launcher import api
 from launcher.backends.compose.runtime import ContainerRuntime
+from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.runtime import KubernetesRuntime
 from launcher.backends.local.processes import ProcessRuntime
 from launcher.backends.slurm import slurmctl
 from launcher.backends.slurm.state import SlurmState
@@ -318,16 +320,25 @@ def run_slurm(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> Out
 
 
 def run_k8s(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> Outcome:
+    """The supervisor over ``KubernetesRuntime``: the lead pod's log as the fake API server streams it, the stack-dump
+    signal by ``pods/exec`` (recorded by ``spied`` before it is sent). The fake's clock moves while ``stop`` waits."""
     fake: FakeKubernetes = request.getfixturevalue("fake")
+    fake.job_controller = True
     plan = launched(BackendKind.K8S, program(case), tmp_path)
-    backend = backend_for(fake)
-    backend.submit(KubernetesBackend.dry_run(plan))
-    fake.start_pods(f"{NAME}-worker")
-    [pod] = [name for (plural, _, name) in fake.objects if plural == "pods" and name.startswith(f"{NAME}-worker-")]
-    fake.pod_logs["default", pod] = case.text(plan.event_token)
-    status = backend.describe(NAME)
-    assert status is not None
-    return Outcome(plan, status.progress, None)
+    api_ = backend_for(fake).api
+    apply.submit(api_, KubernetesBackend.dry_run(plan), "default")
+
+    def pause(seconds: float) -> None:
+        fake.now += seconds
+
+    class Runtime(spied(KubernetesRuntime)):  # type: ignore[misc]
+        def start(self, task: Any) -> None:
+            super().start(task)  # its pod runs at once: what the program prints is its log
+            fake.pod_logs["default", pod_of(fake, task.name)] = case.text(plan.event_token)
+
+    fake.pod_exec[LEAD] = lambda command: (0, "", "")  # the signal sent; a dump goes to the log the test wrote
+    runtime = Runtime(api_, plan, "default", clock=lambda: fake.now, pause=pause)
+    return Outcome(plan, supervise(plan, runtime), runtime.dumped)
 
 
 RUNS: dict[BackendKind, Callable[[Case, Path, pytest.FixtureRequest], Outcome]] = {

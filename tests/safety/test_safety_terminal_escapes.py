@@ -11,7 +11,8 @@ them. ``logs`` is raw by design, as ``kubectl logs`` is (docs/security.md).
 Each backend runs its own status and stacks readers against a stand-in: the local backend real processes (a
 tiny script, read by the real py-spy); compose and Slurm the shared supervisor over a scripted runtime writing
 their state dir, which their ``describe`` reads, and for compose's stacks a Docker client stand-in answering
-``docker exec``; Kubernetes the fake API server (pod logs, termination message, ``pods/exec``). A backend added
+``docker exec``; Kubernetes the fake API server (the status the shared supervisor published in the run's
+ConfigMap, pod logs, ``pods/exec``). A backend added
 to ``BackendKind`` fails here until it has a stand-in. The real-engine variants (markers ``docker``, ``slurm``)
 run compose on the Docker engine with the worker image as it is (py-spy through ``docker exec``) and Slurm on
 its cluster (srun steps); a real Kubernetes cluster is tests/e2e's.
@@ -45,6 +46,7 @@ from launcher import api
 from launcher.backends.api import BackendOptions
 from launcher.backends.compose.backend import ComposeBackend
 from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.cluster_state import ClusterState
 from launcher.backends.local.backend import LocalBackend
 from launcher.backends.slurm.backend import SlurmBackend
 from launcher.backends.slurm.state import SlurmState
@@ -243,15 +245,22 @@ class Slurm(StandIn):
 
 
 class Kubernetes(StandIn):
-    """The fake API server: the lead's log carries ``HOSTILE``, worker 0 ended with a termination message carrying
+    """The fake API server: the run applied, each task's Job started (its pod runs), the status the shared supervisor
+    published in the run's ConfigMap (``ClusterState``, as the supervisor pod does: the lead printed ``HOSTILE``,
+    the run failed); the lead's log carries ``HOSTILE``, worker 0 ended with a termination message carrying
     ``HOSTILE_VALUE``; ``pods/exec`` gives the chief's stacks with escapes, and an error with escapes on worker 1."""
 
     def start(self) -> None:
         self.fake = FakeKubernetes()
         self.fake.url = self.fake.start()
-        backend_for(self.fake).submit(dry_run_for(SPEC))
-        pods = {pod: job for job in (f"{NAME}-chief", f"{NAME}-worker") for pod in self.fake.start_pods(job)}
-        chief, worker0, worker1 = sorted(pods, key=lambda p: (not p.startswith(f"{NAME}-chief"), p))
+        backend = backend_for(self.fake)
+        dry_run = dry_run_for(SPEC)
+        backend.submit(dry_run)
+        pods = []
+        for task in dry_run.plan.tasks:  # as the supervisor starts them
+            backend.api.merge_patch_job(task.name, "default", {"spec": {"suspend": False}})
+            pods += self.fake.start_pods(task.name)
+        chief, worker0, worker1 = pods
         self.fake.pod_logs[("default", chief)] = HOSTILE + "\n"
         self.fake.finish_pod(worker0, 1, message=HOSTILE_VALUE)
         dump = pyspy_dump("/workspace/task\x1b]0;pwned\x07.py")
@@ -259,15 +268,8 @@ class Kubernetes(StandIn):
             chief: lambda command: (0, "1\n", "") if command[-2:] == ["ls", "/proc"] else (0, dump, ""),
             worker1: lambda command: (0, "1\n", "") if command[-2:] == ["ls", "/proc"] else (1, "", f"Error: {HOSTILE}\n"),
         })
-        self.pods = pods
+        record_a_failed_run(ClusterState(backend.api, NAME, "default", root=self.tmp_path / "state"), BackendKind.K8S)
         self.monkeypatch.setattr(KubernetesBackend, "create", classmethod(lambda cls, options: backend_for(self.fake)))
-
-    def finish(self) -> None:
-        for pod in self.pods:
-            if self.fake.get("pods", pod)["status"]["phase"] == "Running":
-                self.fake.finish_pod(pod, 1, message=HOSTILE_VALUE)
-        for job in set(self.pods.values()):
-            self.fake.reconcile(job)
 
     def close(self) -> None:
         self.fake.stop()

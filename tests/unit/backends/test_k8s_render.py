@@ -16,15 +16,16 @@ import yaml
 
 from helpers.k8s_specs import DEMO, KUBERNETES_VERSIONS, REPO, SPECS, all_plans, expand, manifests, plan_for, workers
 from launcher.backends.kubernetes.backend import KubernetesBackend
-from launcher.backends.kubernetes.manifests import INDEX_KEY, render_tfjob
+from launcher.backends.kubernetes.manifests import render_tfjob
 from launcher.backends.kubernetes.pods import CONFIG_DIR
+from launcher.backends.kubernetes.supervisor_objects import rules
 from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board, tensorboard_objects
 from launcher.cli.commands import main
 from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.plan.targets import CONTAINER_ENTRYPOINT
-from launcher.spec.models import VOLUME_SOURCES, RoleType
+from launcher.spec.models import VOLUME_SOURCES
 from launcher.worker.tfconfig import resolve_tf_config
 
 PLANS = all_plans()
@@ -35,16 +36,34 @@ def _docs(files: dict[str, str]) -> list[dict[str, Any]]:
     return [doc for text in files.values() for doc in yaml.safe_load_all(text) if doc["kind"] != "Kustomization"]
 
 
+#: The objects of each plan of ``PLANS``, rendered once (1,000 workers are 1,000 Jobs: seconds of YAML each time).
+_RENDERED: dict[str, list[dict[str, Any]]] = {}
+
+
+def _objects(plan: Plan) -> list[dict[str, Any]]:
+    """``manifests(plan)``, read from ``_RENDERED`` for a plan of ``PLANS`` (the tests only read them)."""
+    name = next((n for n, p in PLANS.items() if p is plan), None)
+    if name is None:
+        return manifests(plan)
+    if name not in _RENDERED:
+        _RENDERED[name] = manifests(plan)
+    return _RENDERED[name]
+
+
 def _by_kind(plan: Plan, kind: str) -> list[dict[str, Any]]:
-    """The run's own objects of ``kind``, not its in-cluster supervisor's (``test_k8s_in_cluster_supervisor.py``)."""
-    return [o for o in manifests(plan) if o["kind"] == kind and o["metadata"]["name"] != naming.supervisor_name(plan.name)]
+    """The run's own objects of ``kind``, not its in-cluster supervisor's (``_supervisor``)."""
+    return [o for o in _objects(plan) if o["kind"] == kind and o["metadata"]["name"] != naming.supervisor_name(plan.name)]
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_manifests_validate_against_kubernetes_openapi(name: str, version: str) -> None:
-    for doc in _docs(KubernetesBackend.render(PLANS[name])):
-        kubernetes_validate.validate(doc, version, strict=True)
+    seen: dict[tuple[str, str | None], int] = {}
+    for doc in _objects(PLANS[name]):
+        role = doc["metadata"]["labels"].get("tfcluster.io/role")
+        seen[doc["kind"], role] = seen.get((doc["kind"], role), 0) + 1
+        if seen[doc["kind"], role] <= 2:  # a role's task Jobs differ in their names and index alone
+            kubernetes_validate.validate(doc, version, strict=True)
 
 
 def test_schema_validation_rejects_a_broken_job() -> None:
@@ -57,21 +76,17 @@ def test_schema_validation_rejects_a_broken_job() -> None:
         kubernetes_validate.validate(wrong_type, KUBERNETES_VERSIONS[0], strict=True)
 
 
-def _pod_env(plan: Plan, job: dict[str, Any], index: int, cluster_file: Path) -> dict[str, str]:
-    """The container env as the kubelet builds it for pod ``index`` of ``job`` (downward API, ConfigMap refs, $(VAR))."""
-    config = _by_kind(plan, "ConfigMap")[0]["data"]
+def _pod_env(config: dict[str, str], job: dict[str, Any], cluster_file: Path) -> dict[str, str]:
+    """The container env as the kubelet builds it for the pod of ``job`` (``config``: the ConfigMap's data, $(VAR))."""
     env: dict[str, str] = {}
     for var in job["spec"]["template"]["spec"]["containers"][0]["env"]:
         source = var.get("valueFrom")
         if source is None:
             value = expand(var["value"], env)
-        elif "fieldRef" in source:
-            assert source["fieldRef"]["fieldPath"] == f"metadata.annotations['{INDEX_KEY}']"
-            value = str(index)
         else:
+            assert list(source) == ["configMapKeyRef"]  # nothing else differs from pod to pod: each task is a Job
             value = config[source["configMapKeyRef"]["key"]]
         env[var["name"]] = value
-    env["JOB_COMPLETION_INDEX"] = str(index)  # added by the Job controller
     if "TFCLUSTER_CLUSTER_FILE" in env:
         assert env["TFCLUSTER_CLUSTER_FILE"].startswith(CONFIG_DIR + "/")
         env["TFCLUSTER_CLUSTER_FILE"] = str(cluster_file)
@@ -83,100 +98,74 @@ def _pod_env(plan: Plan, job: dict[str, Any], index: int, cluster_file: Path) ->
 def test_every_task_gets_the_planned_name_address_env_and_tf_config(name: str, tmp_path: Path) -> None:
     plan = PLANS[name]
     cluster_file = tmp_path / "cluster.json"
-    cluster_file.write_text(_by_kind(plan, "ConfigMap")[0]["data"]["cluster.json"])
+    config = _by_kind(plan, "ConfigMap")[0]["data"]
+    cluster_file.write_text(config["cluster.json"])
     jobs = {j["metadata"]["name"]: j for j in _by_kind(plan, "Job")}
+    assert list(jobs) == [task.name for task in plan.tasks]  # one Job per task, named after it
     service = _by_kind(plan, "Service")[0]
     for task in plan.tasks:
-        job = jobs[naming.role_job_name(plan.name, task.type)]
+        job = jobs[task.name]
         pod = job["spec"]["template"]["spec"]
-        hostname = f"{job['metadata']['name']}-{task.index}"  # Indexed Job pod hostname
-        assert f"{hostname}.{pod['subdomain']}:{task.port}" == task.address
-        assert pod["subdomain"] == service["metadata"]["name"]
-        env = _pod_env(plan, job, task.index, cluster_file)
+        assert f"{pod['hostname']}.{pod['subdomain']}:{task.port}" == task.address
+        assert pod["hostname"] == task.name and pod["subdomain"] == service["metadata"]["name"]
+        env = _pod_env(config, job, cluster_file)
         assert env["TFCLUSTER_TASK_NAME"] == task.name
         assert resolve_tf_config(env) == plan.tf_config(task)
         planned = plan.task_env(task)
         del planned["TF_CONFIG"]
-        container = pod["containers"][0]
-        args = [expand(a, env) for a in container.get("args", [])]
-        if args[:2] == ["sh", "-c"]:
-            # One template serves a chief-less cluster's lead (worker 0) and the other workers: the
-            # constant wrapper script tells them apart by index; run it for real, in front of a probe.
-            assert task.command != CONTAINER_ENTRYPOINT and args[4:] == task.command
-            probe = [sys.executable, "-c", "import os, sys; print(os.environ['TFCLUSTER_IS_CHIEF'], sys.argv[1:])"]
-            shown = subprocess.run([*args[:4], *probe, *task.command[1:]], env=env, capture_output=True, text=True)
-            flag, argv = shown.stdout.split(" ", 1)
-            assert shown.returncode == 0 and argv.strip() == repr(task.command[1:]), shown.stderr
-            env["TFCLUSTER_IS_CHIEF"] = flag
-            args = args[4:]
-        elif task.type is RoleType.WORKER and not plan.spec.roles.replicas(RoleType.CHIEF):
-            # The entrypoint tells the lead from TF_CONFIG itself (and the image's own command is not wrapped).
-            assert "TFCLUSTER_IS_CHIEF" not in env and task.command in (CONTAINER_ENTRYPOINT, [])
-            del planned["TFCLUSTER_IS_CHIEF"]
-        assert {k: env[k] for k in planned} == planned
-        # A program other than the entrypoint (which reads the cluster file) gets TF_CONFIG itself.
-        assert ("TF_CONFIG" in env) is (task.command != CONTAINER_ENTRYPOINT)
+        assert {k: env[k] for k in planned} == planned  # TFCLUSTER_IS_CHIEF too: each task's own, no wrapper
+        # A program other than the entrypoint (which reads the cluster file) gets its own task's TF_CONFIG.
+        assert ("TF_CONFIG" in env) is (not task.runs_entrypoint)
+        assert task.runs_entrypoint is (task.command == CONTAINER_ENTRYPOINT)
         if "TF_CONFIG" in env:
             assert json.loads(env["TF_CONFIG"]) == plan.tf_config(task)
+        container = pod["containers"][0]
+        args = [expand(a, env) for a in container.get("args", [])]
         assert "command" not in container  # the image's ENTRYPOINT (tini) stays PID 1
         assert container["image"] == task.image and args == task.command
         assert container["ports"][0]["containerPort"] == task.port
 
 
-def test_job_per_role_indexed_with_replacement_after_termination() -> None:
+#: What every task's Job is: suspended until the run's supervisor starts it, one pod, never run again by Kubernetes.
+TASK_JOB_SPEC = {"suspend": True, "completions": 1, "parallelism": 1, "backoffLimit": 0, "podReplacementPolicy": "Failed"}
+
+
+def test_each_task_is_a_suspended_job_of_one_pod_that_kubernetes_never_restarts() -> None:
     plan = PLANS["pss"]
     jobs = _by_kind(plan, "Job")
-    assert [j["metadata"]["name"] for j in jobs] == ["pss-chief", "pss-worker", "pss-ps", "pss-evaluator"]
+    assert [j["metadata"]["name"] for j in jobs] == [
+        "pss-chief-0", "pss-worker-0", "pss-worker-1", "pss-ps-0", "pss-ps-1", "pss-evaluator-0"]
     for job in jobs:
-        spec = job["spec"]
-        assert spec["completionMode"] == "Indexed"
-        assert spec["completions"] == spec["parallelism"] == sum(t.type.value == job["metadata"]["labels"]["tfcluster.io/role"] for t in plan.tasks)
-        assert spec["podReplacementPolicy"] == "Failed"
-        assert spec["template"]["spec"]["restartPolicy"] == "Never"
+        spec = {k: v for k, v in job["spec"].items() if k not in ("template", "ttlSecondsAfterFinished")}
+        assert spec == TASK_JOB_SPEC  # no completionMode, podFailurePolicy, successPolicy, activeDeadlineSeconds
+        assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
 
 
-@pytest.mark.parametrize(
-    ("policy", "per_index", "rules"),
-    [
-        ("never", 0, ["Ignore", "Ignore"]),
-        ("on-failure", 3, ["Ignore", "Ignore"]),
-        ("always", 3, ["Ignore", "Ignore"]),
-        ("exit-code", 3, ["Ignore", "Ignore", "FailJob"]),
-    ],
-)
-def test_restart_policy_maps_to_job_failure_fields(policy: str, per_index: int, rules: list[str]) -> None:
-    plan = plan_for({"name": "r", "roles": {"chief": {}, "worker": {"replicas": 4}}, "restart": {"policy": policy, "max_restarts": 3}})
-    worker_job = _by_kind(plan, "Job")[1]["spec"]
-    assert worker_job["backoffLimitPerIndex"] == per_index
-    assert worker_job["backoffLimit"] == per_index * 4
-    assert worker_job["maxFailedIndexes"] == 0
-    actual = worker_job.get("podFailurePolicy", {}).get("rules", [])
-    assert [r["action"] for r in actual] == rules
-    # preemptions are no failures under any policy: evictions and the preempted exit (143) are ignored
-    assert actual[0]["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}]
-    assert actual[1]["onExitCodes"] == {"containerName": "tensorflow", "operator": "In", "values": [143]}
-    if policy == "exit-code":
-        codes = actual[2]["onExitCodes"]
-        assert codes["operator"] == "In" and codes["values"] == list(range(1, 128))
-        assert 175 not in codes["values"]  # launcher.worker.exitcodes.PEER_UNAVAILABLE is retried
+@pytest.mark.parametrize("restart", [
+    {"policy": "never"},
+    {"policy": "exit-code", "max_restarts": 3, "max_preemptions": 0},
+    {"policy": "always", "rules": [{"exit_codes": [3], "action": "fail"}, {"log_pattern": "ECC", "action": "restart"}]},
+])
+def test_restarts_deadline_and_success_are_the_supervisors_not_the_jobs(restart: dict[str, Any]) -> None:
+    """Restart policy, budget, failure rules, deadline and success policy leave the task Jobs as they are: the
+    run's supervisor (``launcher.supervision``) decides them, the same on every backend."""
+    roles = {"chief": {}, "worker": {"replicas": 2}}
+    plain = plan_for({"name": "r", "roles": roles})
+    chosen = plan_for({"name": "r", "roles": roles, "restart": restart, "deadline_seconds": 60,
+                       "success_policy": "all-workers"})
+    assert _by_kind(chosen, "Job") == _by_kind(plain, "Job")
 
 
-def test_save_grace_and_preemption_budget_map_to_the_pods_and_rules() -> None:
+def test_save_grace_maps_to_the_pods() -> None:
     plan = plan_for({"name": "g", "roles": {"chief": {}, "worker": {"replicas": 2}},
                      "checkpoint": {"save_grace_seconds": 90}, "restart": {"max_preemptions": 0}})
     for job in _by_kind(plan, "Job"):
         assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 90
-        assert "podFailurePolicy" not in job["spec"]  # no preemption budget: a preemption counts as a failure
 
 
-def test_deadline_ttl_and_worker_zero_success_policy() -> None:
-    job = _by_kind(PLANS["mwms-evaluator"], "Job")[0]["spec"]
-    assert job["activeDeadlineSeconds"] == 3600 and job["ttlSecondsAfterFinished"] == 3600
-    assert "successPolicy" not in job
-    workers_only = _by_kind(PLANS["workers-only"], "Job")[0]["spec"]
-    assert workers_only["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
+def test_ttl_after_finished_reaches_every_task_job() -> None:
+    assert all(j["spec"]["ttlSecondsAfterFinished"] == 3600 for j in _by_kind(PLANS["mwms-evaluator"], "Job"))
     assert all("ttlSecondsAfterFinished" not in j["spec"] for j in _by_kind(PLANS["every-option"], "Job"))
-    assert all("successPolicy" not in j["spec"] for j in _by_kind(PLANS["pss"], "Job"))  # all-workers
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))
@@ -191,7 +180,7 @@ def test_pods_are_hardened_and_isolated(name: str) -> None:
         (account,) = accounts
         assert account["automountServiceAccountToken"] is False
         identity = {"serviceAccountName": account["metadata"]["name"], "automountServiceAccountToken": False}
-    rights = [(o["kind"], o["metadata"]["name"]) for o in manifests(plan) if o["kind"].endswith(("Role", "RoleBinding"))]
+    rights = [(o["kind"], o["metadata"]["name"]) for o in _objects(plan) if o["kind"].endswith(("Role", "RoleBinding"))]
     assert rights == [("Role", f"{plan.name}-supervisor"), ("RoleBinding", f"{plan.name}-supervisor")]  # its own only
     for job in _by_kind(plan, "Job"):
         pod = job["spec"]["template"]["spec"]
@@ -214,6 +203,55 @@ def test_pods_are_hardened_and_isolated(name: str) -> None:
     assert sorted(p["port"] for p in rule["ports"]) == sorted({t.port for t in plan.tasks})
     (service,) = _by_kind(plan, "Service")
     assert service["spec"]["clusterIP"] == "None"  # headless: no virtual IP, no exposure
+
+
+def _supervisor(plan: Plan, kind: str) -> dict[str, Any]:
+    [found] = [o for o in _objects(plan) if o["kind"] == kind and o["metadata"]["name"] == naming.supervisor_name(plan.name)]
+    return found
+
+
+def test_the_supervisor_pod_runs_the_one_supervisor_process_on_the_runs_config_map() -> None:
+    """``KIND NAMESPACE/NAME --adopt``: ``KubernetesBackend.state_of`` reads the run's ConfigMap in the pod's own
+    namespace (Kubernetes expands ``$(TFCLUSTER_NAMESPACE)``, its downward API variable), and a replacement pod
+    adopts the tasks its predecessor left."""
+    plan = PLANS["pss"]
+    pod = _supervisor(plan, "Job")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["args"] == ["python", "-m", "launcher.backends.supervisor_process", "k8s",
+                                 "$(TFCLUSTER_NAMESPACE)/pss", "--adopt"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["TFCLUSTER_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert [expand(a, {"TFCLUSTER_NAMESPACE": "team-a"}) for a in container["args"]][4] == "team-a/pss"
+    assert "command" not in container  # the image's tini stays PID 1: SIGTERM reaches the supervisor
+    assert not any(o["metadata"]["name"] == naming.supervisor_name("off") for o in manifests(
+        plan_for({"name": "off", "roles": {"worker": {"replicas": 1}}, "kubernetes": {"supervisor": False}})))
+
+
+def test_the_supervisors_role_allows_what_its_runtime_does_and_nothing_more() -> None:
+    """Read from ``runtime.KubernetesRuntime`` and ``cluster_state.ClusterState``: pods listed (``_pods``), read (a
+    log follower), deleted (``stop``); their logs (``output``); exec (``dump_stacks``, py-spy: a websocket GET, a
+    create since Kubernetes 1.30); Jobs listed (the plan's event token), read, unsuspended (``start``) and replaced
+    (deleted, created: ``fresh_copy``) by name where Kubernetes allows names; the ConfigMap read and updated (the
+    status, the stacks). No secrets, no wildcards, no other ConfigMap or Job, no pod created or patched."""
+    plan = PLANS["pss"]
+    assert _supervisor(plan, "Role")["rules"] == rules(plan) == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "create"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": sorted(t.name for t in plan.tasks),
+         "verbs": ["get", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["pss-tfconfig"], "verbs": ["get", "update"]},
+    ]
+    binding = _supervisor(plan, "RoleBinding")
+    assert binding["roleRef"]["name"] == naming.supervisor_name("pss")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": naming.supervisor_name("pss"), "namespace": "default"}]
+    pod = _supervisor(plan, "Job")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == naming.supervisor_name("pss") and pod["automountServiceAccountToken"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    context = pod["containers"][0]["securityContext"]
+    assert context["allowPrivilegeEscalation"] is False and context["capabilities"] == {"drop": ["ALL"]}
 
 
 def _checkpoint_mounts(plan: Plan) -> set[tuple[str, str | None]]:
@@ -242,8 +280,8 @@ def test_checkpoint_storage_choices() -> None:
 
 def test_kubernetes_options_reach_every_pod() -> None:
     plan = PLANS["every-option"]
-    chief, worker = (j["spec"]["template"] for j in _by_kind(plan, "Job"))
-    for template in (chief, worker):
+    chief, worker, worker_1 = (j["spec"]["template"] for j in _by_kind(plan, "Job"))
+    for template in (chief, worker, worker_1):
         pod = template["spec"]
         assert template["metadata"]["annotations"] == {"scheduling.k8s.io/group-name": "opts", "kueue.x-k8s.io/queue-name": "gpu"}
         assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
@@ -275,19 +313,24 @@ def test_labels_identify_cluster_role_and_run() -> None:
         labels = obj["metadata"]["labels"]
         assert labels.get("tfcluster.io/cluster", labels.get("tfcluster.io/supervisor")) == "demo"
         assert obj["metadata"]["labels"]["tfcluster.io/run-id"] == "20261122-abc"
-    for job in _by_kind(plan, "Job"):
-        role = job["metadata"]["labels"]["tfcluster.io/role"]
-        assert job["spec"]["template"]["metadata"]["labels"]["tfcluster.io/role"] == role
+    for job, task in zip(_by_kind(plan, "Job"), plan.tasks, strict=True):
+        own = {"tfcluster.io/role": task.type.value, "tfcluster.io/index": str(task.index), "tfcluster.io/task": task.name}
+        for labels in (job["metadata"]["labels"], job["spec"]["template"]["metadata"]["labels"]):
+            assert {k: labels[k] for k in own} == own  # the runtime and describe find a task's Job and pods by them
 
 
-def test_size_grows_linearly_and_no_per_task_tf_config() -> None:
-    sizes = {n: sum(map(len, KubernetesBackend.render(plan_for(workers(n))).values())) for n in (10, 100, 1000)}
+def test_size_grows_linearly_and_no_tf_config_for_the_entrypoint() -> None:
+    rendered = {n: KubernetesBackend.render(plan_for(workers(n))) for n in (10, 100, 1000)}
+    sizes = {n: sum(map(len, files.values())) for n, files in rendered.items()}
     per_task_small = (sizes[100] - sizes[10]) / 90
     per_task_large = (sizes[1000] - sizes[100]) / 900
-    assert per_task_large < 1.2 * per_task_small  # a few digits longer per address, nothing more
-    assert per_task_large < 60  # one cluster.json entry per task
-    text = "".join(KubernetesBackend.render(plan_for(workers(1000))).values())
-    assert "TF_CONFIG" not in text and text.count("big-worker-999.big:2222") == 1
+    assert per_task_large < 1.2 * per_task_small  # a few digits longer per name, nothing more
+    assert per_task_large < 4096  # one task Job and one cluster.json entry per task
+    text = "".join(rendered[1000].values())
+    assert "TF_CONFIG" not in text and text.count("big-worker-999.big:2222") == 1  # the cluster written once
+    config_map = yaml.safe_load_all(rendered[1000]["config.yaml"])
+    data = next(o for o in config_map if o["kind"] == "ConfigMap")["data"]
+    assert sum(map(len, data.values())) < 120 * 1000  # the one object that must fit 1 MiB grows by an address a task
 
 
 def test_render_is_pure_and_does_not_import_the_client() -> None:
@@ -639,7 +682,7 @@ def test_a_workspace_is_writable_through_a_copy_the_init_container_makes(tmp_pat
                      "kubernetes": {"registry": "registry.example.com"}})
     for doc in _docs(KubernetesBackend.render(plan)):
         kubernetes_validate.validate(doc, version, strict=True)
-    [job] = _by_kind(plan, "Job")
+    job, _ = _by_kind(plan, "Job")  # one per worker, alike but for the worker's name
     pod = job["spec"]["template"]["spec"]
     [seed], [task] = pod["initContainers"], pod["containers"]
     assert seed["image"] == task["image"] == plan.tasks[0].image and seed["resources"] == task["resources"]
@@ -670,37 +713,3 @@ def test_the_pull_policy_runs_a_loaded_worker_image_and_is_kubernetes_default_ot
     assert job["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] == policy
     [deployment] = [o for o in tensorboard_objects(plan) if o["kind"] == "Deployment"]
     assert deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] == policy
-
-
-def test_failure_rules_render_as_pod_failure_policy_as_far_as_exit_codes_decide() -> None:
-    """``fail`` on exit codes -> FailJob, ``restart`` -> Count, after the preemption rules and before the
-    exit-code policy's; a role's rules only on its Job; from the first rule the engine cannot see (a log
-    pattern, roles alone, ``continue``) on, nothing: the supervisor's watch decides those."""
-    rules = [
-        {"exit_codes": [3], "action": "fail"},
-        {"signals": ["SIGKILL"], "roles": ["worker"], "action": "restart"},
-        {"exit_codes": [4], "roles": ["chief"], "action": "fail"},
-        {"log_pattern": "CUDA_ERROR_ECC", "action": "restart"},
-        {"exit_codes": [5], "action": "fail"},
-    ]
-    plan = plan_for({"name": "r", "roles": {"chief": {}, "worker": {"replicas": 2}},
-                     "restart": {"policy": "exit-code", "rules": rules}})
-    chief, worker = (job["spec"]["podFailurePolicy"]["rules"] for job in _by_kind(plan, "Job"))
-
-    def user(rendered: list[dict[str, Any]]) -> list[tuple[str, list[int]]]:
-        return [(r["action"], r["onExitCodes"]["values"]) for r in rendered[2:-1]]
-
-    assert user(chief) == [("FailJob", [3]), ("FailJob", [4])]
-    assert user(worker) == [("FailJob", [3]), ("Count", [137])]
-    for rendered in (chief, worker):
-        assert [r["action"] for r in rendered[:2]] == ["Ignore", "Ignore"]
-        assert rendered[-1]["onExitCodes"]["values"] == list(range(1, 128))  # the exit-code policy's, last
-        assert all(r["onExitCodes"]["containerName"] == "tensorflow" for r in rendered[1:])
-
-
-def test_a_leading_rule_the_engine_cannot_see_leaves_every_rule_to_the_watch() -> None:
-    plan = plan_for({"name": "r", "roles": {"chief": {}, "worker": {"replicas": 2}},
-                     "restart": {"rules": [{"roles": ["worker"], "action": "continue"}, {"exit_codes": [3], "action": "fail"}]}})
-    chief, worker = (job["spec"]["podFailurePolicy"]["rules"] for job in _by_kind(plan, "Job"))
-    assert [r["action"] for r in worker] == ["Ignore", "Ignore"]  # the role-only rule could match any code
-    assert [r["action"] for r in chief] == ["Ignore", "Ignore", "FailJob"]  # it names no chief: skipped there

@@ -14,7 +14,6 @@ from helpers.paths import REPO
 from launcher.backends import backend_class, supervisor_process
 from launcher.backends.api import Backend
 from launcher.backends.supervisor_process import main
-from launcher.errors import LaunchError
 from launcher.plan.targets import BackendKind
 from launcher.supervision import harness
 
@@ -31,29 +30,26 @@ def hosts(kind: BackendKind) -> bool:
 def test_a_backend_hosting_a_supervisor_process_is_started_through_the_harness_by_its_kind(
         kind: BackendKind, monkeypatch: pytest.MonkeyPatch) -> None:
     cls = backend_class(kind)
-    if not hosts(kind):
-        with pytest.raises(LaunchError, match="runs no tfcluster supervisor process"):
-            cls.host(None, None, False)  # type: ignore[arg-type]
-        return
     process = supervisor_process.process(cls)
     assert list(process.command) == [sys.executable, "-m", "launcher.backends.supervisor_process", kind.value]
-    assert process.host == cls.host
-    ran: list[tuple[Path, object, bool]] = []
-    monkeypatch.setattr(harness, "run_supervisor", lambda root, host, adopt: ran.append((root, host, adopt)) or 0)
-    assert main.main([*process.command[3:], "/state", harness.ADOPT_FLAG]) == 0
-    assert ran == [(Path("/state"), cls.host, True)]
+    assert process.host == cls.host and process.state_of == cls.state_of
+    states: dict[str, object] = {}
+    monkeypatch.setattr(cls, "state_of", lambda target: states.setdefault(target, object()))
+    ran: list[tuple[object, object, bool]] = []
+    monkeypatch.setattr(harness, "run_supervisor", lambda state, host, adopt: ran.append((state, host, adopt)) or 0)
+    assert main.main([*process.command[3:], "ns/demo", harness.ADOPT_FLAG]) == 0
+    assert ran == [(states["ns/demo"], cls.host, True)]
 
 
-def test_the_round_supervisor_is_the_registered_class_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
-    served: list[tuple[str, object]] = []
-    monkeypatch.setattr(harness, "serve_rounds", lambda name, rounds: served.append((name, rounds)) or 0)
-    assert main.main(supervisor_process.rounds_command(BackendKind.K8S, "demo")[3:]) == 0
-    assert served == [("demo", backend_class(BackendKind.K8S).rounds)]  # type: ignore[attr-defined]
+def test_a_backend_keeps_its_supervisors_state_in_the_directory_its_command_line_names_unless_it_says_otherwise(
+) -> None:
+    state = Backend.state_of("/state")
+    assert type(state) is harness.StateDir and state.root == Path("/state")
 
 
 @pytest.mark.parametrize(("argv", "says"), [
     (["nomad", "/state"], "unknown backend 'nomad' (one of: local, compose, k8s, slurm)"),
-    ([supervisor_process.ROUNDS_FLAG, "local", "demo"], "the local backend does not supervise in rounds"),
+    (["--rounds", "k8s", "demo"], "unrecognized arguments: --rounds"),
     (["local"], "the following arguments are required: target"),
 ])
 def test_a_command_line_it_cannot_run_is_one_line_and_exit_2(argv: list[str], says: str,
@@ -70,8 +66,9 @@ def test_the_program_runs_as_a_module() -> None:
     assert result.returncode == 2 and result.stderr.startswith("error: unknown backend 'nomad'"), result.stderr
 
 
-def test_every_backend_but_kubernetes_hosts_a_supervisor_process() -> None:
-    assert {kind for kind in BackendKind if hosts(kind)} == {BackendKind.LOCAL, BackendKind.COMPOSE, BackendKind.SLURM}
+def test_every_backend_hosts_a_supervisor_process() -> None:
+    """Kubernetes too since issue #35: its supervisor pod (or this machine) runs the one supervisor."""
+    assert all(hosts(kind) for kind in BackendKind)
 
 
 def harness_work(path: Path) -> list[str]:

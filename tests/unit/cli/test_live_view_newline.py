@@ -17,9 +17,6 @@ class DoneBackend:
     def adopt(self, name: str) -> list[str]:
         return []
 
-    def watch_round(self, name: str) -> list[str]:
-        return []
-
     def describe(self, name: str) -> JobStatus:
         return JobStatus(name, BackendKind.LOCAL, State.SUCCEEDED)
 

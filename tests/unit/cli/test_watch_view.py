@@ -52,9 +52,6 @@ class FlakyBackend:
     def adopt(self, name: str) -> list[str]:
         return []
 
-    def watch_round(self, name: str) -> list[str]:
-        return []
-
     def describe(self, name: str) -> JobStatus:
         if self.faults:
             self.faults -= 1

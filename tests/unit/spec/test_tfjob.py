@@ -307,7 +307,8 @@ def test_no_command_runs_the_image_own_command_in_containers_only(tmp_path: Path
 
 
 def _containers(data: dict, tmp_path: Path) -> tuple[list[dict], list[dict]]:
-    """The Kubernetes containers (Indexed Jobs, then the TFJob export) and compose services the TFJob renders to."""
+    """The Kubernetes containers (a Job per task, then the TFJob export's replicas) and compose services the TFJob
+    renders to."""
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(data))
     k8s = api.plan(api.load_spec(path, "k8s"), "k8s")
@@ -323,7 +324,7 @@ def _containers(data: dict, tmp_path: Path) -> tuple[list[dict], list[dict]]:
 def test_a_tfjob_command_replaces_the_image_entrypoint_as_in_kubernetes(tmp_path: Path) -> None:
     containers, services = _containers(_tfjob(), tmp_path)
     program = ["python", "/app/train.py", "--epochs", "3"]
-    assert len(containers) == 6 and all(c["command"] == program and "args" not in c for c in containers)
+    assert len(containers) == 4 + 3 and all(c["command"] == program and "args" not in c for c in containers)
     assert len(services) == 4 and all(s["entrypoint"] == program and "command" not in s for s in services)
     assert api.convert_tfjob(TFJOB).count("replaces_entrypoint: true") == 3
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import threading
+from functools import partial
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from launcher import api
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.protocol.events import MANUAL_TOKEN
+from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import JobStatus, State, TaskStatus
 from launcher.supervision.supervisor import RESTART_STOP_SECONDS, STOP_SECONDS, Supervisor
@@ -69,6 +71,27 @@ def test_cancel_from_another_thread_stops_everything() -> None:
     assert status.state is State.CANCELLED
     assert sorted(runtime.stopped) == ["job-chief-0", "job-worker-0", "job-worker-1"]
     assert runtime.graces == [60]  # a notice: the tasks get checkpoint.save_grace_seconds to save
+
+
+def test_leave_ends_the_supervision_leaving_every_task_running_and_the_last_status_standing() -> None:
+    """A supervisor moved elsewhere (its pod deleted) stops nothing and publishes no end: the next one adopts."""
+    runtime = ScriptedRuntime({})
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS}))
+    published: list[JobStatus] = []
+    running = threading.Event()
+
+    def publish(status: JobStatus) -> None:
+        published.append(status)
+        if status.state is State.RUNNING:
+            running.set()
+
+    supervisor = Supervisor(plan, runtime, poll_seconds=0.01, on_status=publish)
+    leaver = threading.Thread(target=lambda: running.wait(60) and supervisor.leave())
+    leaver.start()
+    status = supervisor.run()
+    leaver.join()
+    assert runtime.stopped == [] and status.state is State.RUNNING
+    assert published[-1].state is State.RUNNING and all(t.state is State.RUNNING for t in published[-1].tasks)
 
 
 def test_a_task_that_cannot_start_fails_the_job_before_it_runs() -> None:
@@ -266,7 +289,7 @@ def test_a_stalled_job_dumps_every_task_names_the_suspect_and_restarts_the_group
     runtime = ScriptedRuntime({"job-chief-0": [None, 0]}, output=output,
                               stacks={"job-chief-0": WAITING, "job-worker-0": WAITING, "job-worker-1": STUCK_IN_OP})
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, stacks_dir=tmp_path, stack_gap=GAP).run()
+    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, keep_stacks=partial(write_stacks, tmp_path), stack_gap=GAP).run()
     assert status.state is State.SUCCEEDED and status.restarts == 1
     assert sorted(runtime.dumped) == sorted(names * 2)  # two samples
     assert status.stall is not None and status.stall.evidence is StallEvidence.STACKS_UNCHANGED
@@ -317,7 +340,7 @@ def test_a_stall_reads_the_stacks_of_programs_without_the_handler_from_outside(t
     runtime = ScriptedRuntime({"job-chief-0": [None, 0]}, output=output, stacks={"job-chief-0": WAITING},
                               outside={"job-worker-1": PYSPY_STUCK_IN_OP})  # worker-0: its reader gives none
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, stacks_dir=tmp_path, stack_gap=GAP).run()
+    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, keep_stacks=partial(write_stacks, tmp_path), stack_gap=GAP).run()
     assert status.state is State.SUCCEEDED and status.restarts == 1
     assert runtime.dumped == ["job-chief-0"] * 2 and sorted(runtime.read) == sorted(["job-worker-0", "job-worker-1"] * 2)
     assert status.stall is not None and status.stall.suspects == ["job-worker-1"]  # py-spy's frames show the op
@@ -387,7 +410,7 @@ def test_an_engine_fault_while_reading_a_stall_s_stacks_is_retried(tmp_path: Any
     runtime = ScriptedRuntime({"job-chief-0": [None, 0]}, output=output, stacks={"job-chief-0": WAITING},
                               outside={"job-worker-1": PYSPY_STUCK_IN_OP}, fault=ENOTCONN, read_faults=1)
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, fault_pause=0.0, stacks_dir=tmp_path,
+    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, fault_pause=0.0, keep_stacks=partial(write_stacks, tmp_path),
                         stack_gap=GAP).run()
     assert status.state is State.SUCCEEDED and status.restarts == 1, status.message
     assert status.stall is not None and status.stall.stalls == 1 and status.stall.suspects == ["job-worker-1"]

@@ -32,7 +32,7 @@ def test_the_task_side_imports_no_controller_only_package() -> None:
 def test_the_in_cluster_supervisor_imports_nothing_its_image_lacks() -> None:
     """The supervisor pod runs the worker image, which adds worker_image/requirements-supervisor.txt: every other
     controller-only package made unimportable, its program (``launcher.backends.supervisor_process.main``) still
-    imports and resolves the Kubernetes backend's class, as ``--rounds k8s NAME`` does."""
+    imports and resolves the Kubernetes backend's class and the state it supervises, as ``k8s NAMESPACE/NAME`` does."""
     added = [line.split(">")[0].split("=")[0].strip() for line in
              (REPO / "worker_image" / "requirements-supervisor.txt").read_text().splitlines()
              if line.strip() and not line.startswith("#")]
@@ -40,9 +40,10 @@ def test_the_in_cluster_supervisor_imports_nothing_its_image_lacks() -> None:
     lacking = [name for name in CONTROLLER_ONLY if name not in {imports.get(p, p) for p in added}]
     assert lacking and "kubernetes" not in lacking
     code = (f"import sys\nfor name in {lacking!r}:\n    sys.modules[name] = None\n"
-            "import launcher.backends.kubernetes.in_cluster\n"
+            "import launcher.backends.kubernetes.cluster_state, launcher.backends.kubernetes.runtime\n"
             "from launcher.backends.supervisor_process import main\n"
-            "main.backend_class(main.BackendKind.K8S).rounds\n")
+            "cls = main.backend_class(main.BackendKind.K8S)\n"
+            "cls.host, cls.state_of\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
 
