@@ -146,6 +146,8 @@ class KubernetesRuntime:
         self._clock = clock
         self._pause = pause
         self._uids: dict[str, str] = {}
+        #: Each task's Job as it was applied, to create again should the Job be gone (its TTL after it finished).
+        self._copies: dict[str, Obj] = {}
         self._followers: dict[str, _Follower] = {}
         self._listed: tuple[float, dict[str, list[Obj]]] | None = None
 
@@ -156,8 +158,10 @@ class KubernetesRuntime:
             job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
             if job is not None and job.get("spec", {}).get("suspend") and not job.get("status", {}).get("startTime"):
                 job = self.api.merge_patch_job(task.name, self.namespace, {"spec": {"suspend": False}})
-            elif job is None:
-                raise LaunchError(f"cannot start {task.name}: its Job is gone (deleted outside tfcluster)")
+            elif job is None:  # deleted: by its ttlSecondsAfterFinished once it ended, or by someone
+                if task.name not in self._copies:
+                    raise LaunchError(f"cannot start {task.name}: its Job is gone (deleted outside tfcluster)")
+                job = self._create(self._copies[task.name])
             else:
                 self.api.delete(Kind.JOB, task.name, self.namespace, propagation="Background")
                 job = self._create(fresh_copy(job))
@@ -269,6 +273,7 @@ class KubernetesRuntime:
 
     def _attach(self, task: Task, job: Obj) -> None:
         self._uids[task.name] = job["metadata"]["uid"]
+        self._copies[task.name] = fresh_copy(job)
         follower = self._followers.pop(task.name, None)
         if follower is not None:
             follower.stop()

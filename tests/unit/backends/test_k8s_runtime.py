@@ -144,6 +144,22 @@ def test_start_of_a_job_deleted_outside_tfcluster_is_a_launch_error(fake: FakeKu
         runtime.start(task(plan, CHIEF))
 
 
+def test_a_job_its_ttl_removed_after_it_ended_is_created_again_as_it_was_applied(fake: FakeKubernetes) -> None:
+    plan, runtime = launched(fake)
+    chief = task(plan, CHIEF)
+    runtime.start(chief)
+    applied = fake.get("jobs", CHIEF)
+    fake.finish_pod(pod_of(fake, CHIEF), 0)
+    later(fake)
+    assert runtime.poll(chief) == 0
+    fake.delete("jobs", "default", CHIEF, "Background")  # ttlSecondsAfterFinished: Kubernetes removed it
+    runtime.start(chief)  # e.g. a server the policy starts again
+    again = fake.get("jobs", CHIEF)
+    assert again["metadata"]["uid"] != applied["metadata"]["uid"] and again["spec"]["suspend"] is False
+    assert again["spec"]["template"]["spec"] == applied["spec"]["template"]["spec"]
+    assert runtime.poll(chief) is None
+
+
 @pytest.mark.parametrize(("code", "reason", "oom"), [(0, "Completed", False), (1, "Error", False), (137, "OOMKilled", True)])
 def test_poll_reads_the_exit_code_and_the_oom_killer(fake: FakeKubernetes, code: int, reason: str, oom: bool) -> None:
     plan, runtime = launched(fake)
