@@ -2,7 +2,7 @@
 
 Contract: the test groups are the markers in ``GROUPS``; ``REQUIRED`` are those a CI run (env ``CI`` set)
 must run: a test of a required group whose part is missing fails there (``unavailable``), and the run fails
-when none of a required group's tests ran (``GroupCount``, which prints each group's count at the end).
+when none of a required group's tests ran (``GroupCount``, which prints each group's count and test time at the end).
 Every group is required: CI runs a real Kubernetes cluster for ``e2e`` (scripts/test.sh starts .ci/k8s.sh's in the
 background; tests/helpers/k8s_start.py). A third-party module a test needs is
 imported with ``require_module``; the project's own modules (``launcher``, the test helpers) are imported
@@ -17,6 +17,8 @@ from collections import Counter
 from types import ModuleType
 
 import pytest
+
+from launcher.protocol.durations import for_people
 
 #: The test groups, by marker (pyproject.toml describes each).
 GROUPS = ("tf", "docker", "slurm", "browser", "e2e")
@@ -66,19 +68,25 @@ def count_groups(config: pytest.Config) -> None:
 
 class GroupCount:
     """A pytest plugin (registered under CI by tests/conftest.py): counts the tests of each group that ran
-    (their body was called), prints the counts at the end and fails the run when a required group ran none."""
+    (their body was called) and sums the time of each group's tests (setup, call and teardown, as pytest
+    measured them: a test in two groups counts in both), prints both at the end and fails the run when a
+    required group ran none."""
 
     def __init__(self) -> None:
         self.groups: dict[str, set[str]] = {}
         self.ran: Counter[str] = Counter()
+        self.seconds: dict[str, float] = dict.fromkeys(GROUPS, 0.0)
         self.missing: list[str] = []
 
     def pytest_itemcollected(self, item: pytest.Item) -> None:
         self.groups[item.nodeid] = {mark.name for mark in item.iter_markers() if mark.name in GROUPS}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        groups = self.groups.get(report.nodeid, ())
+        for group in groups:
+            self.seconds[group] += report.duration
         if report.when == "call" and not report.skipped:
-            self.ran.update(self.groups.get(report.nodeid, ()))
+            self.ran.update(groups)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if session.config.option.collectonly:
@@ -90,7 +98,8 @@ class GroupCount:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if terminalreporter.config.option.collectonly:
             return
-        counts = ", ".join(f"{group} {self.ran[group]}" + ("" if group in REQUIRED else " (not required)") for group in GROUPS)
+        counts = ", ".join(f"{group} {self.ran[group]} ({for_people(self.seconds[group])})"
+                           + ("" if group in REQUIRED else " (not required)") for group in GROUPS)
         terminalreporter.write_sep("=", "test groups run (CI)")
         terminalreporter.write_line(counts)
         if self.missing:

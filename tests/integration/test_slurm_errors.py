@@ -53,7 +53,8 @@ def unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         unavailable(f"no Slurm configuration at {SLURM_CONF} (.ci/slurm.sh writes one)", "slurm")
     lines = [line for line in SLURM_CONF.read_text().splitlines() if not line.startswith(("SlurmctldPort", "MessageTimeout"))]
     conf = tmp_path / "slurm.conf"
-    conf.write_text("\n".join([*lines, "SlurmctldPort=1", "MessageTimeout=2"]) + "\n")  # port 1: nothing listens
+    # port 1: nothing listens; MessageTimeout=1: each Slurm command gives up at once (2 made each wait 1 s)
+    conf.write_text("\n".join([*lines, "SlurmctldPort=1", "MessageTimeout=1"]) + "\n")
     monkeypatch.setenv("SLURM_CONF", str(conf))
 
 

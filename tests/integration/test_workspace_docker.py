@@ -61,10 +61,13 @@ def run_in(engine: Any, image: str, script: str) -> str:
 
 
 def test_layer_is_pushed_to_and_pulled_from_a_real_registry_by_the_kubernetes_backend(
-    tmp_path: Path, docker_engine: Any, worker_image: str, local_registry: str  # noqa: F811
+    tmp_path: Path, docker_engine: Any, system_python_image: str, local_registry: str  # noqa: F811
 ) -> None:
+    """The layer is built on the small image of Debian's system Python (the registry is new each session: on the
+    1.3 GB worker image the push of its base layers took minutes); what is pushed, pulled and run is the same."""
     root = workspace(tmp_path)
-    dry_run = api.dry_run(api.validate_data(spec("wsk8s", root, 2, kubernetes={"registry": local_registry}), "k8s"), "k8s", "r1")
+    dry_run = api.dry_run(api.validate_data(spec("wsk8s", root, 2, image=system_python_image,
+                                                 kubernetes={"registry": local_registry}), "k8s"), "k8s", "r1")
     tag = dry_run.plan.workspace.images[0].tag  # type: ignore[union-attr]
     fake = FakeKubernetes()
     url = fake.start()
@@ -183,9 +186,10 @@ ENV PYTHONPATH=/opt/own
 """
 
 
-def test_requirements_are_importable_on_an_image_of_debians_system_python_which_keeps_its_pythonpath(
-    tmp_path: Path, docker_engine: Any  # noqa: F811
-) -> None:
+@pytest.fixture(scope="module")
+def system_python_image(docker_engine: Any) -> str:  # noqa: F811
+    """The tag of an image of Debian's system Python (``SYSTEM_PYTHON_IMAGE``), built once per module (Docker's
+    cache makes it seconds after the first time); a small base for the layers of the tests here."""
     base = BASE_IMAGE if docker_engine.images.list(name=BASE_IMAGE) else "debian:bookworm-slim"
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
@@ -196,7 +200,13 @@ def test_requirements_are_importable_on_an_image_of_debians_system_python_which_
     context.seek(0)
     own, _ = docker_engine.images.build(fileobj=context, custom_context=True, tag="tfcluster-test-system-python",
                                         network_mode="host", rm=True)
-    plan = api.plan(api.validate_data(spec("wssys", workspace(tmp_path), 1, image=own.tags[0]), "compose"), "compose")
+    return str(own.tags[0])
+
+
+def test_requirements_are_importable_on_an_image_of_debians_system_python_which_keeps_its_pythonpath(
+    tmp_path: Path, docker_engine: Any, system_python_image: str  # noqa: F811
+) -> None:
+    plan = api.plan(api.validate_data(spec("wssys", workspace(tmp_path), 1, image=system_python_image), "compose"), "compose")
     ensure_images(plan.workspace, lambda line: None)  # type: ignore[arg-type]
     script = "import shutil, ownmod, tabulate; print(tabulate.__file__, ownmod.NAME, shutil.which('tabulate'))"
     found = run_in(docker_engine, plan.tasks[0].image, script).split()

@@ -63,7 +63,7 @@ def test_under_ci_each_group_is_counted_and_a_run_of_every_required_group_passes
     tree(pytester, EVERY_GROUP)
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    result.stdout.fnmatch_lines(["*test groups run (CI)*", "tf 2, docker 1, slurm 1, browser 1, e2e 1"])
+    result.stdout.fnmatch_lines(["*test groups run (CI)*", "tf 2 (* s), docker 1 (* s), slurm 1 (* s), browser 1 (* s), e2e 1 (* s)"])
 
 
 def test_under_ci_a_required_group_that_ran_none_fails_the_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,8 +71,29 @@ def test_under_ci_a_required_group_that_ran_none_fails_the_run(pytester: pytest.
     tree(pytester, EVERY_GROUP)
     result = pytester.runpytest("-m", "not slurm")  # deselected: its tests did not run
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["tf 2, docker 1, slurm 0, browser 1, e2e 1",
+    result.stdout.fnmatch_lines(["tf 2 (* s), docker 1 (* s), slurm 0 (0 s), browser 1 (* s), e2e 1 (* s)",
                                  "FAILED: CI requires these groups and none of their tests ran: slurm"])
+
+
+class _Item:
+    def __init__(self, nodeid: str, *groups: str) -> None:
+        self.nodeid = nodeid
+        self.marks = [pytest.mark.parametrize.mark] + [getattr(pytest.mark, group).mark for group in groups]
+
+    def iter_markers(self):
+        return iter(self.marks)
+
+
+def test_each_groups_time_is_the_sum_of_its_tests_phases_a_test_in_two_groups_counting_in_both() -> None:
+    count = required.GroupCount()
+    for item in (_Item("a", "tf"), _Item("b", "tf", "docker"), _Item("c")):
+        count.pytest_itemcollected(item)  # type: ignore[arg-type]
+    for nodeid, when, seconds in (("a", "setup", 1.5), ("a", "call", 60.0), ("a", "teardown", 0.5),
+                                  ("b", "setup", 30.0), ("b", "call", 90.0), ("c", "call", 1000.0)):
+        count.pytest_runtest_logreport(pytest.TestReport(nodeid, ("f", 1, nodeid), {}, "passed", None, when, [],
+                                                         duration=seconds))
+    assert count.seconds == {"tf": 182.0, "docker": 120.0, "slurm": 0.0, "browser": 0.0, "e2e": 0.0}
+    assert count.ran == {"tf": 2, "docker": 1}
 
 
 def test_a_skipped_test_did_not_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
