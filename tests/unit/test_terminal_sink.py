@@ -33,7 +33,6 @@ LOG_WRITERS = {
     "launcher/supervision/detach.py": {"start", "_be_detached"},  # flushes, then points the streams at the log
     "launcher/supervision/harness.py": {"run_supervisor", "_fail"},
     "launcher/supervision/supervisor.py": {"_log"},
-    "launcher/backends/kubernetes/cluster_state.py": {"keep_stacks"},  # a stall's stacks, into that log (its pod's)
     "launcher/backends/supervisor_process/main.py": {"main"},  # a command line it cannot run: one line, exit 2
 }
 CLICK_WRITERS = {"echo", "secho", "echo_via_pager", "get_text_stream", "get_binary_stream", "open_file", "clear",
