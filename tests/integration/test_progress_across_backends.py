@@ -3,7 +3,8 @@
 One event stream (the lead task's and the evaluator's) goes through each
 backend's own status path: real processes under the local supervisor, real
 containers under the compose supervisor (``docker``), pod logs of the fake
-Kubernetes API read by ``KubernetesBackend.describe``. Each must give the
+Kubernetes API followed by the same supervisor over ``KubernetesRuntime`` and
+read back by ``KubernetesBackend.describe`` from what it published. Each must give the
 progress written out below by hand (not computed by the fold under test).
 Before any event, a job of the built-in entrypoint is seeded the same on the
 local supervisor and on Kubernetes.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +23,12 @@ from rich.console import Console
 
 from fakes.kubernetes_api import FakeKubernetes
 from helpers.docker_engine import Clusters, clusters, compose_cli, docker_engine, worker_image  # noqa: F401
-from helpers.k8s_fake import backend_for, fake_fixture  # noqa: F401  (the fixture ``fake``)
+from helpers.k8s_fake import backend_for, fake_fixture, pod_of  # noqa: F401  (the fixture ``fake``)
 from helpers.k8s_specs import DEMO, dry_run_for, plan_for
 from helpers.local_cluster import tfcluster, write_spec
+from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.cluster_state import ClusterState
+from launcher.backends.kubernetes.runtime import KubernetesRuntime
 from launcher.cli.watch import status_view
 from launcher.protocol import env
 from launcher.protocol.events import MANUAL_TOKEN, EventKind
@@ -98,27 +103,58 @@ def test_compose(clusters: Clusters) -> None:  # noqa: F811
     assert job.progress == EXPECTED and SHOWN in shown(job)
 
 
-def _pod(fake: FakeKubernetes, job: str) -> str:
-    [pod] = [name for (plural, _, name) in fake.objects if plural == "pods" and name.startswith(job + "-")]
-    return pod
-
-
-def test_kubernetes(fake: FakeKubernetes) -> None:
+def _supervised(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data: dict[str, Any],
+                script: Callable[[int, Supervisor], None]) -> KubernetesBackend:
+    """``data`` applied on the fake API (its Job controller running) and supervised as its supervisor pod does: the
+    one ``Supervisor`` over ``KubernetesRuntime``, publishing to the run's ConfigMap (``ClusterState``); its pause
+    moves the fake's clock and plays ``script(round, supervisor)``. The backend ``describe`` then reads it with."""
+    monkeypatch.setattr("launcher.backends.kubernetes.cluster_state.TMP_DIR", str(tmp_path))  # its scratch space
+    fake.job_controller = True
     backend = backend_for(fake)
-    backend.submit(dry_run_for(spec("python")))
-    for job in ("p-chief", "p-worker", "p-evaluator"):
-        fake.start_pods(job)
-    fake.pod_logs["default", _pod(fake, "p-chief")] = "\n".join(LEAD).replace(TOKEN, MANUAL_TOKEN) + "\n"
-    fake.pod_logs["default", _pod(fake, "p-evaluator")] = "\n".join(EVALUATOR).replace(TOKEN, MANUAL_TOKEN) + "\n"
+    dry_run = dry_run_for(data)
+    backend.submit(dry_run)
+    state = ClusterState(backend.api, dry_run.plan.name, "default")
+    runtime = KubernetesRuntime(backend.api, dry_run.plan, "default", clock=lambda: fake.now,
+                                pause=lambda seconds: setattr(fake, "now", fake.now + seconds))
+    rounds = 0
+
+    def pause(seconds: float) -> None:
+        nonlocal rounds
+        rounds += 1
+        assert rounds < 200, "the supervisor did not end"
+        fake.now += max(seconds, 0.5)
+        script(rounds, supervisor)
+
+    supervisor = Supervisor(state.read_plan(), runtime, poll_seconds=0.5, grace_seconds=1.0, pause=pause,
+                            clock=lambda: fake.now, on_status=state.write_status)
+    try:
+        supervisor.run()
+    finally:
+        runtime.close()
+    return backend
+
+
+def test_kubernetes(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def script(round_: int, supervisor: Supervisor) -> None:
+        if round_ == 1:
+            fake.pod_logs["default", pod_of(fake, "p-chief-0")] = "\n".join(LEAD).replace(TOKEN, MANUAL_TOKEN) + "\n"
+            fake.pod_logs["default", pod_of(fake, "p-evaluator-0")] = (
+                "\n".join(EVALUATOR).replace(TOKEN, MANUAL_TOKEN) + "\n")
+        elif round_ == 3:
+            for task in ("p-worker-0", "p-evaluator-0", "p-chief-0"):
+                fake.finish_pod(pod_of(fake, task), 0)
+
+    backend = _supervised(fake, monkeypatch, tmp_path, spec("python"), script)
     status = backend.describe("p")
-    assert status is not None and set(status.to_dict()["progress"]) == set(JobProgress.model_fields)
+    assert status is not None and status.state is State.SUCCEEDED, status
+    assert set(status.to_dict()["progress"]) == set(JobProgress.model_fields)
     assert status.progress == EXPECTED and SHOWN in shown(status)
 
 
-def test_a_job_of_the_entrypoint_is_seeded_alike_before_any_event(fake: FakeKubernetes) -> None:
+def test_a_job_of_the_entrypoint_is_seeded_alike_before_any_event(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
     seeded = JobProgress(epochs=3, total_steps=120, backup_every_steps=20)  # examples/demo.yaml: 3 epochs of 40 steps
-    backend = backend_for(fake)
-    backend.submit(dry_run_for(DEMO))
-    status = backend.describe("demo")
+    backend = _supervised(fake, monkeypatch, tmp_path, DEMO, lambda round_, supervisor: supervisor.cancel())
+    status = backend.describe("demo")  # the supervisor started the tasks, which wrote no event
     assert status is not None and status.progress == seeded
     assert Supervisor(plan_for(DEMO), runtime=None).status().progress == seeded  # type: ignore[arg-type]
