@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from launcher import api
 from launcher.api import validate_data
 from launcher.backends.local.processes import ProcessRuntime, TaskRun, group_alive
 from launcher.protocol.exitcodes import LOST_EXIT
+from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
 
@@ -56,7 +58,7 @@ def supervise(tmp_path: Path, roles: dict[str, Any], grace: float = 0.5, on_stat
     groups: dict[str, int] = {}
     runtime = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits", on_runs=lambda runs: groups.update({n: r.pgid for n, r in runs.items()}))
     status = Supervisor(plan, runtime, poll_seconds=0.1, grace_seconds=grace, on_status=on_status or (lambda _: None),
-                        stacks_dir=tmp_path / "stacks").run()
+                        keep_stacks=partial(write_stacks, tmp_path / "stacks")).run()
     assert groups and not any(group_alive(pgid) for pgid in groups.values()), "a task outlived the supervisor"
     return status, runtime
 
