@@ -41,7 +41,7 @@ def test_a_worker_pod_deleted_gracefully_is_one_preemption_saved_and_resumed(
     backend: KubernetesBackend, launch: Callable[[Plan], None], core
 ) -> None:
     name = run_name("ep-preempt")
-    plan = demo_plan(name)
+    plan = demo_plan(name, epochs=20)  # 600 steps: on an idle host 60 ended (2 s) before the deletion landed
     launch(plan)
     supervise_until(backend, name, lambda s: (s.progress.step or 0) >= 10)
     pods = core.list_namespaced_pod(namespace(), label_selector=f"tfcluster.io/cluster={name}").items

@@ -202,7 +202,7 @@ class SharedClaim:
     ``delete()`` (the session's end). Each run keeps its files in a directory of its own there."""
 
     def __init__(self) -> None:
-        self._made: tuple[Any, str] | None = None
+        self._made: tuple[Any, str, str] | None = None
 
     def name(self) -> str:
         if self._made is None:
@@ -213,12 +213,13 @@ class SharedClaim:
             spec: dict[str, Any] = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
             if os.environ.get("TFCLUSTER_E2E_STORAGE_CLASS"):
                 spec["storageClassName"] = os.environ["TFCLUSTER_E2E_STORAGE_CLASS"]
-            core.create_namespaced_persistent_volume_claim(namespace(), {"metadata": {"name": name}, "spec": spec})
-            self._made = core, name
+            where = namespace()  # kept: at the session's end the environment that names it may be gone
+            core.create_namespaced_persistent_volume_claim(where, {"metadata": {"name": name}, "spec": spec})
+            self._made = core, name, where
         return self._made[1]
 
     def delete(self) -> None:
         if self._made is not None:
-            core, name = self._made
-            core.delete_namespaced_persistent_volume_claim(name, namespace())
+            core, name, where = self._made
+            core.delete_namespaced_persistent_volume_claim(name, where)
             self._made = None
