@@ -1,10 +1,11 @@
 """Applying a run's objects to the cluster and removing them (``submit``, ``cancel``/``down``), through ``KubeApi``.
 
-Contract: ``submit`` creates every object of the dry run's files, exactly as rendered (objects other than
-Jobs and the checkpoint claim are replaced if they exist and carry this cluster's labels; an existing claim
-is kept with its checkpoints; existing Jobs of the same cluster refuse the launch; a
-``kubernetes.service_account`` that does not exist refuses it too), and deletes what it created if any step
-fails. ``cancel`` deletes the run's objects, Jobs first, and a claim only when
+Contract: ``submit`` creates every object of the dry run's files, exactly as rendered but for one field: the
+supervisor's objects are owned by the run's ConfigMap (``ownerReferences``: a rendered file cannot know its uid),
+so the garbage collector removes them with it (objects other than Jobs and the checkpoint claim are replaced if
+they exist and carry this cluster's labels; an existing claim is kept with its checkpoints; existing Jobs of the
+same cluster refuse the launch; a ``kubernetes.service_account`` that does not exist refuses it too), and
+deletes what it created if any step fails. ``cancel`` deletes the run's objects, Jobs first, and a claim only when
 ``launcher.backends.checkpoints.created_for`` says tfcluster made it for the run. Every failure is a
 ``LaunchError`` naming the request (``KubeApi.errors``).
 """
@@ -50,11 +51,16 @@ def submit(api: KubeApi, dry_run: DryRun, namespace: str) -> None:
     if plan.workspace:
         ensure_images(plan.workspace)  # built here and pushed to the registry the nodes pull from
     created: list[Obj] = []
+    owners: list[dict[str, Any]] = []  # the run's ConfigMap, once created: the supervisor's objects go with it
     try:
         for obj in objects(dry_run.files):
             obj = _in_namespace(obj, namespace)
+            if owners and naming.LABEL_SUPERVISOR in obj["metadata"].get("labels", {}):
+                obj = {**obj, "metadata": {**obj["metadata"], "ownerReferences": owners}}
             if apply(api, obj, namespace):
                 created.append(obj)
+            if obj["kind"] == Kind.CONFIG_MAP and obj["metadata"]["name"] == naming.config_map_name(plan.name):
+                owners = [owner(config_map(api, plan.name, namespace))]
     except LaunchError as exc:
         left = []
         for obj in reversed(created):
