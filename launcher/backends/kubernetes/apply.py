@@ -198,12 +198,20 @@ def config_map(api: KubeApi, name: str, namespace: str) -> Obj:
 
 
 def write_data(api: KubeApi, config_map: Obj, key: str, value: str, namespace: str) -> None:
-    """The run's ConfigMap with ``key`` set to ``value`` (what the supervisor publishes and keeps there)."""
+    """The run's ConfigMap (as read: ``config_map``) with ``key`` set to ``value`` (what the supervisor publishes
+    and keeps there); a ConfigMap changed since it was read (409) is read again and written once more."""
     name = config_map["metadata"]["name"]
-    data = {**config_map.get("data", {}), key: value}
-    with api.errors(f"update ConfigMap {name}"):
-        api.replace(Kind.CONFIG_MAP, name, namespace,
-                    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": config_map["metadata"], "data": data})
+    for attempt in range(2):
+        data = {**config_map.get("data", {}), key: value}
+        with api.errors(f"update ConfigMap {name}"):
+            written = api.replace_unless_changed(Kind.CONFIG_MAP, name, namespace, {
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": config_map["metadata"], "data": data})
+        if written is not None:
+            return
+        if attempt == 0:
+            with api.errors(f"read ConfigMap {name}"):
+                config_map = api.read(Kind.CONFIG_MAP, name, namespace)
+    raise LaunchError(f"cannot update ConfigMap {name}: it changed again while it was written (409 twice)")
 
 
 RecordT = TypeVar("RecordT", bound=BaseModel)

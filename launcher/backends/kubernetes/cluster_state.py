@@ -5,8 +5,7 @@ log files) whose ``read_plan`` plans the run again from the ConfigMap (``plan_of
 ``write_status`` read and write ``STATUS_KEY`` there (so ``status`` reads what the supervisor published, and a
 replacement pod adopts from it), and ``keep_stacks`` writes a stall's stacks to the pod's log and, bounded, to
 the ConfigMap (``STACKS_KEY``: the latest stall's, at most ``STACKS_BYTES``, each task's cut to its share), which
-outlive the pod and ``down`` deletes. A write that meets a concurrent change (409) reads the ConfigMap again and
-writes once more.
+outlive the pod and ``down`` deletes (``apply.write_data``: a concurrent change is read again and written once more).
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ NAMESPACE_ENV, POD_ENV = "TFCLUSTER_NAMESPACE", "TFCLUSTER_POD"
 STACKS_KEY = "stacks"
 #: At most this many bytes of stacks in the ConfigMap (which holds 1 MiB in all, the run's description first).
 STACKS_BYTES = 256 * 1024
-#: Room left in the ConfigMap for its metadata and the supervisor's records (the stall, the failure rules).
+#: Room left in the ConfigMap for its metadata and the status the supervisor publishes.
 RECORDS_BYTES = 16 * 1024
 
 
@@ -127,15 +126,8 @@ class ClusterState(StateDir):
         if self._written is not None and self._written[1] == shape and now - self._written[0] < PROGRESS_WRITE_SECONDS:
             return
         self._written = now, shape
-        text = json.dumps(status.to_dict())
-        try:
-            apply.write_data(self.api, apply.config_map(self.api, self.name, self.namespace), STATUS_KEY, text,
-                             self.namespace)
-        except LaunchError as exc:
-            if "409" not in str(exc):
-                raise
-            apply.write_data(self.api, apply.config_map(self.api, self.name, self.namespace), STATUS_KEY, text,
-                             self.namespace)
+        apply.write_data(self.api, apply.config_map(self.api, self.name, self.namespace), STATUS_KEY,
+                         json.dumps(status.to_dict()), self.namespace)
 
     def keep_stacks(self, number: int, dumps: Mapping[str, str | None]) -> str | None:
         return keep_stacks(self.api, self.namespace, log.warning, self.name, number, dict(dumps))

@@ -5,7 +5,7 @@ objects are answered as JSON dicts (no model deserialization). The request metho
 ``ApiException``; this module is the one home of what an API error means: ``errors(action)`` turns any
 client error into a ``LaunchError`` naming the action, the API server and its answer (a 403 says what the
 Role refused), ``unless_gone`` takes a 404 as nothing to do, ``read_if_exists`` answers None for a 404,
-``create_unless_exists`` None for a 409. The ``kubernetes`` package is imported only when a ``KubeApi``
+``create_unless_exists`` and ``replace_unless_changed`` None for a 409. The ``kubernetes`` package is imported only when a ``KubeApi``
 is made (``connect``), never at import. A forked process (the detached supervisor) connects with copies of the
 kubeconfig's certificates of its own (``_own_certificate_files``).
 """
@@ -244,6 +244,18 @@ class KubeApi:
             return self.read(kind, name, namespace)
         except ApiException as exc:
             if exc.status != 404:
+                raise
+            return None
+
+    def replace_unless_changed(self, kind: Kind, name: str, namespace: str, body: Obj) -> Obj | None:
+        """``replace`` of ``body`` (carrying the resourceVersion it was read at): the object written; None when it
+        changed since (409); other errors raise."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self.replace(kind, name, namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
                 raise
             return None
 
