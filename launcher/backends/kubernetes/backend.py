@@ -149,9 +149,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         """What the run's supervisor last published (pending before it did), with that supervisor's state."""
         namespace = self._ns()
         with self.api.errors(f"read ConfigMap {naming.config_map_name(name)}"):
-            if self.api.read_if_exists(Kind.CONFIG_MAP, naming.config_map_name(name), namespace) is None:
-                return None
-        status = k8s_status.pending(published(self.api, name, namespace) or JobStatus(
+            config_map = self.api.read_if_exists(Kind.CONFIG_MAP, naming.config_map_name(name), namespace)
+        if config_map is None:
+            return None
+        status = k8s_status.pending(published(config_map) or JobStatus(
             name, self.kind, State.PENDING, message="waiting for its supervisor"),
             apply.of_cluster(self.api, Kind.POD, namespace, name))
         local = self._local_state(name)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes import status as k8s_status
-from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
+from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj
 from launcher.backends.kubernetes.manifests import CONFIG_MAP_LIMIT
 from launcher.backends.kubernetes.pods import JOB_KEY, SPEC_KEY, TMP_DIR
 from launcher.backends.kubernetes.target import target
@@ -70,9 +70,9 @@ def _shape(status: JobStatus) -> tuple[object, ...]:
             tuple((task.name, task.state, task.exit_code, task.message) for task in status.tasks))
 
 
-def published(api: KubeApi, name: str, namespace: str) -> JobStatus | None:
-    """The status the run's supervisor last published, None before it did."""
-    text = apply.config_map(api, name, namespace).get("data", {}).get(STATUS_KEY)
+def published(config_map: Obj) -> JobStatus | None:
+    """The status the run's supervisor last published in its ``config_map``, None before it did."""
+    text = config_map.get("data", {}).get(STATUS_KEY)
     return None if text is None else JobStatus.from_dict(json.loads(text))
 
 
@@ -117,7 +117,7 @@ class ClusterState(StateDir):
         return plan_of(self.api, self.name, self.namespace)
 
     def read_status(self) -> JobStatus | None:
-        return published(self.api, self.name, self.namespace)
+        return published(apply.config_map(self.api, self.name, self.namespace))
 
     def write_status(self, status: JobStatus) -> None:
         """Write ``status``, unless it only moved the run's progress on within ``PROGRESS_WRITE_SECONDS`` of the
