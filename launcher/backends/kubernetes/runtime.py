@@ -61,16 +61,10 @@ def fresh_copy(job: Obj) -> Obj:
             "spec": {**spec, "suspend": False, "template": template}}
 
 
-def container_of(pod: Obj) -> Obj:
-    """The task container's status in ``pod`` ({} before the kubelet reports one)."""
-    statuses = pod.get("status", {}).get("containerStatuses") or []
-    return next((s for s in statuses if s.get("name") == CONTAINER), {})
-
-
 def exit_of(pod: Obj) -> int | None:
     """The exit code of ``pod``'s task container once it ended; LOST_EXIT for a pod that failed without one
     (evicted, its node lost); None while it is pending or runs."""
-    terminated = container_of(pod).get("state", {}).get("terminated")
+    terminated = k8s_status.PodView(pod).terminated()
     if terminated is not None:
         return int(terminated.get("exitCode", LOST_EXIT))
     if pod.get("status", {}).get("phase") in ("Failed", "Succeeded"):
@@ -88,7 +82,7 @@ def _disruption(pod: Obj) -> str:
 
 
 def _started(pod: Obj) -> bool:
-    state = container_of(pod).get("state", {})
+    state = k8s_status.PodView(pod).container().get("state") or {}
     return "running" in state or "terminated" in state
 
 
@@ -184,8 +178,10 @@ class KubernetesRuntime:
             if job is None or job["metadata"]["uid"] != uid:
                 self._say(task, f"Job {task.name} is gone (deleted outside tfcluster)")
                 return LOST_EXIT
-            if k8s_status.job_failed(job) is not None:
-                self._say(task, f"Job {task.name} failed without a pod: {_conditions(job)}")
+            failed = k8s_status.job_failed(job)
+            if failed is not None:
+                why = f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
+                self._say(task, f"Job {task.name} failed without a pod: {why}")
                 return LOST_EXIT
             return None
         code, disrupted = exit_of(pods[-1]), _disruption(pods[-1])
@@ -249,8 +245,8 @@ class KubernetesRuntime:
     def oom_killed(self, task: Task) -> bool:
         """True if the kernel's OOM killer ended the task's container (the kubelet's ``OOMKilled``)."""
         pod = self._current(task)
-        terminated = {} if pod is None else container_of(pod).get("state", {}).get("terminated") or {}
-        return terminated.get("reason") == "OOMKilled"
+        terminated = None if pod is None else k8s_status.PodView(pod).terminated()
+        return terminated is not None and terminated.get("reason") == "OOMKilled"
 
     def close(self) -> None:
         for follower in self._followers.values():
@@ -308,7 +304,3 @@ class KubernetesRuntime:
         if follower is not None:
             follower.lines.put(line)
 
-
-def _conditions(job: Obj) -> str:
-    failed = k8s_status.job_failed(job) or {}
-    return f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
