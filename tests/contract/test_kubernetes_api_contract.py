@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import pytest
 
 from fakes.kubernetes_api import SAVES_AND_EXITS, TOKEN_PATH, FakeKubernetes, OnSigterm
-from helpers.k8s_e2e import image, namespace
+from helpers.k8s_e2e import image, namespace, until
 from helpers.k8s_fake import backend_for, rbac_allowed
 from helpers.required import unavailable
 from launcher.backends.kubernetes import pod_io, runtime
@@ -193,13 +193,8 @@ class RealSide(Side):
         return time.time()
 
     def until(self, what: str, check: Callable[[], T | None]) -> T:
-        ends = time.monotonic() + REAL_SECONDS
-        while time.monotonic() < ends:
-            value = check()
-            if value:
-                return value
-            time.sleep(0.5)
-        pytest.fail(f"{self.name}: no {what} after {REAL_SECONDS:.0f} s")
+        found: T = until(f"{self.name}: {what}", check, REAL_SECONDS, every=0.5)
+        return found
 
 
 class FakeSide(Side):

@@ -119,15 +119,15 @@ def supervise_until(backend: KubernetesBackend, name: str, done: Callable[[JobSt
     pytest.fail(f"timed out; last status: {status}")
 
 
-def until(what: str, found: Callable[[], Any], timeout: float = TIMEOUT_SECONDS) -> Any:
-    """``found()`` once it is truthy (polled every 2 s), else the test fails naming ``what``."""
+def until(what: str, found: Callable[[], Any], timeout: float = TIMEOUT_SECONDS, every: float = 2.0) -> Any:
+    """``found()`` once it is truthy (polled every ``every`` seconds), else the test fails naming ``what``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = found()
         if value:
             return value
-        time.sleep(2)
-    pytest.fail(f"timed out waiting for {what}")
+        time.sleep(every)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def running_pod(core: Any, task: str) -> str:
