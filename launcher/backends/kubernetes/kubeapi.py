@@ -238,37 +238,28 @@ class KubeApi:
 
     def read_if_exists(self, kind: Kind, name: str, namespace: str) -> Obj | None:
         """``read``, None when there is no such object (404); other errors raise (inside the caller's ``errors``)."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            return self.read(kind, name, namespace)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            return None
+        return _unless(404, lambda: self.read(kind, name, namespace))
 
     def replace_unless_changed(self, kind: Kind, name: str, namespace: str, body: Obj) -> Obj | None:
         """``replace`` of ``body`` (carrying the resourceVersion it was read at): the object written; None when it
         changed since (409); other errors raise."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            return self.replace(kind, name, namespace, body)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            return None
+        return _unless(409, lambda: self.replace(kind, name, namespace, body))
 
     def create_unless_exists(self, kind: Kind, namespace: str, body: Obj) -> Obj | None:
         """``create``: the object created; None when an object of that name exists (409); other errors raise."""
-        from kubernetes.client.exceptions import ApiException
+        return _unless(409, lambda: self.create(kind, namespace, body))
 
-        try:
-            return self.create(kind, namespace, body)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            return None
+
+def _unless(status: int, request: Callable[[], Obj]) -> Obj | None:
+    """What ``request`` answers; None when the API server refuses it with ``status``; other errors raise."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return request()
+    except ApiException as exc:
+        if exc.status != status:
+            raise
+        return None
 
 
 def _json(response: Any) -> Obj:
