@@ -14,6 +14,7 @@ import numpy as np
 
 SIZE = 28
 MAX_SHIFT = 3  # pixels off centre, each axis
+SCALES = (2, 3)  # how many pixels a glyph's pixel becomes, each axis
 NOISE = 0.1  # std of the additive Gaussian noise
 GLYPHS = {
     0: ["01110", "10001", "10011", "10101", "11001", "10001", "01110"],
@@ -33,13 +34,21 @@ BITMAPS = {d: np.array([[c == "1" for c in row] for row in rows], dtype=np.float
 def synthetic_digits(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, 10, size=count).astype(np.uint8)
-    scales = rng.integers(2, 4, size=count)
+    scales = rng.integers(SCALES[0], SCALES[-1] + 1, size=count)
+    shifts = rng.integers(-MAX_SHIFT, MAX_SHIFT + 1, size=(count, 2))
+    intensities = rng.uniform(0.7, 1.0, size=count).astype(np.float32)
     images = np.zeros((count, SIZE, SIZE), dtype=np.float32)
-    for i, (label, scale) in enumerate(zip(labels, scales, strict=True)):
-        glyph = np.kron(BITMAPS[int(label)], np.ones((scale, scale), dtype=np.float32))
-        height, width = glyph.shape
-        top = (SIZE - height) // 2 + rng.integers(-MAX_SHIFT, MAX_SHIFT + 1)
-        left = (SIZE - width) // 2 + rng.integers(-MAX_SHIFT, MAX_SHIFT + 1)
-        images[i, top : top + height, left : left + width] = glyph * rng.uniform(0.7, 1.0)
-    images += rng.normal(0.0, NOISE, size=images.shape).astype(np.float32)
-    return (np.clip(images, 0.0, 1.0) * 255).astype(np.uint8), labels
+    for digit, bitmap in BITMAPS.items():  # one vectorised placement per glyph and scale, not one per image
+        for scale in SCALES:
+            chosen = np.flatnonzero((labels == digit) & (scales == scale))
+            glyph = np.kron(bitmap, np.ones((scale, scale), dtype=np.float32))
+            height, width = glyph.shape
+            top = (SIZE - height) // 2 + shifts[chosen, 0]
+            left = (SIZE - width) // 2 + shifts[chosen, 1]
+            rows = top[:, None, None] + np.arange(height)[None, :, None]
+            cols = left[:, None, None] + np.arange(width)[None, None, :]
+            images[chosen[:, None, None], rows, cols] = glyph[None] * intensities[chosen, None, None]
+    images += rng.standard_normal(size=images.shape, dtype=np.float32) * np.float32(NOISE)
+    np.clip(images, 0.0, 1.0, out=images)
+    images *= 255
+    return images.astype(np.uint8), labels
