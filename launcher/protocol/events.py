@@ -85,7 +85,7 @@ class Restored(_Event):
 
 
 class Step(_Event):
-    """A training step done (global count from 1), every few steps; from the lead task only."""
+    """A training step done (global count from 1), every few steps and the first of each run; from the lead task only."""
 
     event: Literal[EventKind.STEP] = EventKind.STEP
     step: int

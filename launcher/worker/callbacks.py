@@ -1,6 +1,8 @@
 """Keras callbacks of the entrypoint: progress events, TensorBoard summaries and the input-wait fraction.
 
-Contract: ``ProgressCallback`` emits ``step`` and ``epoch`` events from the lead task and, on every
+Contract: ``ProgressCallback`` emits ``step`` events from the lead task every ``every`` steps, at each epoch's
+last step and at the first step of each run (a start or a restore: where start-up and a restart end, to the
+step), ``epoch`` events from the lead task and, on every
 training task, a ``step_time`` event per epoch (wall, input, compute and peer-wait seconds per step;
 null where not measured) from which the supervisor names stragglers. Given ``TrainSummaries`` it
 writes the batch logs and the input-wait fraction at the global step, before a backup of that step
@@ -114,6 +116,7 @@ class ProgressCallback(tf.keras.callbacks.Callback):
         self.compute_probe = compute_probe
         self.summaries = summaries
         self.epoch = 0
+        self.stepped = False  # this run's first step is reported, whatever its number
         self.batch_loss_scale = 1.0  # custom loop: its loss is already reduced by strategy.reduce
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
@@ -136,7 +139,8 @@ class ProgressCallback(tf.keras.callbacks.Callback):
         batch = int(batch)  # a numpy integer when fit resumes mid-epoch
         step = self.epoch * self.steps_per_epoch + batch + 1
         last = batch + 1 == self.steps_per_epoch
-        report = (batch + 1) % self.every == 0 or last
+        report = (batch + 1) % self.every == 0 or last or not self.stepped
+        self.stepped = True
         summaries = self.summaries if self.summaries is not None and (self.summaries.due(step) or last) else None
         if not report and summaries is None:
             return

@@ -95,7 +95,7 @@ def test_a_script_with_the_progress_callback_reports_like_the_entrypoint(tmp_pat
     assert isinstance(progress["metrics"]["loss"], float)
     events = read_events(LocalState.named("keras-progress").task_log("keras-progress-worker-0").read_text().splitlines(),
                          run_token(BackendKind.LOCAL, "keras-progress"))
-    assert [e.step for e in events if e.event == "step"] == [4, 8, 12, 16]
+    assert [e.step for e in events if e.event == "step"] == [1, 4, 8, 12, 16]  # the run's first step, then every 4
 
 
 def test_a_custom_loop_reporting_with_the_two_functions_shows_like_the_entrypoint(tmp_path: Path) -> None:

@@ -36,5 +36,5 @@ def test_every_step_is_read_though_the_progress_bar_shares_its_line() -> None:
     lines = list(iter_lines([ran.stdout]))  # split as every backend splits a task's output: at newlines
     reader = EventReader(token)
     steps = [(line, event.step) for line in lines if (event := reader.parse(line)) is not None and event.event == "step"]
-    assert [step for _, step in steps] == [2, 4, 6, 8, 10, 12, 14, 16]
+    assert [step for _, step in steps] == [1, 2, 4, 6, 8, 10, 12, 14, 16]  # the run's first step, then every 2
     assert any(" - loss: " in line.partition("\rTFCLUSTER_EVENT/")[0] for line, _ in steps), "no event after a bar"

@@ -125,3 +125,19 @@ def test_without_a_probe_the_fraction_is_null_and_nothing_is_claimed(caplog) -> 
         progress.on_epoch_end(0, {"loss": 1.0})
     [epoch] = [e for e in map(EventReader(MANUAL_TOKEN).parse, stream.getvalue().splitlines()) if e and e.event == "epoch"]
     assert epoch.input_wait_fraction is None and "input-bound" not in caplog.text
+
+
+@pytest.mark.parametrize(("epoch", "first_batch"), [(0, 0), (15, 7)], ids=["a start", "a restore mid-epoch"])
+def test_a_runs_first_step_is_reported_whatever_its_number_then_every_few(epoch: int, first_batch: int) -> None:
+    """Start-up and a restart end at the run's first step (goodput, the stall watchdog's first-step clock)."""
+    stream = io.StringIO()
+    progress = ProgressCallback(Reporter("t", is_lead=True, stream=stream, token=MANUAL_TOKEN), steps_per_epoch=20,
+                                epochs=20, every=5, input_probe=None)
+    progress.on_epoch_begin(epoch)
+    for batch in range(first_batch, 20):
+        progress.on_train_batch_begin(batch)
+        progress.on_train_batch_end(batch, {"loss": 1.0})
+    reader = EventReader(MANUAL_TOKEN)
+    steps = [e.step for e in map(reader.parse, stream.getvalue().splitlines()) if e and e.event == "step"]
+    base = epoch * 20
+    assert steps == [base + first_batch + 1, *(base + n for n in (5, 10, 15, 20) if n > first_batch + 1)]
