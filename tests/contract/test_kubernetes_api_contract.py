@@ -40,10 +40,12 @@ from launcher.backends.kubernetes import pod_io, runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
 from launcher.backends.kubernetes.manifests import CONTAINER
+from launcher.backends.kubernetes.supervisor_objects import POD_FAILURE_POLICY
 from launcher.backends.pyspy import Ran
 from launcher.backends.tensorboard import PORT
 from launcher.errors import LaunchError
 from launcher.plan import naming
+from launcher.protocol.exitcodes import ExitCode
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -481,6 +483,18 @@ def test_a_pod_deleted_with_grace_gets_sigterm_and_fails_its_job_unreplaced(side
     assert cond["reason"] == "BackoffLimitExceeded", cond
     side.until("the deleted pod gone", lambda: not side.pods(name) or None)
     assert side.the_job(name)["status"].get("failed") == 1
+
+
+def test_a_pod_the_supervisors_failure_policy_ignores_is_replaced_and_not_counted(side: Side) -> None:
+    """``supervisor_objects.POD_FAILURE_POLICY`` (its container named as this Job's): a pod that exits 143 (a
+    supervisor that left on SIGTERM) is replaced by a Job of ``backoffLimit: 0``, which neither fails nor counts it."""
+    policy = {"rules": [{**rule, "onExitCodes": {**rule["onExitCodes"], "containerName": CONTAINER}}
+                        if "onExitCodes" in rule else rule for rule in POD_FAILURE_POLICY["rules"]]}
+    name = side.unique("ignored")
+    side.run(name, Program(code=int(ExitCode.PREEMPTED)), podFailurePolicy=policy)
+    side.until("a second pod", lambda: len(side.pods(name)) >= 2 or None)
+    job_ = side.the_job(name)
+    assert not condition(job_, "Failed") and not condition(job_, "FailureTarget") and not job_["status"].get("failed"), job_
 
 
 def test_a_job_deleted_in_the_background_goes_at_once_and_its_name_is_free(side: Side) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from helpers.gates import BLOCK, wait_for
 from helpers.k8s_e2e import SharedClaim, image, kill_9_task, namespace, run_in, run_name, running_pod, supervise_until, until
@@ -84,6 +85,8 @@ def test_a_killed_worker_restarts_the_group_and_a_replaced_supervisor_pod_adopts
 
     second = until("a new supervisor pod", replaced)
     until("the new supervisor adopting the run", lambda: "adopted 3 running task(s)" in log_of(core, second.metadata.name))
+    job = client.BatchV1Api(core.api_client).read_namespaced_job(f"{name}-supervisor", namespace())
+    assert not job.status.failed, job.status  # it left (143): a move its podFailurePolicy ignores, not a failure
     status = backend.describe(name)
     assert status is not None and status.state is State.RUNNING, status
     assert (status.restarts, status.preemptions) == (1, 0), status  # the count survives the supervisor's pod

@@ -65,9 +65,10 @@ server (the one list):
 - controllers run only when a test calls them, so the order of events is
   the test's; the real controllers' timing and backoff delays (the
   exponential pod backoff) are not modelled, nor Indexed Jobs, more than one
-  pod at a time or one completion, ``podFailurePolicy``, ``successPolicy``,
+  pod at a time or one completion, ``successPolicy``,
   ``activeDeadlineSeconds`` or ``restartPolicy: OnFailure`` (tfcluster renders
-  none of them);
+  none of them); of ``podFailurePolicy`` only ``Ignore`` rules on exit codes
+  (``In``) or pod conditions (the supervisor's Job's), first match wins;
 - the Deployment controller puts its one pod directly under the Deployment
   (no ReplicaSet), ready at once; Deployments, Services, NetworkPolicies and
   claims have no behaviour (no endpoints, no policy enforcement, no binding);
@@ -572,7 +573,8 @@ class FakeKubernetes:
         the condition ``Suspended`` and no pod; resumed, that condition turns
         ``False`` (``JobResumed``). The first sync of a Job that may run sets
         ``status.startTime`` and creates its pod. Every ended pod is counted
-        (``status.succeeded``/``failed``; its tracking finalizer released): a
+        (``status.succeeded``/``failed``; its tracking finalizer released; a failed pod the
+        ``podFailurePolicy`` ignores is not): a
         succeeded pod completes the Job (``CompletionsReached``), more failed
         pods than ``backoffLimit`` (default 6) fail it (``BackoffLimitExceeded``),
         else a new pod replaces the failed one once no pod is active (with
@@ -599,7 +601,8 @@ class FakeKubernetes:
                 if not _active(pod) and pod["metadata"]["uid"] not in self._counted:
                     self._counted.add(pod["metadata"]["uid"])
                     key = "succeeded" if pod["status"].get("phase") == "Succeeded" else "failed"
-                    status[key] = status.get(key, 0) + 1
+                    if key == "succeeded" or not _ignored(spec, pod):
+                        status[key] = status.get(key, 0) + 1
                     _release(pod, TRACKING_FINALIZER)
             if status.get("succeeded", 0) >= spec.get("completions", 1):
                 return self._decide(job, "Complete", "CompletionsReached", "Reached expected number of succeeded pods")
@@ -727,6 +730,20 @@ def _label_job(job: Obj) -> None:
     spec["selector"] = {"matchLabels": {CONTROLLER_UID_KEY: meta["uid"]}}
     template_meta = spec["template"].setdefault("metadata", {})
     template_meta["labels"] = {**template_meta.get("labels", {}), **labels}
+
+
+def _ignored(job_spec: Obj, pod: Obj) -> bool:
+    """Whether the first rule of the Job's ``podFailurePolicy`` that the failed pod matches is ``Ignore`` (exit codes
+    ``In``, of the named container or any; pod conditions of the pattern's type and status)."""
+    for rule in job_spec.get("podFailurePolicy", {}).get("rules", []):
+        codes = rule.get("onExitCodes")
+        exits = {s["state"]["terminated"]["exitCode"] for s in pod["status"].get("containerStatuses", [])
+                 if codes and "terminated" in s.get("state", {}) and codes.get("containerName") in (None, s["name"])}
+        conditions = {(c["type"], c.get("status")) for c in pod["status"].get("conditions", [])}
+        patterns = {(c["type"], c.get("status", "True")) for c in rule.get("onPodConditions", [])}
+        if (codes and exits & set(codes["values"])) or conditions & patterns:
+            return rule["action"] == "Ignore"
+    return False
 
 
 def _active(pod: Obj) -> bool:

@@ -6,7 +6,9 @@ supervisor makes (``rules``), on the run's own Jobs and ConfigMap by name where 
 (pods are named by their Jobs, so pods are granted in the namespace). The Job runs ``program`` (the one
 supervisor process on the run's ConfigMap, ``KubernetesBackend.render``) in the cluster's image (``image``,
 default the worker image), which must hold tfcluster; Kubernetes replaces a supervisor that died or was
-deleted, and never runs two at once (``podReplacementPolicy: Failed``). Its pod runs non-root under the
+deleted, and never runs two at once (``podReplacementPolicy: Failed``); a supervisor that left on SIGTERM
+(exit ``ExitCode.PREEMPTED``: its pod deleted, its node drained) or whose pod was disrupted (``DisruptionTarget``)
+is replaced without counting against ``BACKOFF_LIMIT`` (``POD_FAILURE_POLICY``). Its pod runs non-root under the
 ``restricted`` Pod Security Standard, with stated requests and limits (``RESOURCES``); its token is the only
 one a run's pod mounts. Every object carries ``naming.LABEL_SUPERVISOR``; the Job and pod carry
 ``naming.supervisor_labels``, not the cluster label: they are not among the tasks.
@@ -21,15 +23,26 @@ from launcher.backends.kubernetes.pods import TASK_UID, TMP_DIR, TMP_VOLUME, con
 from launcher.plan import naming
 from launcher.plan.images import ImageVariant
 from launcher.plan.planner import Plan
+from launcher.protocol.exitcodes import ExitCode
 from launcher.spec.image_reference import pull_policy
 
 Manifest = dict[str, Any]
 
+#: Its pod's one container.
+CONTAINER = "supervisor"
 #: Its container's requests and limits: one Python process polling the API every few seconds.
 RESOURCES = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "384Mi"}}
-#: Times a dying supervisor is replaced before its Job fails (a deleted pod counts too); then nothing supervises
-#: the run (``status`` says its supervisor is lost).
+#: Times a failing supervisor is replaced before its Job fails; then nothing supervises the run (``status`` says
+#: its supervisor is lost). One that left or was moved (``POD_FAILURE_POLICY``) does not count.
 BACKOFF_LIMIT = 20
+#: A supervisor that left its tasks to the next one (SIGTERM: exit 143) or whose pod was disrupted (an eviction, a
+#: drain, a preemption) is replaced without spending the budget: those are moves, not failures. (The Job
+#: controller's back-off delay before the replacement still grows with each.)
+POD_FAILURE_POLICY: Manifest = {"rules": [
+    {"action": "Ignore", "onExitCodes": {"containerName": CONTAINER, "operator": "In",
+                                         "values": [int(ExitCode.PREEMPTED)]}},
+    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+]}
 #: Seconds between SIGTERM and SIGKILL: it only leaves (the job runs on; the next supervisor adopts it).
 GRACE_SECONDS = 10
 
@@ -76,7 +89,7 @@ def job(plan: Plan, program: Sequence[str]) -> Manifest:
     labels = {**k8s.labels, **naming.supervisor_labels(plan.name, plan.run_id)}
     image = plan.spec.image or ImageVariant.CPU.default_tag  # tfcluster's, whatever image the tasks run
     container: Manifest = {
-        "name": "supervisor",
+        "name": CONTAINER,
         "image": image,
         "imagePullPolicy": pull_policy(image),
         "args": list(program),  # the image's entrypoint (tini) stays in front
@@ -99,7 +112,7 @@ def job(plan: Plan, program: Sequence[str]) -> Manifest:
         "volumes": [{"name": TMP_VOLUME, "emptyDir": {}}],
         **placement(plan),
     }
-    spec: Manifest = {"backoffLimit": BACKOFF_LIMIT, "podReplacementPolicy": "Failed",
+    spec: Manifest = {"backoffLimit": BACKOFF_LIMIT, "podReplacementPolicy": "Failed", "podFailurePolicy": POD_FAILURE_POLICY,
                       "template": {"metadata": {"labels": labels}, "spec": pod}}
     if k8s.ttl_seconds_after_finished is not None:
         spec["ttlSecondsAfterFinished"] = k8s.ttl_seconds_after_finished

@@ -22,6 +22,7 @@ from launcher.backends.kubernetes.supervisor_objects import BACKOFF_LIMIT
 from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
+from launcher.protocol.exitcodes import ExitCode
 from launcher.supervision import harness
 from launcher.supervision.stack_dumps import NO_STACKS, bounded_text
 from launcher.supervision.status import JobStatus, State, SupervisorState, TaskStatus
@@ -120,6 +121,24 @@ def test_describe_says_the_supervisor_is_starting_or_lost(fake: FakeKubernetes) 
             fake.finish_pod(running["metadata"]["name"], 1)
     shown = backend.describe("cs")
     assert shown.supervisor is SupervisorState.LOST and "BackoffLimitExceeded" in shown.supervisor_note, shown
+
+
+@pytest.mark.parametrize(("exit_code", "disrupted"), [(int(ExitCode.PREEMPTED), False), (137, True)],
+                         ids=["it left on SIGTERM", "its pod was disrupted"])
+def test_a_supervisor_that_moved_is_replaced_without_spending_its_jobs_budget(fake: FakeKubernetes, exit_code: int,
+                                                                              disrupted: bool) -> None:
+    """Node drains and deleted pods are moves, not failures: more of them than ``BACKOFF_LIMIT`` leave it supervised."""
+    applied(fake)
+    backend = backend_for(fake)
+    supervisor = {"job-name": naming.supervisor_name("cs")}
+    for _ in range(BACKOFF_LIMIT + 2):
+        [running] = [p for p in fake.list("pods", "default", supervisor) if p["status"]["phase"] == "Running"]
+        fake.finish_pod(running["metadata"]["name"], exit_code, disrupted=disrupted)
+    assert backend.describe("cs").supervisor is SupervisorState.ALIVE
+    assert fake.get("jobs", naming.supervisor_name("cs"))["status"].get("failed", 0) == 0
+    [running] = [p for p in fake.list("pods", "default", supervisor) if p["status"]["phase"] == "Running"]
+    fake.finish_pod(running["metadata"]["name"], 1)  # a failure still counts
+    assert fake.get("jobs", naming.supervisor_name("cs"))["status"]["failed"] == 1
 
 
 def test_describe_says_why_a_tasks_pod_waits(fake: FakeKubernetes) -> None:
