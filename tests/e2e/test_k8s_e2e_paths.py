@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers.k8s_e2e import cli, demo_plan, left_of, namespace, registry, run_name, running_pod, supervise_until
+from helpers.k8s_e2e import cli, demo_plan, left_of, namespace, registry, run_name, supervise_until
 from helpers.required import unavailable
 from helpers.task_events import read_events
 from launcher import api
@@ -153,9 +153,7 @@ def test_logs_follow_and_debug_stacks_on_a_running_job(
     plan = variant(name, training={"epochs": 4, "steps_per_epoch": 60, "batch_size_per_replica": 16})
     launch(plan)
     supervise_until(backend, name, lambda s: s.state is State.RUNNING)
-    for task in plan.tasks:  # a task is running once its Job runs; its pod's container may start later
-        running_pod(core, task.name)
-    followed = backend.logs(name, follow=True)
+    followed = backend.logs(name, follow=True)  # at once: a pod still starting is followed once its container runs
     seen: list[str] = []
     for line in followed:  # lines of every task as they come, until the chief reports a step
         seen.append(line)

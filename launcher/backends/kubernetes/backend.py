@@ -25,7 +25,8 @@ from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.kubernetes import apply, board, pod_io
 from launcher.backends.kubernetes import history as k8s_history
 from launcher.backends.kubernetes import status as k8s_status
-from launcher.backends.kubernetes.cluster_state import NAMESPACE_ENV, ClusterState, published
+from launcher.backends.kubernetes.cluster_state import NAMESPACE_ENV, ClusterState, plan_of, published
+from launcher.backends.kubernetes.follow import follow_task
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, connect
 from launcher.backends.kubernetes.manifests import config_map_problems, render, volume_problems
 from launcher.backends.kubernetes.runtime import KubernetesRuntime
@@ -179,21 +180,32 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         return pod_io.read_stacks(self.api, name, k8s_status.runs_by_task(pods), namespace)
 
     def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
+        """The newest run of each task (or of ``task``); ``follow``: each planned task's log across its runs, a
+        pod still starting included, until the run has ended (``follow.follow_task``)."""
         namespace = self._ns()
+        if follow:
+            tasks = [t.name for t in plan_of(self.api, name, namespace).tasks]
+            if task is not None and task not in tasks:
+                raise LaunchError(f"no task {task!r} in cluster {name!r} (tasks: {', '.join(tasks)})")
+            followers = {t: partial(follow_task, self.api, name, t, namespace, partial(self._over, name))
+                         for t in ([task] if task is not None else tasks)}
+            yield from followers[task]() if task is not None else interleave(followers)
+            return
         runs = k8s_status.runs_by_task(apply.of_cluster(self.api, Kind.POD, namespace, name))
         latest = {naming.task_name(name, role, index): runs[role, index][-1].name for role, index in _task_order(runs)}
         if task is not None:
             if task not in latest:
                 known = ", ".join(latest) or "none has started yet"
                 raise LaunchError(f"no pod for task {task!r} of cluster {name!r} (tasks: {known})")
-            yield from pod_io.log_lines(self.api, latest[task], namespace, follow)
+            yield from pod_io.log_lines(self.api, latest[task], namespace, False)
             return
-        if not follow:
-            for task_name, pod in latest.items():
-                yield from (f"{task_name} | {line}" for line in pod_io.log_lines(self.api, pod, namespace, False))
-            return
-        yield from interleave({task_name: partial(pod_io.log_lines, self.api, pod, namespace, True)
-                               for task_name, pod in latest.items()})
+        for task_name, pod in latest.items():
+            yield from (f"{task_name} | {line}" for line in pod_io.log_lines(self.api, pod, namespace, False))
+
+    def _over(self, name: str) -> bool:
+        """Whether the run has ended, or is gone: ``logs -f`` follows no further."""
+        status = self.describe(name)
+        return status is None or status.state.terminal
 
     def tensorboard(self, names: Sequence[str], host: str, port: int) -> AbstractContextManager[Board]:
         """``launcher.backends.kubernetes.board.tensorboard`` in the backend's namespace."""

@@ -1,21 +1,24 @@
 """Reading a task's pod through the API: its log, a command run in it (``pods/exec``), its stacks (py-spy).
 
-Contract: every function reads the task container (``CONTAINER``); ``read_stacks`` reads each running task's
+Contract: every function reads the task container (``CONTAINER``); ``followed_once_started`` follows a pod's log
+once its container started (the supervisor's output, ``logs -f``); ``read_stacks`` reads each running task's
 program with the image's py-spy, for ``tfcluster debug`` and the supervisor's stall watchdog alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 
 from launcher.backends.kubernetes import status as k8s_status
-from launcher.backends.kubernetes.kubeapi import KubeApi
+from launcher.backends.kubernetes.kubeapi import KubeApi, Obj
 from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.backends.pyspy import PYSPY_ENV, PYSPY_SECONDS, Ran, read_container_stacks, say_none
 from launcher.plan import naming
 from launcher.spec.models import RoleType
 
+#: Pause between reads of a pod whose container has not started (its log cannot be opened yet).
+FOLLOW_RETRY_SECONDS = 0.5
 #: How much longer than py-spy's own bound an exec in a pod may take (the API server, the kubelet, the websocket).
 EXEC_SLACK_SECONDS = 20
 
@@ -23,6 +26,24 @@ EXEC_SLACK_SECONDS = 20
 def log_lines(api: KubeApi, pod: str, namespace: str, follow: bool, tail: int | None = None) -> Iterator[str]:
     """The task container's log lines of ``pod`` (``LaunchError`` if the log cannot be opened)."""
     return api.log_lines(pod, namespace, CONTAINER, follow=follow, tail=tail)
+
+
+def started(pod: Obj) -> bool:
+    """Whether the pod's task container has started (it runs, or it ended): its log can be opened."""
+    state = k8s_status.PodView(pod).container().get("state") or {}
+    return "running" in state or "terminated" in state
+
+
+def followed_once_started(api: KubeApi, pod: str, namespace: str, read_pod: Callable[[], Obj | None],
+                          wait: Callable[[float], bool]) -> Iterator[str]:
+    """``pod``'s log followed to its end once its container started, ``read_pod`` read every
+    ``FOLLOW_RETRY_SECONDS`` until then (``wait`` pauses, and says True to give up); nothing if the pod goes first."""
+    while (current := read_pod()) is not None:
+        if started(current):
+            yield from log_lines(api, pod, namespace, follow=True)
+            return
+        if wait(FOLLOW_RETRY_SECONDS):
+            return
 
 
 def exec_in_task(api: KubeApi, pod: str, namespace: str, command: list[str]) -> Ran | str:

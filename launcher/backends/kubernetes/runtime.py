@@ -41,8 +41,6 @@ STOP_SLACK_SECONDS = 30.0
 REPLACE_SECONDS = 30.0
 #: How long ``output`` waits for the log of an ended pod to be read to its end.
 DRAIN_SECONDS = 10.0
-#: Pause between the follower's tries to open the log of a pod whose container has not started.
-FOLLOW_RETRY_SECONDS = 0.5
 
 #: What the Job controller and the API server add to a Job that a copy made to be created again must not carry.
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink")
@@ -81,11 +79,6 @@ def _disruption(pod: Obj) -> str:
     return ""
 
 
-def _started(pod: Obj) -> bool:
-    state = k8s_status.PodView(pod).container().get("state") or {}
-    return "running" in state or "terminated" in state
-
-
 class _Follower:
     """One pod's log, read in a thread into a queue; ``done`` once the log ended (or the pod is gone)."""
 
@@ -99,18 +92,10 @@ class _Follower:
 
     def _follow(self, api: KubeApi, namespace: str, read_pod: Callable[[], Obj | None]) -> None:
         try:
-            while not self._stopped.is_set():
-                pod = read_pod()
-                if pod is None:
+            for line in pod_io.followed_once_started(api, self.pod, namespace, read_pod, self._stopped.wait):
+                self.lines.put(line)
+                if self._stopped.is_set():
                     return
-                if not _started(pod):
-                    self._stopped.wait(FOLLOW_RETRY_SECONDS)
-                    continue
-                for line in pod_io.log_lines(api, self.pod, namespace, follow=True):
-                    self.lines.put(line)
-                    if self._stopped.is_set():
-                        return
-                return
         except Exception:  # noqa: BLE001 - a broken stream just ends: the next poll meets the fault itself
             return
         finally:

@@ -29,6 +29,8 @@ from helpers.k8s_specs import DEMO, dry_run_for, manifests, plan_for
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
 from launcher.backends.kubernetes.cluster_state import ClusterState
+from launcher.backends.kubernetes.follow import follow_task
+from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.backends.kubernetes.runtime import KubernetesRuntime, fresh_copy
 from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board
 from launcher.cli import registry
@@ -241,25 +243,59 @@ def test_logs_of_a_task_all_tasks_and_follow(fake: FakeKubernetes) -> None:
     assert list(backend.logs("demo"))[0] == "demo-chief-0 | hello from demo-chief-0"
     with pytest.raises(LaunchError, match="no pod for task 'demo-worker-7'"):
         list(backend.logs("demo", "demo-worker-7"))
+    with pytest.raises(LaunchError, match="no task 'demo-worker-7' in cluster 'demo'"):
+        list(backend.logs("demo", "demo-worker-7", follow=True))
 
     pod = running(fake, "demo-chief-0")
     stream = backend.logs("demo", "demo-chief-0", follow=True)
     assert next(stream) == "hello from demo-chief-0"
 
-    def finish() -> None:
-        fake.pod_logs["default", pod] += "epoch 1\nbye\n"
-        fake.finish_pod(pod, 0)
-
-    finish()  # while the stream follows: it was shown the first line
-    assert list(stream) == ["epoch 1", "bye"]  # ends when the pod ends
-
-    everyone = backend.logs("demo", follow=True)
+    fake.pod_logs["default", pod] += "epoch 1\nbye\n"
+    fake.finish_pod(pod, 0)  # while the stream follows: it was shown the first line
     for task in ("demo-worker-0", "demo-worker-1"):
         fake.finish_pod(running(fake, task), 0)
+    publish_ended(backend, "demo")
+    assert list(stream) == ["epoch 1", "bye"]  # ends once the pod ended and the run is over
+
+    everyone = backend.logs("demo", follow=True)
     assert sorted(everyone) == [
         "demo-chief-0 | bye", "demo-chief-0 | epoch 1", "demo-chief-0 | hello from demo-chief-0",
         "demo-worker-0 | hello from demo-worker-0", "demo-worker-1 | hello from demo-worker-1",
     ]
+
+
+def publish_ended(backend: KubernetesBackend, name: str) -> None:
+    """The run's status says it ended, as its supervisor publishes it."""
+    ClusterState(backend.api, name, "default", root=Path("/nonexistent")).write_status(
+        JobStatus(name, BackendKind.K8S, State.SUCCEEDED))
+
+
+def test_logs_follow_waits_for_a_starting_pod_then_follows_each_newer_run_of_the_task(fake: FakeKubernetes) -> None:
+    """``logs -f`` follows a task as its supervisor runs it: a pod still starting shows its lines once it runs, and
+    a restart's new pod follows the old one's; the stream ends once the run is over."""
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO))
+    start_all(fake, "demo-chief-0")
+    first = running(fake, "demo-chief-0")
+    fake.update("pods", "default", first, lambda p: p["status"].update(
+        phase="Pending", containerStatuses=[{"name": CONTAINER, "state": {"waiting": {"reason": "ContainerCreating"}}}]))
+    fake.pod_logs["default", first] = "run 1\n"
+    over = False
+
+    def pause(seconds: float) -> None:  # the kubelet starts the container while the stream waits
+        fake.update("pods", "default", first, lambda p: p["status"].update(
+            phase="Running", containerStatuses=[{"name": CONTAINER, "state": {"running": {}}}]))
+
+    stream = follow_task(backend.api, "demo", "demo-chief-0", "default", lambda: over, pause)
+    assert next(stream) == "run 1"
+    fake.pod_logs["default", first] += "lost\n"
+    fake.patch("jobs", "default", "demo-chief-0", {"spec": {"backoffLimit": 1}})  # a new pod for the task
+    fake.finish_pod(first, 137)
+    [second] = fake.start_pods("demo-chief-0")
+    fake.pod_logs["default", second] = "run 2\n"
+    fake.finish_pod(second, 0)
+    over = True
+    assert list(stream) == ["lost", "run 2"]
 
 
 def test_unknown_cluster(fake: FakeKubernetes) -> None:
