@@ -341,11 +341,6 @@ def run_supervisor(state: StateDir, host: Host, adopt: bool = False) -> int:
 
     supervisor = Supervisor(plan, runtime, on_status=publish, on_started=state.mark_started, resume=resume,
                             keep_stacks=state.keep_stacks, pause=_pause_until_a_signal())
-    left = threading.Event()
-
-    def leave(signum: int, frame: object) -> None:
-        left.set()
-        supervisor.leave()
 
     def on_notice(signum: int, frame: object) -> None:
         noticed.set()
@@ -356,11 +351,11 @@ def run_supervisor(state: StateDir, host: Host, adopt: bool = False) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: supervisor.cancel())
     if hosted.leave_on_sigterm:
-        signal.signal(signal.SIGTERM, leave)
+        signal.signal(signal.SIGTERM, lambda signum, frame: supervisor.leave())
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     job = supervisor.run()
     runtime.close()
-    if left.is_set():  # not 0: the pod's Job runs the next supervisor only for a pod that failed
+    if supervisor.left:  # not 0: the pod's Job runs the next supervisor only for a pod that failed
         print(f"{plan.name}: stopped: the tasks are left as they are, for the next supervisor to adopt", flush=True)
         return 128 + signal.SIGTERM
     if notice is not None and noticed.is_set() and job.state is State.CANCELLED:

@@ -239,6 +239,11 @@ class Supervisor:
         self._left.set()
         self._cancelled.set()
 
+    @property
+    def left(self) -> bool:
+        """Whether ``leave`` ended (or will end) ``run``: the tasks are left to the next supervisor."""
+        return self._left.is_set()
+
     def status(self) -> JobStatus:
         stall = None if self._job.stall is None else replace(self._job.stall, suspects=list(self._job.stall.suspects))
         now = self._ended_at if self._ended_at is not None else time.time()
