@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import sources
 from helpers.paths import REPO
 
 PACKAGE = REPO / "launcher"
@@ -54,7 +55,7 @@ def references(module: str, source: str, is_package: bool = False) -> tuple[set[
     """
     here = module if is_package else module.rpartition(".")[0]  # where a relative import starts
     imported, named = set(), set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(sources.parse(source)):
         if isinstance(node, ast.Import):
             imported.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -99,7 +100,7 @@ IMPORT_FUNCTIONS = {"import_module", "__import__", "run_module", "find_spec", "l
 def dynamic_imports(path: Path) -> list[int]:
     """Lines of ``path`` that import a module named by something other than a string constant."""
     lines = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(sources.parse(path.read_text())):
         if isinstance(node, ast.Call) and node.args and not isinstance(node.args[0], ast.Constant):
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
             if name in IMPORT_FUNCTIONS:

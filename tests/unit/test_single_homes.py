@@ -23,10 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import sources
 from helpers.paths import REPO
 
 PACKAGE = REPO / "launcher"
-SOURCES = {path.relative_to(REPO).as_posix(): ast.parse(path.read_text()) for path in sorted(PACKAGE.rglob("*.py"))}
+SOURCES = {path.relative_to(REPO).as_posix(): sources.parse(path.read_text()) for path in sorted(PACKAGE.rglob("*.py"))}
 
 
 def _is_str(node: ast.AST, text: str) -> bool:
@@ -145,7 +146,7 @@ def test_one_home(check: Callable[[ast.AST], bool], homes: set[str], under: str)
     (entrypoint_test, "command_of = target.entrypoint"),
 ])
 def test_each_check_finds_a_second_home(check: Callable[[ast.AST], bool], source: str) -> None:
-    assert any(check(node) for node in ast.walk(ast.parse(source)))
+    assert any(check(node) for node in ast.walk(sources.parse(source)))
 
 
 @pytest.mark.parametrize("check, source", [
@@ -155,7 +156,7 @@ def test_each_check_finds_a_second_home(check: Callable[[ast.AST], bool], source
     (entrypoint_test, 'service["entrypoint"] = command'),  # Compose's own key
 ])
 def test_the_checks_do_not_flag_what_is_no_second_home(check: Callable[[ast.AST], bool], source: str) -> None:
-    assert not any(check(node) for node in ast.walk(ast.parse(source)))
+    assert not any(check(node) for node in ast.walk(sources.parse(source)))
 
 
 def test_the_checks_see_the_source() -> None:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from helpers import sources
 from helpers.paths import REPO
 
 PACKAGE = REPO / "launcher"
@@ -125,7 +126,7 @@ class _Writers(ast.NodeVisitor):
 
 def writers(source: str) -> list[tuple[int, str, str]]:
     visitor = _Writers()
-    visitor.visit(ast.parse(source))
+    visitor.visit(sources.parse(source))
     return visitor.found
 
 

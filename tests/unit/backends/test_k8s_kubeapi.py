@@ -14,6 +14,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fakes.kubernetes_api import FakeKubernetes
+from helpers import sources
 from helpers.k8s_fake import backend_for
 from helpers.paths import REPO
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
@@ -92,7 +93,7 @@ def test_an_unreachable_api_server_is_one_line_naming_it() -> None:
 def test_only_the_typed_client_calls_the_kubernetes_client() -> None:
     """No module of the backend but ``kubeapi`` imports ``kubernetes`` or names a request by a built string."""
     for module in sorted(PACKAGE.glob("*.py")):
-        tree = ast.parse(module.read_text(), str(module))
+        tree = sources.parse(module.read_text(), str(module))
         for node in ast.walk(tree):
             if module.name != "kubeapi.py":
                 imported = [a.name for a in node.names] if isinstance(node, ast.Import) else (

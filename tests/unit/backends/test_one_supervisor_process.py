@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import sources
 from helpers.paths import REPO
 from launcher.backends import backend_class, supervisor_process
 from launcher.backends.api import Backend
@@ -74,7 +75,7 @@ def test_every_backend_hosts_a_supervisor_process() -> None:
 def harness_work(path: Path) -> list[str]:
     """Where ``path`` builds a ``Supervisor``, installs a signal handler or is a program of its own (``__main__``)."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(sources.parse(path.read_text())):
         if isinstance(node, ast.Call):
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
             if name in HARNESS_ONLY:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from helpers import sources
 from helpers.paths import REPO
 
 
@@ -13,7 +14,7 @@ def _stall_disruptions(source: str) -> int:
     return sum(
         isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "disrupted"
         and bool(node.args) and ast.unparse(node.args[0]) == "Disruption.STALL"
-        for node in ast.walk(ast.parse(source)))
+        for node in ast.walk(sources.parse(source)))
 
 
 def test_the_counter_sees_each_call() -> None:
