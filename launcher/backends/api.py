@@ -111,6 +111,12 @@ class Backend(ABC, Generic[OptionsT]):
     def describe(self, name: str) -> JobStatus | None:
         """Current status of cluster ``name``, or None if this backend has no such cluster."""
 
+    def over(self, name: str) -> bool:
+        """Whether run ``name`` has ended (``describe`` says so) or is gone: where ``logs -f`` stops following
+        (after what is left to show) on backends that follow task runs, not one log file (compose, Kubernetes)."""
+        status = self.describe(name)
+        return status is None or status.state.terminal
+
     @abstractmethod
     def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
         """Log lines of one task, or of all tasks prefixed with the task name."""

@@ -44,7 +44,9 @@ from launcher.backends.slurm.backend import SlurmBackend
 from launcher.backends.slurm.state import SlurmState
 from launcher.errors import LaunchError
 from launcher.plan.dryrun import DryRun
+from launcher.plan.planner import Plan
 from launcher.plan.targets import CONTAINER_CHECKPOINT_DIR
+from launcher.spec.models import RoleType
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
 
@@ -67,6 +69,8 @@ class Runtime:
     running: Callable[[str], list[str]]
     tmp_path: Path
     launched: list[str] = field(default_factory=list)
+    #: The plan of each job launched, by name (its tasks' names: ``named`` and the backend's naming).
+    plans: dict[str, Plan] = field(default_factory=dict)
     #: The spec's fields this backend needs (Kubernetes: the image, namespace and claim), and the job's name.
     fields: dict[str, Any] = field(default_factory=dict)
     named: Callable[[str], str] = lambda name: name
@@ -86,6 +90,7 @@ class Runtime:
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
         dry_run = api.dry_run(path, self.kind, api.new_run_id(), launching=True)
         self.launched.append(dry_run.plan.name)
+        self.plans[dry_run.plan.name] = dry_run.plan
         (self.submit or self.backend.submit)(dry_run)
 
     def cancel(self, name: str) -> None:
@@ -224,6 +229,33 @@ def test_a_task_failing_once_restarts_the_group_and_the_job_succeeds(runtime: Ru
     job = runtime.wait()
     assert job.state is State.SUCCEEDED, job.message
     assert job.restarts == 1 and [t.restarts for t in job.tasks] == [1, 1], job
+
+
+def test_logs_follow_shows_every_run_of_a_task_and_ends_once_the_job_has(runtime: Runtime) -> None:
+    # ``logs NAME TASK -f`` from right after ``up`` (the worker's first run waits for the chief's: it has not ended):
+    # the worker's first run, then the run its supervisor restarted, each line once, then it ends by itself
+    runtime.up("follow", {"chief": {"command": command(first_run(runtime.markers / "c", BLOCK))},
+                          "worker": {"replicas": 1, "command": fails_first(runtime.markers / "w", 3, after=runtime.markers / "c")}})
+    name = runtime.launched[-1]
+    [worker] = [t.name for t in runtime.plans[name].tasks if t.type is RoleType.WORKER]
+    lines: list[str] = []
+    failed: list[BaseException] = []
+
+    def follow() -> None:
+        try:
+            lines.extend(runtime.backend.logs(name, worker, follow=True))
+        except BaseException as exc:  # noqa: BLE001 - the test thread reports it
+            failed.append(exc)
+
+    follower = threading.Thread(target=follow, name=f"logs -f {worker}", daemon=True)
+    follower.start()
+    job = runtime.wait()
+    assert job.state is State.SUCCEEDED, job.message
+    follower.join(TIMEOUT)
+    assert not follower.is_alive(), f"logs -f still follows {worker} after the job ended; so far: {lines}"
+    assert not failed, failed
+    assert [line for line in lines if line in ("first run fails", "later run ok")] == ["first run fails",
+                                                                                        "later run ok"], lines
 
 
 def test_a_failure_rule_fails_the_job_at_once_naming_the_rule(runtime: Runtime) -> None:

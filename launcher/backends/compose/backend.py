@@ -25,6 +25,7 @@ from launcher.backends import checkpoints, supervisor_process
 from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.compose import runtime, standbys, supervise
 from launcher.backends.compose import tensorboard as board
+from launcher.backends.compose.follow import follow_task
 from launcher.backends.compose.render import PROJECT_LABEL, render
 from launcher.backends.compose.target import ComposeTarget, target
 from launcher.backends.images import docker_client
@@ -49,12 +50,13 @@ _CONTAINER_STATES = {"created": State.PENDING, "running": State.RUNNING, "restar
                      "paused": State.RUNNING}
 
 
-def _task_logs(root: Path, container: Any, follow: bool) -> Iterator[str]:
-    """The task's output: its containers that restarts replaced (``standbys.retire``), then its container's."""
+def _task_logs(root: Path, container: Any) -> Iterator[str]:
+    """The task's output so far: its containers that restarts replaced (``standbys.retire``), then its container's
+    (``follow_task`` goes on with each of its runs)."""
     ended = standbys.ended_log(root, container.name)
     if ended.is_file():
         yield from iter_lines([ended.read_bytes()])
-    yield from iter_lines(container.logs(stream=True, follow=follow))
+    yield from iter_lines(container.logs(stream=True, follow=False))
 
 
 def compose_command() -> list[str]:
@@ -189,6 +191,8 @@ class ComposeBackend(Backend[BackendOptions]):
         return JobStatus(name, BackendKind.COMPOSE, job_state, tasks, "not started by tfcluster: no supervision")
 
     def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
+        """What each task (or ``task``) wrote so far; ``follow``: each task across its runs, as the supervisor
+        restarts it, until the job has ended (``follow_task``)."""
         containers = self._containers(name)
         if not containers:
             raise LaunchError(f"no cluster named {name!r} on compose")
@@ -197,14 +201,17 @@ class ComposeBackend(Backend[BackendOptions]):
             chosen = [c for c in containers if c.name == task]
             if not chosen:
                 raise LaunchError(f"no task {task!r} in cluster {name!r}; tasks: {', '.join(c.name for c in containers)}")
-            yield from _task_logs(root, chosen[0], follow)
+            yield from self._follow(name, root, chosen[0]) if follow else _task_logs(root, chosen[0])
             return
         if not follow:
             for container in containers:
-                for line in _task_logs(root, container, False):
+                for line in _task_logs(root, container):
                     yield f"{container.name} | {line}"
             return
-        yield from interleave({c.name: partial(_task_logs, root, c, True) for c in containers})
+        yield from interleave({c.name: partial(self._follow, name, root, c) for c in containers})
+
+    def _follow(self, name: str, root: Path, container: Any) -> Iterator[str]:
+        return follow_task(self.client, root, container, partial(self.over, name))
 
     def stacks(self, name: str) -> dict[str, str | None]:
         """Through a ``ContainerRuntime`` attached to the running containers (it starts nothing)."""

@@ -259,8 +259,12 @@ def _stop_within(container: Any, grace_seconds: float) -> None:
 
 
 def started_at(container: Any) -> float:
-    """When the container's current run started (unix seconds), from Docker's nanosecond RFC 3339 time."""
-    stamp = container.attrs["State"]["StartedAt"]
+    """When the container's current run started (unix seconds)."""
+    return docker_time(container.attrs["State"]["StartedAt"])
+
+
+def docker_time(stamp: str) -> float:
+    """Docker's nanosecond RFC 3339 UTC time (``2026-01-01T00:00:00.123456789Z``) as unix seconds."""
     whole, _, fraction = stamp.rstrip("Z").partition(".")
     return datetime.fromisoformat(whole + "+00:00").timestamp() + float(f"0.{fraction or 0}")
 

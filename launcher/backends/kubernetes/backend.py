@@ -187,7 +187,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             tasks = [t.name for t in plan_of(self.api, name, namespace).tasks]
             if task is not None and task not in tasks:
                 raise LaunchError(f"no task {task!r} in cluster {name!r} (tasks: {', '.join(tasks)})")
-            followers = {t: partial(follow_task, self.api, name, t, namespace, partial(self._over, name))
+            followers = {t: partial(follow_task, self.api, name, t, namespace, partial(self.over, name))
                          for t in ([task] if task is not None else tasks)}
             yield from followers[task]() if task is not None else interleave(followers)
             return
@@ -201,11 +201,6 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             return
         for task_name, pod in latest.items():
             yield from (f"{task_name} | {line}" for line in pod_io.log_lines(self.api, pod, namespace, False))
-
-    def _over(self, name: str) -> bool:
-        """Whether the run has ended, or is gone: ``logs -f`` follows no further."""
-        status = self.describe(name)
-        return status is None or status.state.terminal
 
     def tensorboard(self, names: Sequence[str], host: str, port: int) -> AbstractContextManager[Board]:
         """``launcher.backends.kubernetes.board.tensorboard`` in the backend's namespace."""
