@@ -171,9 +171,11 @@ def _wait_gone(api: KubeApi, namespace: str, name: str) -> None:
         time.sleep(GONE_POLL_SECONDS)
 
 
-def of_cluster(api: KubeApi, kind: Kind, namespace: str, cluster: str) -> list[Obj]:
-    """The objects of ``cluster`` that tfcluster made (both labels: a user's object naming the cluster is not)."""
-    return select(api, kind, namespace, f"{naming.LABEL_MANAGED}={naming.MANAGER},{naming.LABEL_CLUSTER}={cluster}")
+def of_cluster(api: KubeApi, kind: Kind, namespace: str, cluster: str, task: str | None = None) -> list[Obj]:
+    """The objects of ``cluster`` that tfcluster made (both labels: a user's object naming the cluster is not);
+    with ``task``, only that task's."""
+    selector = f"{naming.LABEL_MANAGED}={naming.MANAGER},{naming.LABEL_CLUSTER}={cluster}"
+    return select(api, kind, namespace, selector if task is None else f"{selector},{naming.LABEL_TASK}={task}")
 
 
 def of_supervisor(api: KubeApi, kind: Kind, namespace: str, cluster: str) -> list[Obj]:

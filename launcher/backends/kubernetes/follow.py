@@ -16,7 +16,6 @@ from functools import partial
 from launcher.backends.kubernetes import apply, pod_io
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
-from launcher.plan import naming
 
 #: Pause between listings of a task's pods while none is left to follow and the run goes on.
 POLL_SECONDS = 1.0
@@ -24,16 +23,13 @@ POLL_SECONDS = 1.0
 
 def follow_task(api: KubeApi, name: str, task: str, namespace: str, over: Callable[[], bool],
                 pause: Callable[[float], None] = time.sleep) -> Iterator[str]:
-    selector = f"{naming.LABEL_MANAGED}={naming.MANAGER},{naming.LABEL_CLUSTER}={name},{naming.LABEL_TASK}={task}"
-
     def wait(seconds: float) -> bool:
         pause(seconds)
         return over()
 
     followed: set[str] | None = None
     while True:
-        views = sorted((k8s_status.PodView(pod) for pod in apply.select(api, Kind.POD, namespace, selector)),
-                       key=lambda view: (view.created, view.name))
+        views = k8s_status.oldest_first(apply.of_cluster(api, Kind.POD, namespace, name, task))
         if followed is None:
             followed = {view.name for view in views[:-1]}
         fresh = [view.name for view in views if view.name not in followed]

@@ -172,12 +172,14 @@ def pending(status: JobStatus, pods: Iterable[Obj]) -> JobStatus:
     return replace(status, tasks=tasks)
 
 
+def oldest_first(pods: Iterable[Obj]) -> list[PodView]:
+    """``pods`` in the order they were created (by name within a second: the API's timestamps have no more)."""
+    return sorted(map(PodView, pods), key=lambda view: (view.created, view.name))
+
+
 def runs_by_task(pods: Iterable[Obj]) -> dict[tuple[RoleType, int], list[PodView]]:
     """Every pod of each task (role, index), oldest first."""
     runs: dict[tuple[RoleType, int], list[PodView]] = {}
-    for pod in pods:
-        view = PodView(pod)
+    for view in oldest_first(pods):
         runs.setdefault((view.role, view.index), []).append(view)
-    for views in runs.values():
-        views.sort(key=lambda v: (v.created, v.name))
     return runs
