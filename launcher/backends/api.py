@@ -28,7 +28,7 @@ from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem
 from launcher.supervision.harness import Hosted, StateDir
 from launcher.supervision.history import RunHistory
-from launcher.supervision.status import JobStatus
+from launcher.supervision.status import JobStatus, SupervisorState
 
 
 class BackendOptions(BaseModel):
@@ -112,10 +112,12 @@ class Backend(ABC, Generic[OptionsT]):
         """Current status of cluster ``name``, or None if this backend has no such cluster."""
 
     def over(self, name: str) -> bool:
-        """Whether run ``name`` has ended (``describe`` says so) or is gone: where ``logs -f`` stops following
-        (after what is left to show) on backends that follow task runs, not one log file (compose, Kubernetes)."""
+        """Whether run ``name`` has ended (``describe`` says so), is gone, or has lost its supervisor (no task
+        runs anew until ``watch`` adopts it): where ``logs -f`` stops following (after what is left to show) on
+        backends that follow task runs, not one log file (compose, Kubernetes), as it stops with the supervisor
+        on the others, instead of waiting for runs that never come."""
         status = self.describe(name)
-        return status is None or status.state.terminal
+        return status is None or status.state.terminal or status.supervisor is SupervisorState.LOST
 
     @abstractmethod
     def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:

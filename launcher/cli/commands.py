@@ -452,7 +452,7 @@ def tensorboard_hint(name: str, log_dir: str) -> str:
 @main.command()
 @click.argument("name", callback=_cluster_names)
 @click.argument("task", required=False)
-@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the job ends.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines, across restarts, until the job ends or its supervisor is lost.")
 @click.option("--backend", "-b", type=BACKENDS, default=None, help="Default: where `up` started NAME.")
 def logs(name: str, task: str | None, follow: bool, backend: str | None) -> None:
     """Print the logs of one TASK of NAME, or of all its tasks.

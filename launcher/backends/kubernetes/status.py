@@ -79,8 +79,9 @@ CANNOT_START = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName"
 
 def supervisor_state(jobs: list[Obj], pods: list[Obj]) -> tuple[SupervisorState | None, str]:
     """The in-cluster supervisor of a run from its Job and pods, and why it is not alive: None without a Job;
-    exited once its Job completed; lost when its Job failed, it has no pod, or its pod cannot start (a pull
-    back-off); alive while a pod runs; starting while one exists but does not run yet."""
+    exited once its Job completed; lost when its Job failed or is being deleted, or its pod cannot start (a pull
+    back-off); alive while a pod runs; starting while one exists but does not run yet, or while none does and its
+    Job makes the next (a supervisor that moved: its pod deleted or drained; one that failed, after a back-off)."""
     if not jobs:
         return None, ""
     if job_complete(jobs[0]):
@@ -93,7 +94,9 @@ def supervisor_state(jobs: list[Obj], pods: list[Obj]) -> tuple[SupervisorState 
     if any(p.get("status", {}).get("phase") == "Running" for p in live):
         return SupervisorState.ALIVE, ""
     if not live:
-        return SupervisorState.LOST, "no supervisor pod"
+        if _deleting(jobs[0]):
+            return SupervisorState.LOST, "its Job is being deleted"
+        return SupervisorState.STARTING, "no supervisor pod yet: its Job makes the next"
     reasons = {(c.get("state") or {}).get("waiting", {}).get("reason") for p in live
                for c in p.get("status", {}).get("containerStatuses", [])}
     if reasons & CANNOT_START:

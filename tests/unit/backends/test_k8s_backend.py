@@ -32,13 +32,14 @@ from launcher.backends.kubernetes.cluster_state import ClusterState
 from launcher.backends.kubernetes.follow import follow_task
 from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.backends.kubernetes.runtime import KubernetesRuntime, fresh_copy
+from launcher.backends.kubernetes.supervisor_objects import BACKOFF_LIMIT
 from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board
 from launcher.cli import registry
 from launcher.cli.commands import main
 from launcher.errors import BackendUnavailable, LaunchError
 from launcher.plan import naming
 from launcher.plan.targets import BackendKind
-from launcher.supervision.status import JobStatus, State, TaskStatus
+from launcher.supervision.status import JobStatus, State, SupervisorState, TaskStatus
 
 PSS = {"name": "pss", "roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {}}}
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp")
@@ -246,6 +247,8 @@ def test_logs_of_a_task_all_tasks_and_follow(fake: FakeKubernetes) -> None:
     with pytest.raises(LaunchError, match="no task 'demo-worker-7' in cluster 'demo'"):
         list(backend.logs("demo", "demo-worker-7", follow=True))
 
+    fake.start_pods(naming.supervisor_name("demo"))  # it supervises the run: the stream waits for the run's end
+    assert backend.describe("demo").supervisor is SupervisorState.ALIVE
     pod = running(fake, "demo-chief-0")
     stream = backend.logs("demo", "demo-chief-0", follow=True)
     assert next(stream) == "hello from demo-chief-0"
@@ -262,6 +265,29 @@ def test_logs_of_a_task_all_tasks_and_follow(fake: FakeKubernetes) -> None:
         "demo-chief-0 | bye", "demo-chief-0 | epoch 1", "demo-chief-0 | hello from demo-chief-0",
         "demo-worker-0 | hello from demo-worker-0", "demo-worker-1 | hello from demo-worker-1",
     ]
+
+
+def test_logs_follow_ends_after_the_running_pod_once_the_run_has_lost_its_supervisor(fake: FakeKubernetes) -> None:
+    """No supervisor runs the run any more (its Job gave up): no task runs anew, so ``logs -f`` shows what the
+    running pod writes until it ends, then ends too, as the local backend's stops with its supervisor, instead of
+    waiting for a run that never comes."""
+    fake.job_controller = True  # it runs the supervisor's pods, and replaces each that fails
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO))
+    start_all(fake, "demo-chief-0")
+    pod = running(fake, "demo-chief-0")
+    fake.pod_logs["default", pod] = "step 1\n"
+    stream = backend.logs("demo", "demo-chief-0", follow=True)
+    assert next(stream) == "step 1"
+    supervisor = {"job-name": naming.supervisor_name("demo")}
+    for _ in range(BACKOFF_LIMIT + 1):  # each supervisor pod fails in turn, until its Job gives up
+        for pod_ in [p for p in fake.list("pods", "default", supervisor) if p["status"]["phase"] == "Running"]:
+            fake.finish_pod(pod_["metadata"]["name"], 1)
+    shown = backend.describe("demo")
+    assert shown.supervisor is SupervisorState.LOST and not shown.state.terminal, shown  # the tasks go on
+    fake.pod_logs["default", pod] += "step 2\n"
+    fake.finish_pod(pod, 0)
+    assert list(stream) == ["step 2"]
 
 
 def publish_ended(backend: KubernetesBackend, name: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fakes.kubernetes_api import FakeKubernetes
+from fakes.kubernetes_api import FakeKubernetes, OnSigterm
 from helpers.k8s_fake import backend_for
 from helpers.k8s_specs import dry_run_for
 from launcher.backends.kubernetes import apply
@@ -121,6 +121,19 @@ def test_describe_says_the_supervisor_is_starting_or_lost(fake: FakeKubernetes) 
             fake.finish_pod(running["metadata"]["name"], 1)
     shown = backend.describe("cs")
     assert shown.supervisor is SupervisorState.LOST and "BackoffLimitExceeded" in shown.supervisor_note, shown
+
+
+def test_describe_says_a_supervisor_that_moves_is_starting_not_lost(fake: FakeKubernetes) -> None:
+    """Its pod deleted (a drain, ``kubectl delete``): while that pod leaves, none runs, and its Job makes the next:
+    the run is not without a supervisor."""
+    fake.on_sigterm[naming.supervisor_name("cs")] = OnSigterm(seconds=1)  # it leaves the tasks to the next one
+    applied(fake)
+    backend = backend_for(fake)
+    [pod] = fake.list("pods", "default", {"job-name": naming.supervisor_name("cs")})
+    fake.delete("pods", "default", pod["metadata"]["name"], "Background")
+    assert fake.get("pods", pod["metadata"]["name"])["metadata"].get("deletionTimestamp")
+    shown = backend.describe("cs")
+    assert shown.supervisor is SupervisorState.STARTING and "its Job makes the next" in shown.supervisor_note, shown
 
 
 @pytest.mark.parametrize(("exit_code", "disrupted"), [(int(ExitCode.PREEMPTED), False), (137, True)],
