@@ -13,6 +13,8 @@ how long a run trains.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,12 +23,13 @@ import pytest
 from kubernetes import client
 
 from helpers.gates import BLOCK, wait_for
-from helpers.k8s_e2e import SharedClaim, image, kill_9_task, namespace, run_in, run_name, running_pod, supervise_until, until
+from helpers.k8s_e2e import TIMEOUT_SECONDS, SharedClaim, image, kill_9_task, namespace, run_in, run_name, running_pod, supervise_until, until
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.plan import naming
 from launcher.plan.planner import Plan
+from launcher.protocol.exitcodes import ExitCode
 from launcher.supervision.status import State, SupervisorState
 
 pytestmark = pytest.mark.e2e
@@ -54,6 +57,53 @@ def supervisor_pods(core: Any, name: str) -> list[Any]:
                   key=lambda p: p.metadata.creation_timestamp)
 
 
+def fates(core: Any, name: str) -> list[tuple[str, str | None, int | None, str | None, list[str]]]:
+    """Each supervisor pod of run ``name``, oldest first: its name, phase, container's exit code and reason (once
+    it ended) and its conditions that are true: what an assertion on the supervisor's Job shows when it fails."""
+    def ended(pod: Any) -> Any:
+        statuses = pod.status.container_statuses or []
+        return statuses[0].state.terminated if statuses and statuses[0].state else None
+    return [(p.metadata.name, p.status.phase, getattr(ended(p), "exit_code", None), getattr(ended(p), "reason", None),
+             [c.type for c in p.status.conditions or [] if c.status == "True"]) for p in supervisor_pods(core, name)]
+
+
+#: The kubelet's reason for a container whose end it did not see (kubernetes#104107: under load a pod deleted
+#: gracefully can end so, exit code 137, although its process exited by itself).
+KUBELET_LOST_SIGHT = "ContainerStatusUnknown"
+
+
+class LastEnd:
+    """The last end (exit code, reason) of pod ``name``'s container seen until the pod is gone, read every
+    ``every`` seconds in a thread (the launcher's Role may not watch; a deleted pod goes about a second after its
+    end): start it before the pod is deleted, ``result()`` once it is gone."""
+
+    def __init__(self, core: Any, name: str, every: float = 0.05):
+        self.seen: tuple[int, str] | None = None
+        self._gone = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(core, name, every), daemon=True)
+        self._thread.start()
+
+    def _read(self, core: Any, name: str, every: float) -> None:
+        while not self._gone.is_set():
+            try:
+                pod = core.read_namespaced_pod(name, namespace())
+            except client.ApiException as exc:
+                if exc.status == 404:
+                    self._gone.set()
+                    return
+                raise
+            statuses = pod.status.container_statuses or []
+            ended = statuses[0].state.terminated if statuses and statuses[0].state else None
+            if ended is not None:
+                self.seen = (ended.exit_code, ended.reason or "")
+            time.sleep(every)
+
+    def result(self) -> tuple[int, str] | None:
+        """Its last end seen; waits until the pod is gone (bounded)."""
+        self._thread.join(TIMEOUT_SECONDS)
+        return self.seen
+
+
 def log_of(core: Any, pod: str) -> str:
     return str(core.read_namespaced_pod_log(pod, namespace(), container="supervisor"))
 
@@ -67,7 +117,9 @@ def test_a_killed_worker_restarts_the_group_and_a_replaced_supervisor_pod_adopts
     name = run_name("e2e-sup")
     launch(gated_plan(name, shared_claim.name()))
     supervise_until(backend, name, lambda s: s.supervisor is SupervisorState.ALIVE and all_running(s))
-    (first,) = [p for p in supervisor_pods(core, name) if p.status.phase == "Running"]
+    pods = supervisor_pods(core, name)
+    assert [p.status.phase for p in pods] == ["Running"], fates(core, name)  # the first one runs: none failed before
+    first = pods[0]
     assert first.spec.security_context.run_as_non_root and first.spec.service_account_name == f"{name}-supervisor"
 
     code, stdout, stderr = kill_9_task(core, running_pod(core, f"{name}-worker-1"))  # a crash, not a pod deletion
@@ -76,6 +128,7 @@ def test_a_killed_worker_restarts_the_group_and_a_replaced_supervisor_pod_adopts
     status = supervise_until(backend, name, lambda s: s.restarts >= 1 and s.state is State.RUNNING and all_running(s))
     assert (status.restarts, status.preemptions) == (1, 0), status
 
+    first_end = LastEnd(core, first.metadata.name)
     core.delete_namespaced_pod(first.metadata.name, namespace())  # graceful: SIGTERM, it leaves the run as it is
 
     def replaced() -> Any:
@@ -86,7 +139,11 @@ def test_a_killed_worker_restarts_the_group_and_a_replaced_supervisor_pod_adopts
     second = until("a new supervisor pod", replaced)
     until("the new supervisor adopting the run", lambda: "adopted 3 running task(s)" in log_of(core, second.metadata.name))
     job = client.BatchV1Api(core.api_client).read_namespaced_job(f"{name}-supervisor", namespace())
-    assert not job.status.failed, job.status  # it left (143): a move its podFailurePolicy ignores, not a failure
+    # it left (143): a move its podFailurePolicy ignores, not a failure; unless the kubelet lost sight of its end
+    ended = first_end.result()
+    assert ended is not None and (ended[0] == int(ExitCode.PREEMPTED) or ended[1] == KUBELET_LOST_SIGHT), ended
+    allowed = 0 if ended[0] == int(ExitCode.PREEMPTED) else 1
+    assert (job.status.failed or 0) <= allowed, (ended, job.status, fates(core, name))
     status = backend.describe(name)
     assert status is not None and status.state is State.RUNNING, status
     assert (status.restarts, status.preemptions) == (1, 0), status  # the count survives the supervisor's pod

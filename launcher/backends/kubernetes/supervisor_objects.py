@@ -37,7 +37,9 @@ RESOURCES = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "5
 BACKOFF_LIMIT = 20
 #: A supervisor that left its tasks to the next one (SIGTERM: exit 143) or whose pod was disrupted (an eviction, a
 #: drain, a preemption) is replaced without spending the budget: those are moves, not failures. (The Job
-#: controller's back-off delay before the replacement still grows with each.)
+#: controller's back-off delay before the replacement still grows with each. A pod whose end the kubelet did not
+#: see, under load, reads exit 137 ``ContainerStatusUnknown`` instead, kubernetes#104107, and counts: the budget
+#: allows for that.)
 POD_FAILURE_POLICY: Manifest = {"rules": [
     {"action": "Ignore", "onExitCodes": {"containerName": CONTAINER, "operator": "In",
                                          "values": [int(ExitCode.PREEMPTED)]}},
