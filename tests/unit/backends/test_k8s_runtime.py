@@ -9,6 +9,7 @@ test's script (``World``). Only the log followers are threads: the tests wait fo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -323,17 +324,31 @@ def test_dump_stacks_signals_the_containers_pid_1_and_read_stacks_runs_py_spy_th
 # --- the one Supervisor over it -----------------------------------------------------------------------------------
 
 
+#: The longest (real time) ``World`` holds its clock for what the programs wrote to reach the supervisor.
+HOLD_SECONDS = 30.0
+
+
 @dataclass
 class World:
     """The supervisor's pause: a second of the fake's clock passes, then the test's script for that round runs
-    (``script``: ``{round: action}``; ``each``: runs every round)."""
+    (``script``: ``{round: action}``; ``each``: runs every round). ``caught_up``: until it says True, the fake's clock
+    stands still (the supervisor polls again after a real 10 ms, for at most ``HOLD_SECONDS``): what the programs
+    wrote reaches the supervisor through its followers' threads, in real time."""
 
     fake: FakeKubernetes
     script: dict[int, Callable[[FakeKubernetes], None]] = field(default_factory=dict)
     each: Callable[[FakeKubernetes], None] | None = None
+    caught_up: Callable[[], bool] | None = None
     rounds: int = 0
+    held_since: float | None = None
 
     def pause(self, seconds: float) -> None:
+        if self.caught_up is not None and not self.caught_up():
+            self.held_since = self.held_since or time.monotonic()
+            assert time.monotonic() - self.held_since < HOLD_SECONDS, "what the programs wrote never reached it"
+            time.sleep(0.01)
+            return
+        self.held_since = None
         self.rounds += 1
         assert self.rounds < 500, "the supervisor did not end"
         self.fake.now += max(seconds, 0.5)
@@ -445,25 +460,35 @@ def test_a_stall_dumps_each_pods_stacks_through_exec_names_the_stuck_task_and_re
                 return 0, "", ""
             return (0, "1\n", "") if "ls" in command else (127, "", "py-spy: not found\n")
         fake.pod_exec[name] = on_signal
-    told: set[str] = set()
+    told: dict[str, str] = {}  # each pod that declared its handler: its task
+    seen: set[str] = set()  # those whose declaration the supervisor read (the line after it is its last line)
+    stepped: set[str] = set()
     first_chief = fake.get("jobs", CHIEF)["metadata"]["uid"]
+
+    def caught_up() -> bool:
+        lines = {task.name: task.last_line for task in supervisor.status().tasks}
+        seen.update(pod for pod, task in told.items() if lines.get(task) == f"ready {pod}")
+        return seen >= told.keys()
 
     def programs(fake: FakeKubernetes) -> None:
         for name in (CHIEF, WORKER):
             running = [p for p in pods(fake, name) if p["status"]["phase"] == "Running"]
             if not running or running[-1]["metadata"]["name"] in told:
                 continue
-            told.add(running[-1]["metadata"]["name"])
-            events = [StacksOnSignal(signal=STACKS_SIGNAL.name, time=fake.now)]
-            if name == CHIEF:
-                events.append(Step(step=1, time=fake.now))
-            write(fake, name, *events, token=plan.event_token)
+            pod = running[-1]["metadata"]["name"]
+            told[pod] = name
+            write(fake, name, StacksOnSignal(signal=STACKS_SIGNAL.name, time=fake.now), token=plan.event_token)
+            fake.pod_logs["default", pod] += f"ready {pod}\n"
+        chief = pod_of(fake, CHIEF)
+        if chief in seen and chief not in stepped:  # its first step, once the supervisor knows every handler
+            stepped.add(chief)
+            write(fake, CHIEF, Step(step=1, time=fake.now), token=plan.event_token)
         if fake.get("jobs", CHIEF)["metadata"]["uid"] != first_chief:
             ends(CHIEF, 0)(fake)  # the run after the restart finishes
 
     kept: list[tuple[int, dict[str, str | None]]] = []
-    supervisor = Supervisor(plan, runtime, poll_seconds=0.5, grace_seconds=1.0, pause=World(fake, each=programs).pause,
-                            clock=lambda: fake.now, stack_gap=0.5,
+    supervisor = Supervisor(plan, runtime, poll_seconds=0.5, grace_seconds=1.0,
+                            pause=World(fake, each=programs, caught_up=caught_up).pause, clock=lambda: fake.now, stack_gap=0.5,
                             keep_stacks=lambda number, dumps: kept.append((number, dict(dumps))) or "here")
     status = supervisor.run()
     runtime.close()
