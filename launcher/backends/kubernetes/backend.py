@@ -27,7 +27,7 @@ from launcher.backends.kubernetes import history as k8s_history
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.cluster_state import NAMESPACE_ENV, ClusterState, plan_of, published
 from launcher.backends.kubernetes.follow import follow_task
-from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, connect
+from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, connect, context_namespace
 from launcher.backends.kubernetes.manifests import config_map_problems, render, volume_problems
 from launcher.backends.kubernetes.runtime import KubernetesRuntime
 from launcher.backends.kubernetes.target import KubernetesTarget, registry_problems, target
@@ -52,8 +52,9 @@ KUBE_FILE = "kube.json"
 
 
 class KubernetesOptions(BackendOptions):
-    """Where the Kubernetes backend works: ``namespace`` (None: the spec's, else ``default``) and the
-    kubeconfig ``context`` (None: the current one, or the in-cluster service account)."""
+    """Where the Kubernetes backend works: ``namespace`` (None: the spec's for a launch, else the kubeconfig
+    context's, as kubectl, else ``default``) and the kubeconfig ``context`` (None: the current one, or the in-cluster
+    service account)."""
 
     namespace: str | None = None
     context: str | None = None
@@ -64,10 +65,13 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     kind = BackendKind.K8S
 
     def __init__(self, api_client: Any, namespace: str | None = None, *, context: str | None = None,
-                 pause: Callable[[float], None] = time.sleep):
+                 context_namespace: str | None = None, pause: Callable[[float], None] = time.sleep):
+        """``namespace``: where it works (None: a launch goes to the spec's namespace, and the other requests to
+        ``context_namespace``, the kubeconfig context's, else ``default``)."""
         self.api = KubeApi(api_client)
         self.namespace = namespace
         self.context = context
+        self.context_namespace = context_namespace
         self.pause = pause
 
     @classmethod
@@ -96,8 +100,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     @classmethod
     def create(cls, options: KubernetesOptions) -> KubernetesBackend:
-        """A backend talking to the cluster of the kubeconfig (``options.context``) in ``options.namespace``."""
-        return cls(connect(options.context), options.namespace, context=options.context)
+        """A backend talking to the cluster of the kubeconfig (``options.context``) in ``options.namespace``, else in
+        the namespace that context names (a run this machine did not launch: ``status``, ``logs``, ``down``)."""
+        return cls(connect(options.context), options.namespace, context=options.context,
+                   context_namespace=context_namespace(options.context))
 
     @classmethod
     def state_of(cls, target: str) -> harness.StateDir:
@@ -216,7 +222,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         state.remove()
 
     def _ns(self) -> str:
-        return self.namespace or DEFAULT_NAMESPACE
+        return self.namespace or self.context_namespace or DEFAULT_NAMESPACE
 
     def _local_state(self, name: str) -> harness.StateDir:
         """The state dir of a run supervised from this machine (``exists`` only for such a run)."""

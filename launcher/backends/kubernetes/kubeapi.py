@@ -88,6 +88,23 @@ def connect(context: str | None) -> Any:
     return api_client
 
 
+def context_namespace(context: str | None) -> str | None:
+    """The namespace the kubeconfig's ``context`` (None: its current one) names, as kubectl takes it; None when it
+    names none, in a pod without a kubeconfig, or when the kubeconfig cannot be read (``connect`` says why)."""
+    from kubernetes import config
+
+    where = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    if context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    try:
+        contexts, active = config.list_kube_config_contexts(config_file=where)
+    except (config.ConfigException, OSError):
+        return None
+    chosen = active if context is None else next((c for c in contexts if c.get("name") == context), None)
+    namespace = (chosen or {}).get("context", {}).get("namespace")
+    return str(namespace) if namespace else None
+
+
 class KubeApi:
     """The requests of one API client (``kubernetes.client.ApiClient``), typed by ``Kind``."""
 

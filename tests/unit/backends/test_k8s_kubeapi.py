@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +18,10 @@ from fakes.kubernetes_api import FakeKubernetes
 from helpers import sources
 from helpers.k8s_fake import backend_for
 from helpers.paths import REPO
-from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
+from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
+from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, context_namespace
 from launcher.errors import LaunchError
+from launcher.plan import naming
 
 PACKAGE = REPO / "launcher" / "backends" / "kubernetes"
 #: Where each kind lives in the API: (path prefix, resource).
@@ -103,3 +106,36 @@ def test_only_the_typed_client_calls_the_kubernetes_client() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
                 assert len(node.args) > 1 and isinstance(node.args[1], ast.Constant), \
                     f"{module.name}:{node.lineno} names an attribute by a built string: call a typed method"
+
+
+KUBECONFIG = """
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: u, user: {token: t}}]
+contexts:
+  - {name: team-a, context: {cluster: c, user: u, namespace: team-a}}
+  - {name: plain, context: {cluster: c, user: u}}
+current-context: team-a
+"""
+
+
+def test_a_run_this_machine_did_not_launch_is_looked_for_in_the_kubeconfig_contexts_namespace(
+        fake: FakeKubernetes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As kubectl: with no namespace given or recorded (``status``, ``logs``, ``down`` of a run launched elsewhere),
+    the current (or given) context's namespace, else ``default``; a launch still goes to the spec's namespace."""
+    (tmp_path / "config").write_text(KUBECONFIG)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "config"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert context_namespace(None) == "team-a"
+    assert context_namespace("plain") is None and context_namespace("nonexistent") is None
+    assert KubernetesBackend.create(KubernetesOptions()).context_namespace == "team-a"
+    assert KubernetesBackend.create(KubernetesOptions(namespace="ns", context="plain")).context_namespace is None
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")  # in a pod: its own namespace is always given
+    assert context_namespace(None) is None
+
+    fake.create("configmaps", "team-a", {"metadata": {"name": "elsewhere-tfconfig", "labels": naming.labels("elsewhere", "r")},
+                                         "data": {}})
+    assert backend_for(fake, context_namespace="team-a").describe("elsewhere") is not None
+    assert backend_for(fake).describe("elsewhere") is None  # in default
+    assert backend_for(fake, "ns", context_namespace="team-a").describe("elsewhere") is None  # given: that one
