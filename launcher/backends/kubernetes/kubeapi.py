@@ -67,18 +67,28 @@ def _own_certificate_files() -> None:
 os.register_at_fork(after_in_child=_own_certificate_files)
 
 
+def _kubeconfig() -> str:
+    """The kubeconfig kubectl reads: ``$KUBECONFIG`` (read now: the client's default is frozen when it is first
+    imported; a ':' list is merged), else ``~/.kube/config``."""
+    return os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+
+
+def _in_cluster(context: str | None) -> bool:
+    """Whether ``context`` means the pod's own service account: none named, inside a pod."""
+    return context is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
 def connect(context: str | None) -> Any:
     """An API client for the kubeconfig's cluster (``context``), or the in-cluster config inside a pod."""
     from kubernetes import client, config
 
-    where = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    where = _kubeconfig()
     try:
-        if context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if _in_cluster(context):
             configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)
             api_client = client.ApiClient(configuration)
         else:
-            # Read KUBECONFIG now (the client's default is frozen when it is first imported); a ':' list is merged.
             api_client = config.new_client_from_config(config_file=where, context=context)
     except (config.ConfigException, OSError) as exc:
         raise BackendUnavailable(
@@ -93,11 +103,10 @@ def context_namespace(context: str | None) -> str | None:
     names none, in a pod without a kubeconfig, or when the kubeconfig cannot be read (``connect`` says why)."""
     from kubernetes import config
 
-    where = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-    if context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if _in_cluster(context):
         return None
     try:
-        contexts, active = config.list_kube_config_contexts(config_file=where)
+        contexts, active = config.list_kube_config_contexts(config_file=_kubeconfig())
     except (config.ConfigException, OSError):
         return None
     chosen = active if context is None else next((c for c in contexts if c.get("name") == context), None)
