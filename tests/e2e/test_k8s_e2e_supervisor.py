@@ -57,14 +57,18 @@ def supervisor_pods(core: Any, name: str) -> list[Any]:
                   key=lambda p: p.metadata.creation_timestamp)
 
 
+def terminated(pod: Any) -> Any:
+    """The end of the pod's (one) container, None while it has not ended."""
+    statuses = pod.status.container_statuses or []
+    return statuses[0].state.terminated if statuses and statuses[0].state else None
+
+
 def fates(core: Any, name: str) -> list[tuple[str, str | None, int | None, str | None, list[str]]]:
     """Each supervisor pod of run ``name``, oldest first: its name, phase, container's exit code and reason (once
     it ended) and its conditions that are true: what an assertion on the supervisor's Job shows when it fails."""
-    def ended(pod: Any) -> Any:
-        statuses = pod.status.container_statuses or []
-        return statuses[0].state.terminated if statuses and statuses[0].state else None
-    return [(p.metadata.name, p.status.phase, getattr(ended(p), "exit_code", None), getattr(ended(p), "reason", None),
-             [c.type for c in p.status.conditions or [] if c.status == "True"]) for p in supervisor_pods(core, name)]
+    return [(p.metadata.name, p.status.phase, getattr(terminated(p), "exit_code", None),
+             getattr(terminated(p), "reason", None), [c.type for c in p.status.conditions or [] if c.status == "True"])
+            for p in supervisor_pods(core, name)]
 
 
 #: The kubelet's reason for a container whose end it did not see (kubernetes#104107: under load a pod deleted
@@ -92,8 +96,7 @@ class LastEnd:
                     self._gone.set()
                     return
                 raise
-            statuses = pod.status.container_statuses or []
-            ended = statuses[0].state.terminated if statuses and statuses[0].state else None
+            ended = terminated(pod)
             if ended is not None:
                 self.seen = (ended.exit_code, ended.reason or "")
             time.sleep(every)
