@@ -48,6 +48,14 @@ def pod_of(fake: FakeKubernetes, task: str, namespace: str = "default") -> str:
     return max(pods, key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]))["metadata"]["name"]
 
 
+def fail_running_pods(fake: FakeKubernetes, job: str, rounds: int, namespace: str = "default") -> None:
+    """``rounds`` times, each running pod of Job ``job`` fails (exit 1): with the fake's ``job_controller`` the Job
+    replaces each, until its ``backoffLimit`` is spent."""
+    for _ in range(rounds):
+        for pod in [p for p in fake.list("pods", namespace, {JOB_NAME_KEY: job}) if p["status"]["phase"] == "Running"]:
+            fake.finish_pod(pod["metadata"]["name"], 1, namespace=namespace)
+
+
 def write(fake: FakeKubernetes, task: str, *events: Event, token: str = MANUAL_TOKEN) -> None:
     """Append ``events`` (``token``'s event lines) to the log of ``task``'s current pod."""
     key = ("default", pod_of(fake, task))

@@ -24,7 +24,7 @@ from kubernetes import client
 
 from fakes.kubernetes_api import TOKEN_PATH, FakeKubernetes, OnSigterm
 from helpers.boards import free_port
-from helpers.k8s_fake import backend_for, pod_of, rbac_allowed, rbac_used
+from helpers.k8s_fake import backend_for, fail_running_pods, pod_of, rbac_allowed, rbac_used
 from helpers.k8s_specs import DEMO, dry_run_for, manifests, plan_for
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
@@ -279,10 +279,7 @@ def test_logs_follow_ends_after_the_running_pod_once_the_run_has_lost_its_superv
     fake.pod_logs["default", pod] = "step 1\n"
     stream = backend.logs("demo", "demo-chief-0", follow=True)
     assert next(stream) == "step 1"
-    supervisor = {"job-name": naming.supervisor_name("demo")}
-    for _ in range(BACKOFF_LIMIT + 1):  # each supervisor pod fails in turn, until its Job gives up
-        for pod_ in [p for p in fake.list("pods", "default", supervisor) if p["status"]["phase"] == "Running"]:
-            fake.finish_pod(pod_["metadata"]["name"], 1)
+    fail_running_pods(fake, naming.supervisor_name("demo"), BACKOFF_LIMIT + 1)  # until its Job gives up
     shown = backend.describe("demo")
     assert shown.supervisor is SupervisorState.LOST and not shown.state.terminal, shown  # the tasks go on
     fake.pod_logs["default", pod] += "step 2\n"

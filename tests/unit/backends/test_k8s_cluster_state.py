@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from fakes.kubernetes_api import FakeKubernetes, OnSigterm
-from helpers.k8s_fake import backend_for
+from helpers.k8s_fake import backend_for, fail_running_pods
 from helpers.k8s_specs import dry_run_for
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes import backend as k8s_backend
@@ -113,12 +113,9 @@ def test_describe_says_the_supervisor_is_starting_or_lost(fake: FakeKubernetes) 
         containerStatuses=[{"name": "supervisor", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}}]))
     shown = backend.describe("cs")
     assert shown.supervisor is SupervisorState.LOST and "ImagePullBackOff" in shown.supervisor_note
-    supervisor = {"job-name": naming.supervisor_name("cs")}
     fake.finish_pod(pod["metadata"]["name"], 1)
     assert backend.describe("cs").supervisor is SupervisorState.ALIVE  # its Job ran the next supervisor pod
-    for _ in range(BACKOFF_LIMIT):  # each fails in turn, until its Job gives up
-        for running in [p for p in fake.list("pods", "default", supervisor) if p["status"]["phase"] == "Running"]:
-            fake.finish_pod(running["metadata"]["name"], 1)
+    fail_running_pods(fake, naming.supervisor_name("cs"), BACKOFF_LIMIT)  # each fails in turn, until its Job gives up
     shown = backend.describe("cs")
     assert shown.supervisor is SupervisorState.LOST and "BackoffLimitExceeded" in shown.supervisor_note, shown
 
