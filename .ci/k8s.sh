@@ -104,7 +104,7 @@ build .ci/k8s/crictl crictl "" sigs.k8s.io/cri-tools/cmd/crictl
 mkdir -p "$root" "$run" "$logs"
 chmod 700 "$root"
 ours() {  # pid: a process of this cluster (each command names $root)
-    tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$root"
+    tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -qF -- "$root"
 }
 alive() {  # name: its pid file names a live process of this cluster whose binary was not replaced since
     local pid exe
@@ -129,10 +129,11 @@ start() {  # name command... : starts it detached unless it runs; every command 
     setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
     echo $! >"$run/$name.pid"
 }
-wait_for() {  # seconds what command... : runs the command until it succeeds
-    local seconds=$1 what=$2; shift 2
+wait_for() {  # seconds what command... : runs the command until it succeeds; else fails with its log's last line
+    local seconds=$1 what=$2 last=; shift 2
     for _ in $(seq $((seconds * 2))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.5; done
-    fail "$what did not come up in $seconds s (logs: $logs)"
+    [ -f "$logs/$what.log" ] && last=$(tail -n1 "$logs/$what.log" | cut -c1-300) && last=" (its log's last line: $last)"
+    fail "$what did not come up in $seconds s$last (logs: $logs)"
 }
 write() {  # path: standard input into path if it differs; status 0 when it changed
     local new; new=$(cat)
@@ -283,8 +284,10 @@ state = "$run/containerd"
     config_path = "$root/certs.d"
 TOML
 start containerd containerd --config "$root/containerd.toml"
-wait_for 30 containerd test -S "$run/containerd/containerd.sock"
 ctr() { command ctr -a "$run/containerd/containerd.sock" -n k8s.io "$@"; }
+# Ready when it answers: the socket's file alone may be a previous boot's (/run outlives a machine's processes
+# here), and a booting containerd replaces it only once its plugins are loaded (seconds on a loaded host)
+wait_for 60 containerd ctr version
 write "$root/crictl.yaml" <<YAML || true
 runtime-endpoint: unix://$run/containerd/containerd.sock
 image-endpoint: unix://$run/containerd/containerd.sock
@@ -327,7 +330,8 @@ serializeImagePulls: false
 YAML
 start kubelet "$bin/kubelet" --config="$root/kubelet.yaml" --kubeconfig="$root/node.kubeconfig" \
     --hostname-override="$node" --node-ip="$node_ip" --root-dir="$root/kubelet"
-node_ready() { [ "$(kubectl get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]; }
+# the kubelet's own health first: the node's Ready condition in etcd may be a previous boot's, until it goes stale
+node_ready() { curl -fs http://127.0.0.1:10248/healthz && [ "$(kubectl get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]; }
 wait_for 120 "node $node (Ready)" node_ready
 say "node $node Ready $(( $(date +%s) - started )) s after the start"
 
