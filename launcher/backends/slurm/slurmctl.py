@@ -93,9 +93,9 @@ def records(output: str) -> list[dict[str, str]]:
     return [dict(FIELD.findall(line)) for line in output.splitlines() if line.strip()]
 
 
-def job(job_id: str) -> SlurmJob | None:
+def job(job_id: str, retries: int = CONTROLLER_RETRIES) -> SlurmJob | None:
     try:
-        found = records(run(["scontrol", "-o", "show", "job", job_id]))
+        found = records(run(["scontrol", "-o", "show", "job", job_id], retries=retries))
     except LaunchError as exc:
         if "Invalid job id" in str(exc):
             return None

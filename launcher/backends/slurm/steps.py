@@ -8,7 +8,13 @@ srun unlabelled: the program's lines as the event reader takes them) appended to
 ``<log_dir>/<task>.log`` on the shared filesystem (the dir ``0700``, the logs
 ``0600``: a task's output may echo its env; ``launcher.supervision.statefile``,
 also when the batch script was submitted by hand from a ``render -d`` directory).
-``poll`` is srun's exit code, the task's (128+N for signal N). ``stop``
+``poll`` is srun's exit code, the task's (128+N for signal N), except that a step
+Slurm ended with the allocation (requeued, cancelled, timed out: its job no
+longer ``RUNNING`` in allocation ``restarts``; one ``scontrol`` call per
+failed end, the verdict kept) still reads as running: Slurm signals the steps
+and the batch step together, and the supervisor must not take the steps' ends
+for a preemption of its own before its SIGTERM arrives (a requeue counted twice).
+``stop``
 sends SIGTERM to the steps' tasks (``scancel --signal=TERM JOB.STEP``: srun
 itself would kill them at once, with no time to save), waits up to the
 grace, then cancels the steps that are left and waits for their sruns.
@@ -27,7 +33,7 @@ from pathlib import Path
 
 from launcher.backends.lines import LineReader
 from launcher.backends.slurm import slurmctl
-from launcher.errors import LaunchError
+from launcher.errors import LaunchError, TfclusterError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol.exitcodes import SIGNAL_EXIT_BASE
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
@@ -49,11 +55,13 @@ def step_command(task: Task, node: str, workdir: str | None) -> list[str]:
 class StepRuntime:
     """Runs the (resolved) plan's tasks as srun steps of allocation ``job_id`` (see the module contract)."""
 
-    def __init__(self, plan: Plan, placement: Mapping[str, str], log_dir: Path, job_id: str):
+    def __init__(self, plan: Plan, placement: Mapping[str, str], log_dir: Path, job_id: str, restarts: int):
         self.plan = plan
         self.placement = dict(placement)
         self.log_dir = log_dir
         self.job_id = job_id
+        self.restarts = restarts  # Slurm's restart count of this allocation (SLURM_RESTART_COUNT)
+        self._ending = False
         self._sruns: dict[str, subprocess.Popen[bytes]] = {}
         self._readers: dict[str, LineReader] = {}
         private_dir(log_dir)
@@ -81,7 +89,20 @@ class StepRuntime:
         code = None if srun is None else srun.poll()
         if code is None:
             return None
-        return SIGNAL_EXIT_BASE - code if code < 0 else code
+        code = SIGNAL_EXIT_BASE - code if code < 0 else code
+        if code != 0 and self._allocation_ending():
+            return None  # it ended with the allocation: the batch step's own SIGTERM, under way, ends the job
+        return code
+
+    def _allocation_ending(self) -> bool:
+        """True once Slurm is ending this allocation (see the module contract); False if the controller is silent."""
+        if not self._ending:
+            try:
+                job = slurmctl.job(self.job_id, retries=1)
+            except TfclusterError:
+                return False
+            self._ending = job is None or job.state != "RUNNING" or job.restarts > self.restarts
+        return self._ending
 
     def stop(self, tasks: Sequence[Task], grace_seconds: float) -> None:
         running = {t.name: self._sruns[t.name] for t in tasks if t.name in self._sruns

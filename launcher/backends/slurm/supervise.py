@@ -68,4 +68,4 @@ def host(plan: Plan, dir_: harness.StateDir, adopt: bool) -> harness.Hosted:
     notice = harness.Notice(signal.SIGUSR1, message=REQUEUEING, said=f"warned by Slurm: requeueing job {job_id}",
                             then=lambda: slurmctl.requeue(job_id),
                             failed="warned by Slurm, every task saved, but the job could not be requeued")
-    return harness.Hosted(resolved, StepRuntime(resolved, places, state.logs, job_id), resume=resume, notice=notice)
+    return harness.Hosted(resolved, StepRuntime(resolved, places, state.logs, job_id, restarts), resume=resume, notice=notice)
