@@ -15,9 +15,10 @@
 # only), and a docker-registry on 127.0.0.1:5000 that the node pulls from over plain HTTP (also for Docker Hub's
 # names; registry.k8s.io is a closed loopback port: the node never pulls from outside). It waits until the node
 # is Ready and CoreDNS answers a headless Service's host name, and sets up what the tests use:
-#   - namespace tfcluster-e2e, enforcing the `restricted` Pod Security Standard;
+#   - namespace tfcluster-e2e, enforcing the `restricted` Pod Security Standard (emptied when the node starts cold:
+#     what an earlier boot left there lost its processes);
 #   - storage class tfcluster-local (the default; ReadWriteMany): pre-created `local` volumes on this node, bound by
-#     the real PV controller (no provisioner), made anew here once released;
+#     the real PV controller (no provisioner), made anew here once released, 16 free at each start;
 #   - user tfcluster-e2e-launcher (client certificate) bound only to k8s/rbac-launcher.yaml's Role there: the
 #     printed KUBECONFIG is this user's, never an administrator's ($root/admin.kubeconfig is, for debugging);
 #   - tfcluster-worker:latest (built by .ci/docker.sh) loaded into the node's containerd, as `kind load` does, and
@@ -45,7 +46,7 @@ registry_port=${TFCLUSTER_K8S_REGISTRY_PORT:-5000}
 registry=127.0.0.1:$registry_port
 worker_image=tfcluster-worker:latest
 pause_image=localhost/tfcluster-pause:3.10
-volumes=16                          # local volumes in the storage class's pool
+volumes=16                          # free local volumes in the storage class's pool at each start
 started=$(date +%s)
 build_only=
 case ${1:-} in --build-only) build_only=1 ;; "") ;; *) echo "usage: $0 [--build-only]" >&2; exit 2 ;; esac
@@ -283,6 +284,7 @@ state = "$run/containerd"
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "$root/certs.d"
 TOML
+cold=; alive containerd || cold=1   # a cold node: no process of a pod of an earlier boot is left
 start containerd containerd --config "$root/containerd.toml"
 ctr() { command ctr -a "$run/containerd/containerd.sock" -n k8s.io "$@"; }
 # Ready when it answers: the socket's file alone may be a previous boot's (/run outlives a machine's processes
@@ -377,6 +379,17 @@ resolves() { [ "$(dig +short +time=1 +tries=1 @"$node_ip" probe.dns-probe.kube-s
 wait_for 30 "CoreDNS (probe.dns-probe.kube-system.svc.cluster.local)" resolves
 
 # --- what the tests use: namespace, storage, the launcher's identity ----------------------------------------------
+# On a cold node the test namespace starts empty: the runs an earlier boot left there (a session stopped mid-test)
+# lost their processes with it, and their Jobs would start them all again beside the tests, holding volumes. The
+# namespace controller deletes what it holds (its claims' volumes are then released, and offered again below);
+# force-deleted pods let it end at once, whatever their grace periods.
+if [ -n "$cold" ] && kubectl get namespace "$namespace" >/dev/null 2>&1; then
+    say "emptying namespace $namespace (a cold node: what an earlier boot left there)"
+    kubectl delete namespace "$namespace" --wait=false >/dev/null
+    kubectl delete pods --all -n "$namespace" --force --grace-period=0 >/dev/null 2>&1 || true
+    kubectl wait --for=delete "namespace/$namespace" --timeout=120s >/dev/null ||
+        fail "namespace $namespace was not deleted within 120 s"
+fi
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Namespace
@@ -409,14 +422,19 @@ YAML
 kubectl apply -k "$rbac" >/dev/null
 rm -rf "$rbac"
 
-# the local volumes: a released one (its claim deleted) is emptied and offered again
-for i in $(seq -w 1 "$volumes"); do
-    pv=tfcluster-local-$i dir=$root/volumes/$i
+# the local volumes: $volumes free ones at least. A released one (its claim deleted) is emptied and offered again;
+# one still bound (a run nobody took down, of an earlier session on this machine) is left to it, and the pool grows
+free=0 i=0
+while [ "$free" -lt "$volumes" ]; do
+    i=$((i + 1)) && printf -v n %02d "$i"
+    pv=tfcluster-local-$n dir=$root/volumes/$n
     phase=$(kubectl get pv "$pv" -o jsonpath='{.status.phase}' 2>/dev/null || true)
     case $phase in
-        Available|Bound|Pending) continue ;;
+        Available) free=$((free + 1)); continue ;;
+        Bound|Pending) continue ;;
         Released|Failed) kubectl delete pv "$pv" --wait=true >/dev/null; rm -rf "$dir" ;;
     esac
+    free=$((free + 1))
     mkdir -p "$dir"
     kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
