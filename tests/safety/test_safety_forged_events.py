@@ -311,8 +311,9 @@ def run_slurm(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> Out
     monkeypatch.setattr(slurmctl, "steps", lambda job_id: {p.name: p.name for p in steps.iterdir()})
     monkeypatch.setattr(slurmctl, "signal_step", lambda step, sig=None: os.kill(
         int((steps / step).read_text()), Signals[f"SIG{sig or 'KILL'}"]))
+    monkeypatch.setattr(slurmctl, "job", lambda job_id, retries=0: slurmctl.SlurmJob("RUNNING", "", 0, "n1"))
     plan = launched(BackendKind.SLURM, program(case), tmp_path)
-    runtime = spied(StepRuntime)(plan, {LEAD: "n1"}, tmp_path / "logs", "1")
+    runtime = spied(StepRuntime)(plan, {LEAD: "n1"}, tmp_path / "logs", "1", 0)
     return Outcome(plan, supervise(plan, runtime), runtime.dumped)
 
 
