@@ -14,6 +14,7 @@ import pytest
 from helpers.polling import wait_for_condition
 from launcher import api
 from launcher.backends.slurm.steps import StepRuntime
+from launcher.plan.planner import Task
 
 
 @pytest.fixture
@@ -43,6 +44,24 @@ def test_task_logs_and_their_dir_are_private_to_their_owner(tmp_path: Path, monk
     assert (oct(logs.stat().st_mode & 0o777), oct(log.stat().st_mode & 0o777)) == (oct(0o700), oct(0o600))
 
 
+
+def started_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exit_code: int, job: str) -> tuple[StepRuntime, Task]:
+    """One task's step of allocation 7 (its first: restart count 0) that ends with ``exit_code`` at once; the stand-in
+    ``scontrol`` describes the job as ``job`` and appends a line to ``tmp_path/asked`` each time it is asked."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/sh\nexit {exit_code}\n")
+    (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho asked >>{tmp_path / 'asked'}\necho 'JobId=7 {job} NodeList=n[1-3]'\n")
+    for tool in ("srun", "scontrol"):
+        (bin_dir / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    plan = api.plan(api.validate_data({"name": "job", "roles": {"worker": {"command": ["true"]}}}, "slurm"), "slurm")
+    task = plan.tasks[0]
+    runtime = StepRuntime(plan, {task.name: "n1"}, tmp_path / "logs", "7", restarts=0)
+    runtime.start(task)
+    return runtime, task
+
+
 @pytest.mark.parametrize(("job", "ended_with_it"), [
     ("JobState=RUNNING Restarts=0", False),     # a task of its own failed or was preempted: the supervisor decides
     ("JobState=COMPLETING Restarts=1", True),   # requeued (a node lost): what scontrol shows as the steps get SIGTERM
@@ -52,18 +71,8 @@ def test_task_logs_and_their_dir_are_private_to_their_owner(tmp_path: Path, monk
 ])
 def test_a_step_slurm_ends_with_its_allocation_reads_as_running_until_the_batch_steps_sigterm(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, job: str, ended_with_it: bool) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    runtime, task = started_step(tmp_path, monkeypatch, 143, job)  # the task's end by SIGTERM, as srun reports it
     asked = tmp_path / "asked"
-    (bin_dir / "srun").write_text("#!/bin/sh\nexit 143\n")  # the task's end by SIGTERM, as srun reports it
-    (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho asked >>{asked}\necho 'JobId=7 {job} NodeList=n[1-3]'\n")
-    for tool in ("srun", "scontrol"):
-        (bin_dir / tool).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    plan = api.plan(api.validate_data({"name": "job", "roles": {"worker": {"command": ["true"]}}}, "slurm"), "slurm")
-    task = plan.tasks[0]
-    runtime = StepRuntime(plan, {task.name: "n1"}, tmp_path / "logs", "7", restarts=0)
-    runtime.start(task)
     wait_for_condition(lambda: runtime.poll(task) is not None or asked.exists())
     assert runtime.poll(task) == (None if ended_with_it else 143)
     assert asked.read_text().count("asked") == (1 if ended_with_it else 2)  # an allocation's end: asked once, kept
@@ -71,17 +80,6 @@ def test_a_step_slurm_ends_with_its_allocation_reads_as_running_until_the_batch_
 
 def test_a_step_that_succeeded_is_over_without_asking_the_controller(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    asked = tmp_path / "asked"
-    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
-    (bin_dir / "scontrol").write_text(f"#!/bin/sh\ntouch {asked}\necho 'JobId=7 JobState=COMPLETING Restarts=1'\n")
-    for tool in ("srun", "scontrol"):
-        (bin_dir / tool).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    plan = api.plan(api.validate_data({"name": "job", "roles": {"worker": {"command": ["true"]}}}, "slurm"), "slurm")
-    task = plan.tasks[0]
-    runtime = StepRuntime(plan, {task.name: "n1"}, tmp_path / "logs", "7", restarts=0)
-    runtime.start(task)
+    runtime, task = started_step(tmp_path, monkeypatch, 0, "JobState=COMPLETING Restarts=1")
     wait_for_condition(lambda: runtime.poll(task) is not None)
-    assert runtime.poll(task) == 0 and not asked.exists()
+    assert runtime.poll(task) == 0 and not (tmp_path / "asked").exists()
