@@ -42,6 +42,8 @@ START_TIMEOUT_SECONDS = 120.0
 STOP_TIMEOUT_SECONDS = 30.0
 #: The argument that makes the supervisor process adopt the tasks instead of starting them.
 ADOPT_FLAG = "--adopt"
+#: The exit of a supervisor that SIGTERM made leave its tasks to the next one (shell-style: SIGTERM's 128 + 15).
+LEFT_EXIT = 128 + signal.SIGTERM
 
 
 @dataclass(frozen=True)
@@ -357,7 +359,7 @@ def run_supervisor(state: StateDir, host: Host, adopt: bool = False) -> int:
     runtime.close()
     if supervisor.left:  # not 0: the pod's Job runs the next supervisor only for a pod that failed
         print(f"{plan.name}: stopped: the tasks are left as they are, for the next supervisor to adopt", flush=True)
-        return 128 + signal.SIGTERM
+        return LEFT_EXIT
     if notice is not None and noticed.is_set() and job.state is State.CANCELLED:
         publish(job)
         print(f"{plan.name}: {notice.said}", flush=True)

@@ -67,6 +67,10 @@ class SlurmJob(NamedTuple):
     def ended(self) -> bool:
         return self.state in ENDED
 
+    @property
+    def running(self) -> bool:
+        return self.state == "RUNNING"
+
 
 def run(args: list[str], retries: int = CONTROLLER_RETRIES, cwd: str | None = None) -> str:
     for attempt in range(1, retries + 1):

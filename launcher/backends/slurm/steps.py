@@ -101,7 +101,7 @@ class StepRuntime:
                 job = slurmctl.job(self.job_id, retries=1)
             except TfclusterError:
                 return False
-            self._ending = job is None or job.state != "RUNNING" or job.restarts > self.restarts
+            self._ending = job is None or not job.running or job.restarts > self.restarts
         return self._ending
 
     def stop(self, tasks: Sequence[Task], grace_seconds: float) -> None:
