@@ -34,7 +34,10 @@ LOG_WRITERS = {
     "launcher/supervision/detach.py": {"start", "_be_detached"},  # flushes, then points the streams at the log
     "launcher/supervision/harness.py": {"run_supervisor", "_fail"},
     "launcher/supervision/supervisor.py": {"_log"},
-    "launcher/backends/supervisor_process/main.py": {"main"},  # a command line it cannot run: one line, exit 2
+    "launcher/backends/supervisor_process/main.py": {
+        "main",  # a command line it cannot run: one line, exit 2
+        "end",  # flushes the log before the leave exit skips the interpreter's shutdown
+    },
 }
 CLICK_WRITERS = {"echo", "secho", "echo_via_pager", "get_text_stream", "get_binary_stream", "open_file", "clear",
                  "progressbar", "prompt", "confirm", "pause", "edit"}
