@@ -11,14 +11,24 @@ returns its pid and a non-blocking ``ended()``.
   new interpreter and imports (about 0.2 s of every launch here). The fork
   takes ``argv`` as its title (setproctitle), closes every other descriptor
   it inherited, and exits with ``run()``'s return value (1 and a traceback
-  in ``log`` if it raised).
+  in ``log`` if it raised) by ``end``, running the exit handlers it registered
+  itself, never the command's (whose temporary files are the command's).
 - Otherwise (a library caller: a notebook, a test, a service, whose memory a
   fork would pin and whose other threads it would not carry) it executes
-  ``argv``, which must do what ``run`` does.
+  ``argv``, which must do what ``run`` does, and end by ``end``.
+
+``end(code)`` ends the process with ``code`` as the interpreter's exit would
+(its ``atexit`` handlers run: the Kubernetes client deletes its copies of the
+kubeconfig's keys; stdout and stderr flushed) but without the interpreter's
+finalization, which aborts the process (134, "could not acquire lock for
+<stderr> ... possibly due to daemon threads") when a daemon thread (a
+runtime's log follower) holds stderr as it ends: a pod's Job counts that as a
+failure, and a supervisor pod that left its tasks (143) met it in CI.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import subprocess
 import sys
@@ -70,6 +80,7 @@ def _reaped(pid: int) -> bool:
 def _be_detached(argv: list[str], log: int, run: Callable[[], int]) -> NoReturn:
     """The forked child: become ``argv`` in a session of its own writing to ``log``, run, exit; never return."""
     code = 1
+    atexit._clear()  # the command's exit handlers are the command's to run; ``end`` runs the ones ``run`` registers
     try:
         setproctitle.setproctitle(" ".join(argv))
         os.setsid()
@@ -87,6 +98,12 @@ def _be_detached(argv: list[str], log: int, run: Callable[[], int]) -> NoReturn:
     except BaseException:  # noqa: BLE001 - reported in the log, then the process ends like an interpreter would
         traceback.print_exc()
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        end(code)
+
+
+def end(code: int) -> NoReturn:
+    """End this process with ``code`` (see the module contract): exit handlers, flushed output, no finalization."""
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

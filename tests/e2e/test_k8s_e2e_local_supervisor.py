@@ -5,22 +5,28 @@ TFCLUSTER_HOME); it starts the tasks and publishes to the run's ConfigMap. Kille
 process gone), ``status`` says its supervisor is lost and the tasks run on unsupervised; ``tfcluster watch`` starts
 a new one that adopts them (no restart) and follows the run to its end. The chief ends only once the test lets it
 (a file it waits for in its own container, made through ``pods/exec``): every step is ordered by an event.
+The supervisor ``watch`` started, ended with the run, leaves no copy of the kubeconfig's key in the temporary
+directory (the Kubernetes client's, which it deletes in an exit handler).
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes.config import kube_config
 
 from helpers.gates import BLOCK, wait_for
 from helpers.k8s_e2e import SharedClaim, cli, image, kubeconfig, namespace, run_in, run_name, running_pod, supervise_until
+from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.plan import naming
 from launcher.plan.targets import BackendKind
@@ -31,6 +37,15 @@ pytestmark = pytest.mark.e2e
 
 #: In the chief's own container: it ends (0) once this file exists.
 GO = Path("/tmp/e2e-go")
+
+
+def key_copies() -> set[Path]:
+    """The files in the temporary directory holding the kubeconfig's client key, but this process's own."""
+    user = yaml.safe_load(Path(kubeconfig()).read_text())["users"][0]["user"]
+    key = base64.b64decode(user["client-key-data"])
+    own = {Path(p) for p in vars(kube_config)["_temp_files"].values()}
+    return {p for p in Path(tempfile.gettempdir()).iterdir()
+            if p not in own and p.is_file() and p.stat().st_size == len(key) and p.read_bytes() == key}
 
 
 def test_a_run_supervised_from_this_machine_is_adopted_by_watch_after_its_process_died(
@@ -59,13 +74,15 @@ def test_a_run_supervised_from_this_machine_is_adopted_by_watch_after_its_proces
     assert lost.state is State.RUNNING, lost  # the tasks run on, unsupervised
 
     env = {**os.environ, "KUBECONFIG": kubeconfig()}
+    copies = key_copies()  # the killed one's too: nothing deletes a file after a kill -9
     watched = tmp_path / "watch.out"
     with watched.open("w") as out:
         watch = subprocess.Popen([sys.executable, "-m", "launcher", "watch", name], cwd=tmp_path, env=env,
                                  stdout=out, stderr=subprocess.STDOUT)
     try:
         adopted = supervise_until(backend, name, lambda s: s.supervisor is SupervisorState.ALIVE)
-        assert state.supervisor() not in (None, first)
+        second = state.supervisor()
+        assert second not in (None, first)
         assert adopted.state is State.RUNNING and adopted.restarts == 0, adopted
         chief = running_pod(core, f"{name}-chief-0")
         code, stdout, stderr = run_in(core, chief, f"import pathlib; pathlib.Path({str(GO)!r}).touch()")
@@ -78,3 +95,5 @@ def test_a_run_supervised_from_this_machine_is_adopted_by_watch_after_its_proces
     done = backend.describe(name)
     assert done is not None and done.state is State.SUCCEEDED and done.restarts == 0, done
     assert [t.state for t in done.tasks] == [State.SUCCEEDED, State.CANCELLED], done.tasks
+    wait_for_condition(lambda: state.supervisor() != second, timeout=60)  # it ends with the run
+    assert key_copies() == copies

@@ -31,13 +31,10 @@ TASK_SIDE = ("launcher/worker/", "launcher/progress.py", "launcher/examples/")
 #: stdout and stderr are that file, never a terminal; its last line reaches one only inside a ``LaunchError``,
 #: which the CLI shows through the sink.
 LOG_WRITERS = {
-    "launcher/supervision/detach.py": {"start", "_be_detached"},  # flushes, then points the streams at the log
+    "launcher/supervision/detach.py": {"start", "_be_detached", "end"},  # flush; point the streams at the log
     "launcher/supervision/harness.py": {"run_supervisor", "_fail"},
     "launcher/supervision/supervisor.py": {"_log"},
-    "launcher/backends/supervisor_process/main.py": {
-        "main",  # a command line it cannot run: one line, exit 2
-        "end",  # flushes the log before the leave exit skips the interpreter's shutdown
-    },
+    "launcher/backends/supervisor_process/main.py": {"main"},  # a command line it cannot run: one line, exit 2
 }
 CLICK_WRITERS = {"echo", "secho", "echo_via_pager", "get_text_stream", "get_binary_stream", "open_file", "clear",
                  "progressbar", "prompt", "confirm", "pause", "edit"}

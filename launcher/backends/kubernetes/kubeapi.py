@@ -58,7 +58,8 @@ class _Requests:
 def _own_certificate_files() -> None:
     """In a forked child: forget the parent's temporary copies of the kubeconfig's certificates, which the client
     reuses by content and deletes when the parent exits (its atexit), so the child's next ``connect`` writes its own
-    (else a supervisor forked by ``up -d`` loses its TLS files once ``up`` returned)."""
+    (else a supervisor forked by ``up -d`` loses its TLS files once ``up`` returned) and registers their deletion
+    again, which the child's end runs (``detach.end``)."""
     kube_config = sys.modules.get("kubernetes.config.kube_config")
     if kube_config is not None:
         vars(kube_config).get("_temp_files", {}).clear()

@@ -3,18 +3,12 @@
 Contract: ``main(argv)`` resolves ``KIND`` (a ``BackendKind``) with ``launcher.backends.backend_class`` and
 runs ``harness.run_supervisor`` on the class's ``state_of(STATE)`` (a state dir; Kubernetes: a run's name)
 with its ``host``, returning what that returns. An unknown kind or a bad command line is one line on stderr and 2.
-``end(code)`` ends the process with that code as the interpreter's exit would (its ``atexit`` handlers run: the
-Kubernetes client deletes its copies of the kubeconfig's keys; stdout and stderr flushed) but without the
-interpreter's finalization, which aborts the process (134, "could not acquire lock for <stderr> ... possibly due to
-daemon threads") when a daemon thread (a runtime's log follower) holds stderr as it ends; a pod's Job counts that
-abort as a failure, and a supervisor that left its tasks to the next one (143: its pod moved) met it in CI.
+It ends by ``detach.end`` (``__main__``), as a process ``detach.start`` spawns does.
 """
 
 from __future__ import annotations
 
 import argparse
-import atexit
-import os
 import sys
 from typing import NoReturn
 
@@ -57,10 +51,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     return harness.run_supervisor(cls.state_of(args.target), cls.host, adopt=args.adopt)
 
-
-def end(code: int) -> NoReturn:
-    """End the process with ``code`` (see the module contract): exit handlers, flushed output, no finalization."""
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

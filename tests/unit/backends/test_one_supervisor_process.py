@@ -4,7 +4,6 @@ failed status itself, and the process's command names the backend's kind, which 
 from __future__ import annotations
 
 import ast
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -97,30 +96,3 @@ def test_the_check_sees_what_it_forbids() -> None:
     assert {w.split()[0] for w in harness_work(source / "harness.py")} == {"Supervisor()", "signal()",
                                                                          "set_wakeup_fd()"}
 
-
-#: A process that buffers a line on stdout and stderr, keeps a daemon thread writing to stderr, registers an exit
-#: handler (as the Kubernetes client does, to delete its copies of the kubeconfig's keys), then ends by ``end``.
-ENDING = """
-import atexit, sys, threading
-from launcher.backends.supervisor_process.main import end
-atexit.register(lambda: print(" and the exit handler", end=""))
-def chatter():
-    while True:
-        sys.stderr.write("follower line\\n")
-threading.Thread(target=chatter, daemon=True).start()
-print("last words", end="")
-sys.stderr.write("last error")
-end(int(sys.argv[1]))
-"""
-
-
-@pytest.mark.parametrize("code", [harness.LEFT_EXIT, 0, 1])
-def test_the_process_ends_with_its_code_and_its_output_flushed_while_a_follower_writes(code: int) -> None:
-    """Without ``end`` the interpreter's finalization aborts this process (134: the follower holds stderr); ``end``
-    skips it, so it runs the exit handlers and flushes stdout and stderr itself (buffered here: the environment's
-    ``PYTHONUNBUFFERED`` is left out)."""
-    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
-    result = subprocess.run([sys.executable, "-c", ENDING, str(code)], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=120)
-    assert result.returncode == code and result.stdout == "last words and the exit handler", (result.returncode, result.stderr[-300:])
-    assert "last error" in result.stderr

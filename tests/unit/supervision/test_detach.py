@@ -7,11 +7,14 @@ pytest is what the module refuses to make); marker files order the steps.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from launcher.supervision import harness
 
 #: The starting program: ``CASE`` is a dict of the case's knobs; it prints the started pid and, once the
 #: detached process ended, what it reported (``report.json``, written by ``run``; absent when ``run`` never ran).
@@ -23,7 +26,13 @@ case = json.loads(sys.argv[1])
 work = pathlib.Path(case["dir"])
 FROM_THE_PARENT = "state only a fork has"
 
+if case.get("exit_handlers"):
+    import atexit
+    atexit.register(print, "the command's exit handler", file=sys.stderr)
+
 def run():
+    if case.get("exit_handlers"):
+        atexit.register(print, "the fork's exit handler")
     (work / "running").touch()
     while not (work / "finish").exists():
         time.sleep(0.02)
@@ -91,3 +100,40 @@ def test_a_forked_body_that_raises_leaves_its_traceback_in_the_log(tmp_path: Pat
     _, work = start(tmp_path, lean=True, **{"raise": True})
     log = (work / "detached.log").read_text()
     assert "run printed this" in log and "RuntimeError: the body failed" in log
+
+
+def test_the_fork_runs_its_own_exit_handlers_not_the_commands(tmp_path: Path) -> None:
+    """The Kubernetes client deletes its copies of the kubeconfig's keys in an exit handler; the command's handlers
+    (its temporary files) are the command's."""
+    _, work = start(tmp_path, lean=True, exit_handlers=True)
+    log = (work / "detached.log").read_text()
+    assert "the fork's exit handler" in log and "the command's exit handler" not in log, log
+
+
+#: A process that buffers a line on stdout and stderr, keeps a daemon thread writing to stderr, registers an exit
+#: handler, then ends by ``end``.
+ENDING = """
+import atexit, sys, threading
+from launcher.supervision.detach import end
+atexit.register(lambda: print(" and the exit handler", end=""))
+def chatter():
+    while True:
+        sys.stderr.write("follower line\\n")
+threading.Thread(target=chatter, daemon=True).start()
+print("last words", end="")
+sys.stderr.write("last error")
+end(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("code", [harness.LEFT_EXIT, 0, 1])
+def test_end_keeps_the_code_runs_the_exit_handlers_and_flushes_while_a_daemon_thread_writes(code: int) -> None:
+    """Without ``end`` the interpreter's finalization aborts this process (134: the thread holds stderr); ``end``
+    skips it, so it runs the exit handlers and flushes stdout and stderr itself (buffered here: the environment's
+    ``PYTHONUNBUFFERED`` is left out)."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    result = subprocess.run([sys.executable, "-c", ENDING, str(code)], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == code and result.stdout == "last words and the exit handler", (result.returncode,
+                                                                                             result.stderr[-300:])
+    assert "last error" in result.stderr
