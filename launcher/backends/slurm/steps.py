@@ -11,9 +11,13 @@ also when the batch script was submitted by hand from a ``render -d`` directory)
 ``poll`` is srun's exit code, the task's (128+N for signal N), except that a step
 Slurm ended with the allocation (requeued, cancelled, timed out: its job no
 longer ``RUNNING`` in allocation ``restarts``; one ``scontrol`` call per
-failed end, the verdict kept) still reads as running: Slurm signals the steps
+step end, the verdict kept) still reads as running: Slurm signals the steps
 and the batch step together, and the supervisor must not take the steps' ends
 for a preemption of its own before its SIGTERM arrives (a requeue counted twice).
+A success is asked about too: the srun of a step on a lost node exits 0. While
+the controller does not answer (busy with that very node failure), the step
+reads as running for up to ``SILENT_CONTROLLER_SECONDS``, asked again at each
+poll; past that its code counts as it is.
 ``stop``
 sends SIGTERM to the steps' tasks (``scancel --signal=TERM JOB.STEP``: srun
 itself would kill them at once, with no time to save), waits up to the
@@ -41,6 +45,8 @@ from launcher.supervision.statefile import open_private, private_dir
 
 #: How long a cancelled step's srun gets to exit before it is killed.
 CANCEL_WAIT_SECONDS = 30.0
+#: How long an ended step reads as running while the controller cannot say whether its allocation is ending.
+SILENT_CONTROLLER_SECONDS = 60.0
 
 
 def step_command(task: Task, node: str, workdir: str | None) -> list[str]:
@@ -62,6 +68,7 @@ class StepRuntime:
         self.job_id = job_id
         self.restarts = restarts  # Slurm's restart count of this allocation (SLURM_RESTART_COUNT)
         self._ending = False
+        self._silent_since: float | None = None
         self._sruns: dict[str, subprocess.Popen[bytes]] = {}
         self._readers: dict[str, LineReader] = {}
         private_dir(log_dir)
@@ -89,18 +96,21 @@ class StepRuntime:
         code = None if srun is None else srun.poll()
         if code is None:
             return None
-        code = SIGNAL_EXIT_BASE - code if code < 0 else code
-        if code != 0 and self._allocation_ending():
+        if self._allocation_ending():
             return None  # it ended with the allocation: the batch step's own SIGTERM, under way, ends the job
-        return code
+        return SIGNAL_EXIT_BASE - code if code < 0 else code
 
     def _allocation_ending(self) -> bool:
-        """True once Slurm is ending this allocation (see the module contract); False if the controller is silent."""
+        """True once Slurm is ending this allocation, and while the controller has been silent for less than
+        ``SILENT_CONTROLLER_SECONDS`` (see the module contract)."""
         if not self._ending:
             try:
                 job = slurmctl.job(self.job_id, retries=1)
             except TfclusterError:
-                return False
+                now = time.monotonic()
+                self._silent_since = now if self._silent_since is None else self._silent_since
+                return now - self._silent_since < SILENT_CONTROLLER_SECONDS
+            self._silent_since = None
             self._ending = job is None or not job.running or job.restarts > self.restarts
         return self._ending
 
