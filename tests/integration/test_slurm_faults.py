@@ -49,7 +49,10 @@ def sleeper(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     ran = job_id(name)
     wait_status(name, lambda s: s.state is State.RUNNING and len(task_processes(name)) >= 6, timeout=60)  # srun + task
     yield name
-    if SlurmState.named(name).exists():
+    state = SlurmState.named(name)
+    if state.exists():
+        # the supervisors' own account, shown with a failure (pytest's captured teardown output): down removes it
+        print(state.batch_log.read_text(errors="replace")[-6000:] if state.batch_log.exists() else "no batch.log")
         assert tfcluster("down", name, cwd=tmp_path, timeout=180).returncode == 0
     assert_nothing_left(name, ran)
 
