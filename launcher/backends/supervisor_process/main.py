@@ -50,4 +50,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {problem}; usage: {USAGE}", file=sys.stderr)
         return 2
     return harness.run_supervisor(cls.state_of(args.target), cls.host, adopt=args.adopt)
-
