@@ -1,14 +1,18 @@
 """Task output as text lines, however it arrives: byte chunks, a growing file, several streams at once.
 
-Contract: ``iter_lines(chunks)`` splits a stream of byte chunks (Docker and
-Kubernetes log streams split lines anywhere) into lines, the last partial
-line included; ``LineReader(path).read(final)`` returns the complete lines
-appended to a file since the previous read (the partial last one only when
-``final``); ``interleave({label: open_stream})`` merges blocking line
-streams as lines arrive, as ``"<label> | <line>"``, one daemon thread per
-stream (``open_stream`` is called in its thread, so a slow connect does not
-hold up the others), and ends when every stream ended. Undecodable bytes
-are replaced, never raised.
+Contract: ``LineSplitter`` is the one place a task's output is cut into lines: ``feed(chunk)`` returns the lines a
+chunk completed (split at ``\\n``; Docker and Kubernetes log streams split lines anywhere), ``end()`` the partial
+last one. Its time is linear in what it is fed and it holds at most ``2 * MAX_LINE_BYTES`` of a line whatever a task
+prints: a line longer than ``MAX_LINE_BYTES`` keeps its first ``MAX_LINE_BYTES`` (cut at a character's start) and
+``CUT_MARK``, and, when the rest held carriage returns, a carriage return and what followed the last of them
+(bounded alike): what a terminal shows last, where an event written after a progress bar is read
+(``launcher.protocol.events``); the rest of it is dropped until its newline.
+``iter_lines(chunks)`` splits a stream of byte chunks, the last partial line included; ``LineReader(path).read(final)``
+returns the complete lines appended to a file since the previous read (the partial last one only when ``final``),
+reading ``READ_BYTES`` at a time; ``file_chunks(path)`` a file's bytes in such chunks; ``interleave({label:
+open_stream})`` merges blocking line streams as lines arrive, as ``"<label> | <line>"``, one daemon thread per
+stream (``open_stream`` is called in its thread, so a slow connect does not hold up the others), and ends when
+every stream ended. Undecodable bytes are replaced, never raised.
 """
 
 from __future__ import annotations
@@ -18,19 +22,103 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
+#: The most of one output line kept (bytes; and as much of its last carriage-return segment): more is cut.
+MAX_LINE_BYTES = 16 * 1024
+#: What ends a line cut at ``MAX_LINE_BYTES``.
+CUT_MARK = f" [tfcluster: line cut at {MAX_LINE_BYTES} bytes]"
+#: How much of a file is read at a time.
+READ_BYTES = 64 * 1024
 
-def _split(pending: bytes) -> tuple[list[str], bytes]:
-    *lines, rest = pending.split(b"\n")
-    return [line.decode("utf-8", "replace") for line in lines], rest
+
+def _whole(data: bytearray, cut: bool) -> str:
+    """``data`` as text; when ``cut``, without the character the cut split (a UTF-8 sequence left incomplete)."""
+    end = len(data)
+    if cut and data:
+        lead = end - 1
+        while lead > 0 and end - lead < 4 and data[lead] & 0xC0 == 0x80:
+            lead -= 1  # back over continuation bytes to the sequence's first byte
+        first = data[lead]
+        size = 2 if first & 0xE0 == 0xC0 else 3 if first & 0xF0 == 0xE0 else 4 if first & 0xF8 == 0xF0 else 1
+        if end - lead < size:
+            end = lead
+    return bytes(data[:end]).decode("utf-8", "replace")
+
+
+class _Part:
+    """A bounded piece of a line: at most ``MAX_LINE_BYTES``, ``cut`` once more was offered."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.cut = False
+
+    def add(self, chunk: bytes, start: int, end: int) -> int:
+        """Take ``chunk[start:end]`` up to the bound; the index where what was not taken starts."""
+        take = min(end - start, MAX_LINE_BYTES - len(self.data))
+        self.data += chunk[start:start + take]
+        if start + take < end:
+            self.cut = True
+        return start + take
+
+    def text(self) -> str:
+        return _whole(self.data, self.cut) + (CUT_MARK if self.cut else "")
+
+
+class LineSplitter:
+    """See the module contract."""
+
+    def __init__(self) -> None:
+        self._head = _Part()
+        self._last: _Part | None = None  # after the last carriage return past the head, once there is one
+
+    @property
+    def held(self) -> int:
+        """How many bytes of the current line it holds."""
+        return len(self._head.data) + (0 if self._last is None else len(self._last.data))
+
+    def feed(self, chunk: bytes) -> list[str]:
+        lines: list[str] = []
+        start = 0
+        while True:
+            newline = chunk.find(b"\n", start)
+            end = len(chunk) if newline < 0 else newline
+            self._take(chunk, start, end)
+            if newline < 0:
+                return lines
+            lines.append(self._line())
+            start = newline + 1
+
+    def end(self) -> list[str]:
+        """The partial last line, if any (the splitter is then empty)."""
+        return [self._line()] if self._head.data or self._head.cut else []
+
+    def _take(self, chunk: bytes, start: int, end: int) -> None:
+        if not self._head.cut:
+            start = self._head.add(chunk, start, end)
+            if start == end:
+                return
+        carriage = chunk.rfind(b"\r", start, end)
+        if carriage >= 0:
+            self._last, start = _Part(), carriage + 1
+        if self._last is not None:
+            self._last.add(chunk, start, end)
+
+    def _line(self) -> str:
+        line = self._head.text() + ("" if self._last is None else "\r" + self._last.text())
+        self._head, self._last = _Part(), None
+        return line
 
 
 def iter_lines(chunks: Iterable[bytes]) -> Iterator[str]:
-    pending = b""
+    splitter = LineSplitter()
     for chunk in chunks:
-        lines, pending = _split(pending + chunk)
-        yield from lines
-    if pending:
-        yield pending.decode("utf-8", "replace")
+        yield from splitter.feed(chunk)
+    yield from splitter.end()
+
+
+def file_chunks(path: Path) -> Iterator[bytes]:
+    """The bytes of ``path``, ``READ_BYTES`` at a time."""
+    with open(path, "rb") as handle:
+        yield from iter(lambda: handle.read(READ_BYTES), b"")
 
 
 class LineReader:
@@ -39,20 +127,19 @@ class LineReader:
     def __init__(self, path: Path):
         self.path = path
         self.offset = 0
-        self.partial = b""
+        self._splitter = LineSplitter()
 
     def read(self, final: bool) -> list[str]:
+        lines: list[str] = []
         try:
             with open(self.path, "rb") as handle:
                 handle.seek(self.offset)
-                chunk = handle.read()
+                for chunk in iter(lambda: handle.read(READ_BYTES), b""):
+                    self.offset += len(chunk)
+                    lines += self._splitter.feed(chunk)
         except FileNotFoundError:
-            return []
-        self.offset += len(chunk)
-        lines, self.partial = _split(self.partial + chunk)
-        if final and self.partial:
-            lines, self.partial = [*lines, self.partial.decode("utf-8", "replace")], b""
-        return lines
+            return lines
+        return lines + self._splitter.end() if final else lines
 
 
 def interleave(streams: Mapping[str, Callable[[], Iterable[str]]]) -> Iterator[str]:
