@@ -4,7 +4,9 @@ Contract: ``Supervisor.run`` drives a backend's ``Runtime`` until the job is ter
 to leave no task running. Decisions come from ``launcher.supervision.rules``; this loop applies them,
 the deadline, linger after success and cancellation, the stall watchdog (with stacks and
 stragglers), standbys and the goodput ledger, and publishes a true status. Engine faults are retried
-up to ``fault_retries`` rounds in a row, then the job fails; nothing escapes ``run`` as a traceback.
+up to ``fault_retries`` rounds in a row, then the job fails; nothing escapes ``run`` as a traceback. A status
+``on_status`` cannot write (a full disk, an API server refusing it) is logged in one line and written again at the
+next publish (the job's end: up to ``fault_retries`` times): it does not end the supervision. A task's error text is kept to ``LAST_ERROR_CHARS``.
 Events count only under the plan's token. With ``resume`` it adopts a dead supervisor's tasks and
 carries its policy state on. Exit codes are shell-style (128+N). The full behaviour:
 docs/design-notes.md.
@@ -42,7 +44,7 @@ from launcher.supervision.stall import (
     describe,
     judge,
 )
-from launcher.supervision.status import JobStatus, StallStatus, State, TaskStatus
+from launcher.supervision.status import JobStatus, StallStatus, State, TaskStatus, clipped
 from launcher.supervision.stragglers import WINDOW as STRAGGLER_WINDOW
 from launcher.supervision.stragglers import StepBreakdown, stragglers
 
@@ -127,6 +129,8 @@ KeepStacks = Callable[[int, Mapping[str, "str | None"]], "str | None"]
 GOODPUT_REFRESH_SECONDS = 5.0
 #: How much of a task's last output line its status keeps.
 LAST_LINE_CHARS = 200
+#: How much of a task's last error line (or of its ``failed`` event's reason) the supervisor keeps for its messages.
+LAST_ERROR_CHARS = 1000
 #: How long a stall waits for the tasks' stack dumps before it acts.
 STACKS_SECONDS = 10.0
 
@@ -208,6 +212,7 @@ class Supervisor:
         self._job = JobStatus(plan.name, plan.backend, State.PENDING, progress=seed(plan.run_config),
                               tensorboard_dir=plan.run_config.tensorboard_dir)
         self._published: JobStatus | None = None
+        self._unpublished = ""  # why the last status could not be written (logged once), empty once one was
         self._cancelled = threading.Event()
         self._pause = pause or self._cancelled.wait
         self._lead = plan.lead().name
@@ -287,7 +292,10 @@ class Supervisor:
             self._stop([r for r in self._runs.values() if r.running], "stopped", grace)
         except Exception as exc:
             _log(f"cannot stop the remaining tasks: {_one_line(exc)}")
-        self._publish()
+        for attempt in range(1, self.fault_retries + 1):
+            if self._publish() or attempt == self.fault_retries:
+                return
+            time.sleep(self.fault_pause)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -605,7 +613,7 @@ class Supervisor:
                 if line.strip():
                     run.tail.append(line.rstrip())
                 if line.strip() and not is_noise(line):
-                    run.last_error = line.strip()
+                    run.last_error = clipped(line.strip(), LAST_ERROR_CHARS)
                     run.status.last_line = run.last_error[:LAST_LINE_CHARS]
                 continue
             event = self._events.parse(line)
@@ -614,7 +622,7 @@ class Supervisor:
 
     def _on_event(self, run: _Run, event: events.Event) -> None:
         if isinstance(event, events.Failed):
-            run.failed_reason = event.reason
+            run.failed_reason = clipped(event.reason, LAST_ERROR_CHARS)
         elif isinstance(event, events.Preempted):
             run.status.message = f"preempted, saved at step {event.step}" if event.step else "preempted"
         elif isinstance(event, events.Restored):
@@ -646,13 +654,21 @@ class Supervisor:
         if not state.terminal:
             self._publish()
 
-    def _publish(self) -> None:
+    def _publish(self) -> bool:
+        """Publish the status if it changed (or only its goodput is stale); False if ``on_status`` failed."""
         status, last = self.status(), self._published
         stale = (last is None or last.goodput is None or status.goodput is None
                  or status.goodput.wall_seconds - last.goodput.wall_seconds >= GOODPUT_REFRESH_SECONDS)
         if last is None or replace(status, goodput=None) != replace(last, goodput=None) or stale:
-            self._published = status
-            self.on_status(status)
+            try:
+                self.on_status(status)
+            except Exception as exc:  # noqa: BLE001 - see the module contract: the next publish writes it again
+                if _one_line(exc) != self._unpublished:
+                    self._unpublished = _one_line(exc)
+                    _log(f"cannot publish the status (it is tried again): {self._unpublished}")
+                return False
+            self._published, self._unpublished = status, ""
+        return True
 
 
 def _one_line(exc: BaseException) -> str:
