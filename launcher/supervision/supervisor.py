@@ -6,7 +6,8 @@ the deadline, linger after success and cancellation, the stall watchdog (with st
 stragglers), standbys and the goodput ledger, and publishes a true status. Engine faults are retried
 up to ``fault_retries`` rounds in a row, then the job fails; nothing escapes ``run`` as a traceback. A status
 ``on_status`` cannot write (a full disk, an API server refusing it) is logged in one line and written again at the
-next publish (the job's end: up to ``fault_retries`` times): it does not end the supervision. A task's error text is kept to ``LAST_ERROR_CHARS``.
+next publish (the job's end: up to ``fault_retries`` times): it does not end the supervision. A task's error text
+is kept to ``LAST_ERROR_CHARS``.
 Events count only under the plan's token. With ``resume`` it adopts a dead supervisor's tasks and
 carries its policy state on. Exit codes are shell-style (128+N). The full behaviour:
 docs/design-notes.md.
