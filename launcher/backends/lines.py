@@ -8,8 +8,13 @@ prints: a line longer than ``MAX_LINE_BYTES`` keeps its first ``MAX_LINE_BYTES``
 (bounded alike): what a terminal shows last, where an event written after a progress bar is read
 (``launcher.protocol.events``); the rest of it is dropped until its newline.
 ``iter_lines(chunks)`` splits a stream of byte chunks, the last partial line included; ``LineReader(path).read(final)``
-returns the complete lines appended to a file since the previous read (the partial last one only when ``final``),
-reading ``READ_BYTES`` at a time; ``file_chunks(path)`` a file's bytes in such chunks; ``interleave({label:
+returns the complete lines appended to a file since the previous read, at most ``BATCH_LINES`` of them, of about
+``BATCH_BYTES`` characters (at most one chunk's more; the rest at the next reads; the partial last one only when
+``final`` and the file is read to its end: so a read returns [] only at the end of what was written);
+``LineQueue`` hands the lines a reader thread follows (a Docker or pod log stream) to the supervisor, holding at
+most ``BATCH_LINES`` lines of ``BATCH_BYTES`` characters (and one line more): its reader waits while it is full
+(backpressure on the stream, nothing dropped). So however much a task prints between two polls, one read hands
+over a bounded batch. ``file_chunks(path)`` a file's bytes in such chunks; ``interleave({label:
 open_stream})`` merges blocking line streams as lines arrive, as ``"<label> | <line>"``, one daemon thread per
 stream (``open_stream`` is called in its thread, so a slow connect does not hold up the others), and ends when
 every stream ended. Undecodable bytes are replaced, never raised.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -28,6 +34,10 @@ MAX_LINE_BYTES = 16 * 1024
 CUT_MARK = f" [tfcluster: line cut at {MAX_LINE_BYTES} bytes]"
 #: How much of a file is read at a time.
 READ_BYTES = 64 * 1024
+#: The most lines one read of a task's output hands over (``LineReader.read``, ``LineQueue.take``).
+BATCH_LINES = 10_000
+#: About the most characters of lines one read hands over (``LineReader``), the most a ``LineQueue`` holds.
+BATCH_BYTES = 1024 * 1024
 
 
 def _whole(data: bytearray, cut: bool) -> str:
@@ -122,7 +132,7 @@ def file_chunks(path: Path) -> Iterator[bytes]:
 
 
 class LineReader:
-    """Complete lines appended to a file since the last read (the last partial line only when ``final``)."""
+    """Complete lines appended to a file since the last read, a bounded batch at a time (see the module contract)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -131,15 +141,94 @@ class LineReader:
 
     def read(self, final: bool) -> list[str]:
         lines: list[str] = []
+        size = 0
         try:
             with open(self.path, "rb") as handle:
                 handle.seek(self.offset)
-                for chunk in iter(lambda: handle.read(READ_BYTES), b""):
+                # A byte ends at most one line: never more than BATCH_LINES lines; a line read ends at a newline.
+                while (room := min(READ_BYTES, BATCH_LINES - len(lines))) and size < BATCH_BYTES:
+                    chunk = handle.read(room)
+                    if not chunk:
+                        return lines + self._splitter.end() if final else lines
                     self.offset += len(chunk)
-                    lines += self._splitter.feed(chunk)
+                    new = self._splitter.feed(chunk)
+                    size += sum(len(line) for line in new)
+                    lines += new
         except FileNotFoundError:
-            return lines
-        return lines + self._splitter.end() if final else lines
+            pass
+        return lines
+
+
+class LineQueue:
+    """The lines one reader thread follows, handed to the supervisor's thread (see the module contract).
+
+    The reader ``put``s each line (False once the queue is ``abandon``ed: it should stop) and ``end``s it;
+    ``note`` adds a line of the runtime's own without waiting (the supervisor's thread must not wait for
+    itself); ``take(wait)`` returns every line held, with ``wait`` first waiting up to that long for the reader
+    to end or fill it (a run that ended: the rest of its output, a batch at a time); ``wait_for(count, seconds)``
+    waits until ``count`` lines were put in all, the reader ended or the queue is full.
+    """
+
+    def __init__(self) -> None:
+        self._lines: deque[str] = deque()
+        self._chars = 0
+        self._changed = threading.Condition()
+        self._abandoned = False
+        self.delivered = 0
+        self.ended = False
+
+    @property
+    def held(self) -> int:
+        """How many lines it holds."""
+        return len(self._lines)
+
+    def _full(self) -> bool:
+        return len(self._lines) >= BATCH_LINES or self._chars >= BATCH_BYTES
+
+    def _add(self, line: str) -> None:
+        self._lines.append(line)
+        self._chars += len(line)
+
+    def put(self, line: str) -> bool:
+        with self._changed:
+            self._changed.wait_for(lambda: self._abandoned or not self._full())
+            if self._abandoned:
+                return False
+            self._add(line)
+            self.delivered += 1
+            self._changed.notify_all()
+            return True
+
+    def note(self, line: str) -> None:
+        with self._changed:
+            self._add(line)
+            self._changed.notify_all()
+
+    def end(self) -> None:
+        with self._changed:
+            self.ended = True
+            self._changed.notify_all()
+
+    def abandon(self) -> None:
+        with self._changed:
+            self._abandoned = True
+            self._lines.clear()
+            self._chars = 0
+            self._changed.notify_all()
+
+    def wait_for(self, count: int, seconds: float) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: self.delivered >= count or self.ended or self._full(), seconds)
+
+    def take(self, wait: float = 0.0) -> list[str]:
+        with self._changed:
+            if wait:
+                self._changed.wait_for(lambda: self.ended or self._full(), wait)
+            lines = list(self._lines)
+            self._lines.clear()
+            self._chars = 0
+            self._changed.notify_all()
+        return lines
 
 
 def interleave(streams: Mapping[str, Callable[[], Iterable[str]]]) -> Iterator[str]:

@@ -70,7 +70,9 @@ class Runtime(Protocol):
     ``tasks`` (terminate, i.e. SIGTERM, then kill after ``grace_seconds``)
     and returns once they are gone; it must not make the runtime restart them by itself, and
     is a no-op for tasks not running. ``output`` returns the lines (stdout
-    and stderr) the task wrote since the previous call. ``close`` is called
+    and stderr) the task wrote since the previous call, a bounded batch of them (the rest at the next calls:
+    however much a task prints, a read hands over a bounded amount); once its run ended (``poll`` gave its
+    code, or ``stop`` returned) calls give the rest, then [] (the supervisor reads until then). ``close`` is called
     once after the job ended and every task was stopped. ``dump_stacks``
     sends ``launcher.protocol.stacks_signal.STACKS_SIGNAL`` to the task's program
     (not to a wrapper around it; the dump then comes in its ``output``). ``read_stacks`` reads
@@ -464,7 +466,7 @@ class Supervisor:
             if not run.running:
                 continue
             code = self.runtime.poll(run.task)
-            self._read(run)
+            self._read(run, to_the_end=code is not None)
             if code is not None:
                 run.running = False
                 run.status.exit_code = code
@@ -600,26 +602,35 @@ class Supervisor:
             return
         self.runtime.stop([r.task for r in runs], grace_seconds)
         for run in runs:
-            self._read(run)
+            self._read(run, to_the_end=True)
             run.running = False
             run.status.state = State.CANCELLED
             run.status.message = message
 
-    def _read(self, run: _Run) -> None:
-        for line in self.runtime.output(run.task):
-            if is_stack_line(line):
-                run.stack_lines.append(line.rstrip())
-                continue
-            if not self._events.carries_event(line):
-                if line.strip():
-                    run.tail.append(line.rstrip())
-                if line.strip() and not is_noise(line):
-                    run.last_error = clipped(line.strip(), LAST_ERROR_CHARS)
-                    run.status.last_line = run.last_error[:LAST_LINE_CHARS]
-                continue
-            event = self._events.parse(line)
-            if event is not None:
-                self._on_event(run, event)
+    def _read(self, run: _Run, to_the_end: bool = False) -> None:
+        """Take the run's new output, one batch; ``to_the_end`` (the run ended): batch after batch to its end."""
+        while True:
+            lines = self.runtime.output(run.task)
+            for line in lines:
+                self._take(run, line)
+            if not (to_the_end and lines):
+                return
+
+    def _take(self, run: _Run, line: str) -> None:
+        """One output line: a stack dump's, an event, or the task's own (its tail and last error)."""
+        if is_stack_line(line):
+            run.stack_lines.append(line.rstrip())
+            return
+        if not self._events.carries_event(line):
+            if line.strip():
+                run.tail.append(line.rstrip())
+            if line.strip() and not is_noise(line):
+                run.last_error = clipped(line.strip(), LAST_ERROR_CHARS)
+                run.status.last_line = run.last_error[:LAST_LINE_CHARS]
+            return
+        event = self._events.parse(line)
+        if event is not None:
+            self._on_event(run, event)
 
     def _on_event(self, run: _Run, event: events.Event) -> None:
         if isinstance(event, events.Failed):
