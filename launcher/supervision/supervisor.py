@@ -25,6 +25,7 @@ from typing import Protocol, runtime_checkable
 
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
+from launcher.plan.policy import LOG_LINE_CHARS
 from launcher.protocol import events
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.progress import counts, progress, seed
@@ -150,7 +151,8 @@ class _Run:
     #: The run dumps its stacks on ``STACKS_SIGNAL`` (it said so); the lines of its current dump.
     dumps_stacks: bool = False
     stack_lines: list[str] = field(default_factory=list)
-    #: The current run's last output lines (events and stack dumps left out), for the failure rules.
+    #: The current run's last output lines (events and stack dumps left out), for the failure rules: each kept to
+    #: the ``LOG_LINE_CHARS`` a log pattern reads, so at most ``LOG_TAIL_LINES * LOG_LINE_CHARS`` characters a task.
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL_LINES))
     #: The current run ended by the kernel's OOM killer (an ``OomReports`` runtime said so).
     oom_killed: bool = False
@@ -623,7 +625,7 @@ class Supervisor:
             return
         if not self._events.carries_event(line):
             if line.strip():
-                run.tail.append(line.rstrip())
+                run.tail.append(line.rstrip()[:LOG_LINE_CHARS])
             if line.strip() and not is_noise(line):
                 run.last_error = clipped(line.strip(), LAST_ERROR_CHARS)
                 run.status.last_line = run.last_error[:LAST_LINE_CHARS]
