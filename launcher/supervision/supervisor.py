@@ -6,7 +6,8 @@ the deadline, linger after success and cancellation, the stall watchdog (with st
 stragglers), standbys and the goodput ledger, and publishes a true status. Engine faults are retried
 up to ``fault_retries`` rounds in a row, then the job fails; nothing escapes ``run`` as a traceback. A status
 ``on_status`` cannot write (a full disk, an API server refusing it) is logged in one line and written again at the
-next publish (the job's end: up to ``fault_retries`` times): it does not end the supervision. A task's error text
+next publish (the job's end: up to ``fault_retries`` times): it does not end the supervision
+(``launcher.supervision.publisher``, the harness's own writes' home too). A task's error text
 is kept to ``LAST_ERROR_CHARS``.
 Events count only under the plan's token. With ``resume`` it adopts a dead supervisor's tasks and
 carries its policy state on. Exit codes are shell-style (128+N). The full behaviour:
@@ -33,6 +34,7 @@ from launcher.spec.models import LOG_TAIL_LINES
 from launcher.supervision.faults import engine_fault
 from launcher.supervision.goodput import Disruption, Ledger
 from launcher.supervision.noise import is_noise
+from launcher.supervision.publisher import Publisher, one_line
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
 from launcher.supervision.stack_dumps import is_stack_line
 from launcher.supervision.stack_evidence import GAP_SECONDS, read, two_samples
@@ -217,7 +219,7 @@ class Supervisor:
         self._job = JobStatus(plan.name, plan.backend, State.PENDING, progress=seed(plan.run_config),
                               tensorboard_dir=plan.run_config.tensorboard_dir)
         self._published: JobStatus | None = None
-        self._unpublished = ""  # why the last status could not be written (logged once), empty once one was
+        self._publisher = Publisher(lambda status: self.on_status(status))
         self._cancelled = threading.Event()
         self._pause = pause or self._cancelled.wait
         self._lead = plan.lead().name
@@ -283,8 +285,8 @@ class Supervisor:
         except LaunchError as exc:
             self._set_job(State.FAILED, f"failed: {exc}")
         except Exception as exc:  # a runtime fault outside the retried rounds (the first start), or not retried
-            _log(f"runtime error: {_one_line(exc)}")
-            self._set_job(State.FAILED, f"failed: the runtime failed: {_one_line(exc)}")
+            _log(f"runtime error: {one_line(exc)}")
+            self._set_job(State.FAILED, f"failed: the runtime failed: {one_line(exc)}")
         finally:
             if not self._left.is_set():
                 self._stop_the_rest()
@@ -296,11 +298,8 @@ class Supervisor:
             grace = self.plan.policy.save_grace_seconds if self._cancelled.is_set() else STOP_SECONDS
             self._stop([r for r in self._runs.values() if r.running], "stopped", grace)
         except Exception as exc:
-            _log(f"cannot stop the remaining tasks: {_one_line(exc)}")
-        for attempt in range(1, self.fault_retries + 1):
-            if self._publish() or attempt == self.fault_retries:
-                return
-            time.sleep(self.fault_pause)
+            _log(f"cannot stop the remaining tasks: {one_line(exc)}")
+        self._publisher.publish_end(self.status(), self.fault_retries, self.fault_pause)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -319,9 +318,9 @@ class Supervisor:
             except _Fault as fault:
                 faults += 1
                 exc = fault.__cause__ or fault
-                _log(f"runtime error ({faults}/{self.fault_retries}): {_one_line(exc)}")
+                _log(f"runtime error ({faults}/{self.fault_retries}): {one_line(exc)}")
                 if faults >= self.fault_retries:
-                    return State.FAILED, f"failed: the runtime failed {faults} times in a row: {_one_line(exc)}"
+                    return State.FAILED, f"failed: the runtime failed {faults} times in a row: {one_line(exc)}"
                 self._cancelled.wait(self.fault_pause)
                 continue
             faults = 0
@@ -458,7 +457,7 @@ class Supervisor:
         try:
             return self.keep_stacks(number, dumps)
         except OSError as exc:
-            _log(f"cannot write the stacks: {_one_line(exc)}")
+            _log(f"cannot write the stacks: {one_line(exc)}")
             return None
 
     def _poll(self) -> list[tuple[str, int]]:
@@ -560,7 +559,7 @@ class Supervisor:
                 self._poll()
             except Exception as exc:  # the job succeeded: a fault ends the linger (``run`` stops the rest), not that
                 faults += 1
-                _log(f"runtime error while the others linger ({faults}/{self.fault_retries}): {_one_line(exc)}")
+                _log(f"runtime error while the others linger ({faults}/{self.fault_retries}): {one_line(exc)}")
                 if faults >= self.fault_retries:
                     return
             self._publish()
@@ -596,7 +595,7 @@ class Supervisor:
         try:
             self.runtime.prepare(self._standbys)
         except Exception as exc:
-            _log(f"no standbys: {_one_line(exc)}")
+            _log(f"no standbys: {one_line(exc)}")
 
     def _stop(self, runs: Iterable[_Run], message: str, grace_seconds: float) -> None:
         runs = list(runs)
@@ -674,20 +673,10 @@ class Supervisor:
         stale = (last is None or last.goodput is None or status.goodput is None
                  or status.goodput.wall_seconds - last.goodput.wall_seconds >= GOODPUT_REFRESH_SECONDS)
         if last is None or replace(status, goodput=None) != replace(last, goodput=None) or stale:
-            try:
-                self.on_status(status)
-            except Exception as exc:  # noqa: BLE001 - see the module contract: the next publish writes it again
-                if _one_line(exc) != self._unpublished:
-                    self._unpublished = _one_line(exc)
-                    _log(f"cannot publish the status (it is tried again): {self._unpublished}")
+            if not self._publisher.publish(status):
                 return False
-            self._published, self._unpublished = status, ""
+            self._published = status
         return True
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _log(message: str) -> None:
