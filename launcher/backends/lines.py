@@ -10,7 +10,8 @@ prints: a line longer than ``MAX_LINE_BYTES`` keeps its first ``MAX_LINE_BYTES``
 ``iter_lines(chunks)`` splits a stream of byte chunks, the last partial line included; ``LineReader(path).read(final)``
 returns the complete lines appended to a file since the previous read, at most ``BATCH_LINES`` of them, of about
 ``BATCH_BYTES`` characters (at most one chunk's more; the rest at the next reads; the partial last one only when
-``final`` and the file is read to its end: so a read returns [] only at the end of what was written);
+``final`` and the file is read to its end, the end the first ``final`` read found: so a read returns [] only at
+the end of what was written);
 ``LineQueue`` hands the lines a reader thread follows (a Docker or pod log stream) to the supervisor, holding at
 most ``BATCH_LINES`` lines of ``BATCH_BYTES`` characters (and one line more): its reader waits while it is full
 (backpressure on the stream, nothing dropped). So however much a task prints between two polls, one read hands
@@ -22,6 +23,7 @@ every stream ended. Undecodable bytes are replaced, never raised.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections import deque
@@ -132,22 +134,31 @@ def file_chunks(path: Path) -> Iterator[bytes]:
 
 
 class LineReader:
-    """Complete lines appended to a file since the last read, a bounded batch at a time (see the module contract)."""
+    """Complete lines appended to a file since the last read, a bounded batch at a time (see the module contract).
+
+    The first ``final`` read fixes the end: what a process left behind appends later is not read (a run's output
+    ends with the run, so reading it to its end ends)."""
 
     def __init__(self, path: Path):
         self.path = path
         self.offset = 0
         self._splitter = LineSplitter()
+        self._end: int | None = None
 
     def read(self, final: bool) -> list[str]:
         lines: list[str] = []
         size = 0
         try:
             with open(self.path, "rb") as handle:
+                if final and self._end is None:
+                    self._end = os.fstat(handle.fileno()).st_size
                 handle.seek(self.offset)
-                # A byte ends at most one line: never more than BATCH_LINES lines; a line read ends at a newline.
-                while (room := min(READ_BYTES, BATCH_LINES - len(lines))) and size < BATCH_BYTES:
-                    chunk = handle.read(room)
+                while len(lines) < BATCH_LINES and size < BATCH_BYTES:
+                    # A byte ends at most one line: never more than BATCH_LINES lines.
+                    room = min(READ_BYTES, BATCH_LINES - len(lines))
+                    if self._end is not None:
+                        room = min(room, self._end - self.offset)
+                    chunk = handle.read(room) if room > 0 else b""
                     if not chunk:
                         return lines + self._splitter.end() if final else lines
                     self.offset += len(chunk)

@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends.lines import CUT_MARK, MAX_LINE_BYTES, READ_BYTES, LineReader, LineSplitter, iter_lines
+from launcher.backends.lines import (
+    BATCH_LINES,
+    CUT_MARK,
+    MAX_LINE_BYTES,
+    READ_BYTES,
+    LineReader,
+    LineSplitter,
+    iter_lines,
+)
 from launcher.protocol.events import EventReader, Step, format_event, new_token
 
 #: Eight megabytes without a newline, as a task that prints one endless line writes them.
@@ -124,3 +132,19 @@ def test_lines_split_anywhere_across_chunks_are_the_same_lines() -> None:
     assert whole == ["first\r", "second é", "", "third 😀 no newline"]
     for at in range(len(data) + 1):
         assert list(iter_lines([data[:at], data[at:]])) == whole
+
+
+def test_a_log_file_is_read_a_bounded_batch_at_a_time_to_the_end_it_had_when_the_run_ended(tmp_path: Path) -> None:
+    """``BATCH_LINES`` lines a read at most; the first final read fixes the end: what a process the run left behind
+    appends afterwards is not read, so reading an ended run to its end ends."""
+    log = tmp_path / "task.log"
+    log.write_bytes(b"".join(b"%d\n" % n for n in range(2 * BATCH_LINES + 5)) + b"partial")
+    reader = LineReader(log)
+    first = reader.read(final=True)
+    with open(log, "ab") as handle:
+        handle.write(b" left behind\nmore\n")
+    batches = [first]
+    while batches[-1]:
+        batches.append(reader.read(final=True))
+    assert [len(batch) for batch in batches] == [BATCH_LINES, BATCH_LINES, 6, 0]
+    assert batches[2][-1] == "partial"
