@@ -17,8 +17,9 @@ most ``BATCH_LINES`` lines of ``BATCH_BYTES`` characters (and one line more): it
 (backpressure on the stream, nothing dropped). So however much a task prints between two polls, one read hands
 over a bounded batch. ``file_chunks(path)`` a file's bytes in such chunks; ``interleave({label:
 open_stream})`` merges blocking line streams as lines arrive, as ``"<label> | <line>"``, one daemon thread per
-stream (``open_stream`` is called in its thread, so a slow connect does not hold up the others), and ends when
-every stream ended. Undecodable bytes are replaced, never raised.
+stream (``open_stream`` is called in its thread, so a slow connect does not hold up the others), holding at most
+``BATCH_LINES`` lines its reader has not taken (a stream's thread waits meanwhile), and ends when every stream
+ended. Undecodable bytes are replaced, never raised.
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ class LineQueue:
 
 
 def interleave(streams: Mapping[str, Callable[[], Iterable[str]]]) -> Iterator[str]:
-    lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+    lines: queue.Queue[str | None] = queue.Queue(maxsize=BATCH_LINES)  # full: a stream's thread waits
 
     def pump(label: str, open_stream: Callable[[], Iterable[str]]) -> None:
         try:

@@ -7,6 +7,7 @@ drives each backend's own reading point.
 
 from __future__ import annotations
 
+import threading
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from launcher.backends.lines import (
     READ_BYTES,
     LineReader,
     LineSplitter,
+    interleave,
     iter_lines,
 )
 from launcher.protocol.events import EventReader, Step, format_event, new_token
@@ -148,3 +150,30 @@ def test_a_log_file_is_read_a_bounded_batch_at_a_time_to_the_end_it_had_when_the
         batches.append(reader.read(final=True))
     assert [len(batch) for batch in batches] == [BATCH_LINES, BATCH_LINES, 6, 0]
     assert batches[2][-1] == "partial"
+
+
+@pytest.mark.timeout(120)
+def test_interleave_holds_a_bounded_number_of_lines_its_reader_has_not_taken() -> None:
+    """A stream far faster than its reader (``logs`` to a slow terminal) waits: never more than ``BATCH_LINES`` lines
+    held (and the one its thread holds, and the one the reader is handed), none lost."""
+    total, produced, consumed, ahead = 3 * BATCH_LINES, [0], [0], [0]
+    moved = threading.Condition()
+
+    def stream() -> Iterator[str]:
+        for n in range(total):
+            with moved:
+                produced[0] += 1
+                ahead[0] = max(ahead[0], produced[0] - consumed[0])
+                moved.notify_all()
+            yield str(n)
+
+    lines = interleave({"a": stream})
+    got = [next(lines)]
+    consumed[0] = 1
+    with moved:  # the reader lags: the stream goes as far ahead as it may
+        assert moved.wait_for(lambda: produced[0] >= BATCH_LINES + 2, timeout=60)
+    for line in lines:
+        got.append(line)
+        consumed[0] += 1
+    assert got == [f"a | {n}" for n in range(total)]
+    assert ahead[0] <= BATCH_LINES + 2, ahead[0]
