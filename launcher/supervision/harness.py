@@ -6,7 +6,8 @@ credentials) holds its plan, status, supervisor pid and log, ``started`` and eac
 detaches a supervisor (a ``Process``: the backend layer's command, the backend's ``host``) and returns once every
 task started, else raises ``LaunchError``; ``launch`` adds the one cleanup rule (``undo``). ``run_supervisor`` is
 the only place a supervisor process handles signals (SIGTERM, SIGINT: cancel; a ``Notice``: hand the job
-back) and writes a failed status. ``describe`` says when the supervisor is lost and reads the tasks' exits
+back) and writes a failed status (as the loop writes, through a ``Publisher``: a store refusing it is logged,
+the process still exits as it says). ``describe`` says when the supervisor is lost and reads the tasks' exits
 (``read_exits``); ``adopt`` starts one that carries the policy on. A backend may keep the plan and status elsewhere
 (``Backend.state_of``: Kubernetes, the run's ConfigMap), and its ``Hosted.leave_on_sigterm`` makes SIGTERM
 leave the tasks to the next supervisor (143: a supervisor pod moved). Design notes: docs/design-notes.md.
@@ -31,10 +32,11 @@ from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.supervision import detach, procfs
+from launcher.supervision.publisher import Publisher
 from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.statefile import open_private, private_dir, read_json, write_json, write_private
 from launcher.supervision.status import JobStatus, State, SupervisorState
-from launcher.supervision.supervisor import Runtime, Supervisor
+from launcher.supervision.supervisor import FAULT_PAUSE_SECONDS, FAULT_RETRIES, Runtime, Supervisor
 
 #: How long ``start`` waits for the supervisor to report the tasks started.
 START_TIMEOUT_SECONDS = 120.0
@@ -361,7 +363,7 @@ def run_supervisor(state: StateDir, host: Host, adopt: bool = False) -> int:
         print(f"{plan.name}: stopped: the tasks are left as they are, for the next supervisor to adopt", flush=True)
         return LEFT_EXIT
     if notice is not None and noticed.is_set() and job.state is State.CANCELLED:
-        publish(job)
+        Publisher(publish).publish_end(job, FAULT_RETRIES, FAULT_PAUSE_SECONDS)
         print(f"{plan.name}: {notice.said}", flush=True)
         try:
             notice.then()
@@ -373,8 +375,10 @@ def run_supervisor(state: StateDir, host: Host, adopt: bool = False) -> int:
 
 
 def _fail(state: StateDir, plan: Plan, message: str, base: JobStatus | None = None) -> int:
-    """Publish the job failed with ``message`` (from ``base``, else a fresh status) and log it; 1."""
+    """Publish the job failed with ``message`` (from ``base``, else a fresh status) and log it; 1 (also when the
+    status cannot be written: ``Publisher``)."""
     job = base or JobStatus(plan.name, plan.backend, State.FAILED)
-    state.write_status(replace(job, state=State.FAILED, message=f"failed: {message}"))
+    Publisher(state.write_status).publish_end(replace(job, state=State.FAILED, message=f"failed: {message}"),
+                                              FAULT_RETRIES, FAULT_PAUSE_SECONDS)
     print(f"{plan.name}: failed: {message}", flush=True)
     return 1

@@ -11,11 +11,13 @@ seconds), so a supervisor that adopts the tasks measures the deadline from there
 ``stall`` is the stall watchdog's view (``StallStatus``); ``stragglers`` the training tasks
 slower than the others, with their numbers. ``goodput`` is where the run's time went
 (``launcher.supervision.goodput.Goodput``; None where nothing accounts it), kept after the run ended.
+``abridged(chars)`` is the status with each of its free texts (messages, last lines, the stall's lines) cut to
+``chars`` characters by ``clipped``, which marks a cut with ``CLIP_MARK``: what a store of bounded size keeps.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -24,6 +26,14 @@ from launcher.protocol.progress import JobProgress
 from launcher.supervision.goodput import Goodput
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.stragglers import StepBreakdown, Straggler
+
+#: What ends a text ``clipped`` cut.
+CLIP_MARK = "…"
+
+
+def clipped(text: str, chars: int) -> str:
+    """``text`` if it has at most ``chars`` characters, else its start and ``CLIP_MARK``, ``chars`` in all."""
+    return text if len(text) <= chars else text[:max(0, chars - len(CLIP_MARK))] + CLIP_MARK[:chars]
 
 
 class State(str, Enum):
@@ -117,6 +127,16 @@ class JobStatus:
     stragglers: list[Straggler] = field(default_factory=list)
     #: Where the run's time went (``launcher.supervision.goodput``), as of its last event or its end.
     goodput: Goodput | None = None
+
+    def abridged(self, chars: int) -> JobStatus:
+        """See the module contract."""
+        stall = None if self.stall is None else replace(
+            self.stall, message=clipped(self.stall.message, chars), reason=clipped(self.stall.reason, chars),
+            last_check=clipped(self.stall.last_check, chars), suspects=list(self.stall.suspects))
+        tasks = [replace(task, message=clipped(task.message, chars), last_line=clipped(task.last_line, chars))
+                 for task in self.tasks]
+        return replace(self, message=clipped(self.message, chars), supervisor_note=clipped(self.supervisor_note, chars),
+                       tasks=tasks, stall=stall, stragglers=list(self.stragglers))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (enums as their values)."""

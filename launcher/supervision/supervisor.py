@@ -4,7 +4,11 @@ Contract: ``Supervisor.run`` drives a backend's ``Runtime`` until the job is ter
 to leave no task running. Decisions come from ``launcher.supervision.rules``; this loop applies them,
 the deadline, linger after success and cancellation, the stall watchdog (with stacks and
 stragglers), standbys and the goodput ledger, and publishes a true status. Engine faults are retried
-up to ``fault_retries`` rounds in a row, then the job fails; nothing escapes ``run`` as a traceback.
+up to ``fault_retries`` rounds in a row, then the job fails; nothing escapes ``run`` as a traceback. A status
+``on_status`` cannot write (a full disk, an API server refusing it) is logged in one line and written again at the
+next publish (the job's end: up to ``fault_retries`` times): it does not end the supervision
+(``launcher.supervision.publisher``, the harness's own writes' home too). A task's error text
+is kept to ``LAST_ERROR_CHARS``.
 Events count only under the plan's token. With ``resume`` it adopts a dead supervisor's tasks and
 carries its policy state on. Exit codes are shell-style (128+N). The full behaviour:
 docs/design-notes.md.
@@ -22,6 +26,7 @@ from typing import Protocol, runtime_checkable
 
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
+from launcher.plan.policy import LOG_LINE_CHARS
 from launcher.protocol import events
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.progress import counts, progress, seed
@@ -29,6 +34,7 @@ from launcher.spec.models import LOG_TAIL_LINES
 from launcher.supervision.faults import engine_fault
 from launcher.supervision.goodput import Disruption, Ledger
 from launcher.supervision.noise import is_noise
+from launcher.supervision.publisher import Publisher, one_line
 from launcher.supervision.rules import Action, Decision, Rules, decision_order
 from launcher.supervision.stack_dumps import is_stack_line
 from launcher.supervision.stack_evidence import GAP_SECONDS, read, two_samples
@@ -42,7 +48,7 @@ from launcher.supervision.stall import (
     describe,
     judge,
 )
-from launcher.supervision.status import JobStatus, StallStatus, State, TaskStatus
+from launcher.supervision.status import JobStatus, StallStatus, State, TaskStatus, clipped
 from launcher.supervision.stragglers import WINDOW as STRAGGLER_WINDOW
 from launcher.supervision.stragglers import StepBreakdown, stragglers
 
@@ -67,7 +73,9 @@ class Runtime(Protocol):
     ``tasks`` (terminate, i.e. SIGTERM, then kill after ``grace_seconds``)
     and returns once they are gone; it must not make the runtime restart them by itself, and
     is a no-op for tasks not running. ``output`` returns the lines (stdout
-    and stderr) the task wrote since the previous call. ``close`` is called
+    and stderr) the task wrote since the previous call, a bounded batch of them (the rest at the next calls:
+    however much a task prints, a read hands over a bounded amount); once its run ended (``poll`` gave its
+    code, or ``stop`` returned) calls give the rest, then [] (the supervisor reads until then). ``close`` is called
     once after the job ended and every task was stopped. ``dump_stacks``
     sends ``launcher.protocol.stacks_signal.STACKS_SIGNAL`` to the task's program
     (not to a wrapper around it; the dump then comes in its ``output``). ``read_stacks`` reads
@@ -127,6 +135,8 @@ KeepStacks = Callable[[int, Mapping[str, "str | None"]], "str | None"]
 GOODPUT_REFRESH_SECONDS = 5.0
 #: How much of a task's last output line its status keeps.
 LAST_LINE_CHARS = 200
+#: How much of a task's last error line (or of its ``failed`` event's reason) the supervisor keeps for its messages.
+LAST_ERROR_CHARS = 1000
 #: How long a stall waits for the tasks' stack dumps before it acts.
 STACKS_SECONDS = 10.0
 
@@ -143,7 +153,8 @@ class _Run:
     #: The run dumps its stacks on ``STACKS_SIGNAL`` (it said so); the lines of its current dump.
     dumps_stacks: bool = False
     stack_lines: list[str] = field(default_factory=list)
-    #: The current run's last output lines (events and stack dumps left out), for the failure rules.
+    #: The current run's last output lines (events and stack dumps left out), for the failure rules: each kept to
+    #: the ``LOG_LINE_CHARS`` a log pattern reads, so at most ``LOG_TAIL_LINES * LOG_LINE_CHARS`` characters a task.
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL_LINES))
     #: The current run ended by the kernel's OOM killer (an ``OomReports`` runtime said so).
     oom_killed: bool = False
@@ -208,6 +219,7 @@ class Supervisor:
         self._job = JobStatus(plan.name, plan.backend, State.PENDING, progress=seed(plan.run_config),
                               tensorboard_dir=plan.run_config.tensorboard_dir)
         self._published: JobStatus | None = None
+        self._publisher = Publisher(lambda status: self.on_status(status))
         self._cancelled = threading.Event()
         self._pause = pause or self._cancelled.wait
         self._lead = plan.lead().name
@@ -273,8 +285,8 @@ class Supervisor:
         except LaunchError as exc:
             self._set_job(State.FAILED, f"failed: {exc}")
         except Exception as exc:  # a runtime fault outside the retried rounds (the first start), or not retried
-            _log(f"runtime error: {_one_line(exc)}")
-            self._set_job(State.FAILED, f"failed: the runtime failed: {_one_line(exc)}")
+            _log(f"runtime error: {one_line(exc)}")
+            self._set_job(State.FAILED, f"failed: the runtime failed: {one_line(exc)}")
         finally:
             if not self._left.is_set():
                 self._stop_the_rest()
@@ -286,8 +298,8 @@ class Supervisor:
             grace = self.plan.policy.save_grace_seconds if self._cancelled.is_set() else STOP_SECONDS
             self._stop([r for r in self._runs.values() if r.running], "stopped", grace)
         except Exception as exc:
-            _log(f"cannot stop the remaining tasks: {_one_line(exc)}")
-        self._publish()
+            _log(f"cannot stop the remaining tasks: {one_line(exc)}")
+        self._publisher.publish_end(self.status(), self.fault_retries, self.fault_pause)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -306,9 +318,9 @@ class Supervisor:
             except _Fault as fault:
                 faults += 1
                 exc = fault.__cause__ or fault
-                _log(f"runtime error ({faults}/{self.fault_retries}): {_one_line(exc)}")
+                _log(f"runtime error ({faults}/{self.fault_retries}): {one_line(exc)}")
                 if faults >= self.fault_retries:
-                    return State.FAILED, f"failed: the runtime failed {faults} times in a row: {_one_line(exc)}"
+                    return State.FAILED, f"failed: the runtime failed {faults} times in a row: {one_line(exc)}"
                 self._cancelled.wait(self.fault_pause)
                 continue
             faults = 0
@@ -445,7 +457,7 @@ class Supervisor:
         try:
             return self.keep_stacks(number, dumps)
         except OSError as exc:
-            _log(f"cannot write the stacks: {_one_line(exc)}")
+            _log(f"cannot write the stacks: {one_line(exc)}")
             return None
 
     def _poll(self) -> list[tuple[str, int]]:
@@ -455,7 +467,7 @@ class Supervisor:
             if not run.running:
                 continue
             code = self.runtime.poll(run.task)
-            self._read(run)
+            self._read(run, to_the_end=code is not None)
             if code is not None:
                 run.running = False
                 run.status.exit_code = code
@@ -547,7 +559,7 @@ class Supervisor:
                 self._poll()
             except Exception as exc:  # the job succeeded: a fault ends the linger (``run`` stops the rest), not that
                 faults += 1
-                _log(f"runtime error while the others linger ({faults}/{self.fault_retries}): {_one_line(exc)}")
+                _log(f"runtime error while the others linger ({faults}/{self.fault_retries}): {one_line(exc)}")
                 if faults >= self.fault_retries:
                     return
             self._publish()
@@ -583,7 +595,7 @@ class Supervisor:
         try:
             self.runtime.prepare(self._standbys)
         except Exception as exc:
-            _log(f"no standbys: {_one_line(exc)}")
+            _log(f"no standbys: {one_line(exc)}")
 
     def _stop(self, runs: Iterable[_Run], message: str, grace_seconds: float) -> None:
         runs = list(runs)
@@ -591,30 +603,39 @@ class Supervisor:
             return
         self.runtime.stop([r.task for r in runs], grace_seconds)
         for run in runs:
-            self._read(run)
+            self._read(run, to_the_end=True)
             run.running = False
             run.status.state = State.CANCELLED
             run.status.message = message
 
-    def _read(self, run: _Run) -> None:
-        for line in self.runtime.output(run.task):
-            if is_stack_line(line):
-                run.stack_lines.append(line.rstrip())
-                continue
-            if not self._events.carries_event(line):
-                if line.strip():
-                    run.tail.append(line.rstrip())
-                if line.strip() and not is_noise(line):
-                    run.last_error = line.strip()
-                    run.status.last_line = run.last_error[:LAST_LINE_CHARS]
-                continue
-            event = self._events.parse(line)
-            if event is not None:
-                self._on_event(run, event)
+    def _read(self, run: _Run, to_the_end: bool = False) -> None:
+        """Take the run's new output, one batch; ``to_the_end`` (the run ended): batch after batch to its end."""
+        while True:
+            lines = self.runtime.output(run.task)
+            for line in lines:
+                self._take(run, line)
+            if not (to_the_end and lines):
+                return
+
+    def _take(self, run: _Run, line: str) -> None:
+        """One output line: a stack dump's, an event, or the task's own (its tail and last error)."""
+        if is_stack_line(line):
+            run.stack_lines.append(line.rstrip())
+            return
+        if not self._events.carries_event(line):
+            if line.strip():
+                run.tail.append(line.rstrip()[:LOG_LINE_CHARS])
+            if line.strip() and not is_noise(line):
+                run.last_error = clipped(line.strip(), LAST_ERROR_CHARS)
+                run.status.last_line = run.last_error[:LAST_LINE_CHARS]
+            return
+        event = self._events.parse(line)
+        if event is not None:
+            self._on_event(run, event)
 
     def _on_event(self, run: _Run, event: events.Event) -> None:
         if isinstance(event, events.Failed):
-            run.failed_reason = event.reason
+            run.failed_reason = clipped(event.reason, LAST_ERROR_CHARS)
         elif isinstance(event, events.Preempted):
             run.status.message = f"preempted, saved at step {event.step}" if event.step else "preempted"
         elif isinstance(event, events.Restored):
@@ -646,18 +667,16 @@ class Supervisor:
         if not state.terminal:
             self._publish()
 
-    def _publish(self) -> None:
+    def _publish(self) -> bool:
+        """Publish the status if it changed (or only its goodput is stale); False if ``on_status`` failed."""
         status, last = self.status(), self._published
         stale = (last is None or last.goodput is None or status.goodput is None
                  or status.goodput.wall_seconds - last.goodput.wall_seconds >= GOODPUT_REFRESH_SECONDS)
         if last is None or replace(status, goodput=None) != replace(last, goodput=None) or stale:
+            if not self._publisher.publish(status):
+                return False
             self._published = status
-            self.on_status(status)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        return True
 
 
 def _log(message: str) -> None:

@@ -5,8 +5,8 @@ validation reports for a created object (``[]`` when valid), as
 ``"<field path>: <reason>"``; ``immutable(plural, current, new)`` the fields an
 update may not change. Only what is listed here is checked (names, containers
 and images, a Job's template and ``restartPolicy``, a selector given without
-``manualSelector``); the rest of a real server's validation (and the OpenAPI
-schema, which the manifests are checked against separately in
+``manualSelector``, a ConfigMap's data within ``CONFIG_MAP_BYTES``); the rest
+of a real server's validation (and the OpenAPI schema, which the manifests are checked against separately in
 ``test_k8s_render.py``) is not.
 """
 
@@ -19,6 +19,8 @@ Obj = dict[str, Any]
 
 #: A DNS-1123 subdomain, the rule for most object names (pods, jobs, configmaps, ...).
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+#: The most a ConfigMap's values may hold in all (the API server's ``MaxSecretSize``).
+CONFIG_MAP_BYTES = 1024 * 1024
 
 
 def invalid(plural: str, obj: Obj) -> list[str]:
@@ -32,6 +34,8 @@ def invalid(plural: str, obj: Obj) -> list[str]:
         problems += _pod_spec(spec, "spec")
     elif plural == "jobs":
         problems += _job_spec(spec or {})
+    elif plural == "configmaps" and sum(len(v.encode()) for v in (obj.get("data") or {}).values()) > CONFIG_MAP_BYTES:
+        problems.append(f"[]: Too long: must have at most {CONFIG_MAP_BYTES} bytes")
     elif plural == "deployments":
         template = (spec or {}).get("template")
         problems += _pod_spec((template or {}).get("spec"), "spec.template.spec") if template else ["spec.template: Required value"]

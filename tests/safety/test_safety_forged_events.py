@@ -21,7 +21,6 @@ Each backend also has the control: the same lines with the run's token at their 
 
 from __future__ import annotations
 
-import os
 import queue
 import sys
 import threading
@@ -41,13 +40,13 @@ from helpers.local_cluster import tfcluster
 from helpers.polling import wait_for_condition
 from helpers.required import unavailable
 from helpers.slurm_cluster import slurm_controller, wait_status  # noqa: F401
+from helpers.srun_stand_in import stand_in_slurm
 from launcher import api
 from launcher.backends.compose.runtime import ContainerRuntime
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.runtime import KubernetesRuntime
 from launcher.backends.local.processes import ProcessRuntime
-from launcher.backends.slurm import slurmctl
 from launcher.backends.slurm.state import SlurmState
 from launcher.backends.slurm.steps import StepRuntime
 from launcher.plan.planner import Plan
@@ -288,30 +287,8 @@ def run_compose(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> O
 
 # -- Slurm: srun's log file ----------------------------------------------------------------------------------------
 
-#: ``srun`` as the Slurm runtime calls it, on this host: its options are dropped and the step's command runs in its
-#: place (its output goes where srun's would, unlabelled, as srun writes it without ``--label``); the pid is
-#: recorded under the step's name for the stand-in of ``scancel --signal``.
-FAKE_SRUN = """#!/bin/sh
-for arg; do case "$arg" in --job-name=*) name="${arg#--job-name=}";; esac; done
-while [ "${1#--}" != "$1" ]; do shift; done
-echo $$ > "$FAKE_SLURM_STEPS/$name"
-exec "$@"
-"""
-
-
 def run_slurm(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> Outcome:
-    monkeypatch = request.getfixturevalue("monkeypatch")
-    steps, bin_dir = tmp_path / "steps", tmp_path / "bin"
-    steps.mkdir()
-    bin_dir.mkdir()
-    (bin_dir / "srun").write_text(FAKE_SRUN)
-    (bin_dir / "srun").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SLURM_STEPS", str(steps))
-    monkeypatch.setattr(slurmctl, "steps", lambda job_id: {p.name: p.name for p in steps.iterdir()})
-    monkeypatch.setattr(slurmctl, "signal_step", lambda step, sig=None: os.kill(
-        int((steps / step).read_text()), Signals[f"SIG{sig or 'KILL'}"]))
-    monkeypatch.setattr(slurmctl, "job", lambda job_id, retries=0: slurmctl.SlurmJob("RUNNING", "", 0, "n1"))
+    stand_in_slurm(request.getfixturevalue("monkeypatch"), tmp_path)
     plan = launched(BackendKind.SLURM, program(case), tmp_path)
     runtime = spied(StepRuntime)(plan, {LEAD: "n1"}, tmp_path / "logs", "1", 0)
     return Outcome(plan, supervise(plan, runtime), runtime.dumped)

@@ -29,7 +29,7 @@ from launcher.backends.compose.follow import follow_task
 from launcher.backends.compose.render import PROJECT_LABEL, render
 from launcher.backends.compose.target import ComposeTarget, target
 from launcher.backends.images import docker_client
-from launcher.backends.lines import interleave, iter_lines
+from launcher.backends.lines import file_chunks, interleave, iter_lines
 from launcher.backends.tensorboard import Board, planned_log_dirs, serve_locally
 from launcher.backends.workspace import ensure_images
 from launcher.errors import BackendUnavailable, LaunchError
@@ -55,7 +55,7 @@ def _task_logs(root: Path, container: Any) -> Iterator[str]:
     (``follow_task`` goes on with each of its runs)."""
     ended = standbys.ended_log(root, container.name)
     if ended.is_file():
-        yield from iter_lines([ended.read_bytes()])
+        yield from iter_lines(file_chunks(ended))
     yield from iter_lines(container.logs(stream=True, follow=False))
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from launcher.backends.compose import standbys
 from launcher.backends.compose.runtime import docker_time
-from launcher.backends.lines import iter_lines
+from launcher.backends.lines import file_chunks, iter_lines
 
 #: Pause between looks for the task's next run while none is left to follow and the job goes on.
 POLL_SECONDS = 0.2
@@ -36,7 +36,7 @@ def follow_task(client: Any, root: Path, first: Any, over: Callable[[], bool],
     task = first.name
     ended = standbys.ended_log(root, task)
     if ended.is_file():
-        yield from iter_lines([ended.read_bytes()])
+        yield from iter_lines(file_chunks(ended))
     #: per container id: the run last followed (its StartedAt) and the Docker time of the last line shown of it
     runs: dict[str, str] = {}
     shown: dict[str, float] = {}

@@ -5,7 +5,8 @@ task name) that ``docker compose up --no-start`` created, re-creating a removed 
 reports ``docker kill``/``docker stop`` as 137/143; ``oom_killed`` is the engine's ``OOMKilled``.
 Docker API errors propagate (the supervisor retries). ``adopt`` follows a container's current run and
 returns once what it wrote so far is in ``output`` (a fresh ``stacks_on_signal`` included: ``debug`` reads it at
-once), ``read_exits`` reads without following. Standbys: ``prepare`` starts one per task, ``start`` promotes
+once), or a full batch of it (``launcher.backends.lines.LineQueue``),
+``read_exits`` reads without following. Standbys: ``prepare`` starts one per task, ``start`` promotes
 it, ``close`` removes those left. ``run_compose`` runs compose with ``OVERRIDE_FILE``.
 Design notes: docs/design-notes.md.
 """
@@ -13,7 +14,6 @@ Design notes: docs/design-notes.md.
 from __future__ import annotations
 
 import math
-import queue
 import subprocess
 import threading
 import time
@@ -28,7 +28,7 @@ import yaml
 from launcher.backends.compose import standbys
 from launcher.backends.compose.docker_exec import read_stacks_in
 from launcher.backends.compose.render import COMPOSE_FILE
-from launcher.backends.lines import iter_lines
+from launcher.backends.lines import LineQueue, iter_lines
 from launcher.backends.pyspy import say_none
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
@@ -47,26 +47,42 @@ def exit_code(container: Any) -> int | None:
 
 #: How long ``adopt`` waits for its follower to deliver what the container had written (a broken stream ends it).
 CATCH_UP_SECONDS = 30.0
+#: How long a read of an ended container's output waits for its follower to reach the end of the log (or fill).
+JOIN_SECONDS = 5.0
 
 
-class _Delivered:
-    """How many lines a follower has put in its queue, and a wait for a count."""
+class _Follower:
+    """One container run's output, followed by a thread of its own into a ``LineQueue``."""
 
-    def __init__(self) -> None:
-        self.count = 0
-        self.changed = threading.Condition()
+    def __init__(self, container: Any, since: float):
+        self.lines = LineQueue()
+        self.ended = False  # the container's run ended (``poll`` or ``stop`` saw it): reads wait for the rest
+        self._thread = threading.Thread(target=self._follow, args=(container, since), daemon=True)
+        self._thread.start()
 
-    def add(self) -> None:
-        with self.changed:
-            self.count += 1
-            self.changed.notify_all()
+    def _follow(self, container: Any, since: float) -> None:
+        """Copy the container's output lines (from ``since``) to the queue until the container stops.
 
-    def wait_for(self, count: int, follower: threading.Thread, seconds: float) -> None:
-        """Until ``count`` lines were delivered, ``follower`` ended, or ``seconds`` passed."""
-        ends = time.monotonic() + seconds
-        with self.changed:
-            while self.count < count and follower.is_alive() and time.monotonic() < ends:
-                self.changed.wait(min(0.5, max(0.0, ends - time.monotonic())))
+        Docker's stream of its stdout and stderr, without timestamps or a tty: the program's lines as it wrote
+        them, which the event reader takes as they are (``launcher.protocol.events``).
+
+        A stream the engine breaks just ends: the next ``poll`` meets the same fault and the supervisor handles it.
+        """
+        try:
+            for line in iter_lines(container.logs(stream=True, follow=True, since=since)):
+                if not self.lines.put(line):
+                    return
+        except Exception:  # noqa: BLE001 - see the docstring
+            return
+        finally:
+            self.lines.end()
+
+    def stop(self) -> None:
+        """Nothing more is read: the thread ends at its next line (or with the stream)."""
+        self.lines.abandon()
+
+    def join(self) -> None:
+        self._thread.join(timeout=JOIN_SECONDS)
 
 
 class ContainerRuntime:
@@ -76,9 +92,7 @@ class ContainerRuntime:
         self.client = client
         self.compose = compose
         self.workdir = workdir
-        self._lines: dict[str, queue.SimpleQueue[str]] = {}
-        self._delivered: dict[str, _Delivered] = {}
-        self._followers: dict[str, threading.Thread] = {}
+        self._followers: dict[str, _Follower] = {}
         self._standbys: set[str] = set()
         self._retiring: list[threading.Thread] = []
 
@@ -94,9 +108,7 @@ class ContainerRuntime:
                 container.start()
             except docker.errors.APIError as exc:
                 raise LaunchError(f"cannot start {task.name}: {exc.explanation or exc}") from exc
-        follower = threading.Thread(target=self._follow, args=(container, since), daemon=True)
-        self._followers[task.name] = follower
-        follower.start()
+        self._follow(task, container, since)
 
     def prepare(self, tasks: Sequence[Task]) -> None:
         def prepare_one(task: Task) -> None:
@@ -115,19 +127,16 @@ class ContainerRuntime:
         """Follow the task's running container, and keep the standby the dead supervisor prepared for it.
 
         Returns once the follower delivered the lines the run had written (counted from one read without
-        following; the follower stays the one source of lines, so none is lost or read twice)."""
+        following; the follower stays the one source of lines, so none is lost or read twice), or as many as
+        its queue holds (the rest at the next reads)."""
         if standbys.find(self.client, standbys.standby_name(task.name)) is not None:
             self._standbys.add(task.name)
         container = self._container(task)
         if container is None or container.status == "created":
             return False  # removed, or never started
-        since, delivered = started_at(container), self._delivered_of(task.name)
+        since = started_at(container)
         written = sum(chunk.count(b"\n") for chunk in container.logs(stream=True, follow=False, since=since))
-        before = delivered.count
-        follower = threading.Thread(target=self._follow, args=(container, since), daemon=True)
-        self._followers[task.name] = follower
-        follower.start()
-        delivered.wait_for(before + written, follower, CATCH_UP_SECONDS)
+        self._follow(task, container, since).lines.wait_for(written, CATCH_UP_SECONDS)
         return True
 
     def oom_killed(self, task: Task) -> bool:
@@ -138,11 +147,11 @@ class ContainerRuntime:
     def poll(self, task: Task) -> int | None:
         container = self._container(task)
         if container is None:
-            self._queue(task.name).put(f"container {task.name} is gone (removed outside tfcluster)")
+            self._say(task.name, f"container {task.name} is gone (removed outside tfcluster)")
             return LOST_EXIT
         code = exit_code(container)
         if code is not None:
-            self._join(task.name)
+            self._ended(task.name)
         return code
 
     def stop(self, tasks: Sequence[Task], grace_seconds: float) -> None:
@@ -155,7 +164,7 @@ class ContainerRuntime:
                     container.stop(timeout=math.ceil(grace_seconds))
                 else:
                     _stop_within(container, grace_seconds)
-            self._join(task.name)
+            self._ended(task.name)
 
         with ThreadPoolExecutor(max_workers=max(len(tasks), 1)) as pool:
             list(pool.map(stop_one, tasks))
@@ -184,8 +193,10 @@ class ContainerRuntime:
         return dump
 
     def close(self) -> None:
-        for name in list(self._followers):
-            self._join(name)
+        for follower in self._followers.values():
+            follower.stop()
+            follower.join()
+        self._followers.clear()
         for name in self._standbys:
             standbys.remove(self.client, name)
         self._standbys.clear()
@@ -194,37 +205,31 @@ class ContainerRuntime:
         self._retiring.clear()
 
     def output(self, task: Task) -> list[str]:
-        lines, pending = [], self._queue(task.name)
-        while not pending.empty():
-            lines.append(pending.get_nowait())
-        return lines
+        """The lines its follower read since the last call; of an ended run, waiting (``JOIN_SECONDS``) for the
+        follower to reach the end of the log or fill its queue."""
+        follower = self._followers.get(task.name)
+        if follower is None:
+            return []
+        return follower.lines.take(JOIN_SECONDS if follower.ended else 0.0)
 
-    def _queue(self, name: str) -> queue.SimpleQueue[str]:
-        return self._lines.setdefault(name, queue.SimpleQueue())
+    def _follow(self, task: Task, container: Any, since: float) -> _Follower:
+        """Follow the container's run from ``since``, in place of its previous run's follower."""
+        previous = self._followers.pop(task.name, None)
+        if previous is not None:
+            previous.stop()
+        follower = self._followers[task.name] = _Follower(container, since)
+        return follower
 
-    def _delivered_of(self, name: str) -> _Delivered:
-        return self._delivered.setdefault(name, _Delivered())
-
-    def _follow(self, container: Any, since: float) -> None:
-        """Copy the container's output lines (from ``since``) to its queue until the container stops.
-
-        Docker's stream of its stdout and stderr, without timestamps or a tty: the program's lines as it wrote
-        them, which the event reader takes as they are (``launcher.protocol.events``).
-
-        A stream the engine breaks just ends: the next ``poll`` meets the same fault and the supervisor handles it.
-        """
-        pending, delivered = self._queue(container.name), self._delivered_of(container.name)
-        try:
-            for line in iter_lines(container.logs(stream=True, follow=True, since=since)):
-                pending.put(line)
-                delivered.add()
-        except Exception:  # noqa: BLE001 - see the docstring
-            return
-
-    def _join(self, name: str) -> None:
-        follower = self._followers.pop(name, None)
+    def _ended(self, name: str) -> None:
+        follower = self._followers.get(name)
         if follower is not None:
-            follower.join(timeout=5)
+            follower.ended = True
+
+    def _say(self, name: str, line: str) -> None:
+        """A line in the task's output (the supervisor's record of why its run ended)."""
+        follower = self._followers.get(name)
+        if follower is not None:
+            follower.lines.note(line)
 
     def _container(self, task: Task) -> Any | None:
         return standbys.find(self.client, task.name)

@@ -117,5 +117,6 @@ def retire(container: Any, root: Path) -> None:
     task_name = container.name.partition(ENDED_INFIX)[0]
     private_dir(root / ENDED_LOG_DIR)
     with open_private(ended_log(root, task_name)) as log:
-        log.write(container.logs(stdout=True, stderr=True))
+        for chunk in container.logs(stdout=True, stderr=True, stream=True, follow=False):  # never all at once
+            log.write(chunk)
     container.remove(force=True, v=True)

@@ -3,9 +3,11 @@
 Contract: ``ClusterState(api, name, namespace)`` is a ``harness.StateDir`` in the pod's scratch space (its pid and
 log files) whose ``read_plan`` plans the run again from the ConfigMap (``plan_of``), ``read_status`` and
 ``write_status`` read and write ``STATUS_KEY`` there (so ``status`` reads what the supervisor published, and a
-replacement pod adopts from it), and ``keep_stacks`` writes a stall's stacks to the pod's log and, bounded, to
-the ConfigMap (``STACKS_KEY``: the latest stall's, at most ``STACKS_BYTES``, each task's cut to its share), which
-outlive the pod and ``down`` deletes (``apply.write_data``: a concurrent change is read again and written once more).
+replacement pod adopts from it; ``status_text``: the status in the room the ConfigMap's other keys leave, its free
+texts cut shorter, ``STATUS_TEXT_CHARS``, until it fits, so no write exceeds the ConfigMap's 1 MiB), and
+``keep_stacks`` writes a stall's stacks to the pod's log and, bounded, to the ConfigMap (``STACKS_KEY``: the
+latest stall's, at most ``STACKS_BYTES``, each task's cut to its share), which outlive the pod and ``down``
+deletes (``apply.write_data``: a concurrent change is read again and written once more).
 """
 
 from __future__ import annotations
@@ -48,6 +50,24 @@ log = logging.getLogger(__name__)
 PROGRESS_WRITE_SECONDS = 2.0
 #: The run's ConfigMap key holding the status its supervisor last published (JSON, ``JobStatus.to_dict``).
 STATUS_KEY = "status.json"
+#: The lengths a status's free texts are cut to, in turn, until it fits its room (``JobStatus.abridged``).
+STATUS_TEXT_CHARS = (1000, 200, 40, 0)
+
+
+def data_bytes(data: Mapping[str, str]) -> int:
+    """The size of a ConfigMap's ``data`` as the API server bounds it (``CONFIG_MAP_LIMIT``): its keys and values."""
+    return sum(len(k.encode()) + len(v.encode()) for k, v in data.items())
+
+
+def status_text(status: JobStatus, room: int) -> str:
+    """``status`` as JSON in at most ``room`` bytes (see the module contract); ``LaunchError`` if even its shortest
+    form does not fit."""
+    for form in (status, *(status.abridged(chars) for chars in STATUS_TEXT_CHARS)):
+        text = json.dumps(form.to_dict())
+        if len(text.encode()) <= room:
+            return text
+    raise LaunchError(f"the status ({len(text.encode())} bytes at its shortest) does not fit the {max(room, 0)} "
+                      "bytes the run's ConfigMap has left")
 
 
 def plan_of(api: KubeApi, name: str, namespace: str) -> Plan:
@@ -86,7 +106,7 @@ def keep_stacks(api: KubeApi, namespace: str, say: Callable[[str], None], name: 
     in_log = f"the log of pod {pod} (kubectl logs {pod})"
     try:
         config_map = apply.config_map(api, name, namespace)
-        others = sum(len(k.encode()) + len(v.encode()) for k, v in config_map.get("data", {}).items() if k != STACKS_KEY)
+        others = data_bytes({k: v for k, v in config_map.get("data", {}).items() if k != STACKS_KEY})
         room = min(STACKS_BYTES, CONFIG_MAP_LIMIT - RECORDS_BYTES - others)
         if room <= 0:
             return in_log  # the run's description leaves no room: the log only
@@ -120,14 +140,16 @@ class ClusterState(StateDir):
         return published(apply.config_map(self.api, self.name, self.namespace))
 
     def write_status(self, status: JobStatus) -> None:
-        """Write ``status``, unless it only moved the run's progress on within ``PROGRESS_WRITE_SECONDS`` of the
-        last write (the supervisor publishes at every step it reads; the API server needs far fewer writes)."""
+        """Write ``status`` (``status_text``), unless it only moved the run's progress on within
+        ``PROGRESS_WRITE_SECONDS`` of the last write (the supervisor publishes at every step it reads; the API server
+        needs far fewer writes). A write that fails raises (``LaunchError``), and the next one is not skipped."""
         now, shape = time.monotonic(), _shape(status)
         if self._written is not None and self._written[1] == shape and now - self._written[0] < PROGRESS_WRITE_SECONDS:
             return
+        config_map = apply.config_map(self.api, self.name, self.namespace)
+        room = CONFIG_MAP_LIMIT - data_bytes({k: v for k, v in config_map.get("data", {}).items() if k != STATUS_KEY})
+        apply.write_data(self.api, config_map, STATUS_KEY, status_text(status, room - len(STATUS_KEY)), self.namespace)
         self._written = now, shape
-        apply.write_data(self.api, apply.config_map(self.api, self.name, self.namespace), STATUS_KEY,
-                         json.dumps(status.to_dict()), self.namespace)
 
     def keep_stacks(self, number: int, dumps: Mapping[str, str | None]) -> str | None:
         return keep_stacks(self.api, self.namespace, log.warning, self.name, number, dict(dumps))

@@ -15,7 +15,6 @@ them, so the supervisor retries them as engine faults; a refusal (403, 422) is a
 from __future__ import annotations
 
 import math
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ from launcher.backends.kubernetes import pod_io
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj
 from launcher.backends.kubernetes.manifests import CONTAINER
+from launcher.backends.lines import LineQueue
 from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan, Task
@@ -80,12 +80,11 @@ def _disruption(pod: Obj) -> str:
 
 
 class _Follower:
-    """One pod's log, read in a thread into a queue; ``done`` once the log ended (or the pod is gone)."""
+    """One pod's log, read in a thread into a ``LineQueue`` (ended once the log ended, or the pod is gone)."""
 
     def __init__(self, api: KubeApi, pod: str, namespace: str, read_pod: Callable[[], Obj | None]):
         self.pod = pod
-        self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
-        self.done = threading.Event()
+        self.lines = LineQueue()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._follow, args=(api, namespace, read_pod), daemon=True)
         self._thread.start()
@@ -93,25 +92,21 @@ class _Follower:
     def _follow(self, api: KubeApi, namespace: str, read_pod: Callable[[], Obj | None]) -> None:
         try:
             for line in pod_io.followed_once_started(api, self.pod, namespace, read_pod, self._stopped.wait):
-                self.lines.put(line)
-                if self._stopped.is_set():
+                if not self.lines.put(line) or self._stopped.is_set():
                     return
         except Exception:  # noqa: BLE001 - a broken stream just ends: the next poll meets the fault itself
             return
         finally:
-            self.done.set()
+            self.lines.end()
 
     def drain(self, wait: float = 0.0) -> list[str]:
-        """The lines read so far; with ``wait``, first up to that long for the log to end."""
-        if wait:
-            self.done.wait(wait)
-        lines = []
-        while not self.lines.empty():
-            lines.append(self.lines.get_nowait())
-        return lines
+        """The lines read so far (a bounded batch); with ``wait``, first up to that long for the log to end or
+        the queue to fill."""
+        return self.lines.take(wait)
 
     def stop(self) -> None:
         self._stopped.set()
+        self.lines.abandon()
 
 
 class KubernetesRuntime:
@@ -287,5 +282,5 @@ class KubernetesRuntime:
         """A line in the task's output (the supervisor's record of why its run ended)."""
         follower = self._followers.get(task.name)
         if follower is not None:
-            follower.lines.put(line)
+            follower.lines.note(line)
 

@@ -143,8 +143,8 @@ class StepRuntime:
                 srun.wait()
 
     def output(self, task: Task) -> list[str]:
-        reader = self._readers.get(task.name)
-        return [] if reader is None else reader.read(final=self.poll(task) is not None)
+        reader, srun = self._readers.get(task.name), self._sruns.get(task.name)
+        return [] if reader is None else reader.read(final=srun is not None and srun.poll() is not None)
 
     def dump_stacks(self, task: Task) -> None:
         """``STACKS_SIGNAL`` to the task's program through its step (the step runs the program itself, no wrapper)."""

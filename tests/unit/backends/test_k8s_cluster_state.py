@@ -11,21 +11,33 @@ from typing import Any
 import pytest
 
 from fakes.kubernetes_api import FakeKubernetes, OnSigterm
+from fakes.scripted_runtime import ScriptedRuntime
 from helpers.k8s_fake import backend_for, fail_running_pods
 from helpers.k8s_specs import dry_run_for
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes import backend as k8s_backend
 from launcher.backends.kubernetes.backend import KUBE_FILE, KubernetesBackend
-from launcher.backends.kubernetes.cluster_state import STACKS_BYTES, STACKS_KEY, STATUS_KEY, ClusterState, plan_of
+from launcher.backends.kubernetes.cluster_state import (
+    STACKS_BYTES,
+    STACKS_KEY,
+    STATUS_KEY,
+    STATUS_TEXT_CHARS,
+    ClusterState,
+    plan_of,
+    status_text,
+)
+from launcher.backends.kubernetes.manifests import CONFIG_MAP_LIMIT
 from launcher.backends.kubernetes.runtime import KubernetesRuntime
 from launcher.backends.kubernetes.supervisor_objects import BACKOFF_LIMIT
+from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.protocol.exitcodes import ExitCode
 from launcher.supervision import harness
 from launcher.supervision.stack_dumps import NO_STACKS, bounded_text
-from launcher.supervision.status import JobStatus, State, SupervisorState, TaskStatus
+from launcher.supervision.status import CLIP_MARK, JobStatus, State, SupervisorState, TaskStatus
+from launcher.supervision.supervisor import Supervisor
 
 SPEC: dict[str, Any] = {"name": "cs", "roles": {"chief": {}, "worker": {"replicas": 1}}}
 CONFIG_MAP = naming.config_map_name("cs")
@@ -69,6 +81,39 @@ def test_the_status_round_trips_through_the_config_map_and_a_concurrent_write_is
     fake.fail_next("PUT", "configmaps", 409)  # the launcher wrote the ConfigMap meanwhile
     state.write_status(status(State.SUCCEEDED))
     assert state.read_status().state is State.SUCCEEDED
+
+
+def test_a_status_the_api_server_refuses_is_logged_and_the_supervisor_keeps_supervising(
+        fake: FakeKubernetes, capsys: pytest.CaptureFixture[str]) -> None:
+    """The supervisor pod's state write sits in its fault handling: a 422 (the ConfigMap too large) is one line in its
+    log, the job runs to its end, and its end is what the ConfigMap then holds."""
+    plan, state = applied(fake)
+    fake.fail_next("PUT", "configmaps", 422)
+    runtime = ScriptedRuntime({"cs-chief-0": [(5, 0)]})
+    job = Supervisor(plan, runtime, on_status=state.write_status, poll_seconds=0.01, grace_seconds=0.0,
+                     fault_pause=0.0).run()
+    assert job.state is State.SUCCEEDED, job.message
+    assert state.read_status().state is State.SUCCEEDED
+    err = capsys.readouterr().err
+    assert err.count("supervisor: cannot publish the status") == 1 and "422" in err and "Traceback" not in err, err
+
+
+def test_a_status_larger_than_the_config_map_holds_is_written_with_its_texts_cut(fake: FakeKubernetes) -> None:
+    """Whatever the status says (here a megabyte message and task line), the ConfigMap stays within 1 MiB: the
+    status's free texts are cut until it fits beside the run's description (and its stacks)."""
+    _, state = applied(fake)
+    state.keep_stacks(1, {"cs-chief-0": "Thread 1\n" + "  frame (train.py:1)\n" * 40_000})
+    huge = status(State.FAILED, message="failed: last error: " + "E" * 1024 * 1024)
+    huge.tasks[0].last_line = "L" * 1024 * 1024
+    state.write_status(huge)
+    data = fake.get("configmaps", CONFIG_MAP)["data"]
+    assert sum(len(k.encode()) + len(v.encode()) for k, v in data.items()) <= CONFIG_MAP_LIMIT
+    written = state.read_status()
+    assert written.state is State.FAILED and written.message.startswith("failed: last error: EEE")
+    assert written.message.endswith(CLIP_MARK) and written.tasks[0].last_line.endswith(CLIP_MARK)
+    assert len(written.message) <= STATUS_TEXT_CHARS[0]
+    with pytest.raises(LaunchError, match="does not fit the 100 bytes"):
+        status_text(huge, 100)
 
 
 def test_a_stalls_stacks_go_to_the_pods_log_and_bounded_to_the_config_map(

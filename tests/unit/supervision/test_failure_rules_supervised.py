@@ -3,10 +3,16 @@ over a scripted runtime."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
+
+import pytest
 
 from fakes.scripted_runtime import ScriptedRuntime
 from launcher import api
+from launcher.backends.lines import MAX_LINE_BYTES
+from launcher.plan.policy import LOG_LINE_CHARS
+from launcher.spec.models import LOG_TAIL_LINES
 from launcher.supervision.rules import Action, Rules
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
@@ -97,3 +103,23 @@ def test_supervised_oom_kill_the_engine_reports_matches_sigkill_and_says_so() ->
     assert status.state is State.FAILED
     assert status.message.startswith("failed: rule 1 (signal SIGKILL, OOM-killed): fail: task job-worker-0 exited "
                                      "with code 137 (OOM-killed)"), status.message
+
+
+def test_the_tail_the_rules_read_is_bounded_per_task_and_a_long_lines_start_still_matches(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task's tail is at most ``LOG_TAIL_LINES`` lines of ``LOG_LINE_CHARS``: what a log pattern reads of it."""
+    tails: list[tuple[str, ...]] = []
+    decide = Rules.decide
+
+    def recording(self: Rules, *args: Any, **kwargs: Any) -> Any:
+        tails.append(inspect.signature(decide).bind(self, *args, **kwargs).arguments["log_tail"])
+        return decide(self, *args, **kwargs)
+
+    monkeypatch.setattr(Rules, "decide", recording)
+    long = "x" * MAX_LINE_BYTES
+    lines = [long] * (2 * LOG_TAIL_LINES) + ["RuntimeError: CUDA_ERROR_ECC " + long]
+    runtime = ScriptedRuntime({"job-worker-0": [(1, 1), (1, 3)]}, output={"job-worker-0": lines})
+    status = supervise(runtime, {"policy": "never", "max_restarts": 5, "rules": RULES})
+    assert status.restarts == 1  # the rule matched the start of the long last line
+    assert len(tails[0]) == LOG_TAIL_LINES  # the first run printed them
+    assert max(sum(map(len, tail)) for tail in tails) <= LOG_TAIL_LINES * LOG_LINE_CHARS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import threading
 from functools import partial
 from typing import Any
@@ -11,13 +12,14 @@ import pytest
 
 from fakes.scripted_runtime import ScriptedRuntime
 from launcher import api
+from launcher.errors import LaunchError
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.protocol.events import MANUAL_TOKEN
 from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.stall import StallEvidence
-from launcher.supervision.status import JobStatus, State, TaskStatus
-from launcher.supervision.supervisor import RESTART_STOP_SECONDS, STOP_SECONDS, Supervisor
+from launcher.supervision.status import CLIP_MARK, JobStatus, State, TaskStatus
+from launcher.supervision.supervisor import LAST_ERROR_CHARS, RESTART_STOP_SECONDS, STOP_SECONDS, Supervisor
 
 MWMS = {"chief": {}, "worker": {"replicas": 2}}
 #: The start of an event line of these plans (``api.plan`` without launching: the fixed token).
@@ -128,6 +130,51 @@ def test_a_fault_while_stopping_is_logged_not_raised(capsys: pytest.CaptureFixtu
     status, _ = supervise(BrokenStop({}), deadline_seconds=1)
     assert status.state is State.FAILED and "deadline" in status.message
     assert "cannot stop the remaining tasks: ConnectionError: engine gone" in capsys.readouterr().err
+
+
+def test_a_status_that_cannot_be_written_is_logged_once_and_the_supervision_goes_on(capsys: pytest.CaptureFixture[str]) -> None:
+    """A store that refuses the status (an API server's 422, a full disk) for a while: the job runs to its true end,
+    the failure is one line, and the status is written once the store takes it again."""
+    refusals = iter(range(6))
+    written: list[JobStatus] = []
+
+    def on_status(status: JobStatus) -> None:
+        if next(refusals, None) is not None:
+            raise LaunchError('cannot update ConfigMap job-config: ConfigMap "job-config" is invalid: []: Too long')
+        written.append(status)
+
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS}))
+    status = Supervisor(plan, ScriptedRuntime({"job-chief-0": [(10, 0)]}), on_status=on_status, poll_seconds=0.01,
+                        grace_seconds=0.0, fault_pause=0.0).run()
+    assert status.state is State.SUCCEEDED, status.message
+    assert written and written[-1].state is State.SUCCEEDED
+    err = capsys.readouterr().err
+    assert err.count("supervisor: cannot publish the status") == 1 and "Traceback" not in err, err
+
+
+def test_the_jobs_end_is_published_though_the_store_refuses_it_at_first() -> None:
+    ends: list[State] = []  # each attempt to write the job's end
+    runtime = ScriptedRuntime({"job-chief-0": [0]})
+
+    def on_status(status: JobStatus) -> None:
+        if status.state.terminal:
+            ends.append(status.state)
+            if len(ends) == 1:
+                raise LaunchError("cannot update ConfigMap job-config: it changed again while it was written (409 twice)")
+
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS}))
+    status = Supervisor(plan, runtime, on_status=on_status, poll_seconds=0.01, grace_seconds=0.0, fault_pause=0.0).run()
+    assert status.state is State.SUCCEEDED and ends == [State.SUCCEEDED, State.SUCCEEDED]
+
+
+def test_a_megabyte_error_line_makes_a_bounded_last_error_and_message() -> None:
+    line = "E" * (1024 * 1024)
+    runtime = ScriptedRuntime({"job-chief-0": [1]}, output={"job-chief-0": [line]})
+    status, published = supervise(runtime, restart={"max_restarts": 0})
+    assert status.state is State.FAILED
+    assert "last error: " + "E" * 100 in status.message and status.message.endswith(CLIP_MARK)
+    assert len(status.message) < LAST_ERROR_CHARS + 200, len(status.message)
+    assert all(len(json.dumps(p.to_dict())) < 20 * LAST_ERROR_CHARS for p in published)
 
 
 def test_pss_worker_restart_leaves_the_others_running() -> None:
