@@ -37,6 +37,7 @@ from pydantic_core import ErrorDetails
 
 from launcher.spec import rules, tfjob
 from launcher.spec import tfjob_vocabulary as vocabulary
+from launcher.spec.cautions import cautions
 from launcher.spec.models import PATTERN_MEANINGS, ClusterSpec
 from launcher.spec.problems import Problem, SpecCheck, SpecError, SpecWarning, join_path, kind_of, split_path
 
@@ -113,8 +114,9 @@ def parse_spec(
     A Kubeflow TFJob is converted first (``launcher.spec.tfjob``): its fields
     tfcluster does not carry are refused, and so are its Kubernetes-only pod
     fields unless ``kubernetes``; every problem names the TFJob's own field.
-    What is carried with a difference (the conversion's notes) is one
-    ``SpecWarning`` each, once the spec is valid.
+    What is carried with a difference (the conversion's notes), and what a
+    valid spec lets its tasks reach beyond their run (``launcher.spec.cautions``),
+    is one ``SpecWarning`` each, once the spec is valid.
     """
     data, lines, problems = _parse_yaml(text)
     if problems:
@@ -123,7 +125,9 @@ def parse_spec(
         return _validate_tfjob(data, lines, source, checks, kubernetes, overrides)
     if overrides and isinstance(data, dict):
         data = _merged(data, overrides)
-    return validate_data(data, lines, source, checks)
+    spec = validate_data(data, lines, source, checks)
+    _warn(cautions(spec), lines, source)
+    return spec
 
 
 def _merged(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,9 +151,15 @@ def _validate_tfjob(
     except SpecError as exc:
         problems = [Problem(converted.origin(p.path), p.message, p.line) for p in exc.problems]
         raise SpecError(problems, source) from None
-    for note in converted.notes + ([] if kubernetes else converted.kubernetes_inert):
-        warnings.warn(SpecWarning(_with_line(note, lines).render(source)), stacklevel=2)
+    spec_cautions = [Problem(converted.origin(p.path), p.message) for p in cautions(spec)]
+    _warn(converted.notes + ([] if kubernetes else converted.kubernetes_inert) + spec_cautions, lines, source)
     return spec
+
+
+def _warn(notes: Sequence[Problem], lines: LineMap, source: str | None) -> None:
+    """Each of ``notes`` as one ``SpecWarning`` line, located by ``lines``."""
+    for note in notes:
+        warnings.warn(SpecWarning(_with_line(note, lines).render(source)), stacklevel=3)
 
 
 def validate_data(
