@@ -113,7 +113,8 @@ def parse_spec(
 
     A Kubeflow TFJob is converted first (``launcher.spec.tfjob``): its fields
     tfcluster does not carry are refused, and so are its Kubernetes-only pod
-    fields unless ``kubernetes``; every problem names the TFJob's own field.
+    fields unless ``kubernetes``; what it carries is validated all the same, and
+    every problem of both (one line each) names the TFJob's own field.
     What is carried with a difference (the conversion's notes), and what a
     valid spec lets its tasks reach beyond their run (``launcher.spec.cautions``),
     is one ``SpecWarning`` each, once the spec is valid.
@@ -143,14 +144,15 @@ def _validate_tfjob(
     overrides: Mapping[str, Any] | None,
 ) -> ClusterSpec:
     converted = tfjob.convert(data)
-    refused = converted.malformed + converted.dropped + ([] if kubernetes else converted.kubernetes_only)
-    if refused:
-        raise SpecError([_with_line(p, lines) for p in refused], source)
+    refused = [_with_line(p, lines) for p in
+               converted.malformed + converted.dropped + ([] if kubernetes else converted.kubernetes_only)]
     try:
         spec = validate_data(_merged(converted.data, overrides or {}), converted.lines(lines), source, checks)
-    except SpecError as exc:
-        problems = [Problem(converted.origin(p.path), p.message, p.line) for p in exc.problems]
-        raise SpecError(problems, source) from None
+    except SpecError as exc:  # what was carried has problems too: every one is reported, each at its TFJob field
+        found = [Problem(converted.origin(p.path), p.message, p.line) for p in exc.problems]
+        raise SpecError(refused + [p for p in found if not _overlaps(p, refused)], source) from None
+    if refused:
+        raise SpecError(refused, source)
     spec_cautions = [Problem(converted.origin(p.path), p.message) for p in cautions(spec)]
     _warn(converted.notes + ([] if kubernetes else converted.kubernetes_inert) + spec_cautions, lines, source)
     return spec
