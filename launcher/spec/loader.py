@@ -399,7 +399,9 @@ def _to_problem(err: ErrorDetails, lines: LineMap) -> Problem:
         if isinstance(err.get("input"), str) and kind != "value_error":
             message += f" (got {_excerpt(err['input'], 80)})"
         elif isinstance(err.get("input"), (int, float, bool)) and kind != "value_error":
-            message += f" (got {err['input']!r})"
+            got = err["input"]  # an int beyond 64 bits comes only from Python (validate_data): its digits may be too many to show
+            message += f" (got {got!r})" if not isinstance(got, int) or got in INT_RANGE else \
+                f" (got an integer of {got.bit_length()} bits)"
     return _with_line(Problem(join_path(loc), message), lines)
 
 

@@ -10,6 +10,7 @@ handed to the planner.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import signal
 from enum import Enum
@@ -233,9 +234,15 @@ def _duration_seconds(value: object) -> object:
             raise ValueError(f"a duration such as 90s, 30m, 1h30m, 2d or a number of seconds (got {value!r})") from None
     elif isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"a duration such as 90s, 30m, 1h30m, 2d or a number of seconds (got {value!r})")
-    if not value > 0:
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int past a float's range (from Python: YAML refuses one beyond 64 bits)
+        seconds = math.inf
+    if not math.isfinite(seconds):
+        raise ValueError("must be a finite duration")
+    if not seconds > 0:
         raise ValueError(f"must be a positive duration (got {given!r})")
-    return float(value)
+    return seconds
 
 
 class CheckpointSpec(_Model):

@@ -10,7 +10,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from helpers.paths import REPO
+from launcher import api
 from launcher.cli.commands import main
+from launcher.spec.problems import SpecError
 
 DIGITS = "9" * 5000
 TFJOB = (REPO / "examples" / "tfjob.yaml").read_text()
@@ -83,3 +85,24 @@ def test_numbers_in_range_are_read_as_before(tmp_path: Path) -> None:
                     "small: -9223372036854775808, rate: 1.5e-3, hours: 1:30}\n")
     result = validate(spec)
     assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        ({"roles": {"worker": {"replicas": 10**5000}}},
+         "roles.worker.replicas: Input should be less than or equal to 10000 (got an integer of 16610 bits)"),
+        ({"roles": {"worker": {"resources": {"cpu": -(10**5000)}}}},
+         "roles.worker.resources.cpu: Input should be a valid number (got an integer of 16610 bits)"),
+        ({"roles": {"worker": {}}, "restart": {"expected_mtbf": 10**5000}, "checkpoint": {"backup_every_steps": "auto"}},
+         "restart.expected_mtbf: must be a finite duration"),
+        ({"roles": {"worker": {}}, "restart": {"expected_mtbf": float("inf")},
+          "checkpoint": {"backup_every_steps": "auto"}}, "restart.expected_mtbf: must be a finite duration"),
+    ],
+    ids=["int-replicas", "int-cpu", "int-duration", "inf-duration"],
+)
+def test_a_number_built_in_python_is_one_problem_too(data: dict, line: str) -> None:
+    """``validate_data`` (a notebook's mapping) meets Python numbers YAML never makes: one problem each still."""
+    with pytest.raises(SpecError) as info:
+        api.validate_data({"name": "n", **data})
+    assert str(info.value) == line
