@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, WithJsonSchema
 
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS1123_LABEL = re.compile(_LABEL)
@@ -68,13 +68,24 @@ def _checked(test: Callable[[str], bool], what: str) -> AfterValidator:
     return AfterValidator(check)
 
 
-DnsLabel = Annotated[str, _checked(is_dns_label, f"a DNS-1123 label: {_DNS_LABEL_MEANS}")]
-DnsSubdomain = Annotated[str, _checked(is_dns_subdomain, f"a DNS-1123 subdomain: {_SUBDOMAIN_MEANS}")]
-QualifiedName = Annotated[str, _checked(is_qualified_name, f"a Kubernetes qualified name: {_QUALIFIED_MEANS}")]
+def _schema(pattern: str, longest: int) -> WithJsonSchema:
+    """The JSON Schema of a name (``tfcluster schema``, for editors): anchored as JSON Schema searches."""
+    return WithJsonSchema({"type": "string", "pattern": f"^{pattern}$", "maxLength": longest})
+
+
+_QUALIFIED = rf"({DNS1123_SUBDOMAIN.pattern}/)?{QUALIFIED_NAME_PART.pattern}"
+DnsLabel = Annotated[str, _checked(is_dns_label, f"a DNS-1123 label: {_DNS_LABEL_MEANS}"),
+                     _schema(DNS1123_LABEL.pattern, DNS1123_LABEL_MAX)]
+DnsSubdomain = Annotated[str, _checked(is_dns_subdomain, f"a DNS-1123 subdomain: {_SUBDOMAIN_MEANS}"),
+                         _schema(DNS1123_SUBDOMAIN.pattern, DNS1123_SUBDOMAIN_MAX)]
+QualifiedName = Annotated[str, _checked(is_qualified_name, f"a Kubernetes qualified name: {_QUALIFIED_MEANS}"),
+                          _schema(_QUALIFIED, DNS1123_SUBDOMAIN_MAX + 1 + QUALIFIED_NAME_MAX)]
 #: A label key (each bad key reported at its own path; the keys tfcluster sets itself are refused by
 #: ``launcher.plan.checks``, which knows them from ``launcher.plan.naming``).
-LabelKey = Annotated[str, _checked(is_qualified_name, f"a Kubernetes label key: {_QUALIFIED_MEANS}")]
-LabelValue = Annotated[str, _checked(is_label_value, f"a Kubernetes label value: empty or {_NAME_PART_MEANS}")]
+LabelKey = Annotated[str, _checked(is_qualified_name, f"a Kubernetes label key: {_QUALIFIED_MEANS}"),
+                     _schema(_QUALIFIED, DNS1123_SUBDOMAIN_MAX + 1 + QUALIFIED_NAME_MAX)]
+LabelValue = Annotated[str, _checked(is_label_value, f"a Kubernetes label value: empty or {_NAME_PART_MEANS}"),
+                       _schema(f"({QUALIFIED_NAME_PART.pattern})?", LABEL_VALUE_MAX)]
 #: An annotation key: the API server checks it as a label key, lower-cased first.
 AnnotationKey = Annotated[str, _checked(lambda key: is_qualified_name(key.lower()),
                                         f"a Kubernetes annotation key: {_QUALIFIED_MEANS} (any case)")]
