@@ -48,7 +48,7 @@ MAX_SPEC_BYTES = 1024 * 1024
 #: YAML nodes after expanding aliases (a 10,000-worker spec has a few hundred).
 MAX_NODES = 100_000
 MAX_DEPTH = 64
-#: The integers a spec may hold: Kubernetes' and JSON's int64 (no field takes a larger one).
+#: The integers a spec may hold: Kubernetes' int64 (no field, nor anything a TFJob carries, takes a larger one).
 INT_RANGE = range(-(2**63), 2**63)
 #: The longest text of an integer in INT_RANGE, in any base YAML reads (``0b`` and 64 binary digits), underscores aside.
 MAX_INT_TEXT = 67
