@@ -10,13 +10,19 @@ Bounded input: a file over ``MAX_SPEC_BYTES``, YAML whose aliases would
 expand to more than ``MAX_NODES`` nodes, nesting deeper than ``MAX_DEPTH``
 once its aliases are expanded, or an alias inside its own anchor is refused
 with one problem, before anything is expanded, in memory proportional to
-the text.
+the text. So is every scalar whose text YAML cannot turn into the value its tag
+names, before any is turned (``_scalar_problem``): an integer beyond 64 bits
+(Python refuses to read one of over 4,300 digits, and a sexagesimal one takes
+time quadratic in its text), a number that is not finite (``.inf``,
+``.nan``, ``1.0e+999``), or an explicitly tagged one that does not parse
+(``!!int abc``, ``!!bool maybe``); each names its field and line.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
+import math
 import re
 import types
 import typing
@@ -31,6 +37,7 @@ from pydantic_core import ErrorDetails
 
 from launcher.spec import rules, tfjob
 from launcher.spec import tfjob_vocabulary as vocabulary
+from launcher.spec.cautions import cautions
 from launcher.spec.models import PATTERN_MEANINGS, ClusterSpec
 from launcher.spec.problems import Problem, SpecCheck, SpecError, SpecWarning, join_path, kind_of, split_path
 
@@ -41,6 +48,14 @@ MAX_SPEC_BYTES = 1024 * 1024
 #: YAML nodes after expanding aliases (a 10,000-worker spec has a few hundred).
 MAX_NODES = 100_000
 MAX_DEPTH = 64
+#: The integers a spec may hold: Kubernetes' int64 (no field, nor anything a TFJob carries, takes a larger one).
+INT_RANGE = range(-(2**63), 2**63)
+#: The longest text of an integer in INT_RANGE, in any base YAML reads (``0b`` and 64 binary digits), underscores aside.
+MAX_INT_TEXT = 67
+INT_TAG, FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+#: The scalar tags YAML makes a value of by parsing the text: what that value is, for messages.
+PARSED_SCALARS = {INT_TAG: "an integer", FLOAT_TAG: "a number", "tag:yaml.org,2002:bool": "a boolean",
+                  "tag:yaml.org,2002:timestamp": "a date", "tag:yaml.org,2002:binary": "base64 data"}
 
 
 def load_spec(
@@ -98,9 +113,11 @@ def parse_spec(
 
     A Kubeflow TFJob is converted first (``launcher.spec.tfjob``): its fields
     tfcluster does not carry are refused, and so are its Kubernetes-only pod
-    fields unless ``kubernetes``; every problem names the TFJob's own field.
-    What is carried with a difference (the conversion's notes) is one
-    ``SpecWarning`` each, once the spec is valid.
+    fields unless ``kubernetes``; what it carries is validated all the same, and
+    every problem of both (one line each) names the TFJob's own field.
+    What is carried with a difference (the conversion's notes), and what a
+    valid spec lets its tasks reach beyond their run (``launcher.spec.cautions``),
+    is one ``SpecWarning`` each, once the spec is valid.
     """
     data, lines, problems = _parse_yaml(text)
     if problems:
@@ -109,7 +126,9 @@ def parse_spec(
         return _validate_tfjob(data, lines, source, checks, kubernetes, overrides)
     if overrides and isinstance(data, dict):
         data = _merged(data, overrides)
-    return validate_data(data, lines, source, checks)
+    spec = validate_data(data, lines, source, checks)
+    _warn(cautions(spec), lines, source)
+    return spec
 
 
 def _merged(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -125,17 +144,24 @@ def _validate_tfjob(
     overrides: Mapping[str, Any] | None,
 ) -> ClusterSpec:
     converted = tfjob.convert(data)
-    refused = converted.malformed + converted.dropped + ([] if kubernetes else converted.kubernetes_only)
-    if refused:
-        raise SpecError([_with_line(p, lines) for p in refused], source)
+    refused = [_with_line(p, lines) for p in
+               converted.malformed + converted.dropped + ([] if kubernetes else converted.kubernetes_only)]
     try:
         spec = validate_data(_merged(converted.data, overrides or {}), converted.lines(lines), source, checks)
-    except SpecError as exc:
-        problems = [Problem(converted.origin(p.path), p.message, p.line) for p in exc.problems]
-        raise SpecError(problems, source) from None
-    for note in converted.notes + ([] if kubernetes else converted.kubernetes_inert):
-        warnings.warn(SpecWarning(_with_line(note, lines).render(source)), stacklevel=2)
+    except SpecError as exc:  # what was carried has problems too: every one is reported, each at its TFJob field
+        found = [Problem(converted.origin(p.path), p.message, p.line) for p in exc.problems]
+        raise SpecError(refused + [p for p in found if not _overlaps(p, refused)], source) from None
+    if refused:
+        raise SpecError(refused, source)
+    spec_cautions = [Problem(converted.origin(p.path), p.message) for p in cautions(spec)]
+    _warn(converted.notes + ([] if kubernetes else converted.kubernetes_inert) + spec_cautions, lines, source)
     return spec
+
+
+def _warn(notes: Sequence[Problem], lines: LineMap, source: str | None) -> None:
+    """Each of ``notes`` as one ``SpecWarning`` line, located by ``lines``."""
+    for note in notes:
+        warnings.warn(SpecWarning(_with_line(note, lines).render(source)), stacklevel=3)
 
 
 def validate_data(
@@ -228,6 +254,12 @@ def _parse_yaml(text: str) -> tuple[Any, LineMap, list[Problem]]:
         bound = _beyond_bounds(node)
         if bound:
             return None, {}, [Problem("", bound, node.start_mark.line + 1 if node is not None else None)]
+        lines: LineMap = {}
+        problems: list[Problem] = []
+        if node is not None:
+            _index_lines(loader, node, (), lines, problems)
+        if problems:  # duplicate keys, unreadable scalars: nothing is constructed
+            return None, lines, problems
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         return None, {}, [_yaml_problem(exc)]
@@ -235,10 +267,6 @@ def _parse_yaml(text: str) -> tuple[Any, LineMap, list[Problem]]:
         return None, {}, [Problem("", f"not valid YAML: nested deeper than {MAX_DEPTH} levels")]
     finally:
         loader.dispose()
-    lines: LineMap = {}
-    problems: list[Problem] = []
-    if node is not None:
-        _index_lines(node, (), lines, problems)
     return data, lines, problems
 
 
@@ -297,21 +325,61 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def _index_lines(node: yaml.Node, path: tuple[str, ...], lines: LineMap, problems: list[Problem]) -> None:
+def _index_lines(loader: yaml.SafeLoader, node: yaml.Node, path: tuple[str, ...], lines: LineMap,
+                 problems: list[Problem]) -> None:
+    """Each path's line into ``lines``; a duplicate key, and a scalar (value or key) ``_scalar_problem`` refuses,
+    into ``problems``. Runs before anything is constructed, on a node graph ``_beyond_bounds`` passed."""
     lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
+    if isinstance(node, yaml.ScalarNode):
+        why = _scalar_problem(loader, node)
+        if why is not None:
+            problems.append(Problem(join_path(path), why, node.start_mark.line + 1))
+    elif isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key, value in node.value:
             name = str(key.value)
             child = (*path, name)
+            why = _scalar_problem(loader, key) if isinstance(key, yaml.ScalarNode) else None
+            if why is not None:
+                problems.append(Problem(join_path(path), f"a key: {why}", key.start_mark.line + 1))
+                continue
             if name in seen:
                 problems.append(Problem(join_path(child), "duplicate key", key.start_mark.line + 1))
             seen.add(name)
             lines[child] = key.start_mark.line + 1
-            _index_lines(value, child, lines, problems)
+            _index_lines(loader, value, child, lines, problems)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _index_lines(item, (*path, str(i)), lines, problems)
+            _index_lines(loader, item, (*path, str(i)), lines, problems)
+
+
+def _scalar_problem(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str | None:
+    """Why the value YAML would make of ``node`` (by its tag, implicit or explicit) is no spec value, or None.
+
+    An integer's text is measured before it is read: one beyond ``INT_RANGE`` is refused, in time linear in its
+    text, whatever its base (``0x``, ``0b``, ``0o``, sexagesimal ``1:30``)."""
+    kind = PARSED_SCALARS.get(node.tag)
+    if kind is None:
+        return None
+    text = node.value
+    if node.tag == INT_TAG and len(text.replace("_", "").lstrip("+-")) > MAX_INT_TEXT:
+        return f"{_excerpt(text)} is an integer beyond 64 bits: no field takes one"
+    try:
+        value = loader.yaml_constructors[node.tag](loader, node)
+    except (ValueError, ArithmeticError, LookupError, AttributeError, TypeError, yaml.YAMLError):
+        return f"{_excerpt(text)} is not {kind}, as its tag says"
+    if node.tag == INT_TAG and value not in INT_RANGE:
+        return f"{_excerpt(text)} is an integer beyond 64 bits: no field takes one"
+    if node.tag == FLOAT_TAG and not math.isfinite(value):
+        return f"{_excerpt(text)} is not a finite number: no field takes an infinity or NaN"
+    return None
+
+
+def _excerpt(text: str, keep: int = 24) -> str:
+    """``text`` quoted, its middle left out past ``keep`` characters (a value of 5,000 digits in a message)."""
+    if len(text) <= keep:
+        return repr(text)
+    return repr(f"{text[:keep // 2]}...{text[-keep // 2:]}") + f" ({len(text)} characters)"
 
 
 def _to_problem(err: ErrorDetails, lines: LineMap) -> Problem:
@@ -328,8 +396,12 @@ def _to_problem(err: ErrorDetails, lines: LineMap) -> Problem:
         elif kind == "enum" and isinstance(err.get("input"), str):
             message += _closest(err["input"], re.findall(r"'([^']*)'", err["ctx"]["expected"]))
         message = message.removeprefix("Value error, ")
-        if isinstance(err.get("input"), (str, int, float, bool)) and kind != "value_error":
-            message += f" (got {err['input']!r})"
+        if isinstance(err.get("input"), str) and kind != "value_error":
+            message += f" (got {_excerpt(err['input'], 80)})"
+        elif isinstance(err.get("input"), (int, float, bool)) and kind != "value_error":
+            got = err["input"]  # an int beyond 64 bits comes only from Python (validate_data): its digits may be too many to show
+            message += f" (got {got!r})" if not isinstance(got, int) or got in INT_RANGE else \
+                f" (got an integer of {got.bit_length()} bits)"
     return _with_line(Problem(join_path(loc), message), lines)
 
 

@@ -10,6 +10,7 @@ handed to the planner.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import signal
 from enum import Enum
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from launcher.spec.image_reference import ImageReference, RegistryReference
+from launcher.spec.k8s_names import Annotations, DnsLabel, DnsSubdomain, LabelKey, LabelValue, QualifiedName
 from launcher.spec.quantities import BYTES, byte_count
 
 if TYPE_CHECKING:
@@ -29,18 +31,11 @@ DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 PY_MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 ABSOLUTE_PATH = r"^/"
-#: A Kubernetes label name (the part after an optional ``prefix/``) and value (which may be empty).
-LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
-LABEL_KEY = re.compile(rf"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{LABEL_NAME}")
-LABEL_VALUE = rf"^({LABEL_NAME})?$"
-
 #: What each pattern means, for error messages people can act on.
 PATTERN_MEANINGS = {
     DNS_LABEL: "must be a DNS-1123 label: lowercase letters, digits and '-', starting with a letter",
     PY_MODULE: "must be a dotted Python module name, e.g. mypackage.train",
     ABSOLUTE_PATH: "must be an absolute path (starting with /)",
-    LABEL_VALUE: "must be a Kubernetes label value: letters, digits, '-', '_' and '.', starting and ending "
-                 "with a letter or digit (or empty)",
     BYTES: "must be a byte quantity such as 512Mi or 4Gi (Mi = MiB; 'm' would mean 1/1000 byte)",
 }
 
@@ -131,34 +126,6 @@ def _check_env_name(key: str) -> str:
 #: An environment variable name (each bad key is reported at its own path; names the launcher
 #: owns are refused by ``launcher.plan.checks``, which knows them from ``launcher.protocol.env``).
 EnvName = Annotated[str, AfterValidator(_check_env_name)]
-
-
-def _check_label_key(key: str) -> str:
-    prefix, _, name = key.rpartition("/")
-    if not LABEL_KEY.fullmatch(key) or len(name) > 63 or len(prefix) > 253:
-        raise ValueError("is not a Kubernetes label key: an optional DNS subdomain and '/', then at most 63 "
-                         "letters, digits, '-', '_' and '.', starting and ending with a letter or digit")
-    return key
-
-
-#: A Kubernetes label key (each bad key reported at its own path; the keys tfcluster sets itself are
-#: refused by ``launcher.plan.checks``, which knows them from ``launcher.plan.naming``).
-LabelKey = Annotated[str, AfterValidator(_check_label_key)]
-LabelValue = Annotated[str, Field(max_length=63, pattern=LABEL_VALUE)]
-
-
-def _check_annotation_key(key: str) -> str:
-    try:
-        _check_label_key(key.lower())
-    except ValueError:
-        raise ValueError("is not a Kubernetes annotation key: an optional DNS subdomain and '/', then at most 63 "
-                         "letters, digits, '-', '_' and '.', starting and ending with a letter or digit (any case)"
-                         ) from None
-    return key
-
-
-#: A Kubernetes annotation key: the API server checks it as a label key, lower-cased first.
-AnnotationKey = Annotated[str, AfterValidator(_check_annotation_key)]
 
 
 def _at_least_6mi(memory: str) -> str:
@@ -267,9 +234,15 @@ def _duration_seconds(value: object) -> object:
             raise ValueError(f"a duration such as 90s, 30m, 1h30m, 2d or a number of seconds (got {value!r})") from None
     elif isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"a duration such as 90s, 30m, 1h30m, 2d or a number of seconds (got {value!r})")
-    if not value > 0:
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int past a float's range (from Python: YAML refuses one beyond 64 bits)
+        seconds = math.inf
+    if not math.isfinite(seconds):
+        raise ValueError("must be a finite duration")
+    if not seconds > 0:
         raise ValueError(f"must be a positive duration (got {given!r})")
-    return float(value)
+    return seconds
 
 
 class CheckpointSpec(_Model):
@@ -484,19 +457,21 @@ class TPUSpec(_Model):
 
 
 class Toleration(_Model):
-    key: str | None = None
-    operator: str | None = Field(None, pattern="^(Exists|Equal)$")
+    """A pod toleration, as Kubernetes spells it; how its fields fit together is ``launcher.spec.rules``'."""
+
+    key: QualifiedName | None = None
+    operator: Literal["Exists", "Equal"] | None = None
     value: str | None = None
-    effect: str | None = Field(None, pattern="^(NoSchedule|PreferNoSchedule|NoExecute)$")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = Field(None, ge=0)
 
 
 class VolumeClaim(_Model):
     """The ReadWriteMany claim that holds checkpoints on Kubernetes."""
 
-    name: str | None = Field(None, pattern=DNS_LABEL, description="Existing claim; when unset one is created.")
+    name: DnsSubdomain | None = Field(None, description="Existing claim; when unset one is created.")
     size: str = Field("10Gi", pattern=BYTES)
-    storage_class: str | None = None
+    storage_class: DnsSubdomain | None = None
 
 
 #: The sources a Kubernetes pod volume may name (``core/v1 Volume``, every field but ``name``).
@@ -519,7 +494,7 @@ class PodVolume(BaseModel):
         "minProperties": 2, "maxProperties": 2, "propertyNames": {"enum": ["name", *sorted(VOLUME_SOURCES)]},
     })
 
-    name: str = Field(..., pattern=DNS_LABEL, max_length=63)
+    name: DnsLabel
 
     @model_validator(mode="after")
     def _one_source(self) -> PodVolume:
@@ -543,7 +518,7 @@ class PodVolume(BaseModel):
 class VolumeMount(_Model):
     """Where a volume of ``kubernetes.volumes`` appears in every task's container."""
 
-    name: str = Field(..., pattern=DNS_LABEL, max_length=63, description="A volume of kubernetes.volumes.")
+    name: DnsLabel = Field(..., description="A volume of kubernetes.volumes.")
     mount_path: str = Field(..., pattern=ABSOLUTE_PATH, description="Absolute path in the container.")
     read_only: bool = False
     sub_path: str | None = Field(None, min_length=1, pattern=r"^[^/]", description="A path inside the volume.")
@@ -552,26 +527,23 @@ class VolumeMount(_Model):
 class KubernetesSpec(_Model):
     """Kubernetes-only settings; ignored by the other backends."""
 
-    namespace: str = Field("default", pattern=DNS_LABEL, max_length=63)
+    namespace: DnsLabel = "default"
     node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
-    image_pull_secrets: list[str] = Field(default_factory=list)
-    env_from_secrets: list[str] = Field(default_factory=list, description="Secrets whose keys become env vars.")
-    scheduler_name: str | None = Field(None, description="e.g. volcano, for gang scheduling.")
+    image_pull_secrets: list[DnsSubdomain] = Field(default_factory=list)
+    env_from_secrets: list[DnsSubdomain] = Field(default_factory=list, description="Secrets whose keys become env vars.")
+    scheduler_name: QualifiedName | None = Field(None, description="e.g. volcano, for gang scheduling.")
     labels: dict[LabelKey, LabelValue] = Field(
         default_factory=dict, description="Labels on every object of the run (Jobs, Services, ConfigMap, ...)."
     )
     pod_labels: dict[LabelKey, LabelValue] = Field(
         default_factory=dict, description="Labels on every task's pod, e.g. for a policy's or a monitor's selector."
     )
-    pod_annotations: dict[AnnotationKey, str] = Field(default_factory=dict,
-                                                      description="e.g. Kueue/Volcano PodGroup keys.")
+    pod_annotations: Annotations = Field(default_factory=dict, description="e.g. Kueue/Volcano PodGroup keys.")
     volume_claim: VolumeClaim = Field(default_factory=VolumeClaim)
     ttl_seconds_after_finished: int | None = Field(3600, ge=0)
-    service_account: str | None = Field(
+    service_account: DnsSubdomain | None = Field(
         None,
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
-        max_length=253,
         description="An existing ServiceAccount the pods run as (its own automountServiceAccountToken applies); "
         "when unset tfcluster creates <name>-runner, with no API token.",
     )

@@ -88,7 +88,8 @@ SpecCheck = Callable[["ClusterSpec"], list[Problem]]
 
 class SpecWarning(UserWarning):
     """A problem line that is not a refusal: something carried with a difference that changes neither what the
-    job computes, nor where it runs, nor what it can reach (a TFJob field tfcluster honours its own way)."""
+    job computes, nor where it runs, nor what it can reach (a TFJob field tfcluster honours its own way), or what
+    a spec asks its tasks to reach beyond their run (``launcher.spec.cautions``: a hostPath volume)."""
 
 
 class SpecError(TfclusterError):

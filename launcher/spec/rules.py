@@ -9,6 +9,7 @@ that knowledge and reported by ``launcher.spec.loader`` alongside these.
 
 from __future__ import annotations
 
+from launcher.spec.k8s_names import is_label_value
 from launcher.spec.models import ClusterSpec, Collective, RoleType, Strategy
 from launcher.spec.paths import normalized
 from launcher.spec.problems import Problem
@@ -58,8 +59,8 @@ def check(spec: ClusterSpec, *, strategy_known: bool = True) -> list[Problem]:
     """
     fit = _strategy_fit(spec, resolve_strategy(spec)) if strategy_known else []
     strategy = resolve_strategy(spec) if strategy_known else None
-    return [*_role_counts(spec), *fit, *_volumes(spec), *_entrypoints(spec), *_failure_rules(spec),
-            *_backup_interval(spec, strategy), *_expected_mtbf(spec)]
+    return [*_role_counts(spec), *fit, *_volumes(spec), *_tolerations(spec), *_entrypoints(spec),
+            *_failure_rules(spec), *_backup_interval(spec, strategy), *_expected_mtbf(spec)]
 
 
 def plannable(spec: ClusterSpec) -> bool:
@@ -138,6 +139,26 @@ def _volumes(spec: ClusterSpec) -> list[Problem]:
         if path in paths:
             problems.append(Problem(f"kubernetes.volume_mounts.{i}.mount_path", f"a second mount at {path}"))
         paths.add(path)
+    return problems
+
+
+def _tolerations(spec: ClusterSpec) -> list[Problem]:
+    """How a toleration's fields fit together, as Kubernetes' ``ValidateTolerations`` has it: no key tolerates every
+    taint, so only with ``Exists``; ``Exists`` matches any value, so it names none; ``Equal`` (the default) matches
+    a label value; ``toleration_seconds`` is only read for ``NoExecute``."""
+    problems = []
+    for i, toleration in enumerate(spec.kubernetes.tolerations):
+        at = f"kubernetes.tolerations.{i}"
+        exists = toleration.operator == "Exists"
+        if not toleration.key and not exists:
+            problems.append(Problem(f"{at}.key", "is needed unless operator is Exists (no key: every taint)"))
+        if exists and toleration.value:
+            problems.append(Problem(f"{at}.value", "must be empty when operator is Exists"))
+        elif not exists and not is_label_value(toleration.value or ""):
+            problems.append(Problem(f"{at}.value", "is not a Kubernetes label value: empty or at most 63 letters, "
+                                                   "digits, '-', '_' and '.', starting and ending with a letter or digit"))
+        if toleration.toleration_seconds is not None and toleration.effect != "NoExecute":
+            problems.append(Problem(f"{at}.effect", "must be NoExecute when toleration_seconds is set"))
     return problems
 
 

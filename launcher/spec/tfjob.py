@@ -197,6 +197,7 @@ def convert(data: dict[str, Any]) -> Converted:
     for key in _extra(data, {"apiVersion", "kind", "metadata", "spec"}):
         out.drop((key,), "not part of a TFJob's definition")
     replicas = out.mapping(spec.get("tfReplicaSpecs"), ("spec", "tfReplicaSpecs"))
+    out.origins[("roles",)] = ("spec", "tfReplicaSpecs")
     if not replicas and isinstance(spec.get("tfReplicaSpecs", {}), dict):
         out.dropped.append(Problem("spec.tfReplicaSpecs", "a TFJob needs at least one replica spec"))
     restarts: dict[str, tuple[str, Path]] = {}
@@ -355,7 +356,8 @@ def _program(out: Converted, base: Path, container: dict[str, Any], where: Path)
     """Kubernetes' rule: ``command`` replaces the image's ENTRYPOINT (and CMD), ``args`` alone replace its CMD."""
     command = out.strings(container.get("command"), (*where, "command"))
     args = out.strings(container.get("args"), (*where, "args"))
-    out.put((*base, "command"), [*command, *args], (*where, "args") if args and not command else (*where, "command"))
+    out.put((*base, "command"), [*command, *args],
+            (*where, "args") if "args" in container and not command else (*where, "command"))
     if command:
         out.put((*base, "replaces_entrypoint"), True, (*where, "command"))
 

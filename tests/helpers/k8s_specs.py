@@ -58,7 +58,7 @@ SPECS: dict[str, dict[str, Any]] = {
         "kubernetes": {
             "namespace": "team-a",
             "node_selector": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule", "toleration_seconds": 60}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute", "toleration_seconds": 60}],
             "image_pull_secrets": ["regcred"],
             "env_from_secrets": ["wandb"],
             "scheduler_name": "volcano",

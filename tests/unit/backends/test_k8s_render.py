@@ -285,7 +285,7 @@ def test_kubernetes_options_reach_every_pod() -> None:
         pod = template["spec"]
         assert template["metadata"]["annotations"] == {"scheduling.k8s.io/group-name": "opts", "kueue.x-k8s.io/queue-name": "gpu"}
         assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
-        assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 60}]
+        assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}]
         assert pod["imagePullSecrets"] == [{"name": "regcred"}] and pod["schedulerName"] == "volcano"
         assert pod["containers"][0]["envFrom"] == [{"secretRef": {"name": "wandb"}}]
         own = ("tmp", "tfcluster", "checkpoints")

@@ -263,11 +263,12 @@ def test_problems_name_the_tfjob_file_line_and_field(tmp_path: Path) -> None:
     errors = _errors(tmp_path, data, "validate")
     path = tmp_path / "job.yaml"
     lines = path.read_text().splitlines()
-    assert len(errors) == 2
+    assert len(errors) == 3  # what is not carried, and what is carried but wrong: every problem at once
     assert errors[0].startswith(f"{path}:") and errors[0].endswith(
         "spec.tfReplicaSpecs.Worker.template.spec.hostNetwork: not carried: tfcluster does not carry this pod "
         "field yet")
     assert "spec.tfReplicaSpecs.Launcher: unknown replica type" in errors[1]
+    assert "spec.tfReplicaSpecs.Worker.replicas: Input should be greater than or equal to 0" in errors[2]
     line = int(errors[1].split(":")[1])
     assert lines[line - 1].strip() == "Launcher:"
     del data["spec"]["tfReplicaSpecs"]["Launcher"]
@@ -405,3 +406,27 @@ def test_a_node_selector_or_pod_annotation_key_the_api_server_would_refuse_is_re
     assert sorted(e.split(": ", 1)[1].split(": ", 1)[0] for e in errors) == [
         f'{where}.metadata.annotations."note\\nslurm"', f'{where}.spec.nodeSelector."pool\\nx"',
         f"{where}.spec.nodeSelector.zone"], errors
+
+
+def test_every_problem_of_a_tfjob_is_reported_not_only_those_of_its_first_phase(tmp_path: Path) -> None:
+    """A field tfcluster does not carry (refused while converting) and a bad value it carries (refused when the
+    spec is validated): one line each, in one run, each at its TFJob field."""
+
+    def broken(worker: dict) -> None:
+        worker["replicas"] = -1
+        worker["template"]["spec"]["hostNetwork"] = True
+        worker["template"]["spec"]["containers"][0]["resources"] = {"limits": {"memory": "lots"}}
+
+    data = _tfjob(Worker=broken)
+    data["metadata"]["name"] = "Bad"
+    lines = _errors(tmp_path, data, "validate", "-b", "k8s")
+    assert [line.split(": ", 2)[1] for line in lines] == [
+        "spec.tfReplicaSpecs.Worker.template.spec.hostNetwork", "metadata.name", "spec.tfReplicaSpecs.Worker.replicas",
+        "spec.tfReplicaSpecs.Worker.template.spec.containers.0.resources.limits.memory"], lines
+
+
+def test_a_tfjob_without_replicas_is_one_line_not_two(tmp_path: Path) -> None:
+    data = _tfjob()
+    data["spec"]["tfReplicaSpecs"] = {}
+    lines = _errors(tmp_path, data, "validate")
+    assert [line.split(": ", 1)[1] for line in lines] == ["spec.tfReplicaSpecs: a TFJob needs at least one replica spec"]

@@ -15,8 +15,11 @@ HEAD = "apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: j}\nspec:\n"
 
 
 def _worker(container: str, extra: str = "") -> str:
+    """A TFJob of two workers whose container has ``container``'s fields (and a command, unless they give one:
+    a TFJob without one is a problem of its own on the local backend, reported with the others)."""
+    program = "" if "command:" in container or "args:" in container else "command: [python, train.py], "
     return HEAD + f"  tfReplicaSpecs:\n    Worker:\n      replicas: 2\n{extra}" \
-                  f"      template: {{spec: {{containers: [{{name: tensorflow, image: img, {container}}}]}}}}\n"
+                  f"      template: {{spec: {{containers: [{{name: tensorflow, image: img, {program}{container}}}]}}}}\n"
 
 
 #: (file text, the problem lines expected, each as its field and the start of its message)
@@ -33,11 +36,11 @@ MALFORMED = [
       "containers.0.env.2.value: must be a string, not a mapping"]),
     (_worker("resources: {limits: [1]}, ports: [7]"),
      ["containers.0.resources.limits: must be a mapping, not a list", "containers.0.ports.0: must be a mapping"]),
-    (HEAD + "  tfReplicaSpecs:\n    Chief: {template: {spec: {containers: [{name: tensorflow, image: img}]}}}\n"
-            "    Master: {template: {spec: {containers: [{name: tensorflow, image: img}]}}}\n",
+    (HEAD + "  tfReplicaSpecs:\n    Chief: {template: {spec: {containers: [{name: tensorflow, image: img, command: [x]}]}}}\n"
+            "    Master: {template: {spec: {containers: [{name: tensorflow, image: img, command: [x]}]}}}\n",
      ["spec.tfReplicaSpecs.Master: a second chief: Chief and Master name the same replica type"]),
     (HEAD + "  tfReplicaSpecs: [Worker]\n", ["spec.tfReplicaSpecs: must be a mapping, not a list"]),
-    (HEAD + "  runPolicy: [1]\n  tfReplicaSpecs: {Worker: {template: {spec: {containers: [{image: img}]}}}}\n",
+    (HEAD + "  runPolicy: [1]\n  tfReplicaSpecs: {Worker: {template: {spec: {containers: [{image: img, command: [x]}]}}}}\n",
      ["spec.runPolicy: must be a mapping, not a list"]),
     (_worker("command: [python]").replace("metadata: {name: j}", "metadata: [j]"),
      ["metadata: must be a mapping, not a list"]),
