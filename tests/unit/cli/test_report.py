@@ -4,12 +4,16 @@ it: tests/integration/test_report_browser.py."""
 
 from __future__ import annotations
 
+import stat
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from launcher import api
+from launcher.cli import commands
+from launcher.cli.commands import main
 from launcher.cli.report.page import render
 from launcher.cli.report.timeline import Kind, timeline
 from launcher.errors import LaunchError
@@ -140,3 +144,51 @@ def test_env_values_are_not_shown() -> None:
     page = render(RunHistory(plan=plan, status={"state": "running", "tasks": []}, events={}))
     assert "s3cr3t-value" not in page and "API_KEY" in page
 
+
+class _Backend:
+    """What ``report`` asks a backend for: the run's history."""
+
+    def __init__(self, status: dict[str, Any] | None = None):
+        self.status = status
+
+    def history(self, name: str) -> RunHistory:
+        return history(self.status)
+
+
+def _report(monkeypatch: pytest.MonkeyPatch, cli, *args: str, status: dict[str, Any] | None = None):
+    monkeypatch.setattr(commands, "_backend_for", lambda name, backend: _Backend(status))
+    return cli.invoke(main, ["report", "job", *args])
+
+
+def test_report_never_writes_through_a_symbolic_link(monkeypatch: pytest.MonkeyPatch, cli, tmp_path: Path) -> None:
+    """In a directory others can write (/tmp, a shared checkout), a link planted at the page's default path (or
+    one given with -o) must not make ``report`` overwrite the file it points to."""
+    monkeypatch.chdir(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    for link, args in ((tmp_path / "job-report.html", ()), (tmp_path / "named.html", ("-o", "named.html"))):
+        link.symlink_to(victim)
+        result = _report(monkeypatch, cli, *args)
+        assert result.exit_code == 2, result.output
+        assert result.output.strip().splitlines() == [
+            f"tfcluster report: {link.name} is a symbolic link: the report is never written through one "
+            "(remove it, or name another file with -o)"]
+        assert victim.read_text() == "precious" and link.is_symlink()
+        link.unlink()
+    result = _report(monkeypatch, cli)
+    assert result.exit_code == 0, result.output
+    page = tmp_path / "job-report.html"
+    assert victim.read_text() == "precious" and not page.is_symlink() and page.read_text().startswith("<!DOCTYPE html>")
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600  # it quotes task output and commands: yours to share
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job-report.html", "victim"]
+
+
+def test_report_of_a_malformed_status_is_one_line_exit_1_and_writes_nothing(monkeypatch: pytest.MonkeyPatch, cli,
+                                                                              tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = _report(monkeypatch, cli, status={"restarts": "<script>alert(1)</script>"})
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "error: the status of 'job' is not one tfcluster writes (restarts: Input should be a valid integer; "
+        "1 problem(s) in all): no report drawn"]
+    assert not list(tmp_path.iterdir())
