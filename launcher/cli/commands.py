@@ -349,16 +349,21 @@ def report(name: str, output: Path | None, backend: str | None) -> None:
     and the plan.
 
     The page is self-contained (no script, nothing fetched when it is opened). Every backend (Kubernetes: the
-    pods still there); running or ended (until `down`).
+    pods still there); running or ended (until `down`). It is written readable by you only, and never
+    through a symbolic link (one at the path is refused).
     """
     from launcher.cli.report.page import render
+    from launcher.supervision.statefile import write_private
 
+    path = output if output is not None else Path(f"{name}-report.html")
+    if path.is_symlink():
+        raise click.UsageError(f"{path} is a symbolic link: the report is never written through one "
+                               "(remove it, or name another file with -o)")
     history = _backend_for(name, backend).history(name)
     if history is None:
         raise LaunchError(f"no cluster named {name!r}")
-    path = output if output is not None else Path(f"{name}-report.html")
-    path.write_text(render(history), encoding="utf-8")
-    terminal.echo(f"{name}: report written to {path}")
+    write_private(path, render(history))
+    terminal.echo(f"{name}: report written to {path} (readable by you only)")
 
 
 @main.command()

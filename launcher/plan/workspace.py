@@ -16,6 +16,7 @@ registry (Kubernetes) the tag names it and the layer is pushed there.
 from __future__ import annotations
 
 import hashlib
+import re
 
 from pydantic import BaseModel, ConfigDict
 
@@ -23,6 +24,8 @@ from pydantic import BaseModel, ConfigDict
 CONTAINER_WORKSPACE = "/workspace"
 #: Bump when the layer's Dockerfile changes, so old layers are not reused.
 LAYER_FORMAT = "3"
+#: Hex digits of the hash a workspace layer's tag carries.
+KEY_LENGTH = 16
 
 
 class CredentialFile(BaseModel):
@@ -77,13 +80,20 @@ class Workspace(BaseModel):
 
 def workspace_image(cluster: str, base: str, source: WorkspaceSource, registry: str | None) -> WorkspaceImage:
     """The layer of ``source`` on ``base``: ``[registry/]tfcluster-workspace-<cluster>:<hash>``."""
-    key = hashlib.sha256(f"{LAYER_FORMAT}\0{base}\0{source.digest}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{LAYER_FORMAT}\0{base}\0{source.digest}".encode()).hexdigest()[:KEY_LENGTH]
+    return WorkspaceImage(base=base, tag=f"{_repository(cluster, registry)}:{key}", push=registry is not None)
+
+
+def is_workspace_tag(image: str, cluster: str, registry: str | None) -> bool:
+    """Whether ``image`` is a tag ``workspace_image`` gives a layer of ``cluster`` (whatever its files and base,
+    which only the hash says)."""
+    repository, _, key = image.rpartition(":")
+    return repository == _repository(cluster, registry) and re.fullmatch(f"[0-9a-f]{{{KEY_LENGTH}}}", key) is not None
+
+
+def _repository(cluster: str, registry: str | None) -> str:
     repository = f"tfcluster-workspace-{cluster}"
-    return WorkspaceImage(
-        base=base,
-        tag=f"{registry.rstrip('/')}/{repository}:{key}" if registry else f"{repository}:{key}",
-        push=registry is not None,
-    )
+    return f"{registry.rstrip('/')}/{repository}" if registry else repository
 
 
 def plan_workspace(cluster: str, source: WorkspaceSource, bases: list[str] | None, registry: str | None) -> Workspace:

@@ -84,6 +84,8 @@ def test_report_draws_the_runs_history(run: Path, tmp_path: Path) -> None:
         expected = f"{100 * goodput['fraction']:.1f} %" if goodput else "not measured"
         assert expected in page.locator("#goodput").inner_text()
         assert page.locator("#state").inner_text() == "succeeded"
+        # Its own inline style applies under its Content-Security-Policy (the .state-succeeded colour).
+        assert page.locator("#state").evaluate("e => getComputedStyle(e).color") == "rgb(27, 127, 59)"
         clean(shown, path.as_uri())
 
 

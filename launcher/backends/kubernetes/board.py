@@ -1,6 +1,8 @@
 """``tfcluster tensorboard`` on Kubernetes: apply a board's objects, forward a local port to its pod, remove them.
 
-Contract: ``tensorboard`` applies the run's TensorBoard objects that the rendered ConfigMap holds, or for
+Contract: ``tensorboard`` applies the run's TensorBoard objects that the rendered ConfigMap holds, once
+``tensorboard.checked_board`` found them to be the board its plan makes (anything else is refused, nothing
+created), or for
 several runs one board mounting each run's claim (``tensorboard.shared_board``), owned by every shown run's
 ConfigMap (so ``down`` of any of them and the garbage collector, once all are gone, remove it), waits for a
 ready pod, forwards ``host:port`` to it through the API server (``pods/<pod>/portforward``) and deletes it
@@ -17,14 +19,13 @@ from typing import Any
 
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes import status as k8s_status
+from launcher.backends.kubernetes.cluster_state import planned_again
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj
-from launcher.backends.kubernetes.pods import JOB_KEY
 from launcher.backends.kubernetes.portforward import PortForwarder
-from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board
+from launcher.backends.kubernetes.tensorboard import BoardRun, checked_board, shared_board
 from launcher.backends.tensorboard import PORT, Board, log_dir_of, serve_locally, url, wait_until_serving
 from launcher.errors import LaunchError
 from launcher.protocol.paths import is_object_store
-from launcher.protocol.runconfig import RunConfig
 
 #: How long the TensorBoard Deployment may take to have a ready pod (image pull, scheduling).
 BOARD_READY_SECONDS = 300.0
@@ -34,7 +35,7 @@ def tensorboard(api: KubeApi, names: Sequence[str], namespace: str, host: str, p
                 pause: Callable[[float], None] = time.sleep) -> AbstractContextManager[Board]:
     """A TensorBoard Deployment reached through a port-forward; TensorBoard here when every log dir is a bucket.
 
-    One run: the objects its ConfigMap stores. Several (a name given
+    One run: the objects its ConfigMap stores (``checked_board``). Several (a name given
     twice counts once): one ``tensorboard.shared_board`` of the runs in
     name order (the same board whatever order they are given in), owned
     by every run's ConfigMap. ``LaunchError`` for a run not in
@@ -42,15 +43,15 @@ def tensorboard(api: KubeApi, names: Sequence[str], namespace: str, host: str, p
     """
     runs = sorted(set(names))
     configs = {name: apply.config_map(api, name, namespace) for name in runs}
-    dirs = {name: log_dir_of(name, RunConfig.model_validate_json(c["data"][JOB_KEY]).tensorboard_dir)
-            for name, c in configs.items()}
+    plans = {name: planned_again(name, c) for name, c in configs.items()}
+    dirs = {name: log_dir_of(name, plan.run_config.tensorboard_dir) for name, plan in plans.items()}
     if all(is_object_store(d) for d in dirs.values()):
         return serve_locally(dirs, host, port)
     owners = [apply.owner(c) for c in configs.values()]
-    first = stored_board(runs[0], configs[runs[0]]["data"])
+    first = checked_board(plans[runs[0]], configs[runs[0]]["data"])
     if len(runs) == 1:
         return _board(api, first, owners, namespace, host, port, pause)
-    board = shared_board([BoardRun.stored(name, c["data"]) for name, c in configs.items()], first)
+    board = shared_board([BoardRun.of(plan) for plan in plans.values()], first)
     return _board(api, board, owners, namespace, host, port, pause)
 
 

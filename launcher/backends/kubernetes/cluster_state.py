@@ -28,6 +28,7 @@ from launcher.backends.kubernetes.target import target
 from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan, make_plan
+from launcher.protocol.events import MANUAL_TOKEN
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import ClusterSpec
 from launcher.supervision.harness import StateDir
@@ -71,17 +72,26 @@ def status_text(status: JobStatus, room: int) -> str:
 
 
 def plan_of(api: KubeApi, name: str, namespace: str) -> Plan:
-    """The run's plan, made again from its ConfigMap (``SPEC_KEY``: the spec without its env values; ``JOB_KEY``:
-    its run id) with its Jobs' event token; ``LaunchError`` for a run launched before the ConfigMap kept the spec."""
+    """The run's plan, made again from its ConfigMap (``planned_again``) with its Jobs' event token."""
     config_map = apply.config_map(api, name, namespace)
+    token = k8s_status.event_token(apply.of_cluster(api, Kind.JOB, namespace, name))
+    return planned_again(name, config_map, token)
+
+
+def planned_again(name: str, config_map: Obj, event_token: str = MANUAL_TOKEN) -> Plan:
+    """Run ``name``'s plan, made again from its ``config_map`` (``SPEC_KEY``: the spec without its env values;
+    ``JOB_KEY``: its run id); ``LaunchError`` for a run launched before the ConfigMap kept the spec, or a spec
+    of another run (anyone who may write the ConfigMap could have put it there)."""
     run_config = apply.record(config_map, JOB_KEY, RunConfig)
     try:
         spec = ClusterSpec.model_validate_json(config_map.get("data", {})[SPEC_KEY])
     except (KeyError, ValueError):
         raise LaunchError(f"{name!r} was launched by an older tfcluster whose ConfigMap keeps no spec; "
                           "launch it again") from None
-    token = k8s_status.event_token(apply.of_cluster(api, Kind.JOB, namespace, name))
-    return make_plan(spec, target(spec), run_config.run_id if run_config else "manual", event_token=token)
+    if spec.name != name:
+        raise LaunchError(f"ConfigMap {naming.config_map_name(name)} holds the spec of {spec.name!r}, not of {name!r}: "
+                          "refusing it (edited after the launch?)")
+    return make_plan(spec, target(spec), run_config.run_id if run_config else "manual", event_token=event_token)
 
 
 def _shape(status: JobStatus) -> tuple[object, ...]:

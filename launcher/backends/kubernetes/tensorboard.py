@@ -2,12 +2,14 @@
 
 Contract: pure functions, no Kubernetes client import. ``tensorboard_objects(plan)``
 is the run's board, stored at launch in its ConfigMap (``TENSORBOARD_KEY``)
-and applied by ``tfcluster tensorboard``; ``stored_board`` reads it back,
-``BoardRun.stored`` describes a launched run from its ConfigMap, and
-``shared_board`` makes one board of several launched runs. Every board is a
-Deployment, a ClusterIP Service and a NetworkPolicy that admits no pod:
-``tfcluster tensorboard`` reaches the board by a port-forward, through the
-kubelet, which needs no pod ingress.
+and applied by ``tfcluster tensorboard``; ``checked_board`` reads it back and
+gives it only when it is the board the run's plan (made again from the same
+ConfigMap) makes: what anyone who may write that ConfigMap put there is never
+applied with the user's credentials unless it is that board. ``BoardRun.of``
+describes a launched run from its plan, and ``shared_board`` makes one board
+of several launched runs. Every board is a Deployment, a ClusterIP Service
+and a NetworkPolicy that admits no pod: ``tfcluster tensorboard`` reaches the
+board by a port-forward, through the kubelet, which needs no pod ingress.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from typing import Any
 from launcher.backends import tensorboard
 from launcher.backends.kubernetes.pods import (
     CHECKPOINT_VOLUME,
-    JOB_KEY,
     TENSORBOARD_KEY,
     TMP_DIR,
     TMP_VOLUME,
@@ -35,8 +36,8 @@ from launcher.backends.kubernetes.pods import (
 from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan
+from launcher.plan.workspace import is_workspace_tag
 from launcher.protocol.paths import is_object_store
-from launcher.protocol.runconfig import RunConfig
 from launcher.spec.image_reference import pull_policy
 from launcher.spec.paths import is_within
 
@@ -45,14 +46,14 @@ TENSORBOARD_CONTAINER = "tensorboard"
 BOARD_RUNS_DIR = "/runs"
 
 
-def tensorboard_objects(plan: Plan) -> list[Manifest]:
+def tensorboard_objects(plan: Plan, image: str | None = None) -> list[Manifest]:
     """The run's TensorBoard: a Deployment, its ClusterIP Service and a NetworkPolicy; none when TensorBoard is off.
 
     Stored in the run's ConfigMap (``TENSORBOARD_KEY``) and applied by
     ``tfcluster tensorboard`` with an owner reference to that ConfigMap, so
-    they go with the run. The pod runs the worker image as the tasks do
-    (non-root, read-only root filesystem, no API token), mounts the
-    checkpoint claim read-only and carries ``naming.tensorboard_labels``,
+    they go with the run. The pod runs ``image`` (default ``plan.board_image()``)
+    as the tasks run theirs (non-root, read-only root filesystem, no API token),
+    mounts the checkpoint claim read-only and carries ``naming.tensorboard_labels``,
     not the run's task labels; the NetworkPolicy admits no pod.
     """
     log_dir = plan.run_config.tensorboard_dir
@@ -64,7 +65,7 @@ def tensorboard_objects(plan: Plan) -> list[Manifest]:
         meta(plan, naming.tensorboard_name(plan.name)),
         naming.tensorboard_labels(plan.name),
         {"restartPolicy": "Always", **hardened_pod(plan, [], [])},
-        plan.board_image(),
+        image or plan.board_image(),
         {plan.name: log_dir},
         plan.spec.kubernetes.env_from_secrets,  # credentials for a gs:// or s3:// log dir
         claims,
@@ -73,7 +74,7 @@ def tensorboard_objects(plan: Plan) -> list[Manifest]:
 
 @dataclass(frozen=True)
 class BoardRun:
-    """One run shown on a shared TensorBoard (``shared_board``), as its ConfigMap describes it.
+    """One run shown on a shared TensorBoard (``shared_board``), as its plan describes it.
 
     ``log_dir`` and ``checkpoint_dir`` are the run's (``RunConfig``);
     ``claim`` is the claim its checkpoint dir is on (None for a URL
@@ -88,30 +89,58 @@ class BoardRun:
     secrets: tuple[str, ...] = ()
 
     @classmethod
-    def stored(cls, name: str, data: Mapping[str, str]) -> BoardRun:
-        """Run ``name`` from its ConfigMap's ``data``: the RunConfig (``JOB_KEY``) and the stored board
-        (``stored_board``), whose volume ``checkpoints`` names the claim; ``LaunchError`` if it has no board."""
-        run = RunConfig.model_validate_json(data[JOB_KEY])
-        log_dir = tensorboard.log_dir_of(name, run.tensorboard_dir)
-        [deployment] = [obj for obj in stored_board(name, data) if obj["kind"] == "Deployment"]
-        pod = deployment["spec"]["template"]["spec"]
-        claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if v["name"] == CHECKPOINT_VOLUME]
-        secrets = [ref["secretRef"]["name"] for ref in pod["containers"][0].get("envFrom", [])]
-        return cls(name, log_dir, run.checkpoint_dir, claims[0] if claims else None, tuple(secrets))
+    def of(cls, plan: Plan) -> BoardRun:
+        """The launched run ``plan`` (made again from its ConfigMap); ``LaunchError`` if it writes no summaries."""
+        run = plan.run_config
+        return cls(plan.name, tensorboard.log_dir_of(plan.name, run.tensorboard_dir), run.checkpoint_dir,
+                   checkpoint_claim_name(plan), tuple(plan.spec.kubernetes.env_from_secrets))
 
 
-def stored_board(name: str, data: Mapping[str, str]) -> list[Manifest]:
-    """The TensorBoard objects run ``name``'s ConfigMap ``data`` holds (``tensorboard_objects`` at launch)."""
+def checked_board(plan: Plan, data: Mapping[str, str]) -> list[Manifest]:
+    """The TensorBoard objects run ``plan.name``'s ConfigMap ``data`` holds, if they are ``tensorboard_objects(plan)``.
+
+    ``plan`` is the run planned again from the same ConfigMap
+    (``cluster_state.planned_again``); only the image may differ from the
+    plan's, and only to a tag of the run's workspace layer (its hash is of
+    files the ConfigMap does not hold) when the spec has a workspace and no
+    ``tensorboard.image``. Anything else (another kind, object, name, label,
+    image, volume, account, a JSON that is no board) is a ``LaunchError`` of
+    one line: whoever can write that ConfigMap (namespace editors, the
+    supervisor's account) must not make ``tfcluster tensorboard`` create
+    what they choose with the user's credentials.
+    """
+    config_map = naming.config_map_name(plan.name)
     if TENSORBOARD_KEY not in data:
-        raise LaunchError(f"ConfigMap {naming.config_map_name(name)} holds no TensorBoard objects (launched by an older "
+        raise LaunchError(f"ConfigMap {config_map} holds no TensorBoard objects (launched by an older "
                           "tfcluster?): launch the run again, or write its summaries to a gs:// or s3:// dir")
-    return list(json.loads(data[TENSORBOARD_KEY]))
+    try:
+        stored = json.loads(data[TENSORBOARD_KEY])
+    except ValueError:
+        stored = None
+    image = _image(stored)
+    spec = plan.spec
+    workspace_layer = (spec.workspace is not None and spec.tensorboard.image is None and image is not None
+                       and is_workspace_tag(image, plan.name, spec.kubernetes.registry))
+    board = json.loads(json.dumps(tensorboard_objects(plan, image if workspace_layer else None)))  # as stored
+    if stored != board:
+        raise LaunchError(f"ConfigMap {config_map} holds TensorBoard objects that are not the board of run {plan.name!r} "
+                          "(edited after the launch, or launched by another tfcluster version?): refusing to apply them")
+    return board
+
+
+def _image(stored: Any) -> str | None:
+    """The image of the first container of ``stored``'s first object (its Deployment), if it has one."""
+    try:
+        image = stored[0]["spec"]["template"]["spec"]["containers"][0]["image"]
+    except (LookupError, TypeError):
+        return None
+    return image if isinstance(image, str) else None
 
 
 def shared_board(runs: Sequence[BoardRun], template: Sequence[Manifest]) -> list[Manifest]:
     """One TensorBoard showing several ``runs`` side by side: the objects ``tensorboard_objects`` makes for one.
 
-    ``template`` is the first run's stored board (``stored_board``): its
+    ``template`` is the first run's board (``checked_board``): its
     Deployment's pod settings (image, service account, hardening, node
     settings) and its objects' namespace and labels (``LABEL_CLUSTER`` of
     that run) are kept. The name is ``naming.shared_tensorboard_name`` of

@@ -2,8 +2,11 @@
 
 Contract: the page is self-contained and static: its style is inline, its charts are inline SVG, and it has
 no script and no reference to anything outside it (no link, no image, no font), so it opens the same
-offline, as a file or an attachment. Every text that comes from a task, a spec or a status (names, messages,
-commands, metrics' names) passes ``html.escape``; numbers are formatted here. Each drawn thing carries a
+offline, as a file or an attachment; its ``Content-Security-Policy`` (``CSP``: nothing but inline style)
+makes a browser refuse any script or fetch should one ever reach it. Every value comes typed: the status
+document through ``ReportStatus`` (``launcher.cli.report.status``: counts are ints, seconds finite floats,
+a malformed document is refused), the events and the plan through their models; every text among them
+(names, messages, commands, metrics' names) passes ``html.escape`` here, and numbers are formatted here. Each drawn thing carries a
 class naming what it is (``lane``, ``span-<kind>``, ``mark-<kind>``, ``loss-point``, ``rate-point``, the
 goodput rows' ``data-part``): what a person sees and what a test reads are the same elements.
 The goodput breakdown is the status document's ``goodput`` (``wall_seconds``, ``productive_seconds``,
@@ -18,10 +21,10 @@ import math
 import shlex
 from collections.abc import Sequence
 from html import escape
-from typing import Any
 
 import yaml
 
+from launcher.cli.report.status import GoodputRecord, ReportStatus
 from launcher.cli.report.timeline import Kind, Lane, Timeline, timeline
 from launcher.protocol.durations import for_people
 from launcher.spec.redact import without_env_values
@@ -62,6 +65,10 @@ pre { background: #f3f5f9; padding: 10px; border-radius: 6px; overflow-x: auto; 
 .bar { display: flex; height: 22px; border-radius: 4px; overflow: hidden; margin: 8px 0; }
 """
 
+#: The page's Content-Security-Policy: no script, nothing fetched; only its own inline style (the ``<style>``
+#: element and ``style`` attributes). The charts are inline SVG, part of the document: they need no source.
+CSP = "default-src 'none'; style-src 'unsafe-inline'"
+
 COLORS = {Kind.START_UP: "#c8ccd4", Kind.TRAINING: "#3f8f5a", Kind.RESTART: "#e8a33c", Kind.EVALUATION: "#7b68c9",
           Kind.BACKUP: "#2f6fd6", Kind.FAILURE: "#d62f2f", Kind.PREEMPTION: "#9c27b0"}
 
@@ -69,16 +76,16 @@ COLORS = {Kind.START_UP: "#c8ccd4", Kind.TRAINING: "#3f8f5a", Kind.RESTART: "#e8
 def render(history: RunHistory) -> str:
     """The report of ``history``, one HTML document."""
     drawn = timeline(history)
-    status = history.status
+    status = drawn.status
     name = escape(history.plan.name)
-    state = str(status.get("state", "unknown"))
+    state = escape(status.state.value)
     sections = [
         f"<h1>{name}</h1>",
         f"<div class='sub'>run {escape(history.plan.run_id)} on {escape(history.plan.backend.value)}: "
-        f"<b class='state-{escape(state)}' id='state'>{escape(state)}</b>, {for_people(drawn.end - drawn.start)}"
+        f"<b class='state-{state}' id='state'>{state}</b>, {for_people(drawn.end - drawn.start)}"
         f"{_restarts(status)}</div>",
-        *([f"<p class='sub' id='message'>{escape(str(status['message']))}</p>"] if status.get("message") else []),
-        "<h2>Goodput</h2>", _goodput(status.get("goodput")),
+        *([f"<p class='sub' id='message'>{escape(status.message)}</p>"] if status.message else []),
+        "<h2>Goodput</h2>", _goodput(status.goodput),
         "<h2>Timeline</h2>", _legend(), _timeline(drawn),
         "<h2>Step rate</h2>", _chart(drawn.step_rate, drawn.start, "seconds since start", "steps/s", "rate",
                                      "no step reports (the program does not report steps)"),
@@ -87,32 +94,31 @@ def render(history: RunHistory) -> str:
         "<h2>Plan</h2>", _plan(history), "<h2>Spec</h2>", _spec(history),
     ]
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+            f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
             f"<title>tfcluster report: {name}</title><style>{STYLE}</style></head>\n<body>\n"
             + "\n".join(sections) + "\n</body></html>\n")
 
 
-def _restarts(status: dict[str, Any]) -> str:
-    parts = [f"{status[key]} {key}" for key in ("restarts", "preemptions") if status.get(key)]
+def _restarts(status: ReportStatus) -> str:
+    parts = [f"{count} {key}" for key, count in (("restarts", status.restarts), ("preemptions", status.preemptions)) if count]
     return "; " + ", ".join(parts) if parts else ""
 
 
-def _goodput(goodput: Any) -> str:
-    if not isinstance(goodput, dict):
+def _goodput(goodput: GoodputRecord | None) -> str:
+    if goodput is None:
         return "<p id='goodput' class='sub'>Goodput: not measured for this run.</p>"
-    wall = float(goodput.get("wall_seconds") or 0.0)
-    lost = goodput.get("lost_seconds") or {}
-    parts = [("productive", "productive", float(goodput.get("productive_seconds") or 0.0))]
-    parts += [(key, label, float(lost.get(key) or 0.0)) for key, label in LOST_PARTS.items()]
+    wall = goodput.wall_seconds
+    parts = [("productive", "productive", goodput.productive_seconds)]
+    parts += [(key, label, goodput.lost_seconds.get(key, 0.0)) for key, label in LOST_PARTS.items()]
     bar = "".join(f"<div class='part-{key}' style='width:{100 * seconds / wall:.3f}%' title='{escape(label)} {seconds:.1f} s'></div>"
                   for key, label, seconds in parts if wall > 0 and seconds > 0)
     rows = "".join(f"<tr data-part='{key}'><td><span class='swatch part-{key}'></span>{escape(label)}</td>"
                    f"<td class='num seconds'>{seconds:.1f} s</td><td class='num'>{100 * seconds / wall if wall else 0:.1f} %</td></tr>"
                    for key, label, seconds in parts)
-    fraction = float(goodput.get("fraction") or 0.0)
-    recomputed = goodput.get("recomputed_steps")
-    return (f"<div id='goodput'><span class='fraction' id='goodput-fraction'>{100 * fraction:.1f} %</span> "
+    recomputed = goodput.recomputed_steps
+    return (f"<div id='goodput'><span class='fraction' id='goodput-fraction'>{100 * goodput.fraction:.1f} %</span> "
             f"of {wall:.1f} s was training"
-            + (f"; {int(recomputed)} steps were done again after restores" if recomputed else "")
+            + (f"; {recomputed} steps were done again after restores" if recomputed else "")
             + f"<div class='bar'>{bar}</div><table><tr><th>where the time went</th><th>seconds</th><th>share</th></tr>"
             + rows + "</table></div>")
 

@@ -9,16 +9,18 @@ a failed task whose run reported none), ``restart`` (a ``restored`` event: where
 ``preemption``, ``evaluation``. A stall has no time in the records: ``stalls`` counts them (``status``).
 ``step_rate``: steps per second between the lead's consecutive step reports of one run, at the midpoint;
 ``loss``: the lead's reported losses by step (the epochs' when no step carried one). Times are unix seconds.
+``status``: the run's status document, typed (``ReportStatus.of``: a malformed one is a ``LaunchError``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
+from launcher.cli.report.status import ReportStatus, TaskRecord
 from launcher.protocol import events
 from launcher.supervision.history import RunHistory
+from launcher.supervision.status import State
 
 
 class Kind(str, Enum):
@@ -64,22 +66,22 @@ class Timeline:
     step_rate: list[tuple[float, float]]
     #: (step, loss).
     loss: list[tuple[int, float]]
+    status: ReportStatus
     stalls: int = 0
 
 
 def timeline(history: RunHistory) -> Timeline:
+    status = ReportStatus.of(history.plan.name, history.status)
     times = [e.time for found in history.events.values() for e in found]
-    started_at = history.status.get("started_at")
-    start = min([*times, *([started_at] if isinstance(started_at, int | float) else [])], default=0.0)
+    start = min([*times, *([status.started_at] if status.started_at is not None else [])], default=0.0)
     end = max(times, default=start)
     lead = history.plan.lead().name
-    exits = {t.get("name"): t for t in history.status.get("tasks", [])}
+    exits = {t.name: t for t in status.tasks}
     lanes = [_lane(task.name, task.type.value, history.events.get(task.name, []), start, task.name == lead, exits.get(task.name))
              for task in history.plan.tasks]
     lead_events = history.events.get(lead, [])
-    stall = history.status.get("stall") or {}
     return Timeline(start=start, end=max(end, start), lanes=lanes, step_rate=_step_rate(lead_events), loss=_loss(lead_events),
-                    stalls=int(stall.get("stalls") or 0))
+                    status=status, stalls=status.stall.stalls if status.stall else 0)
 
 
 def _runs(found: list[events.Event]) -> list[list[events.Event]]:
@@ -92,7 +94,7 @@ def _runs(found: list[events.Event]) -> list[list[events.Event]]:
     return runs
 
 
-def _lane(task: str, role: str, found: list[events.Event], start: float, lead: bool, status: dict[str, Any] | None) -> Lane:
+def _lane(task: str, role: str, found: list[events.Event], start: float, lead: bool, status: TaskRecord | None) -> Lane:
     lane = Lane(task=task, role=role)
     begin = start
     work = Kind.EVALUATION if role == "evaluator" else Kind.TRAINING
@@ -108,9 +110,9 @@ def _lane(task: str, role: str, found: list[events.Event], start: float, lead: b
             lane.spans.append(Span(work, working, last, work.value))
         lane.marks.extend(mark for mark in map(_mark, run) if mark is not None)
         begin = last
-    failed_exit = status is not None and status.get("state") == "failed" and status.get("exit_code") not in (None, 0)
+    failed_exit = status is not None and status.state is State.FAILED and status.exit_code not in (None, 0)
     if failed_exit and status is not None and not (runs and any(isinstance(e, events.Failed) for e in runs[-1])):
-        lane.marks.append(Mark(Kind.FAILURE, begin, f"exited with code {status['exit_code']}"))
+        lane.marks.append(Mark(Kind.FAILURE, begin, f"exited with code {status.exit_code}"))
     return lane
 
 

@@ -28,12 +28,12 @@ from helpers.k8s_fake import backend_for, fail_running_pods, pod_of, rbac_allowe
 from helpers.k8s_specs import DEMO, dry_run_for, manifests, plan_for
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
-from launcher.backends.kubernetes.cluster_state import ClusterState
+from launcher.backends.kubernetes.cluster_state import ClusterState, planned_again
 from launcher.backends.kubernetes.follow import follow_task
 from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.backends.kubernetes.runtime import KubernetesRuntime, fresh_copy
 from launcher.backends.kubernetes.supervisor_objects import BACKOFF_LIMIT
-from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board
+from launcher.backends.kubernetes.tensorboard import BoardRun, checked_board, shared_board
 from launcher.cli import registry
 from launcher.cli.commands import main
 from launcher.errors import BackendUnavailable, LaunchError
@@ -568,8 +568,9 @@ def test_a_board_of_two_runs_reads_both_claims_is_owned_by_both_and_leaves_nothi
 
 def _leave_shared_board(fake: FakeKubernetes, runs: list[str]) -> str:
     """What a killed ``tfcluster tensorboard RUNS`` leaves: the shared board, owned by every run, with a ready pod."""
-    data = {run: fake.get("configmaps", f"{run}-tfconfig")["data"] for run in runs}
-    board = shared_board([BoardRun.stored(run, data[run]) for run in runs], stored_board(runs[0], data[runs[0]]))
+    configs = {run: fake.get("configmaps", f"{run}-tfconfig") for run in runs}
+    plans = {run: planned_again(run, configs[run]) for run in runs}
+    board = shared_board([BoardRun.of(plans[run]) for run in runs], checked_board(plans[runs[0]], configs[runs[0]]["data"]))
     owners = [_owner(fake, run) for run in runs]
     for obj in board:
         plural = {"Deployment": "deployments", "Service": "services", "NetworkPolicy": "networkpolicies"}[obj["kind"]]
@@ -639,6 +640,70 @@ def test_down_removes_a_board_a_killed_command_left(fake: FakeKubernetes) -> Non
     backend.cancel("demo")
     fake.now += 1
     assert not [key for key in fake.objects if key[0] != "persistentvolumeclaims"], list(fake.objects)
+
+
+def _with_role_binding(board: list[dict]) -> list[dict]:
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "demo-tensorboard", "labels": board[0]["metadata"]["labels"]},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+               "subjects": [{"kind": "ServiceAccount", "name": "demo-supervisor", "namespace": "default"}]}
+    return [binding, *board]
+
+
+def _with_extra_deployment(board: list[dict]) -> list[dict]:
+    return [*board, {**board[0], "metadata": {**board[0]["metadata"], "name": "demo-miner"}}]
+
+
+def _pod(board: list[dict]) -> dict:
+    return board[0]["spec"]["template"]["spec"]
+
+
+def _with_image(board: list[dict]) -> list[dict]:
+    _pod(board)["containers"][0]["image"] = "evil.example.com/miner:1"
+    return board
+
+
+def _with_host_path(board: list[dict]) -> list[dict]:
+    _pod(board)["volumes"].append({"name": "host", "hostPath": {"path": "/"}})
+    _pod(board)["containers"][0]["volumeMounts"].append({"name": "host", "mountPath": "/host"})
+    return board
+
+
+def _with_service_account(board: list[dict]) -> list[dict]:
+    _pod(board)["serviceAccountName"] = "demo-supervisor"
+    _pod(board)["automountServiceAccountToken"] = True
+    return board
+
+
+@pytest.mark.parametrize("tamper", [_with_role_binding, _with_extra_deployment, _with_image, _with_host_path,
+                                    _with_service_account, lambda board: "not a board"])
+def test_tensorboard_refuses_a_board_its_config_map_was_edited_to_hold_and_creates_nothing(
+        fake: FakeKubernetes, tamper) -> None:
+    """Whoever may write the run's ConfigMap (namespace editors, the supervisor's account) cannot make the user's
+    ``tfcluster tensorboard`` create what they put there: only the board the run's plan makes is applied."""
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO, "run-1"))
+    stored = fake.get("configmaps", "demo-tfconfig")["data"]["tensorboard.json"]
+    fake.patch("configmaps", "default", "demo-tfconfig",
+               {"data": {"tensorboard.json": json.dumps(tamper(json.loads(stored)))}})
+    before = set(fake.objects)
+    with pytest.raises(LaunchError) as refused:
+        backend.tensorboard(["demo"], "127.0.0.1", free_port())
+    assert "\n" not in str(refused.value)
+    assert str(refused.value).startswith("ConfigMap demo-tfconfig holds TensorBoard objects that are not the board of "
+                                         "run 'demo'"), refused.value
+    assert set(fake.objects) == before  # nothing created
+
+
+def test_tensorboard_refuses_a_config_map_holding_another_runs_spec(fake: FakeKubernetes) -> None:
+    backend = backend_for(fake)
+    backend.submit(dry_run_for(DEMO, "run-1"))
+    spec = json.loads(fake.get("configmaps", "demo-tfconfig")["data"]["spec.json"])
+    fake.patch("configmaps", "default", "demo-tfconfig", {"data": {"spec.json": json.dumps({**spec, "name": "victim"})}})
+    before = set(fake.objects)
+    with pytest.raises(LaunchError, match="holds the spec of 'victim', not of 'demo': refusing it"):
+        backend.tensorboard(["demo"], "127.0.0.1", free_port())
+    assert set(fake.objects) == before
 
 
 def test_tensorboard_of_an_unknown_or_summary_less_run_is_a_one_line_error(fake: FakeKubernetes) -> None:

@@ -16,10 +16,11 @@ import yaml
 
 from helpers.k8s_specs import DEMO, KUBERNETES_VERSIONS, REPO, SPECS, all_plans, expand, manifests, plan_for, workers
 from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.cluster_state import planned_again
 from launcher.backends.kubernetes.manifests import render_tfjob
 from launcher.backends.kubernetes.pods import CONFIG_DIR
 from launcher.backends.kubernetes.supervisor_objects import rules
-from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, stored_board, tensorboard_objects
+from launcher.backends.kubernetes.tensorboard import BoardRun, checked_board, shared_board, tensorboard_objects
 from launcher.cli.commands import main
 from launcher.errors import LaunchError
 from launcher.plan import naming
@@ -591,9 +592,10 @@ BOARD_RUNS = {
 
 
 def _shared_board(names: list[str]) -> list[dict[str, Any]]:
-    """``shared_board`` as the backend calls it: each run read back from its ConfigMap, the first one's board as template."""
-    data = {name: _by_kind(BOARD_RUNS[name], "ConfigMap")[0]["data"] for name in names}
-    return shared_board([BoardRun.stored(name, data[name]) for name in names], stored_board(names[0], data[names[0]]))
+    """``shared_board`` as the backend calls it: each run by its plan, the first one's checked board as template."""
+    first = BOARD_RUNS[names[0]]
+    template = checked_board(first, _by_kind(first, "ConfigMap")[0]["data"])
+    return shared_board([BoardRun.of(BOARD_RUNS[name]) for name in names], template)
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
@@ -653,10 +655,10 @@ def test_shared_board_refuses_a_log_dir_it_cannot_mount() -> None:
         shared_board([BoardRun("demo", "/checkpoints/tensorboard", "/checkpoints", "demo-checkpoints"), outside], template)
     off = plan_for({"name": "off", "roles": {"worker": {"replicas": 1}}, "tensorboard": {"enabled": False}})
     with pytest.raises(LaunchError, match="tensorboard.enabled: false"):
-        BoardRun.stored("off", _by_kind(off, "ConfigMap")[0]["data"])
+        BoardRun.of(off)
     older = {"job.json": _by_kind(BOARD_RUNS["demo"], "ConfigMap")[0]["data"]["job.json"]}  # launched before boards
     with pytest.raises(LaunchError, match="ConfigMap demo-tfconfig holds no TensorBoard objects"):
-        BoardRun.stored("demo", older)
+        checked_board(BOARD_RUNS["demo"], older)
 
 
 def test_a_shared_board_is_named_by_the_set_of_runs() -> None:
@@ -672,6 +674,24 @@ def test_the_board_runs_in_the_lead_tasks_image_unless_tensorboard_image_names_o
         plan = plan_for({"name": "img", "roles": roles, "tensorboard": board})
         [deployment] = [o for o in tensorboard_objects(plan) if o["kind"] == "Deployment"]
         assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
+
+
+def test_the_board_of_a_workspace_run_planned_again_runs_its_workspace_layer_and_no_other_image(tmp_path: Path) -> None:
+    """Planned again from its ConfigMap, a workspace run has no workspace files to hash: its stored board may run a
+    tag of its own workspace layer (and only that) instead of the base image."""
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    plan = plan_for({"name": "ws", "workspace": str(tmp_path), "command": ["python", "train.py"],
+                     "roles": {"worker": {"replicas": 1}}, "kubernetes": {"registry": "registry.example.com"}})
+    [config_map] = _by_kind(plan, "ConfigMap")
+    again = planned_again("ws", config_map)
+    assert again.board_image() != plan.board_image()  # the base image: the workspace digest is not in the ConfigMap
+    assert checked_board(again, config_map["data"]) == json.loads(config_map["data"]["tensorboard.json"])
+    for image in ("registry.example.com/tfcluster-workspace-other:0123456789abcdef", "registry.example.com/evil:1",
+                  plan.board_image() + "0"):
+        board = json.loads(config_map["data"]["tensorboard.json"])
+        board[0]["spec"]["template"]["spec"]["containers"][0]["image"] = image
+        with pytest.raises(LaunchError, match="not the board of run 'ws'"):
+            checked_board(again, {**config_map["data"], "tensorboard.json": json.dumps(board)})
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)

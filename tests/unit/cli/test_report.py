@@ -4,12 +4,19 @@ it: tests/integration/test_report_browser.py."""
 
 from __future__ import annotations
 
+import stat
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from launcher import api
+from launcher.cli import commands
+from launcher.cli.commands import main
 from launcher.cli.report.page import render
 from launcher.cli.report.timeline import Kind, timeline
+from launcher.errors import LaunchError
 from launcher.protocol import events
 from launcher.supervision.history import RunHistory
 
@@ -92,15 +99,96 @@ def test_a_run_without_goodput_says_not_measured() -> None:
     assert any("not measured" in text for text in found.text)
 
 
-def test_every_text_from_a_task_or_spec_is_escaped() -> None:
-    hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>"
-    chief = [started(10), events.Failed(time=20, reason=hostile)]
-    found = Elements(render(history({"message": hostile, "state": "<b>"}, chief)))
-    assert not [tag for tag, _ in found.tags if tag in ("script", "img")]
-    assert sum(hostile in text for text in found.text) >= 2  # the message and the failure's title, as text
+HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+
+
+def test_every_text_from_a_task_or_a_status_is_escaped() -> None:
+    chief = [started(10), events.Failed(time=20, reason=HOSTILE), started(30), events.Restored(time=31, epoch=0, step=1),
+             events.Step(time=32, step=2, loss=0.5), events.Step(time=33, step=3, loss=0.4)]
+    evaluation = events.Evaluation(time=34, checkpoint=HOSTILE, metrics={HOSTILE: 0.5})
+    hostile = history({"message": HOSTILE, "tasks": [{"name": HOSTILE, "state": "failed", "exit_code": 1}]}, chief)
+    page = render(hostile.model_copy(update={"events": {**hostile.events, EVALUATOR: [started(11), evaluation]}}))
+    found = Elements(page)
+    assert "<script" not in page and not [tag for tag, _ in found.tags if tag in ("script", "img")]
+    # The message, the failure's title, the evaluation's checkpoint and metric, as text.
+    assert sum(HOSTILE in text for text in found.text) >= 3, found.text
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("restarts", HOSTILE), ("preemptions", "<script>alert(1)</script>"), ("restarts", -1), ("restarts", 1.5),
+    ("state", "<b>"), ("message", ["<script>"]), ("started_at", float("nan")),
+    ("tasks", [{"name": CHIEF, "state": "failed", "exit_code": HOSTILE}]), ("stall", {"stalls": HOSTILE}),
+    ("goodput", {**GOODPUT, "recomputed_steps": HOSTILE}), ("goodput", {**GOODPUT, "wall_seconds": float("inf")}),
+    ("goodput", {**GOODPUT, "lost_seconds": {"start_up": HOSTILE}}),
+])
+def test_a_status_value_of_the_wrong_type_is_refused_in_one_line_and_drawn_nowhere(field: str, value: Any) -> None:
+    """The status may come from a file or a ConfigMap someone else can write: a value the page would write
+    as it is (a count, a state in a class name) must be what tfcluster writes there, or no page is made."""
+    with pytest.raises(LaunchError) as refused:
+        render(history({field: value}))
+    message = str(refused.value)
+    assert message.startswith(f"the status of 'job' is not one tfcluster writes ({field}") and "\n" not in message
+    assert "<script" not in message
+
+
+def test_the_page_allows_no_script_and_no_fetch() -> None:
+    page = render(history({"goodput": GOODPUT, "restarts": 2}))
+    [csp] = [attrs["content"] for tag, attrs in Elements(page).tags
+             if tag == "meta" and (attrs.get("http-equiv") or "").lower() == "content-security-policy"]
+    assert csp == "default-src 'none'; style-src 'unsafe-inline'"
+    assert "2 restarts" in page
 
 
 def test_env_values_are_not_shown() -> None:
     plan = api.plan(api.validate_data({"name": "job", "roles": {"worker": {"env": {"API_KEY": "s3cr3t-value"}}}}))
     page = render(RunHistory(plan=plan, status={"state": "running", "tasks": []}, events={}))
     assert "s3cr3t-value" not in page and "API_KEY" in page
+
+
+class _Backend:
+    """What ``report`` asks a backend for: the run's history."""
+
+    def __init__(self, status: dict[str, Any] | None = None):
+        self.status = status
+
+    def history(self, name: str) -> RunHistory:
+        return history(self.status)
+
+
+def _report(monkeypatch: pytest.MonkeyPatch, cli, *args: str, status: dict[str, Any] | None = None):
+    monkeypatch.setattr(commands, "_backend_for", lambda name, backend: _Backend(status))
+    return cli.invoke(main, ["report", "job", *args])
+
+
+def test_report_never_writes_through_a_symbolic_link(monkeypatch: pytest.MonkeyPatch, cli, tmp_path: Path) -> None:
+    """In a directory others can write (/tmp, a shared checkout), a link planted at the page's default path (or
+    one given with -o) must not make ``report`` overwrite the file it points to."""
+    monkeypatch.chdir(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    for link, args in ((tmp_path / "job-report.html", ()), (tmp_path / "named.html", ("-o", "named.html"))):
+        link.symlink_to(victim)
+        result = _report(monkeypatch, cli, *args)
+        assert result.exit_code == 2, result.output
+        assert result.output.strip().splitlines() == [
+            f"tfcluster report: {link.name} is a symbolic link: the report is never written through one "
+            "(remove it, or name another file with -o)"]
+        assert victim.read_text() == "precious" and link.is_symlink()
+        link.unlink()
+    result = _report(monkeypatch, cli)
+    assert result.exit_code == 0, result.output
+    page = tmp_path / "job-report.html"
+    assert victim.read_text() == "precious" and not page.is_symlink() and page.read_text().startswith("<!DOCTYPE html>")
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600  # it quotes task output and commands: yours to share
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job-report.html", "victim"]
+
+
+def test_report_of_a_malformed_status_is_one_line_exit_1_and_writes_nothing(monkeypatch: pytest.MonkeyPatch, cli,
+                                                                              tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = _report(monkeypatch, cli, status={"restarts": "<script>alert(1)</script>"})
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "error: the status of 'job' is not one tfcluster writes (restarts: Input should be a valid integer; "
+        "1 problem(s) in all): no report drawn"]
+    assert not list(tmp_path.iterdir())
