@@ -7,15 +7,17 @@ line's start; a bad or unknown event is logged and skipped, never raised; unknow
 Every field is bounded where it has a meaning (the types below, the one home of those bounds for both
 sides: a task's model refuses what the controller would skip): counts (steps, epochs, totals, indexes,
 sizes) are integers from 0 to ``MAX_COUNT``; times are finite unix seconds from 0 to ``MAX_TIME``;
-durations are finite and not negative; a fraction is from 0 to 1; names, paths and the metrics of one
-event are capped in length and number, a reason is cut to ``MAX_TEXT`` characters; a loss or metric
-that is not a finite number (a diverging loss's NaN or infinity) reads as null.
+durations are finite and not negative; a fraction is from 0 to 1; names and paths are capped in
+length; what would be lost by refusing is cut instead: a reason to ``MAX_TEXT`` characters, an event's
+metrics to their first ``MAX_METRICS``; a loss or metric that is not a finite number (a diverging
+loss's NaN or infinity) reads as null.
 The token is drawn per launch (``new_token``; ``MANUAL_TOKEN`` for dry-run and render). No TensorFlow
 is imported. Anti-forgery reasoning and how to add a field or kind: docs/design-notes.md.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -46,8 +48,8 @@ MAX_NAME = 256
 MAX_PATH = 4096
 #: A reason longer than this many characters is cut to it (with ``…``): a failure's reason is kept, not refused.
 MAX_TEXT = 1000
-#: The most metrics one event carries.
-MAX_METRICS = 64
+#: The most metrics one event keeps: further ones are left out (a model with many outputs still reports).
+MAX_METRICS = 256
 #: The longest note about a skipped event (its problem, then its text), in characters.
 MAX_NOTE = 200
 
@@ -58,6 +60,10 @@ def _cut(text: str) -> str:
 
 def _finite_or_none(value: float | None) -> float | None:
     return value if value is None or math.isfinite(value) else None
+
+
+def _first_metrics(metrics: dict[str, float | None]) -> dict[str, float | None]:
+    return metrics if len(metrics) <= MAX_METRICS else dict(itertools.islice(metrics.items(), MAX_METRICS))
 
 
 #: A number of things (steps, epochs, tasks, examples).
@@ -75,7 +81,7 @@ Text = Annotated[str, AfterValidator(_cut)]
 #: A loss or metric value: a finite number, else None (unavailable, or NaN or infinite).
 Value = Annotated[float | None, AfterValidator(_finite_or_none)]
 #: Metric values by name (``loss``, ``accuracy``, ...); None where a value was unavailable.
-Metrics = Annotated[dict[Name, Value], Field(max_length=MAX_METRICS)]
+Metrics = Annotated[dict[Name, Value], AfterValidator(_first_metrics)]
 
 
 class EventKind(str, Enum):

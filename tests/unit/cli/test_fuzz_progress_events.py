@@ -20,7 +20,7 @@ from launcher.cli.report.page import render as render_page
 from launcher.cli.watch import status_view
 from launcher.plan.targets import BackendKind
 from launcher.protocol import events
-from launcher.protocol.events import EventReader
+from launcher.protocol.events import MAX_METRICS, MAX_NAME, MAX_PATH, MAX_TEXT, EventReader
 from launcher.protocol.progress import JobProgress, fold
 from launcher.supervision.history import RunHistory
 from launcher.supervision.status import JobStatus, State, TaskStatus
@@ -40,10 +40,11 @@ EXTREMES = [0, -1, 1e-15, 1.1e-15, 5e-324, -5e-324, 1e308, -1e308, 1e16, 1e16 + 
 NUMBERS = st.one_of(st.sampled_from(EXTREMES), st.integers(), st.floats())
 STRINGS = st.one_of(st.text(max_size=64), st.integers(0, 20_000).map(lambda n: "x" * n))
 METRICS = st.dictionaries(st.one_of(st.sampled_from(["loss", "accuracy", "val_loss"]), STRINGS),
-                          st.one_of(st.none(), NUMBERS), max_size=80)
-#: Output a person reads of one job, whatever its events: its status text, and its page per event read.
+                          st.one_of(st.none(), NUMBERS), max_size=300)
+#: Output a person reads of one job, whatever its events: its status text, and its page per event read (what an
+#: event may hold at most, each character escaped to at most six).
 STATUS_CHARS = 40_000
-PAGE_CHARS, PAGE_CHARS_PER_EVENT = 60_000, 12_000
+PAGE_CHARS, PAGE_CHARS_PER_EVENT = 60_000, 6 * (MAX_METRICS * (MAX_NAME + 16) + 2 * MAX_PATH + MAX_TEXT)
 PEAK_BYTES = 64 * 2**20
 
 

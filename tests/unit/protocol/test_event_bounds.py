@@ -49,7 +49,6 @@ def raw(payload: str) -> str:
     {"event": "started", "strategy": "s" * (MAX_NAME + 1), "num_replicas_in_sync": 1},
     {"event": "checkpoint", "epoch": 0, "path": "/" * (MAX_PATH + 1)},
     {"event": "epoch", "epoch": 0, "metrics": {"m" * (MAX_NAME + 1): 1.0}},
-    {"event": "epoch", "epoch": 0, "metrics": {f"m{i}": 1.0 for i in range(MAX_METRICS + 1)}},
 ])
 def test_a_field_out_of_its_bounds_skips_the_event(fields: dict[str, object]) -> None:
     assert READER.parse(line(**fields)) is None
@@ -81,11 +80,16 @@ def test_the_bounds_themselves_are_inside() -> None:
     assert READER.parse(line(event="finished", metrics=metrics, model_path="/" * MAX_PATH)) is not None
 
 
-def test_a_long_reason_is_cut_not_refused() -> None:
-    """A failure's reason is the first line of an exception's message, which may be long: the event still counts."""
+def test_a_long_reason_and_many_metrics_are_cut_not_refused() -> None:
+    """A failure's reason is the first line of an exception's message, which may be long, and a model with many
+    outputs has many metrics: the event still counts, and the task's own model does not raise."""
     event = READER.parse(line(event="failed", reason="x" * 10**5, exit_code=1))
     assert isinstance(event, events.Failed) and len(event.reason) == MAX_TEXT and event.reason.endswith("…")
     assert events.Failed(reason="y" * 5000, time=1).reason == "y" * (MAX_TEXT - 1) + "…"
+    many = {f"m{i}": float(i) for i in range(3 * MAX_METRICS)}
+    epoch = READER.parse(line(event="epoch", epoch=0, metrics=many))
+    assert isinstance(epoch, events.EpochEnd) and list(epoch.metrics) == list(many)[:MAX_METRICS]
+    assert len(events.Finished(metrics=many, time=1).metrics) == MAX_METRICS
 
 
 def test_a_tasks_own_model_refuses_what_the_controller_would_skip() -> None:
