@@ -6,8 +6,8 @@ controller reads with an ``EventReader`` of the run's token only, counting the m
 line's start; a bad or unknown event is logged and skipped, never raised; unknown fields are ignored.
 Every field is bounded where it has a meaning (the types below, the one home of those bounds for both
 sides: a task's model refuses what the controller would skip): counts (steps, epochs, totals, indexes,
-sizes) are integers from 0 to ``MAX_COUNT``; times are finite unix seconds from 0 to ``MAX_TIME``;
-durations are finite and not negative; a fraction is from 0 to 1; names and paths are capped in
+sizes) are integers from 0 to ``MAX_COUNT``; times are unix seconds from 0 to ``MAX_TIME``;
+durations are seconds from 0 to ``MAX_SECONDS`` (neither NaN nor infinite); a fraction is from 0 to 1; names and paths are capped in
 length; what would be lost by refusing is cut instead: a reason to ``MAX_TEXT`` characters, an event's
 metrics to their first ``MAX_METRICS``; a loss or metric that is not a finite number (a diverging
 loss's NaN or infinity) reads as null.
@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 MAX_COUNT = 10**15
 #: The latest time an event carries, in unix seconds: the end of the year 9999.
 MAX_TIME = 253_402_300_799.0
+#: The longest duration an event carries, in seconds (about 31,700 years): a count times a duration stays finite.
+MAX_SECONDS = 1e12
 #: The longest name (task, strategy, role, signal, metric) and path an event carries, in characters.
 MAX_NAME = 256
 MAX_PATH = 4096
@@ -71,7 +73,7 @@ Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 #: A point in time, unix seconds.
 Time = Annotated[float, Field(ge=0, le=MAX_TIME, allow_inf_nan=False)]
 #: A duration in seconds.
-Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 #: A process's exit code (negative: the signal that ended a local process).
 ExitStatus = Annotated[int, Field(ge=-255, le=255)]

@@ -6,12 +6,25 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from launcher.protocol import events
-from launcher.protocol.events import MAX_COUNT, MAX_METRICS, MAX_NAME, MAX_NOTE, MAX_PATH, MAX_TEXT, MAX_TIME, EventReader
+from launcher.protocol.events import (
+    MAX_COUNT,
+    MAX_METRICS,
+    MAX_NAME,
+    MAX_NOTE,
+    MAX_PATH,
+    MAX_SECONDS,
+    MAX_TEXT,
+    MAX_TIME,
+    EventReader,
+)
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 READER = EventReader(TOKEN)
@@ -44,6 +57,8 @@ def raw(payload: str) -> str:
     {"event": "step", "step": 1, "time": MAX_TIME + 1},
     {"event": "step_time", "epoch": 0, "seconds_per_step": -0.5},
     {"event": "warm_start", "import_seconds": -1.0},
+    {"event": "backup_interval", "steps": 5, "save_seconds": 1e300},
+    {"event": "step_time", "epoch": 0, "compute_seconds_per_batch": MAX_SECONDS * 2},
     {"event": "epoch", "epoch": 0, "input_wait_fraction": 3.0},
     {"event": "step", "step": 1, "task": "t" * (MAX_NAME + 1)},
     {"event": "started", "strategy": "s" * (MAX_NAME + 1), "num_replicas_in_sync": 1},
@@ -108,3 +123,13 @@ def test_the_note_about_a_skipped_event_is_short_whatever_the_line(caplog: pytes
         assert READER.parse(line(event="epoch", epoch=0, metrics={"k" * 10**6: "not a number"})) is None
     [record] = caplog.records
     assert len(record.getMessage()) < 3 * MAX_NOTE
+
+
+def test_the_documented_bounds_are_the_models() -> None:
+    documented = (Path(__file__).parents[3] / "docs" / "user_code.md").read_text()
+    bounds = documented[documented.index("The bounds (the types of"):documented.index("`launcher.progress` builds its events")]
+    for stated in (f"from 0 to 10^{math.log10(MAX_COUNT):.0f};", f"from 0 to\n  10^{math.log10(MAX_SECONDS):.0f};",
+                   f"at most {MAX_NAME} characters", f"at most {MAX_PATH};", f"`reason` to {MAX_TEXT} characters",
+                   f"its first {MAX_METRICS};"):
+        assert stated in bounds
+    assert datetime.fromtimestamp(MAX_TIME, UTC).strftime("%Y-%m-%d %H:%M:%S") == "9999-12-31 23:59:59"
