@@ -13,7 +13,6 @@ a failed task whose run reported none), ``restart`` (a ``restored`` event: where
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -71,7 +70,7 @@ class Timeline:
 def timeline(history: RunHistory) -> Timeline:
     times = [e.time for found in history.events.values() for e in found]
     started_at = history.status.get("started_at")
-    start = min([*times, *([started_at] if isinstance(started_at, int | float) and math.isfinite(started_at) else [])], default=0.0)
+    start = min([*times, *([started_at] if isinstance(started_at, int | float) else [])], default=0.0)
     end = max(times, default=start)
     lead = history.plan.lead().name
     exits = {t.get("name"): t for t in history.status.get("tasks", [])}
