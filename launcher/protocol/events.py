@@ -54,6 +54,9 @@ MAX_TEXT = 1000
 MAX_METRICS = 256
 #: The longest note about a skipped event (its problem, then its text), in characters.
 MAX_NOTE = 200
+#: The most notes one reader logs: the first ones tell what is wrong; a program writing malformed events in a loop
+#: does not fill the controller's log with one note per line.
+MAX_NOTES = 100
 
 
 def _cut(text: str) -> str:
@@ -285,6 +288,7 @@ class EventReader:
 
     def __init__(self, token: str):
         self._marker = _marker(token) if token else None
+        self._malformed = 0
 
     @property
     def reads(self) -> bool:
@@ -308,7 +312,8 @@ class EventReader:
 
         A line of this run's that is not a valid event is logged (each distinct line once per process: the
         Kubernetes backend reads the same log lines at every poll; the note's problem and text are cut to
-        ``MAX_NOTE`` characters each) and gives None.
+        ``MAX_NOTE`` characters each; after ``MAX_NOTES`` such lines, one note says the reader notes no more)
+        and gives None.
         """
         text = self._payload(line)
         if text is None:
@@ -316,8 +321,13 @@ class EventReader:
         try:
             return _EVENT.validate_json(text)
         except ValidationError as exc:
-            problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'event'}: {e['msg']}" for e in exc.errors()[:3])
-            _skipped(problem[:MAX_NOTE], json.dumps(text[:MAX_NOTE]))
+            self._malformed += 1
+            if self._malformed <= MAX_NOTES:
+                problem = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'event'}: {e['msg']}" for e in exc.errors()[:3])
+                _skipped(problem[:MAX_NOTE], json.dumps(text[:MAX_NOTE]))
+            elif self._malformed == MAX_NOTES + 1:
+                log.warning("skipped %d progress events that do not fit the contract: further ones are skipped "
+                            "without a note", MAX_NOTES)
             return None
 
 

@@ -19,6 +19,7 @@ from launcher.protocol.events import (
     MAX_METRICS,
     MAX_NAME,
     MAX_NOTE,
+    MAX_NOTES,
     MAX_PATH,
     MAX_SECONDS,
     MAX_TEXT,
@@ -133,3 +134,13 @@ def test_the_documented_bounds_are_the_models() -> None:
                    f"its first {MAX_METRICS};"):
         assert stated in bounds
     assert datetime.fromtimestamp(MAX_TIME, UTC).strftime("%Y-%m-%d %H:%M:%S") == "9999-12-31 23:59:59"
+
+
+def test_a_reader_notes_a_bounded_number_of_skipped_events(caplog: pytest.LogCaptureFixture) -> None:
+    """A program that writes malformed events in a loop: the first notes say what is wrong, then one says no more."""
+    reader = EventReader(TOKEN)
+    with caplog.at_level(logging.WARNING, logger=events.__name__):
+        for step in range(3 * MAX_NOTES):
+            assert reader.parse(line(event="step", step=-1 - step, task="looping")) is None
+    assert len(caplog.records) == MAX_NOTES + 1 and "without a note" in caplog.records[-1].getMessage()
+    assert reader.parse(line(event="step", step=3)) == events.Step(task="t", time=1.0, step=3)  # valid ones still count
