@@ -4,7 +4,9 @@ Contract: in a task started by tfcluster, ``ProgressCallback`` (Keras ``fit``) a
 ``report_epoch`` / ``report_finished`` (custom loops) emit the events of ``launcher.protocol.events``
 with the run's token; only the job's lead task reports steps and epochs (harmless elsewhere). The
 first use also installs the on-request stack dump. Imports TensorFlow; of tfcluster only the worker
-side. Non-numeric metrics are reported as null.
+side. Non-numeric metrics are reported as null, and so are NaN and infinite ones; a count or time out of the
+protocol's bounds (a negative step: ``launcher.protocol.events``) raises pydantic's ``ValidationError``, a
+``ValueError``, here rather than print an event the controller would skip.
 
     from launcher.progress import ProgressCallback
     model.fit(dataset, epochs=3, steps_per_epoch=100, callbacks=[ProgressCallback()])

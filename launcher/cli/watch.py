@@ -74,28 +74,40 @@ def _breakdown(times: StepBreakdown | None) -> str:
     """A task's step-time breakdown in ms: ``120 (10, 30, 80)``; ``-`` where a part is not measured."""
     if times is None:
         return ""
-    total, *parts = (None if v is None else f"{v * 1000:.0f}" for v in (
+    total, *parts = (None if v is None else _figure(v * 1000, 0) for v in (
         times.seconds_per_step, times.input_seconds_per_batch, times.compute_seconds_per_batch,
         times.peer_wait_seconds_per_step))
     return f"{total or '-'} ({', '.join(p or '-' for p in parts)})"
 
 
+#: The progress bar's width in characters.
+BAR = 30
+
+
 def _progress_line(progress: JobProgress) -> str:
+    """The job's progress on one line; the bar is ``BAR`` wide whatever the numbers (a step beyond the total, or
+    below 0 in a status from elsewhere, fills it or leaves it empty)."""
     epoch, epochs = progress.epoch, progress.epochs
     step, total = progress.step, progress.total_steps
     bar = ""
-    if step is not None and total:
-        done = min(int(30 * step / total), 30)
-        bar = f"[{'#' * done}{'.' * (30 - done)}] step {step}/{total} "
+    if step is not None and total is not None and total > 0:
+        done = max(0, min(BAR * step // total, BAR))  # integers: exact, and no float overflow for any count
+        bar = f"[{'#' * done}{'.' * (BAR - done)}] step {step}/{total} "
     parts = [bar + (f"epoch {epoch + 1}" + (f"/{epochs}" if epochs else "") if epoch is not None else "")]  # epochs count from 0
     shown = {"loss": progress.loss, "accuracy": progress.metrics.get("accuracy")}
-    parts += [f"{k} {v:.4f}" for k, v in shown.items() if v is not None]
+    parts += [f"{k} {_figure(v, 4)}" for k, v in shown.items() if v is not None]
     if progress.backup_every_steps and not progress.model_path:
         reason = f": {progress.backup_reason}" if progress.backup_reason else ""
         parts.append(f"backup every {progress.backup_every_steps} steps{reason}")
     if progress.model_path:
         parts.append(f"model: {progress.model_path}")
     return "  ".join(p for p in parts if p)
+
+
+def _figure(value: float, decimals: int) -> str:
+    """A number for people with ``decimals`` decimals; from a million on, four significant figures (``1.2e+300``: a
+    diverged loss or a task's absurd step time stays a few characters wide)."""
+    return f"{value:.{decimals}f}" if abs(value) < 1e6 else f"{value:.4g}"
 
 
 def print_status(job: JobStatus) -> None:

@@ -17,13 +17,13 @@ credentials).
 
 from __future__ import annotations
 
-import math
 import shlex
 from collections.abc import Sequence
 from html import escape
 
 import yaml
 
+from launcher.cli.report.axes import Axis, finite
 from launcher.cli.report.status import GoodputRecord, ReportStatus
 from launcher.cli.report.timeline import Kind, Lane, Timeline, timeline
 from launcher.protocol.durations import for_people
@@ -139,7 +139,8 @@ def _x(time: float, drawn: Timeline) -> float:
 def _timeline(drawn: Timeline) -> str:
     height = LANE * len(drawn.lanes) + 40
     out = [f"<svg id='timeline' width='{WIDTH}' height='{height}' viewBox='0 0 {WIDTH} {height}' role='img'>"]
-    for seconds in _ticks(0.0, drawn.end - drawn.start):
+    length = drawn.end - drawn.start
+    for seconds in Axis(0.0, length).ticks(6) if length > 0 else [0.0]:
         x = _x(drawn.start + seconds, drawn)
         out.append(f"<line class='grid' x1='{x:.1f}' x2='{x:.1f}' y1='10' y2='{height - 24}'/>"
                    f"<text x='{x:.1f}' y='{height - 8}' text-anchor='middle'>{seconds:g} s</text>")
@@ -169,42 +170,25 @@ def _lane(lane: Lane, top: float, drawn: Timeline) -> str:
     return "".join(out)
 
 
-def _ticks(low: float, high: float, count: int = 6) -> list[float]:
-    """About ``count`` round values from ``low`` to ``high``."""
-    if high <= low:
-        return [low]
-    raw = (high - low) / count
-    magnitude = 10.0 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 5, 10, 20, 50) if m * magnitude >= raw)
-    first = (low // step) * step + (step if low % step else 0)
-    ticks, value = [], first
-    while value <= high + 1e-9:
-        ticks.append(round(value, 10))
-        value += step
-    return ticks
-
-
 def _chart(points: Sequence[tuple[float, float]], x_origin: float, x_label: str, y_label: str, name: str, empty: str) -> str:
-    if not points:
+    kept = finite((x - x_origin, y) for x, y in points)
+    if not kept:
         return f"<p class='sub' id='{name}-chart'>{escape(empty)}</p>"
-    xs = [x - x_origin for x, _ in points]
-    ys = [y for _, y in points]
-    x_low, x_high = min(xs), max(xs)
-    y_low, y_high = min(0.0, min(ys)), max(ys)
-    x_high = x_high if x_high > x_low else x_low + 1
-    y_high = y_high if y_high > y_low else y_low + 1
+    xs = [x for x, _ in kept]
+    ys = [y for _, y in kept]
+    x_axis, y_axis = Axis.of(xs), Axis.of(ys, floor=0.0)
     left, right, top, bottom = MARGIN + 20, WIDTH - 20, 14, CHART_HEIGHT - 34
 
     def at(x: float, y: float) -> tuple[float, float]:
-        return (left + (right - left) * (x - x_low) / (x_high - x_low), bottom - (bottom - top) * (y - y_low) / (y_high - y_low))
+        return left + (right - left) * x_axis.fraction(x), bottom - (bottom - top) * y_axis.fraction(y)
 
     out = [f"<svg id='{name}-chart' width='{WIDTH}' height='{CHART_HEIGHT}' viewBox='0 0 {WIDTH} {CHART_HEIGHT}' role='img'>"]
-    for value in _ticks(y_low, y_high, 4):
-        _, y = at(x_low, value)
+    for value in y_axis.ticks(4):
+        _, y = at(x_axis.low, value)
         out.append(f"<line class='grid' x1='{left}' x2='{right}' y1='{y:.1f}' y2='{y:.1f}'/>"
                    f"<text x='{left - 6}' y='{y + 4:.1f}' text-anchor='end'>{value:g}</text>")
-    for value in _ticks(x_low, x_high):
-        x, _ = at(value, y_low)
+    for value in x_axis.ticks(6):
+        x, _ = at(value, y_axis.low)
         out.append(f"<text x='{x:.1f}' y='{bottom + 16}' text-anchor='middle'>{value:g}</text>")
     out.append(f"<line class='axis' x1='{left}' x2='{right}' y1='{bottom}' y2='{bottom}'/>"
                f"<line class='axis' x1='{left}' x2='{left}' y1='{top}' y2='{bottom}'/>"

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from rich.console import Console
 
-from launcher.cli.watch import FAULT_RETRIES, status_view, watch
+from launcher.cli.watch import BAR, FAULT_RETRIES, status_view, watch
 from launcher.errors import LaunchError
 from launcher.plan.targets import BackendKind
 from launcher.protocol.progress import JobProgress
 from launcher.supervision.status import JobStatus, State, TaskStatus
+from launcher.supervision.stragglers import StepBreakdown
 
 
 def render(job: JobStatus) -> str:
@@ -119,3 +121,22 @@ def test_the_view_shows_the_goodput_fraction_and_the_biggest_loss() -> None:
     assert "goodput 85% of 7 min; most lost to start up: 21 s" in render(job)
     assert JobStatus.from_dict(job.to_dict()) == job
     assert job.to_dict()["goodput"]["lost_seconds"]["start_up"] == 21.4
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(("step", "total"), [(-10**12, 100), (-1, 1), (10**18, 1), (5, -10**15), (10**15, 10**15),
+                                             (3, 2**63), (-2**63, 3)])
+def test_the_progress_bar_is_as_wide_whatever_the_numbers(step: int, total: int) -> None:
+    """The fold only holds events' bounded counts; a status from elsewhere (an older supervisor, a hand-made
+    document) still draws one bar of ``BAR`` characters: a negative step once built a string of its size."""
+    text = render(JobStatus("demo", BackendKind.LOCAL, State.RUNNING,
+                            progress=JobProgress(step=step, total_steps=total, epoch=0, loss=-1.7e308)))
+    [line] = [line for line in text.splitlines() if "loss" in line]
+    assert len(line) < 200 and "loss -1.7e+308" in line
+    bar = line[line.index("[") + 1:line.index("]")] if total > 0 else ""
+    assert len(bar) == (BAR if total > 0 else 0) and set(bar) <= {"#", "."}
+
+
+def test_a_step_time_of_any_size_keeps_its_column_short() -> None:
+    task = TaskStatus("t-worker-0", State.RUNNING, step_time=StepBreakdown(seconds_per_step=1e300, input_seconds_per_batch=0.01))
+    assert "1e+303 (10, -, -)" in render(JobStatus("t", BackendKind.LOCAL, State.RUNNING, [task]))
