@@ -2,7 +2,8 @@
 
 Contract: ``read_stacks(pids, run)`` runs ``dump_command(pid)`` through ``run`` (``local_runner``:
 here) for each pid and returns ``(dump, problem)``: the dumps of the Python programs, and one line
-saying why there is none (no ptrace right, not Python, no answer within ``PYSPY_SECONDS``).
+saying why there is none (no ptrace right, not Python, no answer within ``PYSPY_SECONDS``); every output and
+the dump are ``capped``.
 ``read_container_stacks(exec_in)`` does the same inside a container (``docker exec``,
 ``pods/exec``), adding no capability. ``say_none(task, why)`` reports the line. Nothing here raises
 for these cases. Design notes: docs/design-notes.md.
@@ -18,6 +19,8 @@ import sysconfig
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
+
+from launcher.protocol.stacks_signal import capped
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +67,7 @@ def local_runner(command: list[str]) -> Ran | str:
         return f"cannot run py-spy: {exc}"
     # Decoded as they are: text mode's universal newlines would make a task's own \r (in its command line,
     # which py-spy prints) a line break, where the terminal sink shows it escaped.
-    return Ran(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
+    return Ran(done.returncode, capped(done.stdout.decode(errors="replace")), capped(done.stderr.decode(errors="replace")))
 
 
 def read_local_stacks(pids: Sequence[int]) -> tuple[str | None, str]:
@@ -109,7 +112,7 @@ def read_stacks(pids: Sequence[int], run: Runner, binary: str = "py-spy") -> tup
         else:
             problems.append(_why(ran.stderr))
     if dumps:
-        return "\n\n".join(dumps), ""
+        return capped("\n\n".join(dumps)), ""
     return None, "; ".join(dict.fromkeys(problems)) or "no program runs in the task"
 
 

@@ -17,6 +17,7 @@ import time
 
 from launcher.plan.planner import Plan
 from launcher.protocol.events import EventReader, StacksOnSignal
+from launcher.protocol.stacks_signal import capped
 from launcher.supervision.stack_dumps import is_stack_line
 from launcher.supervision.supervisor import STACKS_SECONDS, Runtime
 
@@ -39,6 +40,6 @@ def stacks_now(runtime: Runtime, plan: Plan, seconds: float = STACKS_SECONDS) ->
             lines[task.name] += [line.rstrip() for line in runtime.output(task) if is_stack_line(line)]
         if all(lines.values()) and sum(map(len, lines.values())) == before:
             break
-    return {task.name: read[task.name] if task.name in read else "\n".join(lines.get(task.name, [])) or None
+    return {task.name: read[task.name] if task.name in read else capped("\n".join(lines.get(task.name, []))) or None
             for task in running}
 

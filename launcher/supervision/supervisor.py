@@ -25,6 +25,7 @@ from launcher.plan.planner import Plan, Task
 from launcher.protocol import events
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.progress import counts, progress, seed
+from launcher.protocol.stacks_signal import MAX_STACK_BYTES, capped
 from launcher.spec.models import LOG_TAIL_LINES
 from launcher.supervision.faults import engine_fault
 from launcher.supervision.goodput import Disruption, Ledger
@@ -140,9 +141,11 @@ class _Run:
     running: bool = False
     last_error: str = ""
     failed_reason: str = ""
-    #: The run dumps its stacks on ``STACKS_SIGNAL`` (it said so); the lines of its current dump.
+    #: The run dumps its stacks on ``STACKS_SIGNAL`` (it said so); the lines of its current dump, and their size
+    #: (lines past ``MAX_STACK_BYTES`` are dropped).
     dumps_stacks: bool = False
     stack_lines: list[str] = field(default_factory=list)
+    stack_bytes: int = 0
     #: The current run's last output lines (events and stack dumps left out), for the failure rules.
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL_LINES))
     #: The current run ended by the kernel's OOM killer (an ``OomReports`` runtime said so).
@@ -424,7 +427,7 @@ class Supervisor:
         running = [run for run in self._runs.values() if run.running]
         asked = [run for run in running if run.dumps_stacks]
         for run in asked:
-            run.stack_lines = []
+            run.stack_lines, run.stack_bytes = [], 0
             self.runtime.dump_stacks(run.task)
         read = {run.task.name: self.runtime.read_stacks(run.task) for run in running if not run.dumps_stacks}
         ends = time.monotonic() + STACKS_SECONDS
@@ -435,7 +438,7 @@ class Supervisor:
                 self._read(run)
             if all(run.stack_lines for run in asked) and sum(len(run.stack_lines) for run in asked) == before:
                 break  # every task answered and none wrote more during a poll round
-        return {run.task.name: read[run.task.name] if run.task.name in read else "\n".join(run.stack_lines) or None
+        return {run.task.name: read[run.task.name] if run.task.name in read else capped("\n".join(run.stack_lines)) or None
                 for run in running}
 
     def _write_stacks(self, number: int, dumps: Mapping[str, str | None]) -> str | None:
@@ -599,7 +602,9 @@ class Supervisor:
     def _read(self, run: _Run) -> None:
         for line in self.runtime.output(run.task):
             if is_stack_line(line):
-                run.stack_lines.append(line.rstrip())
+                if run.stack_bytes < MAX_STACK_BYTES:
+                    run.stack_lines.append(line.rstrip())
+                    run.stack_bytes += len(line.encode(errors="replace"))
                 continue
             if not self._events.carries_event(line):
                 if line.strip():

@@ -44,6 +44,7 @@ from launcher.plan.planner import Plan, Task, make_plan
 from launcher.plan.storage import clash
 from launcher.plan.workspace import CONTAINER_WORKSPACE
 from launcher.protocol import env as task_env
+from launcher.protocol import stack_endpoint
 from launcher.protocol.paths import is_object_store
 from launcher.spec import tfjob_vocabulary as vocabulary
 from launcher.spec.image_reference import pull_policy
@@ -191,8 +192,10 @@ def headless_service(plan: Plan, groups: list[RoleGroup]) -> Manifest:
 
 
 def network_policy(plan: Plan, groups: list[RoleGroup]) -> Manifest:
-    """Only the cluster's own pods may connect to its pods, and only on the TF ports."""
+    """Only the cluster's own pods may connect to its pods, and only on the TF ports; and the run's supervisor pod
+    to their stack endpoints (``launcher.protocol.stack_endpoint``)."""
     own_pods = {"matchLabels": {naming.LABEL_CLUSTER: plan.name}}
+    supervisor = {"matchLabels": {naming.LABEL_SUPERVISOR: plan.name}}
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -204,7 +207,8 @@ def network_policy(plan: Plan, groups: list[RoleGroup]) -> Manifest:
                 {
                     "from": [{"podSelector": own_pods}],
                     "ports": [{"protocol": "TCP", "port": port} for port in _ports(groups)],
-                }
+                },
+                {"from": [{"podSelector": supervisor}], "ports": [{"protocol": "TCP", "port": stack_endpoint.PORT}]},
             ],
         },
     }
@@ -249,13 +253,15 @@ def task_job(plan: Plan, task: Task) -> Manifest:
 
 def _task_env(plan: Plan, task: Task) -> list[dict[str, Any]]:
     """Env of a task's pod: the entrypoint builds TF_CONFIG from the cluster file (launcher.worker.tfconfig); any
-    other program gets the plan's TF_CONFIG."""
+    other program gets the plan's TF_CONFIG. Its program serves its stacks to the supervisor on ``STACKS_PORT``
+    (``launcher.protocol.stack_endpoint``)."""
     env: list[dict[str, Any]] = [
         {"name": task_env.TASK_INDEX, "value": str(task.index)},
         {"name": task_env.TASK_TYPE, "value": task.type.value},
         {"name": task_env.TASK_NAME, "value": task.name},
         {"name": task_env.IS_CHIEF, "value": task.env.get(task_env.IS_CHIEF, "0")},
         {"name": task_env.CLUSTER_FILE, "value": f"{CONFIG_DIR}/{CLUSTER_KEY}"},
+        {"name": stack_endpoint.STACKS_PORT, "value": str(stack_endpoint.PORT)},
     ]
     if task.type is RoleType.EVALUATOR:
         env.append({"name": task_env.TASK_ADDRESS, "value": task.address})

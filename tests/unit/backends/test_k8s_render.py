@@ -23,8 +23,10 @@ from launcher.backends.kubernetes.tensorboard import BoardRun, shared_board, sto
 from launcher.cli.commands import main
 from launcher.errors import LaunchError
 from launcher.plan import naming
+from launcher.plan.images import TASK_UID
 from launcher.plan.planner import Plan
 from launcher.plan.targets import CONTAINER_ENTRYPOINT
+from launcher.protocol import stack_endpoint
 from launcher.spec.models import VOLUME_SOURCES
 from launcher.worker.tfconfig import resolve_tf_config
 
@@ -198,9 +200,12 @@ def test_pods_are_hardened_and_isolated(name: str) -> None:
     (policy,) = _by_kind(plan, "NetworkPolicy")
     own = {"matchLabels": {"tfcluster.io/cluster": plan.name}}
     assert policy["spec"]["podSelector"] == own and policy["spec"]["policyTypes"] == ["Ingress"]
-    (rule,) = policy["spec"]["ingress"]
+    rule, stacks = policy["spec"]["ingress"]
     assert rule["from"] == [{"podSelector": own}]
     assert sorted(p["port"] for p in rule["ports"]) == sorted({t.port for t in plan.tasks})
+    # the run's supervisor pod may reach the tasks' stack endpoints, nothing else of them
+    assert stacks == {"from": [{"podSelector": {"matchLabels": {naming.LABEL_SUPERVISOR: plan.name}}}],
+                      "ports": [{"protocol": "TCP", "port": stack_endpoint.PORT}]}
     (service,) = _by_kind(plan, "Service")
     assert service["spec"]["clusterIP"] == "None"  # headless: no virtual IP, no exposure
 
@@ -229,15 +234,14 @@ def test_the_supervisor_pod_runs_the_one_supervisor_process_on_the_runs_config_m
 
 def test_the_supervisors_role_allows_what_its_runtime_does_and_nothing_more() -> None:
     """Read from ``runtime.KubernetesRuntime`` and ``cluster_state.ClusterState``: pods listed (``_pods``), read (a
-    log follower), deleted (``stop``); their logs (``output``); exec (``dump_stacks``, py-spy: a websocket GET, a
-    create since Kubernetes 1.30); Jobs listed (the plan's event token), read, unsuspended (``start``) and replaced
-    (deleted, created: ``fresh_copy``) by name where Kubernetes allows names; the ConfigMap read and updated (the
-    status, the stacks). No secrets, no wildcards, no other ConfigMap or Job, no pod created or patched."""
+    log follower), deleted (``stop``); their logs (``output``); Jobs listed (the plan's event token), read,
+    unsuspended (``start``) and replaced (deleted, created: ``fresh_copy``) by name where Kubernetes allows names;
+    the ConfigMap read and updated (the status, the stacks). No ``pods/exec`` (a task's stacks come from its stack
+    endpoint), no secrets, no wildcards, no other ConfigMap or Job, no pod created or patched."""
     plan = PLANS["pss"]
     assert _supervisor(plan, "Role")["rules"] == rules(plan) == [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "create"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": sorted(t.name for t in plan.tasks),
          "verbs": ["get", "patch", "delete"]},
@@ -250,6 +254,11 @@ def test_the_supervisors_role_allows_what_its_runtime_does_and_nothing_more() ->
     assert pod["serviceAccountName"] == naming.supervisor_name("pss") and pod["automountServiceAccountToken"] is True
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    tasks = {job["spec"]["template"]["spec"]["securityContext"]["runAsUser"] for job in _by_kind(plan, "Job")
+             if job["metadata"]["name"] != naming.supervisor_name("pss")}
+    assert tasks == {TASK_UID} and pod["securityContext"]["runAsUser"] not in tasks  # not the tasks' uid
+    assert pod["securityContext"]["runAsGroup"] != TASK_UID and "fsGroup" not in pod["securityContext"]
+    assert pod["containers"][0]["workingDir"] == pod["containers"][0]["env"][-1]["value"] == "/tmp"  # HOME: emptyDir
     context = pod["containers"][0]["securityContext"]
     assert context["allowPrivilegeEscalation"] is False and context["capabilities"] == {"drop": ["ALL"]}
 
