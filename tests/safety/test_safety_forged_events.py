@@ -14,7 +14,7 @@ own transport, its program printing the forged lines for a stack-dumping event, 
 - Slurm: srun's unlabelled log file, srun and ``scancel --signal`` stood in on this host, under the supervisor
   (there is no ``debug`` on Slurm); with ``-m slurm`` the real cluster;
 - Kubernetes: the lead pod's log through the fake API server, read by the supervisor over ``KubernetesRuntime``
-  (the stack-dump signal goes by ``pods/exec``).
+  (the stacks asked of the pod's stack endpoint instead of a signal).
 
 Each backend also has the control: the same lines with the run's token at their start do count.
 """
@@ -321,8 +321,9 @@ def run_slurm(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> Out
 
 
 def run_k8s(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> Outcome:
-    """The supervisor over ``KubernetesRuntime``: the lead pod's log as the fake API server streams it, the stack-dump
-    signal by ``pods/exec`` (recorded by ``spied`` before it is sent). The fake's clock moves while ``stop`` waits."""
+    """The supervisor over ``KubernetesRuntime``: the lead pod's log as the fake API server streams it, the stacks
+    asked of the pod's stack endpoint (recorded by ``spied`` before they are asked). The fake's clock moves while
+    ``stop`` waits."""
     fake: FakeKubernetes = request.getfixturevalue("fake")
     fake.job_controller = True
     plan = launched(BackendKind.K8S, program(case), tmp_path)
@@ -337,7 +338,6 @@ def run_k8s(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> Outco
             super().start(task)  # its pod runs at once: what the program prints is its log
             fake.pod_logs["default", pod_of(fake, task.name)] = case.text(plan.event_token)
 
-    fake.pod_exec[LEAD] = lambda command: (0, "", "")  # the signal sent; a dump goes to the log the test wrote
     runtime = Runtime(api_, plan, "default", clock=lambda: fake.now, pause=pause)
     return Outcome(plan, supervise(plan, runtime), runtime.dumped)
 
