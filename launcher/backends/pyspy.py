@@ -6,30 +6,26 @@ saying why there is none (no ptrace right, not Python, no answer within ``PYSPY_
 the dump are ``capped``.
 ``read_container_stacks(exec_in)`` does the same inside a container (``docker exec``,
 ``pods/exec``), adding no capability. ``say_none(task, why)`` reports the line. Nothing here raises
-for these cases. Design notes: docs/design-notes.md.
+for these cases. The command, its environment and time bound: ``launcher.protocol.pyspy_command``. Design
+notes: docs/design-notes.md.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 import subprocess
-import sysconfig
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from launcher.protocol.pyspy_command import PYSPY_ENV, PYSPY_SECONDS, dump_command, pyspy_binary
 from launcher.protocol.stacks_signal import capped
 
 log = logging.getLogger(__name__)
 
-#: The longest one ``py-spy dump`` may take (it needs milliseconds); then it is killed and the task has no stacks.
-PYSPY_SECONDS = 10
 #: Yama's setting: 0 any process of the same user may be read, 1 only descendants, 2 only with CAP_SYS_PTRACE, 3 none.
 PTRACE_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
-#: py-spy's environment: its errors without a Rust backtrace.
-PYSPY_ENV = {"RUST_BACKTRACE": "0"}
 #: ``timeout``'s exit codes: the command was killed (``-s KILL``), could not be run, was not found.
 KILLED, NOT_RUNNABLE, NOT_FOUND = 137, 126, 127
 
@@ -44,16 +40,6 @@ class Ran(NamedTuple):
 
 #: Runs a command (py-spy's; in a container: any) and returns what it gave, or one line saying why it could not.
 Runner = Callable[[list[str]], "Ran | str"]
-
-
-def dump_command(pid: int, binary: str = "py-spy") -> list[str]:
-    return [binary, "dump", "--pid", str(pid), "--full-filenames"]
-
-
-def pyspy_binary() -> str | None:
-    """py-spy next to this Python's scripts (it ships as a wheel with tfcluster), else on PATH."""
-    beside = Path(sysconfig.get_path("scripts")) / "py-spy"
-    return str(beside) if os.access(beside, os.X_OK) else shutil.which("py-spy")
 
 
 def local_runner(command: list[str]) -> Ran | str:

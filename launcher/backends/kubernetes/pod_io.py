@@ -16,9 +16,10 @@ from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.kubeapi import KubeApi, Obj
 from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.backends.kubernetes.portforward import end_stream
-from launcher.backends.pyspy import PYSPY_ENV, PYSPY_SECONDS, Ran, read_container_stacks, say_none
+from launcher.backends.pyspy import Ran, read_container_stacks, say_none
 from launcher.plan import naming
 from launcher.protocol import stack_endpoint
+from launcher.protocol.pyspy_command import PYSPY_ENV, PYSPY_SECONDS
 from launcher.spec.models import RoleType
 
 #: Pause between reads of a pod whose container has not started (its log cannot be opened yet).
