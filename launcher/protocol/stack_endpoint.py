@@ -1,10 +1,10 @@
 """The stack endpoint: how a supervisor reads a task's stacks over the pod network, with no ``pods/exec``.
 
 Contract: a task whose environment has ``STACKS_PORT`` (Kubernetes pods: ``manifests``) and the run's event
-token serves its program's stacks on that TCP port (``launcher.worker.stack_server``: the entrypoint and
-programs using ``launcher.progress``). The one request is the run's token and a newline, at most
+token serves its program's stacks on that TCP port (its agent, ``launcher.worker.agent``, the program's parent,
+with ``launcher.worker.stack_server``). The one request is the run's token and a newline, at most
 ``MAX_REQUEST_BYTES``, sent within ``REQUEST_SECONDS``; the answer is the stacks of every thread of the program
-(``faulthandler``'s format, ``capped``), then the connection closes. A request without the right token, too
+(``py-spy dump``'s format, ``capped``), then the connection closes. A request without the right token, too
 long or too slow gets no answer: the connection closes with nothing sent. ``ask(host, port, token)`` is the
 client on the pod network, ``exchange(conn, token, where)`` the same on a connection opened otherwise (a
 port-forward): ``(stacks, "")``, or ``(None, why)`` in one line; neither raises.
@@ -46,7 +46,7 @@ def exchange(conn: socket.socket, token: str, where: str, seconds: float = ANSWE
         return None, f"its stack endpoint ({where}) did not answer: {exc.strerror or exc}"
     text = b"".join(chunks).decode(errors="replace")
     if not text.strip():
-        return None, f"its stack endpoint ({where}) gave nothing (its program serves no stacks, or not to this token)"
+        return None, f"its stack endpoint ({where}) gave nothing (no Python program py-spy could read, or not this run's token)"
     return capped(text), ""
 
 

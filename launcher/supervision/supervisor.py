@@ -73,7 +73,8 @@ class Runtime(Protocol):
     sends ``launcher.protocol.stacks_signal.STACKS_SIGNAL`` to the task's program
     (not to a wrapper around it; the dump then comes in its ``output``). ``read_stacks`` reads
     the stacks of a running task's program from outside, for programs without the handler
-    (local and compose: py-spy), and returns them, or None if it cannot. ``adopt`` attaches
+    (local and compose: py-spy; every program's on a ``ReadsEveryStack`` runtime), and returns them, or None if
+    it cannot. ``adopt`` attaches
     to the current run of a task that another (dead) supervisor started,
     running or ended: True if there is such a run (then ``poll``, ``stop``
     and ``output`` work on it as on a started one, output from the start of
@@ -119,6 +120,22 @@ class OomReports(Protocol):
     """
 
     def oom_killed(self, task: Task) -> bool: ...
+
+
+@runtime_checkable
+class ReadsEveryStack(Protocol):
+    """A ``Runtime`` whose ``read_stacks`` reads every task's program from outside, whether the program handles
+    ``STACKS_SIGNAL`` or not (Kubernetes: each task's agent, ``launcher.worker.agent``, with py-spy): its tasks
+    are never asked to ``dump_stacks`` (``signalled``). ``reads_every_stack`` is True."""
+
+    reads_every_stack: bool
+
+
+def signalled(runtime: Runtime, announced: bool) -> bool:
+    """Whether a task is asked for its stacks by ``dump_stacks`` (its dump then comes in its ``output``), rather
+    than read by ``read_stacks``: it ``announced`` the handler (``stacks_on_signal``) and ``runtime`` is no
+    ``ReadsEveryStack``."""
+    return announced and not isinstance(runtime, ReadsEveryStack)
 
 
 #: Keeps a stall's stacks: ``keep(number, {task: dump or None})`` -> where to read them (None: not kept).
@@ -374,7 +391,7 @@ class Supervisor:
             return dumps
 
         samples = two_samples(sample, lambda seconds: self._wait_quietly(seconds, before),
-                              {run.task.name: run.dumps_stacks for run in running},
+                              {run.task.name: signalled(self.runtime, run.dumps_stacks) for run in running},
                               {run.task.name: run.task.type.trains for run in running}, self.stack_gap)
         if samples is None or self._clock.since != before.since:
             return None  # the job advanced meanwhile
@@ -425,11 +442,12 @@ class Supervisor:
     def _collect_stacks(self) -> dict[str, str | None]:
         """Every running task's stacks: asked for, or read from outside; ``{task: dump, None if it gave none}``."""
         running = [run for run in self._runs.values() if run.running]
-        asked = [run for run in running if run.dumps_stacks]
+        asked = [run for run in running if signalled(self.runtime, run.dumps_stacks)]
         for run in asked:
             run.stack_lines, run.stack_bytes = [], 0
             self.runtime.dump_stacks(run.task)
-        read = {run.task.name: self.runtime.read_stacks(run.task) for run in running if not run.dumps_stacks}
+        read = {run.task.name: self.runtime.read_stacks(run.task) for run in running
+                if not signalled(self.runtime, run.dumps_stacks)}
         ends = time.monotonic() + STACKS_SECONDS
         while asked and time.monotonic() < ends and not self._cancelled.is_set():
             before = sum(len(run.stack_lines) for run in asked)

@@ -53,7 +53,7 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     log.setLevel(logging.INFO)
     reporter = Reporter(environ.get(env.TASK_NAME) or socket.gethostname(), is_lead=False, token=events.task_token(environ))
     exit_on_notice()
-    dump_stacks_on_signal(reporter, environ)
+    dump_stacks_on_signal(reporter)
     try:
         ctx = _context(environ, reporter)
         _run(ctx)

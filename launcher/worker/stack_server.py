@@ -1,35 +1,26 @@
-"""The task's side of the stack endpoint (``launcher.protocol.stack_endpoint``): its program's stacks, served to
-the run's supervisor over the pod network, so no one needs ``pods/exec`` to read them.
+"""The server side of the stack endpoint (``launcher.protocol.stack_endpoint``): a program's stacks, served to the
+run's supervisor over the pod network, so no one needs ``pods/exec`` to read them. Its one user is a Kubernetes
+task's agent (``launcher.worker.agent``), which answers with ``py-spy`` of its child.
 
-Contract: ``serve_stacks(token, port)`` serves, in a daemon thread, one connection at a time: a request line
+Contract: ``serve_stacks(token, port, dump)`` serves, in a daemon thread, one connection at a time: a request line
 (at most ``MAX_REQUEST_BYTES``, within ``REQUEST_SECONDS``) equal to ``token`` (``hmac.compare_digest``) is
-answered with ``dump()`` (default ``own_stacks``: every thread's Python stack, ``faulthandler``'s format),
-``capped``; anything else is answered with nothing. An empty token serves nothing; a port that cannot be bound
-is one warning on stderr, and the program runs on. It returns the server (``shutdown`` ends it), or None.
+answered with ``dump()``, ``capped``; anything else is answered with nothing. An empty token serves nothing; a
+port that cannot be bound is one warning on stderr, and the program runs on. It returns the server
+(``shutdown`` ends it), or None.
 """
 
 from __future__ import annotations
 
-import faulthandler
 import hmac
 import logging
 import socketserver
-import tempfile
 import threading
 from collections.abc import Callable
 
 from launcher.protocol.stack_endpoint import MAX_REQUEST_BYTES, REQUEST_SECONDS
-from launcher.protocol.stacks_signal import MAX_STACK_BYTES, capped
+from launcher.protocol.stacks_signal import capped
 
 log = logging.getLogger(__name__)
-
-
-def own_stacks() -> str:
-    """Every thread's Python stack in this process, as ``faulthandler`` writes them on ``STACKS_SIGNAL``."""
-    with tempfile.TemporaryFile() as out:  # faulthandler writes to a file descriptor
-        faulthandler.dump_traceback(file=out, all_threads=True)
-        out.seek(0)
-        return out.read(MAX_STACK_BYTES + 1).decode(errors="replace")
 
 
 class _Server(socketserver.TCPServer):
@@ -55,8 +46,7 @@ class _Request(socketserver.StreamRequestHandler):
             self.wfile.write(capped(self.server.dump()).encode(errors="replace"))
 
 
-def serve_stacks(token: str, port: int, dump: Callable[[], str] = own_stacks,
-                 host: str = "") -> socketserver.TCPServer | None:
+def serve_stacks(token: str, port: int, dump: Callable[[], str], host: str = "") -> socketserver.TCPServer | None:
     if not token:
         return None
     try:

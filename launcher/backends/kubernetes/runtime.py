@@ -7,10 +7,11 @@ applied); ``poll`` reads the
 exit code of the pod of the Job it started (128+9 when that pod or Job is gone; a pod Kubernetes disrupted
 (eviction, scheduler preemption, node pressure) that ended otherwise than saved counts as preempted, 143);
 ``stop`` deletes the pods with the grace and returns once their containers ended; ``output`` follows each pod's
-log in a thread of its own; ``dump_stacks`` and ``read_stacks`` ask the program's stack endpoint at its pod's
-IP (``launcher.protocol.stack_endpoint``, with the run's event token; from outside the cluster, ``in_cluster``
-False, through a port-forward): no ``pods/exec``, which the supervisor pod has no right to; ``dump_stacks``
-adds what it answered to the task's ``output``, as a signalled dump would have written it. API faults are
+log in a thread of its own; ``read_stacks`` asks the stack endpoint of the task's agent (its program's parent,
+``launcher.worker.agent``: py-spy) at its pod's IP (``launcher.protocol.stack_endpoint``, with the run's event
+token; from outside the cluster, ``in_cluster`` False, through a port-forward): no ``pods/exec``, which the
+supervisor pod has no right to. It reads every task's program so (``ReadsEveryStack``): ``dump_stacks`` is
+never asked of it. API faults are
 raised as the client raises them, so the supervisor retries them as engine faults; a refusal (403, 422) is a
 ``LaunchError``.
 """
@@ -120,6 +121,9 @@ class _Follower:
 class KubernetesRuntime:
     """One task = one Job named after it; its current run = the pod of the Job this runtime started or adopted."""
 
+    #: ``ReadsEveryStack``: every task's agent serves its program's stacks.
+    reads_every_stack = True
+
     def __init__(self, api: KubeApi, plan: Plan, namespace: str,
                  clock: Callable[[], float] = time.monotonic, pause: Callable[[float], None] = time.sleep,
                  stacks_port: int = stack_endpoint.PORT, in_cluster: bool = False):
@@ -212,14 +216,7 @@ class KubernetesRuntime:
         return self._follower(task, pod).drain(DRAIN_SECONDS if exit_of(pod) is not None else 0.0)
 
     def dump_stacks(self, task: Task) -> None:
-        """The program's stacks, asked of its stack endpoint, put in the task's ``output`` (where a dump on
-        ``STACKS_SIGNAL`` would have written them); a pod that ended meanwhile gives none."""
-        pod = self._current(task)
-        dump = None if pod is None else self._ask_stacks(task, pod)
-        if pod is not None and dump is not None:
-            follower = self._follower(task, pod)
-            for line in dump.splitlines():
-                follower.lines.put(line)
+        """Nothing: a ``ReadsEveryStack`` runtime is never asked (``launcher.supervision.supervisor.signalled``)."""
 
     def read_stacks(self, task: Task) -> str | None:
         """The program's stacks, asked of its stack endpoint, or None with one line why."""

@@ -25,12 +25,14 @@ from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.images import TASK_UID
 from launcher.plan.planner import Plan
-from launcher.plan.targets import CONTAINER_ENTRYPOINT
+from launcher.plan.targets import AGENT_MODULE, CONTAINER_ENTRYPOINT
 from launcher.protocol import stack_endpoint
 from launcher.spec.models import VOLUME_SOURCES
 from launcher.worker.tfconfig import resolve_tf_config
 
 PLANS = all_plans()
+#: What runs a task's program as its child on Kubernetes: forwards signals, serves the stack endpoint.
+AGENT = ["python", "-m", AGENT_MODULE, "--"]
 K8S_DIR = REPO / "k8s"
 
 
@@ -124,8 +126,31 @@ def test_every_task_gets_the_planned_name_address_env_and_tf_config(name: str, t
         container = pod["containers"][0]
         args = [expand(a, env) for a in container.get("args", [])]
         assert "command" not in container  # the image's ENTRYPOINT (tini) stays PID 1
-        assert container["image"] == task.image and args == task.command
+        under_agent = args[:4] == AGENT  # where the image holds tfcluster (the test below)
+        assert container["image"] == task.image and args[4 if under_agent else 0:] == task.command
+        assert under_agent is (bool(task.command) and (task.runs_entrypoint or task.image.startswith("tfcluster-worker:")))
         assert container["ports"][0]["containerPort"] == task.port
+
+
+@pytest.mark.parametrize(("role", "agent"), [
+    ({}, True),  # the entrypoint
+    ({"command": ["python", "train.py"]}, True),  # the user's own program (`tfcluster run train.py`)
+    ({"command": ["python", "train.py"], "image": "registry.example.com/tfcluster-worker:2"}, True),
+    ({"command": ["python", "train.py"], "image": "tensorflow/tensorflow:2.15.0"}, False),  # no tfcluster in it
+    ({"command": ["python", "train.py"], "replaces_entrypoint": True}, False),  # no tini in front to reap
+    ({"command": []}, False),  # the image's own CMD: not known here
+])
+def test_a_tasks_program_runs_under_its_agent_where_the_image_holds_tfcluster_and_tini_stays_pid_1(
+        role: dict[str, Any], agent: bool) -> None:
+    plan = plan_for({"name": "own", "roles": {"worker": {"replicas": 1, **role}}})
+    [job] = _by_kind(plan, "Job")
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    program = container.get("command", container.get("args", []))
+    assert (program[:4] == AGENT) is agent
+    assert program[4 if agent else 0:] == plan.tasks[0].command
+    (tfjob,) = [doc for doc in _docs(render_tfjob(plan)) if doc["kind"] == "TFJob"]
+    replica = tfjob["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert replica.get("command", replica.get("args", [])) == plan.tasks[0].command  # the operator's pods: no endpoint
 
 
 #: What every task's Job is: suspended until the run's supervisor starts it, one pod, never run again by Kubernetes.

@@ -31,7 +31,7 @@ from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import JobStatus, State
-from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.supervisor import ReadsEveryStack, Supervisor, signalled
 from launcher.worker.stack_server import serve_stacks
 
 SPEC: dict[str, Any] = {"name": "rt", "roles": {"chief": {}, "worker": {"replicas": 1}},
@@ -315,8 +315,8 @@ def served(dumps: dict[str, list[str]], token: str) -> tuple[dict[str, str], int
 
 @pytest.mark.parametrize("in_cluster", [True, False], ids=["pod-ip", "port-forward"])
 def test_stacks_are_asked_of_the_tasks_stack_endpoint_not_through_exec(fake: FakeKubernetes, in_cluster: bool) -> None:
-    """``read_stacks`` returns what the program's endpoint answers, ``dump_stacks`` puts it in the task's output (as
-    a signalled dump); at the pod's IP in the cluster, through a port-forward from outside; never ``pods/exec``."""
+    """``read_stacks`` returns what the task agent's endpoint answers, at the pod's IP in the cluster, through a
+    port-forward from outside; never ``pods/exec``. It reads every task so: the supervisor never signals one."""
     plan, _ = launched(fake)
     chief = task(plan, CHIEF)
     ips, port, stop = served({CHIEF: STUCK_IN_OP}, plan.event_token)
@@ -328,9 +328,7 @@ def test_stacks_are_asked_of_the_tasks_stack_endpoint_not_through_exec(fake: Fak
         runtime.start(chief)
         fake.pod_ports["default", pod_of(fake, CHIEF), port] = (ips[CHIEF], port)
         assert runtime.read_stacks(chief) == "\n".join(STUCK_IN_OP) + "\n"
-        runtime.dump_stacks(chief)
-        got: list[str] = []
-        wait_for_condition(lambda: got.extend(runtime.output(chief)) or set(STUCK_IN_OP) - {""} <= set(got), 10)
+        assert isinstance(runtime, ReadsEveryStack) and not signalled(runtime, announced=True)
         fake.finish_pod(pod_of(fake, CHIEF), 0)
         later(fake)
         assert runtime.read_stacks(chief) is None  # an ended pod gives none
