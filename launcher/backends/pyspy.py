@@ -2,31 +2,30 @@
 
 Contract: ``read_stacks(pids, run)`` runs ``dump_command(pid)`` through ``run`` (``local_runner``:
 here) for each pid and returns ``(dump, problem)``: the dumps of the Python programs, and one line
-saying why there is none (no ptrace right, not Python, no answer within ``PYSPY_SECONDS``).
+saying why there is none (no ptrace right, not Python, no answer within ``PYSPY_SECONDS``); every output and
+the dump are ``capped``.
 ``read_container_stacks(exec_in)`` does the same inside a container (``docker exec``,
 ``pods/exec``), adding no capability. ``say_none(task, why)`` reports the line. Nothing here raises
-for these cases. Design notes: docs/design-notes.md.
+for these cases. The command, its environment and time bound: ``launcher.protocol.pyspy_command``. Design
+notes: docs/design-notes.md.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 import subprocess
-import sysconfig
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from launcher.protocol.pyspy_command import PYSPY_ENV, PYSPY_SECONDS, dump_command, pyspy_binary
+from launcher.protocol.stacks_signal import capped
+
 log = logging.getLogger(__name__)
 
-#: The longest one ``py-spy dump`` may take (it needs milliseconds); then it is killed and the task has no stacks.
-PYSPY_SECONDS = 10
 #: Yama's setting: 0 any process of the same user may be read, 1 only descendants, 2 only with CAP_SYS_PTRACE, 3 none.
 PTRACE_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
-#: py-spy's environment: its errors without a Rust backtrace.
-PYSPY_ENV = {"RUST_BACKTRACE": "0"}
 #: ``timeout``'s exit codes: the command was killed (``-s KILL``), could not be run, was not found.
 KILLED, NOT_RUNNABLE, NOT_FOUND = 137, 126, 127
 
@@ -43,16 +42,6 @@ class Ran(NamedTuple):
 Runner = Callable[[list[str]], "Ran | str"]
 
 
-def dump_command(pid: int, binary: str = "py-spy") -> list[str]:
-    return [binary, "dump", "--pid", str(pid), "--full-filenames"]
-
-
-def pyspy_binary() -> str | None:
-    """py-spy next to this Python's scripts (it ships as a wheel with tfcluster), else on PATH."""
-    beside = Path(sysconfig.get_path("scripts")) / "py-spy"
-    return str(beside) if os.access(beside, os.X_OK) else shutil.which("py-spy")
-
-
 def local_runner(command: list[str]) -> Ran | str:
     """Runs ``command`` here, as this user, killed after ``PYSPY_SECONDS``."""
     try:
@@ -64,7 +53,7 @@ def local_runner(command: list[str]) -> Ran | str:
         return f"cannot run py-spy: {exc}"
     # Decoded as they are: text mode's universal newlines would make a task's own \r (in its command line,
     # which py-spy prints) a line break, where the terminal sink shows it escaped.
-    return Ran(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
+    return Ran(done.returncode, capped(done.stdout.decode(errors="replace")), capped(done.stderr.decode(errors="replace")))
 
 
 def read_local_stacks(pids: Sequence[int]) -> tuple[str | None, str]:
@@ -109,7 +98,7 @@ def read_stacks(pids: Sequence[int], run: Runner, binary: str = "py-spy") -> tup
         else:
             problems.append(_why(ran.stderr))
     if dumps:
-        return "\n\n".join(dumps), ""
+        return capped("\n\n".join(dumps)), ""
     return None, "; ".join(dict.fromkeys(problems)) or "no program runs in the task"
 
 

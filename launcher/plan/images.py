@@ -4,14 +4,15 @@ Contract: ``TASK_UID`` is the worker image's user, the one home of its uid.
 ``image_for(spec, role_spec)`` is the role's ``image``, else the
 spec's ``image``, else the worker image of the role's variant: the GPU variant
 (``tfcluster-worker:latest-gpu``, ``tfcluster build --gpu``) for a role that
-requests ``resources.gpu > 0``, the CPU one (``tfcluster-worker:latest``) otherwise.
+requests ``resources.gpu > 0``, the CPU one (``tfcluster-worker:latest``) otherwise. ``is_worker_image(image)``:
+``image`` is one of them (any registry, tag or digest), which hold tfcluster and py-spy.
 """
 
 from __future__ import annotations
 
 from enum import Enum
 
-from launcher.spec.image_reference import WORKER_REPOSITORY
+from launcher.spec.image_reference import REFERENCE, WORKER_REPOSITORY
 from launcher.spec.models import ClusterSpec, RoleSpec
 
 #: uid and gid of the worker image's non-root user ``tfcluster`` (worker_image/Dockerfile's ``USER``), owner of
@@ -36,3 +37,8 @@ def variant_for(role_spec: RoleSpec) -> ImageVariant:
 
 def image_for(spec: ClusterSpec, role_spec: RoleSpec) -> str:
     return role_spec.image or spec.image or variant_for(role_spec).default_tag
+
+
+def is_worker_image(image: str) -> bool:
+    match = REFERENCE.fullmatch(image)
+    return match is not None and match["name"].rpartition("/")[2] == WORKER_REPOSITORY

@@ -26,6 +26,8 @@ CONTAINER_CHECKPOINT_DIR = "/checkpoints"
 #: The interpreter on the PATH of the worker image.
 CONTAINER_PYTHON = "python"
 CONTAINER_ENTRYPOINT = [CONTAINER_PYTHON, "-m", "launcher.worker"]
+#: A Kubernetes task's main process, its program's parent (``launcher.worker.agent``): signals, stacks.
+AGENT_MODULE = "launcher.worker.agent"
 #: The standby a restarted task of the entrypoint becomes (``launcher.worker.standby``).
 STANDBY_MODULE = "launcher.worker.standby"
 #: The one process per supervisor that imports TensorFlow once and forks what local standbys become

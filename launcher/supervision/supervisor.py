@@ -30,6 +30,7 @@ from launcher.plan.policy import LOG_LINE_CHARS
 from launcher.protocol import events
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.progress import counts, progress, seed
+from launcher.protocol.stacks_signal import MAX_STACK_BYTES, capped
 from launcher.spec.models import LOG_TAIL_LINES
 from launcher.supervision.faults import engine_fault
 from launcher.supervision.goodput import Disruption, Ledger
@@ -80,7 +81,8 @@ class Runtime(Protocol):
     sends ``launcher.protocol.stacks_signal.STACKS_SIGNAL`` to the task's program
     (not to a wrapper around it; the dump then comes in its ``output``). ``read_stacks`` reads
     the stacks of a running task's program from outside, for programs without the handler
-    (local and compose: py-spy), and returns them, or None if it cannot. ``adopt`` attaches
+    (local and compose: py-spy; every program's on a ``ReadsEveryStack`` runtime), and returns them, or None if
+    it cannot. ``adopt`` attaches
     to the current run of a task that another (dead) supervisor started,
     running or ended: True if there is such a run (then ``poll``, ``stop``
     and ``output`` work on it as on a started one, output from the start of
@@ -128,6 +130,22 @@ class OomReports(Protocol):
     def oom_killed(self, task: Task) -> bool: ...
 
 
+@runtime_checkable
+class ReadsEveryStack(Protocol):
+    """A ``Runtime`` whose ``read_stacks`` reads every task's program from outside, whether the program handles
+    ``STACKS_SIGNAL`` or not (Kubernetes: each task's agent, ``launcher.worker.agent``, with py-spy): its tasks
+    are never asked to ``dump_stacks`` (``signalled``). ``reads_every_stack`` is True."""
+
+    reads_every_stack: bool
+
+
+def signalled(runtime: Runtime, announced: bool) -> bool:
+    """Whether a task is asked for its stacks by ``dump_stacks`` (its dump then comes in its ``output``), rather
+    than read by ``read_stacks``: it ``announced`` the handler (``stacks_on_signal``) and ``runtime`` is no
+    ``ReadsEveryStack``."""
+    return announced and not isinstance(runtime, ReadsEveryStack)
+
+
 #: Keeps a stall's stacks: ``keep(number, {task: dump or None})`` -> where to read them (None: not kept).
 KeepStacks = Callable[[int, Mapping[str, "str | None"]], "str | None"]
 
@@ -150,9 +168,11 @@ class _Run:
     running: bool = False
     last_error: str = ""
     failed_reason: str = ""
-    #: The run dumps its stacks on ``STACKS_SIGNAL`` (it said so); the lines of its current dump.
+    #: The run dumps its stacks on ``STACKS_SIGNAL`` (it said so); the lines of its current dump, and their size
+    #: (lines past ``MAX_STACK_BYTES`` are dropped).
     dumps_stacks: bool = False
     stack_lines: list[str] = field(default_factory=list)
+    stack_bytes: int = 0
     #: The current run's last output lines (events and stack dumps left out), for the failure rules: each kept to
     #: the ``LOG_LINE_CHARS`` a log pattern reads, so at most ``LOG_TAIL_LINES * LOG_LINE_CHARS`` characters a task.
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL_LINES))
@@ -383,7 +403,7 @@ class Supervisor:
             return dumps
 
         samples = two_samples(sample, lambda seconds: self._wait_quietly(seconds, before),
-                              {run.task.name: run.dumps_stacks for run in running},
+                              {run.task.name: signalled(self.runtime, run.dumps_stacks) for run in running},
                               {run.task.name: run.task.type.trains for run in running}, self.stack_gap)
         if samples is None or self._clock.since != before.since:
             return None  # the job advanced meanwhile
@@ -434,11 +454,12 @@ class Supervisor:
     def _collect_stacks(self) -> dict[str, str | None]:
         """Every running task's stacks: asked for, or read from outside; ``{task: dump, None if it gave none}``."""
         running = [run for run in self._runs.values() if run.running]
-        asked = [run for run in running if run.dumps_stacks]
+        asked = [run for run in running if signalled(self.runtime, run.dumps_stacks)]
         for run in asked:
-            run.stack_lines = []
+            run.stack_lines, run.stack_bytes = [], 0
             self.runtime.dump_stacks(run.task)
-        read = {run.task.name: self.runtime.read_stacks(run.task) for run in running if not run.dumps_stacks}
+        read = {run.task.name: self.runtime.read_stacks(run.task) for run in running
+                if not signalled(self.runtime, run.dumps_stacks)}
         ends = time.monotonic() + STACKS_SECONDS
         while asked and time.monotonic() < ends and not self._cancelled.is_set():
             before = sum(len(run.stack_lines) for run in asked)
@@ -447,7 +468,7 @@ class Supervisor:
                 self._read(run)
             if all(run.stack_lines for run in asked) and sum(len(run.stack_lines) for run in asked) == before:
                 break  # every task answered and none wrote more during a poll round
-        return {run.task.name: read[run.task.name] if run.task.name in read else "\n".join(run.stack_lines) or None
+        return {run.task.name: read[run.task.name] if run.task.name in read else capped("\n".join(run.stack_lines)) or None
                 for run in running}
 
     def _write_stacks(self, number: int, dumps: Mapping[str, str | None]) -> str | None:
@@ -618,9 +639,12 @@ class Supervisor:
                 return
 
     def _take(self, run: _Run, line: str) -> None:
-        """One output line: a stack dump's, an event, or the task's own (its tail and last error)."""
+        """One output line: a stack dump's (kept up to ``MAX_STACK_BYTES``), an event, or the task's own (its tail
+        and last error)."""
         if is_stack_line(line):
-            run.stack_lines.append(line.rstrip())
+            if run.stack_bytes < MAX_STACK_BYTES:
+                run.stack_lines.append(line.rstrip())
+                run.stack_bytes += len(line.encode(errors="replace"))
             return
         if not self._events.carries_event(line):
             if line.strip():

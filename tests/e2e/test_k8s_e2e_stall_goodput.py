@@ -4,7 +4,7 @@
 
 Worker 1 blocks forever in its input pipeline once (tests/integration/scripts/stuck_input.py, shipped as the
 run's workspace layer through ``$TFCLUSTER_REGISTRY``): alive, its peers waiting in the all-reduce. The supervisor
-pod finds the stall by its stacks (read through ``pods/exec``), restarts the group, the run succeeds; ``status``
+pod finds the stall by its stacks (py-spy's, from each task's agent: no ``pods/exec``), restarts the group, the run succeeds; ``status``
 shows the stall, its evidence, and where its stacks are kept: the run's ConfigMap (key ``stacks``), readable after
 the supervisor's pod is gone. The same run's ``status`` carries ``goodput``, whose parts add up to the wall time
 (the stall and the restart among them), kept after the run ended, and ``report``'s history has the plan and the
@@ -103,8 +103,8 @@ def test_the_supervisor_pod_finds_a_stuck_worker_by_its_stacks_restarts_the_grou
     assert (stall.stacks_dir or "").startswith(f"ConfigMap {config_map} key {STACKS_KEY} (kubectl "), stall
     kept = core.read_namespaced_config_map(config_map, namespace()).data[STACKS_KEY]
     stuck = kept.split(f"== {name}-worker-1 (stall 1)")[1].split("\n== ")[0]
-    # the stuck frame, as the task's own dump (faulthandler, on the supervisor's signal through pods/exec) shows it
-    assert re.search(r'File "/workspace/stuck_input.py", line \d+ in gate\n', stuck) and "script_ops.py" in stuck, kept
+    # the stuck frame, as py-spy shows it (run by the task's agent, asked by the supervisor of its stack endpoint)
+    assert re.search(r"\bgate \(/workspace/stuck_input\.py:\d+\)\n", stuck) and "script_ops.py" in stuck, kept
 
 
 def test_the_same_run_has_goodput_in_status_and_a_report(stalled: Stalled, backend: KubernetesBackend) -> None:

@@ -188,6 +188,8 @@ class FakeKubernetes:
         self._exits: dict[tuple[str, str], tuple[float, int]] = {}
         #: (namespace, pod, port) -> (host, port) that a port-forward to that pod's port reaches.
         self.pod_ports: dict[tuple[str, str, int], tuple[str, int]] = {}
+        #: Pod name prefix (a task) -> the IP its pods get when they start (the kubelet's CNI; default 127.0.0.1).
+        self.pod_ips: dict[str, str] = {}
         #: Pod name prefix (a task) -> what running a command in its container gives: (exit code, stdout, stderr).
         self.pod_exec: dict[str, Callable[[list[str]], tuple[int, str, str]]] = {}
         self._server: ThreadingHTTPServer | None = None
@@ -670,6 +672,7 @@ class FakeKubernetes:
             name,
             lambda obj: obj["status"].update(
                 phase="Running",
+                podIP=next((ip for prefix, ip in self.pod_ips.items() if name.startswith(prefix)), "127.0.0.1"),
                 startTime=self.stamp(),
                 containerStatuses=[{"name": c["name"], "restartCount": 0, "state": {"running": {"startedAt": self.stamp()}}}
                                    for c in obj["spec"]["containers"]],

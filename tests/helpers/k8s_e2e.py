@@ -43,13 +43,17 @@ NAMESPACE_ENV = "TFCLUSTER_E2E_NAMESPACE"
 TIMEOUT_SECONDS = 20 * 60
 #: Made once per session (process): every run name of this session ends with it.
 SESSION_SUFFIX = secrets.token_hex(3)
-#: Run in a task's container (pods/exec): SIGKILL to each child of PID 1 (the image's tini), i.e. the task's process.
+#: Run in a task's container (pods/exec): SIGKILL to the task's program, the child of the task's agent (the child of
+#: PID 1, the image's tini; a task without an agent: the child of PID 1 itself).
 KILL_9_TASK = """
 import os, signal
-children = [int(p) for p in os.listdir("/proc") if p.isdigit() and open(f"/proc/{p}/stat").read().rpartition(")")[2].split()[1] == "1"]
-for pid in children:
+def children(of):
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and open(f"/proc/{p}/stat").read().rpartition(")")[2].split()[1] == str(of)]
+top = children(1)
+victims = [pid for agent in top for pid in children(agent)] or top
+for pid in victims:
     os.kill(pid, signal.SIGKILL)
-print("killed" if children else "no child of PID 1")
+print("killed" if victims else "no child of PID 1")
 """
 
 
@@ -148,8 +152,8 @@ def kill_9_task(core: Any, pod: str) -> tuple[int | None, str, str]:
     """``kill -9`` of the task's process in ``pod`` through ``pods/exec`` (``KILL_9_TASK``; a crash, not a pod
     deletion, which a real kubelet turns into SIGTERM and a grace): the exec's exit status, stdout and stderr.
 
-    PID 1 is the image's tini, which no signal from inside its namespace kills: the task is its child, and tini then
-    exits 128 + 9. ``core``: a ``CoreV1Api`` of the cluster."""
+    PID 1 is the image's tini, which no signal from inside its namespace kills: the task's agent is its child and the
+    program the agent's, which then exits 128 + 9, and tini with it. ``core``: a ``CoreV1Api`` of the cluster."""
     return run_in(core, pod, KILL_9_TASK)
 
 

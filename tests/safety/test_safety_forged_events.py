@@ -14,7 +14,7 @@ own transport, its program printing the forged lines for a stack-dumping event, 
 - Slurm: srun's unlabelled log file, srun and ``scancel --signal`` stood in on this host, under the supervisor
   (there is no ``debug`` on Slurm); with ``-m slurm`` the real cluster;
 - Kubernetes: the lead pod's log through the fake API server, read by the supervisor over ``KubernetesRuntime``
-  (the stack-dump signal goes by ``pods/exec``).
+  (no signal reaches a task there: its agent reads every program's stacks, ``ReadsEveryStack``).
 
 Each backend also has the control: the same lines with the run's token at their start do count.
 """
@@ -57,7 +57,7 @@ from launcher.protocol.progress import JobProgress, fold, seed
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
 from launcher.supervision.debug import stacks_now
 from launcher.supervision.status import State
-from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.supervisor import Supervisor, signalled
 
 NAME = "forged"
 LEAD = f"{NAME}-worker-0"
@@ -298,8 +298,9 @@ def run_slurm(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> Out
 
 
 def run_k8s(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> Outcome:
-    """The supervisor over ``KubernetesRuntime``: the lead pod's log as the fake API server streams it, the stack-dump
-    signal by ``pods/exec`` (recorded by ``spied`` before it is sent). The fake's clock moves while ``stop`` waits."""
+    """The supervisor over ``KubernetesRuntime``: the lead pod's log as the fake API server streams it; no signal
+    (its tasks' agents serve every program's stacks, announced or not: ``ReadsEveryStack``). The fake's clock moves
+    while ``stop`` waits."""
     fake: FakeKubernetes = request.getfixturevalue("fake")
     fake.job_controller = True
     plan = launched(BackendKind.K8S, program(case), tmp_path)
@@ -309,14 +310,14 @@ def run_k8s(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> Outco
     def pause(seconds: float) -> None:
         fake.now += seconds
 
-    class Runtime(spied(KubernetesRuntime)):  # type: ignore[misc]
+    class Runtime(KubernetesRuntime):
         def start(self, task: Any) -> None:
             super().start(task)  # its pod runs at once: what the program prints is its log
             fake.pod_logs["default", pod_of(fake, task.name)] = case.text(plan.event_token)
 
-    fake.pod_exec[LEAD] = lambda command: (0, "", "")  # the signal sent; a dump goes to the log the test wrote
     runtime = Runtime(api_, plan, "default", clock=lambda: fake.now, pause=pause)
-    return Outcome(plan, supervise(plan, runtime), runtime.dumped)
+    assert not signalled(runtime, announced=True)
+    return Outcome(plan, supervise(plan, runtime), None)
 
 
 RUNS: dict[BackendKind, Callable[[Case, Path, pytest.FixtureRequest], Outcome]] = {

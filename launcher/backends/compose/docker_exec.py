@@ -11,7 +11,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from launcher.backends.pyspy import PYSPY_ENV, Ran, read_container_stacks
+from launcher.backends.pyspy import Ran, read_container_stacks
+from launcher.protocol.pyspy_command import PYSPY_ENV
 
 
 def read_stacks_in(container: Any) -> tuple[str | None, str]:

@@ -126,8 +126,8 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         previous = state.read_status() if adopt else None
         if previous is not None and previous.state.terminal:
             raise harness.NothingToDo(f"the run is over ({previous.state.value}); nothing to supervise")
-        return harness.Hosted(plan=plan, runtime=KubernetesRuntime(state.api, plan, state.namespace),
-                              leave_on_sigterm=state.in_pod)
+        runtime = KubernetesRuntime(state.api, plan, state.namespace, in_cluster=state.in_pod)
+        return harness.Hosted(plan=plan, runtime=runtime, leave_on_sigterm=state.in_pod)
 
     def submit(self, dry_run: DryRun) -> None:
         """Apply the objects; the supervisor pod starts the suspended task Jobs, or, supervised from this machine,

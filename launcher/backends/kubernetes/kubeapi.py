@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from typing import Any
 from launcher.backends.lines import iter_lines
 from launcher.backends.pyspy import Ran
 from launcher.errors import BackendUnavailable, LaunchError
+from launcher.protocol.stacks_signal import MAX_STACK_BYTES
 
 Obj = dict[str, Any]
 
@@ -208,7 +210,8 @@ class KubeApi:
             response.release_conn()
 
     def exec(self, pod: str, namespace: str, container: str, command: list[str], timeout: float) -> Ran | str:
-        """``command`` run in ``container`` of ``pod`` (``pods/exec``); what it gave, or one line why not."""
+        """``command`` run in ``container`` of ``pod`` (``pods/exec``); what it gave, or one line why not (no answer
+        within ``timeout``, or more than ``MAX_STACK_BYTES`` of output: the rest is not read)."""
         from kubernetes.client.exceptions import ApiException
         from kubernetes.stream import stream
         from websocket import WebSocketException
@@ -219,10 +222,21 @@ class KubeApi:
                                   container=container, stdin=False, stdout=True, stderr=True, tty=False,
                                   _preload_content=False)
             try:
-                response.run_forever(timeout=timeout)
+                ends, size = time.monotonic() + timeout, 0
+                out: list[str] = []
+                err: list[str] = []
+                while response.is_open() and size <= MAX_STACK_BYTES and (left := ends - time.monotonic()) > 0:
+                    response.update(timeout=min(left, 1.0))
+                    for chunks, data in ((out, response.read_stdout(timeout=0)), (err, response.read_stderr(timeout=0))):
+                        chunks.append(data)
+                        size += len(data)
+                if size > MAX_STACK_BYTES:
+                    return f"exec in pod {pod}: its output passed {MAX_STACK_BYTES} bytes; left unread"
                 if response.is_open():
                     return f"exec in pod {pod} did not end within {timeout:.0f} s"
-                return Ran(response.returncode, response.read_stdout(), response.read_stderr())
+                out.append(response.read_stdout(timeout=0))
+                err.append(response.read_stderr(timeout=0))
+                return Ran(response.returncode, "".join(out), "".join(err))
             finally:
                 response.close()
         except (ApiException, WebSocketException, OSError, ValueError, KeyError) as exc:

@@ -1,8 +1,10 @@
-"""Reading a task's pod through the API: its log, a command run in it (``pods/exec``), its stacks (py-spy).
+"""Reading a task's pod through the API: its log, a command run in it (``pods/exec``), its stacks.
 
 Contract: every function reads the task container (``CONTAINER``); ``followed_once_started`` follows a pod's log
 once its container started (the supervisor's output, ``logs -f``); ``read_stacks`` reads each running task's
-program with the image's py-spy, for ``tfcluster debug`` and the supervisor's stall watchdog alike.
+program with the image's py-spy, for ``tfcluster debug`` (the user's own rights); ``forwarded_stacks`` asks a
+pod's stack endpoint through a port-forward (``pods/portforward``), for a supervisor outside the cluster (the
+user's own rights: the in-cluster supervisor asks the pod's IP, and has neither right).
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from functools import partial
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.kubeapi import KubeApi, Obj
 from launcher.backends.kubernetes.manifests import CONTAINER
-from launcher.backends.pyspy import PYSPY_ENV, PYSPY_SECONDS, Ran, read_container_stacks, say_none
+from launcher.backends.kubernetes.portforward import end_stream
+from launcher.backends.pyspy import Ran, read_container_stacks, say_none
 from launcher.plan import naming
+from launcher.protocol import stack_endpoint
+from launcher.protocol.pyspy_command import PYSPY_ENV, PYSPY_SECONDS
 from launcher.spec.models import RoleType
 
 #: Pause between reads of a pod whose container has not started (its log cannot be opened yet).
@@ -70,3 +75,19 @@ def read_stacks(api: KubeApi, name: str, runs: dict[tuple[RoleType, int], list[k
         task = naming.task_name(name, role, index)
         dumps[task] = stacks_of(api, views[-1].name, namespace, task)
     return dumps
+
+
+def forwarded_stacks(api: KubeApi, pod: str, namespace: str, port: int, token: str) -> tuple[str | None, str]:
+    """``stack_endpoint.exchange`` with ``pod``'s endpoint on ``port`` through a port-forward stream."""
+    where = f"pod {pod} port {port}, forwarded"
+    try:
+        forward = api.open_forward(pod, namespace, port)
+        remote = forward.socket(port)
+    except Exception as exc:  # noqa: BLE001 - the client raises many kinds; one line says why
+        return None, f"its stack endpoint ({where}) cannot be reached: {str(exc).splitlines()[0] if str(exc) else exc!r}"
+    try:
+        remote.setblocking(True)
+        return stack_endpoint.exchange(remote, token, where)
+    finally:
+        end_stream(remote)
+        forward.close()

@@ -7,9 +7,13 @@ applied); ``poll`` reads the
 exit code of the pod of the Job it started (128+9 when that pod or Job is gone; a pod Kubernetes disrupted
 (eviction, scheduler preemption, node pressure) that ended otherwise than saved counts as preempted, 143);
 ``stop`` deletes the pods with the grace and returns once their containers ended; ``output`` follows each pod's
-log in a thread of its own; ``dump_stacks`` signals PID 1 of the container (tini forwards it) through
-``pods/exec``, and ``read_stacks`` runs the image's py-spy there. API faults are raised as the client raises
-them, so the supervisor retries them as engine faults; a refusal (403, 422) is a ``LaunchError``.
+log in a thread of its own; ``read_stacks`` asks the stack endpoint of the task's agent (its program's parent,
+``launcher.worker.agent``: py-spy) at its pod's IP (``launcher.protocol.stack_endpoint``, with the run's event
+token; from outside the cluster, ``in_cluster`` False, through a port-forward): no ``pods/exec``, which the
+supervisor pod has no right to. It reads every task's program so (``ReadsEveryStack``): ``dump_stacks`` is
+never asked of it. API faults are
+raised as the client raises them, so the supervisor retries them as engine faults; a refusal (403, 422) is a
+``LaunchError``.
 """
 
 from __future__ import annotations
@@ -23,13 +27,13 @@ from functools import partial
 from launcher.backends.kubernetes import pod_io
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj
-from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.backends.lines import LineQueue
+from launcher.backends.pyspy import say_none
 from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan, Task
+from launcher.protocol import stack_endpoint
 from launcher.protocol.exitcodes import LOST_EXIT, ExitCode
-from launcher.protocol.stacks_signal import STACKS_SIGNAL
 
 #: The label the Job controller puts on its pods: the uid of the Job that made them.
 CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
@@ -112,9 +116,16 @@ class _Follower:
 class KubernetesRuntime:
     """One task = one Job named after it; its current run = the pod of the Job this runtime started or adopted."""
 
+    #: ``ReadsEveryStack``: every task's agent serves its program's stacks.
+    reads_every_stack = True
+
     def __init__(self, api: KubeApi, plan: Plan, namespace: str,
-                 clock: Callable[[], float] = time.monotonic, pause: Callable[[float], None] = time.sleep):
+                 clock: Callable[[], float] = time.monotonic, pause: Callable[[float], None] = time.sleep,
+                 stacks_port: int = stack_endpoint.PORT, in_cluster: bool = False):
         self.api = api
+        self.stacks_port = stacks_port
+        #: In the supervisor pod: the stack endpoints are asked at their pods' IPs; else through port-forwards.
+        self.in_cluster = in_cluster
         self.plan = plan
         self.namespace = namespace
         self._clock = clock
@@ -197,30 +208,15 @@ class KubernetesRuntime:
         follower = self._followers.get(task.name)
         if pod is None:  # not created yet, or deleted (``stop``): what its follower read, to the end of the log
             return [] if follower is None else follower.drain(DRAIN_SECONDS)
-        name = pod["metadata"]["name"]
-        if follower is None or follower.pod != name:
-            if follower is not None:
-                follower.stop()
-            follower = self._followers[task.name] = _Follower(
-                self.api, name, self.namespace, partial(self._read_pod, name))
-        return follower.drain(DRAIN_SECONDS if exit_of(pod) is not None else 0.0)
+        return self._follower(task, pod).drain(DRAIN_SECONDS if exit_of(pod) is not None else 0.0)
 
     def dump_stacks(self, task: Task) -> None:
-        """``STACKS_SIGNAL`` to the container's PID 1 (tini forwards it to the program; a program in tini's
-        place gets it itself), by ``pods/exec``; a pod that ended meanwhile gives no stacks."""
-        pod = self._current(task)
-        if pod is None or exit_of(pod) is not None:
-            return
-        self.api.exec(pod["metadata"]["name"], self.namespace, CONTAINER,
-                      ["python", "-c", f"import os; os.kill(1, {int(STACKS_SIGNAL)})"],
-                      timeout=pod_io.EXEC_SLACK_SECONDS)
+        """Nothing: a ``ReadsEveryStack`` runtime is never asked (``launcher.supervision.supervisor.signalled``)."""
 
     def read_stacks(self, task: Task) -> str | None:
-        """The program's stacks read in its pod with the image's py-spy (``pods/exec``), or None with one line why."""
+        """The program's stacks, asked of its stack endpoint, or None with one line why."""
         pod = self._current(task)
-        if pod is None or exit_of(pod) is not None:
-            return None
-        return pod_io.stacks_of(self.api, pod["metadata"]["name"], self.namespace, task.name)
+        return None if pod is None else self._ask_stacks(task, pod)
 
     def oom_killed(self, task: Task) -> bool:
         """True if the kernel's OOM killer ended the task's container (the kubelet's ``OOMKilled``)."""
@@ -234,6 +230,31 @@ class KubernetesRuntime:
         self._followers.clear()
 
     # -- helpers ---------------------------------------------------------------------------------------------
+
+    def _follower(self, task: Task, pod: Obj) -> _Follower:
+        """The follower of ``pod``'s log, started for it if the task's is another pod's or none."""
+        name = pod["metadata"]["name"]
+        follower = self._followers.get(task.name)
+        if follower is None or follower.pod != name:
+            if follower is not None:
+                follower.stop()
+            follower = self._followers[task.name] = _Follower(
+                self.api, name, self.namespace, partial(self._read_pod, name))
+        return follower
+
+    def _ask_stacks(self, task: Task, pod: Obj) -> str | None:
+        """What the stack endpoint of ``pod``'s program answers (the run's token), or None (one line why)."""
+        ip = pod.get("status", {}).get("podIP")
+        if exit_of(pod) is not None or not ip:
+            return None
+        if self.in_cluster:
+            dump, why = stack_endpoint.ask(ip, self.stacks_port, self.plan.event_token)
+        else:
+            dump, why = pod_io.forwarded_stacks(self.api, pod["metadata"]["name"], self.namespace, self.stacks_port,
+                                                self.plan.event_token)
+        if dump is None:
+            say_none(task.name, why)
+        return dump
 
     def _create(self, job: Obj) -> Obj:
         """``job`` created; waits (bounded) for the name of the one it replaces to be free."""

@@ -9,8 +9,8 @@ default the worker image), which must hold tfcluster; Kubernetes replaces a supe
 deleted, and never runs two at once (``podReplacementPolicy: Failed``); a supervisor that left on SIGTERM
 (exit ``ExitCode.PREEMPTED``: its pod deleted, its node drained) or whose pod was disrupted (``DisruptionTarget``)
 is replaced without counting against ``BACKOFF_LIMIT`` (``POD_FAILURE_POLICY``). Its pod runs non-root under the
-``restricted`` Pod Security Standard, with stated requests and limits (``RESOURCES``); its token is the only
-one a run's pod mounts. Every object carries ``naming.LABEL_SUPERVISOR``; the Job and pod carry
+``restricted`` Pod Security Standard, as ``SUPERVISOR_UID`` (not the tasks' uid), with stated requests and limits
+(``RESOURCES``); its token is the only one a run's pod mounts. Every object carries ``naming.LABEL_SUPERVISOR``; the Job and pod carry
 ``naming.supervisor_labels``, not the cluster label: they are not among the tasks.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from launcher.backends.kubernetes.pods import TASK_UID, TMP_DIR, TMP_VOLUME, container_security, placement
+from launcher.backends.kubernetes.pods import TMP_DIR, TMP_VOLUME, container_security, placement
 from launcher.plan import naming
 from launcher.plan.images import ImageVariant
 from launcher.plan.planner import Plan
@@ -47,17 +47,21 @@ POD_FAILURE_POLICY: Manifest = {"rules": [
 ]}
 #: Seconds between SIGTERM and SIGKILL: it only leaves (the job runs on; the next supervisor adopts it).
 GRACE_SECONDS = 10
+#: Its uid and gid: not the tasks' (``launcher.plan.images.TASK_UID``): nothing a task's process owns or may
+#: touch as its user (a file on a volume, a process on the node) is the supervisor's. No user of the image has
+#: it: what it runs of the image is world-readable, and its HOME and working directory are its own ``emptyDir``.
+SUPERVISOR_UID = 2000
 
 
 def rules(plan: Plan) -> list[Manifest]:
-    """What the supervisor may do: read and delete the run's pods, read their logs and exec in them (a stack
-    dump's signal, py-spy), list the Jobs, read, unsuspend (patch) and replace (delete, create) the run's own,
-    read and update its ConfigMap. Kubernetes cannot limit ``create`` to names: Jobs are created in the namespace."""
+    """What the supervisor may do: read and delete the run's pods, read their logs, list the Jobs, read,
+    unsuspend (patch) and replace (delete, create) the run's own, read and update its ConfigMap. Kubernetes
+    cannot limit ``create`` to names: Jobs are created in the namespace. No ``pods/exec``: it reads a task's
+    stacks from the task's own stack endpoint (``launcher.protocol.stack_endpoint``)."""
     jobs = sorted(task.name for task in plan.tasks)
     return [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "create"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": jobs, "verbs": ["get", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [naming.config_map_name(plan.name)],
@@ -100,6 +104,7 @@ def job(plan: Plan, program: Sequence[str]) -> Manifest:
                 {"name": "HOME", "value": TMP_DIR}],
         "resources": RESOURCES,
         "securityContext": container_security(),
+        "workingDir": TMP_DIR,  # the image's WORKDIR is the tasks' user's home
         "volumeMounts": [{"name": TMP_VOLUME, "mountPath": TMP_DIR}],
     }
     pod: Manifest = {
@@ -108,7 +113,7 @@ def job(plan: Plan, program: Sequence[str]) -> Manifest:
         "serviceAccountName": name,
         "automountServiceAccountToken": True,
         "enableServiceLinks": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": TASK_UID, "runAsGroup": TASK_UID,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": SUPERVISOR_UID, "runAsGroup": SUPERVISOR_UID,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": [{"name": TMP_VOLUME, "emptyDir": {}}],

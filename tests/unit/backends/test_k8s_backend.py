@@ -39,7 +39,9 @@ from launcher.cli.commands import main
 from launcher.errors import BackendUnavailable, LaunchError
 from launcher.plan import naming
 from launcher.plan.targets import BackendKind
+from launcher.protocol.stacks_signal import MAX_STACK_BYTES
 from launcher.supervision.status import JobStatus, State, SupervisorState, TaskStatus
+from launcher.worker.stack_server import serve_stacks
 
 PSS = {"name": "pss", "roles": {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {}}}
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp")
@@ -348,9 +350,15 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
     for task in tasks:
         runtime.start(task)
         assert runtime.poll(task) is None and runtime.output(task) == []
-    fake.pod_exec["demo-chief-0"] = lambda command: (0, "1\n" if "ls" in command else "Thread 1\n", "")
-    runtime.dump_stacks(tasks[0])
-    assert runtime.read_stacks(tasks[0])
+    server = serve_stacks(dry_run.plan.event_token, 0, dump=lambda: "Thread 1\n", host="127.0.0.1")
+    assert server is not None
+    runtime.stacks_port = port = server.server_address[1]
+    fake.pod_ports["default", pod_of(fake, "demo-chief-0"), port] = ("127.0.0.1", port)
+    try:
+        assert runtime.read_stacks(tasks[0])  # through a port-forward: this supervisor is not in the cluster
+    finally:
+        server.shutdown()
+        server.server_close()
     runtime.stop(tasks, 1)
     runtime.start(tasks[0])  # a restart: the Job deleted, a fresh copy created
     assert runtime.adopt(tasks[0])
@@ -362,12 +370,13 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
     allowed, used = rbac_allowed(), rbac_used(fake)
     assert used <= allowed, used - allowed
     assert {("", "pods", "delete"), ("batch", "jobs", "delete"), ("batch", "jobs", "patch"), ("batch", "jobs", "get"),
-            ("", "pods", "get"), ("", "pods/log", "get"), ("", "configmaps", "update"), ("", "pods/exec", "get")} <= used
+            ("", "pods", "get"), ("", "pods/log", "get"), ("", "configmaps", "update"), ("", "pods/portforward", "get")} <= used
     unused = {(g, r, v) for g, r, v in allowed} - used
     assert unused <= {("", "serviceaccounts", "update"), ("", "services", "update"), ("networking.k8s.io", "networkpolicies", "update"),
                       ("", "serviceaccounts", "get"), ("", "services", "get"), ("networking.k8s.io", "networkpolicies", "get"),
                       ("", "persistentvolumeclaims", "get"), ("", "persistentvolumeclaims", "update"),
                       ("apps", "deployments", "update"), ("", "pods/portforward", "create"), ("", "pods/exec", "create"),
+                      ("", "pods/exec", "get"),  # debug's py-spy (the next test)
                       *RBAC_OBJECTS}, unused  # RBAC: the next test
 
 
@@ -754,3 +763,7 @@ def test_debug_reads_the_stacks_of_every_running_pod_and_says_why_not_in_one_lin
     dumps = backend.stacks("demo")
     assert dumps == {"demo-chief-0": 'Thread 1 (idle): "MainThread"', "demo-worker-0": None}
     assert "no stacks of demo-worker-0: py-spy is not in the task's image" in caplog.text  # the CLI shows it on stderr
+    # an exec's output is read up to the cap, no further: the rest is not read, and it says so
+    fake.pod_exec["demo-chief-0"] = lambda command: (0, "1\n" if "ls" in command else "x" * (2 * MAX_STACK_BYTES), "")
+    assert backend.stacks("demo")["demo-chief-0"] is None
+    assert f"its output passed {MAX_STACK_BYTES} bytes; left unread" in caplog.text

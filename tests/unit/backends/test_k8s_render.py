@@ -24,12 +24,16 @@ from launcher.backends.kubernetes.tensorboard import BoardRun, checked_board, sh
 from launcher.cli.commands import main
 from launcher.errors import LaunchError
 from launcher.plan import naming
+from launcher.plan.images import TASK_UID
 from launcher.plan.planner import Plan
-from launcher.plan.targets import CONTAINER_ENTRYPOINT
+from launcher.plan.targets import AGENT_MODULE, CONTAINER_ENTRYPOINT
+from launcher.protocol import stack_endpoint
 from launcher.spec.models import VOLUME_SOURCES
 from launcher.worker.tfconfig import resolve_tf_config
 
 PLANS = all_plans()
+#: What runs a task's program as its child on Kubernetes: forwards signals, serves the stack endpoint.
+AGENT = ["python", "-m", AGENT_MODULE, "--"]
 K8S_DIR = REPO / "k8s"
 
 
@@ -123,8 +127,31 @@ def test_every_task_gets_the_planned_name_address_env_and_tf_config(name: str, t
         container = pod["containers"][0]
         args = [expand(a, env) for a in container.get("args", [])]
         assert "command" not in container  # the image's ENTRYPOINT (tini) stays PID 1
-        assert container["image"] == task.image and args == task.command
+        under_agent = args[:4] == AGENT  # where the image holds tfcluster (the test below)
+        assert container["image"] == task.image and args[4 if under_agent else 0:] == task.command
+        assert under_agent is (bool(task.command) and (task.runs_entrypoint or task.image.startswith("tfcluster-worker:")))
         assert container["ports"][0]["containerPort"] == task.port
+
+
+@pytest.mark.parametrize(("role", "agent"), [
+    ({}, True),  # the entrypoint
+    ({"command": ["python", "train.py"]}, True),  # the user's own program (`tfcluster run train.py`)
+    ({"command": ["python", "train.py"], "image": "registry.example.com/tfcluster-worker:2"}, True),
+    ({"command": ["python", "train.py"], "image": "tensorflow/tensorflow:2.15.0"}, False),  # no tfcluster in it
+    ({"command": ["python", "train.py"], "replaces_entrypoint": True}, False),  # no tini in front to reap
+    ({"command": []}, False),  # the image's own CMD: not known here
+])
+def test_a_tasks_program_runs_under_its_agent_where_the_image_holds_tfcluster_and_tini_stays_pid_1(
+        role: dict[str, Any], agent: bool) -> None:
+    plan = plan_for({"name": "own", "roles": {"worker": {"replicas": 1, **role}}})
+    [job] = _by_kind(plan, "Job")
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    program = container.get("command", container.get("args", []))
+    assert (program[:4] == AGENT) is agent
+    assert program[4 if agent else 0:] == plan.tasks[0].command
+    (tfjob,) = [doc for doc in _docs(render_tfjob(plan)) if doc["kind"] == "TFJob"]
+    replica = tfjob["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert replica.get("command", replica.get("args", [])) == plan.tasks[0].command  # the operator's pods: no endpoint
 
 
 #: What every task's Job is: suspended until the run's supervisor starts it, one pod, never run again by Kubernetes.
@@ -199,9 +226,12 @@ def test_pods_are_hardened_and_isolated(name: str) -> None:
     (policy,) = _by_kind(plan, "NetworkPolicy")
     own = {"matchLabels": {"tfcluster.io/cluster": plan.name}}
     assert policy["spec"]["podSelector"] == own and policy["spec"]["policyTypes"] == ["Ingress"]
-    (rule,) = policy["spec"]["ingress"]
+    rule, stacks = policy["spec"]["ingress"]
     assert rule["from"] == [{"podSelector": own}]
     assert sorted(p["port"] for p in rule["ports"]) == sorted({t.port for t in plan.tasks})
+    # the run's supervisor pod may reach the tasks' stack endpoints, nothing else of them
+    assert stacks == {"from": [{"podSelector": {"matchLabels": {naming.LABEL_SUPERVISOR: plan.name}}}],
+                      "ports": [{"protocol": "TCP", "port": stack_endpoint.PORT}]}
     (service,) = _by_kind(plan, "Service")
     assert service["spec"]["clusterIP"] == "None"  # headless: no virtual IP, no exposure
 
@@ -230,15 +260,14 @@ def test_the_supervisor_pod_runs_the_one_supervisor_process_on_the_runs_config_m
 
 def test_the_supervisors_role_allows_what_its_runtime_does_and_nothing_more() -> None:
     """Read from ``runtime.KubernetesRuntime`` and ``cluster_state.ClusterState``: pods listed (``_pods``), read (a
-    log follower), deleted (``stop``); their logs (``output``); exec (``dump_stacks``, py-spy: a websocket GET, a
-    create since Kubernetes 1.30); Jobs listed (the plan's event token), read, unsuspended (``start``) and replaced
-    (deleted, created: ``fresh_copy``) by name where Kubernetes allows names; the ConfigMap read and updated (the
-    status, the stacks). No secrets, no wildcards, no other ConfigMap or Job, no pod created or patched."""
+    log follower), deleted (``stop``); their logs (``output``); Jobs listed (the plan's event token), read,
+    unsuspended (``start``) and replaced (deleted, created: ``fresh_copy``) by name where Kubernetes allows names;
+    the ConfigMap read and updated (the status, the stacks). No ``pods/exec`` (a task's stacks come from its stack
+    endpoint), no secrets, no wildcards, no other ConfigMap or Job, no pod created or patched."""
     plan = PLANS["pss"]
     assert _supervisor(plan, "Role")["rules"] == rules(plan) == [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "create"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": sorted(t.name for t in plan.tasks),
          "verbs": ["get", "patch", "delete"]},
@@ -251,6 +280,11 @@ def test_the_supervisors_role_allows_what_its_runtime_does_and_nothing_more() ->
     assert pod["serviceAccountName"] == naming.supervisor_name("pss") and pod["automountServiceAccountToken"] is True
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    tasks = {job["spec"]["template"]["spec"]["securityContext"]["runAsUser"] for job in _by_kind(plan, "Job")
+             if job["metadata"]["name"] != naming.supervisor_name("pss")}
+    assert tasks == {TASK_UID} and pod["securityContext"]["runAsUser"] not in tasks  # not the tasks' uid
+    assert pod["securityContext"]["runAsGroup"] != TASK_UID and "fsGroup" not in pod["securityContext"]
+    assert pod["containers"][0]["workingDir"] == pod["containers"][0]["env"][-1]["value"] == "/tmp"  # HOME: emptyDir
     context = pod["containers"][0]["securityContext"]
     assert context["allowPrivilegeEscalation"] is False and context["capabilities"] == {"drop": ["ALL"]}
 

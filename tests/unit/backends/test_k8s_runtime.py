@@ -31,7 +31,8 @@ from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import JobStatus, State
-from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.supervisor import ReadsEveryStack, Supervisor, signalled
+from launcher.worker.stack_server import serve_stacks
 
 SPEC: dict[str, Any] = {"name": "rt", "roles": {"chief": {}, "worker": {"replicas": 1}},
                         "restart": {"policy": "exit-code", "max_restarts": 2}, "kubernetes": {"supervisor": False}}
@@ -294,31 +295,62 @@ def test_output_follows_the_log_drains_an_ended_pod_and_moves_to_the_next_run(fa
     runtime.close()
 
 
-def test_dump_stacks_signals_the_containers_pid_1_and_read_stacks_runs_py_spy_there(fake: FakeKubernetes) -> None:
-    plan, runtime = launched(fake)
+def served(dumps: dict[str, list[str]], token: str) -> tuple[dict[str, str], int, Callable[[], None]]:
+    """Each task's stack endpoint (the worker's ``serve_stacks``) on a loopback address of its own, all on one port
+    as in their pods: ``({task: ip}, port, stop)``; each answers its ``dumps`` lines."""
+    ips = {name: f"127.0.44.{n}" for n, name in enumerate(dumps, 1)}
+    servers, port = [], 0
+    for name, lines in dumps.items():
+        server = serve_stacks(token, port, dump=lambda lines=lines: "\n".join(lines) + "\n", host=ips[name])
+        assert server is not None
+        servers.append(server)
+        port = server.server_address[1]
+
+    def stop() -> None:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+    return ips, port, stop
+
+
+@pytest.mark.parametrize("in_cluster", [True, False], ids=["pod-ip", "port-forward"])
+def test_stacks_are_asked_of_the_tasks_stack_endpoint_not_through_exec(fake: FakeKubernetes, in_cluster: bool) -> None:
+    """``read_stacks`` returns what the task agent's endpoint answers, at the pod's IP in the cluster, through a
+    port-forward from outside; never ``pods/exec``. It reads every task so: the supervisor never signals one."""
+    plan, _ = launched(fake)
     chief = task(plan, CHIEF)
-    ran: list[list[str]] = []
+    ips, port, stop = served({CHIEF: STUCK_IN_OP}, plan.event_token)
+    fake.pod_ips = ips
+    runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now, stacks_port=port,
+                                in_cluster=in_cluster)
+    try:
+        assert runtime.read_stacks(chief) is None  # not started: no pod to ask
+        runtime.start(chief)
+        fake.pod_ports["default", pod_of(fake, CHIEF), port] = (ips[CHIEF], port)
+        assert runtime.read_stacks(chief) == "\n".join(STUCK_IN_OP) + "\n"
+        assert isinstance(runtime, ReadsEveryStack) and not signalled(runtime, announced=True)
+        fake.finish_pod(pod_of(fake, CHIEF), 0)
+        later(fake)
+        assert runtime.read_stacks(chief) is None  # an ended pod gives none
+    finally:
+        runtime.close()
+        stop()
+    assert not [path for _, path in fake.requests if "/exec" in path.split("?")[0]]
 
-    def in_pod(command: list[str]) -> tuple[int, str, str]:
-        ran.append(command)
-        if "ls" in command:
-            return 0, "1\n7\nself\n", ""
-        pid = command[command.index("--pid") + 1]
-        return 0, f"Thread 0x1 (idle): \"MainThread\"\n    train (train.py:{pid})\n", ""
 
-    fake.pod_exec[CHIEF] = in_pod
-    assert runtime.read_stacks(chief) is None  # not started: no pod to read
-    runtime.start(chief)
-    runtime.dump_stacks(chief)
-    assert ran == [["python", "-c", f"import os; os.kill(1, {int(STACKS_SIGNAL)})"]]
-    dump = runtime.read_stacks(chief)
-    assert dump is not None and "train (train.py:" in dump
-    assert "train.py:1)" in dump and "train.py:7)" in dump  # every process of the container
-    fake.finish_pod(pod_of(fake, CHIEF), 0)
-    later(fake)
-    ran.clear()
-    runtime.dump_stacks(chief)
-    assert runtime.read_stacks(chief) is None and ran == []  # an ended pod gives none
+def test_a_task_that_serves_no_stacks_gives_none_and_says_why(fake: FakeKubernetes, caplog: pytest.LogCaptureFixture) -> None:
+    plan, _ = launched(fake)
+    ips, port, stop = served({CHIEF: ["Thread 1"]}, "another run's token")
+    fake.pod_ips = ips
+    runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now, stacks_port=port,
+                                in_cluster=True)
+    try:
+        runtime.start(task(plan, CHIEF))
+        assert runtime.read_stacks(task(plan, CHIEF)) is None
+    finally:
+        runtime.close()
+        stop()
+    assert f"no stacks of {CHIEF}: its stack endpoint ({ips[CHIEF]}:{port}) gave nothing" in caplog.text
 
 
 # --- the one Supervisor over it -----------------------------------------------------------------------------------
@@ -444,22 +476,21 @@ STUCK_IN_OP = ["Thread 0x00007f0000000001 (most recent call first):",
 WAITING = ["Current thread 0x00007f0000000003 (most recent call first):", '  File "/x/execute.py", line 53 in quick_execute']
 
 
-def test_a_stall_dumps_each_pods_stacks_through_exec_names_the_stuck_task_and_restarts_the_gang(
+def test_a_stall_reads_each_pods_stacks_from_its_endpoint_within_the_role_names_the_stuck_task_and_restarts(
         fake: FakeKubernetes) -> None:
-    """The programs declare the stacks handler and the chief reports a step, then nothing moves: the supervisor
-    signals each container's PID 1 (``pods/exec``), the handlers write their stacks to the pod logs (the test's
-    ``pod_exec``), the worker stuck in a Python op is named, the gang restarts, and the run succeeds after."""
-    spec = {**SPEC, "stall": {"timeout_seconds": 1}}
-    plan, runtime = launched(fake, spec)
-    stacks = {CHIEF: WAITING, WORKER: STUCK_IN_OP}
-    for name in (CHIEF, WORKER):
-        def on_signal(command: list[str], name: str = name) -> tuple[int, str, str]:
-            if "os.kill" in command[-1]:  # the program's handler prints its stacks
-                key = ("default", pod_of(fake, name))
-                fake.pod_logs[key] = fake.pod_logs.get(key, "") + "\n".join(stacks[name]) + "\n"
-                return 0, "", ""
-            return (0, "1\n", "") if "ls" in command else (127, "", "py-spy: not found\n")
-        fake.pod_exec[name] = on_signal
+    """The programs declare the stacks handler and the chief reports a step, then nothing moves: the supervisor in
+    its pod, with only its Role's rights, asks each pod's stack endpoint at its IP (the worker's server, answering
+    the test's stacks), the worker stuck in a Python op is named, the gang restarts, and the run succeeds after;
+    no request went to ``pods/exec``."""
+    spec = {**SPEC, "stall": {"timeout_seconds": 1}, "kubernetes": {"supervisor": True}}
+    plan, _ = launched(fake, spec)
+    rules = supervisor_objects.rules(plan)
+    fake.allowed = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    ips, port, stop = served({CHIEF: WAITING, WORKER: STUCK_IN_OP}, plan.event_token)
+    fake.pod_ips = ips
+    runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now,
+                                pause=lambda seconds: setattr(fake, "now", fake.now + seconds), stacks_port=port,
+                                in_cluster=True)
     told: dict[str, str] = {}  # each pod that declared its handler: its task
     seen: set[str] = set()  # those whose declaration the supervisor read (the line after it is its last line)
     stepped: set[str] = set()
@@ -490,8 +521,12 @@ def test_a_stall_dumps_each_pods_stacks_through_exec_names_the_stuck_task_and_re
     supervisor = Supervisor(plan, runtime, poll_seconds=0.5, grace_seconds=1.0,
                             pause=World(fake, each=programs, caught_up=caught_up).pause, clock=lambda: fake.now, stack_gap=0.5,
                             keep_stacks=lambda number, dumps: kept.append((number, dict(dumps))) or "here")
-    status = supervisor.run()
-    runtime.close()
+    try:
+        status = supervisor.run()
+    finally:
+        runtime.close()
+        stop()
+    assert not [path for _, path in fake.requests if "/exec" in path.split("?")[0]]
     assert status.state is State.SUCCEEDED and status.restarts == 1, status
     assert status.stall is not None and status.stall.stalls == 1 and status.stall.suspects == [WORKER], status.stall
     assert status.stall.evidence is StallEvidence.STACKS_UNCHANGED

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.backends import pyspy
+from launcher.protocol.stacks_signal import MAX_STACK_BYTES
 
 #: What py-spy 0.4 writes on stderr when ptrace is refused (run as another user than the target's).
 REFUSED = "Permission Denied: Try running again with elevated permissions by going 'sudo env \"PATH=$PATH\" !!'"
@@ -36,3 +37,12 @@ def test_what_py_spy_prints_is_kept_as_it_is_a_carriage_return_stays_one() -> No
     (shown escaped), not as the line break text mode's universal newlines would make of it."""
     ran = pyspy.local_runner(["printf", "Process 1: python x.py a\\rFORGED\\n"])
     assert not isinstance(ran, str) and ran.stdout == "Process 1: python x.py a\rFORGED\n"
+
+
+def test_a_dump_and_a_commands_output_are_capped() -> None:
+    """Many processes' dumps together, and one command's output, are at most ``MAX_STACK_BYTES``, saying so."""
+    frame = 'Thread 0x1 (idle): "MainThread"\n    f (x.py:1)\n' * (MAX_STACK_BYTES // 100)
+    dump, _ = pyspy.read_stacks(list(range(8)), lambda command: pyspy.Ran(0, frame, ""))
+    assert dump is not None and len(dump.encode()) <= MAX_STACK_BYTES and dump.endswith(" bytes, the first kept\n")
+    ran = pyspy.local_runner(["head", "-c", str(3 * MAX_STACK_BYTES), "/dev/zero"])
+    assert not isinstance(ran, str) and len(ran.stdout.encode()) <= MAX_STACK_BYTES

@@ -16,6 +16,7 @@ from launcher.errors import LaunchError
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.protocol.events import MANUAL_TOKEN
+from launcher.protocol.stacks_signal import MAX_STACK_BYTES
 from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import CLIP_MARK, JobStatus, State, TaskStatus
@@ -394,6 +395,40 @@ def test_a_stall_reads_the_stacks_of_programs_without_the_handler_from_outside(t
     assert (tmp_path / "stall-1" / "job-worker-1.txt").read_text() == PYSPY_STUCK_IN_OP + "\n"
     assert "quick_execute" in (tmp_path / "stall-1" / "job-chief-0.txt").read_text()
     assert "no stacks" in (tmp_path / "stall-1" / "job-worker-0.txt").read_text()
+
+
+class ReadsEveryProgram(ScriptedRuntime):
+    """A ``ReadsEveryStack`` runtime (Kubernetes: each task's agent reads its program with py-spy)."""
+
+    reads_every_stack = True
+
+
+def test_a_runtime_that_reads_every_program_is_never_asked_to_signal_one(tmp_path: Any) -> None:
+    """The chief announced the handler, but its runtime reads every program from outside: all three are read, none
+    is signalled, and a stall's verdict comes from what was read."""
+    output = {"job-chief-0": [_event("stacks_on_signal", "job-chief-0", signal="SIGUSR1"), _event("step", "job-chief-0", step=1)]}
+    runtime = ReadsEveryProgram({"job-chief-0": [None, 0]}, output=output, stacks={"job-chief-0": WAITING},
+                                outside={"job-chief-0": PYSPY_STUCK_IN_OP.replace("script_ops", "x"),
+                                         "job-worker-1": PYSPY_STUCK_IN_OP})
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
+    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, keep_stacks=partial(write_stacks, tmp_path), stack_gap=GAP).run()
+    assert runtime.dumped == []
+    assert sorted(runtime.read) == sorted(["job-chief-0", "job-worker-0", "job-worker-1"] * 2)
+    assert status.stall is not None and status.stall.suspects == ["job-worker-1"]
+
+
+def test_a_signalled_dump_that_never_ends_is_kept_to_the_cap(tmp_path: Any) -> None:
+    """A program whose dump runs to megabytes (thousands of threads, or stack-like lines it prints itself): what the
+    supervisor keeps of one task's stacks is at most ``MAX_STACK_BYTES``, on every backend (the shared supervisor)."""
+    output = {"job-chief-0": [_event("stacks_on_signal", "job-chief-0", signal="SIGUSR1"), _event("step", "job-chief-0", step=1)]}
+    endless = WAITING * (2 * MAX_STACK_BYTES // len("".join(WAITING)))
+    runtime = ScriptedRuntime({"job-chief-0": [None, 0]}, output=output, stacks={"job-chief-0": endless})
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
+    Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, keep_stacks=partial(write_stacks, tmp_path),
+               stack_gap=GAP).run()
+    kept = (tmp_path / "stall-1" / "job-chief-0.txt").read_bytes()
+    assert MAX_STACK_BYTES // 2 < len(kept) <= MAX_STACK_BYTES + 1  # + the file's newline
+    assert kept.startswith(WAITING[0].encode())
 
 
 def test_step_time_reports_of_every_training_task_name_the_straggler() -> None:
