@@ -32,7 +32,7 @@ from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.supervision import detach, procfs
 from launcher.supervision.stack_dumps import write_stacks
-from launcher.supervision.statefile import open_private, private_dir, read_json, write_json, write_private
+from launcher.supervision.statefile import open_private, owned_dir, private_dir, read_json, read_private, write_json, write_private
 from launcher.supervision.status import JobStatus, State, SupervisorState
 from launcher.supervision.supervisor import Runtime, Supervisor
 
@@ -127,7 +127,8 @@ class StateDir:
     """The files of one supervised cluster (see the module contract)."""
 
     def __init__(self, root: Path):
-        self.root = root
+        """``UnsafeStatePath`` if ``root`` (or a directory above it, up to the home) is not tfcluster's own."""
+        self.root = owned_dir(root)
         self.plan = root / "plan.json"
         self.status = root / "status.json"
         self.pid = root / "supervisor.pid"
@@ -153,7 +154,7 @@ class StateDir:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def read_plan(self) -> Plan:
-        return Plan.model_validate_json(self.plan.read_text())
+        return Plan.model_validate_json(read_private(self.plan))
 
     def read_status(self) -> JobStatus | None:
         data = read_json(self.status)
