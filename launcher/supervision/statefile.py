@@ -20,8 +20,9 @@ file for appending (tightening an existing one), never through a link;
 ``write_json`` is ``write_private`` of JSON, so a reader in another process
 never sees half a file; ``read_private`` reads a file, never through a link,
 and ``read_json`` returns None for a file that is missing or not (yet) valid
-JSON. Paths outside the home (``render -d DIR``): ``private_dir`` makes the
-directory itself ``0700`` and checks nothing above it.
+JSON. Paths outside the home: ``private_dir`` makes the directory itself
+``0700`` and checks nothing above it; ``user_dir`` (``render -d DIR``, the
+user's) makes it ``0700`` only when it creates it.
 """
 
 from __future__ import annotations
@@ -68,6 +69,14 @@ def private_dir(path: Path) -> Path:
         _check(directory)
         if created or directory != levels[0]:
             os.chmod(directory, DIR_MODE)  # mkdir's mode passes through the umask; an older version's, tightened
+    return path
+
+
+def user_dir(path: Path) -> Path:
+    """``path``, a directory of the user's that tfcluster writes files into (``render -d``): made ``0700`` if
+    missing (what lies above it as ``mkdir -p`` makes it); an existing one keeps its mode. Returns ``path``."""
+    if _make(path, parents=True):
+        os.chmod(path, DIR_MODE)
     return path
 
 
