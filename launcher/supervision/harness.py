@@ -2,7 +2,8 @@
 step; Kubernetes: a pod in the cluster): its state dir, start, liveness, stop and adoption.
 
 Contract: a job's ``StateDir`` (``naming.state_dir(backend, name)``, private: the plan's env may carry
-credentials) holds its plan, status, supervisor pid and log, ``started`` and each stall's stacks. ``start``
+credentials; refused when made, ``UnsafeStatePath``, unless its directories are the user's own) holds its plan,
+status, supervisor pid and log, ``started`` and each stall's stacks. ``start``
 detaches a supervisor (a ``Process``: the backend layer's command, the backend's ``host``) and returns once every
 task started, else raises ``LaunchError``; ``launch`` adds the one cleanup rule (``undo``). ``run_supervisor`` is
 the only place a supervisor process handles signals (SIGTERM, SIGINT: cancel; a ``Notice``: hand the job
