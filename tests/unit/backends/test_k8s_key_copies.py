@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -22,11 +23,14 @@ import pytest
 import yaml
 
 from helpers.paths import REPO
+from helpers.required import unavailable
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, connect
 
 
 def key_pair(where: Path) -> tuple[bytes, bytes]:
     """A throwaway self-signed client certificate and its key (PEM), made by the openssl command."""
+    if shutil.which("openssl") is None:
+        unavailable("the openssl command is not installed (it makes the test's client certificate)")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                     "-keyout", str(where / "key.pem"), "-out", str(where / "cert.pem"), "-subj", "/CN=tfcluster-test",
                     "-days", "1", "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
