@@ -60,7 +60,7 @@ def private_dir(path: Path) -> Path:
     """
     path = path.absolute()
     levels = _own_levels(path)
-    if not levels:  # the user's directory (``render -d``): only itself
+    if not levels:  # outside the home (a supervisor pod's scratch space): only itself
         _make(path, parents=True)
         os.chmod(path, DIR_MODE)
         return path
