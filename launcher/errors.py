@@ -1,9 +1,10 @@
 """The errors tfcluster raises to its callers, one base class for all of them.
 
 Contract: everything the CLI reports as a one-line message derives from
-``TfclusterError``; the CLI maps each type to an exit code (``SpecError`` 2,
-the others 1). ``SpecError`` lives with the spec (it carries located
-problems) in ``launcher.spec.problems``.
+``TfclusterError``; the CLI maps each type to an exit code (``SpecError`` and
+``UnsafeStatePath`` 2, the others 1). ``SpecError`` lives with the spec (it
+carries located problems) in ``launcher.spec.problems``, ``UnsafeStatePath``
+with the state files in ``launcher.supervision.statefile``.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from launcher.backends import get_backend
 from launcher.backends.api import Backend
 from launcher.backends.workspace import MAX_WORKSPACE_BYTES
 from launcher.cli import terminal
-from launcher.cli.registry import forget, lookup, record
+from launcher.cli.registry import forget, lookup, ready, record
 from launcher.errors import LaunchError, TfclusterError
 from launcher.plan import naming
 from launcher.plan.dryrun import DryRun, json_chunks, plan_document, plan_entries, plan_settings, task_entries
@@ -31,6 +31,7 @@ from launcher.plan.script import SOURCE as SCRIPT_SOURCE
 from launcher.plan.targets import BackendKind
 from launcher.spec.image_reference import image_problem
 from launcher.spec.problems import Problem, SpecError
+from launcher.supervision.statefile import UnsafeStatePath, user_dir, write_private
 
 BACKENDS = click.Choice([k.value for k in BackendKind])
 
@@ -61,6 +62,9 @@ class _Cli(click.Group):
         except click.UsageError as exc:  # one line, like a spec problem
             command = exc.ctx.command.name if exc.ctx and exc.ctx.parent else None
             terminal.echo(f"tfcluster{' ' + command if command else ''}: {exc.format_message()}", err=True)
+            sys.exit(EXIT_SPEC)
+        except UnsafeStatePath as exc:  # the user's TFCLUSTER_HOME: usage, nothing was started
+            terminal.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_SPEC)
         except TfclusterError as exc:  # it may quote a task's output: one line
             terminal.echo(f"error: {exc}", err=True)
@@ -183,7 +187,10 @@ def schema() -> None:
 @click.option("--format", "fmt", type=click.Choice(["native", "tfjob"]), default="native", show_default=True,
               help="k8s only: `tfjob` writes a Kubeflow TFJob instead of Jobs (a warning names what it cannot carry).")
 def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
-    """Write the files the backend would apply (compose file, Kubernetes manifests, Slurm batch script) to DIR."""
+    """Write the files the backend would apply (compose file, Kubernetes manifests, Slurm batch script) to DIR.
+
+    They are readable by you only (the env may hold keys): DIR is made 0700 if missing, each file 0600.
+    """
     if fmt == "tfjob" and backend != "k8s":
         raise click.UsageError("--format tfjob needs --backend k8s")
     dry_run_ = api.dry_run(spec, backend)
@@ -194,9 +201,9 @@ def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
 
         files = render_tfjob(dry_run_.plan)
         loader.warn_at(spec, tfjob.unexported(dry_run_.plan.spec))  # never silent about what the TFJob loses
-    output_dir.mkdir(parents=True, exist_ok=True)
+    user_dir(output_dir)  # the plan's env may carry API keys: readable by you only
     for name, content in files.items():
-        (output_dir / name).write_text(content)
+        write_private(output_dir / name, content)
         terminal.echo(output_dir / name)
 
 
@@ -290,6 +297,7 @@ def _launch(dry_run_: DryRun, detach: bool, namespace: str | None, context: str 
 
         for note in credential_notes(plan.workspace.source):
             terminal.echo(note, err=True)
+    ready()
     try:
         runner.submit(dry_run_)
         record(plan.name, plan.backend, options)

@@ -1,9 +1,9 @@
 """Which backend (and options) each launched cluster lives on, so ``status NAME`` needs no flags.
 
-Contract: ``record`` is called by ``up`` after a successful submit; ``lookup``
-returns what was recorded or None. State lives under ``naming.home()``
-(``$TFCLUSTER_HOME``, default ``~/.tfcluster``), one small JSON file per cluster name,
-private to its owner (``launcher.supervision.statefile``).
+Contract: ``record`` is called by ``up`` after a successful submit, ``ready`` before it (the registry's
+directory made, or ``UnsafeStatePath`` before anything starts); ``lookup`` returns what was recorded or None.
+State lives under ``naming.home()`` (``$TFCLUSTER_HOME``, default ``~/.tfcluster``), one small JSON file per
+cluster name, private to its owner and in directories of its own (``launcher.supervision.statefile``).
 """
 
 from __future__ import annotations
@@ -13,17 +13,24 @@ from typing import Any
 
 from launcher.plan import naming
 from launcher.plan.targets import BackendKind
-from launcher.supervision.statefile import private_dir, read_json, write_json
+from launcher.supervision.statefile import owned_dir, private_dir, read_json, write_json
+
+
+def _directory() -> Path:
+    return naming.home() / "clusters"
 
 
 def _entry(name: str) -> Path:
-    return naming.home() / "clusters" / f"{naming.cluster_name(name)}.json"
+    return owned_dir(_directory()) / f"{naming.cluster_name(name)}.json"
+
+
+def ready() -> None:
+    private_dir(_directory())
 
 
 def record(name: str, backend: BackendKind, options: dict[str, Any]) -> None:
-    path = _entry(name)
-    private_dir(path.parent)
-    write_json(path, {"backend": backend.value, "options": options})
+    ready()
+    write_json(_entry(name), {"backend": backend.value, "options": options})
 
 
 def lookup(name: str) -> tuple[BackendKind, dict[str, Any]] | None:

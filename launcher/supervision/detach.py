@@ -18,8 +18,7 @@ returns its pid and a non-blocking ``ended()``.
   ``argv``, which must do what ``run`` does, and end by ``end``.
 
 ``end(code)`` ends the process with ``code`` as the interpreter's exit would
-(its ``atexit`` handlers run: the Kubernetes client deletes its copies of the
-kubeconfig's keys; stdout and stderr flushed) but without the interpreter's
+(its ``atexit`` handlers run, stdout and stderr are flushed) but without the interpreter's
 finalization, which aborts the process (134, "could not acquire lock for
 <stderr> ... possibly due to daemon threads") when a daemon thread (a
 runtime's log follower) holds stderr as it ends: a pod's Job counts that as a

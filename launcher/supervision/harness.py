@@ -2,7 +2,8 @@
 step; Kubernetes: a pod in the cluster): its state dir, start, liveness, stop and adoption.
 
 Contract: a job's ``StateDir`` (``naming.state_dir(backend, name)``, private: the plan's env may carry
-credentials) holds its plan, status, supervisor pid and log, ``started`` and each stall's stacks. ``start``
+credentials; refused when made, ``UnsafeStatePath``, unless its directories are the user's own) holds its plan,
+status, supervisor pid and log, ``started`` and each stall's stacks. ``start``
 detaches a supervisor (a ``Process``: the backend layer's command, the backend's ``host``) and returns once every
 task started, else raises ``LaunchError``; ``launch`` adds the one cleanup rule (``undo``). ``run_supervisor`` is
 the only place a supervisor process handles signals (SIGTERM, SIGINT: cancel; a ``Notice``: hand the job
@@ -34,7 +35,7 @@ from launcher.plan.targets import BackendKind
 from launcher.supervision import detach, procfs
 from launcher.supervision.publisher import Publisher
 from launcher.supervision.stack_dumps import write_stacks
-from launcher.supervision.statefile import open_private, private_dir, read_json, write_json, write_private
+from launcher.supervision.statefile import open_private, owned_dir, private_dir, read_json, read_private, write_json, write_private
 from launcher.supervision.status import JobStatus, State, SupervisorState
 from launcher.supervision.supervisor import FAULT_PAUSE_SECONDS, FAULT_RETRIES, Runtime, Supervisor
 
@@ -129,7 +130,8 @@ class StateDir:
     """The files of one supervised cluster (see the module contract)."""
 
     def __init__(self, root: Path):
-        self.root = root
+        """``UnsafeStatePath`` if ``root`` (or a directory above it, up to the home) is not tfcluster's own."""
+        self.root = owned_dir(root)
         self.plan = root / "plan.json"
         self.status = root / "status.json"
         self.pid = root / "supervisor.pid"
@@ -155,7 +157,7 @@ class StateDir:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def read_plan(self) -> Plan:
-        return Plan.model_validate_json(self.plan.read_text())
+        return Plan.model_validate_json(read_private(self.plan))
 
     def read_status(self) -> JobStatus | None:
         data = read_json(self.status)

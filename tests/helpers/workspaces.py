@@ -53,6 +53,13 @@ CONTENT_CREDENTIAL_FILES = {
     "deploy/prod-cluster.yaml": _KUBECONFIG.format(ca=_b64("ca"), key="client-key-data",
                                                    value=_b64(_armored("EC " + "PRIVATE KEY", 5))),
     "deploy/ci.kubeconfig": _KUBECONFIG.format(ca=_b64("ca"), key="token", value="abcdef.0123456789abcdef"),
+    "deploy/kubeconfig": "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://10.0.0.1:6443'}}]\n"
+                         "users: [{name: ci, user: {token: abcdef.0123456789abcdef}}]\n"
+                         "contexts: [{name: c, context: {cluster: c, user: ci}}]\ncurrent-context: c\n",
+    "deploy/cluster.json": json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": [],
+                                       "users": [{"name": "ci", "user": {"auth-provider": {
+                                           "name": "oidc", "config": {"refresh-token": "r3fr3sh-t0k3n-0f-the-ci-user"}}}}]},
+                                      separators=(",", ":")),
     "registry/auth.json": json.dumps({"auths": {"registry.example.com": {"auth": _b64("robot:s3cr3t-pa55")}}}, indent=1),
     "vault/token": "hv" + "s.CAESIJ7xq2gL0a1b2c3d4e5f6g7h8i9j0kLmNoPqRsTuVwXyZGh4KHGh2cy5BQkNERUZHSElKS0xNTk9QUVJTVFU\n",
     "vault/legacy-token": "s.Ab3dEf6hIj9kLm2nOp5qRs8t\n",
@@ -76,6 +83,7 @@ PLAIN_FILES = {
     "certs/ca.crt": _armored("CERTIFICATE", 6),
     "deploy/job.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata: {name: train}\n",
     "deploy/empty-kubeconfig.yaml": "apiVersion: v1\nkind: Config\nclusters: []\nusers: []\n",
+    "deploy/exec-kubeconfig.yaml": "kind: Config\nusers: [{name: me, user: {exec: {command: gke-gcloud-auth-plugin}}}]\n",
     "docker/config.json": json.dumps({"credHelpers": {"gcr.io": "gcloud"}}),
     "data/rows.csv": "host,port,db\nlocalhost,5432,train\n",
     "data/weights.bin": "".join(map(chr, range(256))) * 4,

@@ -135,9 +135,9 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         plan = dry_run.plan
         namespace = self.namespace or plan.spec.kubernetes.namespace
         self.namespace = namespace  # describe/logs/cancel then look where this launch went
+        state = self._local_state(plan.name) if dry_run.supervised_from_here else None  # refused before applying
         apply.submit(self.api, dry_run, namespace)
-        if dry_run.supervised_from_here:
-            state = self._local_state(plan.name)
+        if state is not None:
             state.create(plan)
             write_private(state.root / KUBE_FILE, json.dumps({"name": plan.name, "namespace": namespace,
                                                              "context": self.context}))

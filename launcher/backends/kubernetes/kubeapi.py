@@ -6,15 +6,16 @@ objects are answered as JSON dicts (no model deserialization). The request metho
 client error into a ``LaunchError`` naming the action, the API server and its answer (a 403 says what the
 Role refused), ``unless_gone`` takes a 404 as nothing to do, ``read_if_exists`` answers None for a 404,
 ``create_unless_exists`` and ``replace_unless_changed`` None for a 409. The ``kubernetes`` package is imported only when a ``KubeApi``
-is made (``connect``), never at import. A forked process (the detached supervisor) connects with copies of the
-kubeconfig's certificates of its own (``_own_certificate_files``).
+is made (``connect``), never at import. The kubeconfig's embedded certificates and keys (``client-key-data``) are
+never written to disk: the client's file of each is an anonymous file in memory this process holds
+(``_in_memory_file``), gone when the process ends, however it ends. A forked process (the detached supervisor) makes
+its own (``_forget_parents_files``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -57,17 +58,31 @@ class _Requests:
     list: Callable[..., Any]
 
 
-def _own_certificate_files() -> None:
-    """In a forked child: forget the parent's temporary copies of the kubeconfig's certificates, which the client
-    reuses by content and deletes when the parent exits (its atexit), so the child's next ``connect`` writes its own
-    (else a supervisor forked by ``up -d`` loses its TLS files once ``up`` returned) and registers their deletion
-    again, which the child's end runs (``detach.end``)."""
-    kube_config = sys.modules.get("kubernetes.config.kube_config")
-    if kube_config is not None:
-        vars(kube_config).get("_temp_files", {}).clear()
+_files_in_memory: dict[bytes, str] = {}
 
 
-os.register_at_fork(after_in_child=_own_certificate_files)
+def _in_memory_file(content: str | bytes, temp_file_path: str | None = None, force_recreate: bool = False) -> str:
+    """The client's "temporary file" of an embedded certificate or key (Python's TLS reads them only from files),
+    kept in memory: an anonymous file (``memfd_create``) this process holds open, named by its ``/proc/self/fd``
+    path. Nothing reaches the disk, so nothing is left behind when the process ends by a signal (SIGTERM, SIGHUP, a
+    kill -9), which the client's own temporary files, deleted by an exit handler, were. One per content, as the
+    client's; its arguments (the directory of the file, a rewrite of a deleted file) mean nothing here."""
+    data = content.encode() if isinstance(content, str) else content
+    if data not in _files_in_memory:
+        fd = os.memfd_create("tfcluster-kubeconfig", os.MFD_CLOEXEC)
+        with open(fd, "wb", closefd=False) as file:
+            file.write(data)
+        _files_in_memory[data] = f"/proc/self/fd/{fd}"
+    return _files_in_memory[data]
+
+
+def _forget_parents_files() -> None:
+    """In a forked child: forget the parent's files in memory, whose descriptors the detached child closes
+    (``detach``), so its next ``connect`` makes its own."""
+    _files_in_memory.clear()
+
+
+os.register_at_fork(after_in_child=_forget_parents_files)
 
 
 def _kubeconfig() -> str:
@@ -84,7 +99,9 @@ def _in_cluster(context: str | None) -> bool:
 def connect(context: str | None) -> Any:
     """An API client for the kubeconfig's cluster (``context``), or the in-cluster config inside a pod."""
     from kubernetes import client, config
+    from kubernetes.config import kube_config
 
+    kube_config._create_temp_file_with_content = _in_memory_file  # the one writer of the client's key copies
     where = _kubeconfig()
     try:
         if _in_cluster(context):

@@ -43,7 +43,7 @@ from launcher.plan.targets import BackendKind
 from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem
 from launcher.supervision import harness
-from launcher.supervision.statefile import private_dir
+from launcher.supervision.statefile import private_dir, write_private
 from launcher.supervision.status import JobStatus
 
 #: How long ``stop`` waits for Slurm to end the job, on top of the plan's save grace.
@@ -83,7 +83,7 @@ class SlurmBackend(Backend[BackendOptions]):
         checkpoints.prepare_for(plan)
         state.create(plan)
         for name, content in dry_run.files.items():
-            (state.root / name).write_text(content)
+            write_private(state.root / name, content)
         private_dir(state.logs)
         try:
             state.job_id.write_text(slurmctl.submit(SCRIPT, cwd=str(state.root)))

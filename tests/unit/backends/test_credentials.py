@@ -4,10 +4,12 @@ leaves alone, how much it reads, and that it says which rule matched, never the 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from helpers.workspaces import CONTENT_CREDENTIAL_FILES, PLAIN_FILES
 from launcher.backends.credentials import CONTENT_RULES, PLUGIN_KEYWORDS, PREFIX_BYTES, detect, plugins, what_is
@@ -20,6 +22,8 @@ EXPECTED = {
     "gcp/trainer.json": "a cloud service-account key",
     "deploy/prod-cluster.yaml": "a kubeconfig with a client key, token or password",
     "deploy/ci.kubeconfig": "a kubeconfig with a client key, token or password",
+    "deploy/kubeconfig": "a kubeconfig with a client key, token or password",  # flow-style YAML
+    "deploy/cluster.json": "a kubeconfig with a client key, token or password",  # minified JSON
     "registry/auth.json": "a container registry login, Docker auths",
     "vault/token": "a Vault token",
     "vault/legacy-token": "a legacy Vault token",
@@ -52,6 +56,24 @@ def test_code_and_data_are_no_credentials(name: str) -> None:
     """A certificate, a header string in code, a Job manifest, a kubeconfig without users' secrets, a Docker
     config with credential helpers only, CSV rows, binary bytes."""
     assert what_is(PLAIN_FILES[name].encode(), whole=True) is None
+
+
+def test_structured_credentials_are_parsed_whole_whatever_their_layout() -> None:
+    """JSON or YAML, block or flow style, minified, one document of several: what counts is the structure. A cut
+    prefix is not parsed; a document nested too deep or built from aliases is none, never an error."""
+    kubeconfig = CONTENT_CREDENTIAL_FILES["deploy/kubeconfig"]
+    assert what_is(("kind: List\n---\n" + kubeconfig).encode(), whole=True) == EXPECTED["deploy/kubeconfig"]
+    assert what_is(kubeconfig.encode(), whole=False) is None
+    key = json.loads(CONTENT_CREDENTIAL_FILES["gcp/trainer.json"])
+    assert what_is(yaml.safe_dump(key, default_flow_style=True).encode(), whole=True) == "a cloud service-account key"
+    logins = '{"auths":\t{"r.example.com":{"auth":"cm9ib3Q6czNjcjN0"}}}'
+    assert what_is(logins.encode(), whole=True) == "a container registry login, Docker auths"
+    assert what_is(b'{"auths": {"r.example.com": {"auth": ""}}}', whole=True) is None
+    nested = "users: " + "[" * 5000 + "]" * 5000
+    aliases = "users: &a [{user: {}}]\n" + "".join(f"l{i}: &l{i} [{', '.join([f'*{a}' for a in ['a' if i == 0 else f'l{i - 1}'] * 9])}]\n"
+                                                for i in range(30))
+    for text in (nested, "{" + '"users":' + "[" * 5000 + "]" * 5000 + "}", aliases):
+        assert what_is(text.encode(), whole=True) is None
 
 
 def test_a_token_shape_inside_base64_data_is_no_token() -> None:

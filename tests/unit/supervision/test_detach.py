@@ -103,8 +103,8 @@ def test_a_forked_body_that_raises_leaves_its_traceback_in_the_log(tmp_path: Pat
 
 
 def test_the_fork_runs_its_own_exit_handlers_not_the_commands(tmp_path: Path) -> None:
-    """The Kubernetes client deletes its copies of the kubeconfig's keys in an exit handler; the command's handlers
-    (its temporary files) are the command's."""
+    """The fork runs the exit handlers it registered itself; the command's handlers (its temporary files) are the
+    command's."""
     _, work = start(tmp_path, lean=True, exit_handlers=True)
     log = (work / "detached.log").read_text()
     assert "the fork's exit handler" in log and "the command's exit handler" not in log, log
