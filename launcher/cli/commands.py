@@ -183,11 +183,14 @@ def schema() -> None:
 @click.option("--format", "fmt", type=click.Choice(["native", "tfjob"]), default="native", show_default=True,
               help="k8s only: `tfjob` writes a Kubeflow TFJob instead of Jobs (a warning names what it cannot carry).")
 def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
-    """Write the files the backend would apply (compose file, Kubernetes manifests, Slurm batch script) to DIR."""
+    """Write the files the backend would apply (compose file, Kubernetes manifests, Slurm batch script) to DIR.
+
+    With k8s also the admission policy a cluster admin applies once (admission-policy.yaml, not in the
+    kustomization; docs/security.md)."""
     if fmt == "tfjob" and backend != "k8s":
         raise click.UsageError("--format tfjob needs --backend k8s")
     dry_run_ = api.dry_run(spec, backend)
-    files = dry_run_.files
+    files = {**dry_run_.files, **dry_run_.admin_files}
     if fmt == "tfjob":
         from launcher.backends.kubernetes.manifests import render_tfjob
         from launcher.spec import loader, tfjob
