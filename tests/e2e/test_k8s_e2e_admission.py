@@ -192,10 +192,12 @@ def test_supervisor_deletes_only_its_runs_pods(run: tuple[Plan, str]) -> None:
     assert _refusal(lambda: admin.delete_namespaced_pod(f"{other}-pod", namespace(), dry_run="All")) == ""
 
 
-def test_policy_type_checks_against_the_kinds_it_matches() -> None:
-    """The API server type-checks the policy's expressions against the Job and Pod schemas: no warning."""
+@pytest.mark.parametrize("policy", [admission_policy.POLICY, admission_policy.DELETIONS])
+def test_policy_type_checks_against_the_kinds_it_matches(policy: str) -> None:
+    """The API server type-checks each policy's expressions against the schemas of the kinds it matches (Jobs;
+    Jobs and pods): no warning."""
     from kubernetes import client
 
-    found = client.AdmissionregistrationV1Api(_client()).read_validating_admission_policy(admission_policy.POLICY)
+    found = client.AdmissionregistrationV1Api(_client()).read_validating_admission_policy(policy)
     type_checking = found.status.type_checking if found.status else None
     assert type_checking is not None and not type_checking.expression_warnings, type_checking

@@ -2,9 +2,11 @@
 
 RBAC cannot narrow the supervisor's Role to "this run's objects": Kubernetes cannot limit ``create`` to names,
 and pods are named by their Jobs, so the Role grants Jobs ``create`` and pods ``get``/``list``/``delete`` in
-the whole namespace (``supervisor_objects.rules``). The answer is this ValidatingAdmissionPolicy
-(admissionregistration.k8s.io/v1, Kubernetes 1.30 or later) and its binding, both named ``POLICY``: one generic
-pair for every run in every namespace, cluster-scoped, so an administrator applies them once (``document``,
+the whole namespace (``supervisor_objects.rules``). The answer is two ValidatingAdmissionPolicies
+(admissionregistration.k8s.io/v1, Kubernetes 1.30 or later), ``POLICY`` on the Jobs it creates or changes and
+``DELETIONS`` on the Jobs and pods it deletes (apart, so that each type-checks against the kinds it matches), each
+with a binding of its name: generic, for every run in every namespace, cluster-scoped, so an administrator
+applies them once (``document``,
 the file ``FILE``, ``admin_files``: ``render`` writes it beside the manifests, not in their kustomization, and
 ``up`` never applies it; k8s/admission-policy.yaml is the same). It matches requests made by a ServiceAccount named
 ``<run>-supervisor`` (``naming.supervisor_name``) and reads, in the request's namespace, every ConfigMap
@@ -37,11 +39,13 @@ from launcher.plan.planner import Plan
 
 Manifest = dict[str, Any]
 
-#: The ValidatingAdmissionPolicy and its binding.
+#: The ValidatingAdmissionPolicy on the Jobs a supervisor creates or changes, and its binding.
 POLICY = "tfcluster-supervisor"
+#: The one on the Jobs and pods a supervisor deletes (apart: its expressions type-check against both kinds).
+DELETIONS = f"{POLICY}-deletions"
 #: The rendered file holding them (not in kustomization.yaml: an administrator applies it, ``kubectl apply -f``).
 FILE = "admission-policy.yaml"
-#: The label of a run's params ConfigMap, by which the binding finds it (``naming.LABEL_MANAGED`` too).
+#: The label of a run's params ConfigMap, by which the bindings find it (``naming.LABEL_MANAGED`` too).
 LABEL_PARAMS = "tfcluster.io/policy"
 #: The keys of a run's params: the run's name, its images and its tasks' ServiceAccount.
 CLUSTER_KEY, IMAGES_KEY, ACCOUNT_KEY = "cluster", "images", "serviceAccount"
@@ -51,61 +55,58 @@ IMAGE_SEPARATOR = " "
 PSS_ENFORCE, PSS_RESTRICTED = "pod-security.kubernetes.io/enforce", "restricted"
 
 _SUFFIX = naming.supervisor_name("")  # "-supervisor"
-#: The rules' guards: a Job created or changed, a deletion; each rule holds only with the params of the own run.
-_CHANGED, _DELETED = "request.operation != 'DELETE'", "request.operation == 'DELETE'"
 
 
 def _labelled(obj: str) -> str:
     """CEL: ``obj``'s metadata carries ``tfcluster.io/cluster=<the supervisor's run>``."""
     label = naming.LABEL_CLUSTER
-    return (f"has({obj}.labels) && '{label}' in {obj}.labels && {obj}.labels['{label}'] == variables.run")
+    return f"has({obj}.labels) && '{label}' in {obj}.labels && {obj}.labels['{label}'] == variables.run"
 
 
 def _flag_off(field: str) -> str:
     return f"!(has({field}) && {field})"
 
 
-#: (guard, CEL check, message) of each rule: the check holds whenever the guard does.
-RULES: list[tuple[str, str, str]] = [
-    (_CHANGED, f"{_labelled('object.metadata')} && {_labelled('variables.pod.metadata')}",
+#: (CEL check, message) of each rule on a Job created or changed (``POLICY``).
+RULES: list[tuple[str, str]] = [
+    (f"{_labelled('object.metadata')} && {_labelled('variables.pod.metadata')}",
      f"a tfcluster supervisor may create or change only Jobs of its own run ({naming.LABEL_CLUSTER} on the Job and "
      "its pod template)"),
-    (_CHANGED, "variables.containers.all(c, c.image in variables.images)",
+    ("variables.containers.all(c, c.image in variables.images)",
      "a tfcluster supervisor may run only its run's images"),
-    (_CHANGED, f"has(variables.pod.spec.serviceAccountName) && variables.pod.spec.serviceAccountName == "
+    (f"has(variables.pod.spec.serviceAccountName) && variables.pod.spec.serviceAccountName == "
      f"params.data.{ACCOUNT_KEY} && (!has(variables.pod.spec.serviceAccount) || variables.pod.spec.serviceAccount == "
      f"params.data.{ACCOUNT_KEY})",
      "a tfcluster supervisor may run pods only as its run's ServiceAccount"),
-    (_CHANGED, "!has(variables.pod.spec.volumes) || variables.pod.spec.volumes.all(v, !has(v.hostPath))",
+    ("!has(variables.pod.spec.volumes) || variables.pod.spec.volumes.all(v, !has(v.hostPath))",
      "a tfcluster supervisor may not mount a hostPath volume"),
-    (_CHANGED, " && ".join(_flag_off(f"variables.pod.spec.{host}") for host in ("hostNetwork", "hostPID", "hostIPC")),
+    (" && ".join(_flag_off(f"variables.pod.spec.{host}") for host in ("hostNetwork", "hostPID", "hostIPC")),
      "a tfcluster supervisor may not use the node's network, PID or IPC namespace"),
-    (_CHANGED, "variables.containers.all(c, has(c.securityContext) && has(c.securityContext.allowPrivilegeEscalation) "
+    ("variables.containers.all(c, has(c.securityContext) && has(c.securityContext.allowPrivilegeEscalation) "
      "&& !c.securityContext.allowPrivilegeEscalation && " + _flag_off("c.securityContext.privileged") + " && "
      "(!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || "
      "size(c.securityContext.capabilities.add) == 0) && (!has(c.ports) || c.ports.all(p, !has(p.hostPort) || "
      "p.hostPort == 0)))",
      "a tfcluster supervisor may not run a privileged container, allow privilege escalation, add capabilities "
      "or use a host port"),
-    (_DELETED, _labelled("oldObject.metadata"),
-     f"a tfcluster supervisor may delete only Jobs and pods of its own run ({naming.LABEL_CLUSTER})"),
 ]
+#: The rule on a Job or pod deleted (``DELETIONS``).
+DELETION_RULE = (_labelled("oldObject.metadata"),
+                 f"a tfcluster supervisor may delete only Jobs and pods of its own run ({naming.LABEL_CLUSTER})")
 
 
-def policy() -> Manifest:
-    """The ValidatingAdmissionPolicy (see the module's contract)."""
+def _policy(name: str, resource_rules: list[Manifest], variables: list[Manifest],
+            rules: list[tuple[str, str]]) -> Manifest:
+    """A policy on the requests of a ``<run>-supervisor`` ServiceAccount: each of ``rules`` holds with the params of
+    its own run (``variables.run``; another run's params: nothing to check)."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": POLICY, "labels": {naming.LABEL_MANAGED: naming.MANAGER}},
+        "metadata": {"name": name, "labels": {naming.LABEL_MANAGED: naming.MANAGER}},
         "spec": {
             "failurePolicy": "Fail",
             "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-            "matchConstraints": {"resourceRules": [
-                {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"],
-                 "operations": ["CREATE", "UPDATE", "DELETE"]},
-                {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["DELETE"]},
-            ]},
+            "matchConstraints": {"resourceRules": resource_rules},
             "matchConditions": [{
                 "name": "tfcluster-supervisor",
                 "expression": f"request.userInfo.username.matches('^system:serviceaccount:[^:]+:[^:]+{_SUFFIX}$')",
@@ -114,25 +115,38 @@ def policy() -> Manifest:
                 {"name": "account", "expression": "request.userInfo.username.split(':')[3]"},
                 {"name": "run", "expression": f"variables.account.substring(0, size(variables.account) - {len(_SUFFIX)})"},
                 {"name": "mine", "expression": f"params.data.{CLUSTER_KEY} == variables.run"},
-                {"name": "pod", "expression": "object.spec.template"},
-                {"name": "containers", "expression": "variables.pod.spec.containers + "
-                 "(has(variables.pod.spec.initContainers) ? variables.pod.spec.initContainers : [])"},
-                {"name": "images", "expression": f"params.data.{IMAGES_KEY}.split('{IMAGE_SEPARATOR}')"},
+                *variables,
             ],
-            "validations": [{"expression": f"!({guard}) || !variables.mine || ({check})", "message": message}
-                            for guard, check, message in RULES],
+            "validations": [{"expression": f"!variables.mine || ({check})", "message": message}
+                            for check, message in rules],
         },
     }
 
 
-def binding() -> Manifest:
-    """The binding: every namespace, the params of the request's namespace (none there: nothing to check)."""
+def policies() -> list[Manifest]:
+    """``POLICY`` and ``DELETIONS`` (see the module's contract)."""
+    jobs = {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"]}
+    pods = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
+    job_variables = [
+        {"name": "pod", "expression": "object.spec.template"},
+        {"name": "containers", "expression": "variables.pod.spec.containers + "
+         "(has(variables.pod.spec.initContainers) ? variables.pod.spec.initContainers : [])"},
+        {"name": "images", "expression": f"params.data.{IMAGES_KEY}.split('{IMAGE_SEPARATOR}')"},
+    ]
+    return [_policy(POLICY, [{**jobs, "operations": ["CREATE", "UPDATE"]}], job_variables, RULES),
+            _policy(DELETIONS, [{**jobs, "operations": ["DELETE"]}, {**pods, "operations": ["DELETE"]}], [],
+                    [DELETION_RULE])]
+
+
+def binding(policy: str) -> Manifest:
+    """The binding of ``policy``: every namespace, the params of the request's namespace (none there: nothing to
+    check)."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": POLICY, "labels": {naming.LABEL_MANAGED: naming.MANAGER}},
+        "metadata": {"name": policy, "labels": {naming.LABEL_MANAGED: naming.MANAGER}},
         "spec": {
-            "policyName": POLICY,
+            "policyName": policy,
             "validationActions": ["Deny"],
             "paramRef": {"selector": {"matchLabels": _params_labels()}, "parameterNotFoundAction": "Allow"},
         },
@@ -143,14 +157,15 @@ def _params_labels() -> dict[str, str]:
     return {naming.LABEL_MANAGED: naming.MANAGER, LABEL_PARAMS: POLICY}
 
 
-HEADER = ("# tfcluster's admission policy for the runs' in-cluster supervisors (launcher/backends/kubernetes/"
+HEADER = ("# tfcluster's admission policies for the runs' in-cluster supervisors (launcher/backends/kubernetes/"
           "admission_policy.py),\n# the same for every run: a cluster administrator applies it once, "
           f"`kubectl apply -f {FILE}` (docs/security.md).\n# Not in kustomization.yaml: `up` never applies it.\n")
 
 
 def document() -> str:
-    """``FILE``'s text: the policy and its binding."""
-    return HEADER + yaml.safe_dump_all([policy(), binding()], sort_keys=False, default_flow_style=False, width=120)
+    """``FILE``'s text: the policies, each followed by its binding."""
+    docs = [doc for policy in policies() for doc in (policy, binding(policy["metadata"]["name"]))]
+    return HEADER + yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, width=120)
 
 
 def admin_files(plan: Plan) -> dict[str, str]:
@@ -171,7 +186,7 @@ def params(plan: Plan) -> list[Manifest]:
 
 
 def unguarded(api: KubeApi, namespace: str) -> bool:
-    """True when ``namespace`` is known to have neither ``POLICY``'s binding nor the ``restricted`` Pod Security
+    """True when ``namespace`` is known to have neither ``POLICY``'s binding (``DELETIONS``' is applied with it) nor the ``restricted`` Pod Security
     Standard enforced (its label ``PSS_ENFORCE``), which also forbids a pod hostPath volumes, host namespaces and
     privilege; False when it has either, or when either cannot be read: a namespace's Role reads neither
     (403), and this look never fails a launch."""

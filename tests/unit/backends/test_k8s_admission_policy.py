@@ -34,8 +34,10 @@ def test_render_writes_the_policy_beside_the_manifests_never_among_what_up_appli
         cli: Any, tmp_path: Path) -> None:
     dry_run = dry_run_for(DEMO)
     docs = list(yaml.safe_load_all(dry_run.admin_files[FILE]))
+    deletions = admission_policy.DELETIONS
     assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
-        ("ValidatingAdmissionPolicy", POLICY), ("ValidatingAdmissionPolicyBinding", POLICY)]
+        ("ValidatingAdmissionPolicy", POLICY), ("ValidatingAdmissionPolicyBinding", POLICY),
+        ("ValidatingAdmissionPolicy", deletions), ("ValidatingAdmissionPolicyBinding", deletions)]
     assert FILE not in dry_run.files  # what submit applies
     assert (REPO / "k8s" / FILE).read_text() == dry_run.admin_files[FILE]  # the generic one an administrator applies
     assert dry_run_for(SPECS["every-option"]).admin_files == dry_run.admin_files  # the same for every run
@@ -73,16 +75,20 @@ def test_params_name_the_runs_images_and_task_account_and_come_before_its_superv
     assert params["data"] == {"cluster": plan.name, "images": " ".join(sorted(images)),
                               "serviceAccount": jobs[0]["spec"]["template"]["spec"]["serviceAccountName"]}
     assert params["metadata"]["labels"][naming.LABEL_CLUSTER] == plan.name  # `down` deletes it with the run
-    binding = yaml.safe_load_all(admission_policy.document())
-    selector = [d for d in binding if d["kind"] == "ValidatingAdmissionPolicyBinding"][0]["spec"]["paramRef"]["selector"]
-    assert selector["matchLabels"].items() <= params["metadata"]["labels"].items()
+    bindings = [d for d in yaml.safe_load_all(admission_policy.document()) if d["kind"].endswith("Binding")]
+    for binding in bindings:
+        assert binding["spec"]["paramRef"]["selector"]["matchLabels"].items() <= params["metadata"]["labels"].items()
     assert _params(SPECS["user-program-workers"])["data"]["serviceAccount"] == "trainer"  # the spec's own account
 
 
 def test_policy_takes_the_run_from_the_supervisors_account_name() -> None:
     """The match condition is a regular expression RE2 and Python read alike; the run is the account's name
     without ``naming.supervisor_name``'s suffix."""
-    spec = admission_policy.policy()["spec"]
+    for policy in admission_policy.policies():
+        _run_of_account(policy["spec"])
+
+
+def _run_of_account(spec: dict[str, Any]) -> None:
     pattern = re.search(r"matches\('(.+)'\)", spec["matchConditions"][0]["expression"]).group(1)  # type: ignore[union-attr]
     run = next(v["expression"] for v in spec["variables"] if v["name"] == "run")
     cut = int(re.search(r"- (\d+)\)$", run).group(1))  # type: ignore[union-attr]
