@@ -6,7 +6,7 @@ As the administrator, the test impersonates the ServiceAccount ``<run>-superviso
 of the run's is started: the supervisor's requests are made by the test, server-side dry runs where that is
 enough). RBAC lets every such request through (the Role grants Jobs ``create`` and pods ``delete`` in the whole
 namespace); the policy refuses a Job of another run, of a foreign image, of another ServiceAccount, with a hostPath
-volume, a privileged container or the node's network, and the deletion of another run's pod, and admits the run's
+volume, privilege escalation, an added capability or the node's network, and the deletion of another run's pod, and admits the run's
 own Job and the deletion of its own pod. The namespace enforces the ``restricted`` Pod Security Standard, which
 judges pods, not Jobs: a Job's refusal here is the policy's.
 """
@@ -151,8 +151,12 @@ def _other_account(job: dict[str, Any], _: str) -> None:
     job["spec"]["template"]["spec"]["serviceAccountName"] = "default"
 
 
-def _privileged(job: dict[str, Any], _: str) -> None:
-    job["spec"]["template"]["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+def _escalation(job: dict[str, Any], _: str) -> None:
+    job["spec"]["template"]["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] = True
+
+
+def _capability(job: dict[str, Any], _: str) -> None:
+    job["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"] = {"add": ["NET_ADMIN"]}
 
 
 def _host_network(job: dict[str, Any], _: str) -> None:
@@ -162,7 +166,9 @@ def _host_network(job: dict[str, Any], _: str) -> None:
 FORGERIES = {"another run's label": (_other_run, "of its own run"), "a hostPath volume": (_host_path, "hostPath"),
              "a foreign image": (_foreign_image, "only its run's images"),
              "another ServiceAccount": (_other_account, "ServiceAccount"),
-             "a privileged container": (_privileged, "privileged"), "the node's network": (_host_network, "network")}
+             # (a privileged container: the test cluster's API server refuses it itself, --allow-privileged=false)
+             "privilege escalation": (_escalation, "privilege escalation"),
+             "an added capability": (_capability, "add capabilities"), "the node's network": (_host_network, "network")}
 
 
 def test_supervisor_creates_only_its_runs_jobs(run: tuple[Plan, str]) -> None:
