@@ -7,7 +7,7 @@ of the run's is started: the supervisor's requests are made by the test, server-
 enough). RBAC lets every such request through (the Role grants Jobs ``create`` and pods ``delete`` in the whole
 namespace); the policy refuses a Job of another run, of a foreign image, of another ServiceAccount, with a hostPath
 volume, privilege escalation, an added capability or the node's network, and the deletion of another run's pod, and admits the run's
-own Job and the deletion of its own pod. The namespace enforces the ``restricted`` Pod Security Standard, which
+own Job, its start (unsuspended), its replacement (deleted, a fresh copy created) and the deletion of its own pod. The namespace enforces the ``restricted`` Pod Security Standard, which
 judges pods, not Jobs: a Job's refusal here is the policy's.
 """
 
@@ -207,3 +207,27 @@ def test_policy_type_checks_against_the_kinds_it_matches(policy: str) -> None:
     found = client.AdmissionregistrationV1Api(_client()).read_validating_admission_policy(policy)
     type_checking = found.status.type_checking if found.status else None
     assert type_checking is not None and not type_checking.expression_warnings, type_checking
+
+
+def test_supervisor_starts_and_replaces_its_runs_job(run: tuple[Plan, str]) -> None:
+    """What the supervisor does to a task's Job (``runtime.KubernetesRuntime.start``): unsuspend it (a merge patch:
+    an UPDATE the policy judges), delete it and create a fresh copy; all admitted."""
+    from kubernetes import client
+
+    from launcher.backends.kubernetes.runtime import fresh_copy
+
+    plan, _ = run
+    own = _task_job(plan)
+    created = client.BatchV1Api(_client()).create_namespaced_job(namespace(), own)  # as `up` does, suspended
+    jobs = client.BatchV1Api(_as_supervisor(plan))
+    name = own["metadata"]["name"]
+    try:
+        assert _refusal(lambda: jobs.patch_namespaced_job(name, namespace(), {"spec": {"suspend": False}}, dry_run="All",
+                                                          _content_type="application/merge-patch+json")) == ""
+        assert _refusal(lambda: jobs.delete_namespaced_job(name, namespace(), dry_run="All")) == ""
+        copy_ = fresh_copy(client.ApiClient().sanitize_for_serialization(created))
+        copy_["metadata"]["name"] = f"{name}-copy"
+        assert _refusal(lambda: jobs.create_namespaced_job(namespace(), copy_, dry_run="All")) == ""
+    finally:
+        _gone(lambda: client.BatchV1Api(_client()).delete_namespaced_job(name, namespace(),
+                                                                          propagation_policy="Background"))
