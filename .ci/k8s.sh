@@ -20,7 +20,9 @@
 #   - storage class tfcluster-local (the default; ReadWriteMany): pre-created `local` volumes on this node, bound by
 #     the real PV controller (no provisioner), made anew here once released, 16 free at each start;
 #   - user tfcluster-e2e-launcher (client certificate) bound only to k8s/rbac-launcher.yaml's Role there: the
-#     printed KUBECONFIG is this user's, never an administrator's ($root/admin.kubeconfig is, for debugging);
+#     printed KUBECONFIG is this user's, never an administrator's ($root/admin.kubeconfig is, for debugging and for
+#     the e2e test that impersonates a run's supervisor);
+#   - k8s/admission-policy.yaml, tfcluster's admission policy for the runs' in-cluster supervisors;
 #   - tfcluster-worker:latest (built by .ci/docker.sh) loaded into the node's containerd, as `kind load` does, and
 #     pushed to the registry as Docker Hub's library/tfcluster-worker:latest (a :latest image is pulled at each start).
 # .ci/k8s-stop.sh stops it all. `bash .ci/k8s.sh --build-only` only builds (no packages, nothing started, no output):
@@ -421,6 +423,9 @@ patches:
 YAML
 kubectl apply -k "$rbac" >/dev/null
 rm -rf "$rbac"
+# the admission policy holding each run's in-cluster supervisor to its own run, as an administrator applies it once
+# (docs/security.md); the tests forge requests as a supervisor (tests/e2e/test_k8s_e2e_admission.py)
+kubectl apply -f k8s/admission-policy.yaml >/dev/null
 
 # the local volumes: $volumes free ones at least. A released one (its claim deleted) is emptied and offered again;
 # one still bound (a run nobody took down, of an earlier session on this machine) is left to it, and the pool grows

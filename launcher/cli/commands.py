@@ -190,11 +190,13 @@ def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
     """Write the files the backend would apply (compose file, Kubernetes manifests, Slurm batch script) to DIR.
 
     They are readable by you only (the env may hold keys): DIR is made 0700 if missing, each file 0600.
+    With k8s also the admission policy a cluster admin applies once (admission-policy.yaml, not in the
+    kustomization; docs/security.md).
     """
     if fmt == "tfjob" and backend != "k8s":
         raise click.UsageError("--format tfjob needs --backend k8s")
     dry_run_ = api.dry_run(spec, backend)
-    files = dry_run_.files
+    files = {**dry_run_.files, **dry_run_.admin_files}
     if fmt == "tfjob":
         from launcher.backends.kubernetes.manifests import render_tfjob
         from launcher.spec import loader, tfjob

@@ -74,3 +74,6 @@ def render_text(document: dict[str, Any], console: terminal.EscapingConsole | No
     for name in document["artifacts"]:
         console.print()
         console.print("would apply", terminal.styled(name, "bold"), "(see `tfcluster render`)")
+    for name in document.get("admin_artifacts", {}):
+        console.print()
+        console.print("a cluster admin applies", terminal.styled(name, "bold"), "once, for every run (see `tfcluster render`)")

@@ -4,6 +4,8 @@ Contract: ``DryRun`` is what ``dry-run`` shows and exactly what
 ``Backend.submit`` applies (after TorchX's ``submit_dryrun`` -> ``schedule``):
 a backend renders once, into ``files``, and never renders again at submit.
 ``supervised_from_here`` says a run's supervisor runs on the launching machine (``up --detach`` warns), decided with the rest.
+``admin_files`` are rendered beside ``files`` (``render`` writes both) but never applied by ``submit``: a cluster
+administrator applies them once (the Kubernetes admission policy).
 ``tasks_document`` is the stable ``dry-run -o json`` contract;
 ``plan_document`` is everything (``dry-run -o plan`` and the text view).
 ``json_chunks(entries, settings)`` writes such a document (``{"tasks":
@@ -33,6 +35,8 @@ class DryRun(BaseModel):
     #: True if the run's supervisor runs on the launching machine though its tasks run elsewhere (Kubernetes with
     #: ``kubernetes.supervisor: false``): while that machine is off, nothing supervises the run. ``up --detach`` warns.
     supervised_from_here: bool = False
+    #: Files an administrator applies once, for every run, which ``submit`` never applies (name -> content).
+    admin_files: dict[str, str] = {}
 
 
 def task_entry(plan: Plan, task: Task) -> dict[str, Any]:
@@ -69,7 +73,8 @@ def plan_document(dry_run: DryRun) -> dict[str, Any]:
 
 
 def plan_settings(dry_run: DryRun) -> dict[str, Any]:
-    """``plan_document`` without its tasks: the cluster's settings and rendered files."""
+    """``plan_document`` without its tasks: the cluster's settings and rendered files (``admin_artifacts``: those an
+    administrator applies, when there are any)."""
     plan = dry_run.plan
     return {
         "name": plan.name,
@@ -82,6 +87,7 @@ def plan_settings(dry_run: DryRun) -> dict[str, Any]:
         "workspace": plan.workspace.model_dump(mode="json") if plan.workspace else None,
         "tensorboard_dir": plan.run_config.tensorboard_dir,
         "artifacts": dry_run.files,
+        **({"admin_artifacts": dry_run.admin_files} if dry_run.admin_files else {}),
     }
 
 

@@ -91,6 +91,11 @@ def supervisor_name(cluster: str) -> str:
     return f"{cluster}-supervisor"
 
 
+def admission_params_name(cluster: str) -> str:
+    """A Kubernetes run's params of the admission policy that holds its supervisor to the run."""
+    return f"{cluster}-admission"
+
+
 def supervisor_labels(cluster: str, run_id: str) -> dict[str, str]:
     """Labels of a run's supervisor Job and pod (not ``LABEL_CLUSTER``: they are not tasks)."""
     return {LABEL_MANAGED: MANAGER, LABEL_SUPERVISOR: cluster, LABEL_RUN: run_id}
@@ -125,6 +130,7 @@ def cluster_scoped_names(cluster: str) -> list[str]:
         service_account_name(cluster),
         tensorboard_name(cluster),
         supervisor_name(cluster),
+        admission_params_name(cluster),
     ]
 
 

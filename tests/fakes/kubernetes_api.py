@@ -4,7 +4,8 @@ The server (stdlib ``http.server`` in a thread) keeps objects and answers
 like the API server: JSON CRUD for serviceaccounts, configmaps, services,
 persistentvolumeclaims, pods (core/v1), jobs (batch/v1), deployments
 (apps/v1), networkpolicies (networking.k8s.io/v1), roles and rolebindings
-(rbac.authorization.k8s.io/v1: kept, not enforced); ``409 AlreadyExists``
+(rbac.authorization.k8s.io/v1: kept, not enforced), and the reads of two cluster-scoped kinds, namespaces and
+validatingadmissionpolicybindings (``CLUSTER_SCOPED``: kept under the namespace "", no behaviour); ``409 AlreadyExists``
 on create, optimistic concurrency on replace (``resourceVersion``), ``404
 NotFound``, list with an equality ``labelSelector``, ``422 Invalid`` for
 what the API server's validation refuses in the fields tfcluster relies on
@@ -131,7 +132,11 @@ KINDS = {
     "deployments": "Deployment",
     "roles": "Role",
     "rolebindings": "RoleBinding",
+    "namespaces": "Namespace",
+    "validatingadmissionpolicybindings": "ValidatingAdmissionPolicyBinding",
 }
+#: The cluster-scoped kinds (kept under the namespace ""): only read by tfcluster, created by tests (``create``).
+CLUSTER_SCOPED = frozenset({"namespaces", "validatingadmissionpolicybindings"})
 WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 PORT_FORWARD_PROTOCOL = EXEC_PROTOCOL = "v4.channel.k8s.io"
 #: The labels the Job controller puts on a Job's pod template (so on its pods): the Job's uid selects them.
@@ -786,6 +791,8 @@ def permission(method: str, path: str) -> Permission:
     parts = path.split("?")[0].strip("/").split("/")
     group = "" if parts[0] == "api" else parts[1]
     rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if len(rest) == 2 and rest[0] in CLUSTER_SCOPED:  # a cluster-scoped object read
+        return group, rest[0], "get" if method == "GET" else method.lower()
     resource = rest[2] + ("/" + rest[4] if len(rest) > 4 else "")
     verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method) or ("get" if len(rest) > 3 else "list")
     return group, resource, verb
@@ -849,6 +856,8 @@ class _Handler(BaseHTTPRequestHandler):
         parts = url.path.strip("/").split("/")
         # api/v1/namespaces/NS/PLURAL[/NAME[/SUB]]  or  apis/GROUP/VERSION/namespaces/NS/PLURAL[/NAME[/SUB]]
         rest = parts[2:] if parts[0] == "api" else parts[3:]
+        if len(rest) == 2 and rest[0] in CLUSTER_SCOPED:  # api/v1/namespaces/NAME, apis/G/V/PLURAL/NAME
+            return "", rest[0], rest[1], None, parse_qs(url.query)
         if len(rest) < 3 or rest[0] != "namespaces" or rest[2] not in KINDS:
             raise ApiError(404, "NotFound", f"no route {url.path}")
         namespace, plural = rest[1], rest[2]
@@ -920,8 +929,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.store.allowed is None or needed in self.store.allowed:
             return
         what = plural + (f".{group}" if group else "") + (f' "{name}"' if name else "")
+        scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
         raise ApiError(403, "Forbidden", f'{what} is forbidden: User "{self.store.user}" cannot {verb} resource "{resource}" '
-                                         f'in API group "{group}" in the namespace "{namespace}"')
+                                         f'in API group "{group}" {scope}')
 
     def _log(self, namespace: str, name: str, query: dict[str, list[str]]) -> None:
         store = self.store

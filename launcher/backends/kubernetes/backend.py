@@ -12,6 +12,7 @@ both drive ``runtime.KubernetesRuntime`` and publish to the run's ConfigMap (``c
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -22,7 +23,7 @@ from typing import Any
 
 from launcher.backends import supervisor_process
 from launcher.backends.api import Backend, BackendOptions
-from launcher.backends.kubernetes import apply, board, pod_io
+from launcher.backends.kubernetes import admission_policy, apply, board, pod_io
 from launcher.backends.kubernetes import history as k8s_history
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.cluster_state import NAMESPACE_ENV, ClusterState, plan_of, published
@@ -49,6 +50,8 @@ from launcher.supervision.status import JobStatus, State, SupervisorState
 DEFAULT_NAMESPACE = "default"
 #: In a launching machine's state dir of a run supervised from there: where its supervisor reaches the cluster.
 KUBE_FILE = "kube.json"
+
+log = logging.getLogger(__name__)
 
 
 class KubernetesOptions(BackendOptions):
@@ -94,9 +97,11 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     @classmethod
     def dry_run(cls, plan: Plan) -> DryRun:
-        """The manifests, and whether the run is supervised from the launching machine (``kubernetes.supervisor:
-        false``)."""
-        return DryRun(plan=plan, files=cls.render(plan), supervised_from_here=not plan.spec.kubernetes.supervisor)
+        """The manifests, whether the run is supervised from the launching machine (``kubernetes.supervisor:
+        false``), and else the admission policy holding its supervisor to it, which an administrator applies once
+        (``admission_policy.admin_files``)."""
+        return DryRun(plan=plan, files=cls.render(plan), supervised_from_here=not plan.spec.kubernetes.supervisor,
+                      admin_files=admission_policy.admin_files(plan))
 
     @classmethod
     def create(cls, options: KubernetesOptions) -> KubernetesBackend:
@@ -130,13 +135,16 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         return harness.Hosted(plan=plan, runtime=runtime, leave_on_sigterm=state.in_pod)
 
     def submit(self, dry_run: DryRun) -> None:
-        """Apply the objects; the supervisor pod starts the suspended task Jobs, or, supervised from this machine,
-        a detached supervisor process does (if it cannot, what was applied is removed)."""
+        """Apply the objects; the supervisor pod starts the suspended task Jobs (one line says when nothing holds it
+        to its run: ``admission_policy.unguarded``), or, supervised from this machine, a detached supervisor
+        process does (if it cannot, what was applied is removed)."""
         plan = dry_run.plan
         namespace = self.namespace or plan.spec.kubernetes.namespace
         self.namespace = namespace  # describe/logs/cancel then look where this launch went
         state = self._local_state(plan.name) if dry_run.supervised_from_here else None  # refused before applying
         apply.submit(self.api, dry_run, namespace)
+        if plan.spec.kubernetes.supervisor and admission_policy.unguarded(self.api, namespace):
+            log.warning("%s", admission_policy.unguarded_note(namespace))
         if state is not None:
             state.create(plan)
             write_private(state.root / KUBE_FILE, json.dumps({"name": plan.name, "namespace": namespace,

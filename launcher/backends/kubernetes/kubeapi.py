@@ -47,6 +47,13 @@ class Kind(StrEnum):
     ROLE_BINDING = "RoleBinding"
 
 
+class ClusterKind(StrEnum):
+    """The cluster-scoped kinds tfcluster only reads (``up``'s look at the namespace's admission: ``admission_policy``)."""
+
+    NAMESPACE = "Namespace"
+    POLICY_BINDING = "ValidatingAdmissionPolicyBinding"
+
+
 @dataclass(frozen=True)
 class _Requests:
     """The client's namespaced requests for one kind."""
@@ -142,7 +149,7 @@ class KubeApi:
 
         core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
         networking, apps = client.NetworkingV1Api(api_client), client.AppsV1Api(api_client)
-        rbac = client.RbacAuthorizationV1Api(api_client)
+        rbac, admission = client.RbacAuthorizationV1Api(api_client), client.AdmissionregistrationV1Api(api_client)
         self._core, self._batch = core, batch
         self._requests: dict[Kind, _Requests] = {
             Kind.SERVICE_ACCOUNT: _Requests(
@@ -180,6 +187,10 @@ class KubeApi:
                 rbac.replace_namespaced_role_binding, rbac.delete_namespaced_role_binding,
                 rbac.list_namespaced_role_binding),
         }
+        self._cluster_reads: dict[ClusterKind, Callable[..., Any]] = {
+            ClusterKind.NAMESPACE: core.read_namespace,
+            ClusterKind.POLICY_BINDING: admission.read_validating_admission_policy_binding,
+        }
         self._stream_lock = threading.Lock()  # the client swaps its request function while opening a stream
         self.host: str = api_client.configuration.host
 
@@ -199,6 +210,9 @@ class KubeApi:
         """Delete ``name``; ``propagation`` (``Foreground``/``Background``) and ``grace_seconds`` as the API takes them."""
         return _json(self._requests[kind].delete(name, namespace, propagation_policy=propagation,
                                                  grace_period_seconds=grace_seconds, _preload_content=False))
+
+    def read_cluster_scoped(self, kind: ClusterKind, name: str) -> Obj:
+        return _json(self._cluster_reads[kind](name, _preload_content=False))
 
     def select(self, kind: Kind, namespace: str, selector: str) -> list[Obj]:
         """The objects of ``kind`` whose labels match ``selector``."""
@@ -297,6 +311,10 @@ class KubeApi:
     def read_if_exists(self, kind: Kind, name: str, namespace: str) -> Obj | None:
         """``read``, None when there is no such object (404); other errors raise (inside the caller's ``errors``)."""
         return _unless(404, lambda: self.read(kind, name, namespace))
+
+    def read_cluster_scoped_if_exists(self, kind: ClusterKind, name: str) -> Obj | None:
+        """``read_cluster_scoped``, None when there is no such object (404); other errors raise."""
+        return _unless(404, lambda: self.read_cluster_scoped(kind, name))
 
     def replace_unless_changed(self, kind: Kind, name: str, namespace: str, body: Obj) -> Obj | None:
         """``replace`` of ``body`` (carrying the resourceVersion it was read at): the object written; None when it

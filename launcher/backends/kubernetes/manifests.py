@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from launcher.backends.escaping import literal
-from launcher.backends.kubernetes import supervisor_objects
+from launcher.backends.kubernetes import admission_policy, supervisor_objects
 from launcher.backends.kubernetes.pods import (
     CHECKPOINT_VOLUME,
     CLUSTER_KEY,
@@ -421,7 +421,8 @@ def _files(plan: Plan, supervisor: Sequence[str]) -> dict[str, list[Manifest]]:
         "network.yaml": [headless_service(plan, groups), network_policy(plan, groups)],
         "storage.yaml": [claim] if claim else [],
         "jobs.yaml": [task_job(plan, task) for task in plan.tasks],
-        "supervisor.yaml": supervisor_objects.objects(plan, supervisor),  # last: it supervises what exists
+        # last: it supervises what exists; first in it, the params of the admission policy holding it to the run
+        "supervisor.yaml": [*admission_policy.params(plan), *supervisor_objects.objects(plan, supervisor)],
     }
     return {name: objects for name, objects in files.items() if objects}
 

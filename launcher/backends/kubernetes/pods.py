@@ -52,10 +52,9 @@ def hardened_pod(plan: Plan, containers: list[Manifest], volumes: list[Manifest]
     """The pod fields every pod of a run shares: non-root, the spec's node settings, and tfcluster's
     service account with no API token (or the spec's own service account, whose token setting applies)."""
     k8s = plan.spec.kubernetes
-    identity: dict[str, Any] = (
-        {"serviceAccountName": k8s.service_account} if k8s.service_account
-        else {"serviceAccountName": naming.service_account_name(plan.name), "automountServiceAccountToken": False}
-    )
+    identity: dict[str, Any] = {"serviceAccountName": task_account(plan)}
+    if not k8s.service_account:
+        identity["automountServiceAccountToken"] = False
     return {
         **identity,
         "enableServiceLinks": False,
@@ -70,6 +69,11 @@ def hardened_pod(plan: Plan, containers: list[Manifest], volumes: list[Manifest]
         "volumes": volumes,
         **placement(plan),
     }
+
+
+def task_account(plan: Plan) -> str:
+    """The ServiceAccount a run's task pods run as: the spec's own, else tfcluster's ``<name>-runner``."""
+    return plan.spec.kubernetes.service_account or naming.service_account_name(plan.name)
 
 
 def placement(plan: Plan) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from helpers.k8s_specs import DEMO, KUBERNETES_VERSIONS, REPO, SPECS, all_plans, expand, manifests, plan_for, workers
+from launcher.backends.kubernetes import admission_policy
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.cluster_state import planned_again
 from launcher.backends.kubernetes.manifests import render_tfjob
@@ -56,8 +57,10 @@ def _objects(plan: Plan) -> list[dict[str, Any]]:
 
 
 def _by_kind(plan: Plan, kind: str) -> list[dict[str, Any]]:
-    """The run's own objects of ``kind``, not its in-cluster supervisor's (``_supervisor``)."""
-    return [o for o in _objects(plan) if o["kind"] == kind and o["metadata"]["name"] != naming.supervisor_name(plan.name)]
+    """The run's own objects of ``kind``, not its in-cluster supervisor's (``_supervisor``) nor the params of the
+    policy holding it (``admission_policy.params``)."""
+    theirs = {naming.supervisor_name(plan.name), naming.admission_params_name(plan.name)}
+    return [o for o in _objects(plan) if o["kind"] == kind and o["metadata"]["name"] not in theirs]
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
@@ -380,12 +383,14 @@ def test_render_is_pure_and_does_not_import_the_client() -> None:
 
 
 def test_k8s_directory_is_the_rendered_demo() -> None:
-    rendered = KubernetesBackend.render(plan_for(DEMO))
+    dry_run = KubernetesBackend.dry_run(plan_for(DEMO))
+    rendered = {**dry_run.files, **dry_run.admin_files}
     on_disk = {p.name: p.read_text() for p in K8S_DIR.glob("*.yaml") if p.name != "rbac-launcher.yaml"}
     assert on_disk == rendered, "k8s/ is stale: run `tfcluster render examples/demo.yaml -b k8s -d k8s`"
     kustomization = yaml.safe_load(rendered["kustomization.yaml"])
     assert kustomization["kind"] == "Kustomization"
-    assert sorted(kustomization["resources"]) == sorted(set(rendered) - {"kustomization.yaml"})
+    assert sorted(kustomization["resources"]) == sorted(set(dry_run.files) - {"kustomization.yaml"})
+    assert admission_policy.FILE in on_disk and admission_policy.FILE not in kustomization["resources"]
     assert "rbac-launcher.yaml" not in kustomization["resources"]
 
 
