@@ -6,8 +6,9 @@ As the administrator, the test impersonates the ServiceAccount ``<run>-superviso
 of the run's is started: the supervisor's requests are made by the test, server-side dry runs where that is
 enough). RBAC lets every such request through (the Role grants Jobs ``create`` and pods ``delete`` in the whole
 namespace); the policy refuses a Job of another run, of a foreign image, of another ServiceAccount, with a hostPath
-volume, privilege escalation, an added capability or the node's network, and the deletion of another run's pod, and admits the run's
-own Job, its start (unsuspended), its replacement (deleted, a fresh copy created) and the deletion of its own pod. The namespace enforces the ``restricted`` Pod Security Standard, which
+volume, privilege escalation, an added capability or the node's network, and the deletion of another run's pod, and
+admits the run's own Job, its start (unsuspended), its replacement (deleted, a fresh copy created) and the deletion
+of its own pod. The namespace enforces the ``restricted`` Pod Security Standard, which
 judges pods, not Jobs: a Job's refusal here is the policy's.
 """
 
