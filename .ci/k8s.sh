@@ -107,10 +107,11 @@ chmod 700 "$root"
 ours() {  # pid: a process of this cluster (each command names $root)
     tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -qF -- "$root"
 }
-alive() {  # name: its pid file names a live process of this cluster whose binary was not replaced since
-    local pid exe
+alive() {  # name [command...]: its pid file names a live process of this cluster whose binary was not replaced
+    local pid exe     # since (and that runs this command, when given)
     pid=$(cat "$run/$1.pid" 2>/dev/null) && ours "$pid" || return 1
-    exe=$(readlink "/proc/$pid/exe" 2>/dev/null) && [[ $exe != *" (deleted)" ]]
+    exe=$(readlink "/proc/$pid/exe" 2>/dev/null) && [[ $exe != *" (deleted)" ]] || return 1
+    [ $# -eq 1 ] || [ "$(tr '\0' '\n' <"/proc/$pid/cmdline")" = "$(printf '%s\n' "${@:2}")" ]
 }
 stop() {  # name: the API server and the scheduler get SIGKILL (SIGTERM took 20 s or hung), the others SIGTERM
     local pid signal=TERM
@@ -124,8 +125,8 @@ stop() {  # name: the API server and the scheduler get SIGKILL (SIGTERM took 20 
 }
 start() {  # name command... : starts it detached unless it runs; every command names $root (alive's mark)
     local name=$1; shift
-    alive "$name" && return 0
-    stop "$name"   # one whose binary was replaced (rebuilt)
+    alive "$name" "$@" && return 0
+    stop "$name"   # one whose binary was replaced (rebuilt) or whose command changed (this script's flags)
     say "starting $name"
     setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
     echo $! >"$run/$name.pid"
@@ -197,13 +198,21 @@ write "$root/cni/net.d/10-tfcluster.conflist" <<CNI || true
 CNI
 
 # --- etcd and the control plane -----------------------------------------------------------------------------------
+# etcd answers only TLS clients with a certificate of its own CA (the API server's; pki.sh), on the client and the
+# peer port alike: whoever writes to etcd bypasses authentication, RBAC and admission. Its data does not depend on
+# the listeners: a data directory of an earlier plain-HTTP start is served as it is. The metrics port is plain.
+etcd_client=(--cacert "$pki/etcd-ca.crt" --cert "$pki/apiserver-etcd-client.crt" --key "$pki/apiserver-etcd-client.key")
 start etcd etcd --name tfcluster-k8s --data-dir "$root/etcd" \
-    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-    --initial-cluster tfcluster-k8s=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381
-wait_for 30 etcd curl -fs http://127.0.0.1:2379/health
+    --listen-client-urls https://127.0.0.1:2379 --advertise-client-urls https://127.0.0.1:2379 \
+    --cert-file "$pki/etcd.crt" --key-file "$pki/etcd.key" --client-cert-auth --trusted-ca-file "$pki/etcd-ca.crt" \
+    --listen-peer-urls https://127.0.0.1:2380 --initial-advertise-peer-urls https://127.0.0.1:2380 \
+    --initial-cluster tfcluster-k8s=https://127.0.0.1:2380 --peer-cert-file "$pki/etcd.crt" \
+    --peer-key-file "$pki/etcd.key" --peer-client-cert-auth --peer-trusted-ca-file "$pki/etcd-ca.crt" \
+    --listen-metrics-urls http://127.0.0.1:2381
+wait_for 30 etcd curl -fs "${etcd_client[@]}" https://127.0.0.1:2379/health
 
-start kube-apiserver "$bin/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
+start kube-apiserver "$bin/kube-apiserver" --etcd-servers=https://127.0.0.1:2379 --etcd-cafile="$pki/etcd-ca.crt" \
+    --etcd-certfile="$pki/apiserver-etcd-client.crt" --etcd-keyfile="$pki/apiserver-etcd-client.key" \
     --bind-address=127.0.0.1 --secure-port=6443 --advertise-address="$node_ip" \
     --service-cluster-ip-range="$service_cidr" --authorization-mode=Node,RBAC \
     --client-ca-file="$pki/ca.crt" --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
