@@ -186,14 +186,22 @@ iptables -C FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null || iptables 
 # in-cluster clients do): kube-proxy's part for it, here one DNAT rule from its address to the API server on the
 # node's loopback (route_localnet lets the bridge's packets reach 127.0.0.1; nothing else gets there), and a route
 # to the service range in every pod. No kube-proxy runs: no other Service has a cluster IP in the tests.
+# route_localnet alone would let a pod reach every loopback listener of the node (etcd's metrics, the kubelet's
+# health port, the registry: CVE-2020-8558) by sending to 127.0.0.1 over the bridge; kube-proxy's rule drops what
+# arrives for 127.0.0.0/8 unless it was that DNAT (or belongs to its connection). It is in place before the sysctl.
+localnet_drop=(-i "$bridge" ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment tfcluster-k8s-block-localnet
+               -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP)
+iptables -C INPUT "${localnet_drop[@]}" 2>/dev/null || iptables -I INPUT 1 "${localnet_drop[@]}"
 sysctl -qw "net.ipv4.conf.$bridge.route_localnet=1"
 api_dnat=(-i "$bridge" -d "$api_service_ip/32" -p tcp --dport 443 -j DNAT --to-destination 127.0.0.1:6443)
 iptables -t nat -C PREROUTING "${api_dnat[@]}" 2>/dev/null || iptables -t nat -A PREROUTING "${api_dnat[@]}"
 mkdir -p "$root/cni/net.d" "$root/cni/networks"
+# pods get .2 to .250: .251 to .254 stay free for a check's own address on the bridge (tests/e2e's localnet check)
 write "$root/cni/net.d/10-tfcluster.conflist" <<CNI || true
 {"cniVersion": "0.4.0", "name": "tfcluster", "plugins": [
   {"type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-   "ipam": {"type": "host-local", "dataDir": "$root/cni/networks", "ranges": [[{"subnet": "$pod_cidr", "gateway": "$node_ip"}]],
+   "ipam": {"type": "host-local", "dataDir": "$root/cni/networks",
+            "ranges": [[{"subnet": "$pod_cidr", "gateway": "$node_ip", "rangeEnd": "${pod_cidr%.*}.250"}]],
             "routes": [{"dst": "$service_cidr"}]}}]}
 CNI
 
