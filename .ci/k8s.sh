@@ -9,11 +9,13 @@
 # Idempotent: installs the Debian packages it needs if missing; builds the Kubernetes components (kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubelet, kubectl: .ci/k8s/go.mod), CoreDNS (.ci/k8s/coredns) and crictl
 # (.ci/k8s/crictl) into $TFCLUSTER_K8S_CACHE (default /var/cache/tfcluster-k8s) when missing or when their module
-# changed; then starts what is not running: etcd (Debian's), the control plane, a containerd of the node's own
+# changed; then starts what is not running (or runs with other flags): etcd (Debian's; TLS with client certificates
+# of its own CA only), the control plane, a containerd of the node's own
 # (Debian's, beside Docker's; CNI bridge `tfk8s0` 10.244.0.0/24, pods without a default route: they reach each
-# other, the node and the API server through the `kubernetes` Service, nothing else), the kubelet (cgroup v1, cgroupfs), CoreDNS on the node's address (cluster.local
-# only), and a docker-registry on 127.0.0.1:5000 that the node pulls from over plain HTTP (also for Docker Hub's
-# names; registry.k8s.io is a closed loopback port: the node never pulls from outside). It waits until the node
+# other, the node and the API server through the `kubernetes` Service, nothing else; not the node's loopback
+# listeners), the kubelet (cgroup v1, cgroupfs), CoreDNS on the node's address (cluster.local only), and a
+# docker-registry on 127.0.0.1:5000 that the node pulls from over plain HTTP (also for Docker Hub's names;
+# registry.k8s.io is a closed loopback port: the node never pulls from outside), reached by root's processes only. It waits until the node
 # is Ready and CoreDNS answers a headless Service's host name, and sets up what the tests use:
 #   - namespace tfcluster-e2e, enforcing the `restricted` Pod Security Standard (emptied when the node starts cold:
 #     what an earlier boot left there lost its processes);
@@ -470,6 +472,13 @@ YAML
 done
 
 # --- images: the registry the node pulls from, the worker image loaded into the node -------------------------------
+# Only root's connections reach the registry's port (the owner match of locally made packets): the node's containerd,
+# Docker's daemon (which pushes for `docker push` and tfcluster's workspace layers) and this script. A user's own
+# process (curl, a registry client) gets a reset: nobody else pushes, say, a tfcluster-worker:latest of theirs that
+# the node would run. Pods do not get there either (the bridge's localnet rule above).
+registry_root_only=(-o lo -d 127.0.0.1/32 -p tcp --dport "$registry_port" -m owner ! --uid-owner 0
+                    -m comment --comment tfcluster-k8s-registry-root-only -j REJECT --reject-with tcp-reset)
+iptables -C OUTPUT "${registry_root_only[@]}" 2>/dev/null || iptables -I OUTPUT 1 "${registry_root_only[@]}"
 mkdir -p "$root/registry"
 write "$root/registry.yml" <<YAML || true
 version: 0.1
