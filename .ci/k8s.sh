@@ -10,13 +10,13 @@
 # kube-controller-manager, kube-scheduler, kubelet, kubectl: .ci/k8s/go.mod), CoreDNS (.ci/k8s/coredns) and crictl
 # (.ci/k8s/crictl) into $TFCLUSTER_K8S_CACHE (default /var/cache/tfcluster-k8s) when missing or when their module
 # changed; then starts what is not running (or runs with other flags): etcd (Debian's; TLS with client certificates
-# of its own CA only), the control plane, a containerd of the node's own
-# (Debian's, beside Docker's; CNI bridge `tfk8s0` 10.244.0.0/24, pods without a default route: they reach each
-# other, the node and the API server through the `kubernetes` Service, nothing else; not the node's loopback
-# listeners), the kubelet (cgroup v1, cgroupfs), CoreDNS on the node's address (cluster.local only), and a
-# docker-registry on 127.0.0.1:5000 that the node pulls from over plain HTTP (also for Docker Hub's names;
-# registry.k8s.io is a closed loopback port: the node never pulls from outside), reached by root's processes only. It waits until the node
-# is Ready and CoreDNS answers a headless Service's host name, and sets up what the tests use:
+# of its own CA only), the control plane, a containerd of the node's own (Debian's, beside Docker's; CNI bridge
+# `tfk8s0` 10.244.0.0/24, pods without a default route: they reach each other, the node and the API server through
+# the `kubernetes` Service, nothing else; not the node's loopback listeners), the kubelet (cgroup v1, cgroupfs),
+# CoreDNS on the node's address (cluster.local only), and a docker-registry on 127.0.0.1:5000 that only root's
+# processes reach and the node pulls from over plain HTTP (also for Docker Hub's names; registry.k8s.io is a closed
+# loopback port: the node never pulls from outside). It waits until the node is Ready and CoreDNS answers a
+# headless Service's host name, and sets up what the tests use:
 #   - namespace tfcluster-e2e, enforcing the `restricted` Pod Security Standard (emptied when the node starts cold:
 #     what an earlier boot left there lost its processes);
 #   - storage class tfcluster-local (the default; ReadWriteMany): pre-created `local` volumes on this node, bound by
