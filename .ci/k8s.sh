@@ -190,7 +190,9 @@ iptables -C FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null || iptables 
 # to the service range in every pod. No kube-proxy runs: no other Service has a cluster IP in the tests.
 # route_localnet alone would let a pod reach every loopback listener of the node (etcd's metrics, the kubelet's
 # health port, the registry: CVE-2020-8558) by sending to 127.0.0.1 over the bridge; kube-proxy's rule drops what
-# arrives for 127.0.0.0/8 unless it was that DNAT (or belongs to its connection). It is in place before the sysctl.
+# arrives for 127.0.0.0/8 unless it was that DNAT (or belongs to its connection). It is in place before the sysctl:
+# the kubelet adds the same rule (its KUBE-FIREWALL chain, for every interface) only once it runs, and only as long
+# as its version does.
 localnet_drop=(-i "$bridge" ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment tfcluster-k8s-block-localnet
                -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP)
 iptables -C INPUT "${localnet_drop[@]}" 2>/dev/null || iptables -I INPUT 1 "${localnet_drop[@]}"
