@@ -4,7 +4,9 @@
 # the kubelet first (nothing recreates pods), then every pod sandbox through CRI (crictl: containers stopped,
 # their network torn down by CNI), containerd and the shims it left, CoreDNS, the control plane (the API server and
 # the scheduler with SIGKILL: SIGTERM took 20 s or hung), etcd, the registry; then the mounts under its directories,
-# the cluster's state (etcd's data, the kubelet's and the volumes' directories), the pod bridge and its iptables rule.
+# the cluster's state (etcd's data, the kubelet's and the volumes' directories), the pod bridge and its iptables rules
+# (the FORWARD rule, and those .ci/k8s.sh tags with a comment tfcluster-k8s-*: the bridge's localnet drop, the
+# registry's root-only port).
 # Only processes whose pid file it wrote and whose command names its state directory are signalled.
 # Idempotent: stopping a stopped cluster does nothing.
 set -uo pipefail
@@ -61,6 +63,11 @@ if ip link show "$bridge" >/dev/null 2>&1; then
 fi
 while iptables -C FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null; do
     iptables -D FORWARD -i "$bridge" -o "$bridge" -j ACCEPT
+done
+for chain in INPUT OUTPUT; do  # the rules' specs as iptables -S prints them (their comments have no spaces)
+    iptables -S "$chain" | grep -E -- '--comment "?tfcluster-k8s-' | while read -r -a rule; do
+        iptables -D "${rule[@]:1}"
+    done
 done
 # pod network namespaces are containerd's /var/run/netns/cni-*: CNI removed them with the pods; name any left
 leftover=$(ls /var/run/netns 2>/dev/null | grep '^cni-' || true)

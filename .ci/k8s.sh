@@ -9,12 +9,14 @@
 # Idempotent: installs the Debian packages it needs if missing; builds the Kubernetes components (kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubelet, kubectl: .ci/k8s/go.mod), CoreDNS (.ci/k8s/coredns) and crictl
 # (.ci/k8s/crictl) into $TFCLUSTER_K8S_CACHE (default /var/cache/tfcluster-k8s) when missing or when their module
-# changed; then starts what is not running: etcd (Debian's), the control plane, a containerd of the node's own
-# (Debian's, beside Docker's; CNI bridge `tfk8s0` 10.244.0.0/24, pods without a default route: they reach each
-# other, the node and the API server through the `kubernetes` Service, nothing else), the kubelet (cgroup v1, cgroupfs), CoreDNS on the node's address (cluster.local
-# only), and a docker-registry on 127.0.0.1:5000 that the node pulls from over plain HTTP (also for Docker Hub's
-# names; registry.k8s.io is a closed loopback port: the node never pulls from outside). It waits until the node
-# is Ready and CoreDNS answers a headless Service's host name, and sets up what the tests use:
+# changed; then starts what is not running (or runs with other flags): etcd (Debian's; TLS with client certificates
+# of its own CA only), the control plane, a containerd of the node's own (Debian's, beside Docker's; CNI bridge
+# `tfk8s0` 10.244.0.0/24, pods without a default route: they reach each other, the node and the API server through
+# the `kubernetes` Service, nothing else; not the node's loopback listeners), the kubelet (cgroup v1, cgroupfs),
+# CoreDNS on the node's address (cluster.local only), and a docker-registry on 127.0.0.1:5000 that only root's
+# processes reach and the node pulls from over plain HTTP (also for Docker Hub's names; registry.k8s.io is a closed
+# loopback port: the node never pulls from outside). It waits until the node is Ready and CoreDNS answers a
+# headless Service's host name, and sets up what the tests use:
 #   - namespace tfcluster-e2e, enforcing the `restricted` Pod Security Standard (emptied when the node starts cold:
 #     what an earlier boot left there lost its processes);
 #   - storage class tfcluster-local (the default; ReadWriteMany): pre-created `local` volumes on this node, bound by
@@ -109,10 +111,11 @@ chmod 700 "$root"
 ours() {  # pid: a process of this cluster (each command names $root)
     tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -qF -- "$root"
 }
-alive() {  # name: its pid file names a live process of this cluster whose binary was not replaced since
-    local pid exe
+alive() {  # name [command...]: its pid file names a live process of this cluster whose binary was not replaced
+    local pid exe     # since (and that runs this command, when given)
     pid=$(cat "$run/$1.pid" 2>/dev/null) && ours "$pid" || return 1
-    exe=$(readlink "/proc/$pid/exe" 2>/dev/null) && [[ $exe != *" (deleted)" ]]
+    exe=$(readlink "/proc/$pid/exe" 2>/dev/null) && [[ $exe != *" (deleted)" ]] || return 1
+    [ $# -eq 1 ] || [ "$(tr '\0' '\n' <"/proc/$pid/cmdline")" = "$(printf '%s\n' "${@:2}")" ]
 }
 stop() {  # name: the API server and the scheduler get SIGKILL (SIGTERM took 20 s or hung), the others SIGTERM
     local pid signal=TERM
@@ -126,8 +129,8 @@ stop() {  # name: the API server and the scheduler get SIGKILL (SIGTERM took 20 
 }
 start() {  # name command... : starts it detached unless it runs; every command names $root (alive's mark)
     local name=$1; shift
-    alive "$name" && return 0
-    stop "$name"   # one whose binary was replaced (rebuilt)
+    alive "$name" "$@" && return 0
+    stop "$name"   # one whose binary was replaced (rebuilt) or whose command changed (this script's flags)
     say "starting $name"
     setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
     echo $! >"$run/$name.pid"
@@ -187,25 +190,43 @@ iptables -C FORWARD -i "$bridge" -o "$bridge" -j ACCEPT 2>/dev/null || iptables 
 # in-cluster clients do): kube-proxy's part for it, here one DNAT rule from its address to the API server on the
 # node's loopback (route_localnet lets the bridge's packets reach 127.0.0.1; nothing else gets there), and a route
 # to the service range in every pod. No kube-proxy runs: no other Service has a cluster IP in the tests.
+# route_localnet alone would let a pod reach every loopback listener of the node (etcd's metrics, the kubelet's
+# health port, the registry: CVE-2020-8558) by sending to 127.0.0.1 over the bridge; kube-proxy's rule drops what
+# arrives for 127.0.0.0/8 unless it was that DNAT (or belongs to its connection). It is in place before the sysctl:
+# the kubelet adds the same rule (its KUBE-FIREWALL chain, for every interface) only once it runs, and only as long
+# as its version does.
+localnet_drop=(-i "$bridge" ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment tfcluster-k8s-block-localnet
+               -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP)
+iptables -C INPUT "${localnet_drop[@]}" 2>/dev/null || iptables -I INPUT 1 "${localnet_drop[@]}"
 sysctl -qw "net.ipv4.conf.$bridge.route_localnet=1"
 api_dnat=(-i "$bridge" -d "$api_service_ip/32" -p tcp --dport 443 -j DNAT --to-destination 127.0.0.1:6443)
 iptables -t nat -C PREROUTING "${api_dnat[@]}" 2>/dev/null || iptables -t nat -A PREROUTING "${api_dnat[@]}"
 mkdir -p "$root/cni/net.d" "$root/cni/networks"
+# pods get .2 to .250: .251 to .254 stay free for a check's own address on the bridge (tests/e2e's localnet check)
 write "$root/cni/net.d/10-tfcluster.conflist" <<CNI || true
 {"cniVersion": "0.4.0", "name": "tfcluster", "plugins": [
   {"type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-   "ipam": {"type": "host-local", "dataDir": "$root/cni/networks", "ranges": [[{"subnet": "$pod_cidr", "gateway": "$node_ip"}]],
+   "ipam": {"type": "host-local", "dataDir": "$root/cni/networks",
+            "ranges": [[{"subnet": "$pod_cidr", "gateway": "$node_ip", "rangeEnd": "${pod_cidr%.*}.250"}]],
             "routes": [{"dst": "$service_cidr"}]}}]}
 CNI
 
 # --- etcd and the control plane -----------------------------------------------------------------------------------
+# etcd answers only TLS clients with a certificate of its own CA (the API server's; pki.sh), on the client and the
+# peer port alike: whoever writes to etcd bypasses authentication, RBAC and admission. Its data does not depend on
+# the listeners: a data directory of an earlier plain-HTTP start is served as it is. The metrics port is plain.
+etcd_client=(--cacert "$pki/etcd-ca.crt" --cert "$pki/apiserver-etcd-client.crt" --key "$pki/apiserver-etcd-client.key")
 start etcd etcd --name tfcluster-k8s --data-dir "$root/etcd" \
-    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-    --initial-cluster tfcluster-k8s=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381
-wait_for 30 etcd curl -fs http://127.0.0.1:2379/health
+    --listen-client-urls https://127.0.0.1:2379 --advertise-client-urls https://127.0.0.1:2379 \
+    --cert-file "$pki/etcd.crt" --key-file "$pki/etcd.key" --client-cert-auth --trusted-ca-file "$pki/etcd-ca.crt" \
+    --listen-peer-urls https://127.0.0.1:2380 --initial-advertise-peer-urls https://127.0.0.1:2380 \
+    --initial-cluster tfcluster-k8s=https://127.0.0.1:2380 --peer-cert-file "$pki/etcd.crt" \
+    --peer-key-file "$pki/etcd.key" --peer-client-cert-auth --peer-trusted-ca-file "$pki/etcd-ca.crt" \
+    --listen-metrics-urls http://127.0.0.1:2381
+wait_for 30 etcd curl -fs "${etcd_client[@]}" https://127.0.0.1:2379/health
 
-start kube-apiserver "$bin/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
+start kube-apiserver "$bin/kube-apiserver" --etcd-servers=https://127.0.0.1:2379 --etcd-cafile="$pki/etcd-ca.crt" \
+    --etcd-certfile="$pki/apiserver-etcd-client.crt" --etcd-keyfile="$pki/apiserver-etcd-client.key" \
     --bind-address=127.0.0.1 --secure-port=6443 --advertise-address="$node_ip" \
     --service-cluster-ip-range="$service_cidr" --authorization-mode=Node,RBAC \
     --client-ca-file="$pki/ca.crt" --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
@@ -458,6 +479,13 @@ YAML
 done
 
 # --- images: the registry the node pulls from, the worker image loaded into the node -------------------------------
+# Only root's connections reach the registry's port (the owner match of locally made packets): the node's containerd,
+# Docker's daemon (which pushes for `docker push` and tfcluster's workspace layers) and this script. A user's own
+# process (curl, a registry client) gets a reset: nobody else pushes, say, a tfcluster-worker:latest of theirs that
+# the node would run. Pods do not get there either (the bridge's localnet rule above).
+registry_root_only=(-o lo -d 127.0.0.1/32 -p tcp --dport "$registry_port" -m owner ! --uid-owner 0
+                    -m comment --comment tfcluster-k8s-registry-root-only -j REJECT --reject-with tcp-reset)
+iptables -C OUTPUT "${registry_root_only[@]}" 2>/dev/null || iptables -I OUTPUT 1 "${registry_root_only[@]}"
 mkdir -p "$root/registry"
 write "$root/registry.yml" <<YAML || true
 version: 0.1
