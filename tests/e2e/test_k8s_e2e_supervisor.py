@@ -24,6 +24,7 @@ from kubernetes import client
 
 from helpers.gates import BLOCK, wait_for
 from helpers.k8s_e2e import TIMEOUT_SECONDS, SharedClaim, image, kill_9_task, namespace, run_in, run_name, running_pod, supervise_until, until
+from helpers.k8s_start import time_left
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
@@ -103,7 +104,7 @@ class LastEnd:
 
     def result(self) -> tuple[int, str] | None:
         """Its last end seen; waits until the pod is gone (bounded)."""
-        self._thread.join(TIMEOUT_SECONDS)
+        self._thread.join(time_left(TIMEOUT_SECONDS))  # within the test's budget (helpers.k8s_start)
         return self.seen
 
 

@@ -39,8 +39,8 @@ from launcher.supervision.status import JobStatus
 
 KUBECONFIG_ENV = "TFCLUSTER_E2E_KUBECONFIG"
 NAMESPACE_ENV = "TFCLUSTER_E2E_NAMESPACE"
-#: The longest a real run of these tests may take.
-TIMEOUT_SECONDS = 20 * 60
+#: The longest a real run of these tests may take, and one wait for it (cut to the test's budget: ``k8s_start.time_left``).
+TIMEOUT_SECONDS = k8s_start.RUN_SECONDS
 #: Made once per session (process): every run name of this session ends with it.
 SESSION_SUFFIX = secrets.token_hex(3)
 #: Run in a task's container (pods/exec): SIGKILL to the task's program, the child of the task's agent (the child of
@@ -112,6 +112,7 @@ def supervise_until(backend: KubernetesBackend, name: str, done: Callable[[JobSt
     """What a user's ``status`` shows, read every 2 s until ``done(status)`` (fails after ``timeout``): the run's
     one supervisor (its pod, or with ``kubernetes.supervisor: false`` its process on this machine) supervises it;
     nothing here does."""
+    timeout = k8s_start.time_left(timeout)
     deadline = time.monotonic() + timeout
     status = None
     while time.monotonic() < deadline:
@@ -120,11 +121,12 @@ def supervise_until(backend: KubernetesBackend, name: str, done: Callable[[JobSt
         if done(status):
             return status
         time.sleep(2)
-    pytest.fail(f"timed out; last status: {status}")
+    pytest.fail(f"timed out after {timeout:.0f} s; last status: {status}")
 
 
 def until(what: str, found: Callable[[], Any], timeout: float = TIMEOUT_SECONDS, every: float = 2.0) -> Any:
     """``found()`` once it is truthy (polled every ``every`` seconds), else the test fails naming ``what``."""
+    timeout = k8s_start.time_left(timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = found()
@@ -173,7 +175,7 @@ def cli(*args: str, cwd: Path, timeout: float = 900, registry: str | None = None
     TFCLUSTER_REGISTRY)."""
     env = {**os.environ, "KUBECONFIG": kubeconfig(), **({"TFCLUSTER_REGISTRY": registry} if registry else {})}
     return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=k8s_start.time_left(timeout))
 
 
 def left_of(name: str, core: Any) -> list[str]:

@@ -30,6 +30,12 @@ if TYPE_CHECKING:
 
 #: How long the first e2e test waits for the background start, beyond the rest of the run (which it overlaps).
 WAIT_SECONDS = 40 * 60
+#: Each e2e test's pytest-timeout (``pytest_collection_modifyitems`` marks them; the global ``timeout`` of pyproject.toml
+#: is for the rest): the one budget. A real run's own deadline and one wait of ``helpers.k8s_e2e`` (``RUN_SECONDS``) fit
+#: in it, and every such wait ends ``MARGIN_SECONDS`` before it (``time_left``), so its explanation fails the test first.
+TEST_SECONDS = 30 * 60
+RUN_SECONDS = 20 * 60
+MARGIN_SECONDS = 60
 START_ENV = "TFCLUSTER_K8S_START"
 KUBECONFIG_ENV = "TFCLUSTER_E2E_KUBECONFIG"
 
@@ -109,8 +115,24 @@ def environment(started: Started) -> dict[str, str]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The e2e tests run last (in their collected order): the real cluster they need starts in the background
-    (scripts/test.sh) while the rest runs."""
+    (scripts/test.sh) while the rest runs. Each gets its budget, ``TEST_SECONDS`` (a timeout of its own wins)."""
     items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
+    for item in items:
+        if item.get_closest_marker("e2e"):
+            item.add_marker(pytest.mark.timeout(TEST_SECONDS))
+
+
+class _Budget:
+    """When the running e2e test's waits must have ended (monotonic clock), or None outside an e2e test."""
+
+    ends: float | None = None
+
+
+def time_left(timeout: float, clock: Callable[[], float] = time.monotonic) -> float:
+    """``timeout``, cut to what is left of the running e2e test's budget less ``MARGIN_SECONDS`` (never below 0)."""
+    if _Budget.ends is None:
+        return timeout
+    return max(min(timeout, _Budget.ends - clock()), 0.0)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -123,7 +145,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         if reporter is not None and not (Path(start) / "status").exists():
             reporter.write_line(f"waiting for the Kubernetes test cluster's start (log: {start}/k8s.log)")
         await_start()
-    return (yield)
+    _Budget.ends = time.monotonic() + TEST_SECONDS - MARGIN_SECONDS if item.get_closest_marker("e2e") else None
+    try:
+        return (yield)
+    finally:
+        _Budget.ends = None
 
 
 @pytest.fixture(autouse=True)

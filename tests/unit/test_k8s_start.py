@@ -5,6 +5,7 @@ tiny pytest trees (pytester)."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -118,3 +119,39 @@ def test_a_failed_start_fails_the_e2e_tests_with_one_line_naming_the_log(tree: p
 def test_without_a_cluster_the_e2e_tests_skip(tree: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(k8s_start.START_ENV, raising=False)
     tree.runpytest_inprocess().assert_outcomes(passed=1, skipped=1)
+
+
+BUDGET_TREE = """
+import pytest
+from helpers.k8s_start import time_left
+
+@pytest.mark.e2e
+def test_on_a_cluster(request):
+    print("e2e timeout", request.node.get_closest_marker("timeout").args[0], "left", time_left(10**6))
+
+def test_plain(request):
+    print("plain timeout", request.node.get_closest_marker("timeout"), "left", time_left(5))
+"""
+
+
+def test_an_e2e_test_has_the_one_budget_and_its_waits_end_before_it(tree: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert k8s_start.RUN_SECONDS + k8s_start.MARGIN_SECONDS < k8s_start.TEST_SECONDS  # a run and a wait fit in a test
+    monkeypatch.setenv(k8s_start.KUBECONFIG_ENV, "/nonexistent/kubeconfig")  # a cluster is given: the test runs
+    monkeypatch.delenv(k8s_start.START_ENV, raising=False)
+    tree.makepyfile(test_tree=BUDGET_TREE)
+    result = tree.runpytest_inprocess("-s")
+    result.assert_outcomes(passed=2)
+    [(timeout, left)] = re.findall(r"e2e timeout (\S+) left (\S+)", result.stdout.str())
+    assert int(timeout) == k8s_start.TEST_SECONDS
+    assert k8s_start.TEST_SECONDS - k8s_start.MARGIN_SECONDS - 60 < float(left) <= k8s_start.TEST_SECONDS - k8s_start.MARGIN_SECONDS
+    result.stdout.fnmatch_lines(["*plain timeout None left 5*"])  # pyproject.toml's global timeout; no budget
+
+
+def test_a_wait_of_the_e2e_helpers_ends_with_its_explanation_when_the_tests_budget_is_spent(monkeypatch: pytest.MonkeyPatch) -> None:
+    from helpers import k8s_e2e
+
+    monkeypatch.setattr(k8s_start._Budget, "ends", 0.0)  # the monotonic clock is past it
+    looked: list[int] = []
+    with pytest.raises(pytest.fail.Exception, match="timed out after 0 s waiting for a running pod"):
+        k8s_e2e.until("a running pod", lambda: looked.append(1), timeout=k8s_e2e.TIMEOUT_SECONDS)
+    assert k8s_start.time_left(k8s_e2e.TIMEOUT_SECONDS) == 0.0

@@ -189,3 +189,77 @@ def test_the_development_page_lists_every_marker() -> None:
     markers = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
     [passage] = [line for line in (REPO / "docs" / "development.md").read_text().splitlines() if line.startswith("Markers (")]
     assert [marker.partition(":")[0] for marker in markers] == re.findall(r"`(\w+)` \(", passage)
+
+
+SKIPS = """
+@pytest.fixture
+def needs_a_module():
+    pytest.importorskip("no_such_module_anywhere")
+
+@pytest.mark.docker
+def test_skips_in_its_body(): pytest.skip("no engine here")
+
+@pytest.mark.slurm
+@pytest.mark.skipif(True, reason="opt-in only")
+def test_skipif(): pass
+
+@pytest.mark.tf
+def test_skips_in_setup(needs_a_module): pass
+
+@pytest.mark.browser
+@pytest.mark.xfail(reason="a known bug", strict=True)
+def test_xfail(): assert False
+
+def test_plain_skip(): pytest.skip("not in a group")
+
+@pytest.mark.tf
+@pytest.mark.docker
+@pytest.mark.slurm
+@pytest.mark.browser
+@pytest.mark.e2e
+def test_every_group(): pass
+"""
+
+
+def test_under_ci_a_required_groups_skip_fails_naming_the_test_and_its_reason(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "1")
+    monkeypatch.setattr(required, "ALLOWED_SKIPS", {})
+    tree(pytester, SKIPS)
+    result = pytester.runpytest_inprocess("-rfEs")
+    result.assert_outcomes(passed=1, failed=1, errors=2, skipped=1, xfailed=1)  # a skip in setup: an error
+    result.stdout.fnmatch_lines_random([
+        "FAILED test_groups.py::test_skips_in_its_body - CI is set and test_groups.py::test_skips_in_its_body (docker,"
+        " required) skipped: no engine here (not in ALLOWED_SKIPS, tests/helpers/required.py)",
+        "ERROR test_groups.py::test_skipif - CI is set and test_groups.py::test_skipif (slurm, required) skipped: opt-in only *",
+        "ERROR test_groups.py::test_skips_in_setup - CI is set and * (tf, required) skipped: could not import"
+        " 'no_such_module_anywhere'*",
+        "SKIPPED * not in a group",
+    ])
+    result.stdout.fnmatch_lines(["tf 1 (* s), docker 1 (* s), slurm 1 (* s), browser 1 (* s), e2e 1 (* s)"])  # the failed skips did not run
+
+
+def test_under_ci_a_listed_skip_passes_and_the_log_prints_its_entry(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "1")
+    monkeypatch.setattr(required, "ALLOWED_SKIPS", {"test_groups.py::test_skip*": "the reason it may skip",
+                                                    "test_groups.py::test_none_such": "unused: not printed"})
+    tree(pytester, SKIPS.replace("def test_skips_in_setup", "def test_skipsetup"))
+    result = pytester.runpytest_inprocess()
+    result.assert_outcomes(passed=1, skipped=4, xfailed=1)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*test groups run (CI)*", "*e2e 1 (* s)",
+                                 "skip allowed (ALLOWED_SKIPS): test_groups.py::test_skip*: the reason it may skip"])
+    assert "unused" not in result.stdout.str()
+
+
+def test_without_ci_a_required_groups_skip_skips(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    tree(pytester, SKIPS)
+    pytester.runpytest_inprocess().assert_outcomes(passed=1, skipped=4, xfailed=1)
+
+
+@pytest.mark.parametrize("entry", required.ALLOWED_SKIPS)
+def test_each_allowed_skip_names_a_test_of_this_suite(entry: str) -> None:
+    path, _, name = entry.partition("::")
+    assert (REPO / path).is_file() and f"def {name}(" in (REPO / path).read_text(), entry

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from helpers.required import require_module
 
 pytestmark = pytest.mark.tf
 require_module("tensorflow")  # launcher.examples.mnist imports it
+
+import numpy as np  # noqa: E402  (TensorFlow's dependency: imported after its check, so the fast lane collects this module)
 
 from launcher.examples import mnist  # noqa: E402  (the project's own: imported, never skipped)
 

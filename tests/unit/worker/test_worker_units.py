@@ -6,7 +6,6 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from helpers.required import require_module  # noqa: E402
@@ -14,6 +13,8 @@ from helpers.required import require_module  # noqa: E402
 pytestmark = pytest.mark.tf  # imports TensorFlow: not in the fast lane
 tf = require_module("tensorflow")
 tf_keras = require_module("tf_keras")
+
+import numpy as np  # noqa: E402  (TensorFlow's dependency: imported after its check, so the fast lane collects this module)
 
 from launcher.examples.digits import synthetic_digits  # noqa: E402
 from launcher.spec.models import Strategy, TPUSpec, TrainingLoop, TrainingSpec  # noqa: E402
