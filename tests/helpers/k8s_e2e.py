@@ -18,7 +18,6 @@ takes one.
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from typing import Any
 import pytest
 
 from helpers import k8s_start
+from helpers.run_names import SESSION_SUFFIX, run_name  # noqa: F401  (re-exported: the e2e tests import them here)
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
@@ -41,8 +41,6 @@ KUBECONFIG_ENV = "TFCLUSTER_E2E_KUBECONFIG"
 NAMESPACE_ENV = "TFCLUSTER_E2E_NAMESPACE"
 #: The longest a real run of these tests may take, and one wait for it (cut to the test's budget: ``k8s_start.time_left``).
 TIMEOUT_SECONDS = k8s_start.RUN_SECONDS
-#: Made once per session (process): every run name of this session ends with it.
-SESSION_SUFFIX = secrets.token_hex(3)
 #: Run in a task's container (pods/exec): SIGKILL to the task's program, the child of the task's agent (the child of
 #: PID 1, the image's tini; a task without an agent: the child of PID 1 itself).
 KILL_9_TASK = """
@@ -55,11 +53,6 @@ for pid in victims:
     os.kill(pid, signal.SIGKILL)
 print("killed" if victims else "no child of PID 1")
 """
-
-
-def run_name(base: str) -> str:
-    """``base`` made unique to this session (``<base>-<SESSION_SUFFIX>``): the name of a run the tests create."""
-    return f"{base}-{SESSION_SUFFIX}"
 
 
 def kubeconfig() -> str:

@@ -1,6 +1,7 @@
 """The compose backend on the real Docker engine: real containers, real TensorFlow, real failures.
 
-Every cluster launched here is taken down (with its volume) at teardown.
+Every cluster launched here is named for this session (``helpers.run_names.run_name``) and taken down (with its
+volume) at teardown: only those, never a cluster of that base name another session (or a user) runs.
 TF settings are tiny (synthetic digits, a few steps) to fit the CI budget.
 """
 
@@ -20,6 +21,7 @@ import pytest
 from helpers.boards import free_port, scalar_curves, start_board, stop_board
 from helpers.docker_engine import IMAGE, Clusters, clusters, compose_cli, docker_engine, trainer, worker_image  # noqa: F401
 from helpers.polling import wait_for_condition
+from helpers.run_names import run_name
 from helpers.socket_proxy import SocketProxy
 from helpers.task_events import read_events, run_token
 from launcher import api
@@ -101,9 +103,10 @@ def project_objects(engine, cluster: str) -> tuple[list, list, list]:
 
 def test_two_clusters_side_by_side_private_non_root_and_down_removes_them(clusters: Clusters, docker_engine) -> None:  # noqa: F811
     roles = {"chief": {"command": PROBE}, "worker": {"replicas": 1, "command": PROBE}}
-    for name in ("plumb-a", "plumb-b"):
+    first, second = run_name("plumb-a"), run_name("plumb-b")
+    for name in (first, second):
         clusters.up({"name": name, "strategy": "multi_worker_mirrored", "roles": roles})
-    for name in ("plumb-a", "plumb-b"):
+    for name in (first, second):
         job = clusters.wait(name, timeout=90)
         assert job.state is State.SUCCEEDED, job.message
         assert [t.state for t in job.tasks] == [State.SUCCEEDED, State.SUCCEEDED]
@@ -118,24 +121,25 @@ def test_two_clusters_side_by_side_private_non_root_and_down_removes_them(cluste
         assert volume_files(docker_engine, name) == [f"{name}-chief-0", f"{name}-worker-0"]
         assert any("probe ok 1000" in line for line in clusters.backend.logs(name, f"{name}-worker-0"))
 
-    clusters.backend.cancel("plumb-a")
-    containers, networks, volumes = project_objects(docker_engine, "plumb-a")
+    clusters.backend.cancel(first)
+    containers, networks, volumes = project_objects(docker_engine, first)
     assert (containers, networks) == ([], []) and len(volumes) == 1, "down must keep only the checkpoint volume"
-    assert clusters.backend.describe("plumb-a") is None
-    assert clusters.backend.describe("plumb-b").state is State.SUCCEEDED, "down of one cluster touched the other"
-    clusters.backend.cancel("plumb-a", volumes=True)
-    assert project_objects(docker_engine, "plumb-a") == ([], [], [])
+    assert clusters.backend.describe(first) is None
+    assert clusters.backend.describe(second).state is State.SUCCEEDED, "down of one cluster touched the other"
+    clusters.backend.cancel(first, volumes=True)
+    assert project_objects(docker_engine, first) == ([], [], [])
 
 
 def test_down_volumes_keeps_a_volume_of_that_name_tfcluster_did_not_create(clusters: Clusters, docker_engine) -> None:  # noqa: F811
-    volume = docker_engine.volumes.create(naming.checkpoint_volume_name("notours"))
+    name = run_name("notours")
+    volume = docker_engine.volumes.create(naming.checkpoint_volume_name(name))
     try:
         docker_engine.containers.run(IMAGE, ["sh", "-c", "echo mine > /v/precious"], remove=True, user="root",
                                      volumes={volume.name: {"bind": "/v"}})
-        clusters.up({"name": "notours", "roles": {"worker": {"command": ["python", "-c", "pass"]}}})
-        assert clusters.wait("notours", timeout=90).state is State.SUCCEEDED
-        clusters.backend.cancel("notours", volumes=True)
-        assert project_objects(docker_engine, "notours")[:2] == ([], [])
+        clusters.up({"name": name, "roles": {"worker": {"command": ["python", "-c", "pass"]}}})
+        assert clusters.wait(name, timeout=90).state is State.SUCCEEDED
+        clusters.backend.cancel(name, volumes=True)
+        assert project_objects(docker_engine, name)[:2] == ([], [])
         output = docker_engine.containers.run(IMAGE, ["cat", "/v/precious"], remove=True,
                                               volumes={volume.name: {"bind": "/v", "mode": "ro"}})
         assert output == b"mine\n"
@@ -144,46 +148,49 @@ def test_down_volumes_keeps_a_volume_of_that_name_tfcluster_did_not_create(clust
 
 
 def test_cli_up_status_logs_down(clusters: Clusters, docker_engine, tmp_path) -> None:  # noqa: F811
+    name = run_name("clitest")
     spec = tmp_path / "clitest.yaml"
-    spec.write_text(json.dumps({"name": "clitest", "roles": {"worker": {"replicas": 2, "command": PROBE}}}))
-    clusters.launched.append("clitest")
+    spec.write_text(json.dumps({"name": name, "roles": {"worker": {"replicas": 2, "command": PROBE}}}))
+    clusters.launched.append(name)
 
     def tfcluster(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "launcher", *args], capture_output=True, text=True, timeout=120)
 
     assert tfcluster("up", str(spec), "--backend", "compose").returncode == 0
-    status = json.loads(tfcluster("status", "clitest", "-o", "json").stdout)
+    status = json.loads(tfcluster("status", name, "-o", "json").stdout)
     assert (status["backend"], status["state"]) == ("compose", "succeeded")
-    assert "probe ok 1000" in tfcluster("logs", "clitest", "clitest-worker-1").stdout
-    assert tfcluster("down", "clitest").returncode == 0
-    assert project_objects(docker_engine, "clitest")[:2] == ([], [])
-    failed = tfcluster("status", "clitest")
-    assert failed.returncode == 1 and "no cluster named 'clitest'" in failed.stderr
+    assert "probe ok 1000" in tfcluster("logs", name, f"{name}-worker-1").stdout
+    assert tfcluster("down", name).returncode == 0
+    assert project_objects(docker_engine, name)[:2] == ([], [])
+    failed = tfcluster("status", name)
+    assert failed.returncode == 1 and f"no cluster named '{name}'" in failed.stderr
 
 
 def test_rendered_file_runs_with_plain_compose_and_is_seen_without_supervision(
     clusters: Clusters, compose_cli, tmp_path  # noqa: F811
 ) -> None:
-    spec = {"name": "byhand", "strategy": "multi_worker_mirrored",
+    name = run_name("byhand")
+    spec = {"name": name, "strategy": "multi_worker_mirrored",
             "roles": {"chief": {"command": PROBE}, "worker": {"replicas": 1, "command": PROBE}}}
     (tmp_path / COMPOSE_FILE).write_text(api.dry_run(validate_data(spec), "compose").files[COMPOSE_FILE])
-    clusters.launched.append("byhand")
+    clusters.launched.append(name)
     subprocess.run([*compose_cli, "up", "-d"], cwd=tmp_path, check=True, capture_output=True)
-    job = clusters.wait("byhand", timeout=90)
+    job = clusters.wait(name, timeout=90)
     assert job.state is State.SUCCEEDED and "no supervision" in job.message
     assert [t.exit_code for t in job.tasks] == [0, 0]
 
 
 def test_failed_launch_leaves_nothing_behind(clusters: Clusters, docker_engine, tmp_path) -> None:  # noqa: F811
-    spec = {"name": "nolaunch", "roles": {"worker": {"replicas": 2, "image": "tfcluster-missing:never"}}}
+    name = run_name("nolaunch")
+    spec = {"name": name, "roles": {"worker": {"replicas": 2, "image": "tfcluster-missing:never"}}}
     with pytest.raises(LaunchError, match="tfcluster-missing:never"):
         clusters.up(spec)
     # A launch that fails inside compose (an unknown runtime) also cleans up what it created.
-    spec = {"name": "nolaunch", "roles": {"worker": {"replicas": 2, "resources": {"gpu": 1}}}}
+    spec = {"name": name, "roles": {"worker": {"replicas": 2, "resources": {"gpu": 1}}}}
     with pytest.raises(LaunchError):
         clusters.up(spec)
-    assert project_objects(docker_engine, "nolaunch") == ([], [], [])
-    assert clusters.backend.describe("nolaunch") is None
+    assert project_objects(docker_engine, name) == ([], [], [])
+    assert clusters.backend.describe(name) is None
 
 
 def test_missing_compose_v2_names_what_to_install(monkeypatch, tmp_path) -> None:
@@ -194,7 +201,7 @@ def test_missing_compose_v2_names_what_to_install(monkeypatch, tmp_path) -> None
 
 @pytest.mark.tf
 def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters, docker_engine) -> None:  # noqa: F811
-    name = "cmwms"
+    name = run_name("cmwms")
     clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, epochs=KILLED_EPOCHS))
     pid, uid = trainer(docker_engine.containers.get(f"{name}-worker-1"))
     assert uid != 0, "the training process runs as root"
@@ -224,7 +231,7 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
 @pytest.mark.tf
 def test_docker_kill_of_a_worker_restarts_the_whole_group_and_the_job_succeeds(clusters: Clusters, docker_engine) -> None:  # noqa: F811
     """How long the recovery takes is measured in bench/ (``bench_recovery.py --backend compose``), not here."""
-    name = "ckill"
+    name = run_name("ckill")
     clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, restart={"max_restarts": 2}, epochs=KILLED_EPOCHS))
     running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.step or 0) >= 8)
     assert not running.state.terminal, f"finished before the kill: {running.message}"
@@ -236,7 +243,7 @@ def test_docker_kill_of_a_worker_restarts_the_whole_group_and_the_job_succeeds(c
 
 @pytest.mark.tf
 def test_pss_with_evaluator_completes_and_servers_exit_by_themselves(clusters: Clusters, docker_engine) -> None:  # noqa: F811
-    name = "cpss"
+    name = run_name("cpss")
     roles = {"chief": {}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {}}
     clusters.up(tf_spec(name, roles, checkpoint={"backup_every_steps": None}))  # PSS backs up per epoch only
     job = clusters.wait(name, timeout=400)
@@ -253,17 +260,18 @@ def test_a_broken_engine_connection_fails_the_job_with_a_message_not_a_traceback
     proxy = SocketProxy("/var/run/docker.sock")
     monkeypatch.setenv("DOCKER_HOST", proxy.url)  # the submit, `docker compose` and the detached supervisor use it
     sleeper = ["python", "-c", "import signal; print('up', flush=True); signal.pause()"]  # until stopped
-    spec = {"name": "cut", "roles": {"chief": {"command": sleeper}, "worker": {"replicas": 1, "command": sleeper}}}
+    name = run_name("cut")
+    spec = {"name": name, "roles": {"chief": {"command": sleeper}, "worker": {"replicas": 1, "command": sleeper}}}
     through_proxy = Clusters(clusters.tmp_path)
-    clusters.launched.append("cut")  # torn down by the fixture, through the real socket
+    clusters.launched.append(name)  # torn down by the fixture, through the real socket
     through_proxy.up(spec)
-    through_proxy.wait("cut", timeout=60, until=lambda job: job.state is State.RUNNING)
+    through_proxy.wait(name, timeout=60, until=lambda job: job.state is State.RUNNING)
     proxy.cut()
     monkeypatch.delenv("DOCKER_HOST")
-    job = clusters.wait("cut", timeout=90)
+    job = clusters.wait(name, timeout=90)
     assert job.state is State.FAILED
     assert "the runtime failed" in job.message and "Connection" in job.message, job.message
-    state = StateDir.of(BackendKind.COMPOSE, "cut")
+    state = StateDir.of(BackendKind.COMPOSE, name)
     ends = time.monotonic() + 60  # the status is written before the supervisor tries to stop the tasks and exits
     while state.supervisor() is not None and time.monotonic() < ends:
         time.sleep(0.5)
@@ -275,7 +283,7 @@ def test_a_broken_engine_connection_fails_the_job_with_a_message_not_a_traceback
 @pytest.mark.tf
 def test_tensorboard_container_serves_the_curves_on_loopback_and_down_removes_it(clusters: Clusters, docker_engine,  # noqa: F811
                                                                                  tmp_path) -> None:
-    name = "tbc"
+    name = run_name("tbc")
     roles = {"chief": {}, "worker": {"replicas": 1}, "evaluator": {}}
     clusters.up(tf_spec(name, roles, strategy="multi_worker_mirrored", tensorboard={"update_steps": 5},
                         training={"epochs": 2, "steps_per_epoch": 10, "batch_size_per_replica": 16,
@@ -327,7 +335,7 @@ def watch_cli(name: str) -> subprocess.CompletedProcess[str]:
 def test_mwms_survives_kill_9_of_the_supervisor_and_watch_adopts_the_containers(
     clusters: Clusters, docker_engine  # noqa: F811
 ) -> None:
-    name = "cadopt"
+    name = run_name("cadopt")
     clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 1}}, restart={"max_restarts": 0}, epochs=KILLED_EPOCHS))
     running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.step or 0) >= 3)
     assert not running.state.terminal, f"finished before the kill: {running.message}"
@@ -354,7 +362,7 @@ def test_after_a_reboot_of_the_controller_watch_restarts_the_stopped_containers_
 ) -> None:
     """A reboot kills the supervisor and the engine stops every container (SIGTERM, then SIGKILL): simulated
     here without restarting the shared engine. ``watch`` adopts the exited containers and applies the policy."""
-    name = "creboot"
+    name = run_name("creboot")
     clusters.up(tf_spec(name, {"chief": {}, "worker": {"replicas": 1}}, restart={"max_restarts": 1}, epochs=KILLED_EPOCHS))
     running = clusters.wait(name, timeout=240, until=lambda job: job.state.terminal or (job.progress.step or 0) >= 8)
     assert not running.state.terminal, f"finished before the kill: {running.message}"
@@ -382,24 +390,25 @@ def test_an_engine_restart_during_the_run_is_recovered_by_the_restart_policy(
     within the supervisor's retries: the supervisor restarts the group under the policy and the job succeeds."""
     proxy = SocketProxy("/var/run/docker.sock")
     monkeypatch.setenv("DOCKER_HOST", proxy.url)
-    spec = {"name": "bounce", "roles": {"chief": {"command": FIRST_RUN_BLOCKS}, "worker": {"replicas": 1, "command": FIRST_RUN_BLOCKS}}}
+    name = run_name("bounce")
+    spec = {"name": name, "roles": {"chief": {"command": FIRST_RUN_BLOCKS}, "worker": {"replicas": 1, "command": FIRST_RUN_BLOCKS}}}
     through_proxy = Clusters(clusters.tmp_path)
-    clusters.launched.append("bounce")  # torn down by the fixture, through the real socket
+    clusters.launched.append(name)  # torn down by the fixture, through the real socket
     through_proxy.up(spec)
     monkeypatch.delenv("DOCKER_HOST")
-    clusters.wait("bounce", timeout=60, until=lambda job: job.state is State.RUNNING)
+    clusters.wait(name, timeout=60, until=lambda job: job.state is State.RUNNING)
     proxy.cut()
-    for container in project_objects(docker_engine, "bounce")[0]:
+    for container in project_objects(docker_engine, name)[0]:
         container.stop(timeout=1)
-    log = StateDir.of(BackendKind.COMPOSE, "bounce").log
+    log = StateDir.of(BackendKind.COMPOSE, name).log
     ends = time.monotonic() + 60  # the engine stays away until the supervisor has met the fault
     while "supervisor: runtime error (1/" not in log.read_text() and time.monotonic() < ends:
         time.sleep(0.2)
     proxy.restore()
-    job = clusters.wait("bounce", timeout=90)
+    job = clusters.wait(name, timeout=90)
     # docker stop ends them with SIGTERM (143): restarted as a preemption, outside max_restarts.
     assert job.state is State.SUCCEEDED and (job.restarts, job.preemptions) == (0, 1), job
-    log = StateDir.of(BackendKind.COMPOSE, "bounce").log.read_text()
+    log = StateDir.of(BackendKind.COMPOSE, name).log.read_text()
     assert "supervisor: runtime error (1/" in log and "Traceback" not in log, log
 
 
@@ -423,13 +432,14 @@ def test_an_engine_connection_broken_during_a_restart_is_retried_and_the_restart
     proxy = SocketProxy("/var/run/docker.sock")
     proxy.drop(CONTAINER_START, skip=2)  # the supervisor's first two starts (chief, worker) go through
     monkeypatch.setenv("DOCKER_HOST", proxy.url)  # the submit, `docker compose` and the detached supervisor use it
-    spec = {"name": "broken", "roles": {"chief": {"command": FIRST_RUN_BLOCKS}, "worker": {"replicas": 1, "command": FIRST_RUN_DIES}}}
+    name = run_name("broken")
+    spec = {"name": name, "roles": {"chief": {"command": FIRST_RUN_BLOCKS}, "worker": {"replicas": 1, "command": FIRST_RUN_DIES}}}
     through_proxy = Clusters(clusters.tmp_path)
-    clusters.launched.append("broken")  # torn down by the fixture, through the real socket
+    clusters.launched.append(name)  # torn down by the fixture, through the real socket
     through_proxy.up(spec)
     monkeypatch.delenv("DOCKER_HOST")
-    job = clusters.wait("broken", timeout=120)
-    log = StateDir.of(BackendKind.COMPOSE, "broken").log.read_text()
+    job = clusters.wait(name, timeout=120)
+    log = StateDir.of(BackendKind.COMPOSE, name).log.read_text()
     assert proxy.dropped == 1, log
     assert job.state is State.SUCCEEDED, f"{job.message}\n{log}"
     assert (job.restarts, [t.restarts for t in job.tasks]) == (1, [1, 1]), job
@@ -439,7 +449,7 @@ def test_an_engine_connection_broken_during_a_restart_is_retried_and_the_restart
 @pytest.mark.tf
 def test_docker_stop_of_a_worker_saves_every_task_and_resumes_where_it_was(clusters: Clusters, docker_engine) -> None:  # noqa: F811
     """SIGTERM reaches python through docker-init and tini; no backup for 1000 steps, no restart budget."""
-    name = "cstop"
+    name = run_name("cstop")
     spec = tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, restart={"max_restarts": 0},
                    checkpoint={"backup_every_steps": 1000})
     spec["training"] = {**spec["training"], "epochs": 12, "steps_per_epoch": 4}  # a step event per step
@@ -467,18 +477,19 @@ def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_restarted(
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "stuck_input.py").write_text((Path(__file__).parent / "scripts" / "stuck_input.py").read_text())
-    spec = tf_spec("cstk", {"chief": {}, "worker": {"replicas": 2}}, epochs=2, workspace=str(workspace),
+    name = run_name("cstk")
+    spec = tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, epochs=2, workspace=str(workspace),
                    stall={"timeout_seconds": 20})
     spec["training"] = {**spec["training"], "module": "stuck_input", "args": {
         **spec["training"]["args"], "marker": "/checkpoints/blocked", "block_after": 12}}
     clusters.up(spec)
-    job = clusters.wait("cstk", timeout=400)
+    job = clusters.wait(name, timeout=400)
     assert job.state is State.SUCCEEDED, job.message
     assert job.restarts == 1 and job.stall is not None and job.stall.stalls == 1, job.stall
-    assert job.stall.suspects == ["cstk-worker-1"], job.stall
+    assert job.stall.suspects == [f"{name}-worker-1"], job.stall
     stacks = Path(job.stall.stacks_dir or "")
-    assert "in gate" in (stacks / "cstk-worker-1.txt").read_text()
-    assert "script_ops.py" not in (stacks / "cstk-worker-0.txt").read_text()
+    assert "in gate" in (stacks / f"{name}-worker-1.txt").read_text()
+    assert "script_ops.py" not in (stacks / f"{name}-worker-0.txt").read_text()
 
 
 def test_a_worker_with_a_slow_device_is_named_a_straggler_with_its_breakdown(clusters: Clusters, tmp_path) -> None:  # noqa: F811
@@ -488,17 +499,18 @@ def test_a_worker_with_a_slow_device_is_named_a_straggler_with_its_breakdown(clu
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "stuck_input.py").write_text((Path(__file__).parent / "scripts" / "stuck_input.py").read_text())
-    spec = tf_spec("cslow", {"chief": {}, "worker": {"replicas": 2}}, epochs=2, workspace=str(workspace))
+    name = run_name("cslow")
+    spec = tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, epochs=2, workspace=str(workspace))
     spec["training"] = {**spec["training"], "module": "stuck_input", "args": {
         **spec["training"]["args"], "slow_compute_worker": 1, "compute_delay": 0.05}}
     clusters.up(spec)
-    job = clusters.wait("cslow", timeout=400)
+    job = clusters.wait(name, timeout=400)
     assert job.state is State.SUCCEEDED, job.message
     [straggler] = job.to_dict()["stragglers"]  # status -o json
-    assert (straggler["task"], straggler["measure"]) == ("cslow-worker-1", "compute_seconds_per_batch"), straggler
+    assert (straggler["task"], straggler["measure"]) == (f"{name}-worker-1", "compute_seconds_per_batch"), straggler
     assert straggler["seconds"] >= 0.05 and straggler["ratio"] >= 1.5, straggler
     times = {t.name: t.step_time for t in job.tasks}
-    slow = times.pop("cslow-worker-1")
+    slow = times.pop(f"{name}-worker-1")
     assert slow is not None and all(
         t is not None and (t.peer_wait_seconds_per_step or 0) > (slow.peer_wait_seconds_per_step or 0)
         for t in times.values()), (slow, times)
@@ -516,7 +528,7 @@ wait_for_the_peer()
 
 def test_debug_reads_a_users_program_inside_its_hardened_container_with_py_spy(clusters: Clusters) -> None:  # noqa: F811
     """``docker exec`` of the image's py-spy, as the task's uid, under cap_drop ALL and no-new-privileges."""
-    name = "spy"
+    name = run_name("spy")
     clusters.up({"name": name, "roles": {"chief": {"command": WAITS_FOR_A_PEER},
                                          "worker": {"replicas": 1, "command": ["sleep", "600"]}}})
     clusters.wait(name, timeout=60, until=lambda job: any(

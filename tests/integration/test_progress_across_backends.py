@@ -26,6 +26,7 @@ from helpers.docker_engine import Clusters, clusters, compose_cli, docker_engine
 from helpers.k8s_fake import backend_for, fake_fixture, pod_of  # noqa: F401  (the fixture ``fake``)
 from helpers.k8s_specs import DEMO, dry_run_for, plan_for
 from helpers.local_cluster import tfcluster, write_spec
+from helpers.run_names import run_name
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.cluster_state import ClusterState
 from launcher.backends.kubernetes.runtime import KubernetesRuntime
@@ -40,18 +41,20 @@ from launcher.supervision.supervisor import Supervisor
 #: program writing events by hand does (docs/spec.md, "Bring your own script").
 TOKEN = "<token>"
 EVENT = f"TFCLUSTER_EVENT/{TOKEN} "
-LEAD = [
-    EVENT + '{"event":"started","task":"p-chief-0","time":10,"strategy":"MirroredStrategy","num_replicas_in_sync":2,'
+NAME = run_name("p")
+#: The chief's lines, ``<name>`` the run's name (``NAME``).
+LEAD = [line.replace("<name>", NAME) for line in [
+    EVENT + '{"event":"started","task":"<name>-chief-0","time":10,"strategy":"MirroredStrategy","num_replicas_in_sync":2,'
             '"epochs":2}',
     "an ordinary log line",
-    EVENT + '{"event":"step","task":"p-chief-0","time":11,"epoch":0,"step":4,"total_steps":8,"loss":0.75}',
-    EVENT + '{"event":"epoch","task":"p-chief-0","time":12,"epoch":0,"step":4,"metrics":{"loss":0.5,"accuracy":0.6},'
+    EVENT + '{"event":"step","task":"<name>-chief-0","time":11,"epoch":0,"step":4,"total_steps":8,"loss":0.75}',
+    EVENT + '{"event":"epoch","task":"<name>-chief-0","time":12,"epoch":0,"step":4,"metrics":{"loss":0.5,"accuracy":0.6},'
             '"input_wait_fraction":0.25}',
-    EVENT + '{"event":"checkpoint","task":"p-chief-0","time":13,"epoch":0,"path":"/c/ckpt-0001"}',
-    EVENT + '{"event":"finished","task":"p-chief-0","time":14,"metrics":{"loss":0.25},"model_path":"/c/model"}',
-]
-EVALUATOR = [EVENT + '{"event":"evaluation","task":"p-evaluator-0","time":15,"checkpoint":"/c/ckpt-0001",'
-                     '"metrics":{"accuracy":0.5}}']
+    EVENT + '{"event":"checkpoint","task":"<name>-chief-0","time":13,"epoch":0,"path":"/c/ckpt-0001"}',
+    EVENT + '{"event":"finished","task":"<name>-chief-0","time":14,"metrics":{"loss":0.25},"model_path":"/c/model"}',
+]]
+EVALUATOR = [EVENT + '{"event":"evaluation","task":"<name>-evaluator-0","time":15,"checkpoint":"/c/ckpt-0001",'
+                     '"metrics":{"accuracy":0.5}}'.replace("<name>", NAME)]
 EXPECTED = JobProgress(
     event=EventKind.FINISHED, time=14, strategy="MirroredStrategy", num_replicas_in_sync=2, epochs=2, epoch=0, step=4,
     total_steps=8, loss=0.5, metrics={"loss": 0.25}, input_wait_fraction=0.25, evaluation={"accuracy": 0.5},
@@ -65,8 +68,8 @@ def _printing(python: str, lines: list[str]) -> list[str]:
 
 
 def spec(python: str) -> dict[str, Any]:
-    """Cluster ``p``: the chief prints ``LEAD``, the evaluator ``EVALUATOR``, the worker nothing."""
-    return {"name": "p", "roles": {"chief": {"command": _printing(python, LEAD)},
+    """Cluster ``NAME``: the chief prints ``LEAD``, the evaluator ``EVALUATOR``, the worker nothing."""
+    return {"name": NAME, "roles": {"chief": {"command": _printing(python, LEAD)},
                                    "worker": {"command": [python, "-c", "pass"]},
                                    "evaluator": {"command": _printing(python, EVALUATOR)}}}
 
@@ -86,18 +89,18 @@ def test_local(tmp_path: Path) -> None:
     path = write_spec(tmp_path, spec(sys.executable))
     result = tfcluster("up", str(path), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    status = json.loads(tfcluster("status", "p", "-o", "json", cwd=tmp_path).stdout)
+    status = json.loads(tfcluster("status", NAME, "-o", "json", cwd=tmp_path).stdout)
     assert status["state"] == "succeeded"
     assert set(status["progress"]) == set(JobProgress.model_fields)  # every field, set or not
     job = JobStatus.from_dict(status)
     assert job.progress == EXPECTED and SHOWN in shown(job)
-    assert tfcluster("down", "p", "--volumes", cwd=tmp_path).returncode == 0
+    assert tfcluster("down", NAME, "--volumes", cwd=tmp_path).returncode == 0
 
 
 @pytest.mark.docker
 def test_compose(clusters: Clusters) -> None:  # noqa: F811
     clusters.up(spec("python"))
-    job = clusters.wait("p", timeout=120)
+    job = clusters.wait(NAME, timeout=120)
     assert job.state is State.SUCCEEDED, job.message
     assert set(job.to_dict()["progress"]) == set(JobProgress.model_fields)
     assert job.progress == EXPECTED and SHOWN in shown(job)
@@ -137,15 +140,15 @@ def _supervised(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, tmp_path:
 def test_kubernetes(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def script(round_: int, supervisor: Supervisor) -> None:
         if round_ == 1:
-            fake.pod_logs["default", pod_of(fake, "p-chief-0")] = "\n".join(LEAD).replace(TOKEN, MANUAL_TOKEN) + "\n"
-            fake.pod_logs["default", pod_of(fake, "p-evaluator-0")] = (
+            fake.pod_logs["default", pod_of(fake, f"{NAME}-chief-0")] = "\n".join(LEAD).replace(TOKEN, MANUAL_TOKEN) + "\n"
+            fake.pod_logs["default", pod_of(fake, f"{NAME}-evaluator-0")] = (
                 "\n".join(EVALUATOR).replace(TOKEN, MANUAL_TOKEN) + "\n")
         elif round_ == 3:
-            for task in ("p-worker-0", "p-evaluator-0", "p-chief-0"):
+            for task in (f"{NAME}-worker-0", f"{NAME}-evaluator-0", f"{NAME}-chief-0"):
                 fake.finish_pod(pod_of(fake, task), 0)
 
     backend = _supervised(fake, monkeypatch, tmp_path, spec("python"), script)
-    status = backend.describe("p")
+    status = backend.describe(NAME)
     assert status is not None and status.state is State.SUCCEEDED, status
     assert set(status.to_dict()["progress"]) == set(JobProgress.model_fields)
     assert status.progress == EXPECTED and SHOWN in shown(status)

@@ -17,6 +17,7 @@ import pytest
 from helpers.docker_engine import compose_cli, docker_engine, worker_image  # noqa: F401
 from helpers.local_cluster import CLI
 from helpers.paths import REPO
+from helpers.run_names import run_name
 from helpers.workspaces import CONTENT_CREDENTIAL_FILES, NAMED_CREDENTIAL_FILES
 from launcher.plan import naming
 
@@ -44,27 +45,28 @@ def test_an_unmodified_mwms_script_trains_in_containers_from_its_directory(docke
     project = tmp_path / "project"
     shutil.copytree(REPO / "tests" / "data" / "workspace", project)  # train.py imports tabulate, from requirements.txt
     (project / "writes.py").write_text(WRITES)
-    with cleaned_up(docker_engine, "byo-compose", project):
-        result = subprocess.run([*CLI, "run", "-b", "compose", "--name", "byo-compose", "--env", "TF_CPP_MIN_LOG_LEVEL=2",
+    name = run_name("byo-compose")
+    with cleaned_up(docker_engine, name, project):
+        result = subprocess.run([*CLI, "run", "-b", "compose", "--name", name, "--env", "TF_CPP_MIN_LOG_LEVEL=2",
                                  "writes.py"], cwd=project, capture_output=True, text=True, timeout=600)
-        logs = subprocess.run([*CLI, "logs", "byo-compose"], cwd=project, capture_output=True, text=True, timeout=60).stdout
+        logs = subprocess.run([*CLI, "logs", name], cwd=project, capture_output=True, text=True, timeout=60).stdout
         assert result.returncode == 0, logs[-3000:] + result.stderr
         assert logs.count("trained in /workspace") == 2, logs[-3000:]
         assert logs.count("writable: workspace home tmp; read-only: /etc") == 2, logs[-3000:]
-        containers = docker_engine.containers.list(all=True, filters={"label": "com.docker.compose.project=byo-compose"})
+        containers = docker_engine.containers.list(all=True, filters={"label": f"com.docker.compose.project={name}"})
         assert len(containers) == 2
         for container in containers:
             host = container.attrs["HostConfig"]
             assert (host["ReadonlyRootfs"], host["CapDrop"]) == (True, ["ALL"])
-        state = naming.state_dir("compose", "byo-compose")
+        state = naming.state_dir("compose", name)
         assert {oct(p.stat().st_mode & 0o777) for p in state.iterdir()} == {oct(0o600)}
-        assert json.loads((state / "plan.json").read_text())["name"] == "byo-compose"
+        assert json.loads((state / "plan.json").read_text())["name"] == name
         assert oct(state.stat().st_mode & 0o777) == oct(0o700)
         workspaces = [m["Name"] for c in containers for m in c.attrs["Mounts"] if m["Destination"] == "/workspace"]
         assert len(workspaces) == 2
-        down = subprocess.run([*CLI, "down", "byo-compose", "--volumes"], cwd=project, capture_output=True, timeout=120)
+        down = subprocess.run([*CLI, "down", name, "--volumes"], cwd=project, capture_output=True, timeout=120)
         assert down.returncode == 0, down.stderr
-        left = [v.name for v in docker_engine.volumes.list() if v.name in [*workspaces, "byo-compose-checkpoints"]]
+        left = [v.name for v in docker_engine.volumes.list() if v.name in [*workspaces, f"{name}-checkpoints"]]
         assert not left, "down --volumes left volumes"
 
 
@@ -104,10 +106,11 @@ def test_credentials_in_the_directory_never_reach_the_container_and_are_named_at
     (tmp_path / "home" / ".ssh").mkdir(parents=True)
     (tmp_path / "home" / ".ssh" / "id_ecdsa").write_text("secret\n")
     (project / "ssh").symlink_to(tmp_path / "home" / ".ssh", target_is_directory=True)
-    with cleaned_up(docker_engine, "byo-secrets", project):
-        result = subprocess.run([*CLI, "run", "-b", "compose", "--name", "byo-secrets", "--workers", "1", "list_workspace.py"],
+    name = run_name("byo-secrets")
+    with cleaned_up(docker_engine, name, project):
+        result = subprocess.run([*CLI, "run", "-b", "compose", "--name", name, "--workers", "1", "list_workspace.py"],
                                 cwd=project, capture_output=True, text=True, timeout=600)
-        logs = subprocess.run([*CLI, "logs", "byo-secrets"], cwd=project, capture_output=True, text=True, timeout=60).stdout
+        logs = subprocess.run([*CLI, "logs", name], cwd=project, capture_output=True, text=True, timeout=60).stdout
         assert result.returncode == 0, logs[-3000:] + result.stderr
         [listed] = [line.split("workspace: /workspace ", 1)[1] for line in logs.splitlines() if "workspace: /workspace " in line]
         assert json.loads(listed) == [".dockerignore", ".env.example", "list_workspace.py", "pkg/", "pkg/util.py"]

@@ -22,6 +22,7 @@ import pytest
 
 from helpers.boards import free_port, scalar_curves, start_board, stop_board
 from helpers.local_cluster import tfcluster, write_spec
+from helpers.run_names import run_name
 from helpers.slurm_cluster import (  # noqa: F401
     assert_nothing_left,
     job_id,
@@ -91,7 +92,7 @@ def step_nodes(name: str) -> dict[str, str]:
 
 
 def test_demo_trains_with_its_tasks_on_three_nodes_and_tensorboard_shows_its_curves(tmp_path: Path, launched: list[str]) -> None:
-    name = launch(tmp_path, launched, {"name": "sl-demo", "roles": MWMS})
+    name = launch(tmp_path, launched, {"name": run_name("sl-demo"), "roles": MWMS})
     ends = time.monotonic() + 180
     while len(nodes := step_nodes(name)) < 3:
         assert time.monotonic() < ends, f"steps seen: {nodes}; status: {wait_status(name, lambda s: True, 5)}"
@@ -114,7 +115,7 @@ def test_demo_trains_with_its_tasks_on_three_nodes_and_tensorboard_shows_its_cur
 
 
 def test_parameter_server_job_succeeds_and_leaves_no_process(tmp_path: Path, launched: list[str]) -> None:
-    name = launch(tmp_path, launched, {"name": "sl-pss", "roles": {**MWMS, "ps": {"replicas": 1}},
+    name = launch(tmp_path, launched, {"name": run_name("sl-pss"), "roles": {**MWMS, "ps": {"replicas": 1}},
                                        "training": {"epochs": 1}})
     status = finish(name)
     assert status.tasks[0].exit_code == 0 and status.restarts == 0, status
@@ -133,7 +134,7 @@ def test_run_an_unmodified_multi_worker_script(tmp_path: Path, launched: list[st
 
 
 def test_kill_9_of_a_worker_restarts_the_group_from_the_backup(tmp_path: Path, launched: list[str]) -> None:
-    name = launch(tmp_path, launched, {"name": "sl-kill", "roles": MWMS, "restart": {"max_restarts": 1},
+    name = launch(tmp_path, launched, {"name": run_name("sl-kill"), "roles": MWMS, "restart": {"max_restarts": 1},
                                        "checkpoint": {"backup_every_steps": BACKUP_EVERY}, "training": {"epochs": 4}})
     wait_status(name, lambda s: (s.progress.step or 0) >= 2 * BACKUP_EVERY, timeout=240)
     os.kill(task_process(name, f"{name}-worker-1"), signal.SIGKILL)
@@ -148,7 +149,7 @@ def test_kill_9_of_a_worker_restarts_the_group_from_the_backup(tmp_path: Path, l
 
 
 def test_down_leaves_no_job_and_no_process(tmp_path: Path, launched: list[str]) -> None:
-    name = launch(tmp_path, launched, {"name": "sl-down", "roles": MWMS, "training": {"epochs": 50}})
+    name = launch(tmp_path, launched, {"name": run_name("sl-down"), "roles": MWMS, "training": {"epochs": 50}})
     wait_status(name, lambda s: (s.progress.step or 0) >= 1, timeout=240)
     ran = job_id(name)
     assert task_processes(name)
@@ -164,7 +165,7 @@ def test_down_leaves_no_job_and_no_process(tmp_path: Path, launched: list[str]) 
 def test_a_requeue_is_a_preemption_resumed_where_it_saved(tmp_path: Path, launched: list[str], notice: str) -> None:
     """An administrator's ``scontrol requeue`` (Slurm SIGTERMs the job), and ``USR1`` to the batch step: the
     warning ``--signal=B:USR1@...`` asks Slurm for before the time limit (the supervisor requeues the job)."""
-    name = launch(tmp_path, launched, {"name": f"sl-{notice.split()[0]}", "roles": MWMS, "restart": {"max_restarts": 0},
+    name = launch(tmp_path, launched, {"name": run_name(f"sl-{notice.split()[0]}"), "roles": MWMS, "restart": {"max_restarts": 0},
                                        "checkpoint": {"backup_every_steps": 1000, "save_grace_seconds": 30},
                                        "training": {"epochs": 4}})
     wait_status(name, lambda s: (s.progress.step or 0) >= 3, timeout=240)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from helpers.local_cluster import tfcluster, write_spec
+from helpers.run_names import run_name
 from helpers.slurm_cluster import (  # noqa: F401
     assert_nothing_left,
     job_id,
@@ -43,7 +44,7 @@ SLEEPER = {"command": ["python", "-c", "import time; time.sleep(600)"],
 @pytest.fixture
 def sleeper(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     """A running job of three sleeping tasks (one per node), taken down afterwards."""
-    name = f"sl-{request.node.name.removeprefix('test_')[:20].rstrip('_').replace('_', '-')}"
+    name = run_name(f"sl-{request.node.name.removeprefix('test_')[:20].rstrip('_').replace('_', '-')}")
     result = tfcluster("up", "-b", "slurm", "-d", str(write_spec(tmp_path, {"name": name, **SLEEPER})), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     ran = job_id(name)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from helpers.local_cluster import tfcluster, write_spec
+from helpers.run_names import run_name
 from helpers.slurm_cluster import assert_nothing_left, job_id, slurm_controller, wait_status  # noqa: F401
 from launcher.backends.slurm.placement import PORT_SPAN
 from launcher.backends.slurm.state import SlurmState
@@ -27,7 +28,7 @@ from launcher.supervision.status import State
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_controller")]
 
-NAMES = ("sl-port-a", "sl-port-b", "sl-port-random")
+NAMES = tuple(map(run_name, ("sl-port-a", "sl-port-b", "sl-port-random")))
 HOLD = """\
 import json, os, pathlib, socket, sys, time
 config = json.loads(os.environ["TF_CONFIG"])

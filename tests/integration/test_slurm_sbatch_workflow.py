@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers.local_cluster import tfcluster, write_spec
+from helpers.run_names import run_name
 from helpers.slurm_cluster import slurm_controller  # noqa: F401
 from launcher.backends.slurm import slurmctl
 from launcher.backends.slurm.script import SCRIPT
@@ -29,7 +30,8 @@ def mode(path: Path) -> str:
 
 def test_logs_of_a_job_submitted_by_hand_are_private(tmp_path: Path) -> None:
     printer = [sys.executable, "-c", "import os; print('token', os.environ['API_TOKEN'], flush=True)"]
-    spec = write_spec(tmp_path, {"name": "byhand", "roles": {"chief": {"command": printer}, "worker": {"command": printer}},
+    name = run_name("byhand")
+    spec = write_spec(tmp_path, {"name": name, "roles": {"chief": {"command": printer}, "worker": {"command": printer}},
                                  "env": {"API_TOKEN": "s3cr3t"}})
     job_dir = tmp_path / "job"
     rendered = tfcluster("render", str(spec), "-b", "slurm", "-d", str(job_dir), cwd=tmp_path)
@@ -45,7 +47,7 @@ def test_logs_of_a_job_submitted_by_hand_are_private(tmp_path: Path) -> None:
     status = json.loads((job_dir / "status.json").read_text())
     assert status["state"] == "succeeded", (job_dir / BATCH_LOG).read_text()
     logs = sorted((job_dir / "logs").iterdir())
-    assert [p.name for p in logs] == ["byhand-chief-0.log", "byhand-worker-0.log"]
+    assert [p.name for p in logs] == [f"{name}-chief-0.log", f"{name}-worker-0.log"]
     assert all(p.read_text() == "token s3cr3t\n" for p in logs)
     assert {p.name: mode(p) for p in [job_dir / "logs", job_dir / BATCH_LOG, *logs]} == {
-        "logs": oct(0o700), BATCH_LOG: oct(0o600), "byhand-chief-0.log": oct(0o600), "byhand-worker-0.log": oct(0o600)}
+        "logs": oct(0o700), BATCH_LOG: oct(0o600), f"{name}-chief-0.log": oct(0o600), f"{name}-worker-0.log": oct(0o600)}

@@ -28,6 +28,7 @@ from helpers.docker_engine import IMAGE, compose_cli, docker_engine  # noqa: F40
 from helpers.gates import BLOCK, first_run, wait_for
 from helpers.local_cluster import task_groups
 from helpers.required import unavailable
+from helpers.run_names import run_name
 from helpers.slurm_cluster import slurm_controller, task_processes  # noqa: F401
 from launcher import api
 from launcher.backends.api import Backend, BackendOptions
@@ -73,7 +74,8 @@ class Runtime:
     plans: dict[str, Plan] = field(default_factory=dict)
     #: The spec's fields this backend needs (Kubernetes: the image, namespace and claim), and the job's name.
     fields: dict[str, Any] = field(default_factory=dict)
-    named: Callable[[str], str] = lambda name: name
+    #: Makes a job's name unique to this session (``helpers.run_names``): teardown removes only this session's jobs.
+    named: Callable[[str], str] = run_name
     #: Submits a dry run (default: the backend's ``submit``), and stops the job's supervisor before ``down``.
     submit: Callable[[DryRun], None] | None = None
     before_down: Callable[[str], None] = lambda name: None
@@ -182,7 +184,7 @@ def _kubernetes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, claim: k8s_e2e.
     markers = Path(CONTAINER_CHECKPOINT_DIR) / tmp_path.name
     fields = {"image": k8s_e2e.image(), "kubernetes": {"namespace": k8s_e2e.namespace(), "supervisor": False,
                                                         "volume_claim": {"name": claim.name()}}}
-    return Runtime("k8s", backend, markers, {}, running, tmp_path, fields=fields, named=k8s_e2e.run_name,
+    return Runtime("k8s", backend, markers, {}, running, tmp_path, fields=fields,
                    submit=submit, before_down=stop_supervisor,
                    prologue=f"import os; os.makedirs({str(markers)!r}, exist_ok=True)")
 

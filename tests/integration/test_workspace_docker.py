@@ -20,6 +20,7 @@ from fakes.kubernetes_api import FakeKubernetes
 from helpers.docker_engine import BASE_IMAGE, Clusters, clusters, compose_cli, docker_engine, worker_image  # noqa: F401  (fixtures)
 from helpers.paths import REPO
 from helpers.registry import local_registry  # noqa: F401  (fixture)
+from helpers.run_names import run_name
 from launcher import api
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.workspace import BASE_LABEL, ensure_images
@@ -52,7 +53,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def spec(name: str, root: Path, workers: int, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "workspace": str(root), "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
+    return {"name": run_name(name), "workspace": str(root), "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
             "roles": {"worker": {"replicas": workers, "command": ["python", "train.py"]}}, **extra}
 
 
@@ -134,7 +135,7 @@ def test_a_base_rebuilt_under_the_same_name_rebuilds_the_layer_on_it(
     """A new ``tfcluster build`` keeps the base's name and changes its content: a layer on the old base would
     run the old launcher, so it is rebuilt on the new one (and kept while the base stays the same)."""
     root = workspace(tmp_path)
-    base = "tfcluster-test-ws-base:latest"
+    base = f"{run_name('tfcluster-test-ws-base')}:latest"
 
     def build_base(version: str) -> str:
         context = io.BytesIO()
@@ -198,7 +199,7 @@ def system_python_image(docker_engine: Any) -> str:  # noqa: F811
         info.size = len(dockerfile)
         tar.addfile(info, io.BytesIO(dockerfile))
     context.seek(0)
-    own, _ = docker_engine.images.build(fileobj=context, custom_context=True, tag="tfcluster-test-system-python",
+    own, _ = docker_engine.images.build(fileobj=context, custom_context=True, tag=run_name("tfcluster-test-system-python"),
                                         network_mode="host", rm=True)
     return str(own.tags[0])
 

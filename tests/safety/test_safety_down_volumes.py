@@ -33,6 +33,7 @@ from helpers.docker_engine import IMAGE, Clusters, compose_cli, docker_engine  #
 from helpers.k8s_fake import fake_fixture  # noqa: F401
 from helpers.local_cluster import tfcluster, write_spec
 from helpers.required import unavailable
+from helpers.run_names import run_name
 from helpers.slurm_cluster import assert_nothing_left, job_id, slurm_controller, task_processes, wait_status  # noqa: F401
 from launcher import api
 from launcher.backends import checkpoints
@@ -148,21 +149,23 @@ def compose(request: pytest.FixtureRequest) -> None:
 
     engine = request.getfixturevalue("docker_engine")
     clusters: Clusters = request.getfixturevalue("compose_clusters")
-    mine = engine.volumes.create(naming.checkpoint_volume_name("keep"))
-    theirs = engine.volumes.create("theirs_data", labels={PROJECT_LABEL: "theirs"})
+    name, their_project = run_name("keep"), run_name("theirs")
+    mine = engine.volumes.create(naming.checkpoint_volume_name(name))
+    theirs = engine.volumes.create(f"{their_project}_data", labels={PROJECT_LABEL: their_project})
     their_app = None
     try:
         for volume in (mine, theirs):
             engine.containers.run(IMAGE, ["sh", "-c", f"echo mine: {volume.name} > /v/precious"], remove=True,
                                   user="root", volumes={volume.name: {"bind": "/v"}})
-        their_app = engine.containers.create(IMAGE, ["true"], name="theirs-app", labels={PROJECT_LABEL: "theirs"},
+        their_app = engine.containers.create(IMAGE, ["true"], name=f"{their_project}-app",
+                                             labels={PROJECT_LABEL: their_project},
                                              volumes={theirs.name: {"bind": "/data"}})
-        clusters.up({"name": "keep", "roles": {"worker": {"command": ["python", "-c", "pass"]}}})
-        assert clusters.wait("keep", timeout=120).state is State.SUCCEEDED
-        down = tfcluster("down", "keep", "-b", "compose", "--volumes", cwd=clusters.tmp_path)
+        clusters.up({"name": name, "roles": {"worker": {"command": ["python", "-c", "pass"]}}})
+        assert clusters.wait(name, timeout=120).state is State.SUCCEEDED
+        down = tfcluster("down", name, "-b", "compose", "--volumes", cwd=clusters.tmp_path)
         assert down.returncode == 0, down.stderr
-        not_ours = tfcluster("down", "theirs", "-b", "compose", "--volumes", cwd=clusters.tmp_path)
-        assert not_ours.returncode == 1 and "no cluster named 'theirs'" in not_ours.stderr, not_ours.stderr
+        not_ours = tfcluster("down", their_project, "-b", "compose", "--volumes", cwd=clusters.tmp_path)
+        assert not_ours.returncode == 1 and f"no cluster named '{their_project}'" in not_ours.stderr, not_ours.stderr
         their_app.reload()  # NotFound if down removed it
         assert volume_files(engine, mine.name) == f"mine: {mine.name}\n"
         assert volume_files(engine, theirs.name) == f"mine: {theirs.name}\n"
@@ -247,18 +250,19 @@ def test_slurm_down_volumes_on_the_real_cluster_refuses_and_leaves_the_job_runni
     project = user_project(tmp_path / "project")
     before = files(project)
     sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
-    spec = write_spec(tmp_path, {"name": "keep-real", "roles": {"chief": {"command": sleeper}},
+    name = run_name("keep-real")
+    spec = write_spec(tmp_path, {"name": name, "roles": {"chief": {"command": sleeper}},
                                  "checkpoint": {"dir": ".", "save_grace_seconds": 5}})
     up = tfcluster("up", str(spec), "-b", "slurm", "-d", cwd=project)
     assert up.returncode == 0, up.stderr
-    ran = job_id("keep-real")
+    ran = job_id(name)
     try:
-        wait_status("keep-real", lambda s: s.state is State.RUNNING and len(task_processes("keep-real")) >= 2, 60)
-        refused = tfcluster("down", "keep-real", "-b", "slurm", "--volumes", cwd=project)
+        wait_status(name, lambda s: s.state is State.RUNNING and len(task_processes(name)) >= 2, 60)
+        refused = tfcluster("down", name, "-b", "slurm", "--volumes", cwd=project)
         refused_in_one_line(refused.returncode, refused.stderr)
         job = slurmctl.job(ran) if ran else None
         assert job is not None and not job.ended, f"a refused down must leave the job alone: {job}"
     finally:
-        assert tfcluster("down", "keep-real", "-b", "slurm", cwd=project, timeout=180).returncode == 0
-    assert_nothing_left("keep-real", ran)
+        assert tfcluster("down", name, "-b", "slurm", cwd=project, timeout=180).returncode == 0
+    assert_nothing_left(name, ran)
     assert files(project) == before

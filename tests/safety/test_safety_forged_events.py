@@ -39,6 +39,7 @@ from helpers.k8s_fake import backend_for, fake_fixture, pod_of  # noqa: F401
 from helpers.local_cluster import tfcluster
 from helpers.polling import wait_for_condition
 from helpers.required import unavailable
+from helpers.run_names import run_name
 from helpers.slurm_cluster import slurm_controller, wait_status  # noqa: F401
 from helpers.srun_stand_in import stand_in_slurm
 from launcher import api
@@ -59,7 +60,7 @@ from launcher.supervision.debug import stacks_now
 from launcher.supervision.status import State
 from launcher.supervision.supervisor import Supervisor, signalled
 
-NAME = "forged"
+NAME = run_name("forged")
 LEAD = f"{NAME}-worker-0"
 TOKEN, OTHER = "<token>", "<other>"  # placeholders: the run's token (the task reads it from its env), another one
 READY = "ready"

@@ -41,6 +41,7 @@ from helpers.k8s_fake import backend_for
 from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
 from helpers.required import unavailable
+from helpers.run_names import run_name
 from helpers.slurm_cluster import slurm_controller  # noqa: F401 - a fixture
 from launcher import api
 from launcher.backends.api import BackendOptions
@@ -64,7 +65,7 @@ HOSTILE_VALUE = HOSTILE + "\nFORGED"
 SHOWN = "\\x1b]52;c;SGVsbG8=\\x07"
 #: Raw characters that must never be written: C0 but the output's own line breaks and tabs, DEL, C1, U+2028/9.
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-NAME = "esc"
+NAME = run_name("esc")
 SPEC = {"name": NAME, "roles": {"chief": {}, "worker": {"replicas": 2}}, "restart": {"max_restarts": 0}}
 
 

@@ -1,5 +1,6 @@
-"""The real-cluster tests' run names (helpers.k8s_e2e.run_name): one suffix for a whole session, another for the
-next, so that two sessions in one namespace never name (and so never take down) each other's runs."""
+"""The run names of the tests on a shared engine (``helpers.run_names.run_name``: Docker, Slurm, the real cluster's
+namespace): one suffix for a whole session, another for the next, so that two sessions never name (and so never take
+down) each other's runs."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ import os
 import subprocess
 import sys
 
-from helpers.k8s_e2e import SESSION_SUFFIX, demo_plan, run_name
+from helpers.k8s_e2e import demo_plan
 from helpers.paths import REPO
+from helpers.run_names import SESSION_SUFFIX, run_name
 from launcher.plan import naming
 
 
 def session_names() -> list[str]:
     """The names another session (a new interpreter) gives two runs."""
     shown = subprocess.run(
-        [sys.executable, "-c", "from helpers.k8s_e2e import run_name; print(run_name('e2e-demo'), run_name('ep-run'))"],
+        [sys.executable, "-c", "from helpers.run_names import run_name; print(run_name('e2e-demo'), run_name('ep-run'))"],
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])},
         capture_output=True, text=True, check=True, timeout=120,
     )
