@@ -4,8 +4,8 @@ Contract: the cluster is the kubeconfig at ``TFCLUSTER_E2E_KUBECONFIG`` (``helpe
 cluster); ``namespace()`` is the one home of the namespace the tests use: ``TFCLUSTER_E2E_NAMESPACE`` when set, else
 the namespace of that kubeconfig's current context (``.ci/k8s.sh`` writes ``tfcluster-e2e`` there), else "default".
 Read at test time, never at collection (the background start's kubeconfig is known only then).
-``run_name(base)`` (``helpers.run_names``, re-exported here) is the one home of the runs' names: ``base`` and a random suffix made once per session, so that
-two sessions in one namespace (CI and a developer, two developers) never take down each other's runs.
+``run_name(base)`` (``helpers.run_names``, re-exported here) is the one home of the runs' names: ``base`` and a
+random suffix made once per session, so that two sessions in one namespace (CI and a developer, two developers) never take down each other's runs.
 ``demo_plan`` is a small real training run; ``supervise_until`` reads ``status`` as ``tfcluster up`` without the live
 view does, until a condition holds;
 ``kill_9_task`` kills a task's process as a crash would (``run_in``: a Python snippet in a task's container);
