@@ -4,6 +4,7 @@ dump of the program (a grandchild too, its main thread spinning with the GIL hel
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -28,12 +29,14 @@ PATIENCE = 30.0
 
 
 def agent(program: str, *, shell: bool = False, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """The agent running ``python -c program`` (under ``sh -c``, which stays its parent, when ``shell``)."""
+    """The agent running ``python -c program`` (under ``sh -c``, which stays its parent, when ``shell``), in a
+    process group of its own that its program shares (``processes`` ends the whole group)."""
     command = [sys.executable, "-c", program]
     if shell:
         command = ["sh", "-c", '"$0" -c "$1"; exit $?', sys.executable, program]
     return subprocess.Popen([sys.executable, "-m", "launcher.worker.agent", "--", *command], cwd=REPO,
-                            stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})},
+                            start_new_session=True)
 
 
 def ready(process: subprocess.Popen[str]) -> str:
@@ -44,11 +47,13 @@ def ready(process: subprocess.Popen[str]) -> str:
 
 @pytest.fixture
 def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    """The agents a test started; each one's whole process group is killed after it: a SIGKILLed agent forwards
+    nothing, and its program (a GIL spinner takes a core) would outlive the test."""
     started: list[subprocess.Popen[str]] = []
     yield started
     for process in started:
-        if process.poll() is None:
-            process.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait()
 
 
