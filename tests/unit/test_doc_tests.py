@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import sources
+
 REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -30,7 +32,7 @@ def _files() -> tuple[Path, ...]:
 
 @functools.cache
 def _functions(path: Path) -> frozenset[str]:
-    tree = ast.parse(path.read_text(), str(path))
+    tree = sources.parse(path.read_text(), str(path))
     return frozenset(node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))
 
 
