@@ -74,7 +74,7 @@ def test_layer_is_pushed_to_and_pulled_from_a_real_registry_by_the_kubernetes_ba
     url = fake.start()
     try:
         KubernetesBackend(client.ApiClient(client.Configuration(host=url)), None).submit(dry_run)
-        job = fake.get("jobs", "wsk8s-worker-0")  # one Job per task
+        job = fake.get("jobs", f"{dry_run.plan.name}-worker-0")  # one Job per task
     finally:
         fake.stop()
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == tag

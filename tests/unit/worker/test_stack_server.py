@@ -38,8 +38,8 @@ def serve() -> Iterator[Callable[[Callable[[], str]], int]]:
 
 
 def raw(port: int, request: bytes) -> bytes:
-    """What the endpoint answers to ``request`` (sent whole, then our side closed for writing); a reset (the
-    endpoint closed with part of the request unread) is no answer."""
+    """What the endpoint answers to ``request`` (sent whole, then our side closed for writing); a reset or a broken
+    pipe (the endpoint closed with part of the request unread, before or while it was sent) is no answer."""
     chunks = []
     with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
         try:
@@ -47,7 +47,7 @@ def raw(port: int, request: bytes) -> bytes:
             conn.shutdown(socket.SHUT_WR)
             while chunk := conn.recv(65536):
                 chunks.append(chunk)
-        except ConnectionResetError:
+        except (ConnectionResetError, BrokenPipeError):
             pass
     return b"".join(chunks)
 
