@@ -4,6 +4,7 @@ the answer is capped. (A task's agent serving py-spy's dump of its program: test
 
 from __future__ import annotations
 
+import errno
 import socket
 from collections.abc import Callable, Iterator
 from socketserver import TCPServer
@@ -18,6 +19,8 @@ from launcher.worker import stack_server
 from launcher.worker.stack_server import serve_stacks
 
 TOKEN = "0123456789abcdef0123456789abcdef"
+#: How a send or shutdown fails when the endpoint has closed the connection first.
+CLOSED_MIDWAY = {errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN}
 
 
 @pytest.fixture
@@ -38,8 +41,9 @@ def serve() -> Iterator[Callable[[Callable[[], str]], int]]:
 
 
 def raw(port: int, request: bytes) -> bytes:
-    """What the endpoint answers to ``request`` (sent whole, then our side closed for writing); a reset or a broken
-    pipe (the endpoint closed with part of the request unread, before or while it was sent) is no answer."""
+    """What the endpoint answers to ``request`` (sent whole, then our side closed for writing); the connection
+    refused midway (the endpoint closed with part of the request unread: a reset, a broken pipe, or no connection
+    left to shut down, depending on when it closed) is no answer."""
     chunks = []
     with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
         try:
@@ -47,8 +51,9 @@ def raw(port: int, request: bytes) -> bytes:
             conn.shutdown(socket.SHUT_WR)
             while chunk := conn.recv(65536):
                 chunks.append(chunk)
-        except (ConnectionResetError, BrokenPipeError):
-            pass
+        except OSError as error:
+            if error.errno not in CLOSED_MIDWAY:
+                raise
     return b"".join(chunks)
 
 
