@@ -4,16 +4,14 @@ next supervisor, which adopts the tasks); without it, SIGTERM cancels the job, a
 
 from __future__ import annotations
 
-import os
 import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from fakes.scripted_runtime import ScriptedRuntime
-from helpers.polling import wait_for_condition
+from helpers.in_process_supervisor import handlers_restored, run_then_signal
 from launcher import api
 from launcher.plan.planner import Plan
 from launcher.supervision import harness
@@ -25,13 +23,8 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
 @pytest.fixture(autouse=True)
 def _signals_restored() -> Iterator[None]:
     """``run_supervisor`` installs the supervisor process's handlers (and a wakeup fd) in this process: put them back."""
-    saved = {sig: signal.getsignal(sig) for sig in SIGNALS}
-    try:
+    with handlers_restored(SIGNALS):
         yield
-    finally:
-        signal.set_wakeup_fd(-1)
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
 
 
 def supervise_until_sigterm(tmp_path: Path, leave: bool) -> tuple[int, ScriptedRuntime, harness.StateDir]:
@@ -43,17 +36,7 @@ def supervise_until_sigterm(tmp_path: Path, leave: bool) -> tuple[int, ScriptedR
     def host(plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
         return harness.Hosted(plan=plan, runtime=runtime, leave_on_sigterm=leave)
 
-    def terminate() -> None:
-        try:
-            wait_for_condition(state.started.exists, timeout=60)
-        finally:  # never a supervisor left running for ever: it got its handlers before it started a task
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    sender = threading.Thread(target=terminate, daemon=True)
-    sender.start()
-    code = harness.run_supervisor(state, host)
-    sender.join(timeout=60)
-    return code, runtime, state
+    return run_then_signal(state, host, signal.SIGTERM), runtime, state
 
 
 def test_sigterm_to_a_supervisor_that_leaves_stops_nothing_and_exits_143(tmp_path: Path) -> None:

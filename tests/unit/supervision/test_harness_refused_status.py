@@ -4,16 +4,14 @@ process still ends as it says (its exit code), never with a traceback."""
 
 from __future__ import annotations
 
-import os
 import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from fakes.scripted_runtime import ScriptedRuntime
-from helpers.polling import wait_for_condition
+from helpers.in_process_supervisor import handlers_restored, run_then_signal
 from launcher import api
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan
@@ -28,13 +26,8 @@ REFUSAL = "No space left on device"
 def _signals_restored(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """``run_supervisor`` installs the supervisor process's handlers (and a wakeup fd) in this process: put them back."""
     monkeypatch.setattr(harness, "FAULT_PAUSE_SECONDS", 0.0)
-    saved = {sig: signal.getsignal(sig) for sig in SIGNALS}
-    try:
+    with handlers_restored(SIGNALS):
         yield
-    finally:
-        signal.set_wakeup_fd(-1)
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
 
 
 class RefusingState(harness.StateDir):
@@ -82,16 +75,7 @@ def test_the_status_after_a_notice_refused_ends_the_process_as_it_says(tmp_path:
                                 failed="could not be handed back")
         return harness.Hosted(plan=plan, runtime=ScriptedRuntime({}), notice=notice)
 
-    def warn() -> None:
-        try:
-            wait_for_condition(state.started.exists, timeout=60)
-        finally:  # never a supervisor left running for ever: it got its handlers before it started a task
-            os.kill(os.getpid(), signal.SIGUSR1)
-
-    sender = threading.Thread(target=warn, daemon=True)
-    sender.start()
-    code = harness.run_supervisor(state, host)
-    sender.join(timeout=60)
+    code = run_then_signal(state, host, signal.SIGUSR1)
     assert code == (0 if hand_back == "done" else 1)
     err = capsys.readouterr().err
     assert REFUSAL in err and "Traceback" not in err, err
