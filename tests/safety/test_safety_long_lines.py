@@ -184,13 +184,18 @@ RUNS: dict[BackendKind, Callable[[Path, pytest.FixtureRequest, Printed], Run]] =
 }
 
 
+def driven(kind: BackendKind, tmp_path: Path, request: pytest.FixtureRequest, printed: Printed) -> Run:
+    """``printed`` through ``kind``'s reading point; every backend must have one here."""
+    run = RUNS.get(kind)
+    assert run is not None, f"{kind.value}: drive its reading point here (a new backend must pass this property)"
+    return run(tmp_path, request, printed)
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("kind", list(BackendKind), ids=lambda k: k.value)
 def test_an_endless_line_reaches_the_supervisor_bounded(kind: BackendKind, tmp_path: Path,
                                                         request: pytest.FixtureRequest) -> None:
-    run = RUNS.get(kind)
-    assert run is not None, f"{kind.value}: drive its reading point here (a new backend must pass this property)"
-    job, batches = run(tmp_path, request, (OUTPUT_CODE, OUTPUT))
+    job, batches = driven(kind, tmp_path, request, (OUTPUT_CODE, OUTPUT))
     given = [line for batch in batches for line in batch]
     assert BEFORE in given, given[:3]
     assert max(len(line.encode()) for line in given) <= LINE_BOUND, max(len(line.encode()) for line in given)
@@ -203,9 +208,7 @@ def test_an_endless_line_reaches_the_supervisor_bounded(kind: BackendKind, tmp_p
 @pytest.mark.parametrize("kind", list(BackendKind), ids=lambda k: k.value)
 def test_many_short_lines_reach_the_supervisor_a_bounded_batch_at_a_time(kind: BackendKind, tmp_path: Path,
                                                                          request: pytest.FixtureRequest) -> None:
-    run = RUNS.get(kind)
-    assert run is not None, f"{kind.value}: drive its reading point here (a new backend must pass this property)"
-    job, batches = run(tmp_path, request, (MANY_CODE, MANY_OUTPUT))
+    job, batches = driven(kind, tmp_path, request, (MANY_CODE, MANY_OUTPUT))
     assert max(len(batch) for batch in batches) <= BATCH_LINES, [len(batch) for batch in batches]
     assert max(sum(len(line) for line in batch) for batch in batches) <= BATCH_BOUND
     given = [line for batch in batches for line in batch]
