@@ -50,6 +50,9 @@ registry_port=${TFCLUSTER_K8S_REGISTRY_PORT:-5000}
 registry=127.0.0.1:$registry_port
 worker_image=tfcluster-worker:latest
 pause_image=localhost/tfcluster-pause:3.10
+# gang scheduling (KEP-4671: PodGroup of scheduling.k8s.io/v1beta1, the scheduler's GangScheduling plugin, the
+# podgroup-protection controller): one gate, the same on the API server, the scheduler and the controller manager
+gates=GenericWorkload=true
 volumes=16                          # free local volumes in the storage class's pool at each start
 started=$(date +%s)
 build_only=
@@ -234,7 +237,8 @@ start kube-apiserver "$bin/kube-apiserver" --etcd-servers=https://127.0.0.1:2379
     --kubelet-certificate-authority="$pki/ca.crt" --kubelet-preferred-address-types=InternalIP \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --enable-admission-plugins=NodeRestriction --allow-privileged=false --profiling=false
+    --enable-admission-plugins=NodeRestriction --allow-privileged=false --profiling=false \
+    --feature-gates="$gates" --runtime-config=scheduling.k8s.io/v1beta1=true
 wait_for 90 kube-apiserver kubectl get --raw /readyz
 
 start kube-controller-manager "$bin/kube-controller-manager" --kubeconfig="$root/controller-manager.kubeconfig" \
@@ -242,10 +246,10 @@ start kube-controller-manager "$bin/kube-controller-manager" --kubeconfig="$root
     --authorization-kubeconfig="$root/controller-manager.kubeconfig" \
     --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
     --use-service-account-credentials=true --controllers='*,-nodeipam' --leader-elect=false \
-    --bind-address=127.0.0.1 --profiling=false
+    --bind-address=127.0.0.1 --profiling=false --feature-gates="$gates"
 start kube-scheduler "$bin/kube-scheduler" --kubeconfig="$root/scheduler.kubeconfig" --leader-elect=false \
     --authentication-kubeconfig="$root/scheduler.kubeconfig" --authorization-kubeconfig="$root/scheduler.kubeconfig" \
-    --bind-address=127.0.0.1 --profiling=false
+    --bind-address=127.0.0.1 --profiling=false --feature-gates="$gates"
 
 # the API server's calls to the kubelet (logs, exec, port-forward) and CoreDNS's reads
 kubectl apply -f - >/dev/null <<'YAML'
