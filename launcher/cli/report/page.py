@@ -38,7 +38,8 @@ MARGIN = 40
 
 #: Lost time by part, in the order the breakdown lists them, with what a person reads.
 LOST_PARTS = {"start_up": "start-up", "restarts": "restarts", "recomputation": "recomputation", "backups": "backups",
-              "input_wait": "input wait", "stalls": "stalls", "evaluation": "evaluation"}
+              "input_wait": "input wait", "stalls": "stalls", "evaluation": "evaluation", "slow_steps": "slow steps",
+              "finishing": "final save and export"}
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1000px; color: #1d2330; }
