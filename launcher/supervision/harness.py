@@ -34,10 +34,11 @@ from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.supervision import detach, procfs
 from launcher.supervision.publisher import Publisher
+from launcher.supervision.runtime import Runtime
 from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.statefile import open_private, owned_dir, private_dir, read_json, read_private, write_json, write_private
 from launcher.supervision.status import JobStatus, State, SupervisorState
-from launcher.supervision.supervisor import FAULT_PAUSE_SECONDS, FAULT_RETRIES, Runtime, Supervisor
+from launcher.supervision.supervisor import FAULT_PAUSE_SECONDS, FAULT_RETRIES, Supervisor
 
 #: How long ``start`` waits for the supervisor to report the tasks started.
 START_TIMEOUT_SECONDS = 120.0

@@ -57,8 +57,9 @@ from launcher.protocol.events import Step, new_token
 from launcher.protocol.progress import JobProgress, fold, seed
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
 from launcher.supervision.debug import stacks_now
+from launcher.supervision.runtime import signalled
 from launcher.supervision.status import State
-from launcher.supervision.supervisor import Supervisor, signalled
+from launcher.supervision.supervisor import Supervisor
 
 NAME = run_name("forged")
 LEAD = f"{NAME}-worker-0"

@@ -29,9 +29,10 @@ from launcher.plan.planner import Plan, Task
 from launcher.protocol.events import StacksOnSignal, Step
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
+from launcher.supervision.runtime import ReadsEveryStack, signalled
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import JobStatus, State
-from launcher.supervision.supervisor import ReadsEveryStack, Supervisor, signalled
+from launcher.supervision.supervisor import Supervisor
 from launcher.worker.stack_server import serve_stacks
 
 SPEC: dict[str, Any] = {"name": "rt", "roles": {"chief": {}, "worker": {"replicas": 1}},
