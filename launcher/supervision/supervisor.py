@@ -35,7 +35,7 @@ from launcher.supervision.faults import engine_fault
 from launcher.supervision.goodput import Disruption, Ledger
 from launcher.supervision.noise import is_noise
 from launcher.supervision.publisher import Publisher, one_line
-from launcher.supervision.rules import Action, Decision, Rules, decision_order
+from launcher.supervision.rules import Action, Decision, Exited, Rules, Stalled, Used, decision_order
 from launcher.supervision.runtime import OomReports, Runtime, Standbys, signalled
 from launcher.supervision.stack_dumps import is_stack_line
 from launcher.supervision.stack_evidence import GAP_SECONDS, read, two_samples
@@ -283,8 +283,8 @@ class Supervisor:
                 if self._runs[name].running:
                     continue  # restarted by an earlier decision of this round
                 run = self._runs[name]
-                decision = self.rules.decide(name, code, self._exited(), self._job.restarts, run.error(),
-                                             self._job.preemptions, tuple(run.tail), run.oom_killed)
+                decision = self.rules.decide(Exited(name, code, self._exited(), self._used(), run.error(),
+                                                    tuple(run.tail), run.oom_killed))
                 if decision.action is Action.RESTART:
                     self._undecided = exits[index + 1:]  # the next round's, should a fault cut this restart short
                     self._restart(decision)
@@ -340,7 +340,7 @@ class Supervisor:
         names, why = reading.suspects, reading.why
         directory = self._write_stacks(stall.stalls, last)
         what = describe(judgement, reading, finding, self.stack_gap, directory)
-        decision = self.rules.decide_stall(names, self._job.restarts, what, finished=finished)
+        decision = self.rules.decide(Stalled(tuple(names), what, finished, self._used()))
         stall.message, stall.suspects, stall.reason, stall.stacks_dir = decision.message, list(names), why, directory
         stall.last_check = decision.message
         for name in names:
@@ -414,6 +414,9 @@ class Supervisor:
                 run.oom_killed = code != 0 and isinstance(self.runtime, OomReports) and self.runtime.oom_killed(run.task)
                 ended.append((name, code))
         return ended
+
+    def _used(self) -> Used:
+        return Used(self._job.restarts, self._job.preemptions)
 
     def _exited(self) -> dict[str, int]:
         return {name: run.status.exit_code for name, run in self._runs.items()
