@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from launcher.plan.planner import Task
+from launcher.supervision.publisher import log, one_line
 
 
 class Runtime(Protocol):
@@ -99,3 +100,16 @@ def signalled(runtime: Runtime, announced: bool) -> bool:
     than read by ``read_stacks``: it ``announced`` the handler (``stacks_on_signal``) and ``runtime`` is no
     ``ReadsEveryStack``."""
     return announced and not isinstance(runtime, ReadsEveryStack)
+
+
+def prepare_standbys(runtime: Runtime, tasks: Sequence[Task]) -> None:
+    """Standbys for the restarts to come, for those of ``tasks`` that have a ``standby_command``, on a ``Standbys``
+    runtime, as soon as the tasks they stand by for have started (they import at idle priority meanwhile: a
+    failure early in a run finds them ready); a runtime fault here is logged and costs only their speed."""
+    waiting = [t for t in tasks if t.standby_command]
+    if not waiting or not isinstance(runtime, Standbys):
+        return
+    try:
+        runtime.prepare(waiting)
+    except Exception as exc:
+        log(f"no standbys: {one_line(exc)}")

@@ -15,6 +15,7 @@ from launcher.spec.models import LOG_TAIL_LINES
 from launcher.supervision.rules import Action, Exited, Rules, Used
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 ROLES = {"chief": {}, "worker": {"replicas": 2}, "evaluator": {}}
 RULES = [
@@ -29,7 +30,7 @@ def plan(restart: dict[str, Any]) -> Any:
 
 
 def supervise(runtime: ScriptedRuntime, restart: dict[str, Any]) -> JobStatus:
-    return Supervisor(plan(restart), runtime, poll_seconds=0.01, grace_seconds=0.0, fault_pause=0.0).run()
+    return Supervisor(plan(restart), runtime, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, fault_pause=0.0)).run()
 
 
 def test_exit_3_fails_at_once_naming_the_rule_with_budget_left() -> None:

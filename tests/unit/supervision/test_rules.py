@@ -12,6 +12,7 @@ from launcher.api import validate_data
 from launcher.supervision.rules import Action, Exited, Requeued, Rules, Used
 from launcher.supervision.status import State
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 MWMS = {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "evaluator": {"replicas": 1}}
 PSS = {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {"replicas": 1}}
@@ -121,7 +122,7 @@ def test_exits_of_one_round_are_decided_root_cause_first() -> None:
                           "restart": {"policy": "exit-code", "max_restarts": 1}})
     plan = api.plan(spec, "local")
     runtime = ScriptedRuntime({"ord-chief-0": [1, 0], "ord-worker-0": [137, 0]})
-    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0).run()
+    status = Supervisor(plan, runtime, tuning=Tuning(poll_seconds=0.01, linger_seconds=0)).run()
     assert status.state is State.SUCCEEDED, status.message
     assert status.restarts == 1 and runtime.runs == {"ord-chief-0": 1, "ord-worker-0": 1}
 
