@@ -117,7 +117,7 @@ class Supervisor:
             if self._left.is_set():
                 return self.status()
             if state is State.SUCCEEDED:
-                linger(self._runs.poll, self._publish, lambda: bool(self._runs.running()),
+                linger(self._poll, self._publish, lambda: bool(self._runs.running()),
                        self.plan.policy.linger_seconds if self.tuning.linger_seconds is None
                        else self.tuning.linger_seconds, self.tuning, self._cancelled)
             self._set_job(state, message)
