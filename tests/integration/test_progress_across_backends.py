@@ -36,6 +36,7 @@ from launcher.protocol.events import MANUAL_TOKEN, EventKind
 from launcher.protocol.progress import JobProgress
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 #: Each event line's start, its token a placeholder: a task prints it with the token of its environment, as a
 #: program writing events by hand does (docs/spec.md, "Bring your own script").
@@ -128,8 +129,8 @@ def _supervised(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, tmp_path:
         fake.now += max(seconds, 0.5)
         script(rounds, supervisor)
 
-    supervisor = Supervisor(state.read_plan(), runtime, poll_seconds=0.5, grace_seconds=1.0, pause=pause,
-                            clock=lambda: fake.now, on_status=state.write_status)
+    supervisor = Supervisor(state.read_plan(), runtime, on_status=state.write_status,
+                            tuning=Tuning(poll_seconds=0.5, linger_seconds=1.0, pause=pause, clock=lambda: fake.now))
     try:
         supervisor.run()
     finally:

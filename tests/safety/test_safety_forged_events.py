@@ -57,8 +57,10 @@ from launcher.protocol.events import Step, new_token
 from launcher.protocol.progress import JobProgress, fold, seed
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
 from launcher.supervision.debug import stacks_now
+from launcher.supervision.runtime import signalled
 from launcher.supervision.status import State
-from launcher.supervision.supervisor import Supervisor, signalled
+from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 NAME = run_name("forged")
 LEAD = f"{NAME}-worker-0"
@@ -158,7 +160,7 @@ def spied(runtime: type) -> type:
 def supervise(plan: Plan, runtime: Any) -> JobProgress:
     """The supervisor over ``runtime`` until the stall watchdog fails the job (the lead reports nothing after its
     lines); its progress."""
-    status = Supervisor(plan, runtime, poll_seconds=0.05, grace_seconds=0.0).run()
+    status = Supervisor(plan, runtime, tuning=Tuning(poll_seconds=0.05, linger_seconds=0.0)).run()
     assert status.state is State.FAILED and status.stall is not None and status.stall.stalls == 1, status.message
     return status.progress
 

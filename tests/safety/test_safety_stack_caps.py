@@ -35,6 +35,7 @@ from launcher.protocol.events import MANUAL_TOKEN
 from launcher.protocol.stacks_signal import MAX_STACK_BYTES
 from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 from launcher.worker.stack_server import serve_stacks
 
 FRAME = '  File "/x/train.py", line 1 in step\n'
@@ -66,8 +67,7 @@ def read_slurm(tmp_path: Path, request: pytest.FixtureRequest) -> list[str | Non
     runtime = ScriptedRuntime({lead: [None, 0]}, output={lead: announced}, stacks={lead: dump})
     plan = api.plan(api.validate_data({"name": "job", "roles": {"chief": {}, "worker": {"replicas": 1}},
                                        "stall": {"timeout_seconds": 1}}))
-    Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, keep_stacks=partial(write_stacks, tmp_path),
-               stack_gap=0.01).run()
+    Supervisor(plan, runtime, keep_stacks=partial(write_stacks, tmp_path), tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, stack_gap=0.01)).run()
     return [(tmp_path / "stall-1" / f"{lead}.txt").read_text().rstrip("\n")]
 
 

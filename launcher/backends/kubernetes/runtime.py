@@ -211,7 +211,7 @@ class KubernetesRuntime:
         return self._follower(task, pod).drain(DRAIN_SECONDS if exit_of(pod) is not None else 0.0)
 
     def dump_stacks(self, task: Task) -> None:
-        """Nothing: a ``ReadsEveryStack`` runtime is never asked (``launcher.supervision.supervisor.signalled``)."""
+        """Nothing: a ``ReadsEveryStack`` runtime is never asked (``launcher.supervision.runtime.signalled``)."""
 
     def read_stacks(self, task: Task) -> str | None:
         """The program's stacks, asked of its stack endpoint, or None with one line why."""

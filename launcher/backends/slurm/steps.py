@@ -9,15 +9,8 @@ srun unlabelled: the program's lines as the event reader takes them) appended to
 ``0600``: a task's output may echo its env; ``launcher.supervision.statefile``,
 also when the batch script was submitted by hand from a ``render -d`` directory).
 ``poll`` is srun's exit code, the task's (128+N for signal N), except that a step
-Slurm ended with the allocation (requeued, cancelled, timed out: its job no
-longer ``RUNNING`` in allocation ``restarts``; one ``scontrol`` call per
-step end, the verdict kept) still reads as running: Slurm signals the steps
-and the batch step together, and the supervisor must not take the steps' ends
-for a preemption of its own before its SIGTERM arrives (a requeue counted twice).
-A success is asked about too: the srun of a step on a lost node exits 0. While
-the controller does not answer (busy with that very node failure), the step
-reads as running for up to ``SILENT_CONTROLLER_SECONDS``, asked again at each
-poll; past that its code counts as it is.
+that ended with its allocation (``preemption.AllocationWatch``: Slurm's preemption has its one home there)
+still reads as running.
 ``stop``
 sends SIGTERM to the steps' tasks (``scancel --signal=TERM JOB.STEP``: srun
 itself would kill them at once, with no time to save), waits up to the
@@ -37,7 +30,8 @@ from pathlib import Path
 
 from launcher.backends.lines import LineReader
 from launcher.backends.slurm import slurmctl
-from launcher.errors import LaunchError, TfclusterError
+from launcher.backends.slurm.preemption import AllocationWatch
+from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol.exitcodes import SIGNAL_EXIT_BASE
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
@@ -45,8 +39,6 @@ from launcher.supervision.statefile import open_private, private_dir
 
 #: How long a cancelled step's srun gets to exit before it is killed.
 CANCEL_WAIT_SECONDS = 30.0
-#: How long an ended step reads as running while the controller cannot say whether its allocation is ending.
-SILENT_CONTROLLER_SECONDS = 60.0
 
 
 def step_command(task: Task, node: str, workdir: str | None) -> list[str]:
@@ -66,9 +58,7 @@ class StepRuntime:
         self.placement = dict(placement)
         self.log_dir = log_dir
         self.job_id = job_id
-        self.restarts = restarts  # Slurm's restart count of this allocation (SLURM_RESTART_COUNT)
-        self._ending = False
-        self._silent_since: float | None = None
+        self._allocation = AllocationWatch(job_id, restarts)
         self._sruns: dict[str, subprocess.Popen[bytes]] = {}
         self._readers: dict[str, LineReader] = {}
         private_dir(log_dir)
@@ -96,23 +86,9 @@ class StepRuntime:
         code = None if srun is None else srun.poll()
         if code is None:
             return None
-        if self._allocation_ending():
+        if self._allocation.ending():
             return None  # it ended with the allocation: the batch step's own SIGTERM, under way, ends the job
         return SIGNAL_EXIT_BASE - code if code < 0 else code
-
-    def _allocation_ending(self) -> bool:
-        """True once Slurm is ending this allocation, and while the controller has been silent for less than
-        ``SILENT_CONTROLLER_SECONDS`` (see the module contract)."""
-        if not self._ending:
-            try:
-                job = slurmctl.job(self.job_id, retries=1)
-            except TfclusterError:
-                now = time.monotonic()
-                self._silent_since = now if self._silent_since is None else self._silent_since
-                return now - self._silent_since < SILENT_CONTROLLER_SECONDS
-            self._silent_since = None
-            self._ending = job is None or not job.running or job.restarts > self.restarts
-        return self._ending
 
     def stop(self, tasks: Sequence[Task], grace_seconds: float) -> None:
         running = {t.name: self._sruns[t.name] for t in tasks if t.name in self._sruns

@@ -38,6 +38,7 @@ from launcher.supervision import harness
 from launcher.supervision.stack_dumps import NO_STACKS, bounded_text
 from launcher.supervision.status import CLIP_MARK, JobStatus, State, SupervisorState, TaskStatus
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 SPEC: dict[str, Any] = {"name": "cs", "roles": {"chief": {}, "worker": {"replicas": 1}}}
 CONFIG_MAP = naming.config_map_name("cs")
@@ -90,8 +91,7 @@ def test_a_status_the_api_server_refuses_is_logged_and_the_supervisor_keeps_supe
     plan, state = applied(fake)
     fake.fail_next("PUT", "configmaps", 422)
     runtime = ScriptedRuntime({"cs-chief-0": [(5, 0)]})
-    job = Supervisor(plan, runtime, on_status=state.write_status, poll_seconds=0.01, grace_seconds=0.0,
-                     fault_pause=0.0).run()
+    job = Supervisor(plan, runtime, on_status=state.write_status, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, fault_pause=0.0)).run()
     assert job.state is State.SUCCEEDED, job.message
     assert state.read_status().state is State.SUCCEEDED
     err = capsys.readouterr().err

@@ -29,9 +29,11 @@ from launcher.plan.planner import Plan, Task
 from launcher.protocol.events import StacksOnSignal, Step
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
+from launcher.supervision.runtime import ReadsEveryStack, signalled
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import JobStatus, State
-from launcher.supervision.supervisor import ReadsEveryStack, Supervisor, signalled
+from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 from launcher.worker.stack_server import serve_stacks
 
 SPEC: dict[str, Any] = {"name": "rt", "roles": {"chief": {}, "worker": {"replicas": 1}},
@@ -392,8 +394,8 @@ class World:
 
 def supervise(fake: FakeKubernetes, world: World, spec: dict[str, Any] = SPEC) -> JobStatus:
     plan, runtime = launched(fake, spec)
-    supervisor = Supervisor(plan, runtime, poll_seconds=0.5, grace_seconds=1.0, fault_pause=0.5,
-                            pause=world.pause, clock=lambda: fake.now)
+    supervisor = Supervisor(plan, runtime,
+                            tuning=Tuning(poll_seconds=0.5, linger_seconds=1.0, fault_pause=0.5, pause=world.pause, clock=lambda: fake.now))
     try:
         return supervisor.run()
     finally:
@@ -452,8 +454,8 @@ def test_the_supervisors_role_allows_every_request_the_supervisor_makes(
     monkeypatch.setattr("launcher.backends.kubernetes.cluster_state.TMP_DIR", str(tmp_path))
     state = ClusterState(runtime.api, "rt", "default")
     world = World(fake, {3: ends(WORKER, 137), 12: ends(CHIEF, 0)})
-    supervisor = Supervisor(state.read_plan(), runtime, poll_seconds=0.5, grace_seconds=1.0, pause=world.pause,
-                            clock=lambda: fake.now, on_status=state.write_status, keep_stacks=state.keep_stacks)
+    supervisor = Supervisor(state.read_plan(), runtime, on_status=state.write_status, keep_stacks=state.keep_stacks,
+                            tuning=Tuning(poll_seconds=0.5, linger_seconds=1.0, pause=world.pause, clock=lambda: fake.now))
     assert supervisor.run().state is State.SUCCEEDED
     assert state.keep_stacks(1, {CHIEF: "Thread 1"}) is not None
     assert state.read_status() is not None
@@ -518,9 +520,9 @@ def test_a_stall_reads_each_pods_stacks_from_its_endpoint_within_the_role_names_
             ends(CHIEF, 0)(fake)  # the run after the restart finishes
 
     kept: list[tuple[int, dict[str, str | None]]] = []
-    supervisor = Supervisor(plan, runtime, poll_seconds=0.5, grace_seconds=1.0,
-                            pause=World(fake, each=programs, caught_up=caught_up).pause, clock=lambda: fake.now, stack_gap=0.5,
-                            keep_stacks=lambda number, dumps: kept.append((number, dict(dumps))) or "here")
+    supervisor = Supervisor(plan, runtime, keep_stacks=lambda number, dumps: kept.append((number, dict(dumps))) or "here",
+                            tuning=Tuning(poll_seconds=0.5, linger_seconds=1.0, stack_gap=0.5, clock=lambda: fake.now,
+                                          pause=World(fake, each=programs, caught_up=caught_up).pause))
     try:
         status = supervisor.run()
     finally:

@@ -13,7 +13,7 @@ import pytest
 
 from helpers.polling import wait_for_condition
 from launcher import api
-from launcher.backends.slurm import steps
+from launcher.backends.slurm import preemption
 from launcher.backends.slurm.steps import StepRuntime
 from launcher.plan.planner import Task
 
@@ -93,7 +93,7 @@ def test_a_step_that_succeeded_is_over_unless_its_allocation_is_ending(
     assert runtime.poll(task) == reads
 
 
-@pytest.mark.parametrize(("silence", "reads"), [(steps.SILENT_CONTROLLER_SECONDS, None), (0.0, 143)])
+@pytest.mark.parametrize(("silence", "reads"), [(preemption.SILENT_CONTROLLER_SECONDS, None), (0.0, 143)])
 def test_while_the_controller_is_silent_an_ended_step_reads_as_running_for_a_bounded_time(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, silence: float, reads: int | None) -> None:
     """Busy with the node failure that ends the allocation, the controller may not answer: the step's end waits for
@@ -101,7 +101,7 @@ def test_while_the_controller_is_silent_an_ended_step_reads_as_running_for_a_bou
     runtime, task = started_step(tmp_path, monkeypatch, 143, "")
     (tmp_path / "bin" / "scontrol").write_text(
         f"#!/bin/sh\necho asked >>{tmp_path / 'asked'}\necho 'slurm_load_jobs error: Socket timed out' >&2\nexit 1\n")
-    monkeypatch.setattr(steps, "SILENT_CONTROLLER_SECONDS", silence)
+    monkeypatch.setattr(preemption, "SILENT_CONTROLLER_SECONDS", silence)
     asked = tmp_path / "asked"
     wait_for_condition(lambda: runtime.poll(task) is not None or asked.exists())
     assert runtime.poll(task) == reads
