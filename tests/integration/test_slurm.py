@@ -159,6 +159,7 @@ def test_kill_9_of_a_worker_restarts_the_group_in_its_standby_steps_from_the_bac
     assert standby_steps <= set(running), (standby_steps, running)  # the same steps, now the tasks
     status = finish(name)
     assert (status.restarts, status.preemptions) == (1, 0) and all(t.restarts == 1 for t in status.tasks), status
+    assert status.goodput is not None and status.goodput.lost_seconds.restarts > 0, status.goodput  # the restart's cost
     for task in tasks:
         assert any(e.event == "warm_start" and e.time > killed for e in events(name, task)), f"{task}: no warm start"
     chief = events(name, f"{name}-chief-0")

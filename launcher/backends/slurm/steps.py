@@ -145,17 +145,21 @@ class StepRuntime:
 
     def _call_standby(self, task: Task) -> subprocess.Popen[bytes] | None:
         """The srun of the task's standby step, called to become the task; None (the standby, if any, cancelled)
-        when it is not ready: not running, no ``READY_LINE`` yet, or no step yet."""
+        when it is not ready (not running, no ``READY_LINE`` yet, no step yet) or the controller did not answer."""
         standby = self._standbys.pop(task.name, None)
         if standby is None:
             return None
         step = None
-        if standby.srun.poll() is None and _printed(standby.output, standby.offset, READY_LINE):
-            step = slurmctl.steps(self.job_id).get(standby.name)
+        try:
+            if standby.srun.poll() is None and _printed(standby.output, standby.offset, READY_LINE):
+                step = slurmctl.steps(self.job_id).get(standby.name)
+            if step is not None:
+                slurmctl.signal_step(step, CALL_SIGNAL.name.removeprefix("SIG"))
+        except TfclusterError:  # the controller did not answer: the task starts afresh
+            step = None
         if step is None:
             self._end_standby(standby)
             return None
-        slurmctl.signal_step(step, CALL_SIGNAL.name.removeprefix("SIG"))
         self._called[task.name] = step
         return standby.srun
 
