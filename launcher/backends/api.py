@@ -6,7 +6,8 @@ An instance (``create``) applies a ``DryRun`` with ``submit`` exactly as rendere
 tasks, TF_CONFIGs or policies; ``submit`` leaves a running cluster ``describe`` finds by name, or
 removes what it started and raises ``LaunchError``. ``describe`` returns None for an unknown cluster.
 ``tensorboard`` serves the runs' log dirs, ``capacity`` is checked by ``up``, ``history`` feeds ``report``.
-SDKs and TensorBoard are imported lazily. Design notes: docs/design-notes.md.
+SDKs and TensorBoard are imported lazily. How to add a backend:
+docs/architecture.md.
 """
 
 from __future__ import annotations

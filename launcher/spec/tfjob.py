@@ -7,7 +7,7 @@ carry over: ``malformed`` (refused everywhere), ``dropped`` (refused by validate
 ``notes`` (carried with a difference), ``kubernetes_only`` and ``kubernetes_inert``. A null is unset.
 ``unexported(spec)``: the other way, what of a spec a TFJob export cannot carry (one note per field).
 Shared names live in ``launcher.spec.tfjob_vocabulary``. The field mapping: docs/spec.md's migration table
-and docs/design-notes.md.
+(From a Kubeflow TFJob).
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@ Contract: ``engine_fault(exc)`` is True when ``exc``, or anything in its chain (
 (the Docker socket, an API server) broke, was refused or was never there: ``ConnectionError``,
 ``TimeoutError``, an ``OSError`` with an errno in ``CONNECTION_ERRNOS``, or a wrapper whose message
 starts as in ``CONNECTION_WORDS``. The supervisor retries a round that met one, up to its
-``fault_retries`` in a row (``FaultsInARow`` counts them). ``engine_fault`` is pure. Design notes:
-docs/design-notes.md.
+``fault_retries`` in a row (``FaultsInARow`` counts them). ``engine_fault`` is pure.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ back) and writes a failed status (as the loop writes, through a ``Publisher``: a
 the process still exits as it says). ``describe`` says when the supervisor is lost and reads the tasks' exits
 (``read_exits``); ``adopt`` starts one that carries the policy on. A backend may keep the plan and status elsewhere
 (``Backend.state_of``: Kubernetes, the run's ConfigMap), and its ``Hosted.leave_on_sigterm`` makes SIGTERM
-leave the tasks to the next supervisor (143: a supervisor pod moved). Design notes: docs/design-notes.md.
+leave the tasks to the next supervisor (143: a supervisor pod moved). Where it runs and what it may
+touch: docs/supervision.md.
 """
 
 from __future__ import annotations

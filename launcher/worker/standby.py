@@ -13,7 +13,7 @@ forked child becomes the task in its process group, and exits as that child did 
 signal); meanwhile it ignores SIGTERM and SIGINT (the group's: the child gets them too) and passes
 ``STACKS_SIGNAL`` on to the child. A zygote that ended before forking leaves the task to this process
 (it imports then); one that ended after gives ``LOST_EXIT`` once the child has ended.
-Design notes: docs/design-notes.md.
+Why standbys and the zygote: docs/architecture.md (Decisions).
 """
 
 from __future__ import annotations

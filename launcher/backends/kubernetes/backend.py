@@ -6,7 +6,7 @@ Contract (besides ``launcher.backends.api``): ``validate``, ``render`` and ``dry
 deletes only a claim tfcluster made for the run. The run's one supervisor (``launcher.supervision``) runs in
 its supervisor pod, or, with ``kubernetes.supervisor: false``, as a detached process on the launching machine;
 both drive ``runtime.KubernetesRuntime`` and publish to the run's ConfigMap (``cluster_state``), which
-``describe`` reads. Design notes: docs/design-notes.md.
+``describe`` reads. Where the supervisor runs: docs/supervision.md.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ plus a ``kustomization.yaml`` (``kubectl apply -k DIR``; ``supervisor``: the pro
 supervisor, which the backend gives); ``objects(files)`` reads them back; ``render_tfjob(plan)`` exports the
 cluster as a Kubeflow ``TFJob`` instead. One suspended Job per task (``task_job``), which the run's supervisor
 starts; the output is deterministic and linear in the number of tasks (the cluster written once, in a
-ConfigMap); Kubernetes 1.33 or later. Why: docs/design-notes.md.
+ConfigMap); Kubernetes 1.33 or later. Why: docs/architecture.md (Decisions).
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ task environment (``launcher.worker.zygote``, its own process group, output in `
 whose roles have no env of their own share one) imports TensorFlow once, at the normal priority, and forks, into
 the called standby's group, the task it becomes: every run of such a task, its first and every restart, is a fork
 of an import done before the first run; ``close`` ends them too.
-Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations
