@@ -10,7 +10,10 @@ success (``linger``), standbys prepared after each start (``runtime.prepare_stan
 up to ``Tuning.fault_retries`` rounds in a row (``faults``), then the job fails; a restart a fault cut short is
 carried on at the next round; nothing escapes ``run`` as a traceback. A status ``on_status`` cannot write is
 logged and written again at the next publish (the job's end: up to ``fault_retries`` times): it does not end the
-supervision. Exit codes are shell-style (128+N).
+supervision. Exit codes are shell-style (128+N). A task that cannot be started (``LaunchError``) fails the
+job at once. Stops give ``save_grace_seconds`` between SIGTERM and the kill on cancellation and to a preempted
+group, ``RESTART_STOP_SECONDS`` to the rest of a group restarted after a failure or stall (no save is possible
+without the lost peer), ``STOP_SECONDS`` otherwise.
 """
 
 from __future__ import annotations
