@@ -11,7 +11,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from fakes.kubernetes_api import CLUSTER_SCOPED, JOB_NAME_KEY, FakeKubernetes, Permission, permission
+from fakes.kubernetes_api import CLUSTER_SCOPED, JOB_NAME_KEY, POD_GROUP_DISCOVERY, FakeKubernetes, Permission, permission
 from helpers.paths import REPO
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.protocol.events import MANUAL_TOKEN, Event, format_event
@@ -39,8 +39,10 @@ def rbac_allowed() -> set[Permission]:
 
 def rbac_used(fake: FakeKubernetes) -> set[Permission]:
     """What the requests the fake received needed, but the cluster-scoped reads a namespace's Role cannot grant
-    (``up``'s look at the namespace's admission, ``admission_policy.unguarded``, which a 403 leaves silent)."""
-    return {p for p in (permission(method, path) for method, path in fake.requests) if p[1] not in CLUSTER_SCOPED}
+    (``up``'s look at the namespace's admission, ``admission_policy.unguarded``, which a 403 leaves silent) and API
+    discovery, which every user may read (the ``system:discovery`` ClusterRole)."""
+    resources = [(method, path) for method, path in fake.requests if path.split("?")[0].rstrip("/") != POD_GROUP_DISCOVERY]
+    return {p for p in (permission(method, path) for method, path in resources) if p[1] not in CLUSTER_SCOPED}
 
 
 def pod_of(fake: FakeKubernetes, task: str, namespace: str = "default") -> str:

@@ -84,7 +84,7 @@ def test_submit_applies_exactly_the_planned_manifests(fake: FakeKubernetes) -> N
     assert len(fake.objects) == len(expected)
     plurals = {"ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps", "Service": "services",
                "NetworkPolicy": "networkpolicies", "PersistentVolumeClaim": "persistentvolumeclaims", "Job": "jobs",
-               "Role": "roles", "RoleBinding": "rolebindings"}
+               "Role": "roles", "RoleBinding": "rolebindings", "PodGroup": "podgroups"}
     for obj in expected:
         stored = fake.get(plurals[obj["kind"]], obj["metadata"]["name"], "team-a")
         assert stored is not None, obj["kind"]
@@ -375,6 +375,7 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
     assert unused <= {("", "serviceaccounts", "update"), ("", "services", "update"), ("networking.k8s.io", "networkpolicies", "update"),
                       ("", "serviceaccounts", "get"), ("", "services", "get"), ("networking.k8s.io", "networkpolicies", "get"),
                       ("", "persistentvolumeclaims", "get"), ("", "persistentvolumeclaims", "update"),
+                      ("scheduling.k8s.io", "podgroups", "get"), ("scheduling.k8s.io", "podgroups", "update"),
                       ("apps", "deployments", "update"), ("", "pods/portforward", "create"), ("", "pods/exec", "create"),
                       ("", "pods/exec", "get"),  # debug's py-spy (the next test)
                       *RBAC_OBJECTS}, unused  # RBAC: the next test

@@ -14,7 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from helpers.k8s_specs import DEMO, KUBERNETES_VERSIONS, REPO, SPECS, all_plans, expand, manifests, plan_for, workers
+from helpers.k8s_specs import DEMO, GANG_VERSION, KUBERNETES_VERSIONS, REPO, SPECS, all_plans, expand, manifests, plan_for, without_gang, workers
 from launcher.backends.kubernetes import admission_policy
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.cluster_state import planned_again
@@ -66,8 +66,15 @@ def _by_kind(plan: Plan, kind: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_manifests_validate_against_kubernetes_openapi(name: str, version: str) -> None:
+    """What ``up`` applies on each version: with the run's PodGroup from ``GANG_VERSION`` on, without it before."""
     seen: dict[tuple[str, str | None], int] = {}
-    for doc in _objects(PLANS[name]):
+    served = tuple(map(int, version.split("."))) >= tuple(map(int, GANG_VERSION.split(".")))
+    plan = PLANS[name]
+    if not served and f"{name} without gang" not in _RENDERED:
+        _RENDERED[f"{name} without gang"] = manifests(without_gang(plan))
+    docs = _objects(plan) if served else _RENDERED[f"{name} without gang"]
+    assert served is any(doc["kind"] == "PodGroup" for doc in docs)
+    for doc in docs:
         role = doc["metadata"]["labels"].get("tfcluster.io/role")
         seen[doc["kind"], role] = seen.get((doc["kind"], role), 0) + 1
         if seen[doc["kind"], role] <= 2:  # a role's task Jobs differ in their names and index alone
