@@ -187,10 +187,12 @@ def left_of(name: str, core: Any) -> list[str]:
     """Every object of the run's labels (``naming.LABEL_CLUSTER``) still in the namespace, as ``kind/name``."""
     from kubernetes import client
 
-    apis = {"core": core, "batch": client.BatchV1Api(core.api_client), "net": client.NetworkingV1Api(core.api_client)}
+    apis = {"core": core, "batch": client.BatchV1Api(core.api_client), "net": client.NetworkingV1Api(core.api_client),
+            "scheduling": client.SchedulingV1beta1Api(core.api_client)}
     listed = [(kind, apis["core"], kind) for kind in ("pod", "service", "config_map", "service_account",
                                                       "persistent_volume_claim")]
-    listed += [("job", apis["batch"], "job"), ("network_policy", apis["net"], "network_policy")]
+    listed += [("job", apis["batch"], "job"), ("network_policy", apis["net"], "network_policy"),
+               ("pod_group", apis["scheduling"], "pod_group")]
     selector = f"{naming.LABEL_CLUSTER}={name}"
     return sorted(f"{kind}/{obj.metadata.name}" for kind, api_, method in listed
                   for obj in getattr(api_, f"list_namespaced_{method}")(namespace(), label_selector=selector).items)

@@ -5,6 +5,7 @@ task events written to the log of a task's current pod (``pod_of``, ``write``)."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +30,20 @@ def fake_fixture() -> Iterator[FakeKubernetes]:
 def backend_for(fake: FakeKubernetes, namespace: str | None = None, **options: Any) -> KubernetesBackend:
     api_client = client.ApiClient(client.Configuration(host=fake.url))
     return KubernetesBackend(api_client, namespace, **options)
+
+
+def kubeconfig_for(fake: FakeKubernetes, path: Path) -> Path:
+    """A kubeconfig at ``path`` whose current context is the fake API server (``KUBECONFIG`` for the CLI)."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
+        "users": [{"name": "dev", "user": {"token": "not-a-secret"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "dev"}}],
+        "current-context": "fake",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 def rbac_allowed() -> set[Permission]:

@@ -24,7 +24,7 @@ from kubernetes import client
 
 from fakes.kubernetes_api import TOKEN_PATH, FakeKubernetes, OnSigterm
 from helpers.boards import free_port
-from helpers.k8s_fake import backend_for, fail_running_pods, pod_of, rbac_allowed, rbac_used
+from helpers.k8s_fake import backend_for, fail_running_pods, kubeconfig_for, pod_of, rbac_allowed, rbac_used
 from helpers.k8s_specs import DEMO, dry_run_for, manifests, plan_for
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
@@ -419,23 +419,10 @@ def test_no_kubeconfig_is_backend_unavailable(tmp_path: Path, monkeypatch: pytes
         KubernetesBackend.create(KubernetesOptions())
 
 
-def _kubeconfig(fake: FakeKubernetes, path: Path) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
-        "users": [{"name": "dev", "user": {"token": "not-a-secret"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "dev"}}],
-        "current-context": "fake",
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 def test_cli_up_detached_status_logs_down_via_kubeconfig(
     fake: FakeKubernetes, cli, write_spec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(fake, tmp_path / "config")))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig_for(fake, tmp_path / "config")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     spec = write_spec({"name": "cli", "roles": {"chief": {}, "worker": {"replicas": 1}}, "kubernetes": {"namespace": "ml"}})
     result = cli.invoke(main, ["up", str(spec), "--backend", "k8s", "--detach"])
@@ -462,7 +449,7 @@ def test_cli_up_detached_status_logs_down_via_kubeconfig(
 def test_cli_up_detached_warns_when_its_dry_run_says_only_a_watch_supervises_it(
     fake: FakeKubernetes, cli, write_spec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(fake, tmp_path / "config")))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig_for(fake, tmp_path / "config")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     spec = write_spec({"name": "cli", "roles": {"chief": {}, "worker": {"replicas": 1}},
                        "kubernetes": {"namespace": "ml", "supervisor": False}})

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from fakes.kubernetes_api import POD_GROUP_DISCOVERY, FakeKubernetes
-from helpers.k8s_fake import backend_for
+from helpers.k8s_fake import backend_for, kubeconfig_for
 from helpers.k8s_specs import DEMO, dry_run_for, manifests, plan_for, without_gang
 from launcher.backends.kubernetes import gang
 from launcher.backends.kubernetes.backend import KubernetesBackend
@@ -138,3 +138,17 @@ def test_render_with_gang_off_says_in_one_line_that_the_start_is_not_all_or_noth
     result = cli.invoke(main, ["render", str(write_spec(yaml.safe_load(DEMO.read_text()), "auto.yaml")), "-b", "k8s",
                                "-d", str(tmp_path / "auto")])
     assert "not all-or-nothing" not in result.stderr and "kind: PodGroup" in (tmp_path / "auto" / "jobs.yaml").read_text()
+
+
+def test_up_on_a_cluster_without_pod_groups_says_so_in_one_line_and_starts_the_run_without_them(
+    fake: FakeKubernetes, cli, write_spec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake.serves_pod_groups = False
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig_for(fake, tmp_path / "config")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    result = cli.invoke(main, ["up", str(write_spec({"name": "plain", "roles": {"worker": {"replicas": 2}}})),
+                               "-b", "k8s", "--detach"])
+    assert result.exit_code == 0, result.output
+    assert len([line for line in result.stderr.splitlines() if "not all-or-nothing" in line]) == 1, result.stderr
+    job = fake.get("jobs", "plain-worker-0")
+    assert job is not None and "schedulingGroup" not in job["spec"]["template"]["spec"]
