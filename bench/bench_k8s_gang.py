@@ -4,7 +4,10 @@ What all-or-nothing placement (``kubernetes.gang``: a PodGroup, Kubernetes' gang
 ``tfcluster up -b k8s -d`` until every task pod of the run is Running (its container started), for a run of 3 and
 one of 16 tasks, each with ``kubernetes.gang: on`` and ``off`` (the baseline, measured in the same round; which
 goes first alternates), medians of ``--repeat`` rounds. The tasks are tiny programs that run until stopped (the
-worker image's Python, no TensorFlow): what is measured is placement and container start, not training. The runs
+worker image's Python, no TensorFlow): what is measured is placement and container start, not training. Each run's
+supervisor runs on this machine (``kubernetes.supervisor: false``), the same for both, so that the bench runs with
+this tree's tfcluster whatever the cluster's image holds (a supervisor pod of an image older than
+``kubernetes.gang`` cannot read a spec that sets it). The runs
 share one claim made for the bench (``helpers.k8s_e2e.SharedClaim``: the cluster's local volumes are a fixed pool),
 are named ``<prefix>-<tasks>-<gang>-<round>`` and taken down (``down --volumes``), whatever happened, each gone
 before the next starts.
@@ -44,7 +47,8 @@ def spec(name: str, tasks: int, gang: str, claim: str) -> dict[str, Any]:
             "roles": {"chief": {"command": ["python", "-c", BLOCK], "resources": {"memory": "96Mi"}},
                       "worker": {"replicas": tasks - 1, "command": ["python", "-c", BLOCK],
                                  "resources": {"memory": "96Mi"}}},
-            "kubernetes": {"namespace": k8s_e2e.namespace(), "volume_claim": {"name": claim}, "gang": gang}}
+            "kubernetes": {"namespace": k8s_e2e.namespace(), "volume_claim": {"name": claim}, "gang": gang,
+                           "supervisor": False}}
 
 
 def all_running(core: Any, name: str, tasks: int) -> bool:

@@ -27,6 +27,7 @@ from helpers.required import unavailable
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.kubeapi import Kind
 from launcher.backends.kubernetes.supervisor_objects import RESOURCES
 from launcher.plan import naming
 from launcher.plan.planner import Plan
@@ -84,7 +85,7 @@ def gated_plan(name: str, claim: str, memory: str, evaluator: bool = False) -> P
     spec = validate_data({
         "name": name, "image": image(), "roles": roles,
         "restart": {"policy": "exit-code", "max_restarts": 3},
-        "kubernetes": {"namespace": namespace(), "volume_claim": {"name": claim}, "gang": "on"},
+        "kubernetes": {"namespace": namespace(), "volume_claim": {"name": claim}},  # gang: auto, served here
     })
     return api.plan(spec, "k8s", api.new_run_id())
 
@@ -132,6 +133,8 @@ def test_two_runs_where_only_one_fits_are_never_half_placed_and_both_succeed_one
     try:
         for name in names:
             launch(gated_plan(name, shared_claim.name(), memory))
+            group = backend.api.read(Kind.POD_GROUP, naming.pod_group_name(name), namespace())
+            assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": TASKS}}
 
         def one_runs_whole() -> str | None:
             return next((n for n in names if watcher.placed_whole(n) and all(

@@ -27,9 +27,11 @@ from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.dryrun import DryRun
 
-#: What ``submit`` creates, in apply order; ``cancel`` deletes in reverse, Jobs first, so no pod outlives its config.
-APPLIED = (Kind.SERVICE_ACCOUNT, Kind.ROLE, Kind.ROLE_BINDING, Kind.CONFIG_MAP, Kind.SERVICE, Kind.NETWORK_POLICY, Kind.PERSISTENT_VOLUME_CLAIM,
-           Kind.POD_GROUP, Kind.JOB)
+#: What ``submit`` creates; ``cancel`` deletes in reverse, Jobs first, so no pod outlives its config.
+#: The PodGroup goes last: its pods are gone by then, and a launcher whose Role lacks PodGroups (one from before them)
+#: has removed the rest of the run when it is refused.
+APPLIED = (Kind.POD_GROUP, Kind.SERVICE_ACCOUNT, Kind.ROLE, Kind.ROLE_BINDING, Kind.CONFIG_MAP, Kind.SERVICE, Kind.NETWORK_POLICY,
+           Kind.PERSISTENT_VOLUME_CLAIM, Kind.JOB)
 #: A TensorBoard (``tensorboard``): ``cancel`` deletes one a killed command left first, Deployment first.
 BOARD = (Kind.DEPLOYMENT, Kind.SERVICE, Kind.NETWORK_POLICY)
 #: How long ``cancel`` waits for the supervisor pod to go (its grace, and the kubelet's), and how often it looks.
