@@ -57,7 +57,8 @@ def rules(plan: Plan) -> list[Manifest]:
     """What the supervisor may do: read and delete the run's pods, read their logs, list the Jobs, read,
     unsuspend (patch) and replace (delete, create) the run's own, read and update its ConfigMap. Kubernetes
     cannot limit ``create`` to names: Jobs are created in the namespace. No ``pods/exec``: it reads a task's
-    stacks from the task's own stack endpoint (``launcher.protocol.stack_endpoint``)."""
+    stacks from the task's own stack endpoint (``launcher.protocol.stack_endpoint``). No PodGroups: a Job it
+    replaces keeps its pod template, whose pod joins the run's group (``gang``), which ``up`` made."""
     jobs = sorted(task.name for task in plan.tasks)
     return [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
