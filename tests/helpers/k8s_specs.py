@@ -115,6 +115,12 @@ def without_gang(plan: Plan) -> Plan:
     return plan.model_copy(update={"spec": plan.spec.model_copy(update={"kubernetes": kubernetes})})
 
 
+def applied_on(plan: Plan, version: str) -> Plan:
+    """What ``up`` applies of ``plan`` on a cluster of ``version``: without the gang before ``GANG_VERSION``."""
+    served = tuple(map(int, version.split("."))) >= tuple(map(int, GANG_VERSION.split(".")))
+    return plan if served else without_gang(plan)
+
+
 def all_plans() -> dict[str, Plan]:
     plans = {"demo": plan_for(DEMO), "1000-workers": plan_for(workers(1000))}
     plans.update({name: plan_for(data) for name, data in SPECS.items()})

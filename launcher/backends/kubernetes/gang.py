@@ -9,7 +9,11 @@ that each need 3 pods where 4 fit never hold 2 each. ``render`` and ``dry-run`` 
 the gang unless the spec says ``off``. ``fit`` is what ``up`` applies: it asks the cluster once (API discovery of
 ``podgroups``); where they are not served, ``auto`` plans the run again without the gang and says so in one line
 (``not_all_or_nothing``), and ``on`` refuses in one line, before anything is created (the API server would drop
-the pods' ``schedulingGroup`` silently). Pure but ``fit``, which gets the ``KubeApi``.
+the pods' ``schedulingGroup`` silently). ``GangSize`` keeps the group's ``minCount`` true while the run's
+supervisor restarts tasks (``runtime``): the scheduler counts only pods that have not ended, so a task that ended
+for good (a worker done before the chief, a failure rule's ``continue``) would leave a later restart's pods waiting
+for it forever; the group's ``minCount`` follows the tasks still meant to run. Pure but ``fit`` and ``GangSize``,
+which get the ``KubeApi``.
 """
 
 from __future__ import annotations
@@ -93,3 +97,35 @@ def fit(api: KubeApi, dry_run: DryRun, dry_run_of: Callable[[Plan], DryRun]) -> 
     log.warning("%s", not_all_or_nothing(plan.name, why))
     kubernetes = plan.spec.kubernetes.model_copy(update={"gang": GangPlacement.OFF})
     return dry_run_of(plan.model_copy(update={"spec": plan.spec.model_copy(update={"kubernetes": kubernetes})}))
+
+
+class GangSize:
+    """The ``minCount`` of a run's PodGroup, kept to the tasks the supervisor means to run (the module's contract).
+
+    ``starting`` before a task's Job is started or replaced: back to every task of the plan (what ``up`` applied),
+    so the pods a restart creates one Job at a time wait for each other; ``running(active)`` once a round of starts
+    is over: the number of tasks whose current run has not ended (a task just started counts, its pod or not), so a
+    group some of whose tasks ended for good still reaches it. One merge patch per change, none otherwise.
+    """
+
+    def __init__(self, api: KubeApi, plan: Plan, namespace: str) -> None:
+        self._api = api
+        self._name = naming.pod_group_name(plan.name)
+        self._namespace = namespace
+        self._planned = len(plan.tasks)
+        self._count: int | None = self._planned if wanted(plan) else None  # what ``up`` applied; None: no gang
+
+    def starting(self) -> None:
+        self._set(self._planned)
+
+    def running(self, active: int) -> None:
+        if self._count is not None and active < self._count:
+            self._set(max(1, active))
+
+    def _set(self, count: int) -> None:
+        if self._count is None or count == self._count:
+            return
+        with self._api.unless_gone(f"patch PodGroup {self._name}"):  # gone: the run is being taken down
+            self._api.merge_patch_pod_group(self._name, self._namespace,
+                                            {"spec": {"schedulingPolicy": {"gang": {"minCount": count}}}})
+        self._count = count

@@ -240,6 +240,11 @@ class KubeApi:
         return _json(self._batch.patch_namespaced_job(name, namespace, body=body, _preload_content=False,
                                                       _content_type="application/merge-patch+json"))
 
+    def merge_patch_pod_group(self, name: str, namespace: str, body: Obj) -> Obj:
+        """A JSON merge patch of a PodGroup (its ``minCount``: ``gang.GangSize``)."""
+        return _json(self._scheduling.patch_namespaced_pod_group(name, namespace, body=body, _preload_content=False,
+                                                                 _content_type="application/merge-patch+json"))
+
     def open_log(self, pod: str, namespace: str, container: str, *, follow: bool, tail: int | None = None) -> Any:
         """The response streaming ``container``'s log in ``pod`` (the caller releases it)."""
         return self._core.read_namespaced_pod_log(pod, namespace, container=container, follow=follow,

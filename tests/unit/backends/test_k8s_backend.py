@@ -360,6 +360,7 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
         server.shutdown()
         server.server_close()
     runtime.stop(tasks, 1)
+    assert runtime.poll(tasks[0]) is not None  # none runs: the PodGroup's minCount follows (patch)
     runtime.start(tasks[0])  # a restart: the Job deleted, a fresh copy created
     assert runtime.adopt(tasks[0])
     runtime.close()

@@ -12,10 +12,11 @@ import pytest
 import yaml
 
 from fakes.kubernetes_api import POD_GROUP_DISCOVERY, FakeKubernetes
-from helpers.k8s_fake import backend_for, kubeconfig_for
+from helpers.k8s_fake import backend_for, kubeconfig_for, pod_of
 from helpers.k8s_specs import DEMO, dry_run_for, manifests, plan_for, without_gang
-from launcher.backends.kubernetes import gang
+from launcher.backends.kubernetes import apply, gang
 from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.runtime import KubernetesRuntime
 from launcher.cli.commands import main
 from launcher.errors import LaunchError
 from launcher.plan import naming
@@ -152,3 +153,39 @@ def test_up_on_a_cluster_without_pod_groups_says_so_in_one_line_and_starts_the_r
     assert len([line for line in result.stderr.splitlines() if "not all-or-nothing" in line]) == 1, result.stderr
     job = fake.get("jobs", "plain-worker-0")
     assert job is not None and "schedulingGroup" not in job["spec"]["template"]["spec"]
+
+
+def test_the_groups_min_count_follows_the_tasks_meant_to_run_so_a_restart_after_one_ended_is_placed(
+    fake: FakeKubernetes,
+) -> None:
+    """The scheduler counts only pods that have not ended toward ``minCount``: with a worker done for good, a restart
+    of the others would wait forever for it. The supervisor's runtime lowers ``minCount`` to the tasks whose runs
+    have not ended, and raises it to every task before it starts one (a round of starts waits whole)."""
+    backend = backend_for(fake)
+    dry_run = dry_run_for({**yaml.safe_load(DEMO.read_text()), "kubernetes": {"supervisor": False}})
+    apply.submit(backend.api, dry_run, "default")
+    fake.job_controller = True
+    runtime = KubernetesRuntime(backend.api, dry_run.plan, "default", clock=lambda: fake.now)
+    chief, worker_0, worker_1 = dry_run.plan.tasks
+
+    def min_count() -> int:
+        group = fake.get("podgroups", naming.pod_group_name("demo"))
+        return int(group["spec"]["schedulingPolicy"]["gang"]["minCount"])
+
+    for task in (chief, worker_0, worker_1):
+        runtime.start(task)
+    assert [runtime.poll(t) for t in (chief, worker_0, worker_1)] == [None, None, None] and min_count() == 3
+    fake.finish_pod(pod_of(fake, worker_1.name), 0)  # done for good (its exit 0 decides nothing)
+    fake.now += 1
+    assert runtime.poll(worker_1) == 0 and min_count() == 2
+    runtime.stop([chief, worker_0], 1)  # a restart of the two others
+    fake.now += 1
+    counts = []
+    for task in (chief, worker_0):
+        runtime.start(task)
+        counts.append(min_count())
+    assert counts == [3, 3]  # while the round starts, its pods wait for each other
+    fake.now += 1
+    assert runtime.poll(chief) is None and min_count() == 2  # then the two it started: placed together
+    patches = [path for method, path in fake.requests if method == "PATCH" and "/podgroups/" in path]
+    assert len(patches) == 3  # 3 -> 2, 2 -> 3 (one, before the first start), 3 -> 2: once per change
