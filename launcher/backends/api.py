@@ -98,6 +98,12 @@ class Backend(ABC, Generic[OptionsT]):
         """A backend connected to its runtime, as ``options`` say."""
         return cls()
 
+    def fit(self, dry_run: DryRun) -> DryRun:
+        """The dry run ``submit`` is to apply on this backend's runtime, decided before anything is applied:
+        ``dry_run`` itself by default; a backend may plan it again for what its runtime serves (Kubernetes: without
+        the gang on a cluster that serves no PodGroups), saying so in one line."""
+        return dry_run
+
     @abstractmethod
     def submit(self, dry_run: DryRun) -> None:
         """Start the cluster exactly as ``dry_run`` shows it; return once every task is started."""

@@ -524,6 +524,15 @@ class VolumeMount(_Model):
     sub_path: str | None = Field(None, min_length=1, pattern=r"^[^/]", description="A path inside the volume.")
 
 
+class GangPlacement(str, Enum):
+    """Whether a Kubernetes run's task pods are placed all together or not at all (a ``scheduling.k8s.io/v1beta1``
+    PodGroup with a gang policy: ``launcher.backends.kubernetes.gang``)."""
+
+    AUTO = "auto"  # a gang where the cluster serves PodGroups (``up`` asks it; render and dry-run write the gang)
+    ON = "on"  # a gang; ``up`` refuses a cluster that does not serve PodGroups
+    OFF = "off"  # each pod placed on its own, as before PodGroups
+
+
 class KubernetesSpec(_Model):
     """Kubernetes-only settings; ignored by the other backends."""
 
@@ -533,6 +542,12 @@ class KubernetesSpec(_Model):
     image_pull_secrets: list[DnsSubdomain] = Field(default_factory=list)
     env_from_secrets: list[DnsSubdomain] = Field(default_factory=list, description="Secrets whose keys become env vars.")
     scheduler_name: QualifiedName | None = Field(None, description="e.g. volcano, for gang scheduling.")
+    gang: GangPlacement = Field(
+        GangPlacement.AUTO,
+        description="Place the task pods all together or not at all (a PodGroup, Kubernetes 1.37's gang "
+        "scheduling): auto where the cluster serves it (`up` asks; render and dry-run write it), on (`up` refuses a "
+        "cluster without it), off.",
+    )
     labels: dict[LabelKey, LabelValue] = Field(
         default_factory=dict, description="Labels on every object of the run (Jobs, Services, ConfigMap, ...)."
     )

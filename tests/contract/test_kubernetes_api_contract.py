@@ -645,3 +645,27 @@ def test_a_port_forward_to_a_closed_port_ends_with_no_bytes_and_says_why(side: S
         assert f"error forwarding port {PORT}" in error and "connection refused" in error, error
     finally:
         forward.close()
+
+
+# --- PodGroups (kubernetes.gang) -----------------------------------------------------------------------------------
+
+
+def test_pod_groups_are_discovered_kept_listed_by_label_and_deleted_and_a_jobs_pod_keeps_its_group(side: Side) -> None:
+    """What the backend reads of PodGroups (``gang``): API discovery lists them, a second create is 409, a Job's pod
+    keeps its template's ``schedulingGroup`` (the API server drops it only where PodGroups are not served), and a
+    deleted group goes once its pods have ended (the real side's ``podgroup-protection`` finalizer)."""
+    assert side.api.serves_pod_groups()
+    name = side.unique("gang")
+    group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": name, "labels": {LABEL: name}},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}}}
+    made = side.create(Kind.POD_GROUP, group)
+    assert made["spec"]["schedulingPolicy"] == {"gang": {"minCount": 1}}
+    status, body = api_error(lambda: side.api.create(Kind.POD_GROUP, side.namespace, group))
+    assert (status, body["reason"]) == (409, "AlreadyExists")
+    assert [g["metadata"]["name"] for g in side.api.select(Kind.POD_GROUP, side.namespace, f"{LABEL}={name}")] == [name]
+    member = side.unique("member")
+    side.run(member, Program(code=0), pod={"schedulingGroup": {"podGroupName": name}})
+    ended(side, member, "Complete")
+    assert side.pods(member)[-1]["spec"]["schedulingGroup"] == {"podGroupName": name}
+    side.api.delete(Kind.POD_GROUP, name, side.namespace)
+    side.until("the PodGroup gone", lambda: side.api.read_if_exists(Kind.POD_GROUP, name, side.namespace) is None)

@@ -4,7 +4,9 @@ The server (stdlib ``http.server`` in a thread) keeps objects and answers
 like the API server: JSON CRUD for serviceaccounts, configmaps, services,
 persistentvolumeclaims, pods (core/v1), jobs (batch/v1), deployments
 (apps/v1), networkpolicies (networking.k8s.io/v1), roles and rolebindings
-(rbac.authorization.k8s.io/v1: kept, not enforced), and the reads of two cluster-scoped kinds, namespaces and
+(rbac.authorization.k8s.io/v1: kept, not enforced), podgroups (scheduling.k8s.io/v1beta1: kept, no scheduler;
+API discovery of that group version lists them, and both are ``404`` with ``serves_pod_groups`` unset), and the
+reads of two cluster-scoped kinds, namespaces and
 validatingadmissionpolicybindings (``CLUSTER_SCOPED``: kept under the namespace "", no behaviour); ``409 AlreadyExists``
 on create, optimistic concurrency on replace (``resourceVersion``), ``404
 NotFound``, list with an equality ``labelSelector``, ``422 Invalid`` for
@@ -132,11 +134,14 @@ KINDS = {
     "deployments": "Deployment",
     "roles": "Role",
     "rolebindings": "RoleBinding",
+    "podgroups": "PodGroup",
     "namespaces": "Namespace",
     "validatingadmissionpolicybindings": "ValidatingAdmissionPolicyBinding",
 }
 #: The cluster-scoped kinds (kept under the namespace ""): only read by tfcluster, created by tests (``create``).
 CLUSTER_SCOPED = frozenset({"namespaces", "validatingadmissionpolicybindings"})
+#: The API discovery document of the group version PodGroups are served in (``FakeKubernetes.serves_pod_groups``).
+POD_GROUP_DISCOVERY = "/apis/scheduling.k8s.io/v1beta1"
 WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 PORT_FORWARD_PROTOCOL = EXEC_PROTOCOL = "v4.channel.k8s.io"
 #: The labels the Job controller puts on a Job's pod template (so on its pods): the Job's uid selects them.
@@ -209,6 +214,10 @@ class FakeKubernetes:
         #: ``403 Forbidden`` for ``user``, in the API server's words; None: everything is allowed.
         self.allowed: set[Permission] | None = None
         self.user = "launcher"
+        #: Whether the API server serves ``scheduling.k8s.io/v1beta1`` PodGroups (Kubernetes 1.37 with the
+        #: ``GenericWorkload`` gate and that API on): discovery lists ``podgroups``; unset, discovery and every
+        #: PodGroup request are ``404``, as where the gate is off.
+        self.serves_pod_groups = True
 
     # --- server ----------------------------------------------------------
 
@@ -778,7 +787,8 @@ def _merge(target: Any, change: Any) -> Any:
 
 def _invalid(plural: str, name: str, problems: list[str]) -> ApiError:
     """422 Invalid, worded as the API server words it."""
-    kind = KINDS[plural] + (".batch" if plural == "jobs" else ".apps" if plural == "deployments" else "")
+    group = {"jobs": ".batch", "deployments": ".apps", "podgroups": ".scheduling.k8s.io"}
+    kind = KINDS[plural] + group.get(plural, "")
     return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: [{", ".join(problems)}]')
 
 
@@ -881,8 +891,13 @@ class _Handler(BaseHTTPRequestHandler):
         store = self.store
         try:
             body = self._body()  # always consumed, so a refused request leaves the connection usable
+            if method == "GET" and urlparse(self.path).path.rstrip("/") == POD_GROUP_DISCOVERY:
+                store.requests.append((method, self.path))
+                return self._discovery()
             namespace, plural, name, sub, query = self._route()
             store.requests.append((method, self.path))
+            if plural == "podgroups" and not store.serves_pod_groups:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
             for fault in list(store._faults):
                 if fault[:2] == (method, plural):
                     store._faults.remove(fault)
@@ -922,6 +937,16 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(405, "MethodNotAllowed", method)
         except ApiError as exc:
             self._send(exc.code, exc.body())
+
+    def _discovery(self) -> None:
+        """The ``APIResourceList`` of ``POD_GROUP_DISCOVERY`` (its ``podgroups``), or 404 where it is not served."""
+        if not self.store.serves_pod_groups:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        self._send(200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "scheduling.k8s.io/v1beta1",
+                         "resources": [{"name": "podgroups", "singularName": "podgroup", "namespaced": True,
+                                        "kind": "PodGroup",
+                                        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch",
+                                                  "update", "watch"]}]})
 
     def _authorize(self, method: str, namespace: str, plural: str, name: str | None) -> None:
         """``403 Forbidden`` naming the missing right, as the API server's RBAC authorizer words it."""

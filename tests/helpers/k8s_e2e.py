@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from helpers import k8s_start
+from helpers.required import unavailable
 from helpers.run_names import SESSION_SUFFIX, run_name  # noqa: F401  (re-exported: the e2e tests import them here)
 from launcher import api
 from launcher.api import validate_data
@@ -39,6 +40,8 @@ from launcher.supervision.status import JobStatus
 
 KUBECONFIG_ENV = "TFCLUSTER_E2E_KUBECONFIG"
 NAMESPACE_ENV = "TFCLUSTER_E2E_NAMESPACE"
+#: The cluster administrator's kubeconfig (what the launcher's Role may not read: nodes, other namespaces' pods).
+ADMIN_KUBECONFIG_ENV = "TFCLUSTER_E2E_ADMIN_KUBECONFIG"
 #: The longest a real run of these tests may take, and one wait for it (cut to the test's budget: ``k8s_start.time_left``).
 TIMEOUT_SECONDS = k8s_start.RUN_SECONDS
 #: Run in a task's container (pods/exec): SIGKILL to the task's program, the child of the task's agent (the child of
@@ -58,6 +61,15 @@ print("killed" if victims else "no child of PID 1")
 def kubeconfig() -> str:
     """The real cluster's kubeconfig path (the e2e fixture made sure it is set)."""
     return os.environ[KUBECONFIG_ENV]
+
+
+def admin_kubeconfig() -> str:
+    """``TFCLUSTER_E2E_ADMIN_KUBECONFIG``, else the administrator's kubeconfig .ci/k8s.sh writes beside the
+    launcher's (``admin.kubeconfig``); none: ``unavailable``."""
+    path = os.environ.get(ADMIN_KUBECONFIG_ENV) or str(Path(kubeconfig()).with_name("admin.kubeconfig"))
+    if not Path(path).is_file():
+        unavailable(f"needs the cluster administrator's kubeconfig: set {ADMIN_KUBECONFIG_ENV}", "e2e")
+    return path
 
 
 def namespace() -> str:
@@ -175,10 +187,12 @@ def left_of(name: str, core: Any) -> list[str]:
     """Every object of the run's labels (``naming.LABEL_CLUSTER``) still in the namespace, as ``kind/name``."""
     from kubernetes import client
 
-    apis = {"core": core, "batch": client.BatchV1Api(core.api_client), "net": client.NetworkingV1Api(core.api_client)}
+    apis = {"core": core, "batch": client.BatchV1Api(core.api_client), "net": client.NetworkingV1Api(core.api_client),
+            "scheduling": client.SchedulingV1beta1Api(core.api_client)}
     listed = [(kind, apis["core"], kind) for kind in ("pod", "service", "config_map", "service_account",
                                                       "persistent_volume_claim")]
-    listed += [("job", apis["batch"], "job"), ("network_policy", apis["net"], "network_policy")]
+    listed += [("job", apis["batch"], "job"), ("network_policy", apis["net"], "network_policy"),
+               ("pod_group", apis["scheduling"], "pod_group")]
     selector = f"{naming.LABEL_CLUSTER}={name}"
     return sorted(f"{kind}/{obj.metadata.name}" for kind, api_, method in listed
                   for obj in getattr(api_, f"list_namespaced_{method}")(namespace(), label_selector=selector).items)

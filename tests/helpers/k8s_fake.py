@@ -5,13 +5,14 @@ task events written to the log of a task's current pod (``pod_of``, ``write``)."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from kubernetes import client
 
-from fakes.kubernetes_api import CLUSTER_SCOPED, JOB_NAME_KEY, FakeKubernetes, Permission, permission
+from fakes.kubernetes_api import CLUSTER_SCOPED, JOB_NAME_KEY, POD_GROUP_DISCOVERY, FakeKubernetes, Permission, permission
 from helpers.paths import REPO
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.protocol.events import MANUAL_TOKEN, Event, format_event
@@ -31,6 +32,20 @@ def backend_for(fake: FakeKubernetes, namespace: str | None = None, **options: A
     return KubernetesBackend(api_client, namespace, **options)
 
 
+def kubeconfig_for(fake: FakeKubernetes, path: Path) -> Path:
+    """A kubeconfig at ``path`` whose current context is the fake API server (``KUBECONFIG`` for the CLI)."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
+        "users": [{"name": "dev", "user": {"token": "not-a-secret"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "dev"}}],
+        "current-context": "fake",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 def rbac_allowed() -> set[Permission]:
     """What the launcher's Role (k8s/rbac-launcher.yaml) allows."""
     role = next(d for d in yaml.safe_load_all((REPO / "k8s" / "rbac-launcher.yaml").read_text()) if d["kind"] == "Role")
@@ -39,8 +54,10 @@ def rbac_allowed() -> set[Permission]:
 
 def rbac_used(fake: FakeKubernetes) -> set[Permission]:
     """What the requests the fake received needed, but the cluster-scoped reads a namespace's Role cannot grant
-    (``up``'s look at the namespace's admission, ``admission_policy.unguarded``, which a 403 leaves silent)."""
-    return {p for p in (permission(method, path) for method, path in fake.requests) if p[1] not in CLUSTER_SCOPED}
+    (``up``'s look at the namespace's admission, ``admission_policy.unguarded``, which a 403 leaves silent) and API
+    discovery, which every user may read (the ``system:discovery`` ClusterRole)."""
+    resources = [(method, path) for method, path in fake.requests if path.split("?")[0].rstrip("/") != POD_GROUP_DISCOVERY]
+    return {p for p in (permission(method, path) for method, path in resources) if p[1] not in CLUSTER_SCOPED}
 
 
 def pod_of(fake: FakeKubernetes, task: str, namespace: str = "default") -> str:

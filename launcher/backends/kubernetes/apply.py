@@ -27,9 +27,11 @@ from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.dryrun import DryRun
 
-#: What ``submit`` creates, in apply order; ``cancel`` deletes in reverse, Jobs first, so no pod outlives its config.
-APPLIED = (Kind.SERVICE_ACCOUNT, Kind.ROLE, Kind.ROLE_BINDING, Kind.CONFIG_MAP, Kind.SERVICE, Kind.NETWORK_POLICY, Kind.PERSISTENT_VOLUME_CLAIM,
-           Kind.JOB)
+#: What ``submit`` creates; ``cancel`` deletes in reverse, Jobs first, so no pod outlives its config.
+#: The PodGroup goes last: its pods are gone by then, and a launcher whose Role lacks PodGroups (one from before them)
+#: has removed the rest of the run when it is refused.
+APPLIED = (Kind.POD_GROUP, Kind.SERVICE_ACCOUNT, Kind.ROLE, Kind.ROLE_BINDING, Kind.CONFIG_MAP, Kind.SERVICE, Kind.NETWORK_POLICY,
+           Kind.PERSISTENT_VOLUME_CLAIM, Kind.JOB)
 #: A TensorBoard (``tensorboard``): ``cancel`` deletes one a killed command left first, Deployment first.
 BOARD = (Kind.DEPLOYMENT, Kind.SERVICE, Kind.NETWORK_POLICY)
 #: How long ``cancel`` waits for the supervisor pod to go (its grace, and the kubelet's), and how often it looks.
@@ -158,7 +160,7 @@ def cancel(api: KubeApi, name: str, namespace: str, volumes: bool = False) -> No
     for kind in reversed(APPLIED):
         if kind in KEPT and not volumes:
             continue
-        for obj in of_cluster(api, kind, namespace, name):
+        for obj in _of_cluster_if_served(api, kind, namespace, name):
             if kind not in KEPT or checkpoints.created_for(obj["metadata"].get("labels"), name):
                 delete(api, kind, obj["metadata"]["name"], namespace)
 
@@ -171,11 +173,24 @@ def _wait_gone(api: KubeApi, namespace: str, name: str) -> None:
         time.sleep(GONE_POLL_SECONDS)
 
 
+def _of_cluster_if_served(api: KubeApi, kind: Kind, namespace: str, cluster: str) -> list[Obj]:
+    """``of_cluster``; none of a kind the cluster does not serve (404: PodGroups where the gate is off)."""
+    found: list[Obj] = []
+    with api.unless_gone(f"list {kind}s"):
+        found = api.select(kind, namespace, _selector(cluster))
+    return found
+
+
 def of_cluster(api: KubeApi, kind: Kind, namespace: str, cluster: str, task: str | None = None) -> list[Obj]:
     """The objects of ``cluster`` that tfcluster made (both labels: a user's object naming the cluster is not);
     with ``task``, only that task's."""
-    selector = f"{naming.LABEL_MANAGED}={naming.MANAGER},{naming.LABEL_CLUSTER}={cluster}"
+    selector = _selector(cluster)
     return select(api, kind, namespace, selector if task is None else f"{selector},{naming.LABEL_TASK}={task}")
+
+
+def _selector(cluster: str) -> str:
+    """What ``cluster``'s objects carry: both labels (a user's object naming the cluster is not tfcluster's)."""
+    return f"{naming.LABEL_MANAGED}={naming.MANAGER},{naming.LABEL_CLUSTER}={cluster}"
 
 
 def of_supervisor(api: KubeApi, kind: Kind, namespace: str, cluster: str) -> list[Obj]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from launcher.backends import supervisor_process
 from launcher.backends.api import Backend, BackendOptions
-from launcher.backends.kubernetes import admission_policy, apply, board, pod_io
+from launcher.backends.kubernetes import admission_policy, apply, board, gang, pod_io
 from launcher.backends.kubernetes import history as k8s_history
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.cluster_state import NAMESPACE_ENV, ClusterState, plan_of, published
@@ -133,6 +133,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             raise harness.NothingToDo(f"the run is over ({previous.state.value}); nothing to supervise")
         runtime = KubernetesRuntime(state.api, plan, state.namespace, in_cluster=state.in_pod)
         return harness.Hosted(plan=plan, runtime=runtime, leave_on_sigterm=state.in_pod)
+
+    def fit(self, dry_run: DryRun) -> DryRun:
+        """``gang.fit``: without the gang (one line says so) where the cluster serves no PodGroups."""
+        return gang.fit(self.api, dry_run, self.dry_run)
 
     def submit(self, dry_run: DryRun) -> None:
         """Apply the objects; the supervisor pod starts the suspended task Jobs (one line says when nothing holds it

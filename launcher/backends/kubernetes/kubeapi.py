@@ -30,6 +30,8 @@ from launcher.errors import BackendUnavailable, LaunchError
 from launcher.protocol.stacks_signal import MAX_STACK_BYTES
 
 Obj = dict[str, Any]
+#: The longest one API discovery request may take (``serves_pod_groups``).
+DISCOVERY_SECONDS = 10.0
 
 
 class Kind(StrEnum):
@@ -45,6 +47,7 @@ class Kind(StrEnum):
     DEPLOYMENT = "Deployment"
     ROLE = "Role"
     ROLE_BINDING = "RoleBinding"
+    POD_GROUP = "PodGroup"
 
 
 class ClusterKind(StrEnum):
@@ -150,6 +153,7 @@ class KubeApi:
         core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
         networking, apps = client.NetworkingV1Api(api_client), client.AppsV1Api(api_client)
         rbac, admission = client.RbacAuthorizationV1Api(api_client), client.AdmissionregistrationV1Api(api_client)
+        scheduling = self._scheduling = client.SchedulingV1beta1Api(api_client)
         self._core, self._batch = core, batch
         self._requests: dict[Kind, _Requests] = {
             Kind.SERVICE_ACCOUNT: _Requests(
@@ -186,6 +190,10 @@ class KubeApi:
                 rbac.create_namespaced_role_binding, rbac.read_namespaced_role_binding,
                 rbac.replace_namespaced_role_binding, rbac.delete_namespaced_role_binding,
                 rbac.list_namespaced_role_binding),
+            Kind.POD_GROUP: _Requests(
+                scheduling.create_namespaced_pod_group, scheduling.read_namespaced_pod_group,
+                scheduling.replace_namespaced_pod_group, scheduling.delete_namespaced_pod_group,
+                scheduling.list_namespaced_pod_group),
         }
         self._cluster_reads: dict[ClusterKind, Callable[..., Any]] = {
             ClusterKind.NAMESPACE: core.read_namespace,
@@ -211,6 +219,13 @@ class KubeApi:
         return _json(self._requests[kind].delete(name, namespace, propagation_policy=propagation,
                                                  grace_period_seconds=grace_seconds, _preload_content=False))
 
+    def serves_pod_groups(self) -> bool:
+        """Whether the API server serves ``scheduling.k8s.io/v1beta1`` ``podgroups`` (API discovery: one request,
+        bounded by ``DISCOVERY_SECONDS``); False when that group version is not served (404)."""
+        found = _unless(404, lambda: _json(self._scheduling.get_api_resources(
+            _preload_content=False, _request_timeout=DISCOVERY_SECONDS)))
+        return found is not None and any(r.get("name") == "podgroups" for r in found.get("resources", []))
+
     def read_cluster_scoped(self, kind: ClusterKind, name: str) -> Obj:
         return _json(self._cluster_reads[kind](name, _preload_content=False))
 
@@ -224,6 +239,11 @@ class KubeApi:
         """A JSON merge patch of a Job (no resourceVersion: never a 409 with the Job controller's writes)."""
         return _json(self._batch.patch_namespaced_job(name, namespace, body=body, _preload_content=False,
                                                       _content_type="application/merge-patch+json"))
+
+    def merge_patch_pod_group(self, name: str, namespace: str, body: Obj) -> Obj:
+        """A JSON merge patch of a PodGroup (its ``minCount``: ``gang.GangSize``)."""
+        return _json(self._scheduling.patch_namespaced_pod_group(name, namespace, body=body, _preload_content=False,
+                                                                 _content_type="application/merge-patch+json"))
 
     def open_log(self, pod: str, namespace: str, container: str, *, follow: bool, tail: int | None = None) -> Any:
         """The response streaming ``container``'s log in ``pod`` (the caller releases it)."""

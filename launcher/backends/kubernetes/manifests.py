@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from launcher.backends.escaping import literal
-from launcher.backends.kubernetes import admission_policy, supervisor_objects
+from launcher.backends.kubernetes import admission_policy, gang, supervisor_objects
 from launcher.backends.kubernetes.pods import (
     CHECKPOINT_VOLUME,
     CLUSTER_KEY,
@@ -247,7 +247,7 @@ def task_job(plan: Plan, task: Task) -> Manifest:
         job_spec["ttlSecondsAfterFinished"] = plan.spec.kubernetes.ttl_seconds_after_finished
     template = pod_template(plan, group, _task_env(plan, task))
     template["metadata"]["labels"].update(naming.labels(plan.name, plan.run_id, task.type, task.index))
-    template["spec"] = {"hostname": task.name, **template["spec"]}
+    template["spec"] = gang.join(plan, {"hostname": task.name, **template["spec"]})
     metadata = meta(plan, task.name, task.type)
     metadata["labels"].update(naming.labels(plan.name, plan.run_id, task.type, task.index))
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": {**job_spec, "template": template}}
@@ -416,11 +416,12 @@ def objects(files: dict[str, str]) -> list[Manifest]:
 def _files(plan: Plan, supervisor: Sequence[str]) -> dict[str, list[Manifest]]:
     groups = role_groups(plan)
     claim = checkpoint_claim(plan)
+    jobs = [task_job(plan, task) for task in plan.tasks]
     files = {
         "config.yaml": [*service_accounts(plan), config_map(plan)],
         "network.yaml": [headless_service(plan, groups), network_policy(plan, groups)],
         "storage.yaml": [claim] if claim else [],
-        "jobs.yaml": [task_job(plan, task) for task in plan.tasks],
+        "jobs.yaml": [*gang.pod_group(plan, jobs), *jobs],  # the group first: its pods wait for it otherwise
         # last: it supervises what exists; first in it, the params of the admission policy holding it to the run
         "supervisor.yaml": [*admission_policy.params(plan), *supervisor_objects.objects(plan, supervisor)],
     }

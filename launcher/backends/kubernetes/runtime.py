@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from launcher.backends.kubernetes import pod_io
+from launcher.backends.kubernetes import gang, pod_io
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj
 from launcher.backends.lines import LineQueue
@@ -135,10 +135,14 @@ class KubernetesRuntime:
         self._copies: dict[str, Obj] = {}
         self._followers: dict[str, _Follower] = {}
         self._listed: tuple[float, dict[str, list[Obj]]] | None = None
+        #: The ``minCount`` of the run's PodGroup, kept to the tasks meant to run (``gang.GangSize``).
+        self._gang = gang.GangSize(api, plan, namespace)
+        self._gang_seen: dict[str, list[Obj]] | None = None
 
     # -- Runtime ---------------------------------------------------------------------------------------------
 
     def start(self, task: Task) -> None:
+        self._gang.starting()
         with self.api.errors(f"start {task.name}"):
             job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
             if job is not None and job.get("spec", {}).get("suspend") and not job.get("status", {}).get("startTime"):
@@ -163,6 +167,7 @@ class KubernetesRuntime:
         uid = self._uids.get(task.name)
         if uid is None:
             return None
+        self._fit_gang()
         pods = self._pods(fresh=False).get(uid, [])
         if not pods:
             job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
@@ -275,6 +280,16 @@ class KubernetesRuntime:
         if follower is not None:
             follower.stop()
         self._listed = None
+
+    def _fit_gang(self) -> None:
+        """``gang.GangSize.running`` with the tasks whose current run (started or adopted here) has not ended (no pod
+        yet, or one not ended), once per listing of the pods."""
+        listed = self._pods(fresh=False)
+        if listed is self._gang_seen:
+            return
+        self._gang_seen = listed
+        runs = [listed.get(uid, []) for uid in self._uids.values()]
+        self._gang.running(sum(1 for pods in runs if not pods or exit_of(pods[-1]) is None))
 
     def _current(self, task: Task) -> Obj | None:
         uid = self._uids.get(task.name)

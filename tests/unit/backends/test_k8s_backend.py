@@ -24,7 +24,7 @@ from kubernetes import client
 
 from fakes.kubernetes_api import TOKEN_PATH, FakeKubernetes, OnSigterm
 from helpers.boards import free_port
-from helpers.k8s_fake import backend_for, fail_running_pods, pod_of, rbac_allowed, rbac_used
+from helpers.k8s_fake import backend_for, fail_running_pods, kubeconfig_for, pod_of, rbac_allowed, rbac_used
 from helpers.k8s_specs import DEMO, dry_run_for, manifests, plan_for
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
@@ -84,7 +84,7 @@ def test_submit_applies_exactly_the_planned_manifests(fake: FakeKubernetes) -> N
     assert len(fake.objects) == len(expected)
     plurals = {"ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps", "Service": "services",
                "NetworkPolicy": "networkpolicies", "PersistentVolumeClaim": "persistentvolumeclaims", "Job": "jobs",
-               "Role": "roles", "RoleBinding": "rolebindings"}
+               "Role": "roles", "RoleBinding": "rolebindings", "PodGroup": "podgroups"}
     for obj in expected:
         stored = fake.get(plurals[obj["kind"]], obj["metadata"]["name"], "team-a")
         assert stored is not None, obj["kind"]
@@ -360,6 +360,7 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
         server.shutdown()
         server.server_close()
     runtime.stop(tasks, 1)
+    assert runtime.poll(tasks[0]) is not None  # none runs: the PodGroup's minCount follows (patch)
     runtime.start(tasks[0])  # a restart: the Job deleted, a fresh copy created
     assert runtime.adopt(tasks[0])
     runtime.close()
@@ -375,6 +376,7 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
     assert unused <= {("", "serviceaccounts", "update"), ("", "services", "update"), ("networking.k8s.io", "networkpolicies", "update"),
                       ("", "serviceaccounts", "get"), ("", "services", "get"), ("networking.k8s.io", "networkpolicies", "get"),
                       ("", "persistentvolumeclaims", "get"), ("", "persistentvolumeclaims", "update"),
+                      ("scheduling.k8s.io", "podgroups", "get"), ("scheduling.k8s.io", "podgroups", "update"),
                       ("apps", "deployments", "update"), ("", "pods/portforward", "create"), ("", "pods/exec", "create"),
                       ("", "pods/exec", "get"),  # debug's py-spy (the next test)
                       *RBAC_OBJECTS}, unused  # RBAC: the next test
@@ -418,23 +420,10 @@ def test_no_kubeconfig_is_backend_unavailable(tmp_path: Path, monkeypatch: pytes
         KubernetesBackend.create(KubernetesOptions())
 
 
-def _kubeconfig(fake: FakeKubernetes, path: Path) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
-        "users": [{"name": "dev", "user": {"token": "not-a-secret"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "dev"}}],
-        "current-context": "fake",
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 def test_cli_up_detached_status_logs_down_via_kubeconfig(
     fake: FakeKubernetes, cli, write_spec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(fake, tmp_path / "config")))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig_for(fake, tmp_path / "config")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     spec = write_spec({"name": "cli", "roles": {"chief": {}, "worker": {"replicas": 1}}, "kubernetes": {"namespace": "ml"}})
     result = cli.invoke(main, ["up", str(spec), "--backend", "k8s", "--detach"])
@@ -461,7 +450,7 @@ def test_cli_up_detached_status_logs_down_via_kubeconfig(
 def test_cli_up_detached_warns_when_its_dry_run_says_only_a_watch_supervises_it(
     fake: FakeKubernetes, cli, write_spec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(fake, tmp_path / "config")))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig_for(fake, tmp_path / "config")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     spec = write_spec({"name": "cli", "roles": {"chief": {}, "worker": {"replicas": 1}},
                        "kubernetes": {"namespace": "ml", "supervisor": False}})
