@@ -36,6 +36,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -196,6 +197,7 @@ def main() -> None:
     parser.add_argument("--prefix", default=f"scale-{secrets.token_hex(2)}", help="the runs' names start with it")
     parser.add_argument("--json", type=Path, help="also write the numbers there")
     options = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a run being measured is taken down (``finally``)
     if not os.environ.get("KUBECONFIG"):
         raise SystemExit("needs the cluster of .ci/k8s.sh: source /tmp/k8s-ready")
     os.environ.setdefault(k8s_e2e.KUBECONFIG_ENV, os.environ["KUBECONFIG"])  # its namespace: the context's
