@@ -535,7 +535,8 @@ fi
 # lands there unless it selects and tolerates them), each 32 CPU, 256 Gi, 110 pods. KWOK (its own module,
 # .ci/k8s/kwok) manages only the nodes labelled type=kwok, with the admin's kubeconfig, and plays the Stage objects
 # applied here: its node stages, `pod-ready` (a pod placed there is Running at once and stays so: no `pod-complete`),
-# `pod-delete` (a deleted pod is gone at once) and `pod-container-running-failed` (a pod labelled
+# ours in .ci/k8s/kwok/stages (a deleted pod ends as a program on SIGTERM, 143, then goes once the Job controller
+# removed its finalizer: KWOK's own pod-delete left Jobs' pods Terminating) and `pod-container-running-failed` (a pod labelled
 # pod-container-running-failed.stage.kwok.x-k8s.io=true fails about a second later, with the exit code of its
 # annotation pod-container-running-failed.stage.kwok.x-k8s.io/exit-code, default 1). The nodes' address is the
 # node's loopback, where nothing listens on their kubelet port: a log or exec of a simulated pod fails at once.
@@ -547,9 +548,10 @@ if [ "$sim_nodes" -gt 0 ]; then
     kubectl apply --server-side -f "$stages/crd/bases/kwok.x-k8s.io_stages.yaml" >/dev/null
     kubectl wait --for=condition=Established --timeout=60s crd/stages.kwok.x-k8s.io >/dev/null
     for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease pod/fast/pod-ready \
-                 pod/fast/pod-delete pod/chaos/pod-container-running-failed; do
+                 pod/chaos/pod-container-running-failed; do
         kubectl apply --server-side -f "$stages/stage/$stage.yaml" >/dev/null
     done
+    kubectl apply --server-side --force-conflicts -f .ci/k8s/kwok/stages/ >/dev/null   # ours: a deleted pod's end
     start kwok "$bin/kwok" --kubeconfig="$root/admin.kubeconfig" --enable-crds=Stage --manage-all-nodes=false \
         --manage-nodes-with-annotation-selector= --manage-nodes-with-label-selector="$sim_label" \
         --manage-single-node= --node-ip=127.0.0.1 --node-port=10247 --node-lease-duration-seconds=40 \
