@@ -533,6 +533,14 @@ class GangPlacement(str, Enum):
     OFF = "off"  # each pod placed on its own, as before PodGroups
 
 
+class SupervisorPlacement(_Model):
+    """Where the run's supervisor pod may go: a node selector and tolerations of its own. It never takes the
+    tasks' (``kubernetes.node_selector``, ``kubernetes.tolerations``): it needs no GPU and no simulated node."""
+
+    node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+
+
 class KubernetesSpec(_Model):
     """Kubernetes-only settings; ignored by the other backends."""
 
@@ -575,6 +583,11 @@ class KubernetesSpec(_Model):
         description="Supervise the run inside the cluster: a pod <name>-supervisor (restarts, the stall "
         "watchdog, failure rules, success, cleanup) with a Role on the run's own objects, so no `tfcluster up`/`watch` "
         "needs to run; false: a supervisor process on the launching machine supervises it.",
+    )
+    supervisor_placement: SupervisorPlacement = Field(
+        default_factory=SupervisorPlacement,
+        description="The supervisor pod's own node_selector and tolerations (default: none, wherever the scheduler "
+        "puts it); node_selector and tolerations above place the tasks only.",
     )
 
 

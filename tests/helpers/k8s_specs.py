@@ -63,6 +63,8 @@ SPECS: dict[str, dict[str, Any]] = {
             "namespace": "team-a",
             "node_selector": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute", "toleration_seconds": 60}],
+            "supervisor_placement": {"node_selector": {"pool": "system"},
+                                     "tolerations": [{"key": "dedicated", "value": "system", "effect": "NoSchedule"}]},
             "image_pull_secrets": ["regcred"],
             "env_from_secrets": ["wandb"],
             "scheduler_name": "volcano",

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from launcher.backends.kubernetes import gang
-from launcher.backends.kubernetes.pods import TMP_DIR, TMP_VOLUME, container_security, placement
+from launcher.backends.kubernetes.pods import TMP_DIR, TMP_VOLUME, container_security, supervisor_placement
 from launcher.plan import naming
 from launcher.plan.images import ImageVariant
 from launcher.plan.planner import Plan
@@ -123,7 +123,7 @@ def job(plan: Plan, program: Sequence[str]) -> Manifest:
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": [{"name": TMP_VOLUME, "emptyDir": {}}],
-        **placement(plan),
+        **supervisor_placement(plan),
     }
     spec: Manifest = {"backoffLimit": BACKOFF_LIMIT, "podReplacementPolicy": "Failed", "podFailurePolicy": POD_FAILURE_POLICY,
                       "template": {"metadata": {"labels": labels}, "spec": pod}}

@@ -268,6 +268,22 @@ def test_the_supervisor_pod_runs_the_one_supervisor_process_on_the_runs_config_m
         plan_for({"name": "off", "roles": {"worker": {"replicas": 1}}, "kubernetes": {"supervisor": False}})))
 
 
+def test_the_supervisor_pod_is_placed_by_its_own_setting_never_by_the_tasks() -> None:
+    """The tasks' node selector and tolerations (a GPU pool, simulated nodes) are not the supervisor pod's: it
+    gets ``kubernetes.supervisor_placement`` (none by default: the scheduler's choice), and the run's pull secrets."""
+    pod = _supervisor(PLANS["every-option"], "Job")["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "system"}
+    assert pod["tolerations"] == [{"key": "dedicated", "value": "system", "effect": "NoSchedule"}]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    gpu = plan_for({"name": "gpu", "roles": {"worker": {"replicas": 1}}, "kubernetes": {
+        "node_selector": {"type": "kwok"},
+        "tolerations": [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]}})
+    task = _by_kind(gpu, "Job")[0]["spec"]["template"]["spec"]
+    assert task["nodeSelector"] == {"type": "kwok"} and task["tolerations"]
+    supervisor = _supervisor(gpu, "Job")["spec"]["template"]["spec"]
+    assert not {"nodeSelector", "tolerations", "imagePullSecrets"} & set(supervisor)
+
+
 def test_the_supervisors_role_allows_what_its_runtime_does_and_nothing_more() -> None:
     """Read from ``runtime.KubernetesRuntime`` and ``cluster_state.ClusterState``: pods listed (``_pods``), read (a
     log follower), deleted (``stop``); their logs (``output``); Jobs listed (the plan's event token), read,
