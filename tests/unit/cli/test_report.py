@@ -102,7 +102,8 @@ def test_the_page_draws_lanes_marks_goodput_and_loss_and_refers_to_nothing_outsi
     assert len(found.classed("mark-failure")) == 1 and len(found.classed("span-restart")) == 2  # chief, worker
     assert len(found.classed("loss-point")) == 6
     parts = [a["data-part"] for _, a in found.tags if "data-part" in a]
-    assert parts == ["productive", "start_up", "restarts", "recomputation", "backups", "input_wait", "stalls", "evaluation"]
+    assert parts == ["productive", "start_up", "restarts", "recomputation", "backups", "input_wait", "stalls", "evaluation",
+                     "slow_steps", "finishing"]
     assert "80.0 %" in found.text
     assert not [tag for tag, attrs in found.tags if tag in ("script", "link", "img", "iframe") or "src" in attrs or "href" in attrs]
 
