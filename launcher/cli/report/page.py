@@ -62,7 +62,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 pre { background: #f3f5f9; padding: 10px; border-radius: 6px; overflow-x: auto; }
 .part-productive { background: #3f8f5a; } .part-start_up { background: #c8ccd4; } .part-restarts { background: #e8a33c; }
 .part-recomputation { background: #d9822b; } .part-backups { background: #2f6fd6; } .part-input_wait { background: #8fb8de; }
-.part-stalls { background: #c55; } .part-evaluation { background: #7b68c9; } .part-slow_steps { background: #b9a66b; } .part-finishing { background: #6b8f8a; }
+.part-stalls { background: #c55; } .part-evaluation { background: #7b68c9; }
+.part-slow_steps { background: #b9a66b; } .part-finishing { background: #6b8f8a; }
 .bar { display: flex; height: 22px; border-radius: 4px; overflow: hidden; margin: 8px 0; }
 """
 
