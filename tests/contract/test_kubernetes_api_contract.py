@@ -169,6 +169,10 @@ class Side:
         """Evict ``pod`` (the Eviction API, as a drain does: a right of the cluster's administrator)."""
         raise NotImplementedError
 
+    def lost_node(self) -> str:
+        """The name of a node whose kubelet is gone (tainted ``NoSchedule``: only a pod bound to it lands there)."""
+        raise NotImplementedError
+
     def deploy(self, name: str) -> None:
         """A Deployment of one pod that runs until stopped (as a TensorBoard's)."""
         template = job(name, Program())["spec"]["template"]
@@ -209,15 +213,44 @@ class Side:
 
 
 class RealSide(Side):
+    nodes: list[str]
+
     def now(self) -> float:
         return time.time()
 
-    def evict(self, pod: str) -> None:
+    def admin(self) -> Any:
+        """The administrator's ``CoreV1Api``."""
         from kubernetes import client, config
 
-        admin = client.CoreV1Api(config.new_client_from_config(config_file=admin_kubeconfig()))
-        admin.create_namespaced_pod_eviction(pod, self.namespace, client.V1Eviction(
+        return client.CoreV1Api(config.new_client_from_config(config_file=admin_kubeconfig()))
+
+    def evict(self, pod: str) -> None:
+        from kubernetes import client
+
+        self.admin().create_namespaced_pod_eviction(pod, self.namespace, client.V1Eviction(
             metadata=client.V1ObjectMeta(name=pod, namespace=self.namespace)))
+
+    def lost_node(self) -> str:
+        """A Node object that no kubelet serves (deleted by ``close``; the pods bound to it then go too: the pod
+        garbage collector's orphans)."""
+        name = self.unique("lost-node")
+        self.admin().create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {LABEL: name}},
+                                  "spec": {"taints": [{"key": LABEL, "value": "lost", "effect": "NoSchedule"}]}})
+        self.nodes.append(name)
+        return name
+
+    def close(self) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            super().close()
+        finally:
+            for node in self.nodes:
+                try:
+                    self.admin().delete_node(node)
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
 
     def until(self, what: str, check: Callable[[], T | None]) -> T:
         found: T = until(f"{self.name}: {what}", check, REAL_SECONDS, every=0.5)
@@ -231,6 +264,12 @@ class FakeSide(Side):
     programs: dict[str, Program]
     deployments: list[str]
     echo: tuple[str, int]
+    lost: set[str]
+
+    def lost_node(self) -> str:
+        name = self.unique("lost-node")
+        self.lost.add(name)
+        return name
 
     def deploy(self, name: str) -> None:
         super().deploy(name)
@@ -258,6 +297,9 @@ class FakeSide(Side):
         for name, program in self.programs.items():
             for pod in self.fake.list("pods", self.namespace, {LABEL: name}):
                 pod_name = pod["metadata"]["name"]
+                if pod["spec"].get("nodeName") in self.lost:
+                    self.fake.unreachable.add(pod_name)
+                    continue
                 self.fake.pod_logs.setdefault((self.namespace, pod_name), program.output)
                 if program.serves:
                     self.fake.pod_ports[self.namespace, pod_name, PORT] = self.echo
@@ -301,6 +343,7 @@ def side(request: pytest.FixtureRequest) -> Iterator[Side]:
 
         real = RealSide("real cluster", KubernetesBackend(config.new_client_from_config(config_file=kubeconfig), namespace()),
                         namespace=namespace())
+        real.nodes = []
         yield real
         real.close()
         return
@@ -312,7 +355,7 @@ def side(request: pytest.FixtureRequest) -> Iterator[Side]:
     echo.daemon_threads = True
     threading.Thread(target=echo.serve_forever, daemon=True).start()
     faked = FakeSide("fake", backend_for(fake, "default"))
-    faked.fake, faked.programs, faked.deployments, faked.echo = fake, {}, [], echo.server_address[:2]
+    faked.fake, faked.programs, faked.deployments, faked.echo, faked.lost = fake, {}, [], echo.server_address[:2], set()
     yield faked
     echo.shutdown()
     echo.server_close()
@@ -670,6 +713,20 @@ def test_a_deleted_pods_exit_code_is_its_answer_to_sigterm_or_137_after_the_grac
     pod = running(side, name)["metadata"]["name"]
     side.api.delete(Kind.POD, pod, side.namespace, grace_seconds=grace)
     assert side.until(f"the pod's exit {code} ignored, or the Job failed", lambda: replaced_or_failed(side, name, pod)) == "replaced"
+
+
+def test_a_deleted_pod_on_a_lost_node_stays_terminating_past_its_grace(side: Side) -> None:
+    """What ``KubernetesRuntime.stop`` meets on a lost node (the fake's ``unreachable``): the API server marks the
+    deleted pod and waits for its node's kubelet to confirm the end, which never comes; nothing ends it (the runtime
+    gives up after the grace and says so). The node: a Node object no kubelet serves, the pod bound to it."""
+    name = side.unique("lost")
+    side.run(name, Program(), {"nodeName": side.lost_node()})
+    pod = side.until("its pod, bound to the node", lambda: next(iter(side.pods(name)), None))["metadata"]["name"]
+    assert side.api.delete(Kind.POD, pod, side.namespace, grace_seconds=1)["metadata"].get("deletionTimestamp")
+    past = side.now() + 10  # its grace, the kubelet's least grace, and more
+    side.until("its grace long past", lambda: side.now() > past or None)
+    [still] = side.pods(name)
+    assert (still["metadata"]["name"], runtime.exit_of(still)) == (pod, None) and still["metadata"].get("deletionTimestamp")
 
 
 def test_a_container_over_its_memory_limit_is_oom_killed(side: Side) -> None:

@@ -86,16 +86,16 @@ server (the one list):
 - the scheduler is only ``node_cpu`` (no memory, other resources, affinity,
   taints or preemption) and pulls only ``missing_images``; no DNS, no Node
   objects, no ``ttlSecondsAfterFinished``;
-- not held to the real cluster (the one node the tests share cannot show
-  them without harming the other tests' pods): a lost node (``unreachable``:
-  the API server waits for its kubelet, which never confirms; only a node
-  taken down or one without a kubelet shows it), the scheduler's preemption
-  and the ``DisruptionTarget`` reasons other than the Eviction API's
+- a lost node is a set of pods (``unreachable``), not a Node: a deleted pod
+  there stays terminating (held to a Node object no kubelet serves); not held
+  to the real cluster (the one node the tests share cannot show it without
+  harming the other tests' pods): the scheduler's preemption and the
+  ``DisruptionTarget`` reasons other than the Eviction API's
   (``finish_pod(disrupted=True)`` writes ``PreemptionByScheduler``; the
-  supervisor's ``podFailurePolicy`` matches the condition, not its reason),
-  the OOM killer's and a ``Pending`` pod's status written by the test
-  (``finish_pod(reason="OOMKilled")``, ``update``) rather than caused: their
-  shape is the contract tests';
+  supervisor's ``podFailurePolicy`` matches the condition, not its reason);
+  the OOM killer's end and a ``Pending`` pod's status other than the two
+  above are written by the test (``finish_pod(reason="OOMKilled")``,
+  ``update``), not caused: their shape is the contract tests';
 - a Job's status keeps only ``startTime``, ``completionTime``, the
   conditions and the counters ``succeeded`` and ``failed`` (no ``active``,
   ``ready``, ``terminating``, ``uncountedTerminatedPods``: tfcluster reads
