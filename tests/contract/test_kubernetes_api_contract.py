@@ -11,10 +11,16 @@ A Job is shaped as tfcluster renders a task's (``manifests.task_job``: not Index
 program in the worker image (under its tini), on the fake side the same ending played by the test's stand-ins for
 the kubelet and the Job controller (``FakeSide.step``; a command run in a pod runs here, a port-forward reaches an
 echo server here). What the two sides must agree on is what the backend reads: Job conditions and their reasons,
-the selector and labels the API server gives a Job and its pod, ``startTime``, pods' phases, exit codes, deletion
-marks and finalizers, API errors (403 for a right the launcher's Role lacks: both sides hold to it, 404, 409,
-422), logs, exec's output and exit code, and bytes through a port-forward. A difference fails one side: fix the
-fake, or list what cannot be modelled in the fake's docstring.
+the selector and labels the API server gives a Job and its pod, ``startTime``, pods' phases, exit codes (a deleted
+pod's: SIGTERM even at grace 0, SIGKILL only after the grace and the kubelet's 2 s; OOMKilled), deletion marks and
+finalizers (a pod on a lost node stays terminating), why a pod waits (``Unschedulable``, ``ImagePullBackOff``), the
+Job controller's replacements (``backoffLimit``, ``podFailurePolicy`` on exit codes and on an eviction's
+``DisruptionTarget``), the garbage collector (Background, Foreground, Orphan), the admissions (a missing
+ServiceAccount: no pod until it exists; the token mount), API errors (403 for a right the launcher's Role lacks:
+both sides hold to it, 404, 409, 422), logs, exec's output and exit code, and bytes through a port-forward. The
+real side evicts and makes a Node (one no kubelet serves, for the lost node) as the cluster's administrator
+(``helpers.k8s_e2e.admin_kubeconfig``). A difference fails one side: fix the fake, or list what cannot be
+modelled in the fake's docstring.
 """
 
 from __future__ import annotations
