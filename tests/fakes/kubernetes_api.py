@@ -29,7 +29,8 @@ for the pod's network (a closed port: the kubelet's error on the error
 channel). With ``allowed`` set, a request needing another right is ``403
 Forbidden`` in the RBAC authorizer's words. Creating a pod passes the ServiceAccount admission
 the API server runs: a pod naming an account that does not exist is
-``403 Forbidden`` (only ``default`` exists unless created), and the
+``403 Forbidden`` (only ``default`` exists unless created; to the Job
+controller, which then creates no pod and tries again), and the
 account's API token is mounted in every container, init containers too
 (a ``kube-api-access-*`` projected volume) unless the pod's, else the
 account's, ``automountServiceAccountToken`` is false.
@@ -43,9 +44,14 @@ by default; ``OnSigterm(seconds=...)`` saves for that long;
 ``IGNORES_SIGTERM`` is killed with 137 when ``terminationGracePeriodSeconds``
 runs out, or the delete request's grace, never less than the kubelet's 2 s,
 so a grace-0 deletion is SIGTERM too, not a crash; a pod in ``unreachable``,
-its node gone, is never ended); ``Foreground`` deletion keeps the owner, marked, until its
-dependents are gone; a Job's pods carry the Job controller's tracking
-finalizer until it counted them.
+its node gone, is never ended); ``evict`` (the Eviction API, a drain) marks
+the pod ``DisruptionTarget`` before deleting it; ``Foreground`` deletion keeps
+the owner, marked, until its dependents are gone, ``Orphan`` deletion leaves
+them without their reference to it; a Job's pods carry the Job controller's
+tracking finalizer until it counted them. A new pod requesting more CPU
+than the one node has (``node_cpu``) stays ``Pending``, ``Unschedulable``
+in the scheduler's words; one of an image the registry lacks
+(``missing_images``) stays ``Pending`` in the kubelet's ``ImagePullBackOff``.
 
 No controller runs by itself unless ``job_controller`` is set (then the
 Job controller syncs every Job after each request that changes something,
@@ -79,8 +85,19 @@ server (the one list):
   collected go at once; every container of a pod ends with the same exit
   code; a process's answer to SIGTERM is what the test configures, not
   what a real program does;
-- no scheduler, no image pulls (no ``Pending`` reasons unless a test writes
-  them), no DNS, no node, no ``ttlSecondsAfterFinished``;
+- the scheduler is only ``node_cpu`` (no memory, other resources, affinity,
+  taints or preemption) and pulls only ``missing_images``; no DNS, no Node
+  objects, no ``ttlSecondsAfterFinished``;
+- a lost node is a set of pods (``unreachable``), not a Node: a deleted pod
+  there stays terminating (held to a Node object no kubelet serves); not held
+  to the real cluster (the one node the tests share cannot show it without
+  harming the other tests' pods): the scheduler's preemption and the
+  ``DisruptionTarget`` reasons other than the Eviction API's
+  (``finish_pod(disrupted=True)`` writes ``PreemptionByScheduler``; the
+  supervisor's ``podFailurePolicy`` matches the condition, not its reason);
+  the OOM killer's end and a ``Pending`` pod's status other than the two
+  above are written by the test (``finish_pod(reason="OOMKilled")``,
+  ``update``), not caused: their shape is the contract tests';
 - a Job's status keeps only ``startTime``, ``completionTime``, the
   conditions and the counters ``succeeded`` and ``failed`` (no ``active``,
   ``ready``, ``terminating``, ``uncountedTerminatedPods``: tfcluster reads
@@ -218,6 +235,10 @@ class FakeKubernetes:
         #: ``GenericWorkload`` gate and that API on): discovery lists ``podgroups``; unset, discovery and every
         #: PodGroup request are ``404``, as where the gate is off.
         self.serves_pod_groups = True
+        #: The one node's allocatable CPU: a pod requesting more is unschedulable (``_waits``).
+        self.node_cpu = 64.0
+        #: Images the registry does not have: a pod of one waits in the pull back-off (``_waits``).
+        self.missing_images: set[str] = set()
 
     # --- server ----------------------------------------------------------
 
@@ -416,9 +437,19 @@ class FakeKubernetes:
                     self.delete(dependent[0], dependent[1], dependent[2], "Background")
                 return copy.deepcopy(obj)
             del self.objects[key]
-            if propagation != "Orphan":
+            if propagation == "Orphan":
+                self._orphan(meta["uid"])
+            else:
                 self._collect_garbage(meta["uid"])
             return obj
+
+    def _orphan(self, gone: str) -> None:
+        """The garbage collector's ``Orphan`` deletion: the dependents stay, without their reference to ``gone``."""
+        for other in self.objects.values():
+            refs = other["metadata"].get("ownerReferences", [])
+            if any(ref.get("uid") == gone for ref in refs):
+                other["metadata"]["ownerReferences"] = [ref for ref in refs if ref.get("uid") != gone]
+                other["metadata"]["resourceVersion"] = str(next(self._versions))
 
     def _remove(self, key: tuple[str, str, str]) -> None:
         obj = self.objects.pop(key)
@@ -515,6 +546,16 @@ class FakeKubernetes:
                 replicas=1, readyReplicas=1, availableReplicas=1, updatedReplicas=1,
             ))
             return name
+
+    def evict(self, pod: str, namespace: str = "default") -> None:
+        """The Eviction API (a drain; an administrator's right, not the launcher's Role's): the pod gets the
+        condition ``DisruptionTarget`` (``EvictionByEvictionAPI``), then is deleted with its own grace (``delete``)."""
+        with self._lock:
+            self.update("pods", namespace, pod, lambda p: p["status"].setdefault("conditions", []).append(
+                {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                 "message": "Eviction API: evicting", "lastTransitionTime": self.stamp()}))
+            self.delete("pods", namespace, pod, "Background")
+            self.settle()
 
     def start_pods(self, job_name: str, namespace: str = "default") -> list[str]:
         """The Job controller's sync of one Job (``reconcile``); the names of the pods it created (none while the
@@ -661,8 +702,9 @@ class FakeKubernetes:
                 if plural == "pods" and any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences", []))]
         return sorted(pods, key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]))
 
-    def _new_pod(self, job: Obj) -> str:
-        """A pod of the Job's template (which carries the controller's labels, ``_label_job``), running at once."""
+    def _new_pod(self, job: Obj) -> str | None:
+        """A pod of the Job's template (which carries the controller's labels, ``_label_job``), running at once
+        unless it waits (``_waits``); None when the admission refused it."""
         meta = job["metadata"]
         template = copy.deepcopy(job["spec"]["template"])
         name = f"{meta['name']}-{next(self._names):05d}"
@@ -679,7 +721,14 @@ class FakeKubernetes:
             },
             "spec": template["spec"],
         }
-        self.create("pods", meta["namespace"], pod)
+        try:
+            self.create("pods", meta["namespace"], pod)
+        except ApiError as exc:
+            if exc.code != 403:
+                raise
+            return None  # the admission refused it (a missing ServiceAccount): no pod; the controller tries again
+        if self._waits(meta["namespace"], name):
+            return name
         self.update(
             "pods",
             meta["namespace"],
@@ -693,6 +742,36 @@ class FakeKubernetes:
             ),
         )
         return name
+
+    def _waits(self, namespace: str, name: str) -> bool:
+        """The scheduler and the kubelet on a new pod: one whose requests no node has room for stays ``Pending``,
+        unscheduled (``node_cpu``); one whose image is not in the registry (``missing_images``) stays ``Pending`` in
+        the kubelet's pull back-off. Each as their status says it."""
+        pod = self.objects["pods", namespace, name]
+        containers = pod["spec"]["containers"]
+        wanted = sum(_cpu(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0")) for c in containers)
+        if wanted > self.node_cpu:
+            pod["status"].update(phase="Pending", conditions=[{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
+                           "1 No preemption victims found for incoming pod."}])
+            return True
+        missing = [c for c in containers if c["image"] in self.missing_images]
+        if missing:
+            pod["status"].update(phase="Pending", conditions=[{"type": "PodScheduled", "status": "True"}], containerStatuses=[
+                {"name": c["name"], "image": c["image"], "ready": False, "restartCount": 0,
+                 "state": {"waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{c["image"]}"'}}}
+                if c in missing else {"name": c["name"], "image": c["image"], "ready": False, "restartCount": 0,
+                                      "state": {"waiting": {"reason": "ContainerCreating"}}}
+                for c in containers])
+            return True
+        return False
+
+
+def _cpu(quantity: str | int | float) -> float:
+    """A CPU quantity (``2``, ``0.5``, ``500m``) in cores."""
+    text = str(quantity)
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
 class ApiError(Exception):

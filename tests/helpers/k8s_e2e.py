@@ -64,8 +64,9 @@ def kubeconfig() -> str:
 
 
 def admin_kubeconfig() -> str:
-    """``TFCLUSTER_E2E_ADMIN_KUBECONFIG``, else the administrator's kubeconfig .ci/k8s.sh writes beside the
-    launcher's (``admin.kubeconfig``); none: ``unavailable``."""
+    """The cluster administrator's kubeconfig (for what the launcher's Role does not allow: the admission policy's
+    checks, an eviction): ``TFCLUSTER_E2E_ADMIN_KUBECONFIG``, else the ``admin.kubeconfig`` .ci/k8s.sh writes beside
+    the launcher's; none: ``unavailable``."""
     path = os.environ.get(ADMIN_KUBECONFIG_ENV) or str(Path(kubeconfig()).with_name("admin.kubeconfig"))
     if not Path(path).is_file():
         unavailable(f"needs the cluster administrator's kubeconfig: set {ADMIN_KUBECONFIG_ENV}", "e2e")
