@@ -533,6 +533,11 @@ class KubernetesSpec(_Model):
     image_pull_secrets: list[DnsSubdomain] = Field(default_factory=list)
     env_from_secrets: list[DnsSubdomain] = Field(default_factory=list, description="Secrets whose keys become env vars.")
     scheduler_name: QualifiedName | None = Field(None, description="e.g. volcano, for gang scheduling.")
+    priority_class: DnsSubdomain | None = Field(
+        None,
+        description="An existing PriorityClass: every pod of the run (its supervisor's too) gets it as its "
+        "priorityClassName; a run of a higher one may preempt it (a preemption: it resumes from its backup).",
+    )
     labels: dict[LabelKey, LabelValue] = Field(
         default_factory=dict, description="Labels on every object of the run (Jobs, Services, ConfigMap, ...)."
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from launcher.backends.kubernetes.pods import TMP_DIR, TMP_VOLUME, container_security, placement
+from launcher.backends.kubernetes.pods import TMP_DIR, TMP_VOLUME, container_security, placement, priority
 from launcher.plan import naming
 from launcher.plan.images import ImageVariant
 from launcher.plan.planner import Plan
@@ -118,6 +118,7 @@ def job(plan: Plan, program: Sequence[str]) -> Manifest:
         "containers": [container],
         "volumes": [{"name": TMP_VOLUME, "emptyDir": {}}],
         **placement(plan),
+        **priority(plan),
     }
     spec: Manifest = {"backoffLimit": BACKOFF_LIMIT, "podReplacementPolicy": "Failed", "podFailurePolicy": POD_FAILURE_POLICY,
                       "template": {"metadata": {"labels": labels}, "spec": pod}}
