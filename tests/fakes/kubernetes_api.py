@@ -547,6 +547,16 @@ class FakeKubernetes:
         self.update("pods", namespace, pod, change)
         self._sync()
 
+    def preempt(self, pod: str, reason: str = "PreemptionByScheduler", namespace: str = "default") -> None:
+        """What the scheduler does to a pod it preempts for one of a higher priority (``reason``; a drain's eviction,
+        ``EvictionByEvictionAPI``, and the taint manager, ``DeletionByTaintManager``, alike): the pod's
+        ``DisruptionTarget`` condition, then its graceful deletion (``delete``: SIGTERM, the pod's grace)."""
+        condition = {"type": "DisruptionTarget", "status": "True", "reason": reason,
+                     "message": "default-scheduler: preempting to accommodate a higher priority pod",
+                     "lastTransitionTime": self.stamp()}
+        self.update("pods", namespace, pod, lambda obj: obj["status"].setdefault("conditions", []).append(condition))
+        self.delete("pods", namespace, pod, "Background")
+
     def sync_jobs(self, namespace: str = "default") -> None:
         """One pass of the Job controller over every Job of ``namespace`` (``reconcile``)."""
         with self._lock:
