@@ -14,7 +14,7 @@ from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.plan import naming
 from launcher.protocol import env as task_env
 from launcher.spec.models import RoleType
-from launcher.supervision.status import JobStatus, SupervisorState
+from launcher.supervision.status import JobStatus, State, SupervisorState
 
 Obj = dict[str, Any]
 
@@ -63,12 +63,16 @@ def event_token(jobs: list[Obj]) -> str:
 
 
 def waiting_reason(pods: list[Obj]) -> str:
-    """Why none of ``pods`` runs yet (a container's waiting reason, e.g. ImagePullBackOff), for messages."""
+    """Why none of ``pods`` runs yet (a container's waiting reason, e.g. ImagePullBackOff, or why the scheduler does
+    not place it, ``PodView.unscheduled``), for messages."""
     for pod in pods:
         for container in pod.get("status", {}).get("containerStatuses", []):
             waiting = container.get("state", {}).get("waiting")
             if waiting:
                 return f"{pod['metadata']['name']}: {waiting.get('reason', '')} {waiting.get('message', '')}".strip()
+        unscheduled = PodView(pod).unscheduled()
+        if unscheduled:
+            return f"{pod['metadata']['name']}: {unscheduled}"
     return f"{len(pods)} pod(s), none ready" if pods else "no pod yet"
 
 
@@ -167,12 +171,21 @@ class PodView:
 
 
 def pending(status: JobStatus, pods: Iterable[Obj]) -> JobStatus:
-    """``status`` with each task whose latest pod waits (not scheduled, its image not pulled) saying why."""
-    waiting = {naming.task_name(status.name, role, index): views[-1].message()
-               for (role, index), views in runs_by_task(pods).items() if views[-1].phase == "Pending"}
-    tasks = [replace(task, message=f"pending: {waiting[task.name]}") if waiting.get(task.name) else task
+    """``status`` with each task whose latest pod waits (not scheduled, its image not pulled) ``pending`` and saying
+    why; a run its supervisor runs (or restarts) whose task the scheduler cannot place (``PodScheduled`` False: no
+    node has the room, now or ever) is itself ``pending`` with the scheduler's reason: it waits, nothing trains."""
+    latest = {naming.task_name(status.name, role, index): views[-1]
+              for (role, index), views in runs_by_task(pods).items() if views[-1].phase == "Pending"}
+    tasks = [replace(task, message=f"pending: {latest[task.name].message()}",
+                     state=State.PENDING if task.state is State.RUNNING else task.state)
+             if task.name in latest and latest[task.name].message() else task
              for task in status.tasks]
-    return replace(status, tasks=tasks)
+    status = replace(status, tasks=tasks)
+    unplaced = [(task, view.unscheduled()) for task, view in latest.items() if view.unscheduled()]
+    if unplaced and status.state in (State.RUNNING, State.RESTARTING):
+        task, why = unplaced[0]
+        return replace(status, state=State.PENDING, message=f"pending: {task} cannot be placed: {why}")
+    return status
 
 
 def oldest_first(pods: Iterable[Obj]) -> list[PodView]:
