@@ -25,7 +25,9 @@ an error channel, each opened by a frame holding the port number), bytes
 relayed to the address ``pod_ports`` maps that pod's port to, standing in
 for the pod's network (a closed port: the kubelet's error on the error
 channel). With ``allowed`` set, a request needing another right is ``403
-Forbidden`` in the RBAC authorizer's words. Creating a pod passes the ServiceAccount admission
+Forbidden`` in the RBAC authorizer's words. ``dryRun=All`` on a create validates and admits, storing nothing.
+Creating a pod passes the Priority admission the API server runs (a ``priorityClassName`` that is none of
+``priority_classes`` is ``403 Forbidden``; the Job controller then makes no pod), then the ServiceAccount admission
 the API server runs: a pod naming an account that does not exist is
 ``403 Forbidden`` (only ``default`` exists unless created), and the
 account's API token is mounted in every container, init containers too
@@ -88,7 +90,7 @@ server (the one list):
   container's state, ``Ready``/``DisruptionTarget`` conditions when a test
   sets them);
 - label selectors are equality only; no field selectors, watches,
-  server-side apply, ``generateName``, ``dryRun``, defaulting (e.g. of
+  server-side apply, ``generateName``, defaulting (e.g. of
   ``parallelism`` or ``backoffLimit``) or authentication; RBAC only as the
   set of rights ``allowed`` (one Role, one user), no ClusterRoles, bindings
   or ``resourceNames``;
@@ -209,6 +211,8 @@ class FakeKubernetes:
         #: ``403 Forbidden`` for ``user``, in the API server's words; None: everything is allowed.
         self.allowed: set[Permission] | None = None
         self.user = "launcher"
+        #: The cluster's PriorityClasses (cluster-scoped, made by its admin): a pod naming another is refused.
+        self.priority_classes: set[str] = {"system-cluster-critical", "system-node-critical"}
 
     # --- server ----------------------------------------------------------
 
@@ -293,7 +297,9 @@ class FakeKubernetes:
                 if p == plural and ns == namespace and _matches(obj, selector or {})
             ]
 
-    def create(self, plural: str, namespace: str, obj: Obj) -> Obj:
+    def create(self, plural: str, namespace: str, obj: Obj, dry_run: bool = False) -> Obj:
+        """Create ``obj`` (validated, a pod admitted: ``_admit_pod``); ``dry_run`` (``dryRun=All``): all that,
+        answering the object as it would be, storing nothing."""
         with self._lock:
             problems = invalid(plural, obj) + given_selector(plural, obj)
             if problems:
@@ -315,12 +321,18 @@ class FakeKubernetes:
             obj.setdefault("status", {})
             if plural == "jobs":
                 _label_job(obj)
+            if dry_run:
+                return obj
             self.objects[plural, namespace, name] = obj
             return copy.deepcopy(obj)
 
     def _admit_pod(self, namespace: str, pod: Obj) -> None:
-        """The ServiceAccount admission plugin (see the module docstring); changes ``pod`` in place."""
+        """The Priority admission plugin (a ``priorityClassName`` not in ``priority_classes`` is ``403 Forbidden``),
+        then the ServiceAccount one (see the module docstring); changes ``pod`` in place."""
         spec = pod["spec"]
+        if "priorityClassName" in spec and spec["priorityClassName"] not in self.priority_classes:
+            raise ApiError(403, "Forbidden", f'pods "{pod["metadata"]["name"]}" is forbidden: no PriorityClass with '
+                           f'name {spec["priorityClassName"]} was found')
         account_name = spec.setdefault("serviceAccountName", "default")
         account = self.objects.get(("serviceaccounts", namespace, account_name))
         if account is None and account_name != "default":
@@ -680,7 +692,10 @@ class FakeKubernetes:
             },
             "spec": template["spec"],
         }
-        self.create("pods", meta["namespace"], pod)
+        try:
+            self.create("pods", meta["namespace"], pod)
+        except ApiError:  # refused (admission): no pod; the controller's FailedCreate event and retries are not modelled
+            return name
         self.update(
             "pods",
             meta["namespace"],
@@ -914,6 +929,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if obj is None:
                     raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
                 return self._send(200, obj)
+            if method == "POST" and query.get("dryRun"):
+                return self._send(201, store.create(plural, namespace, body, dry_run=True))
             if method == "POST":
                 return self._send(201, store.synced(store.create(plural, namespace, body)))
             if method == "PUT":

@@ -23,7 +23,7 @@ from typing import Any
 
 from launcher.backends import supervisor_process
 from launcher.backends.api import Backend, BackendOptions
-from launcher.backends.kubernetes import admission_policy, apply, board, pod_io
+from launcher.backends.kubernetes import admission_policy, apply, board, pod_admission, pod_io
 from launcher.backends.kubernetes import history as k8s_history
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.cluster_state import NAMESPACE_ENV, ClusterState, plan_of, published
@@ -167,9 +167,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             config_map = self.api.read_if_exists(Kind.CONFIG_MAP, naming.config_map_name(name), namespace)
         if config_map is None:
             return None
+        pods = apply.of_cluster(self.api, Kind.POD, namespace, name)
         status = k8s_status.pending(published(config_map) or JobStatus(
-            name, self.kind, State.PENDING, message="waiting for its supervisor"),
-            apply.of_cluster(self.api, Kind.POD, namespace, name))
+            name, self.kind, State.PENDING, message="waiting for its supervisor"), pods,
+            self._refused(k8s_status.podless(apply.of_cluster(self.api, Kind.JOB, namespace, name), pods), namespace))
         local = self._local_state(name)
         if local.exists():
             alive = local.supervisor() is not None
@@ -178,6 +179,11 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         state, note = k8s_status.supervisor_state(apply.of_supervisor(self.api, Kind.JOB, namespace, name),
                                                   apply.of_supervisor(self.api, Kind.POD, namespace, name))
         return replace(status, supervisor=state, supervisor_note=note)
+
+    def _refused(self, jobs: list[dict[str, Any]], namespace: str) -> dict[str, str]:
+        """Why the API server refuses the pod of each of ``jobs`` (started, with no pod: ``pod_admission``), by task."""
+        refused = {job["metadata"]["name"]: pod_admission.refusal(self.api, job, namespace) for job in jobs}
+        return {task: why for task, why in refused.items() if why is not None}
 
     def history(self, name: str) -> RunHistory | None:
         """``launcher.backends.kubernetes.history``: the plan made again from the run's ConfigMap, each task's

@@ -38,8 +38,7 @@ from launcher.plan.planner import Plan, Task
 from launcher.protocol import stack_endpoint
 from launcher.protocol.exitcodes import LOST_EXIT, ExitCode
 
-#: The label the Job controller puts on its pods: the uid of the Job that made them.
-CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+CONTROLLER_UID = k8s_status.CONTROLLER_UID
 #: A listing of the run's pods serves the polls of one supervision round.
 LISTING_SECONDS = 0.2
 #: How long ``stop`` waits beyond the grace for the kubelet to end a container (and a pod to go).
