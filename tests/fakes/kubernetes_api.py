@@ -79,8 +79,10 @@ server (the one list):
   collected go at once; every container of a pod ends with the same exit
   code; a process's answer to SIGTERM is what the test configures, not
   what a real program does;
-- no scheduler, no image pulls (no ``Pending`` reasons unless a test writes
-  them), no DNS, no node, no ``ttlSecondsAfterFinished``;
+- no scheduler but one rule (a pod requesting more memory than ``node_memory`` stays ``Pending``, unschedulable)
+  and ``preempt`` (what the scheduler does to a pod it preempts, held to the real one by the e2e test of a
+  preemption, tests/e2e/test_k8s_e2e_priorities.py: a contract test would need PriorityClasses, an admin's), no
+  image pulls (no other ``Pending`` reasons unless a test writes them), no DNS, no ``ttlSecondsAfterFinished``;
 - a Job's status keeps only ``startTime``, ``completionTime``, the
   conditions and the counters ``succeeded`` and ``failed`` (no ``active``,
   ``ready``, ``terminating``, ``uncountedTerminatedPods``: tfcluster reads
@@ -157,6 +159,9 @@ DEFAULT_GRACE_SECONDS = 30
 #: SIGTERM and this long before SIGKILL, so a deletion is never a crash (137) of a process that exits on SIGTERM.
 KUBELET_MINIMUM_GRACE_SECONDS = 2
 SIGKILL_EXIT = 137
+#: The scheduler's words for a pod no node has the memory for, even by preempting (one node, nothing to preempt).
+UNSCHEDULABLE_MEMORY = ("0/1 nodes are available: 1 Insufficient memory. preemption: 0/1 nodes are available: "
+                        "1 Preemption is not helpful for scheduling.")
 
 
 @dataclass(frozen=True)
@@ -211,6 +216,9 @@ class FakeKubernetes:
         #: ``403 Forbidden`` for ``user``, in the API server's words; None: everything is allowed.
         self.allowed: set[Permission] | None = None
         self.user = "launcher"
+        #: The memory of the cluster's one node (None: room for every pod): the scheduler leaves a pod requesting more
+        #: ``Pending``, its ``PodScheduled`` condition ``False`` (``Unschedulable``, ``UNSCHEDULABLE_MEMORY``).
+        self.node_memory: int | None = None
         #: The cluster's PriorityClasses (cluster-scoped, made by its admin): a pod naming another is refused.
         self.priority_classes: set[str] = {"system-cluster-critical", "system-node-critical"}
 
@@ -696,6 +704,11 @@ class FakeKubernetes:
             self.create("pods", meta["namespace"], pod)
         except ApiError:  # refused (admission): no pod; the controller's FailedCreate event and retries are not modelled
             return name
+        if self.node_memory is not None and _memory(pod) > self.node_memory:
+            self.update("pods", meta["namespace"], name, lambda obj: obj["status"].update(phase="Pending", conditions=[
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": UNSCHEDULABLE_MEMORY,
+                 "lastTransitionTime": self.stamp()}]))
+            return name
         self.update(
             "pods",
             meta["namespace"],
@@ -777,6 +790,16 @@ def _ignored(job_spec: Obj, pod: Obj) -> bool:
         if (codes and exits & set(codes["values"])) or conditions & patterns:
             return rule["action"] == "Ignore"
     return False
+
+
+def _memory(pod: Obj) -> int:
+    """The bytes of memory ``pod``'s containers request (binary suffixes, as tfcluster writes them)."""
+    factors = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    total = 0
+    for container in pod["spec"]["containers"]:
+        amount = str(container.get("resources", {}).get("requests", {}).get("memory", "0"))
+        total += int(amount[:-2]) * factors[amount[-2:]] if amount[-2:] in factors else int(amount)
+    return total
 
 
 def _active(pod: Obj) -> bool:

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from helpers import k8s_start
+from helpers.required import unavailable
 from helpers.run_names import SESSION_SUFFIX, run_name  # noqa: F401  (re-exported: the e2e tests import them here)
 from launcher import api
 from launcher.api import validate_data
@@ -39,6 +40,7 @@ from launcher.supervision.status import JobStatus
 
 KUBECONFIG_ENV = "TFCLUSTER_E2E_KUBECONFIG"
 NAMESPACE_ENV = "TFCLUSTER_E2E_NAMESPACE"
+ADMIN_KUBECONFIG_ENV = "TFCLUSTER_E2E_ADMIN_KUBECONFIG"
 #: The longest a real run of these tests may take, and one wait for it (cut to the test's budget: ``k8s_start.time_left``).
 TIMEOUT_SECONDS = k8s_start.RUN_SECONDS
 #: Run in a task's container (pods/exec): SIGKILL to the task's program, the child of the task's agent (the child of
@@ -58,6 +60,15 @@ print("killed" if victims else "no child of PID 1")
 def kubeconfig() -> str:
     """The real cluster's kubeconfig path (the e2e fixture made sure it is set)."""
     return os.environ[KUBECONFIG_ENV]
+
+
+def admin_kubeconfig() -> str:
+    """``TFCLUSTER_E2E_ADMIN_KUBECONFIG``, else the administrator's kubeconfig .ci/k8s.sh writes beside the
+    launcher's (``admin.kubeconfig``); none: ``unavailable``."""
+    path = os.environ.get(ADMIN_KUBECONFIG_ENV) or str(Path(kubeconfig()).with_name("admin.kubeconfig"))
+    if not Path(path).is_file():
+        unavailable(f"needs the cluster administrator's kubeconfig: set {ADMIN_KUBECONFIG_ENV}", "e2e")
+    return path
 
 
 def namespace() -> str:
