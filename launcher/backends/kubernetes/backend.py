@@ -181,9 +181,11 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         return replace(status, supervisor=state, supervisor_note=note)
 
     def _refused(self, jobs: list[dict[str, Any]], namespace: str) -> dict[str, str]:
-        """Why the API server refuses the pod of each of ``jobs`` (started, with no pod: ``pod_admission``), by task."""
-        refused = {job["metadata"]["name"]: pod_admission.refusal(self.api, job, namespace) for job in jobs}
-        return {task: why for task, why in refused.items() if why is not None}
+        """Why the API server refuses the pod of the first of ``jobs`` (started, with no pod: ``pod_admission``), by
+        task: one dry run per look, however many Jobs a restart just made (their pods differ in nothing admission
+        checks)."""
+        why = pod_admission.refusal(self.api, jobs[0], namespace) if jobs else None
+        return {} if why is None else {jobs[0]["metadata"]["name"]: why}
 
     def history(self, name: str) -> RunHistory | None:
         """``launcher.backends.kubernetes.history``: the plan made again from the run's ConfigMap, each task's
