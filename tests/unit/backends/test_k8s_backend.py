@@ -228,6 +228,15 @@ def test_a_priority_class_that_does_not_exist_refuses_the_launch_in_one_line_and
     assert pod["spec"]["priorityClassName"] == "team-high"
 
 
+def test_a_launcher_whose_role_cannot_ask_launches_as_before(fake: FakeKubernetes) -> None:
+    """An older k8s/rbac-launcher.yaml, without ``create`` on pods: the dry run is refused by RBAC, not by admission,
+    so ``up`` cannot ask and goes on (``status`` then cannot say why either)."""
+    fake.allowed = rbac_allowed() - {("", "pods", "create")}
+    spec = {**yaml.safe_load(DEMO.read_text()), "kubernetes": {"priority_class": "team-high"}}
+    backend_for(fake).submit(dry_run_for(spec))
+    assert fake.get("jobs", "demo-chief-0") is not None
+
+
 def test_status_of_a_run_whose_pods_cannot_be_created_is_pending_saying_why(fake: FakeKubernetes) -> None:
     """Its PriorityClass deleted after ``up``: the Job controller can make no pod; ``status`` says why, from the
     API server's own answer (a dry run of the pod), in one line, never a silent running run."""
