@@ -161,7 +161,7 @@ KUBELET_MINIMUM_GRACE_SECONDS = 2
 SIGKILL_EXIT = 137
 #: The scheduler's words for a pod no node has the memory for, even by preempting (one node, nothing to preempt).
 UNSCHEDULABLE_MEMORY = ("0/1 nodes are available: 1 Insufficient memory. preemption: 0/1 nodes are available: "
-                        "1 Preemption is not helpful for scheduling.")
+                        "1 No preemption victims found for incoming pod.")
 
 
 @dataclass(frozen=True)
