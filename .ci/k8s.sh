@@ -25,6 +25,7 @@
 #     printed KUBECONFIG is this user's, never an administrator's ($root/admin.kubeconfig is, for debugging and for
 #     the e2e test that impersonates a run's supervisor);
 #   - k8s/admission-policy.yaml, tfcluster's admission policy for the runs' in-cluster supervisors;
+#   - PriorityClasses tfcluster-e2e-low and tfcluster-e2e-high (a run preempted by a higher one, the e2e tests);
 #   - tfcluster-worker:latest (built by .ci/docker.sh) loaded into the node's containerd, as `kind load` does, and
 #     pushed to the registry as Docker Hub's library/tfcluster-worker:latest (a :latest image is pulled at each start).
 # With TFCLUSTER_K8S_SIM_NODES=N it also builds and starts KWOK and makes N simulated nodes (see "simulated nodes" below).
@@ -445,6 +446,22 @@ metadata:
 provisioner: kubernetes.io/no-provisioner
 volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Retain
+---
+# two priorities for the runs of tests/e2e/test_k8s_e2e_priorities.py (a cluster admin makes PriorityClasses, never the
+# launcher): a low run preempted by a high one
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: tfcluster-e2e-low
+value: 1000
+description: "tfcluster e2e: a run a higher one may preempt"
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: tfcluster-e2e-high
+value: 2000
+description: "tfcluster e2e: a run that preempts a lower one"
 YAML
 # the Role exactly as a user applies it, in the test namespace, bound to the launcher's certificate name
 rbac=$(mktemp -d)

@@ -556,6 +556,11 @@ class KubernetesSpec(_Model):
         "scheduling): auto where the cluster serves it (`up` asks; render and dry-run write it), on (`up` refuses a "
         "cluster without it), off.",
     )
+    priority_class: DnsSubdomain | None = Field(
+        None,
+        description="An existing PriorityClass: every pod of the run (its supervisor's too) gets it as its "
+        "priorityClassName; a run of a higher one may preempt it (a preemption: it resumes from its backup).",
+    )
     labels: dict[LabelKey, LabelValue] = Field(
         default_factory=dict, description="Labels on every object of the run (Jobs, Services, ConfigMap, ...)."
     )

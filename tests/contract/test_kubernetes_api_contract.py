@@ -43,7 +43,7 @@ from fakes.kubernetes_api import IGNORES_SIGTERM, SAVES_AND_EXITS, SIGKILL_EXIT,
 from helpers.k8s_e2e import admin_kubeconfig, image, namespace, until
 from helpers.k8s_fake import backend_for, rbac_allowed
 from helpers.required import unavailable
-from launcher.backends.kubernetes import pod_io, runtime
+from launcher.backends.kubernetes import pod_admission, pod_io, runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
 from launcher.backends.kubernetes.manifests import CONTAINER
@@ -497,6 +497,42 @@ def test_the_service_account_admission_mounts_a_token_unless_told_not_to(side: S
     volumes = [v["name"] for v in pod["spec"].get("volumes", []) if v["name"].startswith("kube-api-access-")]
     mounts = [m["mountPath"] for m in pod["spec"]["containers"][0].get("volumeMounts", []) if m["name"] in volumes]
     assert (len(volumes), mounts) == ((1, [TOKEN_PATH]) if automount else (0, []))
+
+
+def test_a_pod_of_a_priority_class_that_does_not_exist_is_refused_and_a_dry_run_stores_nothing(side: Side) -> None:
+    """What ``up`` and ``status`` ask (``pod_admission.refusal``, as the launcher's Role allows): the Priority admission
+    refuses the pod in the API server's words; an admitted dry run answers the pod and keeps nothing."""
+    name = side.unique("priority")
+    pod = pod_admission.pod_of(job(name, Program(code=0), {"priorityClassName": "tfcluster-no-such-class"}))
+    status, body = api_error(lambda: side.api.dry_run_create(Kind.POD, side.namespace, pod))
+    assert (status, body["reason"]) == (403, "Forbidden"), body
+    assert body["message"] == f'pods "{name}" is forbidden: no PriorityClass with name tfcluster-no-such-class was found'
+    assert pod_admission.refusal(side.api, job(name, Program(code=0), {"priorityClassName": "tfcluster-no-such-class"}),
+                                 side.namespace) == f"403 Forbidden: {body['message']}"
+    assert pod_admission.refusal(side.api, job(name, Program(code=0)), side.namespace) is None
+    assert side.api.read_if_exists(Kind.POD, name, side.namespace) is None  # a dry run: nothing stored
+
+
+def test_a_pod_no_node_has_the_memory_for_stays_pending_unschedulable_saying_so(side: Side) -> None:
+    """What ``status`` shows of a run that cannot be placed: the pod's ``PodScheduled`` condition, in the scheduler's
+    words."""
+    name = side.unique("unschedulable")
+    made = job(name, Program())
+    made["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"memory": "1000Ti"},
+                                                                      "limits": {"memory": "1000Ti"}}
+    side.create(Kind.JOB, made)
+    if isinstance(side, FakeSide):
+        side.fake.node_memory = 64 * 2**30
+    pod = side.until("an unschedulable pod", lambda: next((p for p in side.pods(name) if condition_false(p, "PodScheduled")),
+                                                          None))
+    assert pod["status"]["phase"] == "Pending"
+    scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert scheduled["reason"] == "Unschedulable", scheduled
+    assert re.match(r"0/\d+ nodes are available: (.*, )?1 Insufficient memory[.,]", scheduled["message"]), scheduled
+
+
+def condition_false(obj: Obj, kind: str) -> bool:
+    return any(c["type"] == kind and c["status"] == "False" for c in (obj.get("status") or {}).get("conditions") or [])
 
 
 # --- the Job controller -------------------------------------------------------------------------------------------

@@ -27,7 +27,9 @@ an error channel, each opened by a frame holding the port number), bytes
 relayed to the address ``pod_ports`` maps that pod's port to, standing in
 for the pod's network (a closed port: the kubelet's error on the error
 channel). With ``allowed`` set, a request needing another right is ``403
-Forbidden`` in the RBAC authorizer's words. Creating a pod passes the ServiceAccount admission
+Forbidden`` in the RBAC authorizer's words. ``dryRun=All`` on a create validates and admits, storing nothing.
+Creating a pod passes the Priority admission the API server runs (a ``priorityClassName`` that is none of
+``priority_classes`` is ``403 Forbidden``; the Job controller then makes no pod), then the ServiceAccount admission
 the API server runs: a pod naming an account that does not exist is
 ``403 Forbidden`` (only ``default`` exists unless created; to the Job
 controller, which then creates no pod and tries again), and the
@@ -85,9 +87,12 @@ server (the one list):
   collected go at once; every container of a pod ends with the same exit
   code; a process's answer to SIGTERM is what the test configures, not
   what a real program does;
-- the scheduler is only ``node_cpu`` (no memory, other resources, affinity,
-  taints or preemption) and pulls only ``missing_images``; no DNS, no Node
-  objects, no ``ttlSecondsAfterFinished``;
+- the scheduler is only ``node_cpu`` and ``node_memory`` (no other resources,
+  affinity or taints) and ``preempt`` (what the scheduler does to a pod it
+  preempts, held to the real one by the e2e test of a preemption,
+  tests/e2e/test_k8s_e2e_priorities.py: a contract test would need
+  PriorityClasses, an admin's); it pulls only ``missing_images``; no DNS, no
+  Node objects, no ``ttlSecondsAfterFinished``;
 - a lost node is a set of pods (``unreachable``), not a Node: a deleted pod
   there stays terminating (held to a Node object no kubelet serves); not held
   to the real cluster (the one node the tests share cannot show it without
@@ -107,7 +112,7 @@ server (the one list):
   container's state, ``Ready``/``DisruptionTarget`` conditions when a test
   sets them);
 - label selectors are equality only; no field selectors, watches,
-  server-side apply, ``generateName``, ``dryRun``, defaulting (e.g. of
+  server-side apply, ``generateName``, defaulting (e.g. of
   ``parallelism`` or ``backoffLimit``) or authentication; RBAC only as the
   set of rights ``allowed`` (one Role, one user), no ClusterRoles, bindings
   or ``resourceNames``;
@@ -177,6 +182,9 @@ DEFAULT_GRACE_SECONDS = 30
 #: SIGTERM and this long before SIGKILL, so a deletion is never a crash (137) of a process that exits on SIGTERM.
 KUBELET_MINIMUM_GRACE_SECONDS = 2
 SIGKILL_EXIT = 137
+#: The scheduler's words for a pod no node has the memory for, even by preempting (one node, nothing to preempt).
+UNSCHEDULABLE_MEMORY = ("0/1 nodes are available: 1 Insufficient memory. preemption: 0/1 nodes are available: "
+                        "1 No preemption victims found for incoming pod.")
 
 
 @dataclass(frozen=True)
@@ -239,6 +247,11 @@ class FakeKubernetes:
         self.node_cpu = 64.0
         #: Images the registry does not have: a pod of one waits in the pull back-off (``_waits``).
         self.missing_images: set[str] = set()
+        #: The memory of the cluster's one node (None: room for every pod): the scheduler leaves a pod requesting more
+        #: ``Pending``, its ``PodScheduled`` condition ``False`` (``Unschedulable``, ``UNSCHEDULABLE_MEMORY``).
+        self.node_memory: int | None = None
+        #: The cluster's PriorityClasses (cluster-scoped, made by its admin): a pod naming another is refused.
+        self.priority_classes: set[str] = {"system-cluster-critical", "system-node-critical"}
 
     # --- server ----------------------------------------------------------
 
@@ -323,7 +336,9 @@ class FakeKubernetes:
                 if p == plural and ns == namespace and _matches(obj, selector or {})
             ]
 
-    def create(self, plural: str, namespace: str, obj: Obj) -> Obj:
+    def create(self, plural: str, namespace: str, obj: Obj, dry_run: bool = False) -> Obj:
+        """Create ``obj`` (validated, a pod admitted: ``_admit_pod``); ``dry_run`` (``dryRun=All``): all that,
+        answering the object as it would be, storing nothing."""
         with self._lock:
             problems = invalid(plural, obj) + given_selector(plural, obj)
             if problems:
@@ -345,12 +360,18 @@ class FakeKubernetes:
             obj.setdefault("status", {})
             if plural == "jobs":
                 _label_job(obj)
+            if dry_run:
+                return obj
             self.objects[plural, namespace, name] = obj
             return copy.deepcopy(obj)
 
     def _admit_pod(self, namespace: str, pod: Obj) -> None:
-        """The ServiceAccount admission plugin (see the module docstring); changes ``pod`` in place."""
+        """The Priority admission plugin (a ``priorityClassName`` not in ``priority_classes`` is ``403 Forbidden``),
+        then the ServiceAccount one (see the module docstring); changes ``pod`` in place."""
         spec = pod["spec"]
+        if "priorityClassName" in spec and spec["priorityClassName"] not in self.priority_classes:
+            raise ApiError(403, "Forbidden", f'pods "{pod["metadata"]["name"]}" is forbidden: no PriorityClass with '
+                           f'name {spec["priorityClassName"]} was found')
         account_name = spec.setdefault("serviceAccountName", "default")
         account = self.objects.get(("serviceaccounts", namespace, account_name))
         if account is None and account_name != "default":
@@ -597,6 +618,16 @@ class FakeKubernetes:
         self.update("pods", namespace, pod, change)
         self._sync()
 
+    def preempt(self, pod: str, reason: str = "PreemptionByScheduler", namespace: str = "default") -> None:
+        """What the scheduler does to a pod it preempts for one of a higher priority (``reason``; a drain's eviction,
+        ``EvictionByEvictionAPI``, and the taint manager, ``DeletionByTaintManager``, alike): the pod's
+        ``DisruptionTarget`` condition, then its graceful deletion (``delete``: SIGTERM, the pod's grace)."""
+        condition = {"type": "DisruptionTarget", "status": "True", "reason": reason,
+                     "message": "default-scheduler: preempting to accommodate a higher priority pod",
+                     "lastTransitionTime": self.stamp()}
+        self.update("pods", namespace, pod, lambda obj: obj["status"].setdefault("conditions", []).append(condition))
+        self.delete("pods", namespace, pod, "Background")
+
     def sync_jobs(self, namespace: str = "default") -> None:
         """One pass of the Job controller over every Job of ``namespace`` (``reconcile``)."""
         with self._lock:
@@ -749,6 +780,11 @@ class FakeKubernetes:
         the kubelet's pull back-off. Each as their status says it."""
         pod = self.objects["pods", namespace, name]
         containers = pod["spec"]["containers"]
+        if self.node_memory is not None and _memory(pod) > self.node_memory:
+            pod["status"].update(phase="Pending", conditions=[
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": UNSCHEDULABLE_MEMORY,
+                 "lastTransitionTime": self.stamp()}])
+            return True
         wanted = sum(_cpu(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0")) for c in containers)
         if wanted > self.node_cpu:
             pod["status"].update(phase="Pending", conditions=[{
@@ -840,6 +876,16 @@ def _ignored(job_spec: Obj, pod: Obj) -> bool:
         if (codes and exits & set(codes["values"])) or conditions & patterns:
             return rule["action"] == "Ignore"
     return False
+
+
+def _memory(pod: Obj) -> int:
+    """The bytes of memory ``pod``'s containers request (binary suffixes, as tfcluster writes them)."""
+    factors = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    total = 0
+    for container in pod["spec"]["containers"]:
+        amount = str(container.get("resources", {}).get("requests", {}).get("memory", "0"))
+        total += int(amount[:-2]) * factors[amount[-2:]] if amount[-2:] in factors else int(amount)
+    return total
 
 
 def _active(pod: Obj) -> bool:
@@ -998,6 +1044,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if obj is None:
                     raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
                 return self._send(200, obj)
+            if method == "POST" and query.get("dryRun"):
+                return self._send(201, store.create(plural, namespace, body, dry_run=True))
             if method == "POST":
                 return self._send(201, store.synced(store.create(plural, namespace, body)))
             if method == "PUT":

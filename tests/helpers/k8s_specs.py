@@ -68,6 +68,7 @@ SPECS: dict[str, dict[str, Any]] = {
             "image_pull_secrets": ["regcred"],
             "env_from_secrets": ["wandb"],
             "scheduler_name": "volcano",
+            "priority_class": "team-high",
             "pod_annotations": {"scheduling.k8s.io/group-name": "opts", "kueue.x-k8s.io/queue-name": "gpu"},
             "labels": {"app.kubernetes.io/part-of": "vision", "cost-center": "ml-42"},
             "pod_labels": {"app": "opts", "sidecar.istio.io/inject": "false"},

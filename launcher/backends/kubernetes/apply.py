@@ -4,7 +4,8 @@ Contract: ``submit`` creates every object of the dry run's files, exactly as ren
 supervisor's objects are owned by the run's ConfigMap (``ownerReferences``: a rendered file cannot know its uid),
 so the garbage collector removes them with it (objects other than Jobs and the checkpoint claim are replaced if
 they exist and carry this cluster's labels; an existing claim is kept with its checkpoints; existing Jobs of the
-same cluster refuse the launch; a ``kubernetes.service_account`` that does not exist refuses it too), and
+same cluster refuse the launch; a ``kubernetes.service_account`` that does not exist refuses it too, and so does a
+task pod the API server would not admit, ``require_admission``: a PriorityClass that does not exist), and
 deletes what it created if any step fails. ``cancel`` deletes the run's objects, Jobs first, and a claim only when
 ``launcher.backends.checkpoints.created_for`` says tfcluster made it for the run. Every failure is a
 ``LaunchError`` naming the request (``KubeApi.errors``).
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from launcher.backends import checkpoints
+from launcher.backends.kubernetes import pod_admission
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj
 from launcher.backends.kubernetes.manifests import objects
 from launcher.backends.workspace import ensure_images
@@ -54,11 +56,15 @@ def submit(api: KubeApi, dry_run: DryRun, namespace: str) -> None:
         ensure_images(plan.workspace)  # built here and pushed to the registry the nodes pull from
     created: list[Obj] = []
     owners: list[dict[str, Any]] = []  # the run's ConfigMap, once created: the supervisor's objects go with it
+    admitted = False  # the API server admits the tasks' pods (asked before the first task's Job)
     try:
         for obj in objects(dry_run.files):
             obj = _in_namespace(obj, namespace)
             if owners and naming.LABEL_SUPERVISOR in obj["metadata"].get("labels", {}):
                 obj = {**obj, "metadata": {**obj["metadata"], "ownerReferences": owners}}
+            elif obj["kind"] == Kind.JOB and not admitted:
+                require_admission(api, obj, namespace)
+                admitted = True
             if apply(api, obj, namespace):
                 created.append(obj)
             if obj["kind"] == Kind.CONFIG_MAP and obj["metadata"]["name"] == naming.config_map_name(plan.name):
@@ -91,6 +97,15 @@ def require_account(api: KubeApi, account: str, namespace: str) -> None:
     if found is None:
         raise LaunchError(f"kubernetes.service_account: no ServiceAccount {account!r} in namespace "
                           f"{namespace!r}; create it (tfcluster uses it, never creates or deletes it)")
+
+
+def require_admission(api: KubeApi, job: Obj, namespace: str) -> None:
+    """The API server must admit the pod of a task's ``job`` (``pod_admission``: every task's pod is alike in what
+    admission checks, its PriorityClass above all), asked once its ServiceAccount exists: a pod it refuses for good
+    would leave the run pending in silence."""
+    why = pod_admission.refusal(api, job, namespace)
+    if why is not None and pod_admission.lasting(why):
+        raise LaunchError(f"the API server refuses the run's pods (a dry run of {job['metadata']['name']}'s): {why}")
 
 
 def apply(api: KubeApi, obj: Obj, namespace: str) -> bool:

@@ -207,6 +207,10 @@ class KubeApi:
     def create(self, kind: Kind, namespace: str, body: Obj) -> Obj:
         return _json(self._requests[kind].create(namespace, body=body, _preload_content=False))
 
+    def dry_run_create(self, kind: Kind, namespace: str, body: Obj) -> Obj:
+        """``create`` as a server-side dry run (``dryRun=All``): validated and admitted as it would be, not stored."""
+        return _json(self._requests[kind].create(namespace, body=body, dry_run="All", _preload_content=False))
+
     def read(self, kind: Kind, name: str, namespace: str) -> Obj:
         return _json(self._requests[kind].read(name, namespace, _preload_content=False))
 

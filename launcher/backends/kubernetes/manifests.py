@@ -36,6 +36,7 @@ from launcher.backends.kubernetes.pods import (
     container_security,
     hardened_pod,
     meta,
+    priority,
 )
 from launcher.backends.kubernetes.target import KubernetesTarget
 from launcher.backends.kubernetes.tensorboard import tensorboard_objects
@@ -351,6 +352,7 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
         pod["initContainers"] = [{**_workspace_seed(group.first.image, resources), **pulled}]
     if k8s.scheduler_name:
         pod["schedulerName"] = k8s.scheduler_name
+    pod.update(priority(plan))
     metadata: dict[str, Any] = {"labels": {**k8s.pod_labels, **naming.labels(plan.name, plan.run_id, group.role)}}
     if k8s.pod_annotations:
         metadata["annotations"] = dict(k8s.pod_annotations)

@@ -105,6 +105,14 @@ def _placed(node_selector: Mapping[str, str], tolerations: Sequence[Toleration],
     return fields
 
 
+def priority(plan: Plan) -> dict[str, Any]:
+    """The ``priorityClassName`` of a run's task pods and of its supervisor's pod (``kubernetes.priority_class``):
+    the same class, so the scheduler never evicts the supervisor for its own tasks nor for a pod they would not
+    yield to, and it waits for room as they do (docs/kubernetes.md, "Priorities")."""
+    name = plan.spec.kubernetes.priority_class
+    return {"priorityClassName": name} if name else {}
+
+
 def camel(fields: dict[str, Any]) -> dict[str, Any]:
     def convert(key: str) -> str:
         head, *rest = key.split("_")

@@ -4,8 +4,11 @@ Contract: a task is the Job named after it (``manifests.task_job``: one pod, ``b
 suspended), so Kubernetes never restarts a task by itself: the supervisor decides. ``start`` lets a suspended
 Job run, or replaces a Job that ran by a fresh copy of it (``fresh_copy``: deleted, then created again as it was
 applied); ``poll`` reads the
-exit code of the pod of the Job it started (128+9 when that pod or Job is gone; a pod Kubernetes disrupted
-(eviction, scheduler preemption, node pressure) that ended otherwise than saved counts as preempted, 143);
+exit code of the pod of the Job it started (128+9 when that pod or Job is gone); a pod Kubernetes disrupted
+(``DisruptionTarget``: preempted by the scheduler for a pod of a higher priority, evicted, its node drained, tainted
+or lost) is a preemption, 143, whatever it ended with, also when it was gone before its end was read (the disruption
+seen while it ended, ``_disrupted``): the supervisor restarts its group within ``max_preemptions``, never spending
+``max_restarts``;
 ``stop`` deletes the pods with the grace and returns once their containers ended; ``output`` follows each pod's
 log in a thread of its own; ``read_stacks`` asks the stack endpoint of the task's agent (its program's parent,
 ``launcher.worker.agent``: py-spy) at its pod's IP (``launcher.protocol.stack_endpoint``, with the run's event
@@ -35,8 +38,7 @@ from launcher.plan.planner import Plan, Task
 from launcher.protocol import stack_endpoint
 from launcher.protocol.exitcodes import LOST_EXIT, ExitCode
 
-#: The label the Job controller puts on its pods: the uid of the Job that made them.
-CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+CONTROLLER_UID = k8s_status.CONTROLLER_UID
 #: A listing of the run's pods serves the polls of one supervision round.
 LISTING_SECONDS = 0.2
 #: How long ``stop`` waits beyond the grace for the kubelet to end a container (and a pod to go).
@@ -75,8 +77,9 @@ def exit_of(pod: Obj) -> int | None:
 
 
 def _disruption(pod: Obj) -> str:
-    """Why Kubernetes disrupted ``pod`` (its ``DisruptionTarget`` condition: an eviction, a preemption by the
-    scheduler, node pressure, the taint manager), or "" when it did not."""
+    """Why Kubernetes disrupted ``pod`` (its ``DisruptionTarget`` condition's reason: ``PreemptionByScheduler``,
+    ``EvictionByEvictionAPI`` (a drain), ``DeletionByTaintManager``, ``DeletionByPodGC`` (its node lost),
+    ``TerminationByKubelet`` (node pressure)), or "" when it did not."""
     for cond in pod.get("status", {}).get("conditions") or []:
         if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
             return cond.get("reason") or "DisruptionTarget"
@@ -134,6 +137,9 @@ class KubernetesRuntime:
         #: Each task's Job as it was applied, to create again should the Job be gone (its TTL after it finished).
         self._copies: dict[str, Obj] = {}
         self._followers: dict[str, _Follower] = {}
+        #: Job uid -> why Kubernetes was ending its pod (``_disruption``), as a poll last saw it: the pod may be gone
+        #: (the Job controller counted it) before its end is read.
+        self._disrupted: dict[str, str] = {}
         self._listed: tuple[float, dict[str, list[Obj]]] | None = None
         #: The ``minCount`` of the run's PodGroup, kept to the tasks meant to run (``gang.GangSize``).
         self._gang = gang.GangSize(api, plan, namespace)
@@ -175,12 +181,18 @@ class KubernetesRuntime:
                 self._say(task, f"Job {task.name} is gone (deleted outside tfcluster)")
                 return LOST_EXIT
             failed = k8s_status.job_failed(job)
+            if failed is not None and uid in self._disrupted:
+                self._say(task, f"the pod of {task.name} was disrupted by Kubernetes ({self._disrupted[uid]}) and is "
+                                "gone: taken as a preemption")
+                return int(ExitCode.PREEMPTED)
             if failed is not None:
                 why = f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
                 self._say(task, f"Job {task.name} failed without a pod: {why}")
                 return LOST_EXIT
             return None
         code, disrupted = exit_of(pods[-1]), _disruption(pods[-1])
+        if disrupted:
+            self._disrupted[uid] = disrupted
         if code not in (None, 0, ExitCode.PREEMPTED) and disrupted:
             self._say(task, f"pod {pods[-1]['metadata']['name']} was disrupted by Kubernetes ({disrupted}) and "
                             f"ended with {code}: taken as a preemption")

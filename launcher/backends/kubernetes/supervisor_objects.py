@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from launcher.backends.kubernetes import gang
-from launcher.backends.kubernetes.pods import TMP_DIR, TMP_VOLUME, container_security, supervisor_placement
+from launcher.backends.kubernetes.pods import TMP_DIR, TMP_VOLUME, container_security, priority, supervisor_placement
 from launcher.plan import naming
 from launcher.plan.images import ImageVariant
 from launcher.plan.planner import Plan
@@ -124,6 +124,7 @@ def job(plan: Plan, program: Sequence[str]) -> Manifest:
         "containers": [container],
         "volumes": [{"name": TMP_VOLUME, "emptyDir": {}}],
         **supervisor_placement(plan),
+        **priority(plan),
     }
     spec: Manifest = {"backoffLimit": BACKOFF_LIMIT, "podReplacementPolicy": "Failed", "podFailurePolicy": POD_FAILURE_POLICY,
                       "template": {"metadata": {"labels": labels}, "spec": pod}}

@@ -206,6 +206,57 @@ def test_pods_run_as_the_spec_account_which_tfcluster_never_creates_or_deletes(f
     assert fake.get("serviceaccounts", "trainer")["metadata"]["annotations"] == trainer["metadata"]["annotations"]
 
 
+def test_a_priority_class_that_does_not_exist_refuses_the_launch_in_one_line_and_nothing_stays(
+        fake: FakeKubernetes) -> None:
+    """The API server's Priority admission refuses every pod naming a PriorityClass it has not: ``up`` asks it first
+    (a dry run of a task's pod, as the launcher's Role allows) and says so in one line, leaving nothing."""
+    fake.allowed = rbac_allowed()
+    backend = backend_for(fake)
+    spec = {**yaml.safe_load(DEMO.read_text()), "kubernetes": {"priority_class": "team-high"}}
+    with pytest.raises(LaunchError) as refused:
+        backend.submit(dry_run_for(spec))
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(
+        "the API server refuses the run's pods (a dry run of demo-chief-0's): 403 Forbidden: pods \"demo-chief-0\" is "
+        "forbidden: no PriorityClass with name team-high was found; removed the"), message
+    fake.now += 5  # the garbage collector ends what was deleted in the foreground
+    assert not [key for key in fake.objects if key[0] != "namespaces"], fake.objects
+    fake.priority_classes.add("team-high")
+    fake.job_controller = True
+    backend.submit(dry_run_for(spec))  # it exists: the run starts, its pods and its supervisor's of that class
+    [pod] = [p for p in fake.list("pods") if p["metadata"]["name"].startswith("demo-supervisor")]
+    assert pod["spec"]["priorityClassName"] == "team-high"
+
+
+def test_a_launcher_whose_role_cannot_ask_launches_as_before(fake: FakeKubernetes) -> None:
+    """An older k8s/rbac-launcher.yaml, without ``create`` on pods: the dry run is refused by RBAC, not by admission,
+    so ``up`` cannot ask and goes on (``status`` then cannot say why either)."""
+    fake.allowed = rbac_allowed() - {("", "pods", "create")}
+    spec = {**yaml.safe_load(DEMO.read_text()), "kubernetes": {"priority_class": "team-high"}}
+    backend_for(fake).submit(dry_run_for(spec))
+    assert fake.get("jobs", "demo-chief-0") is not None
+
+
+def test_status_of_a_run_whose_pods_cannot_be_created_is_pending_saying_why(fake: FakeKubernetes) -> None:
+    """Its PriorityClass deleted after ``up``: the Job controller can make no pod; ``status`` says why, from the
+    API server's own answer (a dry run of the pod), in one line, never a silent running run."""
+    fake.priority_classes.add("team-high")
+    backend = backend_for(fake)
+    spec = {**yaml.safe_load(DEMO.read_text()), "kubernetes": {"priority_class": "team-high"}}
+    backend.submit(dry_run_for(spec))
+    ClusterState(backend.api, "demo", "default").write_status(JobStatus(
+        "demo", BackendKind.K8S, State.RUNNING, tasks=[TaskStatus(t, State.RUNNING) for t in
+                                                        ("demo-chief-0", "demo-worker-0", "demo-worker-1")]))
+    fake.priority_classes.discard("team-high")
+    start_all(fake, "demo-chief-0", "demo-worker-0", "demo-worker-1")
+    assert pods(fake, "demo-chief-0") == []  # refused: no pod
+    shown = backend.describe("demo")
+    refused = 'its pod cannot be created: 403 Forbidden: pods "demo-chief-0" is forbidden: no PriorityClass with name ' \
+              "team-high was found"
+    assert (shown.state, shown.message) == (State.PENDING, f"pending: demo-chief-0 {refused}"), shown
+    assert {t.name: (t.state, t.message) for t in shown.tasks}["demo-chief-0"] == (State.PENDING, f"pending: {refused}")
+
+
 def test_tfcluster_own_account_mounts_no_api_token(fake: FakeKubernetes) -> None:
     backend = backend_for(fake)
     backend.submit(dry_run_for(DEMO))

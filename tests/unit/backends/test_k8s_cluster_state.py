@@ -154,6 +154,12 @@ def test_describe_says_the_supervisor_is_starting_or_lost(fake: FakeKubernetes) 
     fake.update("pods", "default", pod["metadata"]["name"], lambda p: p["status"].update(
         phase="Pending", containerStatuses=[{"name": "supervisor", "state": {"waiting": {"reason": "ContainerCreating"}}}]))
     assert backend.describe("cs").supervisor is SupervisorState.STARTING
+    fake.update("pods", "default", pod["metadata"]["name"], lambda p: p["status"].update(containerStatuses=[], conditions=[
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/1 nodes are available: 1 Insufficient memory."}]))
+    shown = backend.describe("cs")  # no node has the room for it: the scheduler's reason
+    assert (shown.supervisor, shown.supervisor_note) == (
+        SupervisorState.STARTING, f"{pod['metadata']['name']}: Unschedulable: 0/1 nodes are available: 1 Insufficient memory.")
     fake.update("pods", "default", pod["metadata"]["name"], lambda p: p["status"].update(
         containerStatuses=[{"name": "supervisor", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}}]))
     shown = backend.describe("cs")
@@ -206,9 +212,19 @@ def test_describe_says_why_a_tasks_pod_waits(fake: FakeKubernetes) -> None:
     fake.update("pods", "default", pod["metadata"]["name"], lambda p: p["status"].update(
         phase="Pending", containerStatuses=[], conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                                             "message": "0/1 nodes are available: insufficient cpu"}]))
-    tasks = {t.name: t.message for t in backend_for(fake).describe("cs").tasks}
-    assert tasks["cs-worker-0"] == "pending: Unschedulable: 0/1 nodes are available: insufficient cpu"
-    assert not tasks["cs-chief-0"].startswith("pending")
+    shown = backend_for(fake).describe("cs")
+    tasks = {t.name: (t.state, t.message) for t in shown.tasks}
+    assert tasks["cs-worker-0"] == (State.PENDING, "pending: Unschedulable: 0/1 nodes are available: insufficient cpu")
+    assert tasks["cs-chief-0"][0] is State.RUNNING and not tasks["cs-chief-0"][1].startswith("pending")
+    # the run waits for room, with the scheduler's reason: in `status`, `-o json` and the live view alike
+    assert (shown.state, shown.message) == (State.PENDING, "pending: cs-worker-0 cannot be placed: Unschedulable: "
+                                                           "0/1 nodes are available: insufficient cpu")
+    assert shown.to_dict()["state"] == "pending"
+    fake.update("pods", "default", pod["metadata"]["name"], lambda p: p["status"].update(
+        conditions=[{"type": "PodScheduled", "status": "True"}],
+        containerStatuses=[{"name": "tensorflow", "state": {"waiting": {"reason": "ContainerCreating"}}}]))
+    shown = backend_for(fake).describe("cs")  # placed, its image being pulled: the run runs, the task starts
+    assert shown.state is State.RUNNING and {t.name: t.state for t in shown.tasks}["cs-worker-0"] is State.PENDING
 
 
 def test_describe_of_a_run_supervised_from_this_machine_says_whether_its_process_lives(fake: FakeKubernetes) -> None:

@@ -351,6 +351,7 @@ def test_kubernetes_options_reach_every_pod() -> None:
         assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
         assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}]
         assert pod["imagePullSecrets"] == [{"name": "regcred"}] and pod["schedulerName"] == "volcano"
+        assert pod["priorityClassName"] == "team-high"
         assert pod["containers"][0]["envFrom"] == [{"secretRef": {"name": "wandb"}}]
         own = ("tmp", "tfcluster", "checkpoints")
         assert [v for v in pod["volumes"] if v["name"] not in own] == [
@@ -361,6 +362,9 @@ def test_kubernetes_options_reach_every_pod() -> None:
             {"name": "data", "mountPath": "/data", "readOnly": True},
             {"name": "cache", "mountPath": "/home/tfcluster/.cache", "readOnly": False, "subPath": "tf"},
             {"name": "creds", "mountPath": "/var/secrets/gcs", "readOnly": True}]
+    supervisor = _supervisor(plan, "Job")
+    assert supervisor["spec"]["template"]["spec"]["priorityClassName"] == "team-high"  # the tasks' class: not evicted for them
+    assert all("priorityClassName" not in j["spec"]["template"]["spec"] for j in _by_kind(PLANS["demo"], "Job"))
     (board, *_) = tensorboard_objects(plan)  # TensorBoard reads the log dir only
     assert {v["name"] for v in board["spec"]["template"]["spec"]["volumes"]} == {"tmp", "checkpoints"}
     assert chief["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "500m", "memory": "2Gi"}}

@@ -213,6 +213,37 @@ def test_a_job_that_failed_without_a_pod_is_a_lost_run(fake: FakeKubernetes) -> 
     assert any("failed without a pod: BackoffLimitExceeded" in line for line in runtime.output(worker))
 
 
+@pytest.mark.parametrize("reason", ["PreemptionByScheduler", "EvictionByEvictionAPI", "DeletionByTaintManager"])
+def test_a_pod_kubernetes_disrupted_is_a_preemption_also_once_it_is_gone(fake: FakeKubernetes, reason: str) -> None:
+    """Preempted by the scheduler for a higher priority, evicted by a drain, deleted by the taint manager: the pod
+    saves on SIGTERM and goes once the Job controller counted it, maybe before a poll read its end; its Job then
+    failed without a pod, which is a preemption since the poll saw the disruption (not a lost run, 137)."""
+    plan, runtime = launched(fake)
+    worker = task(plan, WORKER)
+    runtime.start(worker)
+    assert runtime.output(worker) == []  # the supervisor reads each task's output each round
+    fake.on_sigterm[WORKER] = OnSigterm(seconds=3)
+    fake.preempt(pod_of(fake, WORKER), reason)
+    later(fake)
+    assert runtime.poll(worker) is None  # saving
+    fake.now += 5
+    assert pods(fake, WORKER) == []  # ended 143, counted, gone
+    assert runtime.poll(worker) == 143
+    assert any(f"disrupted by Kubernetes ({reason}) and is gone: taken as a preemption" in line
+               for line in runtime.output(worker))
+
+
+def test_a_scheduler_preemption_restarts_the_group_without_a_restart_and_the_run_succeeds(fake: FakeKubernetes) -> None:
+    """``max_restarts: 0``: a worker preempted for a higher-priority pod (it saved) is a preemption, not a failure:
+    the group restarts within ``max_preemptions`` and the run succeeds with 0 restarts."""
+    fake.on_sigterm[WORKER] = OnSigterm(seconds=3)
+    world = World(fake, {3: lambda fake: fake.preempt(pod_of(fake, WORKER))})
+    world.script[14] = ends(CHIEF, 0)
+    status = supervise(fake, world, {**SPEC, "restart": {"policy": "exit-code", "max_restarts": 0}})
+    assert status.state is State.SUCCEEDED, status
+    assert (status.preemptions, status.restarts) == (1, 0), status
+
+
 def test_adopt_attaches_to_a_started_job_only(fake: FakeKubernetes) -> None:
     plan, runtime = launched(fake)
     chief, worker = task(plan, CHIEF), task(plan, WORKER)
