@@ -6,7 +6,12 @@ Job run, or replaces a Job that ran by a fresh copy of it (``fresh_copy``: delet
 applied); ``poll`` reads the
 exit code of the pod of the Job it started (128+9 when that pod or Job is gone; a pod Kubernetes disrupted
 (eviction, scheduler preemption, node pressure) that ended otherwise than saved counts as preempted, 143);
-``stop`` deletes the pods with the grace and returns once their containers ended; ``output`` follows each pod's
+``stop`` deletes the pods with the grace and returns once their containers ended. What ``poll`` and ``stop`` read
+of the run's pods and Jobs is the run's ``watched.RunObjects`` (one LIST, then a WATCH, per kind; no request per
+task or per round): every answer it gives stays true (an ended pod stays ended, a failed Job failed), and an absence
+is asked of the API (a GET of the Job) before it is taken as a lost run; while the cache is stale ``poll`` answers
+None (nothing decided), past ``watched.STALE_SECONDS`` it raises ``watched.Unreachable`` (an engine fault);
+``output`` follows each pod's
 log in a thread of its own; ``read_stacks`` asks the stack endpoint of the task's agent (its program's parent,
 ``launcher.worker.agent``: py-spy) at its pod's IP (``launcher.protocol.stack_endpoint``, with the run's event
 token; from outside the cluster, ``in_cluster`` False, through a port-forward): no ``pods/exec``, which the
@@ -27,17 +32,15 @@ from functools import partial
 from launcher.backends.kubernetes import pod_io
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj
+from launcher.backends.kubernetes.watched import CONTROLLER_UID, RunObjects, Snapshot
 from launcher.backends.lines import LineQueue
 from launcher.backends.pyspy import say_none
 from launcher.errors import LaunchError
-from launcher.plan import naming
 from launcher.plan.planner import Plan, Task
 from launcher.protocol import stack_endpoint
 from launcher.protocol.exitcodes import LOST_EXIT, ExitCode
 
-#: The label the Job controller puts on its pods: the uid of the Job that made them.
-CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
-#: A listing of the run's pods serves the polls of one supervision round.
+#: How often ``stop`` and ``start`` look again at what they wait for.
 LISTING_SECONDS = 0.2
 #: How long ``stop`` waits beyond the grace for the kubelet to end a container (and a pod to go).
 STOP_SLACK_SECONDS = 30.0
@@ -121,7 +124,9 @@ class KubernetesRuntime:
 
     def __init__(self, api: KubeApi, plan: Plan, namespace: str,
                  clock: Callable[[], float] = time.monotonic, pause: Callable[[float], None] = time.sleep,
-                 stacks_port: int = stack_endpoint.PORT, in_cluster: bool = False):
+                 stacks_port: int = stack_endpoint.PORT, in_cluster: bool = False,
+                 objects: Callable[[KubeApi, str, str, Callable[[], float]], RunObjects] = RunObjects):
+        """``objects`` makes the run's ``RunObjects`` (api, namespace, cluster name, clock)."""
         self.api = api
         self.stacks_port = stacks_port
         #: In the supervisor pod: the stack endpoints are asked at their pods' IPs; else through port-forwards.
@@ -134,7 +139,8 @@ class KubernetesRuntime:
         #: Each task's Job as it was applied, to create again should the Job be gone (its TTL after it finished).
         self._copies: dict[str, Obj] = {}
         self._followers: dict[str, _Follower] = {}
-        self._listed: tuple[float, dict[str, list[Obj]]] | None = None
+        #: The run's pods and Jobs, watched.
+        self.objects = objects(api, namespace, plan.name, clock)
 
     # -- Runtime ---------------------------------------------------------------------------------------------
 
@@ -163,9 +169,14 @@ class KubernetesRuntime:
         uid = self._uids.get(task.name)
         if uid is None:
             return None
-        pods = self._pods(fresh=False).get(uid, [])
+        seen = self.objects.snapshot()
+        if seen is None:
+            return None  # stale: nothing is decided from it
+        pods = seen.pods.get(uid, [])
         if not pods:
-            job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
+            job = seen.jobs.get(task.name)
+            if job is None or job["metadata"]["uid"] != uid:  # not seen yet, or gone: asked
+                job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
             if job is None or job["metadata"]["uid"] != uid:
                 self._say(task, f"Job {task.name} is gone (deleted outside tfcluster)")
                 return LOST_EXIT
@@ -196,9 +207,11 @@ class KubernetesRuntime:
         ends = self._clock() + grace + STOP_SLACK_SECONDS
         while stopping and self._clock() < ends:
             self._pause(LISTING_SECONDS)
-            pods = {pod["metadata"]["name"]: pod for runs in self._pods(fresh=True).values() for pod in runs}
+            seen = self.objects.snapshot()
+            if seen is None:
+                continue  # stale: no pod is taken as ended
             stopping = {task: name for task, name in stopping.items()
-                        if name in pods and exit_of(pods[name]) is None}
+                        if (pod := seen.pod(name)) is not None and exit_of(pod) is None}
         if stopping:
             raise LaunchError(f"pods still running {STOP_SLACK_SECONDS:.0f} s after their grace: "
                               f"{', '.join(sorted(stopping.values()))}")
@@ -225,6 +238,7 @@ class KubernetesRuntime:
         return terminated is not None and terminated.get("reason") == "OOMKilled"
 
     def close(self) -> None:
+        self.objects.close()
         for follower in self._followers.values():
             follower.stop()
         self._followers.clear()
@@ -274,30 +288,16 @@ class KubernetesRuntime:
         follower = self._followers.pop(task.name, None)
         if follower is not None:
             follower.stop()
-        self._listed = None
 
-    def _current(self, task: Task) -> Obj | None:
+    def _current(self, task: Task, seen: Snapshot | None = None) -> Obj | None:
+        """The task's current pod as last seen (stale or not)."""
         uid = self._uids.get(task.name)
-        pods = self._pods(fresh=False).get(uid, []) if uid is not None else []
+        pods = (seen or self.objects.last()).pods.get(uid, []) if uid is not None else []
         return pods[-1] if pods else None
 
-    def _pods(self, fresh: bool) -> dict[str, list[Obj]]:
-        """The run's pods by the uid of their Job, oldest first; one listing serves ``LISTING_SECONDS``."""
-        now = self._clock()
-        if fresh or self._listed is None or now - self._listed[0] >= LISTING_SECONDS:
-            selector = f"{naming.LABEL_CLUSTER}={self.plan.name}"
-            by_uid: dict[str, list[Obj]] = {}
-            for pod in self.api.select(Kind.POD, self.namespace, selector):
-                uid = pod["metadata"].get("labels", {}).get(CONTROLLER_UID)
-                if uid is not None:
-                    by_uid.setdefault(uid, []).append(pod)
-            for pods in by_uid.values():
-                pods.sort(key=lambda pod: pod["metadata"].get("creationTimestamp", ""))
-            self._listed = now, by_uid
-        return self._listed[1]
-
     def _read_pod(self, name: str) -> Obj | None:
-        return self.api.read_if_exists(Kind.POD, name, self.namespace)
+        """``name`` as last seen (a follower waits for its container to start), None once it is gone."""
+        return self.objects.last().pod(name)
 
     def _say(self, task: Task, line: str) -> None:
         """A line in the task's output (the supervisor's record of why its run ended)."""

@@ -54,15 +54,15 @@ SUPERVISOR_UID = 2000
 
 
 def rules(plan: Plan) -> list[Manifest]:
-    """What the supervisor may do: read and delete the run's pods, read their logs, list the Jobs, read,
+    """What the supervisor may do: read, watch and delete the run's pods, read their logs, list and watch the Jobs, read,
     unsuspend (patch) and replace (delete, create) the run's own, read and update its ConfigMap. Kubernetes
     cannot limit ``create`` to names: Jobs are created in the namespace. No ``pods/exec``: it reads a task's
     stacks from the task's own stack endpoint (``launcher.protocol.stack_endpoint``)."""
     jobs = sorted(task.name for task in plan.tasks)
     return [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "create"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "watch", "create"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": jobs, "verbs": ["get", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [naming.config_map_name(plan.name)],
          "verbs": ["get", "update"]},
