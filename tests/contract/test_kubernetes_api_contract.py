@@ -697,7 +697,8 @@ def test_a_watch_from_a_version_the_server_no_longer_keeps_is_410_expired(side: 
     ``Expired``, "too old resource version", which the client raises."""
     from kubernetes.client.exceptions import ApiException
 
-    side.run(side.unique("old"), Program(), suspend=True)
+    for _ in range(2):  # version 1 is then older than the latest, on the fake too
+        side.run(side.unique("old"), Program(), suspend=True)
     if isinstance(side, FakeSide):
         side.fake.compact()
     stream = side.api.watch(Kind.POD, side.namespace, f"{LABEL}=none", "1", 30, lambda: None)

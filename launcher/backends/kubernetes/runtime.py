@@ -159,6 +159,10 @@ class KubernetesRuntime:
         self._attach(task, job)
 
     def adopt(self, task: Task) -> bool:
+        """Attach to the task's started Job; first waits for the run's objects to be listed, so that a ``poll``
+        right after reads the pod's end if it ended unsupervised (``watched.Unreachable`` if they cannot be)."""
+        while self.objects.snapshot() is None:
+            self._pause(LISTING_SECONDS)
         job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
         if job is None or job.get("spec", {}).get("suspend"):
             return False

@@ -19,7 +19,8 @@ decide nothing from the cache: no exit is read, no object taken as gone), and on
 ``STALE_SECONDS`` (measured on ``clock``) it raises ``Unreachable`` with the last error, which the supervisor
 counts as an engine fault. ``last`` answers what was last seen, stale or not (which pod's log to follow).
 Objects are kept trimmed (``trimmed``: no ``managedFields``; a pod without its ``spec``; a Job's ``spec`` only
-``suspend``), so 1,000 tasks cost a few tens of MiB. ``requests`` counts the LIST and WATCH requests made.
+``suspend``), so 1,000 tasks cost about 20 MiB (docs/kubernetes.md); a ``Snapshot`` is made again only after a
+change (a poll round reads it once per task). ``requests`` counts the LIST and WATCH requests made.
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ class Watched:
     error: str = ""
 
     def __post_init__(self) -> None:
+        #: Moves on at each change of ``objects`` (a snapshot is made again only then).
+        self.generation = 0
         self.stale_since = self.clock()
         self.error = "not listed yet"
         self._lock = threading.Lock()
@@ -110,15 +113,12 @@ class Watched:
             stream.stop()
         self._thread.join(timeout=5)
 
-    def copy(self) -> dict[str, Obj] | None:
-        """The objects by name, or None while stale."""
+    def seen(self, known: int | None = None) -> tuple[int, dict[str, Obj] | None, bool]:
+        """The generation, a copy of the objects by name as last seen (None if the generation is still ``known``),
+        and whether they are current."""
         with self._lock:
-            return None if self.stale_since is not None else dict(self.objects)
-
-    def seen(self) -> dict[str, Obj]:
-        """The objects by name as last seen, stale or not."""
-        with self._lock:
-            return dict(self.objects)
+            copied = None if known == self.generation else dict(self.objects)
+            return self.generation, copied, self.stale_since is None
 
     def _run(self) -> None:
         failures = 0
@@ -145,6 +145,7 @@ class Watched:
         with self._lock:
             self.objects = {item["metadata"]["name"]: trimmed(self.kind, item) for item in items}
             self.version = version
+            self.generation += 1
 
     def _watch(self) -> None:
         """One WATCH from ``version``, applied until the API server ends it (the kind is current meanwhile)."""
@@ -167,6 +168,8 @@ class Watched:
                 self.objects[meta["name"]] = trimmed(self.kind, obj)
             elif event.get("type") == "DELETED":
                 self.objects.pop(meta.get("name", ""), None)
+            if event.get("type") != "BOOKMARK":
+                self.generation += 1
             if meta.get("resourceVersion"):
                 self.version = meta["resourceVersion"]
 
@@ -183,10 +186,11 @@ class Watched:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The run's pods (by the uid of their Job, oldest first) and Jobs (by name) at one moment."""
+    """The run's pods (by the uid of their Job, oldest first; and by name) and Jobs (by name) at one moment."""
 
     pods: dict[str, list[Obj]]
     jobs: dict[str, Obj]
+    by_name: dict[str, Obj]
 
     @staticmethod
     def of(pods: dict[str, Obj], jobs: dict[str, Obj]) -> Snapshot:
@@ -197,10 +201,10 @@ class Snapshot:
                 by_uid.setdefault(uid, []).append(pod)
         for runs in by_uid.values():
             runs.sort(key=lambda pod: (pod["metadata"].get("creationTimestamp", ""), pod["metadata"]["name"]))
-        return Snapshot(by_uid, jobs)
+        return Snapshot(by_uid, jobs, pods)
 
     def pod(self, name: str) -> Obj | None:
-        return next((pod for runs in self.pods.values() for pod in runs if pod["metadata"]["name"] == name), None)
+        return self.by_name.get(name)
 
 
 class RunObjects:
@@ -210,14 +214,15 @@ class RunObjects:
         selector = f"{naming.LABEL_CLUSTER}={cluster}"
         self.clock = clock
         self.kinds = {kind: Watched(api, kind, namespace, selector, clock) for kind in (Kind.POD, Kind.JOB)}
+        self._made: tuple[tuple[int, int], Snapshot] | None = None  # the last snapshot, by the kinds' generations
         for watched in self.kinds.values():
             watched.start()
 
     def snapshot(self) -> Snapshot | None:
         """Both kinds as they are, None while one is stale; ``Unreachable`` once one was stale too long."""
-        pods, jobs = self.kinds[Kind.POD].copy(), self.kinds[Kind.JOB].copy()
-        if pods is not None and jobs is not None:
-            return Snapshot.of(pods, jobs)
+        seen, current = self._seen()
+        if current:
+            return seen
         now = self.clock()
         for watched in self.kinds.values():
             since = watched.stale_since
@@ -228,7 +233,21 @@ class RunObjects:
 
     def last(self) -> Snapshot:
         """Both kinds as last seen, stale or not."""
-        return Snapshot.of(self.kinds[Kind.POD].seen(), self.kinds[Kind.JOB].seen())
+        return self._seen()[0]
+
+    def _seen(self) -> tuple[Snapshot, bool]:
+        """Both kinds as last seen (made again only when one changed: a poll round reads it once per task), and
+        whether both are current."""
+        made = self._made
+        known = (None, None) if made is None else made[0]
+        pods_generation, pods, pods_current = self.kinds[Kind.POD].seen(known[0])
+        jobs_generation, jobs, jobs_current = self.kinds[Kind.JOB].seen(known[1])
+        if made is None or pods is not None or jobs is not None:
+            pods = self.kinds[Kind.POD].seen()[1] if pods is None else pods
+            jobs = self.kinds[Kind.JOB].seen()[1] if jobs is None else jobs
+            assert pods is not None and jobs is not None
+            made = self._made = (pods_generation, jobs_generation), Snapshot.of(pods, jobs)
+        return made[1], pods_current and jobs_current
 
     def requests(self) -> dict[Kind, Requests]:
         """The LIST and WATCH requests each kind made so far."""

@@ -101,6 +101,7 @@ def test_a_pod_deleted_among_many_is_seen_from_the_watch_without_a_list(fake: Fa
     before = lists(fake)
     try:
         assert runtime.poll(worker) is None
+        assert runtime.objects.snapshot() is runtime.objects.snapshot()  # made again only after a change
         fake.delete("pods", "default", pod_of(fake, worker.name), "Background")  # SIGTERM: exits 143, goes
         wait_for_condition(lambda: runtime.poll(worker) is not None)
         assert all(runtime.poll(t) is None for t in plan.tasks if t is not worker)
@@ -180,3 +181,19 @@ def test_the_cache_keeps_only_what_the_runtime_reads() -> None:
     job = {"metadata": {"name": "j"}, "spec": {"suspend": True, "template": {}}, "status": {}}
     assert trimmed(Kind.POD, pod) == {"metadata": {"name": "p", "labels": {"a": "b"}}, "status": {"phase": "Running"}}
     assert trimmed(Kind.JOB, job) == {"metadata": {"name": "j"}, "status": {}, "spec": {"suspend": True}}
+
+
+def test_adopt_waits_for_the_first_listing_so_the_next_poll_reads_an_end_that_came_unsupervised(
+        fake: FakeKubernetes) -> None:
+    """A new supervisor adopts: its cache is listed before ``adopt`` answers, so a poll right after reads the pod's
+    end (the supervisor starts such a task again rather than judging its exit)."""
+    plan, first = started(fake)
+    first.close()
+    worker = next(t for t in plan.tasks if t.name == "wq-worker-2")
+    fake.finish_pod(pod_of(fake, worker.name), 4)
+    successor = KubernetesRuntime(backend_for(fake).api, plan, "default")  # its own clock: real time
+    try:
+        assert successor.adopt(worker) is True
+        assert successor.poll(worker) == 4
+    finally:
+        successor.close()
