@@ -5,7 +5,9 @@ objects are answered as JSON dicts (no model deserialization). The request metho
 ``ApiException``; this module is the one home of what an API error means: ``errors(action)`` turns any
 client error into a ``LaunchError`` naming the action, the API server and its answer (a 403 says what the
 Role refused), ``unless_gone`` takes a 404 as nothing to do, ``read_if_exists`` answers None for a 404,
-``create_unless_exists`` and ``replace_unless_changed`` None for a 409. The ``kubernetes`` package is imported only when a ``KubeApi``
+``create_unless_exists`` and ``replace_unless_changed`` None for a 409, and ``failure_of`` says what a failed
+request or stream said (its status, why, its ``Retry-After``) for the retries of a watch (``watched``: ``listing``
+gives a list's ``resourceVersion``, ``watch`` a ``WatchStream`` from it). The ``kubernetes`` package is imported only when a ``KubeApi``
 is made (``connect``), never at import. The kubeconfig's embedded certificates and keys (``client-key-data``) are
 never written to disk: the client's file of each is an anonymous file in memory this process holds
 (``_in_memory_file``), gone when the process ends, however it ends. A forked process (the detached supervisor) makes
