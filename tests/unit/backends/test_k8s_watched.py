@@ -93,6 +93,9 @@ def test_a_quiet_minute_of_supervision_costs_no_list_and_no_request_per_task(fak
     assert lists_after - lists_before <= 12
     assert lists_after == lists_before  # the watches serve it all
     assert [p for m, p in fake.requests[since:until] if "watch=true" not in p and "/log" not in p] == []
+    counted = runtime.objects.requests()  # what the runtime says it sent, as the fake counted it
+    assert counted[Kind.POD].lists == counted[Kind.JOB].lists == 1
+    assert sum(c.watches for c in counted.values()) == fake.watches()
 
 
 def test_a_pod_deleted_among_many_is_seen_from_the_watch_without_a_list(fake: FakeKubernetes) -> None:
