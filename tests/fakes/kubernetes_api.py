@@ -233,7 +233,7 @@ class FakeKubernetes:
         self.oldest_version = 0
         #: Bookmarks asked for by the test (``bookmark``): each open watch that allows them sends one.
         self._bookmarks = 0
-        #: Open watch responses, and the number of them each restart (``restart``) closes.
+        #: Moves on at each ``restart``: the watches opened before it end.
         self._watch_epoch = 0
         self._closing = False
         #: While set, every request is ``503 ServiceUnavailable`` (an API server restarting, or unreachable).
