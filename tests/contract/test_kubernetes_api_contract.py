@@ -42,6 +42,7 @@ import pytest
 from fakes.kubernetes_api import IGNORES_SIGTERM, SAVES_AND_EXITS, SIGKILL_EXIT, TOKEN_PATH, FakeKubernetes, OnSigterm
 from helpers.k8s_e2e import admin_kubeconfig, image, namespace, until
 from helpers.k8s_fake import backend_for, rbac_allowed
+from helpers.polling import wait_for_condition
 from helpers.required import unavailable
 from launcher.backends.kubernetes import pod_admission, pod_io, runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
@@ -918,3 +919,62 @@ def test_pod_groups_are_discovered_kept_listed_by_label_and_deleted_and_a_jobs_p
     assert side.pods(member)[-1]["spec"]["schedulingGroup"] == {"podGroupName": name}
     side.api.delete(Kind.POD_GROUP, name, side.namespace)
     side.until("the PodGroup gone", lambda: side.api.read_if_exists(Kind.POD_GROUP, name, side.namespace) is None)
+
+
+# --- watch (the supervisor's cache: ``watched``) ------------------------------------------------------------------
+
+#: How long (real time) a watch may take to send what happened before it opened.
+WATCH_WAIT_SECONDS = 60.0
+
+
+def watch_events(side: Side, kind: Kind, name: str, version: str, until: Callable[[list[Obj]], T | None]) -> T:
+    """The events of a watch of ``name``'s objects (``LABEL``) from ``version``, read in a thread (for up to
+    ``WATCH_WAIT_SECONDS``), until ``until`` finds what it looks for in them: changes made before the watch opened,
+    which it sends at once."""
+    seen: list[Obj] = []
+    stream = side.api.watch(kind, side.namespace, f"{LABEL}={name}", version, 120, lambda: None)
+    thread = threading.Thread(target=lambda: seen.extend(stream.events()), daemon=True)
+    thread.start()
+    try:
+        found: list[T] = []
+        wait_for_condition(lambda: found.append(value) or True if (value := until(list(seen))) else False,
+                           WATCH_WAIT_SECONDS)
+        return found[0]
+    finally:
+        stream.stop()
+        thread.join(timeout=10)
+
+
+def test_a_watch_from_a_lists_version_sends_each_later_change_with_its_version(side: Side) -> None:
+    """``Watched``: a LIST gives the version the objects are at; a WATCH from it sends each change after it (the Job
+    created, then resumed), each object carrying its newer ``resourceVersion``."""
+    name = side.unique("watched")
+    items, version = side.api.listing(Kind.JOB, side.namespace, f"{LABEL}={name}")
+    assert items == [] and version
+    side.run(name, Program(), suspend=True)
+    side.api.merge_patch_job(name, side.namespace, {"spec": {"suspend": False}})
+
+    def resumed(events: list[Obj]) -> list[Obj] | None:
+        jobs = [e for e in events if e["type"] in ("ADDED", "MODIFIED")]
+        return jobs if any(e["object"]["spec"].get("suspend") is False for e in jobs) else None
+
+    events = watch_events(side, Kind.JOB, name, version, resumed)
+    assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == name
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert versions == sorted(versions) and versions[0] > int(version)
+
+
+def test_a_watch_from_a_version_the_server_no_longer_keeps_is_410_expired(side: Side) -> None:
+    """What makes ``Watched`` list again: a version older than the API server's watch cache keeps (etcd compacted
+    it; on the real cluster "1" is long gone; the fake forgets its history, ``compact``) is an ERROR event, 410
+    ``Expired``, "too old resource version", which the client raises."""
+    from kubernetes.client.exceptions import ApiException
+
+    for _ in range(2):  # version 1 is then older than the latest, on the fake too
+        side.run(side.unique("old"), Program(), suspend=True)
+    if isinstance(side, FakeSide):
+        side.fake.compact()
+    stream = side.api.watch(Kind.POD, side.namespace, f"{LABEL}=none", "1", 30, lambda: None)
+    with pytest.raises(ApiException) as caught:
+        list(stream.events())
+    assert caught.value.status == 410 and caught.value.reason.startswith("Expired: too old resource version: 1 (")

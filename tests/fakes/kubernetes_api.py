@@ -17,6 +17,8 @@ immutability of a Job's template (unless suspended), ``completionMode`` and
 ``selector``); a Job created gets the selector and pod-template labels the
 API server adds (``batch.kubernetes.io/controller-uid``, ``controller-uid``,
 ``batch.kubernetes.io/job-name``, ``job-name``).
+a WATCH of a collection (``watch=true``: each change after ``resourceVersion`` as an event, bookmarks, a
+410 ``Expired`` ERROR event from a version older than the history kept, ``_watch``),
 ``pods/<name>/log`` (with ``follow``: streamed until the pod ends),
 ``pods/<name>/exec`` (the websocket upgrade, then the command's stdout,
 stderr and exit status on channels 1, 2 and 3; what a command gives is the
@@ -111,7 +113,21 @@ server (the one list):
 - pods carry only the status fields tfcluster reads (phase, start time, the
   container's state, ``Ready``/``DisruptionTarget`` conditions when a test
   sets them);
-- label selectors are equality only; no field selectors, watches,
+- watches: every change is published to them (``publish``) when a request
+  or a watch looks, so an object changed in place several times between two
+  looks is one MODIFIED event, and the history is kept whole until
+  ``compact`` (the API server keeps a window; a watch from "1" on a real
+  cluster is 410); bookmarks come once a watch caught up, when a test asks
+  (``bookmark``) and each minute of the fake's clock (the API server sends
+  one about each minute and before a watch's timeout, at its discretion;
+  the contract test does not wait a minute for one); ``restart`` cuts the
+  watches and forgets the history at once; ``unavailable`` answers 503 to
+  every request (a restarting server mostly refuses connections); a 429 is
+  only what the test injects (``fail_next``: the real server's priority and
+  fairness was not made to throttle in the contract test, which needs a
+  FlowSchema and a PriorityLevelConfiguration as admin; the 429's
+  ``Retry-After`` header is modelled on its documented one);
+- label selectors are equality only; no field selectors,
   server-side apply, ``generateName``, defaulting (e.g. of
   ``parallelism`` or ``backoffLimit``) or authentication; RBAC only as the
   set of rights ``allowed`` (one Role, one user), no ClusterRoles, bindings
@@ -252,6 +268,21 @@ class FakeKubernetes:
         self.node_memory: int | None = None
         #: The cluster's PriorityClasses (cluster-scoped, made by its admin): a pod naming another is refused.
         self.priority_classes: set[str] = {"system-cluster-critical", "system-node-critical"}
+        #: What every watch is served from (``publish``): each change as (resourceVersion, plural, namespace, event
+        #: type, the object then), and the objects as last published.
+        self.history: list[tuple[int, str, str, str, Obj]] = []
+        self._published: dict[tuple[str, str, str], Obj] = {}
+        #: The oldest resourceVersion a watch may start from (``compact``): older is ``410 Gone``.
+        self.oldest_version = 0
+        #: Bookmarks asked for by the test (``bookmark``): each open watch that allows them sends one.
+        self._bookmarks = 0
+        #: Moves on at each ``restart``: the watches opened before it end.
+        self._watch_epoch = 0
+        self._closing = False
+        #: While set, every request is ``503 ServiceUnavailable`` (an API server restarting, or unreachable).
+        self.unavailable = False
+        #: The ``Retry-After`` seconds a 429 carries (the API server's priority and fairness says 1).
+        self.retry_after = "1"
 
     # --- server ----------------------------------------------------------
 
@@ -266,13 +297,68 @@ class FakeKubernetes:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def stop(self) -> None:
+        self._closing = True
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
 
     def fail_next(self, method: str, plural: str, status: int) -> None:
-        """The next ``method`` on ``plural`` answers ``status`` (e.g. 403) instead of acting."""
+        """The next ``method`` on ``plural`` answers ``status`` (e.g. 403; 429 as the API server's priority and
+        fairness throttles, with ``Retry-After: 1``) instead of acting; a WATCH is a GET."""
         self._faults.append((method, plural, status))
+
+    # --- watch -----------------------------------------------------------
+
+    def publish(self) -> int:
+        """Make every change since the last call an event of the watches' history (an object that changed in place
+        gets a new resourceVersion then; a deleted one its deletion's own); the latest resourceVersion."""
+        with self._lock:
+            batch: list[tuple[int, str, str, str, Obj]] = []
+            for key, obj in self.objects.items():
+                before = self._published.get(key)
+                if before == obj:
+                    continue
+                if before is not None and before["metadata"].get("resourceVersion") == obj["metadata"].get("resourceVersion"):
+                    obj["metadata"]["resourceVersion"] = str(next(self._versions))
+                self._published[key] = copy.deepcopy(obj)
+                batch.append((int(obj["metadata"]["resourceVersion"]), key[0], key[1],
+                              "ADDED" if before is None else "MODIFIED", self._published[key]))
+            for key in [k for k in self._published if k not in self.objects]:
+                gone = self._published.pop(key)
+                gone["metadata"]["resourceVersion"] = str(next(self._versions))
+                batch.append((int(gone["metadata"]["resourceVersion"]), key[0], key[1], "DELETED", gone))
+            self.history.extend(sorted(batch, key=lambda entry: entry[0]))
+            return self.history[-1][0] if self.history else 0
+
+    def compact(self) -> None:
+        """etcd's compaction and the watch cache's window passing: a watch from any version before the latest is
+        ``410 Gone`` (``Expired``: too old resource version); a list is not affected."""
+        with self._lock:
+            self.oldest_version = self.publish()
+
+    def bookmark(self) -> int:
+        """Every open watch that allows bookmarks sends one at the latest version, after the events before it, as
+        the API server does about once a minute (and here also each minute of the fake's clock); that version."""
+        with self._lock:
+            version = self.publish()
+            self._bookmarks += 1
+            return version
+
+    def restart(self) -> None:
+        """The API server restarts: every open watch ends abruptly (no end of the stream), and its new watch cache
+        starts at the latest version (``compact``)."""
+        with self._lock:
+            self._watch_epoch += 1
+            self.compact()
+
+    def watches(self) -> int:
+        """The WATCH requests received so far."""
+        return sum(1 for method, path in self.requests if method == "GET" and "watch=true" in path)
+
+    def lists(self, plural: str) -> int:
+        """The LIST requests of ``plural`` received so far (a collection GET that is not a watch)."""
+        return sum(1 for method, path in self.requests if method == "GET" and "watch=true" not in path
+                   and path.split("?")[0].rstrip("/").endswith("/" + plural))
 
     # --- clock -----------------------------------------------------------
 
@@ -929,7 +1015,8 @@ def permission(method: str, path: str) -> Permission:
     if len(rest) == 2 and rest[0] in CLUSTER_SCOPED:  # a cluster-scoped object read
         return group, rest[0], "get" if method == "GET" else method.lower()
     resource = rest[2] + ("/" + rest[4] if len(rest) > 4 else "")
-    verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method) or ("get" if len(rest) > 3 else "list")
+    verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method) or (
+        "get" if len(rest) > 3 else "watch" if "watch=true" in path else "list")
     return group, resource, verb
 
 
@@ -1007,6 +1094,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, code: int, payload: Obj) -> None:
         data = json.dumps(payload).encode()
         self.send_response(code)
+        if code == 429:
+            self.send_header("Retry-After", self.store.retry_after)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -1023,11 +1112,15 @@ class _Handler(BaseHTTPRequestHandler):
             store.requests.append((method, self.path))
             if plural == "podgroups" and not store.serves_pod_groups:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            if store.unavailable:
+                raise ApiError(503, "ServiceUnavailable", "the API server is restarting")
             for fault in list(store._faults):
                 if fault[:2] == (method, plural):
                     store._faults.remove(fault)
-                    reason = {403: "Forbidden", 404: "NotFound", 409: "Conflict"}.get(fault[2], "InternalError")
-                    raise ApiError(fault[2], reason, "injected fault")
+                    reason = {403: "Forbidden", 404: "NotFound", 409: "Conflict", 429: "TooManyRequests"}.get(
+                        fault[2], "InternalError")
+                    raise ApiError(fault[2], reason, "too many requests, please try again later" if fault[2] == 429
+                                   else "injected fault")
             self._authorize(method, namespace, plural, name)
             if method == "GET" and sub == "log":
                 return self._log(namespace, name, query)
@@ -1037,8 +1130,14 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._exec(namespace, name, query)
             if method == "GET" and name is None:
                 selector = dict(part.split("=", 1) for part in query.get("labelSelector", [""])[0].split(",") if part)
-                items = store.list(plural, namespace, {k.rstrip("="): v for k, v in selector.items()})
-                return self._send(200, {"kind": KINDS[plural] + "List", "apiVersion": "v1", "metadata": {}, "items": items})
+                selector = {k.rstrip("="): v for k, v in selector.items()}
+                if query.get("watch", [""])[0] == "true":
+                    return self._watch(namespace, plural, selector, query)
+                with store._lock:
+                    version = store.publish()
+                    items = store.list(plural, namespace, selector)
+                return self._send(200, {"kind": KINDS[plural] + "List", "apiVersion": "v1",
+                                        "metadata": {"resourceVersion": str(version)}, "items": items})
             if method == "GET":
                 obj = store.get(plural, name, namespace)
                 if obj is None:
@@ -1084,6 +1183,63 @@ class _Handler(BaseHTTPRequestHandler):
         scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
         raise ApiError(403, "Forbidden", f'{what} is forbidden: User "{self.store.user}" cannot {verb} resource "{resource}" '
                                          f'in API group "{group}" {scope}')
+
+    def _watch(self, namespace: str, plural: str, selector: dict[str, str], query: dict[str, list[str]]) -> None:
+        """A WATCH: each change of the matching objects after ``resourceVersion`` (``""``/``"0"``: the current ones
+        first, as ADDED), a bookmark (``allowWatchBookmarks``) once it caught up, when asked (``bookmark``) and each
+        minute of the fake's clock, until ``timeoutSeconds`` of the fake's
+        clock passed (then the stream ends cleanly), the client leaves, or the server restarts (it ends abruptly).
+        A version older than the history kept (``compact``) is an ``ERROR`` event, 410 ``Expired``, as the API
+        server's watch cache answers it."""
+        store = self.store
+        start = query.get("resourceVersion", [""])[0]
+        bookmarks = query.get("allowWatchBookmarks", ["false"])[0] == "true"
+        with store._lock:
+            latest = store.publish()
+            ends = store.now + float(query.get("timeoutSeconds", ["1800"])[0])
+            epoch, asked, minute = store._watch_epoch, -1, store.now // 60  # -1: a first bookmark once caught up
+            if start in ("", "0"):
+                sent = latest
+                pending = [{"type": "ADDED", "object": obj} for obj in store.list(plural, namespace, selector)]
+            elif int(start) < store.oldest_version:
+                sent, pending = latest, [{"type": "ERROR", "object": {
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Expired",
+                    "message": f"too old resource version: {start} ({store.oldest_version})", "code": 410}}]
+            else:
+                sent, pending = int(start), []
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in pending:
+                self._chunk(json.dumps(event).encode() + b"\n")
+            if pending and pending[-1]["type"] == "ERROR":
+                self.wfile.write(b"0\r\n\r\n")
+                return
+            while not store._closing:
+                with store._lock:
+                    if store._watch_epoch != epoch:
+                        self.close_connection = True
+                        return  # restarted: no end of the stream
+                    store.publish()
+                    events = [{"type": kind, "object": obj} for version, p, ns, kind, obj in store.history
+                              if version > sent and p == plural and ns == namespace and _matches(obj, selector)]
+                    sent = max(sent, store.history[-1][0] if store.history else 0)
+                    due = bookmarks and (store._bookmarks != asked or store.now // 60 != minute)
+                    asked, minute, over = store._bookmarks, store.now // 60, store.now >= ends
+                for event in events:
+                    self._chunk(json.dumps(event).encode() + b"\n")
+                if due:
+                    self._chunk(json.dumps({"type": "BOOKMARK", "object": {
+                        "kind": KINDS[plural], "apiVersion": "v1", "metadata": {"resourceVersion": str(sent)}}}).encode()
+                                + b"\n")
+                if over:
+                    break
+                time.sleep(0.002)
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True  # the client left
 
     def _log(self, namespace: str, name: str, query: dict[str, list[str]]) -> None:
         store = self.store

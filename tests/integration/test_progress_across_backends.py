@@ -23,7 +23,7 @@ from rich.console import Console
 
 from fakes.kubernetes_api import FakeKubernetes
 from helpers.docker_engine import Clusters, clusters, compose_cli, docker_engine, worker_image  # noqa: F401
-from helpers.k8s_fake import backend_for, fake_fixture, pod_of  # noqa: F401  (the fixture ``fake``)
+from helpers.k8s_fake import backend_for, fake_fixture, pod_of, settled  # noqa: F401  (the fixture ``fake``)
 from helpers.k8s_specs import DEMO, dry_run_for, plan_for
 from helpers.local_cluster import tfcluster, write_spec
 from helpers.run_names import run_name
@@ -119,7 +119,7 @@ def _supervised(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, tmp_path:
     backend.submit(dry_run)
     state = ClusterState(backend.api, dry_run.plan.name, "default")
     runtime = KubernetesRuntime(backend.api, dry_run.plan, "default", clock=lambda: fake.now,
-                                pause=lambda seconds: setattr(fake, "now", fake.now + seconds))
+                                pause=lambda seconds: setattr(fake, "now", fake.now + seconds), objects=settled(fake))
     rounds = 0
 
     def pause(seconds: float) -> None:

@@ -35,7 +35,7 @@ import yaml
 
 from fakes.kubernetes_api import FakeKubernetes
 from helpers.docker_engine import IMAGE, Clusters, compose_cli, docker_engine  # noqa: F401
-from helpers.k8s_fake import backend_for, fake_fixture, pod_of  # noqa: F401
+from helpers.k8s_fake import backend_for, fake_fixture, pod_of, settled  # noqa: F401
 from helpers.local_cluster import tfcluster
 from helpers.polling import wait_for_condition
 from helpers.required import unavailable
@@ -318,7 +318,7 @@ def run_k8s(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> Outco
             super().start(task)  # its pod runs at once: what the program prints is its log
             fake.pod_logs["default", pod_of(fake, task.name)] = case.text(plan.event_token)
 
-    runtime = Runtime(api_, plan, "default", clock=lambda: fake.now, pause=pause)
+    runtime = Runtime(api_, plan, "default", clock=lambda: fake.now, pause=pause, objects=settled(fake))
     assert not signalled(runtime, announced=True)
     return Outcome(plan, supervise(plan, runtime), None)
 

@@ -23,7 +23,7 @@ import pytest
 
 from fakes.kubernetes_api import FakeKubernetes
 from fakes.scripted_runtime import ScriptedRuntime
-from helpers.k8s_fake import backend_for, fake_fixture  # noqa: F401
+from helpers.k8s_fake import backend_for, fake_fixture, settled  # noqa: F401
 from helpers.k8s_specs import dry_run_for
 from launcher import api
 from launcher.backends import pyspy
@@ -81,7 +81,7 @@ def read_k8s(tmp_path: Path, request: pytest.FixtureRequest) -> list[str | None]
     assert server is not None
     try:
         runtime = KubernetesRuntime(backend.api, dry_run.plan, "default", clock=lambda: fake.now,
-                                    stacks_port=server.server_address[1], in_cluster=True)
+                                    stacks_port=server.server_address[1], in_cluster=True, objects=settled(fake))
         worker = dry_run.plan.tasks[0]
         runtime.start(worker)
         endpoint = runtime.read_stacks(worker)

@@ -9,7 +9,12 @@ exit code of the pod of the Job it started (128+9 when that pod or Job is gone);
 or lost) is a preemption, 143, whatever it ended with, also when it was gone before its end was read (the disruption
 seen while it ended, ``_disrupted``): the supervisor restarts its group within ``max_preemptions``, never spending
 ``max_restarts``;
-``stop`` deletes the pods with the grace and returns once their containers ended; ``output`` follows each pod's
+``stop`` deletes the pods with the grace and returns once their containers ended. What ``poll`` and ``stop`` read
+of the run's pods and Jobs is the run's ``watched.RunObjects`` (one LIST, then a WATCH, per kind; no request per
+task or per round): every answer it gives stays true (an ended pod stays ended, a failed Job failed), and an absence
+is asked of the API (a GET of the Job) before it is taken as a lost run; while the cache is stale ``poll`` answers
+None (nothing decided), past ``watched.STALE_SECONDS`` it raises ``watched.Unreachable`` (an engine fault);
+``output`` follows each pod's
 log in a thread of its own; ``read_stacks`` asks the stack endpoint of the task's agent (its program's parent,
 ``launcher.worker.agent``: py-spy) at its pod's IP (``launcher.protocol.stack_endpoint``, with the run's event
 token; from outside the cluster, ``in_cluster`` False, through a port-forward): no ``pods/exec``, which the
@@ -30,16 +35,16 @@ from functools import partial
 from launcher.backends.kubernetes import gang, pod_io
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj
+from launcher.backends.kubernetes.status import CONTROLLER_UID
+from launcher.backends.kubernetes.watched import RunObjects, Snapshot
 from launcher.backends.lines import LineQueue
 from launcher.backends.pyspy import say_none
 from launcher.errors import LaunchError
-from launcher.plan import naming
 from launcher.plan.planner import Plan, Task
 from launcher.protocol import stack_endpoint
 from launcher.protocol.exitcodes import LOST_EXIT, ExitCode
 
-CONTROLLER_UID = k8s_status.CONTROLLER_UID
-#: A listing of the run's pods serves the polls of one supervision round.
+#: How often ``stop`` and ``start`` look again at what they wait for.
 LISTING_SECONDS = 0.2
 #: How long ``stop`` waits beyond the grace for the kubelet to end a container (and a pod to go).
 STOP_SLACK_SECONDS = 30.0
@@ -124,7 +129,9 @@ class KubernetesRuntime:
 
     def __init__(self, api: KubeApi, plan: Plan, namespace: str,
                  clock: Callable[[], float] = time.monotonic, pause: Callable[[float], None] = time.sleep,
-                 stacks_port: int = stack_endpoint.PORT, in_cluster: bool = False):
+                 stacks_port: int = stack_endpoint.PORT, in_cluster: bool = False,
+                 objects: Callable[[KubeApi, str, str, Callable[[], float]], RunObjects] = RunObjects):
+        """``objects`` makes the run's ``RunObjects`` (api, namespace, cluster name, clock)."""
         self.api = api
         self.stacks_port = stacks_port
         #: In the supervisor pod: the stack endpoints are asked at their pods' IPs; else through port-forwards.
@@ -140,10 +147,11 @@ class KubernetesRuntime:
         #: Job uid -> why Kubernetes was ending its pod (``_disruption``), as a poll last saw it: the pod may be gone
         #: (the Job controller counted it) before its end is read.
         self._disrupted: dict[str, str] = {}
-        self._listed: tuple[float, dict[str, list[Obj]]] | None = None
         #: The ``minCount`` of the run's PodGroup, kept to the tasks meant to run (``gang.GangSize``).
         self._gang = gang.GangSize(api, plan, namespace)
-        self._gang_seen: dict[str, list[Obj]] | None = None
+        self._gang_seen: Snapshot | None = None
+        #: The run's pods and Jobs, watched.
+        self.objects = objects(api, namespace, plan.name, clock)
 
     # -- Runtime ---------------------------------------------------------------------------------------------
 
@@ -163,6 +171,10 @@ class KubernetesRuntime:
         self._attach(task, job)
 
     def adopt(self, task: Task) -> bool:
+        """Attach to the task's started Job; first waits for the run's objects to be listed, so that a ``poll``
+        right after reads the pod's end if it ended unsupervised (``watched.Unreachable`` if they cannot be)."""
+        while self.objects.snapshot() is None:
+            self._pause(LISTING_SECONDS)
         job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
         if job is None or job.get("spec", {}).get("suspend"):
             return False
@@ -173,10 +185,15 @@ class KubernetesRuntime:
         uid = self._uids.get(task.name)
         if uid is None:
             return None
-        self._fit_gang()
-        pods = self._pods(fresh=False).get(uid, [])
+        seen = self.objects.snapshot()
+        if seen is None:
+            return None  # stale: nothing is decided from it
+        self._fit_gang(seen)
+        pods = seen.pods.get(uid, [])
         if not pods:
-            job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
+            job = seen.jobs.get(task.name)
+            if job is None or job["metadata"]["uid"] != uid:  # not seen yet, or gone: asked
+                job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
             if job is None or job["metadata"]["uid"] != uid:
                 self._say(task, f"Job {task.name} is gone (deleted outside tfcluster)")
                 return LOST_EXIT
@@ -213,9 +230,11 @@ class KubernetesRuntime:
         ends = self._clock() + grace + STOP_SLACK_SECONDS
         while stopping and self._clock() < ends:
             self._pause(LISTING_SECONDS)
-            pods = {pod["metadata"]["name"]: pod for runs in self._pods(fresh=True).values() for pod in runs}
+            seen = self.objects.snapshot()
+            if seen is None:
+                continue  # stale: no pod is taken as ended
             stopping = {task: name for task, name in stopping.items()
-                        if name in pods and exit_of(pods[name]) is None}
+                        if (pod := seen.pod(name)) is not None and exit_of(pod) is None}
         if stopping:
             raise LaunchError(f"pods still running {STOP_SLACK_SECONDS:.0f} s after their grace: "
                               f"{', '.join(sorted(stopping.values()))}")
@@ -242,6 +261,7 @@ class KubernetesRuntime:
         return terminated is not None and terminated.get("reason") == "OOMKilled"
 
     def close(self) -> None:
+        self.objects.close()
         for follower in self._followers.values():
             follower.stop()
         self._followers.clear()
@@ -291,40 +311,25 @@ class KubernetesRuntime:
         follower = self._followers.pop(task.name, None)
         if follower is not None:
             follower.stop()
-        self._listed = None
 
-    def _fit_gang(self) -> None:
+    def _fit_gang(self, seen: Snapshot) -> None:
         """``gang.GangSize.running`` with the tasks whose current run (started or adopted here) has not ended (no pod
-        yet, or one not ended), once per listing of the pods."""
-        listed = self._pods(fresh=False)
-        if listed is self._gang_seen:
+        yet, or one not ended), once per snapshot of the run's objects (a new one after each change)."""
+        if seen is self._gang_seen:
             return
-        self._gang_seen = listed
-        runs = [listed.get(uid, []) for uid in self._uids.values()]
+        self._gang_seen = seen
+        runs = [seen.pods.get(uid, []) for uid in self._uids.values()]
         self._gang.running(sum(1 for pods in runs if not pods or exit_of(pods[-1]) is None))
 
-    def _current(self, task: Task) -> Obj | None:
+    def _current(self, task: Task, seen: Snapshot | None = None) -> Obj | None:
+        """The task's current pod as last seen (stale or not)."""
         uid = self._uids.get(task.name)
-        pods = self._pods(fresh=False).get(uid, []) if uid is not None else []
+        pods = (seen or self.objects.last()).pods.get(uid, []) if uid is not None else []
         return pods[-1] if pods else None
 
-    def _pods(self, fresh: bool) -> dict[str, list[Obj]]:
-        """The run's pods by the uid of their Job, oldest first; one listing serves ``LISTING_SECONDS``."""
-        now = self._clock()
-        if fresh or self._listed is None or now - self._listed[0] >= LISTING_SECONDS:
-            selector = f"{naming.LABEL_CLUSTER}={self.plan.name}"
-            by_uid: dict[str, list[Obj]] = {}
-            for pod in self.api.select(Kind.POD, self.namespace, selector):
-                uid = pod["metadata"].get("labels", {}).get(CONTROLLER_UID)
-                if uid is not None:
-                    by_uid.setdefault(uid, []).append(pod)
-            for pods in by_uid.values():
-                pods.sort(key=lambda pod: pod["metadata"].get("creationTimestamp", ""))
-            self._listed = now, by_uid
-        return self._listed[1]
-
     def _read_pod(self, name: str) -> Obj | None:
-        return self.api.read_if_exists(Kind.POD, name, self.namespace)
+        """``name`` as last seen (a follower waits for its container to start), None once it is gone."""
+        return self.objects.last().pod(name)
 
     def _say(self, task: Task, line: str) -> None:
         """A line in the task's output (the supervisor's record of why its run ended)."""

@@ -55,7 +55,7 @@ SUPERVISOR_UID = 2000
 
 
 def rules(plan: Plan) -> list[Manifest]:
-    """What the supervisor may do: read and delete the run's pods, read their logs, list the Jobs, read,
+    """What the supervisor may do: read, watch and delete the run's pods, read their logs, list and watch the Jobs, read,
     unsuspend (patch) and replace (delete, create) the run's own, read and update its ConfigMap. Kubernetes
     cannot limit ``create`` to names: Jobs are created in the namespace. No ``pods/exec``: it reads a task's
     stacks from the task's own stack endpoint (``launcher.protocol.stack_endpoint``). With a gang, ``patch`` of
@@ -65,9 +65,9 @@ def rules(plan: Plan) -> list[Manifest]:
     group = [{"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"],
               "resourceNames": [naming.pod_group_name(plan.name)], "verbs": ["patch"]}] if gang.wanted(plan) else []
     return [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "create"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "watch", "create"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": jobs, "verbs": ["get", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [naming.config_map_name(plan.name)],
          "verbs": ["get", "update"]},

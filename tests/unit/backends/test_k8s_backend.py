@@ -24,7 +24,7 @@ from kubernetes import client
 
 from fakes.kubernetes_api import TOKEN_PATH, FakeKubernetes, OnSigterm
 from helpers.boards import free_port
-from helpers.k8s_fake import backend_for, fail_running_pods, kubeconfig_for, pod_of, rbac_allowed, rbac_used
+from helpers.k8s_fake import backend_for, fail_running_pods, kubeconfig_for, pod_of, rbac_allowed, rbac_used, settled
 from helpers.k8s_specs import DEMO, dry_run_for, manifests, plan_for
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
@@ -396,7 +396,7 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
     dry_run = dry_run_for({**yaml.safe_load(DEMO.read_text()), "kubernetes": {"supervisor": False}})
     apply.submit(backend.api, dry_run, "default")  # as ``submit``, without starting the supervisor process here
     fake.job_controller = True
-    runtime = KubernetesRuntime(backend.api, dry_run.plan, "default", clock=lambda: fake.now)
+    runtime = KubernetesRuntime(backend.api, dry_run.plan, "default", clock=lambda: fake.now, objects=settled(fake))
     tasks = dry_run.plan.tasks
     for task in tasks:
         runtime.start(task)
@@ -422,7 +422,8 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
     allowed, used = rbac_allowed(), rbac_used(fake)
     assert used <= allowed, used - allowed
     assert {("", "pods", "delete"), ("batch", "jobs", "delete"), ("batch", "jobs", "patch"), ("batch", "jobs", "get"),
-            ("", "pods", "get"), ("", "pods/log", "get"), ("", "configmaps", "update"), ("", "pods/portforward", "get")} <= used
+            ("", "pods", "watch"), ("batch", "jobs", "watch"),  # the supervisor's cache (``watched``)
+            ("", "pods/log", "get"), ("", "configmaps", "update"), ("", "pods/portforward", "get")} <= used
     unused = {(g, r, v) for g, r, v in allowed} - used
     assert unused <= {("", "serviceaccounts", "update"), ("", "services", "update"), ("networking.k8s.io", "networkpolicies", "update"),
                       ("", "serviceaccounts", "get"), ("", "services", "get"), ("networking.k8s.io", "networkpolicies", "get"),
@@ -430,6 +431,7 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
                       ("scheduling.k8s.io", "podgroups", "get"), ("scheduling.k8s.io", "podgroups", "update"),
                       ("apps", "deployments", "update"), ("", "pods/portforward", "create"), ("", "pods/exec", "create"),
                       ("", "pods/exec", "get"),  # debug's py-spy (the next test)
+                      ("", "pods", "get"),  # logs -f (``follow``); the supervisor reads its pods from its watch
                       *RBAC_OBJECTS}, unused  # RBAC: the next test
 
 

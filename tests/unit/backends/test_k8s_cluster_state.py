@@ -12,7 +12,7 @@ import pytest
 
 from fakes.kubernetes_api import FakeKubernetes, OnSigterm
 from fakes.scripted_runtime import ScriptedRuntime
-from helpers.k8s_fake import backend_for, fail_running_pods
+from helpers.k8s_fake import backend_for, fail_running_pods, settled
 from helpers.k8s_specs import dry_run_for
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes import backend as k8s_backend
@@ -204,7 +204,7 @@ def test_a_supervisor_that_moved_is_replaced_without_spending_its_jobs_budget(fa
 
 def test_describe_says_why_a_tasks_pod_waits(fake: FakeKubernetes) -> None:
     plan, state = applied(fake)
-    runtime = KubernetesRuntime(state.api, plan, "default", clock=lambda: fake.now)
+    runtime = KubernetesRuntime(state.api, plan, "default", clock=lambda: fake.now, objects=settled(fake))
     runtime.start(next(t for t in plan.tasks if t.name == "cs-worker-0"))
     state.write_status(JobStatus("cs", BackendKind.K8S, State.RUNNING,
                                  tasks=[TaskStatus(t.name, State.RUNNING) for t in plan.tasks]))

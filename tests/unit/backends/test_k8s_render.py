@@ -285,17 +285,17 @@ def test_the_supervisor_pod_is_placed_by_its_own_setting_never_by_the_tasks() ->
 
 
 def test_the_supervisors_role_allows_what_its_runtime_does_and_nothing_more() -> None:
-    """Read from ``runtime.KubernetesRuntime`` and ``cluster_state.ClusterState``: pods listed (``_pods``), read (a
-    log follower), deleted (``stop``); their logs (``output``); Jobs listed (the plan's event token), read,
+    """Read from ``runtime.KubernetesRuntime`` and ``cluster_state.ClusterState``: pods listed and watched
+    (``watched.RunObjects``), read, deleted (``stop``); their logs (``output``); Jobs listed and watched (the plan's event token, ``watched``), read,
     unsuspended (``start``) and replaced (deleted, created: ``fresh_copy``) by name where Kubernetes allows names;
     the ConfigMap read and updated (the status, the stacks); the run's PodGroup patched by name (its ``minCount``:
     ``gang.GangSize``), none without a gang. No ``pods/exec`` (a task's stacks come from its stack
     endpoint), no secrets, no wildcards, no other ConfigMap or Job, no pod created or patched."""
     plan = PLANS["pss"]
     assert _supervisor(plan, "Role")["rules"] == rules(plan) == [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "create"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "watch", "create"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": sorted(t.name for t in plan.tasks),
          "verbs": ["get", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["pss-tfconfig"], "verbs": ["get", "update"]},

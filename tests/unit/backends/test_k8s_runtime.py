@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from fakes.kubernetes_api import IGNORES_SIGTERM, JOB_NAME_KEY, FakeKubernetes, OnSigterm, permission
-from helpers.k8s_fake import backend_for, pod_of, write
+from helpers.k8s_fake import backend_for, pod_of, settled, write
 from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes import apply, supervisor_objects
@@ -54,7 +54,8 @@ def runtime_for(fake: FakeKubernetes, plan: Plan) -> KubernetesRuntime:
     def pause(seconds: float) -> None:
         fake.now += seconds
 
-    return KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now, pause=pause)
+    return KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now, pause=pause,
+                             objects=settled(fake))
 
 
 def task(plan: Plan, name: str) -> Task:
@@ -355,7 +356,7 @@ def test_stacks_are_asked_of_the_tasks_stack_endpoint_not_through_exec(fake: Fak
     ips, port, stop = served({CHIEF: STUCK_IN_OP}, plan.event_token)
     fake.pod_ips = ips
     runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now, stacks_port=port,
-                                in_cluster=in_cluster)
+                                in_cluster=in_cluster, objects=settled(fake))
     try:
         assert runtime.read_stacks(chief) is None  # not started: no pod to ask
         runtime.start(chief)
@@ -376,7 +377,7 @@ def test_a_task_that_serves_no_stacks_gives_none_and_says_why(fake: FakeKubernet
     ips, port, stop = served({CHIEF: ["Thread 1"]}, "another run's token")
     fake.pod_ips = ips
     runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now, stacks_port=port,
-                                in_cluster=True)
+                                in_cluster=True, objects=settled(fake))
     try:
         runtime.start(task(plan, CHIEF))
         assert runtime.read_stacks(task(plan, CHIEF)) is None
@@ -523,7 +524,7 @@ def test_a_stall_reads_each_pods_stacks_from_its_endpoint_within_the_role_names_
     fake.pod_ips = ips
     runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now,
                                 pause=lambda seconds: setattr(fake, "now", fake.now + seconds), stacks_port=port,
-                                in_cluster=True)
+                                in_cluster=True, objects=settled(fake))
     told: dict[str, str] = {}  # each pod that declared its handler: its task
     seen: set[str] = set()  # those whose declaration the supervisor read (the line after it is its last line)
     stepped: set[str] = set()
