@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from fakes.kubernetes_api import POD_GROUP_DISCOVERY, FakeKubernetes
-from helpers.k8s_fake import backend_for, kubeconfig_for, pod_of
+from helpers.k8s_fake import backend_for, kubeconfig_for, pod_of, settled
 from helpers.k8s_specs import DEMO, dry_run_for, manifests, plan_for, without_gang
 from launcher.backends.kubernetes import apply, gang
 from launcher.backends.kubernetes.backend import KubernetesBackend
@@ -165,7 +165,7 @@ def test_the_groups_min_count_follows_the_tasks_meant_to_run_so_a_restart_after_
     dry_run = dry_run_for({**yaml.safe_load(DEMO.read_text()), "kubernetes": {"supervisor": False}})
     apply.submit(backend.api, dry_run, "default")
     fake.job_controller = True
-    runtime = KubernetesRuntime(backend.api, dry_run.plan, "default", clock=lambda: fake.now)
+    runtime = KubernetesRuntime(backend.api, dry_run.plan, "default", clock=lambda: fake.now, objects=settled(fake))
     chief, worker_0, worker_1 = dry_run.plan.tasks
 
     def min_count() -> int:

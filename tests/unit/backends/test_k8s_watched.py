@@ -23,6 +23,7 @@ from launcher.backends.kubernetes.watched import RETRY_MAX_SECONDS, Unreachable,
 from launcher.plan.planner import Plan, Task
 from launcher.supervision.status import State
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 WORKERS = 20
 SPEC: dict[str, Any] = {"name": "wq", "roles": {"chief": {}, "worker": {"replicas": WORKERS}},
@@ -83,8 +84,8 @@ def test_a_quiet_minute_of_supervision_costs_no_list_and_no_request_per_task(fak
             supervisor.cancel()
         fake.now += seconds
 
-    supervisor = Supervisor(dry_run.plan, runtime, poll_seconds=0.5, grace_seconds=0.0, pause=pause,
-                            clock=lambda: fake.now)
+    supervisor = Supervisor(dry_run.plan, runtime,
+                            tuning=Tuning(poll_seconds=0.5, linger_seconds=0.0, pause=pause, clock=lambda: fake.now))
     try:
         assert supervisor.run().state is State.CANCELLED
     finally:
