@@ -198,9 +198,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the numbers there")
     options = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a run being measured is taken down (``finally``)
-    if not os.environ.get("KUBECONFIG"):
-        raise SystemExit("needs the cluster of .ci/k8s.sh: source /tmp/k8s-ready")
-    os.environ.setdefault(k8s_e2e.KUBECONFIG_ENV, os.environ["KUBECONFIG"])  # its namespace: the context's
+    k8s_e2e.from_kubeconfig_env()
     admin = k8s_sim.admin()
     nodes = k8s_sim.sim_nodes(admin)
     if not nodes:

@@ -63,6 +63,14 @@ def kubeconfig() -> str:
     return os.environ[KUBECONFIG_ENV]
 
 
+def from_kubeconfig_env() -> None:
+    """For a script run by hand on the cluster of .ci/k8s.sh (bench/): these helpers pointed at ``$KUBECONFIG``
+    (its context's namespace) unless ``TFCLUSTER_E2E_KUBECONFIG`` says otherwise; one line and exit 1 without it."""
+    if not os.environ.get("KUBECONFIG"):
+        raise SystemExit('needs the cluster of .ci/k8s.sh: eval "$(bash .ci/k8s.sh)"')
+    os.environ.setdefault(KUBECONFIG_ENV, os.environ["KUBECONFIG"])
+
+
 def admin_kubeconfig() -> str:
     """The cluster administrator's kubeconfig (for what the launcher's Role does not allow: the admission policy's
     checks, an eviction): ``TFCLUSTER_E2E_ADMIN_KUBECONFIG``, else the ``admin.kubeconfig`` .ci/k8s.sh writes beside

@@ -37,18 +37,23 @@ def caught_up(fake: FakeKubernetes, runtime: KubernetesRuntime) -> None:
                                    for w in runtime.objects.kinds.values()))
 
 
-def started(fake: FakeKubernetes) -> tuple[Plan, KubernetesRuntime]:
-    """The run applied, every task started, and a runtime whose watches are current."""
+def applied(fake: FakeKubernetes) -> tuple[Plan, KubernetesRuntime]:
+    """The run applied (its Jobs run by the fake's controller) and a runtime on the fake's clock."""
     fake.job_controller = True
     dry_run = dry_run_for(SPEC)
     api = backend_for(fake).api
     apply.submit(api, dry_run, "default")
-    runtime = KubernetesRuntime(api, dry_run.plan, "default", clock=lambda: fake.now,
-                                pause=lambda seconds: setattr(fake, "now", fake.now + seconds))
-    for task in dry_run.plan.tasks:
+    return dry_run.plan, KubernetesRuntime(api, dry_run.plan, "default", clock=lambda: fake.now,
+                                           pause=lambda seconds: setattr(fake, "now", fake.now + seconds))
+
+
+def started(fake: FakeKubernetes) -> tuple[Plan, KubernetesRuntime]:
+    """The run applied, every task started, and a runtime whose watches are current."""
+    plan, runtime = applied(fake)
+    for task in plan.tasks:
         runtime.start(task)
     caught_up(fake, runtime)
-    return dry_run.plan, runtime
+    return plan, runtime
 
 
 def polled(runtime: KubernetesRuntime, task: Task, code: int) -> None:
@@ -64,12 +69,7 @@ def test_a_quiet_minute_of_supervision_costs_no_list_and_no_request_per_task(fak
     """The supervisor starts the run's 21 tasks, then polls every task each 0.5 s: in a minute of the fake's clock
     (120 rounds) at most 12 LIST requests of pods and Jobs (the goal; here none: the watches opened before it), and
     no GET of a task's Job or pod. Before the cache it listed the pods at every round (120)."""
-    fake.job_controller = True
-    dry_run = dry_run_for(SPEC)
-    api = backend_for(fake).api
-    apply.submit(api, dry_run, "default")
-    runtime = KubernetesRuntime(api, dry_run.plan, "default", clock=lambda: fake.now,
-                                pause=lambda seconds: setattr(fake, "now", fake.now + seconds))
+    plan, runtime = applied(fake)
     rounds, marks = 0, []
     supervisor: Supervisor
 
@@ -84,7 +84,7 @@ def test_a_quiet_minute_of_supervision_costs_no_list_and_no_request_per_task(fak
             supervisor.cancel()
         fake.now += seconds
 
-    supervisor = Supervisor(dry_run.plan, runtime,
+    supervisor = Supervisor(plan, runtime,
                             tuning=Tuning(poll_seconds=0.5, linger_seconds=0.0, pause=pause, clock=lambda: fake.now))
     try:
         assert supervisor.run().state is State.CANCELLED
