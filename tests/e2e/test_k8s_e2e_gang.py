@@ -144,6 +144,9 @@ def test_two_runs_where_only_one_fits_are_never_half_placed_and_both_succeed_one
         second = next(n for n in names if n != first)
         assert not watcher.placed_whole(second), watcher.samples[second][-5:]  # only 4 fit: it waits, whole
         for name in (first, second):
+            # its pods all bound and not yet ended, seen by the sampler, before its chief is let go (its workers end
+            # with it): a run whose pods were never placed whole waits here until the test's budget fails it
+            until(f"{name} sampled with all its task pods bound", lambda name=name: watcher.placed_whole(name) or None)
             code, out, err = run_in(core, running_pod(core, f"{name}-chief-0"), touch(GO))
             assert code == 0, (out, err)
             status = supervise_until(backend, name, lambda s: s.state.terminal)
