@@ -91,10 +91,11 @@ def gated_plan(name: str, claim: str, memory: str, evaluator: bool = False) -> P
 
 
 class Placements:
-    """Each run's (active task pods, of them bound to a node), sampled every ``SAMPLE_SECONDS`` until ``stop``."""
+    """Each run's (active task pods, of them bound to a node, of them the scheduler found no room for), sampled
+    every ``SAMPLE_SECONDS`` until ``stop``."""
 
     def __init__(self, core: Any, names: list[str]) -> None:
-        self.samples: dict[str, list[tuple[int, int]]] = {name: [] for name in names}
+        self.samples: dict[str, list[tuple[int, int, int]]] = {name: [] for name in names}
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, args=(core,), daemon=True)
         self._thread.start()
@@ -105,7 +106,8 @@ class Placements:
             for name, samples in self.samples.items():
                 active = [p for p in pods if p.metadata.labels.get(naming.LABEL_CLUSTER) == name
                           and p.metadata.deletion_timestamp is None and p.status.phase in ("Pending", "Running")]
-                samples.append((len(active), sum(1 for p in active if p.spec.node_name)))
+                samples.append((len(active), sum(1 for p in active if p.spec.node_name),
+                                sum(1 for p in active if _unschedulable(p))))
             self._stopped.wait(SAMPLE_SECONDS)
 
     def stop(self) -> None:
@@ -113,15 +115,23 @@ class Placements:
         self._thread.join(30)
 
     def half_placed(self, name: str) -> list[int]:
-        """The samples at which ``name`` had all its task pods and some but not all bound, as the one before."""
-        def half(sample: tuple[int, int]) -> bool:
-            return sample[0] == TASKS and 0 < sample[1] < TASKS
+        """The samples at which ``name`` held some of its task pods bound while the scheduler had found no room for
+        another (the partial-gang deadlock), as in the one before. Pods of a gang admitted whole but bound one by one
+        (the binding API calls in flight) are no such sample: none of them is unschedulable."""
+        def half(sample: tuple[int, int, int]) -> bool:
+            return sample[1] > 0 and sample[2] > 0
 
         samples = self.samples[name]
         return [i for i in range(1, len(samples)) if half(samples[i - 1]) and half(samples[i])]
 
     def placed_whole(self, name: str) -> bool:
-        return (TASKS, TASKS) in self.samples[name]
+        return any(sample[:2] == (TASKS, TASKS) for sample in self.samples[name])
+
+
+def _unschedulable(pod: Any) -> bool:
+    """The scheduler's verdict on a pod it could not place: ``PodScheduled`` False, ``Unschedulable``."""
+    return any(c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+               for c in pod.status.conditions or [])
 
 
 def test_two_runs_where_only_one_fits_are_never_half_placed_and_both_succeed_one_after_the_other(
