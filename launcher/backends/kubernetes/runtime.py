@@ -198,6 +198,8 @@ class KubernetesRuntime:
                 self._say(task, f"Job {task.name} is gone (deleted outside tfcluster)")
                 return LOST_EXIT
             failed = k8s_status.job_failed(job)
+            if failed is not None and self._pods_behind(uid):
+                return None  # its pods' watch has not sent them yet: their end is read once it did
             if failed is not None and uid in self._disrupted:
                 self._say(task, f"the pod of {task.name} was disrupted by Kubernetes ({self._disrupted[uid]}) and is "
                                 "gone: taken as a preemption")
@@ -320,6 +322,12 @@ class KubernetesRuntime:
         self._gang_seen = seen
         runs = [seen.pods.get(uid, []) for uid in self._uids.values()]
         self._gang.running(sum(1 for pods in runs if not pods or exit_of(pods[-1]) is None))
+
+    def _pods_behind(self, uid: str) -> bool:
+        """Whether Job ``uid``, seen failed with no pod, still has pods on the API server: the two kinds are watched
+        apart, so its Job's end may be seen before its pods (asked, only then)."""
+        pods, _ = self.api.listing(Kind.POD, self.namespace, f"{CONTROLLER_UID}={uid}")
+        return bool(pods)
 
     def _current(self, task: Task, seen: Snapshot | None = None) -> Obj | None:
         """The task's current pod as last seen (stale or not)."""

@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 
 from fakes.kubernetes_api import IGNORES_SIGTERM, JOB_NAME_KEY, FakeKubernetes, OnSigterm, permission
-from helpers.k8s_fake import backend_for, pod_of, settled, write
+from helpers.k8s_fake import SettledObjects, backend_for, pod_of, settled, write
 from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes import apply, supervisor_objects
 from launcher.backends.kubernetes.cluster_state import ClusterState
 from launcher.backends.kubernetes.runtime import CONTROLLER_UID, STOP_SLACK_SECONDS, KubernetesRuntime, fresh_copy
+from launcher.backends.kubernetes.watched import Snapshot
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol.events import StacksOnSignal, Step
@@ -212,6 +213,42 @@ def test_a_job_that_failed_without_a_pod_is_a_lost_run(fake: FakeKubernetes) -> 
     assert pods(fake, WORKER) == []
     assert runtime.poll(worker) == LOST_EXIT
     assert any("failed without a pod: BackoffLimitExceeded" in line for line in runtime.output(worker))
+
+
+class PodsBehind(SettledObjects):
+    """``SettledObjects`` whose pods' watch has sent nothing yet while ``behind``: the Jobs' watch is ahead of it."""
+
+    behind = True
+
+    def _seen(self) -> tuple[Snapshot, bool]:
+        seen, current = super()._seen()
+        return (Snapshot.of({}, seen.jobs) if self.behind else seen), current
+
+
+def test_a_failed_job_whose_pods_are_not_seen_yet_waits_for_them_and_its_exit_and_log_are_read(
+        fake: FakeKubernetes) -> None:
+    """The two kinds are watched apart: the Job's end can arrive before its pod. That is no lost run: the poll
+    asks for the Job's pods, waits while there are some, and then reads the pod's exit and its whole log."""
+    fake.job_controller = True
+    dry_run = dry_run_for(SPEC)
+    api = backend_for(fake).api
+    apply.submit(api, dry_run, "default")
+    objects: list[PodsBehind] = []
+
+    def made(api: Any, namespace: str, cluster: str, clock: Callable[[], float]) -> PodsBehind:
+        objects.append(PodsBehind(fake, api, namespace, cluster, clock))
+        return objects[-1]
+
+    runtime = KubernetesRuntime(api, dry_run.plan, "default", clock=lambda: fake.now, objects=made)
+    worker = task(dry_run.plan, WORKER)
+    runtime.start(worker)
+    fake.pod_logs["default", pod_of(fake, WORKER)] = "the worker's last words\n"
+    fake.finish_pod(pod_of(fake, WORKER), 1)
+    later(fake)
+    assert runtime.poll(worker) is None and runtime.output(worker) == []
+    objects[0].behind = False
+    assert runtime.poll(worker) == 1
+    assert read_all(runtime, worker, lambda lines: bool(lines)) == ["the worker's last words"]
 
 
 @pytest.mark.parametrize("reason", ["PreemptionByScheduler", "EvictionByEvictionAPI", "DeletionByTaintManager"])
