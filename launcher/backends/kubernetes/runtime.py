@@ -12,14 +12,16 @@ seen while it ended, ``_disrupted``): the supervisor restarts its group within `
 ``stop`` deletes the pods with the grace and returns once their containers ended. What ``poll`` and ``stop`` read
 of the run's pods and Jobs is the run's ``watched.RunObjects`` (one LIST, then a WATCH, per kind; no request per
 task or per round): every answer it gives stays true (an ended pod stays ended, a failed Job failed), and an absence
-is asked of the API (a GET of the Job) before it is taken as a lost run; while the cache is stale ``poll`` answers
+is asked of the API (a GET of the Job; the pods of a Job seen failed with none seen, as the two kinds are watched
+apart) before it is taken as a lost run; while the cache is stale ``poll`` answers
 None (nothing decided), past ``watched.STALE_SECONDS`` it raises ``watched.Unreachable`` (an engine fault);
 ``output`` follows each pod's
 log in a thread of its own; ``read_stacks`` asks the stack endpoint of the task's agent (its program's parent,
 ``launcher.worker.agent``: py-spy) at its pod's IP (``launcher.protocol.stack_endpoint``, with the run's event
 token; from outside the cluster, ``in_cluster`` False, through a port-forward): no ``pods/exec``, which the
 supervisor pod has no right to. It reads every task's program so (``ReadsEveryStack``): ``dump_stacks`` is
-never asked of it. API faults are
+never asked of it. ``placing`` (``Placing``) is True while a started task's pod is not created or not bound yet (a
+gang waiting for room): the stall watchdog counts no silence meanwhile. API faults are
 raised as the client raises them, so the supervisor retries them as engine faults; a refusal (403, 422) is a
 ``LaunchError``.
 """
@@ -255,6 +257,14 @@ class KubernetesRuntime:
         """The program's stacks, asked of its stack endpoint, or None with one line why."""
         pod = self._current(task)
         return None if pod is None else self._ask_stacks(task, pod)
+
+    def placing(self, task: Task) -> bool:
+        """``Placing``: the task's started Job has no pod yet, or the scheduler has not bound its pod (a gang waiting
+        for room, a quota, pods of a higher priority first)."""
+        if task.name not in self._uids:
+            return False
+        pod = self._current(task)
+        return pod is None or not (k8s_status.PodView(pod).scheduled() or pod_io.started(pod))
 
     def oom_killed(self, task: Task) -> bool:
         """True if the kernel's OOM killer ended the task's container (the kubelet's ``OOMKilled``)."""

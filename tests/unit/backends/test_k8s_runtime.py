@@ -30,7 +30,7 @@ from launcher.plan.planner import Plan, Task
 from launcher.protocol.events import StacksOnSignal, Step
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
-from launcher.supervision.runtime import ReadsEveryStack, signalled
+from launcher.supervision.runtime import Placing, ReadsEveryStack, signalled
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
@@ -603,3 +603,18 @@ def test_a_stall_reads_each_pods_stacks_from_its_endpoint_within_the_role_names_
     assert status.stall.evidence is StallEvidence.STACKS_UNCHANGED
     [(number, dumps)] = kept
     assert number == 1 and "script_ops.py" in (dumps[WORKER] or "") and "quick_execute" in (dumps[CHIEF] or "")
+
+
+def test_placing_while_a_started_tasks_pod_is_not_bound(fake: FakeKubernetes) -> None:
+    """``Placing``: a task not started is not placing; one whose pod no node has room for is; one whose pod runs is
+    not (the stall watchdog counts no silence while a run waits for room)."""
+    sized = {"memory": "1Gi"}
+    plan, runtime = launched(fake, {**SPEC, "roles": {"chief": {"resources": sized},
+                                                      "worker": {"replicas": 1, "resources": sized}}})
+    chief, worker = task(plan, CHIEF), task(plan, WORKER)
+    assert isinstance(runtime, Placing) and not runtime.placing(worker)
+    runtime.start(chief)
+    assert not runtime.placing(chief)
+    fake.node_memory = 2**29  # no room left: the next pod stays Pending, unschedulable
+    runtime.start(worker)
+    assert runtime.placing(worker) and not runtime.placing(chief)
