@@ -235,6 +235,12 @@ class KubeApi:
     def read_cluster_scoped(self, kind: ClusterKind, name: str) -> Obj:
         return _json(self._cluster_reads[kind](name, _preload_content=False))
 
+    def resource_quotas(self, namespace: str) -> list[Obj]:
+        """The namespace's ResourceQuotas (``quota``: read by ``up``, never written)."""
+        items: list[Obj] = _json(self._core.list_namespaced_resource_quota(namespace, _preload_content=False)).get(
+            "items", [])
+        return items
+
     def select(self, kind: Kind, namespace: str, selector: str) -> list[Obj]:
         """The objects of ``kind`` whose labels match ``selector``."""
         return self.listing(kind, namespace, selector)[0]
