@@ -62,7 +62,7 @@ def _need(name: str, pods: Sequence[Obj]) -> Decimal | None:
     kind, _, resource = name.partition(".")
     if name in BARE:
         kind, resource = "requests", name
-    if kind not in ("requests", "limits") or not resource or name.startswith("count/"):
+    if kind not in ("requests", "limits") or not resource:  # ``count/...``: its kind is no such word
         return None
     return sum((_asked(pod, kind, resource) for pod in pods), Decimal(0))
 
