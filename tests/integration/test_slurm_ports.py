@@ -6,15 +6,18 @@ listens on its own address from TF_CONFIG (as a TF server would), says so with a
 port until the test releases every task. Two ``slurm.ports: job-id`` jobs submitted one after the other hold
 all four ports at once (with ports that are only the base plus the task's number both jobs would bind the
 same two ports and one job would fail). A job of the default ``random`` block binds the ports its supervisor
-computed from the secret it drew and keeps owner-only in the job's state dir, not those of its job id.
+computed from the secret it drew and keeps owner-only in the job's state dir, not those of its job id. A job
+whose block holds a port another program listens on takes the next free block.
 """
 
 from __future__ import annotations
 
+import socket
 import stat
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -22,13 +25,14 @@ import pytest
 from helpers.local_cluster import tfcluster, write_spec
 from helpers.run_names import run_name
 from helpers.slurm_cluster import assert_nothing_left, job_id, slurm_controller, wait_status  # noqa: F401
+from launcher.backends import ports as host_ports
 from launcher.backends.slurm.placement import PORT_SPAN
 from launcher.backends.slurm.state import SlurmState
 from launcher.supervision.status import State
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_controller")]
 
-NAMES = tuple(map(run_name, ("sl-port-a", "sl-port-b", "sl-port-random")))
+NAMES = tuple(map(run_name, ("sl-port-a", "sl-port-b", "sl-port-random", "sl-port-busy")))
 HOLD = """\
 import json, os, pathlib, socket, sys, time
 config = json.loads(os.environ["TF_CONFIG"])
@@ -55,11 +59,11 @@ def jobs(tmp_path: Path) -> Iterator[None]:
             assert_nothing_left(name, ran)
 
 
-def hold(tmp_path: Path, names: tuple[str, ...], ports: str) -> list[int]:
+def hold(tmp_path: Path, names: tuple[str, ...], ports: str, base: int = 2222) -> list[int]:
     """Submit a job per name whose two tasks hold their ports; the ports, once every task holds its own."""
     (tmp_path / "hold.py").write_text(HOLD)
     for name in names:
-        spec = {"name": name, "roles": {"worker": {"replicas": 2, "port": 2222}}, "command": [sys.executable, "hold.py"],
+        spec = {"name": name, "roles": {"worker": {"replicas": 2, "port": base}}, "command": [sys.executable, "hold.py"],
                 "restart": {"policy": "never"}, "slurm": {"ports": ports}}
         result = tfcluster("up", "-b", "slurm", "--detach", str(write_spec(tmp_path, spec)), cwd=tmp_path)
         assert result.returncode == 0, result.stderr
@@ -95,7 +99,24 @@ def test_a_random_block_comes_from_the_secret_the_job_keeps_private(tmp_path: Pa
     blocks = PORT_SPAN // 2
     secret = int(state.secret.read_text())
     assert stat.S_IMODE(state.secret.stat().st_mode) == 0o600
-    first = 2222 + (ran + secret) % blocks * 2
-    assert sorted(ports) == [first, first + 1], (ports, ran)
-    assert first != 2222 + ran % blocks * 2 or secret % blocks == 0  # not the block its public job id gives
+    own = (ran + secret) % blocks
+    # the secret's block, or (when another program of this host listens on one of its ports: this host runs
+    # Kubernetes, a registry...) the next one free of them
+    block = next(b for b in ((own + step) % blocks for step in range(blocks))
+                 if not any(host_ports.in_use(p) for p in (2222 + b * 2, 2223 + b * 2) if p not in ports))
+    assert sorted(ports) == [2222 + block * 2, 2223 + block * 2], (ports, ran)
+    assert block != ran % blocks or secret % blocks == 0  # not the block its public job id gives
     release(tmp_path, (name,))
+
+
+def test_a_block_with_a_port_in_use_on_the_node_gives_way_to_the_next_free_one(tmp_path: Path, jobs: None) -> None:
+    """Five blocks of two ports from 65526; this test listens on one port of each but the last: whatever block
+    the secret gives, the job takes the last (a task binding a port in use would fail as a crash)."""
+    with ExitStack() as stack:
+        for port in (65526, 65529, 65530, 65533):
+            listener = stack.enter_context(socket.socket())
+            listener.bind(("127.0.0.1", port))
+            listener.listen()
+        ports = hold(tmp_path, NAMES[3:], "random", base=65526)
+        assert sorted(ports) == [65534, 65535]
+    release(tmp_path, NAMES[3:])

@@ -15,7 +15,6 @@ of an import done before the first run; ``close`` ends them too.
 
 from __future__ import annotations
 
-import errno
 import os
 import secrets
 import shutil
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from launcher.backends import ports
 from launcher.backends.lines import LineReader
 from launcher.backends.pyspy import read_local_stacks, say_none
 from launcher.errors import LaunchError
@@ -161,28 +161,8 @@ def _await_port(port: int) -> None:
     What ran as the task before may still hold it while the kernel tears it down; a standby binds at once.
     """
     ends = time.monotonic() + GONE_TIMEOUT_SECONDS
-    while _port_in_use(port) and time.monotonic() < ends:
+    while ports.in_use(port) and time.monotonic() < ends:
         time.sleep(0.01)
-
-
-def _port_in_use(port: int) -> bool:
-    """True if binding ``port`` on every address fails as in use (``SO_REUSEADDR``, as gRPC binds: TIME_WAIT is
-    no obstacle); IPv6 first (dual-stack, it sees IPv4 listeners too), IPv4 where this host has no IPv6."""
-    for family, address in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
-        try:
-            probe = socket.socket(family, socket.SOCK_STREAM)
-        except OSError:
-            continue
-        with probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((address, port))
-            except OSError as exc:
-                if exc.errno == errno.EADDRINUSE:
-                    return True
-                continue  # an address this host cannot bind (IPv6 disabled): try the next family
-            return False
-    return False
 
 
 @dataclass(frozen=True)

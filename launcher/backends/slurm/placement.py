@@ -1,9 +1,10 @@
 """Where the tasks of a plan run in an allocation, and what the allocation is sized for: pure functions.
 
-Contract: ``resolve(plan, nodes, job_id, secret)`` replaces every ``${node:SLOT}`` with node
+Contract: ``resolve(plan, nodes, job_id, secret, held)`` replaces every ``${node:SLOT}`` with node
 ``SLOT % len(nodes)``'s address and every ``${port:I}`` with ``first_port(...) + I``, and gives each
 task's node; the supervisor calls it once per allocation. ``first_port`` is the one home of the
-job's port block (``slurm.ports``: ``random`` offsets by the private secret, ``job-id`` by none).
+job's port block (``slurm.ports``: ``random`` offsets by the private secret, ``job-id`` by none; a
+block with a port ``held`` says is in use gives way to the next free one).
 ``port_block_problems(spec)`` is ``validate``'s rule (the block fits below 65536);
 ``allocation_options(plan)`` gives the ``sbatch`` options sizing one allocation for every task.
 The port rule as a user meets it: docs/slurm.md.
@@ -12,6 +13,7 @@ The port rule as a user meets it: docs/slurm.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 from launcher.backends.slurm.target import NODE_PLACEHOLDER, PORT_PLACEHOLDER, base_port
@@ -53,23 +55,31 @@ def port_block_problems(spec: ClusterSpec) -> list[Problem]:
                                                 "fewer tasks")]
 
 
-def first_port(plan: Plan, job_id: str, secret: int) -> int:
-    """The first port of job ``job_id``'s block, ``secret`` its offset under ``slurm.ports: random``."""
+def first_port(plan: Plan, job_id: str, secret: int, held: Callable[[int], bool]) -> int:
+    """The first port of job ``job_id``'s block, ``secret`` its offset under ``slurm.ports: random``: the
+    job's own block (``(job_id + offset) % blocks``), else, when ``held`` says one of its ports is in use, the
+    next block (wrapping around) with none in use; the job's own when every block has one."""
     tasks = len(plan.tasks)
     base = min(task.port for task in plan.tasks)
     blocks = port_blocks(base, tasks)
     if not blocks:
         raise LaunchError(f"the job's {tasks} tasks do not fit in ports {base} to {MAX_PORT}")
     offset = secret if plan.spec.slurm.ports is SlurmPorts.RANDOM else 0
-    return base + (int(job_id) + offset) % blocks * tasks
+    own = (int(job_id) + offset) % blocks
+    for block in ((own + step) % blocks for step in range(blocks)):
+        first = base + block * tasks
+        if not any(held(port) for port in range(first, first + tasks)):
+            return first
+    return base + own * tasks
 
 
-def resolve(plan: Plan, nodes: list[Node], job_id: str, secret: int) -> tuple[Plan, dict[str, str]]:
-    """``plan`` with its placeholders resolved on ``nodes`` for job ``job_id`` (whose port secret is ``secret``),
-    and ``{task name: node name}``."""
+def resolve(plan: Plan, nodes: list[Node], job_id: str, secret: int,
+            held: Callable[[int], bool]) -> tuple[Plan, dict[str, str]]:
+    """``plan`` with its placeholders resolved on ``nodes`` for job ``job_id`` (whose port secret is ``secret``;
+    ``held``: whether a port is in use, see ``first_port``), and ``{task name: node name}``."""
     if not nodes:
         raise LaunchError("the allocation has no nodes (SLURM_JOB_NODELIST is empty)")
-    first = first_port(plan, job_id, secret)
+    first = first_port(plan, job_id, secret, held)
 
     def node(slot: str) -> Node:
         return nodes[int(slot) % len(nodes)]

@@ -3,7 +3,8 @@
 Contract: ``host`` makes ``DIR/batch.log`` (the process's own output, which
 Slurm created with the job's umask) owner-only, as the tasks' logs are
 (``launcher.supervision.statefile``); records the job id, resolves the
-allocation's nodes into the plan (``placement.resolve``), records the
+allocation's nodes into the plan (``placement.resolve``; a port block with a
+port in use on this node gives way to a free one: ``ports.in_use``), records the
 ``Allocation``, and gives the harness the tasks as srun steps
 (``steps.StepRuntime``). The harness supervises them with the shared
 ``Supervisor``, handles the signals and writes every status.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 
+from launcher.backends import ports
 from launcher.backends.slurm import placement, preemption, slurmctl
 from launcher.backends.slurm.state import Allocation, SlurmState
 from launcher.backends.slurm.steps import StepRuntime
@@ -36,7 +38,7 @@ def host(plan: Plan, dir_: harness.StateDir, adopt: bool) -> harness.Hosted:
     preemption.over(previous)
     try:
         nodes = slurmctl.allocation_nodes(os.environ.get("SLURM_JOB_NODELIST", ""))
-        resolved, places = placement.resolve(plan, nodes, job_id, state.port_secret())
+        resolved, places = placement.resolve(plan, nodes, job_id, state.port_secret(), ports.in_use)
     except TfclusterError as exc:
         raise harness.CannotRun(f"cannot place the tasks: {exc}") from None
     state.write_allocation(Allocation(job_id=job_id, restarts=restarts, nodes=dict(nodes)))

@@ -32,6 +32,10 @@ from launcher.supervision.status import JobStatus, State, SupervisorState, TaskS
 NODES = [Node("n1", "10.0.0.1"), Node("n2", "10.0.0.2"), Node("n3", "10.0.0.3")]
 
 
+def FREE(port: int) -> bool:  # noqa: N802 (a constant predicate: no port is in use)
+    return False
+
+
 def plan(spec: dict[str, Any]) -> Plan:
     return api.plan(api.validate_data({"name": "job", **spec}, "slurm"), "slurm")
 
@@ -78,19 +82,19 @@ def test_placeholders_resolve_to_the_nodes_addresses_with_distinct_ports() -> No
     planned = plan({"roles": {"chief": {}, "worker": {"replicas": 3}, "evaluator": {}}})
     assert [t.address for t in planned.tasks] == ["${node:0}:${port:0}", "${node:1}:${port:1}", "${node:2}:${port:2}",
                                                   "${node:3}:${port:3}", "${node:4}:${port:4}"]
-    resolved, placement = resolve(planned, NODES, "0", 0)  # job 0, secret 0: the first block, from the base port
+    resolved, placement = resolve(planned, NODES, "0", 0, FREE)  # job 0, secret 0: the first block, from the base port
     assert placement == {"job-chief-0": "n1", "job-worker-0": "n2", "job-worker-1": "n3", "job-worker-2": "n1",
                          "job-evaluator-0": "n2"}  # spread: slots wrap around the allocation's nodes
     assert resolved.cluster == {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2223", "10.0.0.3:2224", "10.0.0.1:2225"]}
     worker = resolved.task("job-worker-2")
     assert resolved.tf_config(worker)["cluster"] == resolved.cluster and worker.address == "10.0.0.1:2225"
     assert worker.port == 2225 and "${" not in resolved.model_dump_json()
-    on_one = resolve(planned, NODES[:1], "0", 0)[0]
+    on_one = resolve(planned, NODES[:1], "0", 0, FREE)[0]
     assert len({t.address for t in on_one.tasks}) == len(on_one.tasks)  # one node: still no two tasks share a port
 
 
 def _ports(planned: Plan, job_id: str, secret: int = 0) -> set[int]:
-    return {t.port for t in resolve(planned, NODES[:1], job_id, secret)[0].tasks}
+    return {t.port for t in resolve(planned, NODES[:1], job_id, secret, FREE)[0].tasks}
 
 
 def test_jobs_sharing_a_node_get_disjoint_ports_from_their_job_ids() -> None:
@@ -118,6 +122,18 @@ def test_random_ports_come_from_the_jobs_secret_not_from_its_public_id() -> None
     ids = [str(n) for n in range(1000, 1000 + blocks)]  # one secret (a rendered job submitted again and again)
     taken = [port for job_id in ids for port in _ports(planned, job_id, secret)]
     assert len(taken) == len(set(taken)) and min(taken) == 2222 and max(taken) < 2222 + PORT_SPAN
+
+
+def test_a_block_with_a_port_in_use_gives_way_to_the_next_block_free_of_them() -> None:
+    planned = plan({"roles": {"worker": {"replicas": 2, "port": 65526}}, "slurm": {"ports": "job-id"}})  # 5 blocks
+
+    def first(job_id: int, held: set[int]) -> int:
+        return min(t.port for t in resolve(planned, NODES[:1], str(job_id), 0, held.__contains__)[0].tasks)
+
+    assert first(1, set()) == 65528  # its own block
+    assert first(1, {65529}) == 65530 and first(1, {65529, 65530}) == 65532  # the next free one
+    assert first(4, {65535}) == 65526  # past the last block: the first
+    assert first(1, set(range(65526, 65536))) == 65528  # none free: its own (its task fails as a crash would)
 
 
 def test_the_port_blocks_stay_below_65536() -> None:
@@ -152,7 +168,7 @@ def test_the_port_secret_is_drawn_once_and_kept_owner_only(tmp_path: Path) -> No
 
 def test_an_allocation_without_nodes_is_refused() -> None:
     with pytest.raises(LaunchError, match="no nodes"):
-        resolve(plan({"roles": {"worker": {"replicas": 2}}}), [], "7", 0)
+        resolve(plan({"roles": {"worker": {"replicas": 2}}}), [], "7", 0, FREE)
 
 
 def test_scontrol_records_parse_as_key_value_pairs() -> None:
