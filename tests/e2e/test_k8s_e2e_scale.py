@@ -26,7 +26,7 @@ from launcher.supervision.status import State
 pytestmark = pytest.mark.e2e
 
 #: A few hundred: the scale the supervisor, the API server and the scheduler meet, in a few minutes on CI's host.
-TASKS = 300
+TASKS = 200
 
 
 def supervisor_pods(core: Any, name: str) -> list[Any]:

@@ -29,6 +29,8 @@ from launcher.protocol.durations import for_people
 GROUPS = ("tf", "docker", "slurm", "browser", "e2e")
 #: The groups CI installs and must run.
 REQUIRED = ("tf", "docker", "slurm", "browser", "e2e")
+#: How many test files the summary names, slowest first (where the suite's time went, by file).
+FILES_SHOWN = 15
 
 #: The only skips CI accepts in a required group: a node id (or an ``fnmatch`` pattern of node ids) and why it may skip.
 ALLOWED_SKIPS: dict[str, str] = {
@@ -100,6 +102,7 @@ class GroupCount:
         self.groups: dict[str, set[str]] = {}
         self.ran: Counter[str] = Counter()
         self.seconds: dict[str, float] = dict.fromkeys(GROUPS, 0.0)
+        self.file_seconds: Counter[str] = Counter()
         self.missing: list[str] = []
         self.allowed_used: set[str] = set()
         self.skipped: set[str] = set()  # failed because they skipped: they did not run
@@ -126,6 +129,7 @@ class GroupCount:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         groups = self.groups.get(report.nodeid, ())
+        self.file_seconds[report.nodeid.split("::")[0]] += report.duration
         for group in groups:
             self.seconds[group] += report.duration
         if report.when == "call" and not report.skipped and report.nodeid not in self.skipped:
@@ -145,6 +149,8 @@ class GroupCount:
                            + ("" if group in REQUIRED else " (not required)") for group in GROUPS)
         terminalreporter.write_sep("=", "test groups run (CI)")
         terminalreporter.write_line(counts)
+        slowest = self.file_seconds.most_common(FILES_SHOWN)
+        terminalreporter.write_line("slowest files: " + ", ".join(f"{path} {for_people(seconds)}" for path, seconds in slowest))
         for entry in sorted(self.allowed_used):
             terminalreporter.write_line(f"skip allowed (ALLOWED_SKIPS): {entry}: {ALLOWED_SKIPS[entry]}")
         if self.missing:

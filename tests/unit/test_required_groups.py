@@ -63,7 +63,8 @@ def test_under_ci_each_group_is_counted_and_a_run_of_every_required_group_passes
     tree(pytester, EVERY_GROUP)
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    result.stdout.fnmatch_lines(["*test groups run (CI)*", "tf 2 (* s), docker 1 (* s), slurm 1 (* s), browser 1 (* s), e2e 1 (* s)"])
+    result.stdout.fnmatch_lines(["*test groups run (CI)*", "tf 2 (* s), docker 1 (* s), slurm 1 (* s), browser 1 (* s), e2e 1 (* s)",
+                                 "slowest files: test_*.py * s"])  # where the time went, by file
 
 
 def test_under_ci_a_required_group_that_ran_none_fails_the_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
