@@ -491,7 +491,7 @@ def test_a_running_jobs_template_is_immutable_a_merge_patch_never_conflicts(side
 
     def patch(spec: Obj) -> Obj:
         """A merge patch of the Job's spec as ``KubernetesRuntime.start`` sends it: no resourceVersion, no 409."""
-        return side.api.merge_patch_job(name, side.namespace, {"spec": spec})
+        return side.api.merge_patch(Kind.JOB, name, side.namespace, {"spec": spec})
 
     container = side.jobs(name)[0]["spec"]["template"]["spec"]["containers"][0]
     status, answer = api_error(lambda: patch({"template": {"spec": {"containers": [
@@ -576,7 +576,7 @@ def test_a_suspended_job_has_no_pod_until_resumed_then_one_selected_by_the_jobs_
     suspended = side.until("the Suspended condition", lambda: condition(side.the_job(name), "Suspended"))
     assert suspended["reason"] == "JobSuspended"
     assert side.pods(name) == [] and not side.the_job(name)["status"].get("startTime")
-    resumed = side.api.merge_patch_job(name, side.namespace, {"spec": {"suspend": False}})
+    resumed = side.api.merge_patch(Kind.JOB, name, side.namespace, {"spec": {"suspend": False}})
     assert resumed["metadata"]["uid"] == uid
     pod = running(side, name)
     assert {k: pod["metadata"]["labels"].get(k) for k in (runtime.CONTROLLER_UID, "job-name", LABEL)} == {
@@ -698,7 +698,7 @@ def test_a_job_deleted_in_the_background_goes_at_once_and_its_name_is_free(side:
     the same name while the old pod still ends; each Job's pods carry its own uid."""
     name = side.unique("again")
     side.run(name, Program(on_sigterm=OnSigterm(seconds=3, code=143)), suspend=True)
-    side.api.merge_patch_job(name, side.namespace, {"spec": {"suspend": False}})
+    side.api.merge_patch(Kind.JOB, name, side.namespace, {"spec": {"suspend": False}})
     old = running(side, name)
     first = side.the_job(name)
     side.api.delete(Kind.JOB, name, side.namespace, propagation="Background")
@@ -994,7 +994,7 @@ def test_a_watch_from_a_lists_version_sends_each_later_change_with_its_version(s
     items, version = side.api.listing(Kind.JOB, side.namespace, f"{LABEL}={name}")
     assert items == [] and version
     side.run(name, Program(), suspend=True)
-    side.api.merge_patch_job(name, side.namespace, {"spec": {"suspend": False}})
+    side.api.merge_patch(Kind.JOB, name, side.namespace, {"spec": {"suspend": False}})
 
     def resumed(events: list[Obj]) -> list[Obj] | None:
         jobs = [e for e in events if e["type"] in ("ADDED", "MODIFIED")]

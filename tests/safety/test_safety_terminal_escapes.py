@@ -48,6 +48,7 @@ from launcher.backends.api import BackendOptions
 from launcher.backends.compose.backend import ComposeBackend
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.cluster_state import ClusterState
+from launcher.backends.kubernetes.kubeapi import Kind
 from launcher.backends.local.backend import LocalBackend
 from launcher.backends.slurm.backend import SlurmBackend
 from launcher.backends.slurm.state import SlurmState
@@ -259,7 +260,7 @@ class Kubernetes(StandIn):
         backend.submit(dry_run)
         pods = []
         for task in dry_run.plan.tasks:  # as the supervisor starts them
-            backend.api.merge_patch_job(task.name, "default", {"spec": {"suspend": False}})
+            backend.api.merge_patch(Kind.JOB, task.name, "default", {"spec": {"suspend": False}})
             pods += self.fake.start_pods(task.name)
         chief, worker0, worker1 = pods
         self.fake.pod_logs[("default", chief)] = HOSTILE + "\n"

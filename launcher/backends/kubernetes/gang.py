@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from launcher.backends.kubernetes.kubeapi import KubeApi
+from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
 from launcher.backends.kubernetes.pods import Manifest, meta
 from launcher.errors import LaunchError
 from launcher.plan import naming
@@ -126,6 +126,6 @@ class GangSize:
         if self._count is None or count == self._count:
             return
         with self._api.unless_gone(f"patch PodGroup {self._name}"):  # gone: the run is being taken down
-            self._api.merge_patch_pod_group(self._name, self._namespace,
+            self._api.merge_patch(Kind.POD_GROUP, self._name, self._namespace,
                                             {"spec": {"schedulingPolicy": {"gang": {"minCount": count}}}})
         self._count = count

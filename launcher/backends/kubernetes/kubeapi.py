@@ -1,7 +1,9 @@
 """A typed client for the Kubernetes API requests tfcluster makes (the official ``kubernetes`` client underneath).
 
-Contract: ``KubeApi`` has one method per request, for the object kinds tfcluster manages (``Kind``);
-objects are answered as JSON dicts (no model deserialization). The request methods raise the client's
+Contract: ``KubeApi`` has one method per request, for the object kinds tfcluster manages (``Kind``), each
+built from the one table of where a kind lives (``ROUTES``) and sent through the client's ``ApiClient`` (its
+auth, TLS, proxy and headers); objects are answered as JSON dicts (no model deserialization, and the client's
+generated request classes, seconds of import, are loaded only for exec and port-forward). The request methods raise the client's
 ``ApiException``; this module is the one home of what an API error means: ``errors(action)`` turns any
 client error into a ``LaunchError`` naming the action, the API server and its answer (a 403 says what the
 Role refused), ``unless_gone`` takes a 404 as nothing to do, ``read_if_exists`` answers None for a 404,
@@ -25,6 +27,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from launcher.backends.lines import iter_lines
@@ -35,6 +38,8 @@ from launcher.protocol.stacks_signal import MAX_STACK_BYTES
 Obj = dict[str, Any]
 #: The longest one API discovery request may take (``serves_pod_groups``).
 DISCOVERY_SECONDS = 10.0
+#: The group version of PodGroups (gang placement).
+SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
 
 
 class Kind(StrEnum):
@@ -60,15 +65,27 @@ class ClusterKind(StrEnum):
     POLICY_BINDING = "ValidatingAdmissionPolicyBinding"
 
 
-@dataclass(frozen=True)
-class _Requests:
-    """The client's namespaced requests for one kind."""
-
-    create: Callable[..., Any]
-    read: Callable[..., Any]
-    replace: Callable[..., Any]
-    delete: Callable[..., Any]
-    list: Callable[..., Any]
+#: Where each kind lives in the API: its group version's path and its resource (plural) name. The one table of routes:
+#: every namespaced request below is built from it (no generated request classes, whose import alone took 2 s).
+ROUTES: dict[Kind, tuple[str, str]] = {
+    Kind.SERVICE_ACCOUNT: ("/api/v1", "serviceaccounts"),
+    Kind.CONFIG_MAP: ("/api/v1", "configmaps"),
+    Kind.SERVICE: ("/api/v1", "services"),
+    Kind.NETWORK_POLICY: ("/apis/networking.k8s.io/v1", "networkpolicies"),
+    Kind.PERSISTENT_VOLUME_CLAIM: ("/api/v1", "persistentvolumeclaims"),
+    Kind.JOB: ("/apis/batch/v1", "jobs"),
+    Kind.POD: ("/api/v1", "pods"),
+    Kind.DEPLOYMENT: ("/apis/apps/v1", "deployments"),
+    Kind.ROLE: ("/apis/rbac.authorization.k8s.io/v1", "roles"),
+    Kind.ROLE_BINDING: ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
+    Kind.POD_GROUP: (SCHEDULING, "podgroups"),
+}
+#: The cluster-scoped objects tfcluster reads, by kind.
+CLUSTER_ROUTES: dict[ClusterKind, str] = {
+    ClusterKind.NAMESPACE: "/api/v1/namespaces",
+    ClusterKind.POLICY_BINDING: "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+}
+MERGE_PATCH = "application/merge-patch+json"
 
 
 _files_in_memory: dict[bytes, str] = {}
@@ -148,98 +165,82 @@ def context_namespace(context: str | None) -> str | None:
 
 
 class KubeApi:
-    """The requests of one API client (``kubernetes.client.ApiClient``), typed by ``Kind``."""
+    """The requests of one API client (``kubernetes.client.ApiClient``), typed by ``Kind`` and routed by ``ROUTES``."""
 
     def __init__(self, api_client: Any):
-        from kubernetes import client
-
-        core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
-        networking, apps = client.NetworkingV1Api(api_client), client.AppsV1Api(api_client)
-        rbac, admission = client.RbacAuthorizationV1Api(api_client), client.AdmissionregistrationV1Api(api_client)
-        scheduling = self._scheduling = client.SchedulingV1beta1Api(api_client)
-        self._core, self._batch = core, batch
-        self._requests: dict[Kind, _Requests] = {
-            Kind.SERVICE_ACCOUNT: _Requests(
-                core.create_namespaced_service_account, core.read_namespaced_service_account,
-                core.replace_namespaced_service_account, core.delete_namespaced_service_account,
-                core.list_namespaced_service_account),
-            Kind.CONFIG_MAP: _Requests(
-                core.create_namespaced_config_map, core.read_namespaced_config_map, core.replace_namespaced_config_map,
-                core.delete_namespaced_config_map, core.list_namespaced_config_map),
-            Kind.SERVICE: _Requests(
-                core.create_namespaced_service, core.read_namespaced_service, core.replace_namespaced_service,
-                core.delete_namespaced_service, core.list_namespaced_service),
-            Kind.NETWORK_POLICY: _Requests(
-                networking.create_namespaced_network_policy, networking.read_namespaced_network_policy,
-                networking.replace_namespaced_network_policy, networking.delete_namespaced_network_policy,
-                networking.list_namespaced_network_policy),
-            Kind.PERSISTENT_VOLUME_CLAIM: _Requests(
-                core.create_namespaced_persistent_volume_claim, core.read_namespaced_persistent_volume_claim,
-                core.replace_namespaced_persistent_volume_claim, core.delete_namespaced_persistent_volume_claim,
-                core.list_namespaced_persistent_volume_claim),
-            Kind.JOB: _Requests(
-                batch.create_namespaced_job, batch.read_namespaced_job, batch.replace_namespaced_job,
-                batch.delete_namespaced_job, batch.list_namespaced_job),
-            Kind.POD: _Requests(
-                core.create_namespaced_pod, core.read_namespaced_pod, core.replace_namespaced_pod,
-                core.delete_namespaced_pod, core.list_namespaced_pod),
-            Kind.DEPLOYMENT: _Requests(
-                apps.create_namespaced_deployment, apps.read_namespaced_deployment, apps.replace_namespaced_deployment,
-                apps.delete_namespaced_deployment, apps.list_namespaced_deployment),
-            Kind.ROLE: _Requests(
-                rbac.create_namespaced_role, rbac.read_namespaced_role, rbac.replace_namespaced_role,
-                rbac.delete_namespaced_role, rbac.list_namespaced_role),
-            Kind.ROLE_BINDING: _Requests(
-                rbac.create_namespaced_role_binding, rbac.read_namespaced_role_binding,
-                rbac.replace_namespaced_role_binding, rbac.delete_namespaced_role_binding,
-                rbac.list_namespaced_role_binding),
-            Kind.POD_GROUP: _Requests(
-                scheduling.create_namespaced_pod_group, scheduling.read_namespaced_pod_group,
-                scheduling.replace_namespaced_pod_group, scheduling.delete_namespaced_pod_group,
-                scheduling.list_namespaced_pod_group),
-        }
-        self._cluster_reads: dict[ClusterKind, Callable[..., Any]] = {
-            ClusterKind.NAMESPACE: core.read_namespace,
-            ClusterKind.POLICY_BINDING: admission.read_validating_admission_policy_binding,
-        }
+        self._client = api_client
         self._stream_lock = threading.Lock()  # the client swaps its request function while opening a stream
         self.host: str = api_client.configuration.host
+
+    def _call(self, method: str, path: str, *, names: dict[str, str] | None = None,
+              query: dict[str, Any] | None = None, body: Obj | None = None, content_type: str = "application/json",
+              timeout: Any = None) -> Any:
+        """One request, as the client's generated methods send it (its auth, TLS and headers); the urllib3 response,
+        unread. ``names`` fill ``path``'s ``{...}`` (quoted); unset query values are left out. Raises ``ApiException``
+        for an answer outside 2xx, as the generated methods do."""
+        from kubernetes.client.exceptions import ApiException
+
+        headers = {"Accept": "application/json"} | ({"Content-Type": content_type} if body is not None else {})
+        params = [(key, value) for key, value in (query or {}).items() if value is not None]
+        request = self._client.param_serialize(method=method, resource_path=path, path_params=names,
+                                               query_params=params, header_params=headers, body=body,
+                                               auth_settings=["BearerToken"])
+        response = self._client.call_api(*request, _request_timeout=timeout)
+        if not 200 <= response.status <= 299:
+            response.read()
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return response.response
+
+    @staticmethod
+    def _path(kind: Kind, named: bool) -> str:
+        prefix, plural = ROUTES[kind]
+        return f"{prefix}/namespaces/{{namespace}}/{plural}" + ("/{name}" if named else "")
+
+    def _list(self, kind: Kind, namespace: str, *, label_selector: str, resource_version: str | None = None,
+              allow_watch_bookmarks: bool | None = None, timeout_seconds: int | None = None, watch: bool = False,
+              _request_timeout: Any = None, _preload_content: bool = False) -> Any:
+        """A LIST (or, with ``watch``, a WATCH) of ``kind``: the client's ``Watch.stream`` calls it so."""
+        return self._call("GET", self._path(kind, False), names={"namespace": namespace},
+                          query={"labelSelector": label_selector, "resourceVersion": resource_version,
+                                 "allowWatchBookmarks": allow_watch_bookmarks, "timeoutSeconds": timeout_seconds,
+                                 "watch": watch or None}, timeout=_request_timeout)
 
     # --- requests (raise ApiException) ---------------------------------------------------------------------------
 
     def create(self, kind: Kind, namespace: str, body: Obj) -> Obj:
-        return _json(self._requests[kind].create(namespace, body=body, _preload_content=False))
+        return _json(self._call("POST", self._path(kind, False), names={"namespace": namespace}, body=body))
 
     def dry_run_create(self, kind: Kind, namespace: str, body: Obj) -> Obj:
         """``create`` as a server-side dry run (``dryRun=All``): validated and admitted as it would be, not stored."""
-        return _json(self._requests[kind].create(namespace, body=body, dry_run="All", _preload_content=False))
+        return _json(self._call("POST", self._path(kind, False), names={"namespace": namespace}, body=body,
+                                query={"dryRun": "All"}))
 
     def read(self, kind: Kind, name: str, namespace: str) -> Obj:
-        return _json(self._requests[kind].read(name, namespace, _preload_content=False))
+        return _json(self._call("GET", self._path(kind, True), names={"namespace": namespace, "name": name}))
 
     def replace(self, kind: Kind, name: str, namespace: str, body: Obj) -> Obj:
-        return _json(self._requests[kind].replace(name, namespace, body=body, _preload_content=False))
+        return _json(self._call("PUT", self._path(kind, True), names={"namespace": namespace, "name": name},
+                                body=body))
 
     def delete(self, kind: Kind, name: str, namespace: str, *, propagation: str | None = None,
                grace_seconds: int | None = None) -> Obj:
         """Delete ``name``; ``propagation`` (``Foreground``/``Background``) and ``grace_seconds`` as the API takes them."""
-        return _json(self._requests[kind].delete(name, namespace, propagation_policy=propagation,
-                                                 grace_period_seconds=grace_seconds, _preload_content=False))
+        return _json(self._call("DELETE", self._path(kind, True), names={"namespace": namespace, "name": name},
+                                query={"propagationPolicy": propagation, "gracePeriodSeconds": grace_seconds}))
 
     def serves_pod_groups(self) -> bool:
         """Whether the API server serves ``scheduling.k8s.io/v1beta1`` ``podgroups`` (API discovery: one request,
         bounded by ``DISCOVERY_SECONDS``); False when that group version is not served (404)."""
-        found = _unless(404, lambda: _json(self._scheduling.get_api_resources(
-            _preload_content=False, _request_timeout=DISCOVERY_SECONDS)))
+        found = _unless(404, lambda: _json(self._call("GET", SCHEDULING, timeout=DISCOVERY_SECONDS)))
         return found is not None and any(r.get("name") == "podgroups" for r in found.get("resources", []))
 
     def read_cluster_scoped(self, kind: ClusterKind, name: str) -> Obj:
-        return _json(self._cluster_reads[kind](name, _preload_content=False))
+        return _json(self._call("GET", f"{CLUSTER_ROUTES[kind]}/{{name}}", names={"name": name}))
 
     def resource_quotas(self, namespace: str) -> list[Obj]:
         """The namespace's ResourceQuotas (``quota``: read by ``up``, never written)."""
-        items: list[Obj] = _json(self._core.list_namespaced_resource_quota(namespace, _preload_content=False)).get(
-            "items", [])
+        items: list[Obj] = _json(self._call("GET", "/api/v1/namespaces/{namespace}/resourcequotas",
+                                            names={"namespace": namespace})).get("items", [])
         return items
 
     def select(self, kind: Kind, namespace: str, selector: str) -> list[Obj]:
@@ -248,7 +249,7 @@ class KubeApi:
 
     def listing(self, kind: Kind, namespace: str, selector: str) -> tuple[list[Obj], str]:
         """``select``, with the list's ``resourceVersion``: the point a watch of them goes on from (``watch``)."""
-        found = _json(self._requests[kind].list(namespace, label_selector=selector, _preload_content=False))
+        found = _json(self._list(kind, namespace, label_selector=selector))
         items: list[Obj] = found.get("items", [])
         return items, str(found.get("metadata", {}).get("resourceVersion", ""))
 
@@ -259,22 +260,18 @@ class KubeApi:
         ``on_open`` is called once the API server accepted it (answered 200)."""
         from kubernetes import watch
 
-        return WatchStream(watch.Watch(), self._requests[kind].list, namespace, selector, version, seconds, on_open)
+        return WatchStream(watch.Watch(), partial(self._list, kind), namespace, selector, version, seconds, on_open)
 
-    def merge_patch_job(self, name: str, namespace: str, body: Obj) -> Obj:
-        """A JSON merge patch of a Job (no resourceVersion: never a 409 with the Job controller's writes)."""
-        return _json(self._batch.patch_namespaced_job(name, namespace, body=body, _preload_content=False,
-                                                      _content_type="application/merge-patch+json"))
-
-    def merge_patch_pod_group(self, name: str, namespace: str, body: Obj) -> Obj:
-        """A JSON merge patch of a PodGroup (its ``minCount``: ``gang.GangSize``)."""
-        return _json(self._scheduling.patch_namespaced_pod_group(name, namespace, body=body, _preload_content=False,
-                                                                 _content_type="application/merge-patch+json"))
+    def merge_patch(self, kind: Kind, name: str, namespace: str, body: Obj) -> Obj:
+        """A JSON merge patch (no resourceVersion: never a 409 with a controller's writes; a Job's suspension, a
+        PodGroup's ``minCount``: ``gang.GangSize``)."""
+        return _json(self._call("PATCH", self._path(kind, True), names={"namespace": namespace, "name": name},
+                                body=body, content_type=MERGE_PATCH))
 
     def open_log(self, pod: str, namespace: str, container: str, *, follow: bool, tail: int | None = None) -> Any:
         """The response streaming ``container``'s log in ``pod`` (the caller releases it)."""
-        return self._core.read_namespaced_pod_log(pod, namespace, container=container, follow=follow,
-                                                  tail_lines=tail, _preload_content=False)
+        return self._call("GET", self._path(Kind.POD, True) + "/log", names={"namespace": namespace, "name": pod},
+                          query={"container": container, "follow": follow, "tailLines": tail})
 
     def log_lines(self, pod: str, namespace: str, container: str, *, follow: bool,
                   tail: int | None = None) -> Iterator[str]:
@@ -295,7 +292,7 @@ class KubeApi:
 
         try:
             with self._stream_lock:
-                response = stream(self._core.connect_get_namespaced_pod_exec, pod, namespace, command=command,
+                response = stream(self._pods().connect_get_namespaced_pod_exec, pod, namespace, command=command,
                                   container=container, stdin=False, stdout=True, stderr=True, tty=False,
                                   _preload_content=False)
             try:
@@ -325,7 +322,14 @@ class KubeApi:
         from kubernetes.stream import portforward
 
         with self._stream_lock:
-            return portforward(self._core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port))
+            return portforward(self._pods().connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port))
+
+    def _pods(self) -> Any:
+        """The client's generated core requests, for its websocket streams (exec, port-forward) only: imported on
+        their first use (seconds of import no other request pays)."""
+        from kubernetes import client
+
+        return client.CoreV1Api(self._client)
 
     # --- what an error means (the one home of 404, 409 and 403) ---------------------------------------------------
 

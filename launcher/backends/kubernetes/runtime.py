@@ -172,7 +172,7 @@ class KubernetesRuntime:
         with self.api.errors(f"start {task.name}"):
             job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
             if job is not None and job.get("spec", {}).get("suspend") and not job.get("status", {}).get("startTime"):
-                job = self.api.merge_patch_job(task.name, self.namespace, {"spec": {"suspend": False}})
+                job = self.api.merge_patch(Kind.JOB, task.name, self.namespace, {"spec": {"suspend": False}})
             elif job is None:  # deleted: by its ttlSecondsAfterFinished once it ended, or by someone
                 if task.name not in self._copies:
                     raise LaunchError(f"cannot start {task.name}: its Job is gone (deleted outside tfcluster)")

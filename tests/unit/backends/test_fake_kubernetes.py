@@ -137,7 +137,7 @@ def test_the_job_controller_runs_a_suspended_job_once_resumed_and_never_replaces
     api = KubeApi(client.ApiClient(client.Configuration(host=fake.url)))
     made = api.create(Kind.JOB, "default", job(suspend=True))
     assert fake.list("pods") == [] and "startTime" not in fake.get("jobs", "j")["status"]
-    api.merge_patch_job("j", "default", {"spec": {"suspend": False}})
+    api.merge_patch(Kind.JOB, "j", "default", {"spec": {"suspend": False}})
     [pod] = fake.list("pods")
     assert pod["metadata"]["labels"][CONTROLLER_UID_KEY] == made["metadata"]["uid"]
     assert pod["metadata"]["labels"]["job-name"] == "j" and fake.get("jobs", "j")["status"]["startTime"]

@@ -13,6 +13,8 @@ from __future__ import annotations
 import http.server
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -473,6 +475,18 @@ def test_no_kubeconfig_is_backend_unavailable(tmp_path: Path, monkeypatch: pytes
         KubernetesBackend.create(KubernetesOptions())
 
 
+STATUS_WITHOUT_GENERATED_REQUESTS = """\
+import sys
+from launcher.cli.commands import main
+try:
+    main(["status", "cli", "-o", "json"])
+except SystemExit as end:
+    assert not end.code, end.code
+generated = sorted(m for m in sys.modules if m.startswith("kubernetes.client.api."))
+assert not generated, generated
+"""
+
+
 def test_cli_up_detached_status_logs_down_via_kubeconfig(
     fake: FakeKubernetes, cli, write_spec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -487,6 +501,10 @@ def test_cli_up_detached_status_logs_down_via_kubeconfig(
     start_all(fake, "cli-chief-0", namespace="ml")
     result = cli.invoke(main, ["status", "cli", "-o", "json"])
     assert result.exit_code == 0 and '"state": "pending"' in result.output  # worker not started yet
+    # a status in a process of its own: no generated request class of the client imported (seconds of import)
+    status = subprocess.run([sys.executable, "-c", STATUS_WITHOUT_GENERATED_REQUESTS], capture_output=True, text=True,
+                            timeout=60)
+    assert status.returncode == 0 and '"state": "pending"' in status.stdout, status.stdout + status.stderr
     result = cli.invoke(main, ["up", str(spec), "--backend", "k8s", "--detach"])
     assert result.exit_code == 1 and "already exists in namespace 'ml'" in result.output
     fake.on_sigterm["cli-chief-0"] = OnSigterm(seconds=5)  # saves a checkpoint when stopped
