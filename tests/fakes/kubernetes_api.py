@@ -178,6 +178,17 @@ KINDS = {
     "namespaces": "Namespace",
     "validatingadmissionpolicybindings": "ValidatingAdmissionPolicyBinding",
 }
+#: The group version each resource is served under, as the real API server serves it: a request under another is a 404.
+SERVED_UNDER = {
+    **dict.fromkeys(("serviceaccounts", "configmaps", "services", "persistentvolumeclaims", "pods", "resourcequotas",
+                     "namespaces"), "api/v1"),
+    "jobs": "apis/batch/v1",
+    "networkpolicies": "apis/networking.k8s.io/v1",
+    "deployments": "apis/apps/v1",
+    **dict.fromkeys(("roles", "rolebindings"), "apis/rbac.authorization.k8s.io/v1"),
+    "podgroups": "apis/scheduling.k8s.io/v1beta1",
+    "validatingadmissionpolicybindings": "apis/admissionregistration.k8s.io/v1",
+}
 #: The cluster-scoped kinds (kept under the namespace ""): only read by tfcluster, created by tests (``create``).
 CLUSTER_SCOPED = frozenset({"namespaces", "validatingadmissionpolicybindings"})
 #: The API discovery document of the group version PodGroups are served in (``FakeKubernetes.serves_pod_groups``).
@@ -1090,10 +1101,10 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         parts = url.path.strip("/").split("/")
         # api/v1/namespaces/NS/PLURAL[/NAME[/SUB]]  or  apis/GROUP/VERSION/namespaces/NS/PLURAL[/NAME[/SUB]]
-        rest = parts[2:] if parts[0] == "api" else parts[3:]
-        if len(rest) == 2 and rest[0] in CLUSTER_SCOPED:  # api/v1/namespaces/NAME, apis/G/V/PLURAL/NAME
-            return "", rest[0], rest[1], None, parse_qs(url.query)
-        if len(rest) < 3 or rest[0] != "namespaces" or rest[2] not in KINDS:
+        served_under, rest = ("/".join(parts[:2]), parts[2:]) if parts[0] == "api" else ("/".join(parts[:3]), parts[3:])
+        if len(rest) == 2 and rest[0] in CLUSTER_SCOPED and SERVED_UNDER[rest[0]] == served_under:
+            return "", rest[0], rest[1], None, parse_qs(url.query)  # api/v1/namespaces/NAME, apis/G/V/PLURAL/NAME
+        if len(rest) < 3 or rest[0] != "namespaces" or SERVED_UNDER.get(rest[2]) != served_under:
             raise ApiError(404, "NotFound", f"no route {url.path}")
         namespace, plural = rest[1], rest[2]
         name = rest[3] if len(rest) > 3 else None

@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fakes.kubernetes_api import FakeKubernetes
+from fakes.kubernetes_api import KINDS, SERVED_UNDER, FakeKubernetes
 from helpers import sources
 from helpers.k8s_fake import backend_for
 from helpers.paths import REPO
@@ -24,22 +24,6 @@ from launcher.errors import LaunchError
 from launcher.plan import naming
 
 PACKAGE = REPO / "launcher" / "backends" / "kubernetes"
-#: Where each kind lives in the API: (path prefix, resource).
-RESOURCES = {
-    Kind.SERVICE_ACCOUNT: ("/api/v1", "serviceaccounts"),
-    Kind.CONFIG_MAP: ("/api/v1", "configmaps"),
-    Kind.SERVICE: ("/api/v1", "services"),
-    Kind.NETWORK_POLICY: ("/apis/networking.k8s.io/v1", "networkpolicies"),
-    Kind.PERSISTENT_VOLUME_CLAIM: ("/api/v1", "persistentvolumeclaims"),
-    Kind.JOB: ("/apis/batch/v1", "jobs"),
-    Kind.POD: ("/api/v1", "pods"),
-    Kind.DEPLOYMENT: ("/apis/apps/v1", "deployments"),
-    Kind.ROLE: ("/apis/rbac.authorization.k8s.io/v1", "roles"),
-    Kind.ROLE_BINDING: ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
-    Kind.POD_GROUP: ("/apis/scheduling.k8s.io/v1beta1", "podgroups"),
-}
-
-
 @pytest.mark.parametrize("kind", list(Kind))
 def test_each_kinds_requests_reach_its_own_resource(fake: FakeKubernetes, kind: Kind) -> None:
     api = backend_for(fake).api
@@ -60,8 +44,8 @@ def test_each_kinds_requests_reach_its_own_resource(fake: FakeKubernetes, kind: 
             request()
         except ApiException:
             pass  # a refused body or a missing object: the request was made
-    prefix, resource = RESOURCES[kind]
-    where = f"{prefix}/namespaces/default/{resource}"
+    [resource] = [plural for plural, named in KINDS.items() if named == kind]
+    where = f"/{SERVED_UNDER[resource]}/namespaces/default/{resource}"  # where the API server serves it
     assert [(method, path.split("?")[0]) for method, path in fake.requests] == [
         ("POST", where), ("GET", f"{where}/x"), ("PUT", f"{where}/x"), ("DELETE", f"{where}/x"), ("GET", where)]
 
