@@ -30,7 +30,7 @@ from launcher.worker.evaluator import evaluate
 from launcher.worker.peers import wait_for_peers
 from launcher.worker.preemption import exit_on_notice
 from launcher.worker.reporter import Reporter
-from launcher.worker.selection import MULTI_WORKER, Action, peer_addresses, select
+from launcher.worker.selection import MULTI_WORKER, Duty, peer_addresses, select
 from launcher.worker.stackdump import dump_stacks_on_signal
 from launcher.worker.strategies import gpu_count
 from launcher.worker.tfconfig import resolve_tf_config
@@ -84,13 +84,13 @@ def _context(environ: Mapping[str, str], reporter: Reporter) -> TaskContext:
 
 
 def _run(ctx: TaskContext) -> None:
-    action = ctx.selection.action
-    if action is Action.EVALUATE:
+    duty = ctx.selection.duty
+    if duty is Duty.EVALUATE:
         evaluate(ctx)
         return
     if ctx.selection.strategy in MULTI_WORKER:
         wait_for_peers(peer_addresses(ctx.tf_config))
-    if action is Action.SERVE:
+    if duty is Duty.SERVE:
         lifecycle.serve_until_done(ctx.selection, ctx.tf_config, ctx.run_config.checkpoint_dir, ctx.run_config.run_id)
         ctx.reporter.emit(events.Finished())
     else:

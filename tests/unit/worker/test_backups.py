@@ -31,7 +31,7 @@ from launcher.worker.context import TaskContext  # noqa: E402
 from launcher.worker.interval import AutoInterval, steps_between  # noqa: E402
 from launcher.worker.reporter import Reporter  # noqa: E402
 from launcher.worker.restore import ResumePoint, resume_point  # noqa: E402
-from launcher.worker.selection import Action, Selection  # noqa: E402
+from launcher.worker.selection import Duty, Selection  # noqa: E402
 from launcher.worker.train import train  # noqa: E402
 
 pytestmark = pytest.mark.tf
@@ -175,7 +175,7 @@ def run_auto(tmp_path: Path, loop: TrainingLoop) -> list[Any]:
                            checkpoint_dir=str(tmp_path), backup_every_steps="auto", async_backups=True)
     stream = io.StringIO()
     reporter = Reporter("auto-chief-0", is_lead=True, stream=stream, token=MANUAL_TOKEN)
-    selection = Selection(Action.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
+    selection = Selection(Duty.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
     train(TaskContext(reporter.task, run_config, {}, selection, usercode.load(training), reporter))
     return [e for e in map(EventReader(MANUAL_TOKEN).parse, stream.getvalue().splitlines()) if e]
 

@@ -31,7 +31,7 @@ from launcher.worker import callbacks, usercode  # noqa: E402
 from launcher.worker.callbacks import ProgressCallback  # noqa: E402
 from launcher.worker.context import TaskContext  # noqa: E402
 from launcher.worker.reporter import Reporter  # noqa: E402
-from launcher.worker.selection import Action, Selection  # noqa: E402
+from launcher.worker.selection import Duty, Selection  # noqa: E402
 from launcher.worker.train import train  # noqa: E402
 
 pytestmark = pytest.mark.tf
@@ -65,7 +65,7 @@ def run_single_task(tmp_path: Path, loop: TrainingLoop, kind: str = "epoch") -> 
     run_config = RunConfig(name="input", run_id="r1", strategy=Strategy.DEFAULT, training=training, checkpoint_dir=str(tmp_path))
     stream = io.StringIO()
     reporter = Reporter("input-chief-0", is_lead=True, stream=stream, token=MANUAL_TOKEN)
-    selection = Selection(Action.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
+    selection = Selection(Duty.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
     train(TaskContext(reporter.task, run_config, {}, selection, usercode.load(training), reporter))
     events = [EventReader(MANUAL_TOKEN).parse(line) for line in stream.getvalue().splitlines()]
     return [e for e in events if e and e.event == kind]
