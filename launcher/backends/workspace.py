@@ -84,7 +84,7 @@ IGNORE_FILE = ".dockerignore"
 
 
 @dataclass
-class Selection:
+class Shipment:
     """What ships of a workspace: ``files`` as (relative posix path, path, size), sorted by path; ``withheld``,
     the credentials left out (a directory once, as ``dir/``); ``reincluded``, the files ``!`` lines take back
     although they look like credentials; ``undecodable``, shipping names not UTF-8; ``taken_back``, the files a
@@ -97,12 +97,12 @@ class Selection:
     taken_back: set[str] = field(default_factory=set)
 
 
-def select(root: Path, contents: bool = True) -> Selection:
+def select(root: Path, contents: bool = True) -> Shipment:
     """Walk ``root`` (never following a symbolic link: a link ships nothing, neither itself nor its target;
     nor FIFOs, sockets, devices) and decide each entry by ``DEFAULT_RULES`` then the ``.dockerignore``; with
     ``contents``, then each file by its content (``withhold_by_content``)."""
     rules = Rules([*DEFAULT_RULES, *read_rules(root / IGNORE_FILE, IGNORE_FILE)])
-    selection = Selection()
+    selection = Shipment()
     stack: list[tuple[str, tuple[bool, ...] | None]] = [("", None)]  # a directory and its rules' matches
     while stack:
         directory, parent = stack.pop()
@@ -139,7 +139,7 @@ def select(root: Path, contents: bool = True) -> Selection:
     return selection
 
 
-def withhold_by_content(selection: Selection, among: Collection[str] | None = None) -> None:
+def withhold_by_content(selection: Shipment, among: Collection[str] | None = None) -> None:
     """Leave out each file of ``selection`` (of those ``among``, default all) that holds a credential by content
     (``launcher.backends.credentials.detect``: a bounded prefix of each), unless a ``!`` line ships it: then it
     ships, named in ``reincluded`` with what it holds. Raises ``OSError`` for a file it cannot read."""
@@ -248,7 +248,7 @@ def _unreadable(error: OSError) -> SpecError:
     return SpecError([Problem("workspace", f"{shown(str(error.filename))!r}: cannot read it: {error.strerror}")])
 
 
-def _oversize(root: Path, selection: Selection, size: int, max_bytes: int) -> str:
+def _oversize(root: Path, selection: Shipment, size: int, max_bytes: int) -> str:
     entries: dict[str, int] = {}
     for relative, _, file_size in selection.files:
         top, _, below = relative.partition("/")
@@ -263,7 +263,7 @@ def mebibytes(count: int) -> str:
     return f"{count / (1 << 20):.1f} MiB"
 
 
-def _digest(selection: Selection) -> str:
+def _digest(selection: Shipment) -> str:
     """A hash of the shipped files' paths, exec bits and contents, each read in chunks (bounded memory)."""
     digest = hashlib.sha256()
     for relative, path, _ in selection.files:
