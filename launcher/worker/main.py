@@ -25,7 +25,7 @@ from launcher.protocol.exitcodes import ExitCode
 from launcher.protocol.runconfig import RunConfig
 from launcher.worker import lifecycle, usercode
 from launcher.worker.context import TaskContext
-from launcher.worker.errors import ConfigError, PeerUnavailable, Preempted
+from launcher.worker.errors import ConfigError, PeerUnavailable, TerminationNotice
 from launcher.worker.evaluator import evaluate
 from launcher.worker.peers import wait_for_peers
 from launcher.worker.preemption import exit_on_notice
@@ -57,7 +57,7 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     try:
         ctx = _context(environ, reporter)
         _run(ctx)
-    except Preempted as exc:
+    except TerminationNotice as exc:
         reporter.emit(events.Preempted(step=exc.step, exit_code=int(ExitCode.PREEMPTED)))
         return ExitCode.PREEMPTED
     except (ConfigError, ValidationError) as exc:

@@ -11,7 +11,7 @@ Events: started, restored, step, epoch, checkpoint, finished. The lead task writ
 in both loops, through the progress callback. Backups are step-granular when ``RunConfig.backup_every_steps`` is
 set (MWMS / single task), per epoch otherwise (PSS). Under MWMS and single
 tasks a SIGTERM to any training task makes all of them save at the same step
-and raise ``Preempted`` (``launcher.worker.preemption``).
+and raise ``TerminationNotice`` (``launcher.worker.preemption``).
 """
 
 from __future__ import annotations
