@@ -29,7 +29,7 @@ from launcher.spec.models import Strategy, TrainingLoop
 from launcher.worker import data, lifecycle
 from launcher.worker.artifacts import lead_or_scratch
 from launcher.worker.backups import Backups, BackupWriter
-from launcher.worker.callbacks import CheckpointEvents, ProgressCallback, fetched
+from launcher.worker.callbacks import CheckpointEvents, ProgressEvents, fetched
 from launcher.worker.compute import ComputeProbe
 from launcher.worker.context import TaskContext
 from launcher.worker.interval import INITIAL_STEPS, AutoInterval
@@ -97,12 +97,12 @@ class TrainingRun:
                             stated_mtbf=run_config.expected_mtbf_seconds,
                             starts=lambda: lifecycle.starts(run_config.checkpoint_dir, run_config.run_id))
 
-    def progress(self, input_probe: Iterable[Any] | None) -> ProgressCallback:
+    def progress(self, input_probe: Iterable[Any] | None) -> ProgressEvents:
         """Progress events; ``input_probe``: the distributed input to time (and to time the compute on), None under PSS."""
         training = self.ctx.run_config.training
         every = training.steps_per_epoch // STEP_EVENTS_PER_EPOCH
         compute = None if input_probe is None else ComputeProbe(self.model, self.strategy)
-        return ProgressCallback(
+        return ProgressEvents(
             self.ctx.reporter, training.steps_per_epoch, training.epochs, every, input_probe, self.summaries, compute
         )
 
