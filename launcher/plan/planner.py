@@ -24,7 +24,7 @@ from launcher.plan.workspace import Workspace, WorkspaceSource, plan_workspace
 from launcher.protocol import env, events, paths
 from launcher.protocol.roles import TaskRef
 from launcher.protocol.runconfig import RunConfig
-from launcher.spec import rules
+from launcher.spec import cross_checks
 from launcher.spec.models import ClusterSpec, Resources, RoleType, Strategy
 
 
@@ -124,7 +124,7 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
     With a ``workspace`` (``spec.workspace`` as scanned), tasks run in it: see ``launcher.plan.workspace``.
     A launch gives a fresh ``event_token`` (``launcher.protocol.events.new_token``).
     """
-    strategy = rules.resolve_strategy(spec)
+    strategy = cross_checks.resolve_strategy(spec)
     checkpoint_dir = target.checkpoint_dir(spec)
     tensorboard_dir = logdir.log_dir(spec, checkpoint_dir)
     policy = make_policy(spec, strategy)
@@ -187,7 +187,7 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
         backend=target.kind,
         workdir=planned_workspace.workdir if planned_workspace else target.workdir(),
         strategy=strategy,
-        strategy_note=rules.describe_resolution(spec),
+        strategy_note=cross_checks.describe_resolution(spec),
         cluster=cluster,
         tasks=tasks,
         run_config=run_config,
