@@ -18,7 +18,7 @@ from pathlib import Path
 from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan
-from launcher.protocol.paths import is_object_store
+from launcher.protocol.checkpoint_layout import is_object_store
 from launcher.spec.problems import Problem, SpecError
 
 #: The file in a checkpoint dir that says tfcluster created it, for which cluster and run.

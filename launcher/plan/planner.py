@@ -21,7 +21,7 @@ from launcher.plan.policy import JobPolicy, make_policy
 from launcher.plan.programs import runs_entrypoint, wants_standby
 from launcher.plan.targets import BackendKind, Target
 from launcher.plan.workspace import Workspace, WorkspaceSource, plan_workspace
-from launcher.protocol import env, events, paths
+from launcher.protocol import checkpoint_layout, env, events
 from launcher.protocol.roles import TaskRef
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec import cross_checks
@@ -108,8 +108,8 @@ def program_env(run_config: RunConfig, name: str, lead: bool, event_token: str) 
     """The variables a user program reads besides TF_CONFIG (``launcher.protocol.env``)."""
     return {
         env.CHECKPOINT_DIR: run_config.checkpoint_dir,
-        env.BACKUP_DIR: paths.backup_dir(run_config.checkpoint_dir),
-        env.MODEL_DIR: paths.model_dir(run_config.checkpoint_dir),
+        env.BACKUP_DIR: checkpoint_layout.backup_dir(run_config.checkpoint_dir),
+        env.MODEL_DIR: checkpoint_layout.model_dir(run_config.checkpoint_dir),
         env.IS_CHIEF: "1" if lead else "0",
         env.TASK_NAME: name,
         env.RUN_ID: run_config.run_id,
