@@ -19,7 +19,7 @@ from rich.table import Table
 from launcher.backends.api import Backend
 from launcher.cli import terminal
 from launcher.errors import TfclusterError
-from launcher.protocol.progress import JobProgress
+from launcher.protocol.job_progress import JobProgress
 from launcher.supervision.status import JobStatus, State, SupervisorState
 from launcher.supervision.stragglers import StepBreakdown
 
