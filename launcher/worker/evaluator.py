@@ -18,9 +18,9 @@ import tensorflow as tf
 from launcher.protocol import checkpoint_layout, events
 from launcher.worker import lifecycle
 from launcher.worker.context import TaskContext
-from launcher.worker.errors import ConfigError
 from launcher.worker.restore import resume_point
 from launcher.worker.summaries import ValidationSummaries
+from launcher.worker.task_errors import ConfigError
 
 POLL_S = 2.0
 

@@ -25,7 +25,6 @@ from launcher.protocol.exitcodes import ExitCode
 from launcher.protocol.runconfig import RunConfig
 from launcher.worker import lifecycle, usercode
 from launcher.worker.context import TaskContext
-from launcher.worker.errors import ConfigError, PeerUnavailable, TerminationNotice
 from launcher.worker.evaluator import evaluate
 from launcher.worker.peers import wait_for_peers
 from launcher.worker.preemption import exit_on_notice
@@ -33,6 +32,7 @@ from launcher.worker.reporter import Reporter
 from launcher.worker.selection import MULTI_WORKER, Duty, peer_addresses, select
 from launcher.worker.stackdump import dump_stacks_on_signal
 from launcher.worker.strategies import gpu_count
+from launcher.worker.task_errors import ConfigError, PeerUnavailable, TerminationNotice
 from launcher.worker.tfconfig import resolve_tf_config
 from launcher.worker.train import train
 

@@ -19,7 +19,7 @@ from typing import Any
 import tensorflow as tf
 
 from launcher.worker.backups import Backups
-from launcher.worker.errors import TerminationNotice
+from launcher.worker.task_errors import TerminationNotice
 
 
 def exit_on_notice() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from launcher.protocol.roles import TaskRef, lead_task
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import Collective, RoleType, Strategy, TPUSpec
-from launcher.worker.errors import ConfigError
+from launcher.worker.task_errors import ConfigError
 
 
 class Duty(str, Enum):

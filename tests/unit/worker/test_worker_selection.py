@@ -6,8 +6,8 @@ import pytest
 
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import Collective, RoleType, Strategy, TPUSpec
-from launcher.worker.errors import ConfigError
 from launcher.worker.selection import Duty, peer_addresses, select
+from launcher.worker.task_errors import ConfigError
 
 MWMS_CLUSTER = {"chief": ["h-c:1"], "worker": ["h-w0:1", "h-w1:1"]}
 PSS_CLUSTER = {"chief": ["h-c:1"], "worker": ["h-w0:1"], "ps": ["h-p0:1"]}
