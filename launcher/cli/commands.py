@@ -19,7 +19,7 @@ from click.core import ParameterSource
 
 from launcher import api
 from launcher.backends import get_backend
-from launcher.backends.api import Backend
+from launcher.backends.interface import Backend
 from launcher.backends.workspace import MAX_WORKSPACE_BYTES
 from launcher.cli import terminal
 from launcher.cli.registry import forget, lookup, ready, record

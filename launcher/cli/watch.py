@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from launcher.backends.api import Backend
+from launcher.backends.interface import Backend
 from launcher.cli import terminal
 from launcher.errors import TfclusterError
 from launcher.protocol.job_progress import JobProgress

@@ -21,9 +21,9 @@ import yaml
 
 from helpers.required import unavailable
 from launcher import api
-from launcher.backends.api import BackendOptions
 from launcher.backends.compose.backend import ComposeBackend, compose_command
 from launcher.backends.compose.render import PROJECT_LABEL
+from launcher.backends.interface import BackendOptions
 from launcher.errors import BackendUnavailable, LaunchError
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind

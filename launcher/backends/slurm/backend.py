@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 
 from launcher.backends import checkpoints, logfiles
-from launcher.backends.api import Backend, BackendOptions
+from launcher.backends.interface import Backend, BackendOptions
 from launcher.backends.logfiles import command_problems
 from launcher.backends.slurm import slurmctl, supervise
 from launcher.backends.slurm.placement import port_block_problems
