@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from launcher.backends.credentials import NAME_PATTERNS, by_name, detect
 from launcher.backends.dockerignore import PatternMatcher, decoded, make_pattern, read_patterns
-from launcher.backends.images import HOST_CA_BUNDLE, build_note, docker_client
+from launcher.backends.image_build import HOST_CA_BUNDLE, build_note, docker_client
 from launcher.errors import ImageBuildError, LaunchError
 from launcher.plan.images import TASK_UID
 from launcher.plan.workspace import CONTAINER_WORKSPACE, CredentialFile, Workspace, WorkspaceImage, WorkspaceSource

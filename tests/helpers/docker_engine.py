@@ -63,14 +63,14 @@ def trainer(container: Any, timeout: float = 30) -> tuple[int, int]:
 
 @functools.cache
 def _engine() -> Any:
-    from launcher.backends.images import docker_client
+    from launcher.backends.image_build import docker_client
 
     return docker_client()
 
 
 @functools.cache
 def _build() -> str:
-    from launcher.backends.images import build_image
+    from launcher.backends.image_build import build_image
 
     client = _engine()
     base = BASE_IMAGE if client.images.list(name=BASE_IMAGE) else None

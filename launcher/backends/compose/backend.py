@@ -27,7 +27,7 @@ from launcher.backends.compose import tensorboard as board
 from launcher.backends.compose.follow import follow_task
 from launcher.backends.compose.render import PROJECT_LABEL, render
 from launcher.backends.compose.target import ComposeTarget, target
-from launcher.backends.images import docker_client
+from launcher.backends.image_build import docker_client
 from launcher.backends.interface import Backend, BackendOptions
 from launcher.backends.lines import file_chunks, interleave, iter_lines
 from launcher.backends.tensorboard import Board, planned_log_dirs, serve_locally
