@@ -32,9 +32,9 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from launcher import api  # noqa: E402
 from launcher.api import validate_data  # noqa: E402
-from launcher.backends.api import BackendOptions  # noqa: E402
 from launcher.backends.compose.backend import ComposeBackend, compose_command  # noqa: E402
-from launcher.backends.images import build_image  # noqa: E402
+from launcher.backends.image_build import build_image  # noqa: E402
+from launcher.backends.interface import BackendOptions  # noqa: E402
 from launcher.backends.lines import iter_lines  # noqa: E402
 from launcher.protocol.events import EventReader  # noqa: E402
 

@@ -28,7 +28,7 @@ from launcher.spec.models import Strategy, TrainingLoop, TrainingSpec  # noqa: E
 from launcher.worker import usercode  # noqa: E402
 from launcher.worker.context import TaskContext  # noqa: E402
 from launcher.worker.reporter import Reporter  # noqa: E402
-from launcher.worker.selection import Action, Selection  # noqa: E402
+from launcher.worker.selection import Duty, Selection  # noqa: E402
 from launcher.worker.train import train  # noqa: E402
 
 SLOW = 0.05  # seconds per batch (input) or per step (compute)
@@ -66,7 +66,7 @@ def fractions(loop: TrainingLoop, **args: float) -> list[float]:
         run_config = RunConfig(name="input", run_id="r1", strategy=Strategy.DEFAULT, training=training, checkpoint_dir=tmp)
         stream = io.StringIO()
         reporter = Reporter("input-chief-0", is_lead=True, stream=stream, token=MANUAL_TOKEN)
-        selection = Selection(Action.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
+        selection = Selection(Duty.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
         train(TaskContext(reporter.task, run_config, {}, selection, usercode.load(training), reporter))
     events = [EventReader(MANUAL_TOKEN).parse(line) for line in stream.getvalue().splitlines()]
     return [e.input_wait_fraction for e in events if e and e.event == "epoch"]

@@ -32,7 +32,7 @@ from common import print_table  # noqa: E402
 
 from launcher import api  # noqa: E402
 from launcher.api import validate_data  # noqa: E402
-from launcher.backends.api import BackendOptions  # noqa: E402
+from launcher.backends.interface import BackendOptions  # noqa: E402
 from launcher.backends.local.backend import LocalBackend  # noqa: E402
 from launcher.backends.local.state import LocalState  # noqa: E402
 from launcher.plan.targets import BackendKind  # noqa: E402

@@ -76,7 +76,7 @@ def kill_worker(name: str, backend: str) -> None:
     elif backend == "slurm":
         os.kill(slurm_task_process(worker), signal.SIGKILL)
     else:
-        from launcher.backends.images import docker_client
+        from launcher.backends.image_build import docker_client
 
         docker_client().containers.get(worker).kill()
 

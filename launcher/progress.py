@@ -53,7 +53,7 @@ def _leads() -> bool:
         return True
 
 
-class ProgressCallback(callbacks.ProgressCallback):
+class ProgressCallback(callbacks.ProgressEvents):
     """Keras callback: ``started``, ``step`` every ``every`` steps, ``epoch`` and ``finished`` events.
 
     Epochs and steps per epoch are read from ``fit``'s own parameters; with a

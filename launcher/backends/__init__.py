@@ -4,7 +4,7 @@
 backend's class module imports its SDK lazily, and only the asked-for
 backend's module is imported at all. A new backend is one package plus one
 line in ``_CLASSES``; its options (what ``create`` takes) are one small model,
-its class's ``Options`` (``launcher.backends.api.BackendOptions``).
+its class's ``Options`` (``launcher.backends.interface.BackendOptions``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
-from launcher.backends.api import Backend
+from launcher.backends.interface import Backend
 from launcher.errors import LaunchError
 from launcher.plan.targets import BackendKind
 

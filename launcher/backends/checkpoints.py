@@ -1,7 +1,7 @@
 """``down --volumes``'s one removal guard, for every backend: a checkpoint store is deleted only if tfcluster
 created it for that cluster.
 
-Contract: ``prepare`` makes a missing checkpoint dir and marks it (``MARKER``: the cluster and run);
+Contract: ``prepare`` makes a missing checkpoint dir and marks it (``CREATED_FILE``: the cluster and run);
 a dir that existed is left as it is. ``guard(plan)`` (``removal_problem``) refuses, as a ``SpecError``,
 a dir that is or holds ``/``, home, the workdir or the current directory, or lacks this cluster's
 marker; else it gives the dir ``remove`` may delete (None for an object store). Engine objects
@@ -18,11 +18,11 @@ from pathlib import Path
 from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan
-from launcher.protocol.paths import is_object_store
+from launcher.protocol.checkpoint_layout import is_object_store
 from launcher.spec.problems import Problem, SpecError
 
 #: The file in a checkpoint dir that says tfcluster created it, for which cluster and run.
-MARKER = ".tfcluster-created"
+CREATED_FILE = ".tfcluster-created"
 FIELD = "checkpoint.dir"
 
 
@@ -36,7 +36,7 @@ def prepare(directory: Path, cluster: str, run_id: str) -> None:
         return
     except OSError as exc:
         raise LaunchError(f"cannot create the checkpoint dir {str(directory)!r}: {exc.strerror}") from None
-    (directory / MARKER).write_text(json.dumps({"cluster": cluster, "run_id": run_id}))
+    (directory / CREATED_FILE).write_text(json.dumps({"cluster": cluster, "run_id": run_id}))
 
 
 def prepare_for(plan: Plan) -> None:
@@ -71,7 +71,7 @@ def _protected(workdir: Path) -> dict[Path, str]:
 
 
 def _marked_for(directory: Path, cluster: str) -> bool:
-    marker = directory / MARKER
+    marker = directory / CREATED_FILE
     if marker.is_symlink() or not marker.is_file():
         return False
     try:
@@ -91,7 +91,7 @@ def removal_problem(directory: Path, cluster: str, workdir: Path) -> Problem | N
                                   f"checkpoint dir tfcluster created; {keep}")
     if resolved.exists() and not _marked_for(resolved, cluster):
         return Problem(FIELD, f"{str(resolved)!r} was not created by tfcluster for cluster {cluster!r} "
-                              f"(it has no {MARKER} naming it): delete it yourself if you mean to; {keep}")
+                              f"(it has no {CREATED_FILE} naming it): delete it yourself if you mean to; {keep}")
     return None
 
 

@@ -1,8 +1,8 @@
 """``.dockerignore`` with Docker's own semantics, in bounded time.
 
-Contract: ``read_rules(path)`` reads a ``.dockerignore`` as Docker's CLI does and raises
+Contract: ``read_patterns(path)`` reads a ``.dockerignore`` as Docker's CLI does and raises
 ``SpecError`` (one line per problem, naming file and line) for non-UTF-8 text or a pattern Docker
-refuses. ``Rules`` matches relative slash-separated paths as moby's ``patternmatcher`` does
+refuses. ``PatternMatcher`` matches relative slash-separated paths as moby's ``patternmatcher`` does
 (the last matching pattern on the path or a parent decides; ``!`` keeps), compiled to RE2, so
 matching time is linear in the path. On purpose, ``**`` also spans names holding a newline.
 Why not the Docker SDK's matcher: docs/architecture.md (Decisions).
@@ -37,7 +37,7 @@ _OPTIONS = _re2_options()
 
 
 @dataclass(frozen=True)
-class Rule:
+class Pattern:
     """One pattern: ``text`` as cleaned, whether it is an exception (``!``), where it comes from (for messages)."""
 
     text: str
@@ -109,18 +109,18 @@ def clean(pattern: str) -> str:
     return cleaned[1:] if len(cleaned) > 1 and cleaned.startswith("/") else cleaned
 
 
-def make_rule(line: str, origin: str) -> Rule:
-    """The rule of one ``.dockerignore`` line (not blank, not a comment); ``ValueError`` if Docker refuses it."""
+def make_pattern(line: str, origin: str) -> Pattern:
+    """The pattern of one ``.dockerignore`` line (not blank, not a comment); ``ValueError`` if Docker refuses it."""
     exception = line.startswith("!")
     body = line[1:].strip() if exception else line
     if not body:
         raise ValueError('"!" excepts nothing')
     text = clean(body)
-    return Rule(text, exception, origin, compile_pattern(text))
+    return Pattern(text, exception, origin, compile_pattern(text))
 
 
-def read_rules(path: Path, display: str) -> list[Rule]:
-    """The rules of the ``.dockerignore`` at ``path`` (``display`` names it in messages); none if it is missing."""
+def read_patterns(path: Path, display: str) -> list[Pattern]:
+    """The patterns of the ``.dockerignore`` at ``path`` (``display`` names it in messages); none if it is missing."""
     if not path.exists() and not path.is_symlink():
         return []
     if not path.is_file():  # a FIFO would block the read forever
@@ -130,7 +130,7 @@ def read_rules(path: Path, display: str) -> list[Rule]:
     except OSError as exc:
         raise SpecError([Problem("(workspace)", f"cannot read it: {exc.strerror}")], display) from None
     data = data.removeprefix(_UTF8_BOM)
-    rules, problems = [], []
+    patterns, problems = [], []
     for number, raw in enumerate(data.split(b"\n"), start=1):  # as Go's bufio.ScanLines: \n ends a line, \r\n too
         try:
             line = raw.removesuffix(b"\r").decode()
@@ -140,35 +140,35 @@ def read_rules(path: Path, display: str) -> list[Rule]:
         if line.startswith("#") or not line.strip():
             continue
         try:
-            rules.append(make_rule(line.strip(), f"{display}:{number}"))
+            patterns.append(make_pattern(line.strip(), f"{display}:{number}"))
         except ValueError as exc:
             problems.append(Problem("(workspace)", f"pattern {line.strip()!r}: {exc}", number))
     if problems:
         raise SpecError(problems, display)
-    return rules
+    return patterns
 
 
-class Rules:
-    """Ordered rules; a path is matched with its parent directory's per-rule results (moby's
-    ``MatchesOrParentMatches``: a rule matching a directory matches everything under it)."""
+class PatternMatcher:
+    """Ordered patterns; a path is matched with its parent directory's per-pattern results (moby's
+    ``MatchesOrParentMatches``: a pattern matching a directory matches everything under it)."""
 
-    def __init__(self, rules: Sequence[Rule]):
-        self.rules = tuple(rules)
+    def __init__(self, patterns: Sequence[Pattern]):
+        self.patterns = tuple(patterns)
 
     def matches(self, relative: str, parent: tuple[bool, ...] | None) -> tuple[bool, ...]:
-        """Per rule, whether it matches ``relative`` or a parent (``parent``: the parent directory's result)."""
+        """Per pattern, whether it matches ``relative`` or a parent (``parent``: the parent directory's result)."""
         key = decoded(relative, "replace")
         if parent is None:
-            return tuple(rule.match(key) for rule in self.rules)
-        return tuple(above or rule.match(key) for above, rule in zip(parent, self.rules, strict=True))
+            return tuple(pattern.match(key) for pattern in self.patterns)
+        return tuple(above or pattern.match(key) for above, pattern in zip(parent, self.patterns, strict=True))
 
-    def decider(self, matches: tuple[bool, ...]) -> Rule | None:
-        """The rule that decides (the last one matching), None when none does: the path is kept."""
-        return next((self.rules[i] for i in reversed(range(len(matches))) if matches[i]), None)
+    def decider(self, matches: tuple[bool, ...]) -> Pattern | None:
+        """The pattern that decides (the last one matching), None when none does: the path is kept."""
+        return next((self.patterns[i] for i in reversed(range(len(matches))) if matches[i]), None)
 
     def may_keep_below(self, directory: str) -> bool:
         """Whether an exception could keep something under ``directory`` (else an excluded directory is skipped)."""
-        return any(rule.exception and rule.may_match_below(directory) for rule in self.rules)
+        return any(pattern.exception and pattern.may_match_below(directory) for pattern in self.patterns)
 
 
 def decoded(relative: str, errors: str) -> str:

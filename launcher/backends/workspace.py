@@ -1,7 +1,7 @@
 """Shipping the user's workspace: which files go, their digest, and building/pushing the thin layers.
 
 Contract: ``scan(directory)`` lists and digests the files that ship: regular files, less
-``DEFAULT_RULES``, the ``.dockerignore`` and credentials by content (``launcher.backends.credentials``);
+``DEFAULT_PATTERNS``, the ``.dockerignore`` and credentials by content (``launcher.backends.credentials``);
 no symbolic link ships. It raises ``LaunchError`` (missing directory) or ``SpecError`` (bad
 ``.dockerignore``, over ``MAX_WORKSPACE_BYTES``), and reports the credentials left out or taken back.
 ``ensure_images(workspace, echo)`` builds each ``WorkspaceImage`` missing or on another base, and
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from launcher.backends.credentials import NAME_PATTERNS, by_name, detect
-from launcher.backends.dockerignore import Rules, decoded, make_rule, read_rules
-from launcher.backends.images import HOST_CA_BUNDLE, build_note, docker_client
+from launcher.backends.dockerignore import PatternMatcher, decoded, make_pattern, read_patterns
+from launcher.backends.image_build import HOST_CA_BUNDLE, build_note, docker_client
 from launcher.errors import ImageBuildError, LaunchError
 from launcher.plan.images import TASK_UID
 from launcher.plan.workspace import CONTAINER_WORKSPACE, CredentialFile, Workspace, WorkspaceImage, WorkspaceSource
@@ -77,14 +77,14 @@ CREDENTIAL_ORIGIN = "tfcluster's credential list"
 #: What never ships unless a ``!`` line of the workspace's ``.dockerignore`` takes it back (later lines win, as
 #: in Docker), in ``.dockerignore`` syntax and at any depth: credentials by name (``launcher.backends.credentials``;
 #: by content: ``withhold_by_content``), then what is not code.
-DEFAULT_RULES = (*(make_rule(p, CREDENTIAL_ORIGIN) for p in NAME_PATTERNS), *(make_rule(p, "tfcluster's defaults") for p in NOT_CODE))
+DEFAULT_PATTERNS = (*(make_pattern(p, CREDENTIAL_ORIGIN) for p in NAME_PATTERNS), *(make_pattern(p, "tfcluster's defaults") for p in NOT_CODE))
 #: Above this, ``scan`` refuses a workspace (``force`` overrides): every task's image carries it.
 MAX_WORKSPACE_BYTES = 100 << 20
 IGNORE_FILE = ".dockerignore"
 
 
 @dataclass
-class Selection:
+class Shipment:
     """What ships of a workspace: ``files`` as (relative posix path, path, size), sorted by path; ``withheld``,
     the credentials left out (a directory once, as ``dir/``); ``reincluded``, the files ``!`` lines take back
     although they look like credentials; ``undecodable``, shipping names not UTF-8; ``taken_back``, the files a
@@ -97,13 +97,13 @@ class Selection:
     taken_back: set[str] = field(default_factory=set)
 
 
-def select(root: Path, contents: bool = True) -> Selection:
+def select(root: Path, contents: bool = True) -> Shipment:
     """Walk ``root`` (never following a symbolic link: a link ships nothing, neither itself nor its target;
-    nor FIFOs, sockets, devices) and decide each entry by ``DEFAULT_RULES`` then the ``.dockerignore``; with
+    nor FIFOs, sockets, devices) and decide each entry by ``DEFAULT_PATTERNS`` then the ``.dockerignore``; with
     ``contents``, then each file by its content (``withhold_by_content``)."""
-    rules = Rules([*DEFAULT_RULES, *read_rules(root / IGNORE_FILE, IGNORE_FILE)])
-    selection = Selection()
-    stack: list[tuple[str, tuple[bool, ...] | None]] = [("", None)]  # a directory and its rules' matches
+    matcher = PatternMatcher([*DEFAULT_PATTERNS, *read_patterns(root / IGNORE_FILE, IGNORE_FILE)])
+    selection = Shipment()
+    stack: list[tuple[str, tuple[bool, ...] | None]] = [("", None)]  # a directory and its patterns' matches
     while stack:
         directory, parent = stack.pop()
         with os.scandir(root / directory if directory else root) as entries:
@@ -113,10 +113,10 @@ def select(root: Path, contents: bool = True) -> Selection:
             relative = f"{directory}/{name}" if directory else name
             if not (is_dir or is_file):
                 continue
-            matches = rules.matches(relative, parent)
-            decider = rules.decider(matches)
+            matches = matcher.matches(relative, parent)
+            decider = matcher.decider(matches)
             excluded = decider is not None and not decider.exception
-            if is_dir and (not excluded or rules.may_keep_below(relative)):  # a ! line may take something back
+            if is_dir and (not excluded or matcher.may_keep_below(relative)):  # a ! line may take something back
                 stack.append((relative, matches))
                 continue
             if excluded and decider is not None and decider.origin == CREDENTIAL_ORIGIN:
@@ -124,8 +124,8 @@ def select(root: Path, contents: bool = True) -> Selection:
             if not (is_dir or excluded):
                 if decider is not None:  # a ! line ships it
                     selection.taken_back.add(relative)
-                    named = next((rule for rule, match in zip(rules.rules, matches, strict=True)
-                                  if match and rule.origin == CREDENTIAL_ORIGIN), None)
+                    named = next((pattern for pattern, match in zip(matcher.patterns, matches, strict=True)
+                                  if match and pattern.origin == CREDENTIAL_ORIGIN), None)
                     if named is not None:
                         selection.reincluded.append(CredentialFile(path=shown(relative), why=by_name(named.text)))
                 if shown(relative) != relative:
@@ -139,7 +139,7 @@ def select(root: Path, contents: bool = True) -> Selection:
     return selection
 
 
-def withhold_by_content(selection: Selection, among: Collection[str] | None = None) -> None:
+def withhold_by_content(selection: Shipment, among: Collection[str] | None = None) -> None:
     """Leave out each file of ``selection`` (of those ``among``, default all) that holds a credential by content
     (``launcher.backends.credentials.detect``: a bounded prefix of each), unless a ``!`` line ships it: then it
     ships, named in ``reincluded`` with what it holds. Raises ``OSError`` for a file it cannot read."""
@@ -248,7 +248,7 @@ def _unreadable(error: OSError) -> SpecError:
     return SpecError([Problem("workspace", f"{shown(str(error.filename))!r}: cannot read it: {error.strerror}")])
 
 
-def _oversize(root: Path, selection: Selection, size: int, max_bytes: int) -> str:
+def _oversize(root: Path, selection: Shipment, size: int, max_bytes: int) -> str:
     entries: dict[str, int] = {}
     for relative, _, file_size in selection.files:
         top, _, below = relative.partition("/")
@@ -263,7 +263,7 @@ def mebibytes(count: int) -> str:
     return f"{count / (1 << 20):.1f} MiB"
 
 
-def _digest(selection: Selection) -> str:
+def _digest(selection: Shipment) -> str:
     """A hash of the shipped files' paths, exec bits and contents, each read in chunks (bounded memory)."""
     digest = hashlib.sha256()
     for relative, path, _ in selection.files:

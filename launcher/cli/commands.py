@@ -19,7 +19,7 @@ from click.core import ParameterSource
 
 from launcher import api
 from launcher.backends import get_backend
-from launcher.backends.api import Backend
+from launcher.backends.interface import Backend
 from launcher.backends.workspace import MAX_WORKSPACE_BYTES
 from launcher.cli import terminal
 from launcher.cli.registry import forget, lookup, ready, record
@@ -517,7 +517,7 @@ def build(gpu: bool, tag: str | None, base_image: str | None, ca_bundle: Path | 
     The build checks what it installed (one TensorFlow distribution; tensorflow, tf_keras and
     tensorboard import with the same version; one training step) and fails loudly otherwise.
     """
-    from launcher.backends.images import build_image
+    from launcher.backends.image_build import build_image
 
     variant = ImageVariant.GPU if gpu else ImageVariant.CPU
     build_image(tag=tag, variant=variant, base_image=base_image, ca_bundle=ca_bundle, host_network=host_network,

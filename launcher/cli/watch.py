@@ -16,10 +16,10 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from launcher.backends.api import Backend
+from launcher.backends.interface import Backend
 from launcher.cli import terminal
 from launcher.errors import TfclusterError
-from launcher.protocol.progress import JobProgress
+from launcher.protocol.job_progress import JobProgress
 from launcher.supervision.status import JobStatus, State, SupervisorState
 from launcher.supervision.stragglers import StepBreakdown
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 
-from launcher.protocol.paths import TENSORBOARD_SUBDIR, is_object_store
+from launcher.protocol.checkpoint_layout import TENSORBOARD_SUBDIR, is_object_store
 from launcher.spec.models import ClusterSpec
 
 

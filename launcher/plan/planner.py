@@ -21,10 +21,10 @@ from launcher.plan.policy import JobPolicy, make_policy
 from launcher.plan.programs import runs_entrypoint, wants_standby
 from launcher.plan.targets import BackendKind, Target
 from launcher.plan.workspace import Workspace, WorkspaceSource, plan_workspace
-from launcher.protocol import env, events, paths
+from launcher.protocol import checkpoint_layout, env, events
 from launcher.protocol.roles import TaskRef
 from launcher.protocol.runconfig import RunConfig
-from launcher.spec import rules
+from launcher.spec import cross_checks
 from launcher.spec.models import ClusterSpec, Resources, RoleType, Strategy
 
 
@@ -108,8 +108,8 @@ def program_env(run_config: RunConfig, name: str, lead: bool, event_token: str) 
     """The variables a user program reads besides TF_CONFIG (``launcher.protocol.env``)."""
     return {
         env.CHECKPOINT_DIR: run_config.checkpoint_dir,
-        env.BACKUP_DIR: paths.backup_dir(run_config.checkpoint_dir),
-        env.MODEL_DIR: paths.model_dir(run_config.checkpoint_dir),
+        env.BACKUP_DIR: checkpoint_layout.backup_dir(run_config.checkpoint_dir),
+        env.MODEL_DIR: checkpoint_layout.model_dir(run_config.checkpoint_dir),
         env.IS_CHIEF: "1" if lead else "0",
         env.TASK_NAME: name,
         env.RUN_ID: run_config.run_id,
@@ -124,7 +124,7 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
     With a ``workspace`` (``spec.workspace`` as scanned), tasks run in it: see ``launcher.plan.workspace``.
     A launch gives a fresh ``event_token`` (``launcher.protocol.events.new_token``).
     """
-    strategy = rules.resolve_strategy(spec)
+    strategy = cross_checks.resolve_strategy(spec)
     checkpoint_dir = target.checkpoint_dir(spec)
     tensorboard_dir = logdir.log_dir(spec, checkpoint_dir)
     policy = make_policy(spec, strategy)
@@ -187,7 +187,7 @@ def make_plan(spec: ClusterSpec, target: Target, run_id: str = "manual", workspa
         backend=target.kind,
         workdir=planned_workspace.workdir if planned_workspace else target.workdir(),
         strategy=strategy,
-        strategy_note=rules.describe_resolution(spec),
+        strategy_note=cross_checks.describe_resolution(spec),
         cluster=cluster,
         tasks=tasks,
         run_config=run_config,

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from launcher.plan.logdir import log_dir
 from launcher.plan.targets import Storage, Target
-from launcher.protocol.paths import is_object_store
+from launcher.protocol.checkpoint_layout import is_object_store
 from launcher.spec.models import ClusterSpec
 from launcher.spec.paths import is_within, normalized
 from launcher.spec.problems import Problem

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from launcher.protocol.paths import is_object_store
+from launcher.protocol.checkpoint_layout import is_object_store
 from launcher.spec.models import ClusterSpec, RoleType
 
 #: Where the checkpoint volume is mounted in every container (owned by the image's non-root user).

@@ -3,5 +3,5 @@
 Environment variable names (``env``), the job settings every task gets
 (``runconfig``), the job policy both sides read (``policy``), progress
 events (``events``), exit codes (``exitcodes``) and the checkpoint dir
-layout (``paths``). Imports only ``launcher.spec`` below it.
+layout (``checkpoint_layout``). Imports only ``launcher.spec`` below it.
 """

@@ -28,9 +28,9 @@ JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 #: The user program's contract (docs/spec.md "Bring your own script"): where to write, who leads, which run.
 #: The shared checkpoint dir (``RunConfig.checkpoint_dir``), reachable by every task.
 CHECKPOINT_DIR = "TFCLUSTER_CHECKPOINT_DIR"
-#: ``BackupAndRestore`` backup dir under it (``launcher.protocol.paths.backup_dir``).
+#: ``BackupAndRestore`` backup dir under it (``launcher.protocol.checkpoint_layout.backup_dir``).
 BACKUP_DIR = "TFCLUSTER_BACKUP_DIR"
-#: Where the lead task exports the final model (``launcher.protocol.paths.model_dir``).
+#: Where the lead task exports the final model (``launcher.protocol.checkpoint_layout.model_dir``).
 MODEL_DIR = "TFCLUSTER_MODEL_DIR"
 #: "1" on the task that leads the job (``launcher.protocol.roles.lead_task``), else "0". tfcluster's code
 #: says "lead" for that task; the variable keeps TensorFlow's word (which also calls worker 0 of a

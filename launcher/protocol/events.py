@@ -34,7 +34,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from launcher.protocol import env
 
-MARKER = "TFCLUSTER_EVENT"
+#: What starts the event lines' marker, ``TFCLUSTER_EVENT/<token> `` (``_marker``): the rest of such a line is one event as JSON.
+EVENT_PREFIX = "TFCLUSTER_EVENT"
 #: The token of a plan that is not a launch (dry-run, ``render``; tests): fixed, so previews are reproducible.
 MANUAL_TOKEN = "manual"
 
@@ -268,7 +269,7 @@ def task_token(environ: Mapping[str, str] = os.environ) -> str:
 
 
 def _marker(token: str) -> str:
-    return f"{MARKER}/{token} "
+    return f"{EVENT_PREFIX}/{token} "
 
 
 def format_event(event: Event, task: str, token: str) -> str:

@@ -31,7 +31,7 @@ class RunConfig(BaseModel):
     marker left by an earlier run is never taken for this one's.
     ``lead_runs_entrypoint``: the job's lead task runs the built-in entrypoint,
     so its progress counts ``training.epochs`` of ``training.steps_per_epoch``
-    from the start (``launcher.protocol.progress.seed``); else the program
+    from the start (``launcher.protocol.job_progress.seed``); else the program
     reports its own.
     """
 

@@ -1,4 +1,4 @@
-"""The cluster spec layer: typed models, byte quantities, cross-field rules, and YAML loading with located problems.
+"""The cluster spec layer: typed models, byte quantities, cross-field checks (``cross_checks``), and YAML loading with located problems.
 
 Imports nothing of tfcluster above it (only ``launcher.errors``).
 """

@@ -1,9 +1,9 @@
 """Load a cluster spec from YAML, reporting every problem with its path and line.
 
 Contract: ``load_spec`` returns a spec that passed field validation, the
-spec's own rules (``launcher.spec.rules``) and every ``SpecCheck`` in
+spec's own cross-field checks (``launcher.spec.cross_checks``) and every ``SpecCheck`` in
 ``checks`` (rules owned by higher layers: derived names, a backend's
-limits; run once the roles fit the strategy, ``rules.plannable``), or raises ``SpecError`` carrying *all* problems found, each with
+limits; run once the roles fit the strategy, ``cross_checks.plannable``), or raises ``SpecError`` carrying *all* problems found, each with
 the YAML path and (where the parser knows it) the line number.
 
 Bounded input: a file over ``MAX_SPEC_BYTES``, YAML whose aliases would
@@ -35,7 +35,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from launcher.spec import rules, tfjob
+from launcher.spec import cross_checks, tfjob
 from launcher.spec import tfjob_vocabulary as vocabulary
 from launcher.spec.cautions import cautions
 from launcher.spec.models import PATTERN_MEANINGS, ClusterSpec
@@ -188,10 +188,10 @@ def validate_data(
 
 
 def _checked(spec: ClusterSpec, checks: Sequence[SpecCheck], *, strategy_known: bool = True) -> list[Problem]:
-    """The spec's own rules, and the ``checks`` of the layers above for a spec they can plan (``rules.plannable``:
+    """The spec's own cross-field checks, and the ``checks`` of the layers above for a spec they can plan (``cross_checks.plannable``:
     a spec without a task to train, say, is not theirs to judge)."""
-    found = rules.check(spec, strategy_known=strategy_known)
-    if not rules.plannable(spec):
+    found = cross_checks.check(spec, strategy_known=strategy_known)
+    if not cross_checks.plannable(spec):
         return found
     return found + [problem for check in checks for problem in check(spec)]
 

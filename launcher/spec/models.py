@@ -2,7 +2,7 @@
 
 Contract: a ``ClusterSpec`` that constructs without error is *field-valid*
 (types, ranges, names). Rules that relate several fields (which roles a
-strategy needs, ...) live in ``launcher.spec.rules`` and
+strategy needs, ...) live in ``launcher.spec.cross_checks`` and
 are checked by ``launcher.spec.loader.load_spec``; only a spec that passed both is
 handed to the planner.
 """
@@ -457,7 +457,7 @@ class TPUSpec(_Model):
 
 
 class Toleration(_Model):
-    """A pod toleration, as Kubernetes spells it; how its fields fit together is ``launcher.spec.rules``'."""
+    """A pod toleration, as Kubernetes spells it; how its fields fit together is ``launcher.spec.cross_checks``'."""
 
     key: QualifiedName | None = None
     operator: Literal["Exists", "Equal"] | None = None

@@ -102,7 +102,7 @@ Host = Callable[[Plan, "StateDir", bool], Hosted]
 
 class Hosting(Protocol):
     """A backend class (as ``launcher.backends`` registers it) whose ``host`` gives the supervisor process its
-    runtime and whose ``state_of`` its state (``launcher.backends.api.Backend.host``, ``.state_of``)."""
+    runtime and whose ``state_of`` its state (``launcher.backends.interface.Backend.host``, ``.state_of``)."""
 
     kind: ClassVar[BackendKind]
 

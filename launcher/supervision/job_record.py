@@ -17,9 +17,9 @@ from dataclasses import replace
 
 from launcher.plan.planner import Plan, Task
 from launcher.protocol import events
-from launcher.protocol.progress import counts, progress, seed
+from launcher.protocol.job_progress import counts, progress, seed
+from launcher.supervision.decisions import Decision, Used
 from launcher.supervision.goodput import Disruption, Ledger
-from launcher.supervision.rules import Decision, Used
 from launcher.supervision.status import JobStatus, StallStatus, State, TaskStatus
 from launcher.supervision.stragglers import WINDOW as STRAGGLER_WINDOW
 from launcher.supervision.stragglers import StepBreakdown, stragglers

@@ -24,9 +24,9 @@ from dataclasses import replace
 from launcher.plan.planner import Plan, Task
 from launcher.protocol import events
 from launcher.protocol.stacks_signal import capped
+from launcher.supervision.decisions import Decision, Stalled
 from launcher.supervision.job_record import JobRecord
 from launcher.supervision.publisher import log, one_line
-from launcher.supervision.rules import Decision, Stalled
 from launcher.supervision.runtime import Placing, signalled
 from launcher.supervision.stack_evidence import read, two_samples
 from launcher.supervision.stall import SIGNS_OF_LIFE, WATCHED_EVENTS, StallClock, StallVerdict, after_event, conclude, describe, judge

@@ -3,7 +3,7 @@
 Contract: ``JobStatus.to_dict`` is the ``status -o json`` document and the
 form the detached supervisor writes to disk; ``from_dict`` is its inverse.
 ``progress`` is the job's training progress, folded from its tasks' events
-(``launcher.protocol.progress``), with every field on every backend; ``tensorboard_dir`` is the run's TensorBoard
+(``launcher.protocol.job_progress``), with every field on every backend; ``tensorboard_dir`` is the run's TensorBoard
 log dir as its tasks see it (None: summaries off, or unknown). ``supervisor``
 says whether the detached supervisor of a local or compose cluster runs (None
 for backends without one); ``started_at`` is when the job first started (unix
@@ -22,7 +22,7 @@ from enum import Enum
 from typing import Any
 
 from launcher.plan.targets import BackendKind
-from launcher.protocol.progress import JobProgress
+from launcher.protocol.job_progress import JobProgress
 from launcher.supervision.goodput import Goodput
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.stragglers import StepBreakdown, Straggler

@@ -2,7 +2,7 @@
 
 Contract: ``Supervisor.run`` drives a backend's ``Runtime`` (``launcher.supervision.runtime``) until the job is
 terminal and always tries to leave no task running. Each round it polls the tasks (``task_runs``: their output,
-events and exits), asks the rules for a decision about each exit (``rules``: one typed status in, one typed
+events and exits), asks the ``Decider`` about each exit (``decisions``: one typed status in, one typed
 ``Decision`` out, root cause first) and applies it, then lets the stall watch judge the job (``stall_watch``),
 and publishes a true status (``publisher``). Around the loop: the deadline (``deadline``), the linger after
 success (``linger``), standbys prepared after each start (``runtime.prepare_standbys``), the goodput and counters
@@ -28,12 +28,12 @@ from launcher.plan.planner import Plan
 from launcher.protocol import events
 from launcher.supervision.adoption import adopt
 from launcher.supervision.deadline import Deadline
+from launcher.supervision.decisions import Action, Decider, Decision, Exited, decision_order
 from launcher.supervision.faults import FaultsInARow, engine_fault
 from launcher.supervision.goodput import Disruption
 from launcher.supervision.job_record import JobRecord
 from launcher.supervision.linger import linger
 from launcher.supervision.publisher import Publisher, log, one_line
-from launcher.supervision.rules import Action, Decision, Exited, Rules, decision_order
 from launcher.supervision.runtime import Runtime, prepare_standbys
 from launcher.supervision.stall_watch import KeepStacks, StallWatch
 from launcher.supervision.status import JobStatus, State
@@ -73,7 +73,7 @@ class Supervisor:
                  on_started: Callable[[], None] = lambda: None, resume: JobStatus | None = None,
                  keep_stacks: KeepStacks | None = None, tuning: Tuning | None = None):
         self.plan, self.runtime, self.tuning = plan, runtime, tuning or Tuning()
-        self.rules = Rules.from_plan(plan)
+        self.decider = Decider.from_plan(plan)
         self.on_started = on_started
         self._resume = resume
         self._cancelled, self._left = threading.Event(), threading.Event()
@@ -181,7 +181,7 @@ class Supervisor:
                 run = self._runs[name]
                 if run.running:
                     continue  # restarted by an earlier decision of this round
-                decision = self.rules.decide(Exited(name, code, self._runs.exited(), self._record.used(), run.error(),
+                decision = self.decider.decide(Exited(name, code, self._runs.exited(), self._record.used(), run.error(),
                                                     tuple(run.tail), run.oom_killed))
                 if decision.action is Action.RESTART:
                     self._undecided = exits[index + 1:]  # the next round's, should a fault cut this restart short
@@ -193,7 +193,7 @@ class Supervisor:
                     if run.task.type.trains:
                         self._record.disrupted(Disruption.FAILURE)
                     return State.FAILED, decision.message
-            stalled = self._watch.check(self.rules.decide)
+            stalled = self._watch.check(self.decider.decide)
         except (_Fault, LaunchError):
             raise
         except Exception as exc:

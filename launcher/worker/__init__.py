@@ -7,6 +7,6 @@ and ``TFCLUSTER_TASK_NAME``; it trains, serves (PSS ps/worker), or evaluates
 with one of the codes in ``launcher.protocol.exitcodes``.
 
 Only this package and ``launcher.examples`` import TensorFlow; the pure
-modules here (``tfconfig``, ``selection``, ``peers``, ``usercode``, ``errors``)
+modules here (``tfconfig``, ``selection``, ``peers``, ``usercode``, ``task_errors``)
 do not. It imports only ``launcher.protocol`` and ``launcher.spec`` of the controller.
 """

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from launcher.protocol import paths
+from launcher.protocol import checkpoint_layout
 from launcher.worker.context import TaskContext
 
 
@@ -24,7 +24,7 @@ def lead_or_scratch(ctx: TaskContext, path: str, write: Callable[[str], object])
         tf.io.gfile.makedirs(posixpath.dirname(path))
         write(path)
         return path
-    scratch = paths.scratch_dir(ctx.run_config.checkpoint_dir, ctx.task_name)
+    scratch = checkpoint_layout.scratch_dir(ctx.run_config.checkpoint_dir, ctx.task_name)
     target = posixpath.join(scratch, posixpath.basename(path))
     tf.io.gfile.makedirs(scratch)
     try:

@@ -1,6 +1,6 @@
 """Keras callbacks of the entrypoint: progress events, TensorBoard summaries and the input-wait fraction.
 
-Contract: ``ProgressCallback`` emits ``step`` events from the lead task every ``every`` steps, at each epoch's
+Contract: ``ProgressEvents`` emits ``step`` events from the lead task every ``every`` steps, at each epoch's
 last step and at the first step of each run (a start or a restore: where start-up and a restart end, to the
 step), ``epoch`` events from the lead task and, on every
 training task, a ``step_time`` event per epoch (wall, input, compute and peer-wait seconds per step;
@@ -93,7 +93,9 @@ def peer_wait_seconds(step_seconds: float | None, input_seconds: float | None,
     return round(max(0.0, step_seconds - max(compute_seconds, input_seconds or 0.0)), 6)
 
 
-class ProgressCallback(tf.keras.callbacks.Callback):
+class ProgressEvents(tf.keras.callbacks.Callback):
+    """The entrypoint's progress events (the module contract); users' ``launcher.progress.ProgressCallback`` is built on it."""
+
     def __init__(
         self,
         reporter: Reporter,

@@ -15,12 +15,12 @@ import time
 
 import tensorflow as tf
 
-from launcher.protocol import events, paths
+from launcher.protocol import checkpoint_layout, events
 from launcher.worker import lifecycle
 from launcher.worker.context import TaskContext
-from launcher.worker.errors import ConfigError
 from launcher.worker.restore import resume_point
 from launcher.worker.summaries import ValidationSummaries
+from launcher.worker.task_errors import ConfigError
 
 POLL_S = 2.0
 
@@ -32,17 +32,17 @@ def evaluate(ctx: TaskContext, poll: float = POLL_S) -> None:
     ctx.reporter.emit(events.Started(strategy="default", num_replicas_in_sync=1, role="evaluator", index=ctx.selection.index))
     model = ctx.user.build_model()
     dataset = ctx.user.make_eval_dataset(run_config.training.batch_size_per_replica)
-    directory = paths.checkpoints_dir(run_config.checkpoint_dir)
+    directory = checkpoint_layout.checkpoints_dir(run_config.checkpoint_dir)
     steps_per_epoch = run_config.training.steps_per_epoch
     evaluated: str | None = None
     resume_step: int | None = None
     if lifecycle.first_evaluator_start(run_config.checkpoint_dir, run_config.run_id):
-        resume = resume_point(paths.backup_dir(run_config.checkpoint_dir), steps_per_epoch,
+        resume = resume_point(checkpoint_layout.backup_dir(run_config.checkpoint_dir), steps_per_epoch,
                               run_config.backup_every_steps is not None)
         resume_step = 0 if resume is None else resume.step
         earlier = tf.train.latest_checkpoint(directory)
         finished = lifecycle.is_done(run_config.checkpoint_dir, run_config.run_id)  # then the latest is this launch's
-        if earlier is not None and not finished and (paths.checkpoint_epoch(earlier) or 0) * steps_per_epoch > resume_step:
+        if earlier is not None and not finished and (checkpoint_layout.checkpoint_epoch(earlier) or 0) * steps_per_epoch > resume_step:
             evaluated = earlier
     summaries = ValidationSummaries.open(run_config, resume_step)
     metrics: dict[str, float] = {}
@@ -53,7 +53,7 @@ def evaluate(ctx: TaskContext, poll: float = POLL_S) -> None:
             model.load_weights(latest).expect_partial()
             metrics = {k: float(v) for k, v in model.evaluate(dataset, verbose=0, return_dict=True).items()}
             ctx.reporter.emit(events.Evaluation(checkpoint=latest, metrics=metrics))
-            epoch = paths.checkpoint_epoch(latest)
+            epoch = checkpoint_layout.checkpoint_epoch(latest)
             if summaries is not None and epoch is not None:
                 summaries.write(epoch * steps_per_epoch, metrics)
             evaluated = latest

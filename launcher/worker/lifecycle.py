@@ -1,8 +1,8 @@
 """A launch's markers: the chief's DONE, the evaluator's first start, the lead's training starts; the PSS servers.
 
-Contract: ``mark_done`` writes ``paths.done_marker`` (via ``tf.io.gfile``, so
-``gs://`` works); ``first_evaluator_start`` writes ``paths.evaluator_marker``
-and tells whether it was the first to; ``record_start`` adds a time to ``paths.starts_record``
+Contract: ``mark_done`` writes ``checkpoint_layout.done_marker`` (via ``tf.io.gfile``, so
+``gs://`` works); ``first_evaluator_start`` writes ``checkpoint_layout.evaluator_marker``
+and tells whether it was the first to; ``record_start`` adds a time to ``checkpoint_layout.starts_record``
 (rewritten whole: an object store appends nothing), ``starts`` reads them back (every start after the first
 followed a failure or a preemption of the launch; a line it cannot read is left out); ``serve_until_done`` starts this task's
 ``tf.distribute.Server`` and returns once the marker of this run exists,
@@ -18,7 +18,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from launcher.protocol import paths
+from launcher.protocol import checkpoint_layout
 from launcher.worker.preemption import exit_on_notice
 from launcher.worker.selection import Selection
 
@@ -34,12 +34,12 @@ def _mark(marker: str) -> str:
 
 
 def mark_done(checkpoint_dir: str, run_id: str) -> str:
-    return _mark(paths.done_marker(checkpoint_dir, run_id))
+    return _mark(checkpoint_layout.done_marker(checkpoint_dir, run_id))
 
 
 def first_evaluator_start(checkpoint_dir: str, run_id: str) -> bool:
     """True when no evaluator of launch ``run_id`` started before (a restarted one gets False)."""
-    marker = paths.evaluator_marker(checkpoint_dir, run_id)
+    marker = checkpoint_layout.evaluator_marker(checkpoint_dir, run_id)
     if tf.io.gfile.exists(marker):
         return False
     _mark(marker)
@@ -48,7 +48,7 @@ def first_evaluator_start(checkpoint_dir: str, run_id: str) -> bool:
 
 def starts(checkpoint_dir: str, run_id: str) -> list[float]:
     """The lead's training starts of launch ``run_id`` (unix seconds, in order); [] before the first."""
-    record = paths.starts_record(checkpoint_dir, run_id)
+    record = checkpoint_layout.starts_record(checkpoint_dir, run_id)
     if not tf.io.gfile.exists(record):
         return []
     with tf.io.gfile.GFile(record, "r") as handle:
@@ -64,7 +64,7 @@ def starts(checkpoint_dir: str, run_id: str) -> list[float]:
 
 def record_start(checkpoint_dir: str, run_id: str, now: float) -> None:
     """Adds ``now`` (unix seconds) to the lead's training starts of launch ``run_id``."""
-    record = paths.starts_record(checkpoint_dir, run_id)
+    record = checkpoint_layout.starts_record(checkpoint_dir, run_id)
     before = starts(checkpoint_dir, run_id)
     tf.io.gfile.makedirs(posixpath.dirname(record))
     with tf.io.gfile.GFile(record, "w") as handle:
@@ -72,7 +72,7 @@ def record_start(checkpoint_dir: str, run_id: str, now: float) -> None:
 
 
 def is_done(checkpoint_dir: str, run_id: str) -> bool:
-    return tf.io.gfile.exists(paths.done_marker(checkpoint_dir, run_id))
+    return tf.io.gfile.exists(checkpoint_layout.done_marker(checkpoint_dir, run_id))
 
 
 def serve_until_done(selection: Selection, tf_config: dict[str, Any], checkpoint_dir: str, run_id: str, poll: float = POLL_S) -> None:
@@ -80,6 +80,6 @@ def serve_until_done(selection: Selection, tf_config: dict[str, Any], checkpoint
     role = selection.role.value if selection.role else "worker"
     server = tf.distribute.Server(cluster, job_name=role, task_index=selection.index, protocol="grpc", start=True)
     exit_on_notice()  # a server holds no state of its own: a notice ends it at once
-    log.info("%s %d serving at %s until %s", role, selection.index, server.target, paths.done_marker(checkpoint_dir, run_id))
+    log.info("%s %d serving at %s until %s", role, selection.index, server.target, checkpoint_layout.done_marker(checkpoint_dir, run_id))
     while not is_done(checkpoint_dir, run_id):
         time.sleep(poll)

@@ -25,14 +25,14 @@ from launcher.protocol.exitcodes import ExitCode
 from launcher.protocol.runconfig import RunConfig
 from launcher.worker import lifecycle, usercode
 from launcher.worker.context import TaskContext
-from launcher.worker.errors import ConfigError, PeerUnavailable, Preempted
 from launcher.worker.evaluator import evaluate
 from launcher.worker.peers import wait_for_peers
 from launcher.worker.preemption import exit_on_notice
 from launcher.worker.reporter import Reporter
-from launcher.worker.selection import MULTI_WORKER, Action, peer_addresses, select
+from launcher.worker.selection import MULTI_WORKER, Duty, peer_addresses, select
 from launcher.worker.stackdump import dump_stacks_on_signal
 from launcher.worker.strategies import gpu_count
+from launcher.worker.task_errors import ConfigError, PeerUnavailable, TerminationNotice
 from launcher.worker.tfconfig import resolve_tf_config
 from launcher.worker.train import train
 
@@ -57,7 +57,7 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     try:
         ctx = _context(environ, reporter)
         _run(ctx)
-    except Preempted as exc:
+    except TerminationNotice as exc:
         reporter.emit(events.Preempted(step=exc.step, exit_code=int(ExitCode.PREEMPTED)))
         return ExitCode.PREEMPTED
     except (ConfigError, ValidationError) as exc:
@@ -84,13 +84,13 @@ def _context(environ: Mapping[str, str], reporter: Reporter) -> TaskContext:
 
 
 def _run(ctx: TaskContext) -> None:
-    action = ctx.selection.action
-    if action is Action.EVALUATE:
+    duty = ctx.selection.duty
+    if duty is Duty.EVALUATE:
         evaluate(ctx)
         return
     if ctx.selection.strategy in MULTI_WORKER:
         wait_for_peers(peer_addresses(ctx.tf_config))
-    if action is Action.SERVE:
+    if duty is Duty.SERVE:
         lifecycle.serve_until_done(ctx.selection, ctx.tf_config, ctx.run_config.checkpoint_dir, ctx.run_config.run_id)
         ctx.reporter.emit(events.Finished())
     else:

@@ -13,7 +13,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 
-from launcher.worker.errors import PeerUnavailable
+from launcher.worker.task_errors import PeerUnavailable
 
 DEFAULT_TIMEOUT_S = 300.0
 

@@ -1,9 +1,9 @@
 """Termination notices (SIGTERM): a coordinated save, then the ``preempted`` exit.
 
-Contract: ``exit_on_notice()`` makes SIGTERM raise ``Preempted(None)`` at once (nothing to save).
+Contract: ``exit_on_notice()`` makes SIGTERM raise ``TerminationNotice(None)`` at once (nothing to save).
 ``CoordinatedSave`` wraps TensorFlow's ``PreemptionCheckpointHandler``: ``after_step(step)`` makes
 every training task save the run's backup at the same step once any got SIGTERM, then raises
-``Preempted(step)``; backups are settled before and after. ``FitPreemption`` is that for ``fit``;
+``TerminationNotice(step)``; backups are settled before and after. ``FitPreemption`` is that for ``fit``;
 ``CoordinatorSave`` is ParameterServer's coordinator's save at an epoch boundary. Where TensorFlow
 disables its handler (Google Cloud CPU/TPU VMs) the last backup is used. How it shows in a run:
 docs/faults.md (Preemptions).
@@ -19,18 +19,18 @@ from typing import Any
 import tensorflow as tf
 
 from launcher.worker.backups import Backups
-from launcher.worker.errors import Preempted
+from launcher.worker.task_errors import TerminationNotice
 
 
 def exit_on_notice() -> None:
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
-        raise Preempted(None)
+        raise TerminationNotice(None)
 
     signal.signal(signal.SIGTERM, on_sigterm)
 
 
 class CoordinatedSave:
-    """TensorFlow's ``PreemptionCheckpointHandler`` with ``Preempted`` as its exit (see the module contract)."""
+    """TensorFlow's ``PreemptionCheckpointHandler`` with ``TerminationNotice`` as its exit (see the module contract)."""
 
     def __init__(
         self,
@@ -64,14 +64,14 @@ class CoordinatedSave:
         self.handler._read_checkpoint_manager = read_manager
 
     def after_step(self, step: int) -> None:
-        """``step`` (global, 1-based) is done on this task; saves and raises ``Preempted`` when it is the step to save."""
+        """``step`` (global, 1-based) is done on this task; saves and raises ``TerminationNotice`` when it is the step to save."""
         self.step = step
         self.handler.save_checkpoint_if_preempted()
 
     def _exit(self) -> None:
         if self.write_manager is not self.read_manager and tf.io.gfile.exists(self.write_manager.directory):
             tf.io.gfile.rmtree(self.write_manager.directory)  # a non-chief's scratch copy
-        raise Preempted(self.step)
+        raise TerminationNotice(self.step)
 
 
 class FitPreemption(tf.keras.callbacks.Callback):
@@ -131,4 +131,4 @@ class CoordinatorSave(tf.keras.callbacks.Callback):
         state = self.model._training_state  # BackupAndRestore's
         state._ckpt_saved_epoch.assign(self.epoch - 1)
         state.back_up(self.epoch - 1)
-        raise Preempted(self.epoch * self.steps_per_epoch)
+        raise TerminationNotice(self.epoch * self.steps_per_epoch)

@@ -1,6 +1,6 @@
 """What a task does and with which strategy: a pure function of RunConfig, TF_CONFIG and local GPUs.
 
-Contract: ``select(run_config, tf_config, gpu_count)`` returns a ``Selection`` (an ``Action``:
+Contract: ``select(run_config, tf_config, gpu_count)`` returns a ``Selection`` (a ``Duty``, what the task does:
 EVALUATE, COORDINATE, SERVE or TRAIN, and a strategy); it imports no TensorFlow and never fails on a
 plan made by ``launcher.plan``; a hand-made inconsistent config raises ``ConfigError`` naming the
 field. ``is_lead``: the lead task (``launcher.protocol.roles.lead_task``) or a task without a cluster;
@@ -19,10 +19,10 @@ from typing import Any
 from launcher.protocol.roles import TaskRef, lead_task
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import Collective, RoleType, Strategy, TPUSpec
-from launcher.worker.errors import ConfigError
+from launcher.worker.task_errors import ConfigError
 
 
-class Action(str, Enum):
+class Duty(str, Enum):
     TRAIN = "train"  # run the training loop (every MWMS task, or the single task)
     COORDINATE = "coordinate"  # PSS chief: drive training through a ClusterCoordinator
     SERVE = "serve"  # PSS ps / worker: run a tf.distribute.Server until DONE
@@ -31,7 +31,7 @@ class Action(str, Enum):
 
 @dataclass(frozen=True)
 class Selection:
-    action: Action
+    duty: Duty
     strategy: Strategy  # never AUTO
     role: RoleType | None  # None: no cluster (single process)
     index: int
@@ -53,13 +53,13 @@ def select(run_config: RunConfig, tf_config: dict[str, Any], gpu_count: int) -> 
     if strategy in MULTI_WORKER and role is None:
         raise ConfigError(f"strategy {strategy.value} needs TF_CONFIG naming this task's cluster and role")
     if role is RoleType.EVALUATOR:
-        return Selection(Action.EVALUATE, Strategy.DEFAULT, role, index, is_lead=False)
+        return Selection(Duty.EVALUATE, Strategy.DEFAULT, role, index, is_lead=False)
     if strategy is Strategy.PARAMETER_SERVER:
-        action = Action.COORDINATE if role is RoleType.CHIEF else Action.SERVE
-        return Selection(action, strategy, role, index, is_lead)
+        duty = Duty.COORDINATE if role is RoleType.CHIEF else Duty.SERVE
+        return Selection(duty, strategy, role, index, is_lead)
     if role is RoleType.PS:
         raise ConfigError(f"a ps task only exists under parameter_server, not {strategy.value}")
-    return Selection(Action.TRAIN, strategy, role, index, is_lead, run_config.collective, run_config.tpu)
+    return Selection(Duty.TRAIN, strategy, role, index, is_lead, run_config.collective, run_config.tpu)
 
 
 def _task(tf_config: Any) -> tuple[RoleType | None, int]:

@@ -14,8 +14,8 @@ from typing import Any
 import tensorflow as tf
 
 from launcher.spec.models import Collective, Strategy, TPUSpec
-from launcher.worker.errors import ConfigError
 from launcher.worker.selection import Selection
+from launcher.worker.task_errors import ConfigError
 
 COLLECTIVES = {
     Collective.AUTO: tf.distribute.experimental.CommunicationImplementation.AUTO,

@@ -20,7 +20,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from launcher.protocol import paths
+from launcher.protocol import checkpoint_layout
 from launcher.protocol.runconfig import RunConfig
 
 EVENT_FILE_GLOB = "*tfevents*"
@@ -121,7 +121,7 @@ class TrainSummaries(_Writer):
         log_dir = _log_dir(run_config) if is_lead else None
         if log_dir is None:
             return None
-        directory = paths.summaries_dir(log_dir, paths.TRAIN_SUMMARIES)
+        directory = checkpoint_layout.summaries_dir(log_dir, checkpoint_layout.TRAIN_SUMMARIES)
         truncate_after(directory, resume_step)
         return cls(directory, run_config.summary_every_steps, global_batch, optimizer, resume_step)
 
@@ -152,7 +152,7 @@ class ValidationSummaries(_Writer):
         log_dir = _log_dir(run_config)
         if log_dir is None:
             return None
-        directory = paths.summaries_dir(log_dir, paths.VALIDATION_SUMMARIES)
+        directory = checkpoint_layout.summaries_dir(log_dir, checkpoint_layout.VALIDATION_SUMMARIES)
         if resume_step is not None:
             truncate_after(directory, resume_step)
         return cls(directory)

@@ -25,7 +25,7 @@ from typing import Any
 
 from launcher.protocol import env
 from launcher.spec.models import RoleType
-from launcher.worker.errors import ConfigError
+from launcher.worker.task_errors import ConfigError
 
 TF_CONFIG_ENV = env.TF_CONFIG
 CLUSTER_FILE_ENV = env.CLUSTER_FILE

@@ -11,7 +11,7 @@ Events: started, restored, step, epoch, checkpoint, finished. The lead task writ
 in both loops, through the progress callback. Backups are step-granular when ``RunConfig.backup_every_steps`` is
 set (MWMS / single task), per epoch otherwise (PSS). Under MWMS and single
 tasks a SIGTERM to any training task makes all of them save at the same step
-and raise ``Preempted`` (``launcher.worker.preemption``).
+and raise ``TerminationNotice`` (``launcher.worker.preemption``).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from launcher.protocol import events, paths
+from launcher.protocol import checkpoint_layout, events
 from launcher.spec.models import Strategy, TrainingLoop
 from launcher.worker import data, lifecycle
 from launcher.worker.artifacts import lead_or_scratch
 from launcher.worker.backups import Backups, BackupWriter
-from launcher.worker.callbacks import CheckpointEvents, ProgressCallback, fetched
+from launcher.worker.callbacks import CheckpointEvents, ProgressEvents, fetched
 from launcher.worker.compute import ComputeProbe
 from launcher.worker.context import TaskContext
 from launcher.worker.interval import INITIAL_STEPS, AutoInterval
@@ -59,7 +59,7 @@ def train(ctx: TaskContext) -> None:
     with strategy.scope():
         model = ctx.user.build_model()
     resume = resume_point(
-        paths.backup_dir(run_config.checkpoint_dir), training.steps_per_epoch, run_config.backup_every_steps is not None
+        checkpoint_layout.backup_dir(run_config.checkpoint_dir), training.steps_per_epoch, run_config.backup_every_steps is not None
     )
     if resume is not None:
         ctx.reporter.emit(events.Restored(epoch=resume.epoch, step_in_epoch=resume.step_in_epoch, step=resume.step))
@@ -70,7 +70,7 @@ def train(ctx: TaskContext) -> None:
     metrics = loop(TrainingRun(ctx, strategy, model, global_batch, resume, summaries))
     if summaries is not None:
         summaries.close()
-    model_path = lead_or_scratch(ctx, paths.model_path(run_config.checkpoint_dir), model.save)
+    model_path = lead_or_scratch(ctx, checkpoint_layout.model_path(run_config.checkpoint_dir), model.save)
     if ctx.selection.is_lead:
         _delete_backup(run_config.checkpoint_dir)
         lifecycle.mark_done(run_config.checkpoint_dir, run_config.run_id)
@@ -97,12 +97,12 @@ class TrainingRun:
                             stated_mtbf=run_config.expected_mtbf_seconds,
                             starts=lambda: lifecycle.starts(run_config.checkpoint_dir, run_config.run_id))
 
-    def progress(self, input_probe: Iterable[Any] | None) -> ProgressCallback:
+    def progress(self, input_probe: Iterable[Any] | None) -> ProgressEvents:
         """Progress events; ``input_probe``: the distributed input to time (and to time the compute on), None under PSS."""
         training = self.ctx.run_config.training
         every = training.steps_per_epoch // STEP_EVENTS_PER_EPOCH
         compute = None if input_probe is None else ComputeProbe(self.model, self.strategy)
-        return ProgressCallback(
+        return ProgressEvents(
             self.ctx.reporter, training.steps_per_epoch, training.epochs, every, input_probe, self.summaries, compute
         )
 
@@ -125,13 +125,13 @@ def fit_loop(run: TrainingRun) -> dict[str, float]:
     else:
         inputs = data.finalize(ctx.user.make_dataset(None, global_batch))
         progress = run.progress(input_probe=run.strategy.experimental_distribute_dataset(inputs))
-    pattern = paths.checkpoint_pattern(run_config.checkpoint_dir)
+    pattern = checkpoint_layout.checkpoint_pattern(run_config.checkpoint_dir)
     callbacks = [
         # First: a step's curve point is on disk before a backup or a preemption save makes the step one a
         # restart does not train again (the step event then precedes the save).
         progress,
         # The chief deletes the backup once the model is exported (``_delete_backup``).
-        backups := Backups(paths.backup_dir(run_config.checkpoint_dir), run_config.backup_every_steps or "epoch",
+        backups := Backups(checkpoint_layout.backup_dir(run_config.checkpoint_dir), run_config.backup_every_steps or "epoch",
                            run_config.async_backups, run.auto_interval(), ctx.reporter.lead),
         CoordinatorSave(training.steps_per_epoch) if _is_pss(ctx) else FitPreemption(training.steps_per_epoch, backups),
         # ModelCheckpoint writes non-chief copies to temporary paths and removes them itself.
@@ -146,7 +146,7 @@ def fit_loop(run: TrainingRun) -> dict[str, float]:
 
 def _delete_backup(checkpoint_dir: str) -> None:
     """The chief's last step, after the export: until then a task lost (a peer, the ps) resumes at the end."""
-    directory = paths.backup_dir(checkpoint_dir)
+    directory = checkpoint_layout.backup_dir(checkpoint_dir)
     if tf.io.gfile.exists(directory):
         tf.io.gfile.rmtree(directory)
 
@@ -156,7 +156,7 @@ class _Backup:
 
     def __init__(self, ctx: TaskContext, model: tf.keras.Model, optimizer: Any):
         self.ctx = ctx
-        self.directory = paths.backup_dir(ctx.run_config.checkpoint_dir)
+        self.directory = checkpoint_layout.backup_dir(ctx.run_config.checkpoint_dir)
         self.saved_epoch = tf.Variable(-1, dtype=tf.int64)
         self.saved_batch = tf.Variable(-1, dtype=tf.int64)
         self.checkpoint = tf.train.Checkpoint(
@@ -165,7 +165,7 @@ class _Backup:
         self.manager = tf.train.CheckpointManager(self.checkpoint, posixpath.join(self.directory, "chief"), max_to_keep=1)
         asynchronous = ctx.run_config.async_backups
         self.writer = BackupWriter.of_manager(self.manager, asynchronous) if ctx.selection.is_lead else \
-            BackupWriter.of_scratch(self.checkpoint, paths.backup_scratch_dir(ctx.run_config.checkpoint_dir, ctx.task_name),
+            BackupWriter.of_scratch(self.checkpoint, checkpoint_layout.backup_scratch_dir(ctx.run_config.checkpoint_dir, ctx.task_name),
                                     asynchronous)
 
     def restore(self) -> None:
@@ -213,7 +213,7 @@ def custom_loop(run: TrainingRun) -> dict[str, float]:
     auto = run.auto_interval()
     every = auto.steps if auto is not None else run_config.backup_every_steps
     save_backup = backup.save if auto is None else lambda epoch, batch: auto.timed(lambda: backup.save(epoch, batch))
-    pattern = paths.checkpoint_pattern(run_config.checkpoint_dir)
+    pattern = checkpoint_layout.checkpoint_pattern(run_config.checkpoint_dir)
     start = run.resume or ResumePoint(0, 0, 0)
     loss: Any = None
     for epoch in range(start.epoch, training.epochs):

@@ -24,7 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from launcher.spec.models import TrainingLoop, TrainingSpec
-from launcher.worker.errors import ConfigError
+from launcher.worker.task_errors import ConfigError
 
 
 @dataclass(frozen=True)

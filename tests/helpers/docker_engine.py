@@ -21,9 +21,9 @@ import yaml
 
 from helpers.required import unavailable
 from launcher import api
-from launcher.backends.api import BackendOptions
 from launcher.backends.compose.backend import ComposeBackend, compose_command
 from launcher.backends.compose.render import PROJECT_LABEL
+from launcher.backends.interface import BackendOptions
 from launcher.errors import BackendUnavailable, LaunchError
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
@@ -63,14 +63,14 @@ def trainer(container: Any, timeout: float = 30) -> tuple[int, int]:
 
 @functools.cache
 def _engine() -> Any:
-    from launcher.backends.images import docker_client
+    from launcher.backends.image_build import docker_client
 
     return docker_client()
 
 
 @functools.cache
 def _build() -> str:
-    from launcher.backends.images import build_image
+    from launcher.backends.image_build import build_image
 
     client = _engine()
     base = BASE_IMAGE if client.images.list(name=BASE_IMAGE) else None

@@ -12,7 +12,7 @@ import pytest
 
 from helpers.docker_engine import BASE_IMAGE, CA_BUNDLE, compose_cli, docker_engine, worker_image  # noqa: F401  (fixtures)
 from helpers.paths import REPO  # noqa: I001
-from launcher.backends.images import CA_IN_CONTEXT, DOCKERFILE, build_context
+from launcher.backends.image_build import CA_IN_CONTEXT, DOCKERFILE, build_context
 
 
 def names(context: io.BytesIO) -> list[str]:
@@ -117,7 +117,7 @@ def test_cpu_image_is_within_budget_with_one_tensorflow_that_imports_as_the_task
 @pytest.mark.skipif(os.environ.get("TFCLUSTER_TEST_GPU_IMAGE") != "1",
                     reason="builds the multi-GB GPU variant; set TFCLUSTER_TEST_GPU_IMAGE=1 (no GPU here: checked on CPU only)")
 def test_gpu_variant_builds_with_the_cuda_tensorflow(docker_engine) -> None:  # noqa: F811
-    from launcher.backends.images import build_image
+    from launcher.backends.image_build import build_image
     from launcher.plan.images import ImageVariant
 
     base = BASE_IMAGE if docker_engine.images.list(name=BASE_IMAGE) else None

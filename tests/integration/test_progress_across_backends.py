@@ -33,7 +33,7 @@ from launcher.backends.kubernetes.runtime import KubernetesRuntime
 from launcher.cli.watch import status_view
 from launcher.protocol import env
 from launcher.protocol.events import MANUAL_TOKEN, EventKind
-from launcher.protocol.progress import JobProgress
+from launcher.protocol.job_progress import JobProgress
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
 from launcher.supervision.tuning import Tuning

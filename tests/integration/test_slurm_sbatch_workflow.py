@@ -18,7 +18,7 @@ from helpers.local_cluster import tfcluster, write_spec
 from helpers.run_names import run_name
 from helpers.slurm_cluster import slurm_controller  # noqa: F401
 from launcher.backends.slurm import slurmctl
-from launcher.backends.slurm.script import SCRIPT
+from launcher.backends.slurm.batch_script import SCRIPT
 from launcher.backends.slurm.state import BATCH_LOG
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_controller")]

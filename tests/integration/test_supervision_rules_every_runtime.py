@@ -31,9 +31,9 @@ from helpers.required import unavailable
 from helpers.run_names import run_name
 from helpers.slurm_cluster import slurm_controller, task_processes  # noqa: F401
 from launcher import api
-from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.compose.backend import ComposeBackend
 from launcher.backends.compose.render import PROJECT_LABEL
+from launcher.backends.interface import Backend, BackendOptions
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
 from launcher.backends.kubernetes.cluster_state import ClusterState

@@ -21,7 +21,7 @@ from helpers.gates import BLOCK, first_run, touch, wait_for
 from helpers.task_events import print_event
 from launcher import api
 from launcher.api import validate_data
-from launcher.backends.local.processes import ProcessRuntime, TaskRun, group_alive
+from launcher.backends.local.processes import ProcessRuntime, RunRecord, group_alive
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.status import JobStatus, State
@@ -220,7 +220,7 @@ def test_an_adopted_group_id_the_system_reused_is_never_signalled(tmp_path: Path
     plan = api.plan(validate_data({"name": "adp", "roles": {"worker": role(BLOCK)}}), "local", launching=True)
     stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
-        runtime = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits", recorded={"adp-worker-0": TaskRun(stranger.pid)})
+        runtime = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits", recorded={"adp-worker-0": RunRecord(stranger.pid)})
         assert runtime.adopt(plan.tasks[0])
         assert runtime.poll(plan.tasks[0]) == LOST_EXIT and "without an exit code" in runtime.output(plan.tasks[0])[-1]
         runtime.stop(plan.tasks, grace_seconds=5)

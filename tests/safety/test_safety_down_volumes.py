@@ -120,7 +120,7 @@ def slurm(request: pytest.FixtureRequest) -> None:
     spec = write_spec(project.parent, {"name": "made", "roles": {"chief": {"command": PRINTS}}})
     monkeypatch.setattr(slurmctl, "run", sbatch_only)
     SlurmBackend().submit(api.dry_run(spec, BackendKind.SLURM, api.new_run_id(), launching=True))
-    assert (project / "tfcluster-runs" / "made" / checkpoints.MARKER).is_file()
+    assert (project / "tfcluster-runs" / "made" / checkpoints.CREATED_FILE).is_file()
     monkeypatch.setattr(slurmctl, "run", lambda args, retries=1, cwd=None: "")  # Slurm no longer knows the job
     result = CliRunner().invoke(main, ["down", "made", "-b", "slurm", "--volumes"])
     assert result.exit_code == 0, result.output

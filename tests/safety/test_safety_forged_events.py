@@ -54,7 +54,7 @@ from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.protocol import env
 from launcher.protocol.events import Step, new_token
-from launcher.protocol.progress import JobProgress, fold, seed
+from launcher.protocol.job_progress import JobProgress, fold, seed
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
 from launcher.supervision.debug import stacks_now
 from launcher.supervision.runtime import signalled

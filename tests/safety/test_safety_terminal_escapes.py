@@ -44,8 +44,8 @@ from helpers.required import unavailable
 from helpers.run_names import run_name
 from helpers.slurm_cluster import slurm_controller  # noqa: F401 - a fixture
 from launcher import api
-from launcher.backends.api import BackendOptions
 from launcher.backends.compose.backend import ComposeBackend
+from launcher.backends.interface import BackendOptions
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.cluster_state import ClusterState
 from launcher.backends.kubernetes.kubeapi import Kind

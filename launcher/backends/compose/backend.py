@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from launcher.backends import checkpoints, supervisor_process
-from launcher.backends.api import Backend, BackendOptions
 from launcher.backends.compose import runtime, standbys, supervise
 from launcher.backends.compose import tensorboard as board
 from launcher.backends.compose.follow import follow_task
 from launcher.backends.compose.render import PROJECT_LABEL, render
 from launcher.backends.compose.target import ComposeTarget, target
-from launcher.backends.images import docker_client
+from launcher.backends.image_build import docker_client
+from launcher.backends.interface import Backend, BackendOptions
 from launcher.backends.lines import file_chunks, interleave, iter_lines
 from launcher.backends.tensorboard import Board, planned_log_dirs, serve_locally
 from launcher.backends.workspace import ensure_images
@@ -38,7 +38,7 @@ from launcher.plan.dryrun import DryRun
 from launcher.plan.planner import Plan
 from launcher.plan.storage import storage_problems
 from launcher.plan.targets import BackendKind
-from launcher.protocol.paths import is_object_store
+from launcher.protocol.checkpoint_layout import is_object_store
 from launcher.spec.models import ClusterSpec, RoleType
 from launcher.spec.problems import Problem
 from launcher.supervision import harness

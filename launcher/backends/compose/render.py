@@ -20,7 +20,7 @@ from launcher.plan import naming
 from launcher.plan.images import TASK_UID
 from launcher.plan.planner import Plan, Task
 from launcher.plan.targets import CONTAINER_CHECKPOINT_DIR
-from launcher.protocol.paths import is_object_store
+from launcher.protocol.checkpoint_layout import is_object_store
 from launcher.spec.models import Resources
 from launcher.spec.quantities import byte_count
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from launcher.backends.compose.runtime import ContainerRuntime
-from launcher.backends.images import docker_client
+from launcher.backends.image_build import docker_client
 from launcher.plan.planner import Plan
 from launcher.supervision import harness
 

@@ -29,7 +29,7 @@ from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.plan.targets import CONTAINER_CHECKPOINT_DIR
-from launcher.protocol.paths import is_object_store
+from launcher.protocol.checkpoint_layout import is_object_store
 
 RUNS_DIR = "/runs"
 

@@ -2,7 +2,7 @@
 
 RBAC cannot narrow the supervisor's Role to "this run's objects": Kubernetes cannot limit ``create`` to names,
 and pods are named by their Jobs, so the Role grants Jobs ``create`` and pods ``get``/``list``/``delete`` in
-the whole namespace (``supervisor_objects.rules``). The answer is two ValidatingAdmissionPolicies
+the whole namespace (``supervisor_objects.role_rules``). The answer is two ValidatingAdmissionPolicies
 (admissionregistration.k8s.io/v1, Kubernetes 1.30 or later), ``POLICY`` on the Jobs it creates or changes and
 ``DELETIONS`` on the Jobs and pods it deletes (apart, so that each type-checks against the kinds it matches), each
 with a binding of its name: generic, for every run in every namespace, cluster-scoped, so an administrator

@@ -1,6 +1,6 @@
 """The Kubernetes backend: the façade the registry and the CLI use over applying, supervising, reporting, logs.
 
-Contract (besides ``launcher.backends.api``): ``validate``, ``render`` and ``dry_run`` are pure; only
+Contract (besides ``launcher.backends.interface``): ``validate``, ``render`` and ``dry_run`` are pure; only
 ``create`` imports the ``kubernetes`` client. Every object carries ``tfcluster.io/cluster=<name>``, by which
 ``describe``, ``logs`` and ``cancel`` find the run in the backend's namespace; ``cancel(volumes=True)``
 deletes only a claim tfcluster made for the run. The run's one supervisor (``launcher.supervision``) runs in
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.backends import supervisor_process
-from launcher.backends.api import Backend, BackendOptions
+from launcher.backends.interface import Backend, BackendOptions
 from launcher.backends.kubernetes import admission_policy, apply, board, gang, pod_admission, pod_io
 from launcher.backends.kubernetes import history as k8s_history
 from launcher.backends.kubernetes import status as k8s_status

@@ -25,7 +25,7 @@ from launcher.backends.kubernetes.portforward import PortForwarder
 from launcher.backends.kubernetes.tensorboard import BoardRun, checked_board, shared_board
 from launcher.backends.tensorboard import PORT, Board, log_dir_of, serve_locally, url, wait_until_serving
 from launcher.errors import LaunchError
-from launcher.protocol.paths import is_object_store
+from launcher.protocol.checkpoint_layout import is_object_store
 
 #: How long the TensorBoard Deployment may take to have a ready pod (image pull, scheduling).
 BOARD_READY_SECONDS = 300.0

@@ -431,7 +431,7 @@ def quantity(value: str | int | float) -> Decimal:
 
 
 @dataclass(frozen=True)
-class Failure:
+class RequestFailure:
     """What a failed request said: its HTTP status (None: no answer, the connection failed), one line why, and the
     seconds the API server asked to wait (``Retry-After``), if it did."""
 
@@ -440,8 +440,8 @@ class Failure:
     retry_after: float | None = None
 
 
-def failure_of(exc: BaseException) -> Failure | None:
-    """The ``Failure`` an exception of a request (or of reading a stream) means; None for any other exception."""
+def failure_of(exc: BaseException) -> RequestFailure | None:
+    """The ``RequestFailure`` an exception of a request (or of reading a stream) means; None for any other exception."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
@@ -450,9 +450,9 @@ def failure_of(exc: BaseException) -> Failure | None:
             retry_after = float((exc.headers or {}).get("Retry-After", ""))
         except (TypeError, ValueError):
             retry_after = None
-        return Failure(exc.status, f"{exc.status} {exc.reason}", retry_after)
+        return RequestFailure(exc.status, f"{exc.status} {exc.reason}", retry_after)
     if isinstance(exc, (HTTPError, OSError)):
-        return Failure(None, f"{type(exc).__name__}: {exc}"[:200])
+        return RequestFailure(None, f"{type(exc).__name__}: {exc}"[:200])
     return None
 
 

@@ -48,7 +48,7 @@ from launcher.plan.targets import AGENT_MODULE, CONTAINER_PYTHON
 from launcher.plan.workspace import CONTAINER_WORKSPACE
 from launcher.protocol import env as task_env
 from launcher.protocol import stack_endpoint
-from launcher.protocol.paths import is_object_store
+from launcher.protocol.checkpoint_layout import is_object_store
 from launcher.spec import tfjob_vocabulary as vocabulary
 from launcher.spec.image_reference import pull_policy
 from launcher.spec.models import ClusterSpec, RoleType, SuccessPolicy

@@ -17,7 +17,7 @@ from typing import Any
 from launcher.plan import naming
 from launcher.plan.images import TASK_UID
 from launcher.plan.planner import Plan
-from launcher.protocol.paths import is_object_store
+from launcher.protocol.checkpoint_layout import is_object_store
 from launcher.spec.models import RoleType, Toleration
 
 Manifest = dict[str, Any]

@@ -2,7 +2,7 @@
 
 Contract: ``objects(plan, program)`` is empty when the spec opts out, else a ServiceAccount, a Role,
 its RoleBinding and a Job, each named ``<name>-supervisor``. The Role grants exactly the requests the
-supervisor makes (``rules``), on the run's own Jobs and ConfigMap by name where Kubernetes allows it
+supervisor makes (``role_rules``), on the run's own Jobs and ConfigMap by name where Kubernetes allows it
 (pods are named by their Jobs, so pods are granted in the namespace). The Job runs ``program`` (the one
 supervisor process on the run's ConfigMap, ``KubernetesBackend.render``) in the cluster's image (``image``,
 default the worker image), which must hold tfcluster; Kubernetes replaces a supervisor that died or was
@@ -54,7 +54,7 @@ GRACE_SECONDS = 10
 SUPERVISOR_UID = 2000
 
 
-def rules(plan: Plan) -> list[Manifest]:
+def role_rules(plan: Plan) -> list[Manifest]:
     """What the supervisor may do: read, watch and delete the run's pods, read their logs, list and watch the Jobs, read,
     unsuspend (patch) and replace (delete, create) the run's own, read and update its ConfigMap. Kubernetes
     cannot limit ``create`` to names: Jobs are created in the namespace. No ``pods/exec``: it reads a task's
@@ -86,7 +86,7 @@ def objects(plan: Plan, program: Sequence[str]) -> list[Manifest]:
     meta = {"name": name, "namespace": k8s.namespace, "labels": labels}
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta, "automountServiceAccountToken": False},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules(plan)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": role_rules(plan)},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
          "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": k8s.namespace}]},

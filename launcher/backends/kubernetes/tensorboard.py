@@ -37,7 +37,7 @@ from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.plan.workspace import is_workspace_tag
-from launcher.protocol.paths import is_object_store
+from launcher.protocol.checkpoint_layout import is_object_store
 from launcher.spec.image_reference import pull_policy
 from launcher.spec.paths import is_within
 

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from launcher.backends.kubernetes.kubeapi import Failure, Kind, KubeApi, Obj, WatchStream, failure_of
+from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj, RequestFailure, WatchStream, failure_of
 from launcher.backends.kubernetes.status import CONTROLLER_UID
 from launcher.plan import naming
 
@@ -129,7 +129,7 @@ class Watched:
                 failures = 0
                 continue
             except Exception as exc:  # noqa: BLE001 - what it means is kubeapi's; anything else: retried, and said
-                failure = failure_of(exc) or Failure(None, f"{type(exc).__name__}: {exc}"[:200])
+                failure = failure_of(exc) or RequestFailure(None, f"{type(exc).__name__}: {exc}"[:200])
             if failure.status == 410:  # the version is too old: list again, at once
                 self._stale(failure.why)
                 self.version = ""

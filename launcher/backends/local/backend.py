@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 
 from launcher.backends import checkpoints, logfiles, supervisor_process
-from launcher.backends.api import Backend, BackendOptions
+from launcher.backends.interface import Backend, BackendOptions
 from launcher.backends.local import supervise
 from launcher.backends.local.capacity import memory_problems
 from launcher.backends.local.processes import ProcessRuntime, group_runs_task, kill_group_and_wait, read_exits

@@ -15,10 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from launcher.plan.programs import wants_standby
+from launcher.spec.cross_checks import resolve_strategy
 from launcher.spec.models import ClusterSpec, RoleType
 from launcher.spec.problems import Problem
 from launcher.spec.quantities import byte_count
-from launcher.spec.rules import resolve_strategy
 
 #: Memory a task running the TensorFlow entrypoint takes at the least (TF + tf_keras imported, a
 #: small model built): measured ~0.5-0.7 GiB resident per MNIST task here; the floor is below that.

@@ -2,7 +2,7 @@
 
 Contract: ``start`` runs ``task.command`` in ``plan.workdir`` with the plan's task env, stdin
 closed, output appended to the private ``<log_dir>/<task>.log``; ``stop`` and an observed exit kill
-the task's whole process group. ``on_runs`` gets ``{task: TaskRun}`` after every start. A ``/bin/sh``
+the task's whole process group. ``on_runs`` gets ``{task: RunRecord}`` after every start. A ``/bin/sh``
 wrapper writes each exit code (128+N for signal N) to ``<exit_dir>/<task>``, so ``adopt`` and
 ``read_exits`` work after the supervisor died; a run gone without a code is ``LOST_EXIT``. Adopted
 groups are checked against reuse before any signal. Standbys: ``prepare`` / ``start`` / ``close``; the
@@ -54,7 +54,7 @@ GONE_TIMEOUT_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
-class TaskRun:
+class RunRecord:
     """Where to find one run of a task: its process group, and the offset of its first line in the task's log."""
 
     pgid: int
@@ -145,7 +145,7 @@ def read_exit(exit_dir: Path, task_name: str) -> int | None:
         return None
 
 
-def read_exits(runs: Mapping[str, TaskRun], exit_dir: Path) -> dict[str, int | None]:
+def read_exits(runs: Mapping[str, RunRecord], exit_dir: Path) -> dict[str, int | None]:
     """``{task: exit code, None while it runs}`` for recorded runs, read from /proc and the exit files only."""
     observed: dict[str, int | None] = {}
     for name, run in runs.items():
@@ -186,7 +186,7 @@ class _Zygote:
 class _Run:
     """One run of a task: the shell this runtime started (``process``), or one adopted from a dead supervisor."""
 
-    record: TaskRun
+    record: RunRecord
     process: subprocess.Popen[bytes] | None
     notes: list[str] = field(default_factory=list)
 
@@ -195,8 +195,8 @@ class ProcessRuntime:
     """Runs the plan's tasks as local processes (see the module contract)."""
 
     def __init__(self, plan: Plan, log_dir: Path, exit_dir: Path,
-                 on_runs: Callable[[dict[str, TaskRun]], None] = lambda runs: None,
-                 recorded: Mapping[str, TaskRun] | None = None):
+                 on_runs: Callable[[dict[str, RunRecord]], None] = lambda runs: None,
+                 recorded: Mapping[str, RunRecord] | None = None):
         self.plan = plan
         self.log_dir = log_dir
         self.exit_dir = exit_dir
@@ -220,7 +220,7 @@ class ProcessRuntime:
             process = (self._call_standby(task) or self._call_forked(task)
                        or self._spawn(task, task.command, self.exit_dir / task.name, log))
         self._await_observable(task, process)
-        self._runs[task.name] = _Run(TaskRun(process.pid, offset), process)
+        self._runs[task.name] = _Run(RunRecord(process.pid, offset), process)
         self._reader(task, offset)
         self._record()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from launcher.backends.local.processes import TaskRun
+from launcher.backends.local.processes import RunRecord
 from launcher.plan.targets import BackendKind
 from launcher.supervision.harness import StateDir
 from launcher.supervision.statefile import read_json, write_json
@@ -36,13 +36,13 @@ class LocalState(StateDir):
     def task_log(self, task: str) -> Path:
         return self.logs / f"{task}.log"
 
-    def read_runs(self) -> dict[str, TaskRun]:
+    def read_runs(self) -> dict[str, RunRecord]:
         data = read_json(self.groups)
-        return {name: TaskRun(**run) for name, run in data.items()} if isinstance(data, dict) else {}
+        return {name: RunRecord(**run) for name, run in data.items()} if isinstance(data, dict) else {}
 
     def read_groups(self) -> dict[str, int]:
         """``{task: process group id}`` of the recorded runs."""
         return {name: run.pgid for name, run in self.read_runs().items()}
 
-    def write_runs(self, runs: dict[str, TaskRun]) -> None:
+    def write_runs(self, runs: dict[str, RunRecord]) -> None:
         write_json(self.groups, {name: run.to_dict() for name, run in runs.items()})

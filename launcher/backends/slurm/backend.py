@@ -1,7 +1,7 @@
 """The Slurm backend: one allocation per job; inside it tfcluster's supervisor runs the tasks as srun steps.
 
 Contract: ``render`` is the batch script and the plan it reads
-(``launcher.backends.slurm.script``); ``submit`` writes them into the job's
+(``launcher.backends.slurm.batch_script``); ``submit`` writes them into the job's
 ``SlurmState`` (on the shared filesystem) and ``sbatch``es the script from
 there, returning once Slurm accepted the job (it may wait in the queue; a
 job of the same name that Slurm still runs or queues is refused).
@@ -26,11 +26,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 
 from launcher.backends import checkpoints, logfiles
-from launcher.backends.api import Backend, BackendOptions
+from launcher.backends.interface import Backend, BackendOptions
 from launcher.backends.logfiles import command_problems
 from launcher.backends.slurm import slurmctl, supervise
+from launcher.backends.slurm.batch_script import SCRIPT, files
 from launcher.backends.slurm.placement import port_block_problems
-from launcher.backends.slurm.script import SCRIPT, files
 from launcher.backends.slurm.state import SlurmState
 from launcher.backends.slurm.status import describe
 from launcher.backends.slurm.target import SlurmTarget

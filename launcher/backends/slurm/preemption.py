@@ -15,7 +15,7 @@ Contract: Slurm preempts the whole job, never one task, in three moments, each h
    for up to ``SILENT_CONTROLLER_SECONDS``, asked again at each poll; past that its code counts as it is.
 3. The requeued allocation (``resume``): its supervisor process (``SLURM_RESTART_COUNT`` > 0) takes the last
    status over as one preemption of every task (``requeued``), all started afresh (they resume from the backup),
-   when the supervisor's rules allow it (``Rules.decide(Requeued(...))``: the one preemption budget,
+   when the supervisor's decisions allow it (``Decider.decide(Requeued(...))``: the one preemption budget,
    ``restart.max_preemptions``); past it the job fails before any task starts (``harness.CannotRun``), and a job
    that had already succeeded stays so (``over``: ``harness.NothingToDo``).
 """
@@ -31,7 +31,7 @@ from launcher.backends.slurm.status import REQUEUEING
 from launcher.errors import TfclusterError
 from launcher.plan.planner import Plan
 from launcher.supervision import harness
-from launcher.supervision.rules import Action, Requeued, Rules, Used
+from launcher.supervision.decisions import Action, Decider, Requeued, Used
 from launcher.supervision.status import JobStatus, State
 
 #: How long an ended step reads as running while the controller cannot say whether its allocation is ending.
@@ -89,7 +89,7 @@ def resume(plan: Plan, previous: JobStatus | None) -> JobStatus | None:
     recorded, so that the failure is this allocation's)."""
     if previous is None:
         return None
-    decision = Rules.from_plan(plan).decide(Requeued(Used(previous.restarts, previous.preemptions)))
+    decision = Decider.from_plan(plan).decide(Requeued(Used(previous.restarts, previous.preemptions)))
     if decision.action is not Action.RESTART:
         raise harness.CannotRun(decision.message, requeued(previous))
     return replace(requeued(previous), message=decision.message)

@@ -4,7 +4,7 @@ Contract: the directory is ``naming.state_dir("slurm", NAME)`` (under
 ``$TFCLUSTER_HOME``, default ``~/.tfcluster``, which must be on the
 filesystem the nodes share, as home directories on Slurm clusters are). It is
 also the job's submit directory: ``job.sbatch`` and ``plan.json``
-(``launcher.backends.slurm.script``), ``batch.log`` (the batch step's output),
+(``launcher.backends.slurm.batch_script``), ``batch.log`` (the batch step's output),
 ``job_id`` (written by ``submit``), ``allocation.json`` (written by each
 allocation's supervisor before its first status: the Slurm restart count it
 runs under and its nodes, so a status left by an earlier allocation is known

@@ -25,7 +25,7 @@ import yaml
 
 from launcher.cli.report.axes import Axis, finite
 from launcher.cli.report.status import GoodputRecord, ReportStatus
-from launcher.cli.report.timeline import Kind, Lane, Timeline, timeline
+from launcher.cli.report.timeline import Lane, Timeline, TimelineKind, timeline
 from launcher.protocol.durations import for_people
 from launcher.spec.redact import without_env_values
 from launcher.supervision.history import RunHistory
@@ -71,8 +71,9 @@ pre { background: #f3f5f9; padding: 10px; border-radius: 6px; overflow-x: auto; 
 #: element and ``style`` attributes). The charts are inline SVG, part of the document: they need no source.
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
-COLORS = {Kind.START_UP: "#c8ccd4", Kind.TRAINING: "#3f8f5a", Kind.RESTART: "#e8a33c", Kind.EVALUATION: "#7b68c9",
-          Kind.BACKUP: "#2f6fd6", Kind.FAILURE: "#d62f2f", Kind.PREEMPTION: "#9c27b0"}
+COLORS = {TimelineKind.START_UP: "#c8ccd4", TimelineKind.TRAINING: "#3f8f5a", TimelineKind.RESTART: "#e8a33c",
+          TimelineKind.EVALUATION: "#7b68c9", TimelineKind.BACKUP: "#2f6fd6", TimelineKind.FAILURE: "#d62f2f",
+          TimelineKind.PREEMPTION: "#9c27b0"}
 
 
 def render(history: RunHistory) -> str:
@@ -126,9 +127,10 @@ def _goodput(goodput: GoodputRecord | None) -> str:
 
 
 def _legend() -> str:
-    kinds = [(Kind.START_UP, "start-up"), (Kind.TRAINING, "training"), (Kind.RESTART, "restart"),
-             (Kind.EVALUATION, "evaluation"), (Kind.BACKUP, "backup ◆"), (Kind.FAILURE, "failure ▼"),
-             (Kind.PREEMPTION, "preemption ▼")]
+    kinds = [(TimelineKind.START_UP, "start-up"), (TimelineKind.TRAINING, "training"),
+             (TimelineKind.RESTART, "restart"), (TimelineKind.EVALUATION, "evaluation"),
+             (TimelineKind.BACKUP, "backup ◆"), (TimelineKind.FAILURE, "failure ▼"),
+             (TimelineKind.PREEMPTION, "preemption ▼")]
     return "<div class='legend'>" + "".join(
         f"<span><span class='swatch' style='background:{COLORS[kind]}'></span>{escape(label)}</span>" for kind, label in kinds) + "</div>"
 
@@ -164,7 +166,7 @@ def _lane(lane: Lane, top: float, drawn: Timeline) -> str:
                    f"height='{LANE - 10}'><title>{escape(span.label)}: {for_people(span.end - span.start)}</title></rect>")
     for mark in lane.marks:
         x, y = _x(mark.time, drawn), top + 5
-        shape = (f"M{x:.1f},{y + 10:.1f} l6,-10 l-6,-10 l-6,10 z" if mark.kind is Kind.BACKUP
+        shape = (f"M{x:.1f},{y + 10:.1f} l6,-10 l-6,-10 l-6,10 z" if mark.kind is TimelineKind.BACKUP
                  else f"M{x - 6:.1f},{y - 4:.1f} h12 l-6,12 z")
         out.append(f"<path class='mark mark-{mark.kind.value}' d='{shape}'><title>{escape(mark.label)} "
                    f"(at {mark.time - drawn.start:.1f} s)</title></path>")

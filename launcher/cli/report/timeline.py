@@ -24,7 +24,9 @@ from launcher.supervision.history import RunHistory
 from launcher.supervision.status import State
 
 
-class Kind(str, Enum):
+class TimelineKind(str, Enum):
+    """What a span or a mark of the timeline shows (its colour on the page)."""
+
     START_UP = "start_up"
     TRAINING = "training"
     BACKUP = "backup"
@@ -37,7 +39,7 @@ class Kind(str, Enum):
 
 @dataclass(frozen=True)
 class Span:
-    kind: Kind
+    kind: TimelineKind
     start: float
     end: float
     label: str
@@ -45,7 +47,7 @@ class Span:
 
 @dataclass(frozen=True)
 class Mark:
-    kind: Kind
+    kind: TimelineKind
     time: float
     label: str
 
@@ -112,10 +114,10 @@ def _runs(found: list[events.Event]) -> list[list[events.Event]]:
 def _lane(task: str, role: str, found: list[events.Event], start: float, lead: bool, status: TaskRecord | None) -> Lane:
     lane = Lane(task=task, role=role)
     begin = start
-    work = Kind.EVALUATION if role == "evaluator" else Kind.TRAINING
+    work = TimelineKind.EVALUATION if role == "evaluator" else TimelineKind.TRAINING
     runs = _runs(found)
     for number, run in enumerate(runs):
-        first = Kind.START_UP if number == 0 else Kind.RESTART
+        first = TimelineKind.START_UP if number == 0 else TimelineKind.RESTART
         working = next((e.time for e in run if isinstance(e, events.Step)), None) if lead else None
         if working is None:
             working = next((e.time for e in run if isinstance(e, events.Started)), run[0].time)
@@ -127,23 +129,23 @@ def _lane(task: str, role: str, found: list[events.Event], start: float, lead: b
         begin = last
     failed_exit = status is not None and status.state is State.FAILED and status.exit_code not in (None, 0)
     if failed_exit and status is not None and not (runs and any(isinstance(e, events.Failed) for e in runs[-1])):
-        lane.marks.append(Mark(Kind.FAILURE, begin, f"exited with code {status.exit_code}"))
+        lane.marks.append(Mark(TimelineKind.FAILURE, begin, f"exited with code {status.exit_code}"))
     return lane
 
 
 def _mark(event: events.Event) -> Mark | None:
     if isinstance(event, events.CheckpointSaved):
-        return Mark(Kind.BACKUP, event.time, f"backup (epoch {event.epoch})")
+        return Mark(TimelineKind.BACKUP, event.time, f"backup (epoch {event.epoch})")
     if isinstance(event, events.Failed):
         code = "" if event.exit_code is None else f", exit code {event.exit_code}"
-        return Mark(Kind.FAILURE, event.time, f"failed: {event.reason}{code}")
+        return Mark(TimelineKind.FAILURE, event.time, f"failed: {event.reason}{code}")
     if isinstance(event, events.Restored):
-        return Mark(Kind.RESTART, event.time, f"restored at step {event.step}")
+        return Mark(TimelineKind.RESTART, event.time, f"restored at step {event.step}")
     if isinstance(event, events.Preempted):
-        return Mark(Kind.PREEMPTION, event.time, "preempted" + ("" if event.step is None else f", saved at step {event.step}"))
+        return Mark(TimelineKind.PREEMPTION, event.time, "preempted" + ("" if event.step is None else f", saved at step {event.step}"))
     if isinstance(event, events.Evaluation):
         shown = ", ".join(f"{name} {value:.4g}" for name, value in event.metrics.items() if value is not None)
-        return Mark(Kind.EVALUATION, event.time, f"evaluated {event.checkpoint}" + (f": {shown}" if shown else ""))
+        return Mark(TimelineKind.EVALUATION, event.time, f"evaluated {event.checkpoint}" + (f": {shown}" if shown else ""))
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.backends import backend_class, get_backend
-from launcher.backends.api import BackendOptions
+from launcher.backends.interface import BackendOptions
 from launcher.errors import LaunchError
 from launcher.plan.targets import BackendKind
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers.workspaces import CONTENT_CREDENTIAL_FILES
-from launcher.backends.images import DOCKERFILE, build_context
+from launcher.backends.image_build import DOCKERFILE, build_context
 from launcher.errors import ImageBuildError
 
 

@@ -31,7 +31,7 @@ def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_created_dir_is_marked_for_its_cluster_and_may_be_removed(places: Path) -> None:
     directory = places / "runs" / "demo"
     checkpoints.prepare(directory, "demo", "run-1")
-    assert json.loads((directory / checkpoints.MARKER).read_text()) == {"cluster": "demo", "run_id": "run-1"}
+    assert json.loads((directory / checkpoints.CREATED_FILE).read_text()) == {"cluster": "demo", "run_id": "run-1"}
     assert checkpoints.removal_problem(directory, "demo", places) is None
     problem = checkpoints.removal_problem(directory, "other", places)
     assert problem is not None and "not created by tfcluster for cluster 'other'" in problem.message
@@ -55,7 +55,7 @@ def test_an_existing_dir_is_not_marked(places: Path) -> None:
 def test_the_places_the_user_works_in_are_refused_even_when_marked(places: Path, relative: str, what: str) -> None:
     directory = places / relative
     if relative != "/":
-        (directory.resolve() / checkpoints.MARKER).write_text(json.dumps({"cluster": "demo"}))
+        (directory.resolve() / checkpoints.CREATED_FILE).write_text(json.dumps({"cluster": "demo"}))
     problem = checkpoints.removal_problem(directory, "demo", places)
     assert problem is not None and problem.path == "checkpoint.dir" and what in problem.message
     assert "\n" not in problem.render()
@@ -73,7 +73,7 @@ def test_the_current_directory_counts_too_when_up_ran_elsewhere(places: Path, tm
 def test_a_marker_that_is_a_symlink_does_not_count(places: Path, tmp_path: Path) -> None:
     (tmp_path / "real").write_text(json.dumps({"cluster": "demo"}))
     (places / "ckpt").mkdir()
-    (places / "ckpt" / checkpoints.MARKER).symlink_to(tmp_path / "real")
+    (places / "ckpt" / checkpoints.CREATED_FILE).symlink_to(tmp_path / "real")
     assert checkpoints.removal_problem(places / "ckpt", "demo", places) is not None
 
 

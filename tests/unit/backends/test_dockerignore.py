@@ -6,18 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from launcher.backends.dockerignore import Rules, make_rule, read_rules
+from launcher.backends.dockerignore import PatternMatcher, make_pattern, read_patterns
 from launcher.spec.problems import SpecError
 
 
 def excluded(patterns: list[str], path: str) -> bool:
     """Whether Docker leaves ``path`` out: each parent directory matched first, as a walk of the context does."""
-    rules = Rules([make_rule(p, "test") for p in patterns])
+    matcher = PatternMatcher([make_pattern(p, "test") for p in patterns])
     parts = path.split("/")
     matches = None
     for depth in range(1, len(parts) + 1):
-        matches = rules.matches("/".join(parts[:depth]), matches)
-    decider = rules.decider(matches)  # type: ignore[arg-type]
+        matches = matcher.matches("/".join(parts[:depth]), matches)
+    decider = matcher.decider(matches)  # type: ignore[arg-type]
     return decider is not None and not decider.exception
 
 
@@ -75,21 +75,21 @@ def test_the_last_matching_pattern_decides(patterns: list[str], path: str, left_
 def test_a_pattern_docker_refuses_is_one_located_line(tmp_path: Path, pattern: str) -> None:
     (tmp_path / ".dockerignore").write_text(f"# fine\nok\n{pattern}\n")
     with pytest.raises(SpecError) as error:
-        read_rules(tmp_path / ".dockerignore", ".dockerignore")
+        read_patterns(tmp_path / ".dockerignore", ".dockerignore")
     assert str(error.value).startswith(".dockerignore:3: ") and "\n" not in str(error.value)
 
 
 def test_the_file_is_read_as_dockers_cli_reads_it(tmp_path: Path) -> None:
     (tmp_path / ".dockerignore").write_bytes(b"\xef\xbb\xbf# comment\n  spaced  \n !  data/ \n\n #not a comment\r\n")
-    rules = read_rules(tmp_path / ".dockerignore", ".dockerignore")
-    assert [(r.text, r.exception, r.origin) for r in rules] == [
+    patterns = read_patterns(tmp_path / ".dockerignore", ".dockerignore")
+    assert [(r.text, r.exception, r.origin) for r in patterns] == [
         ("spaced", False, ".dockerignore:2"), ("data", True, ".dockerignore:3"), ("#not a comment", False, ".dockerignore:5")]
 
 
 def test_a_line_that_is_not_utf8_is_one_line_naming_it(tmp_path: Path) -> None:
     (tmp_path / ".dockerignore").write_bytes(b"ok\n\xff\xfe*.bin\nalso\n\xc3\n")
     with pytest.raises(SpecError) as error:
-        read_rules(tmp_path / ".dockerignore", ".dockerignore")
+        read_patterns(tmp_path / ".dockerignore", ".dockerignore")
     assert str(error.value).splitlines() == [".dockerignore:2: (workspace): not UTF-8 (Docker reads .dockerignore as UTF-8)",
                                              ".dockerignore:4: (workspace): not UTF-8 (Docker reads .dockerignore as UTF-8)"]
 
@@ -111,4 +111,4 @@ def test_a_dockerignore_that_is_no_regular_file_is_one_line_not_a_hang(tmp_path:
     ignore = tmp_path / ".dockerignore"
     {"fifo": os.mkfifo, "dir": os.mkdir, "dangling": lambda p: p.symlink_to(tmp_path / "nowhere")}[kind](ignore)
     with pytest.raises(SpecError, match=r"^\.dockerignore: \(workspace\): not a regular file$"):
-        read_rules(ignore, ".dockerignore")
+        read_patterns(ignore, ".dockerignore")

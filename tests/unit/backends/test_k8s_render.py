@@ -20,7 +20,7 @@ from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.cluster_state import planned_again
 from launcher.backends.kubernetes.manifests import render_tfjob
 from launcher.backends.kubernetes.pods import CONFIG_DIR
-from launcher.backends.kubernetes.supervisor_objects import rules
+from launcher.backends.kubernetes.supervisor_objects import role_rules
 from launcher.backends.kubernetes.tensorboard import BoardRun, checked_board, shared_board, tensorboard_objects
 from launcher.cli.commands import main
 from launcher.errors import LaunchError
@@ -294,7 +294,7 @@ def test_the_supervisors_role_allows_what_its_runtime_does_and_nothing_more() ->
     ``gang.GangSize``), none without a gang. No ``pods/exec`` (a task's stacks come from its stack
     endpoint), no secrets, no wildcards, no other ConfigMap or Job, no pod created or patched."""
     plan = PLANS["pss"]
-    assert _supervisor(plan, "Role")["rules"] == rules(plan) == [
+    assert _supervisor(plan, "Role")["rules"] == role_rules(plan) == [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "watch", "create"]},
@@ -303,7 +303,7 @@ def test_the_supervisors_role_allows_what_its_runtime_does_and_nothing_more() ->
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["pss-tfconfig"], "verbs": ["get", "update"]},
         {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "resourceNames": ["pss-gang"], "verbs": ["patch"]},
     ]
-    assert rules(without_gang(plan)) == rules(plan)[:-1]
+    assert role_rules(without_gang(plan)) == role_rules(plan)[:-1]
     binding = _supervisor(plan, "RoleBinding")
     assert binding["roleRef"]["name"] == naming.supervisor_name("pss")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": naming.supervisor_name("pss"), "namespace": "default"}]

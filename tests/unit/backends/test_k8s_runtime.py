@@ -511,11 +511,11 @@ def test_an_exit_code_rule_that_fails_the_run_is_not_restarted(fake: FakeKuberne
 
 def test_the_supervisors_role_allows_every_request_the_supervisor_makes(
         fake: FakeKubernetes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The supervisor pod's own Role (``supervisor_objects.rules``): a gang restart, the status published, a stall's
+    """The supervisor pod's own Role (``supervisor_objects.role_rules``): a gang restart, the status published, a stall's
     stacks kept; every request allowed, and each one naming an object within the rule's ``resourceNames``."""
     spec = {**SPEC, "kubernetes": {"supervisor": True}}
     plan, runtime = launched(fake, spec)
-    rules = supervisor_objects.rules(plan)
+    rules = supervisor_objects.role_rules(plan)
     fake.allowed = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     named = {(r, v): set(rule["resourceNames"]) for rule in rules if "resourceNames" in rule
              for r in rule["resources"] for v in rule["verbs"]}
@@ -555,7 +555,7 @@ def test_a_stall_reads_each_pods_stacks_from_its_endpoint_within_the_role_names_
     no request went to ``pods/exec``."""
     spec = {**SPEC, "stall": {"timeout_seconds": 1}, "kubernetes": {"supervisor": True}}
     plan, _ = launched(fake, spec)
-    rules = supervisor_objects.rules(plan)
+    rules = supervisor_objects.role_rules(plan)
     fake.allowed = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     ips, port, stop = served({CHIEF: WAITING, WORKER: STUCK_IN_OP}, plan.event_token)
     fake.pod_ips = ips

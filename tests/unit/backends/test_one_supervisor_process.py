@@ -13,7 +13,7 @@ import pytest
 from helpers import sources
 from helpers.paths import REPO
 from launcher.backends import backend_class, supervisor_process
-from launcher.backends.api import Backend
+from launcher.backends.interface import Backend
 from launcher.backends.supervisor_process import main
 from launcher.plan.targets import BackendKind
 from launcher.supervision import harness

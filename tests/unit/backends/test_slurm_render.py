@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from launcher import api
+from launcher.backends.slurm.batch_script import PLAN, SCRIPT, batch_script, files
 from launcher.backends.slurm.placement import PORT_SPAN, Node, allocation_options, port_block_problems, resolve
 from launcher.backends.slurm.preemption import requeued, resume
-from launcher.backends.slurm.script import PLAN, SCRIPT, batch_script, files
 from launcher.backends.slurm.slurmctl import SlurmJob, records
 from launcher.backends.slurm.state import Allocation, SlurmState
 from launcher.backends.slurm.status import REQUEUEING, describe

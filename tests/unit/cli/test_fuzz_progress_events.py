@@ -1,6 +1,6 @@
 """Whatever values a program's own progress events carry (the documented protocol, which buggy user code writes
 by hand), the way from its output line to what a person reads stays bounded: read (``EventReader``), folded
-(``launcher.protocol.progress``), shown (``status`` and the live view) and drawn (``report``), in bounded time
+(``launcher.protocol.job_progress``), shown (``status`` and the live view) and drawn (``report``), in bounded time
 (the timeout) and memory (``tracemalloc``), into output of bounded size."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from launcher.cli.watch import status_view
 from launcher.plan.targets import BackendKind
 from launcher.protocol import events
 from launcher.protocol.events import MAX_METRICS, MAX_NAME, MAX_PATH, MAX_TEXT, EventReader
-from launcher.protocol.progress import JobProgress, fold
+from launcher.protocol.job_progress import JobProgress, fold
 from launcher.supervision.history import RunHistory
 from launcher.supervision.status import JobStatus, State, TaskStatus
 from launcher.supervision.stragglers import StepBreakdown

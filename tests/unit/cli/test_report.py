@@ -15,7 +15,7 @@ from launcher import api
 from launcher.cli import commands
 from launcher.cli.commands import main
 from launcher.cli.report.page import render
-from launcher.cli.report.timeline import Kind, timeline
+from launcher.cli.report.timeline import TimelineKind, timeline
 from launcher.errors import LaunchError
 from launcher.protocol import events
 from launcher.supervision.history import RunHistory
@@ -68,9 +68,9 @@ def test_one_lane_per_task_with_its_runs_spans_and_marks() -> None:
     assert [lane.task for lane in drawn.lanes] == [CHIEF, WORKER, EVALUATOR]
     chief = drawn.lanes[0]
     assert [(s.kind, s.start, s.end) for s in chief.spans] == [
-        (Kind.START_UP, 0.0, 20), (Kind.TRAINING, 20, 55), (Kind.RESTART, 55, 80), (Kind.TRAINING, 80, 90)]
-    assert [(m.kind, m.time) for m in chief.marks] == [(Kind.BACKUP, 40), (Kind.FAILURE, 55), (Kind.RESTART, 72)]
-    assert [m.kind for m in drawn.lanes[2].marks] == [Kind.EVALUATION]
+        (TimelineKind.START_UP, 0.0, 20), (TimelineKind.TRAINING, 20, 55), (TimelineKind.RESTART, 55, 80), (TimelineKind.TRAINING, 80, 90)]
+    assert [(m.kind, m.time) for m in chief.marks] == [(TimelineKind.BACKUP, 40), (TimelineKind.FAILURE, 55), (TimelineKind.RESTART, 72)]
+    assert [m.kind for m in drawn.lanes[2].marks] == [TimelineKind.EVALUATION]
     assert drawn.loss == [(1, 1.0), (2, 0.5), (3, 1 / 3), (4, 0.25), (3, 0.3), (4, 0.25)]
     assert drawn.step_rate == [(25, 0.1), (35, 0.1), (45, 0.1), (85, 0.1)]  # not across the restart
 
@@ -86,13 +86,13 @@ def test_what_a_run_announces_before_its_start_belongs_to_that_run_not_a_restart
              events.Failed(time=40, reason="boom", exit_code=1), *restart, started(62), events.Step(time=70, step=3)]
     lane = timeline(history(chief=chief)).lanes[0]
     assert [(s.kind, s.start, s.end) for s in lane.spans] == [
-        (Kind.START_UP, 0.0, 20), (Kind.TRAINING, 20, 40), (Kind.RESTART, 40, 70)]
+        (TimelineKind.START_UP, 0.0, 20), (TimelineKind.TRAINING, 20, 40), (TimelineKind.RESTART, 40, 70)]
 
 
 def test_a_failed_task_that_reported_no_failure_is_marked_at_its_last_event_with_its_exit_code() -> None:
     chief = [started(10), events.Step(time=20, step=1)]
     drawn = timeline(history({"state": "failed", "tasks": [{"name": CHIEF, "state": "failed", "exit_code": 137}]}, chief))
-    assert [(m.kind, m.time, m.label) for m in drawn.lanes[0].marks] == [(Kind.FAILURE, 20, "exited with code 137")]
+    assert [(m.kind, m.time, m.label) for m in drawn.lanes[0].marks] == [(TimelineKind.FAILURE, 20, "exited with code 137")]
 
 
 def test_the_page_draws_lanes_marks_goodput_and_loss_and_refers_to_nothing_outside() -> None:

@@ -74,7 +74,7 @@ def test_logging_and_warnings_of_a_command_come_out_escaped(tmp_path: Path) -> N
     def body() -> None:
         with terminal.to_terminal():
             logging.getLogger("launcher.backends.pyspy").warning("no stacks of t-0: %s", ESCAPES)
-            logging.getLogger("launcher.backends.images").info("Step 1/9 : %s", ESCAPES)
+            logging.getLogger("launcher.backends.image_build").info("Step 1/9 : %s", ESCAPES)
             logging.getLogger("urllib3").info("not shown: another library's INFO")
             warnings.warn(SpecWarning(f"job.yaml:3: x: {ESCAPES}"), stacklevel=1)
             warnings.warn(ESCAPES, UserWarning, stacklevel=1)

@@ -8,7 +8,7 @@ from rich.console import Console
 from launcher.cli.watch import BAR, FAULT_RETRIES, status_view, watch
 from launcher.errors import LaunchError
 from launcher.plan.targets import BackendKind
-from launcher.protocol.progress import JobProgress
+from launcher.protocol.job_progress import JobProgress
 from launcher.supervision.status import JobStatus, State, TaskStatus
 from launcher.supervision.stragglers import StepBreakdown
 

@@ -9,7 +9,7 @@ import pytest
 
 from launcher.protocol import env, events
 from launcher.protocol.events import EventKind, EventReader, emit, format_event, new_token, task_token
-from launcher.protocol.progress import JobProgress, counts, fold, progress, seed
+from launcher.protocol.job_progress import JobProgress, counts, fold, progress, seed
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import Strategy, TrainingSpec
 

@@ -1,4 +1,4 @@
-"""The failure rules (spec ``restart.rules``) as the one supervisor applies them: ``Rules.decide`` and the loop
+"""The failure rules (spec ``restart.rules``) as the one supervisor applies them: ``Decider.decide`` and the loop
 over a scripted runtime."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from launcher import api
 from launcher.backends.lines import MAX_LINE_BYTES
 from launcher.plan.policy import LOG_LINE_CHARS
 from launcher.spec.models import LOG_TAIL_LINES
-from launcher.supervision.rules import Action, Exited, Rules, Used
+from launcher.supervision.decisions import Action, Decider, Exited, Used
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
 from launcher.supervision.tuning import Tuning
@@ -34,31 +34,31 @@ def supervise(runtime: ScriptedRuntime, restart: dict[str, Any]) -> JobStatus:
 
 
 def test_exit_3_fails_at_once_naming_the_rule_with_budget_left() -> None:
-    decision = Rules.from_plan(plan({"max_restarts": 5, "rules": RULES})).decide(
+    decision = Decider.from_plan(plan({"max_restarts": 5, "rules": RULES})).decide(
         Exited("job-worker-1", 3, {"job-worker-1": 3}, Used(), "ValueError: bad input"))
     assert decision.action is Action.FAIL
     assert decision.message.startswith("failed: rule 1 (exit code 3): fail: task job-worker-1 exited with code 3")
 
 
 def test_a_restart_rule_restarts_even_under_policy_never_within_max_restarts() -> None:
-    rules = Rules.from_plan(plan({"policy": "never", "max_restarts": 1, "rules": RULES}))
+    decider = Decider.from_plan(plan({"policy": "never", "max_restarts": 1, "rules": RULES}))
     tail = ("step 9", "RuntimeError: CUDA_ERROR_ECC")
-    decision = rules.decide(Exited("job-worker-0", 1, {"job-worker-0": 1}, Used(), "x", log_tail=tail))
+    decision = decider.decide(Exited("job-worker-0", 1, {"job-worker-0": 1}, Used(), "x", log_tail=tail))
     assert decision.action is Action.RESTART and "rule 2 (log pattern 'CUDA_ERROR_ECC'): restart" in decision.message
-    assert rules.decide(Exited("job-worker-0", 1, {"job-worker-0": 1}, Used(1), "x", log_tail=tail)).action is Action.FAIL
-    assert rules.decide(Exited("job-worker-0", 1, {"job-worker-0": 1}, Used(), "x")).action is Action.FAIL  # no match: never
+    assert decider.decide(Exited("job-worker-0", 1, {"job-worker-0": 1}, Used(1), "x", log_tail=tail)).action is Action.FAIL
+    assert decider.decide(Exited("job-worker-0", 1, {"job-worker-0": 1}, Used(), "x")).action is Action.FAIL  # no match: never
 
 
 def test_continue_on_a_task_the_success_needs_fails_saying_why() -> None:
-    rules = Rules.from_plan(plan({"rules": [{"roles": ["chief", "evaluator"], "action": "continue"}]}))
-    decision = rules.decide(Exited("job-chief-0", 1, {"job-chief-0": 1}, Used(), "x"))
+    decider = Decider.from_plan(plan({"rules": [{"roles": ["chief", "evaluator"], "action": "continue"}]}))
+    decision = decider.decide(Exited("job-chief-0", 1, {"job-chief-0": 1}, Used(), "x"))
     assert decision.action is Action.FAIL and "success needs task job-chief-0" in decision.message
-    assert rules.decide(Exited("job-evaluator-0", 1, {"job-evaluator-0": 1}, Used(), "x")).action is Action.CONTINUE
+    assert decider.decide(Exited("job-evaluator-0", 1, {"job-evaluator-0": 1}, Used(), "x")).action is Action.CONTINUE
 
 
 def test_no_rule_matched_keeps_the_policy() -> None:
-    rules = Rules.from_plan(plan({"rules": RULES}))
-    assert rules.decide(Exited("job-worker-0", 1, {"job-worker-0": 1}, Used(), "x")).action is Action.RESTART
+    decider = Decider.from_plan(plan({"rules": RULES}))
+    assert decider.decide(Exited("job-worker-0", 1, {"job-worker-0": 1}, Used(), "x")).action is Action.RESTART
 
 
 def test_supervised_exit_3_fails_the_job_at_once_and_restarts_nothing() -> None:
@@ -109,13 +109,13 @@ def test_the_tail_the_rules_read_is_bounded_per_task_and_a_long_lines_start_stil
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A task's tail is at most ``LOG_TAIL_LINES`` lines of ``LOG_LINE_CHARS``: what a log pattern reads of it."""
     tails: list[tuple[str, ...]] = []
-    decide = Rules.decide
+    decide = Decider.decide
 
-    def recording(self: Rules, *args: Any, **kwargs: Any) -> Any:
+    def recording(self: Decider, *args: Any, **kwargs: Any) -> Any:
         tails.extend(ended.log_tail for ended in args if isinstance(ended, Exited))
         return decide(self, *args, **kwargs)
 
-    monkeypatch.setattr(Rules, "decide", recording)
+    monkeypatch.setattr(Decider, "decide", recording)
     long = "x" * MAX_LINE_BYTES
     lines = [long] * (2 * LOG_TAIL_LINES) + ["RuntimeError: CUDA_ERROR_ECC " + long]
     runtime = ScriptedRuntime({"job-worker-0": [(1, 1), (1, 3)]}, output={"job-worker-0": lines})

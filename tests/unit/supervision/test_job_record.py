@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from launcher import api
+from launcher.supervision.decisions import Action, Decision, Used
 from launcher.supervision.job_record import JobRecord
-from launcher.supervision.rules import Action, Decision, Used
 from launcher.supervision.status import JobStatus, State, TaskStatus
 
 

@@ -8,8 +8,8 @@ from fakes.scripted_runtime import ScriptedRuntime
 from launcher import api
 from launcher.plan.planner import Task
 from launcher.protocol.events import Step
+from launcher.supervision.decisions import Action, Decision, Stalled
 from launcher.supervision.job_record import JobRecord
-from launcher.supervision.rules import Action, Decision, Stalled
 from launcher.supervision.stall_watch import StallWatch
 from launcher.supervision.task_runs import TaskRuns
 from launcher.supervision.tuning import Tuning

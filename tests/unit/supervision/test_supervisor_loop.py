@@ -27,7 +27,7 @@ from launcher.supervision.tuning import Tuning
 
 MWMS = {"chief": {}, "worker": {"replicas": 2}}
 #: The start of an event line of these plans (``api.plan`` without launching: the fixed token).
-MARKER = f"TFCLUSTER_EVENT/{MANUAL_TOKEN} "
+EVENT_PREFIX = f"TFCLUSTER_EVENT/{MANUAL_TOKEN} "
 STEP = '{"event":"step","task":"job-chief-0","time":1,"step":7}'
 PSS = {"chief": {}, "worker": {"replicas": 1}, "ps": {}}
 #: Seconds between a suspected stall's two stack samples here (the scripted tasks answer at once).
@@ -190,7 +190,7 @@ def test_pss_worker_restart_leaves_the_others_running() -> None:
 
 
 def test_progress_comes_from_the_lead_task_only() -> None:
-    event = MARKER + '{"event":"step","task":"%s","time":1,"step":%d,"loss":0.5}'
+    event = EVENT_PREFIX + '{"event":"step","task":"%s","time":1,"step":%d,"loss":0.5}'
     runtime = ScriptedRuntime({"job-chief-0": [(3, 0)]},
                               output={"job-chief-0": [event % ("job-chief-0", 7)], "job-worker-0": [event % ("job-worker-0", 99)]})
     status, _ = supervise(runtime)
@@ -209,7 +209,7 @@ def test_a_plan_from_before_event_tokens_reads_no_event_and_so_judges_no_stall()
 
 
 def test_each_task_shows_its_last_line_of_output_but_not_events() -> None:
-    output = {"job-worker-0": ["epoch 1/3 loss 0.5", "", MARKER + '{"event":"step","task":"job-worker-0","time":1}'],
+    output = {"job-worker-0": ["epoch 1/3 loss 0.5", "", EVENT_PREFIX + '{"event":"step","task":"job-worker-0","time":1}'],
               "job-chief-0": ["x" * 500]}
     runtime = ScriptedRuntime({"job-chief-0": [(3, 0)]}, output=output)
     status, published = supervise(runtime)
@@ -320,7 +320,7 @@ def test_a_failure_restart_stops_the_survivors_quickly() -> None:
 def _event(kind: str, task: str, **fields: Any) -> str:
     import json
 
-    return MARKER + json.dumps({"event": kind, "task": task, "time": 0, **fields})
+    return EVENT_PREFIX + json.dumps({"event": kind, "task": task, "time": 0, **fields})
 
 
 STUCK_IN_OP = [
@@ -513,7 +513,7 @@ def test_a_fault_while_the_others_linger_after_success_keeps_the_success(capsys:
 
 def test_every_status_carries_the_goodput_and_the_last_one_keeps_it_after_the_end() -> None:
     runtime = ScriptedRuntime({"job-worker-0": [137, None], "job-chief-0": [(20, 0)]},
-                              output={"job-chief-0": [MARKER + STEP]})
+                              output={"job-chief-0": [EVENT_PREFIX + STEP]})
     status, published = supervise(runtime)
     assert status.state is State.SUCCEEDED and status.restarts == 1
     goodput = status.goodput

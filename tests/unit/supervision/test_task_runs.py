@@ -12,7 +12,7 @@ from launcher.protocol.stacks_signal import MAX_STACK_BYTES
 from launcher.supervision.status import State
 from launcher.supervision.task_runs import LAST_LINE_CHARS, TaskRun, TaskRuns
 
-MARKER = f"TFCLUSTER_EVENT/{MANUAL_TOKEN} "
+EVENT_PREFIX = f"TFCLUSTER_EVENT/{MANUAL_TOKEN} "
 FRAME = '  File "/app/train.py", line 3 in step'
 
 
@@ -37,7 +37,7 @@ def test_poll_returns_the_ended_runs_in_plan_order_and_reads_them_to_their_end()
 
 
 def test_a_line_is_an_event_a_stack_line_or_the_tasks_own() -> None:
-    failed = MARKER + '{"event":"failed","task":"job-chief-0","time":1,"reason":"OOM in step 3"}'
+    failed = EVENT_PREFIX + '{"event":"failed","task":"job-chief-0","time":1,"reason":"OOM in step 3"}'
     lines = ["x" * (2 * LOG_LINE_CHARS), FRAME, failed, "Warning: noise? no: ValueError: bad"]
     runs, seen = started(ScriptedRuntime({"job-chief-0": [None]}, output={"job-chief-0": lines}))
     run = runs["job-chief-0"]

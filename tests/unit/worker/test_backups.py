@@ -21,7 +21,7 @@ from helpers.required import require_module  # noqa: E402
 
 tf = require_module("tensorflow")
 
-from launcher.protocol import paths  # noqa: E402
+from launcher.protocol import checkpoint_layout  # noqa: E402
 from launcher.protocol.events import MANUAL_TOKEN, EventReader  # noqa: E402
 from launcher.protocol.runconfig import RunConfig  # noqa: E402
 from launcher.spec.models import Strategy, TrainingLoop, TrainingSpec  # noqa: E402
@@ -31,7 +31,7 @@ from launcher.worker.context import TaskContext  # noqa: E402
 from launcher.worker.interval import AutoInterval, steps_between  # noqa: E402
 from launcher.worker.reporter import Reporter  # noqa: E402
 from launcher.worker.restore import ResumePoint, resume_point  # noqa: E402
-from launcher.worker.selection import Action, Selection  # noqa: E402
+from launcher.worker.selection import Duty, Selection  # noqa: E402
 from launcher.worker.train import train  # noqa: E402
 
 pytestmark = pytest.mark.tf
@@ -175,7 +175,7 @@ def run_auto(tmp_path: Path, loop: TrainingLoop) -> list[Any]:
                            checkpoint_dir=str(tmp_path), backup_every_steps="auto", async_backups=True)
     stream = io.StringIO()
     reporter = Reporter("auto-chief-0", is_lead=True, stream=stream, token=MANUAL_TOKEN)
-    selection = Selection(Action.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
+    selection = Selection(Duty.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
     train(TaskContext(reporter.task, run_config, {}, selection, usercode.load(training), reporter))
     return [e for e in map(EventReader(MANUAL_TOKEN).parse, stream.getvalue().splitlines()) if e]
 
@@ -223,7 +223,7 @@ def test_auto_chooses_the_interval_at_each_epochs_end_and_reports_it(tmp_path: P
 
 
 def test_auto_counts_the_restarts_of_the_launch_the_lead_recorded(tmp_path: Path) -> None:
-    record = Path(paths.starts_record(str(tmp_path), "r1"))
+    record = Path(checkpoint_layout.starts_record(str(tmp_path), "r1"))
     record.parent.mkdir(parents=True)
     record.write_text("1000.000\n2000.000\n")  # the launch's first start, and one restart (a failure) since
     found = run_auto(tmp_path, TrainingLoop.CUSTOM)

@@ -13,7 +13,7 @@ from rich.console import Console
 from launcher.cli.watch import status_view
 from launcher.plan.targets import BackendKind
 from launcher.protocol.events import BackupInterval
-from launcher.protocol.progress import JobProgress, progress
+from launcher.protocol.job_progress import JobProgress, progress
 from launcher.supervision.status import JobStatus, State
 from launcher.worker.interval import MAX_STEPS, choose, steps_between, young_daly_steps
 

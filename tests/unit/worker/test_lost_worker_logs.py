@@ -22,7 +22,7 @@ pytestmark = pytest.mark.tf  # imports TensorFlow: not in the fast lane
 tf = require_module("tensorflow")
 
 from launcher.protocol.events import EventReader  # noqa: E402
-from launcher.worker.callbacks import ProgressCallback, fetched  # noqa: E402
+from launcher.worker.callbacks import ProgressEvents, fetched  # noqa: E402
 from launcher.worker.reporter import Reporter  # noqa: E402
 
 
@@ -61,7 +61,7 @@ def test_other_errors_are_not_taken_for_a_lost_worker() -> None:
 def test_the_step_is_reported_without_its_loss_and_training_goes_on() -> None:
     stream = io.StringIO()
     reporter = Reporter("pst-chief-0", is_lead=True, stream=stream, token="t0k")
-    progress = ProgressCallback(reporter, steps_per_epoch=2, epochs=1, every=1, input_probe=None)
+    progress = ProgressEvents(reporter, steps_per_epoch=2, epochs=1, every=1, input_probe=None)
     progress.on_epoch_begin(0)
     progress.on_train_batch_begin(0)
     progress.on_train_batch_end(0, Remote(error=gone()))

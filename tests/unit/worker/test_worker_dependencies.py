@@ -19,7 +19,7 @@ from helpers.paths import REPO
 CONTROLLER_ONLY = ("click", "yaml", "docker", "kubernetes", "re2", "setproctitle", "detect_secrets")
 #: What a task imports of tfcluster before TensorFlow.
 TASK_SIDE = ("launcher.spec.models", "launcher.protocol.runconfig", "launcher.protocol.events",
-             "launcher.protocol.env", "launcher.protocol.paths")
+             "launcher.protocol.env", "launcher.protocol.checkpoint_layout")
 
 
 def test_the_task_side_imports_no_controller_only_package() -> None:

@@ -28,10 +28,10 @@ from launcher.protocol.events import MANUAL_TOKEN, EventReader  # noqa: E402
 from launcher.protocol.runconfig import RunConfig  # noqa: E402
 from launcher.spec.models import Strategy, TrainingLoop, TrainingSpec  # noqa: E402
 from launcher.worker import callbacks, usercode  # noqa: E402
-from launcher.worker.callbacks import ProgressCallback  # noqa: E402
+from launcher.worker.callbacks import ProgressEvents  # noqa: E402
 from launcher.worker.context import TaskContext  # noqa: E402
 from launcher.worker.reporter import Reporter  # noqa: E402
-from launcher.worker.selection import Action, Selection  # noqa: E402
+from launcher.worker.selection import Duty, Selection  # noqa: E402
 from launcher.worker.train import train  # noqa: E402
 
 pytestmark = pytest.mark.tf
@@ -65,7 +65,7 @@ def run_single_task(tmp_path: Path, loop: TrainingLoop, kind: str = "epoch") -> 
     run_config = RunConfig(name="input", run_id="r1", strategy=Strategy.DEFAULT, training=training, checkpoint_dir=str(tmp_path))
     stream = io.StringIO()
     reporter = Reporter("input-chief-0", is_lead=True, stream=stream, token=MANUAL_TOKEN)
-    selection = Selection(Action.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
+    selection = Selection(Duty.TRAIN, Strategy.DEFAULT, None, 0, is_lead=True)
     train(TaskContext(reporter.task, run_config, {}, selection, usercode.load(training), reporter))
     events = [EventReader(MANUAL_TOKEN).parse(line) for line in stream.getvalue().splitlines()]
     return [e for e in events if e and e.event == kind]
@@ -115,7 +115,7 @@ def test_peer_wait_is_the_step_beyond_the_larger_of_input_and_compute() -> None:
 def test_without_a_probe_the_fraction_is_null_and_nothing_is_claimed(caplog) -> None:
     """The PSS coordinator cannot iterate the workers' pipelines: the event says null."""
     stream = io.StringIO()
-    progress = ProgressCallback(Reporter("t", is_lead=True, stream=stream, token=MANUAL_TOKEN), steps_per_epoch=2, epochs=1, every=1,
+    progress = ProgressEvents(Reporter("t", is_lead=True, stream=stream, token=MANUAL_TOKEN), steps_per_epoch=2, epochs=1, every=1,
                                 input_probe=None)
     progress.on_epoch_begin(0)
     for batch in range(2):
@@ -131,7 +131,7 @@ def test_without_a_probe_the_fraction_is_null_and_nothing_is_claimed(caplog) -> 
 def test_a_runs_first_step_is_reported_whatever_its_number_then_every_few(epoch: int, first_batch: int) -> None:
     """Start-up and a restart end at the run's first step (goodput, the stall watchdog's first-step clock)."""
     stream = io.StringIO()
-    progress = ProgressCallback(Reporter("t", is_lead=True, stream=stream, token=MANUAL_TOKEN), steps_per_epoch=20,
+    progress = ProgressEvents(Reporter("t", is_lead=True, stream=stream, token=MANUAL_TOKEN), steps_per_epoch=20,
                                 epochs=20, every=5, input_probe=None)
     progress.on_epoch_begin(epoch)
     for batch in range(first_batch, 20):

@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
-from launcher.worker.errors import PeerUnavailable
 from launcher.worker.peers import host_of, wait_for_peers
+from launcher.worker.task_errors import PeerUnavailable
 
 
 @pytest.mark.parametrize(

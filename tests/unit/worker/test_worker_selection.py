@@ -6,8 +6,8 @@ import pytest
 
 from launcher.protocol.runconfig import RunConfig
 from launcher.spec.models import Collective, RoleType, Strategy, TPUSpec
-from launcher.worker.errors import ConfigError
-from launcher.worker.selection import Action, peer_addresses, select
+from launcher.worker.selection import Duty, peer_addresses, select
+from launcher.worker.task_errors import ConfigError
 
 MWMS_CLUSTER = {"chief": ["h-c:1"], "worker": ["h-w0:1", "h-w1:1"]}
 PSS_CLUSTER = {"chief": ["h-c:1"], "worker": ["h-w0:1"], "ps": ["h-p0:1"]}
@@ -24,7 +24,7 @@ def tf_config(cluster: dict, role: str, index: int = 0) -> dict:
 @pytest.mark.parametrize(("gpus", "expected"), [(0, Strategy.DEFAULT), (1, Strategy.ONE_DEVICE), (2, Strategy.MIRRORED), (8, Strategy.MIRRORED)])
 def test_auto_single_task_follows_local_gpus(gpus: int, expected: Strategy) -> None:
     selection = select(run_config(Strategy.AUTO), {}, gpus)
-    assert (selection.action, selection.strategy, selection.is_lead, selection.role) == (Action.TRAIN, expected, True, None)
+    assert (selection.duty, selection.strategy, selection.is_lead, selection.role) == (Duty.TRAIN, expected, True, None)
 
 
 @pytest.mark.parametrize("strategy", [Strategy.MIRRORED, Strategy.ONE_DEVICE, Strategy.DEFAULT, Strategy.CENTRAL_STORAGE])
@@ -35,14 +35,14 @@ def test_explicit_single_task_strategies_are_kept(strategy: Strategy) -> None:
 def test_tpu_carries_its_resolver_settings() -> None:
     tpu = TPUSpec(name="my-tpu", zone="us-central1-b", project="p")
     selection = select(run_config(Strategy.TPU, tpu=tpu), {}, 0)
-    assert (selection.action, selection.strategy, selection.tpu) == (Action.TRAIN, Strategy.TPU, tpu)
+    assert (selection.duty, selection.strategy, selection.tpu) == (Duty.TRAIN, Strategy.TPU, tpu)
 
 
 @pytest.mark.parametrize(("role", "index", "is_lead"), [("chief", 0, True), ("worker", 0, False), ("worker", 1, False)])
 @pytest.mark.parametrize("collective", list(Collective))
 def test_mwms_every_task_trains_with_the_collective(role: str, index: int, is_lead: bool, collective: Collective) -> None:
     selection = select(run_config(Strategy.MULTI_WORKER_MIRRORED, collective=collective), tf_config(MWMS_CLUSTER, role, index), 0)
-    assert (selection.action, selection.strategy, selection.is_lead) == (Action.TRAIN, Strategy.MULTI_WORKER_MIRRORED, is_lead)
+    assert (selection.duty, selection.strategy, selection.is_lead) == (Duty.TRAIN, Strategy.MULTI_WORKER_MIRRORED, is_lead)
     assert selection.collective is collective
     assert (selection.role, selection.index) == (RoleType(role), index)
 
@@ -54,16 +54,16 @@ def test_worker_zero_is_chief_when_there_is_no_chief() -> None:
     assert not select(config, tf_config(cluster, "worker", 1), 0).is_lead
 
 
-@pytest.mark.parametrize(("role", "action"), [("chief", Action.COORDINATE), ("worker", Action.SERVE), ("ps", Action.SERVE)])
-def test_pss_chief_coordinates_and_the_others_serve(role: str, action: Action) -> None:
+@pytest.mark.parametrize(("role", "duty"), [("chief", Duty.COORDINATE), ("worker", Duty.SERVE), ("ps", Duty.SERVE)])
+def test_pss_chief_coordinates_and_the_others_serve(role: str, duty: Duty) -> None:
     selection = select(run_config(Strategy.PARAMETER_SERVER), tf_config(PSS_CLUSTER, role), 0)
-    assert (selection.action, selection.strategy, selection.is_lead) == (action, Strategy.PARAMETER_SERVER, role == "chief")
+    assert (selection.duty, selection.strategy, selection.is_lead) == (duty, Strategy.PARAMETER_SERVER, role == "chief")
 
 
 @pytest.mark.parametrize("strategy", [Strategy.PARAMETER_SERVER, Strategy.MULTI_WORKER_MIRRORED, Strategy.AUTO])
 def test_evaluator_evaluates_with_the_default_strategy(strategy: Strategy) -> None:
     selection = select(run_config(strategy), tf_config({"evaluator": ["h-e:1"]}, "evaluator"), 0)
-    assert (selection.action, selection.strategy, selection.is_lead) == (Action.EVALUATE, Strategy.DEFAULT, False)
+    assert (selection.duty, selection.strategy, selection.is_lead) == (Duty.EVALUATE, Strategy.DEFAULT, False)
 
 
 def test_multi_worker_strategy_without_tf_config_is_a_config_error() -> None:
@@ -115,7 +115,7 @@ def test_inconsistent_tf_config_is_a_config_error_naming_the_field(config, field
 def test_an_evaluator_may_be_outside_its_cluster() -> None:
     """TF's convention: the evaluator need not be listed; tfcluster's plans list it alone."""
     selection = select(run_config(Strategy.MULTI_WORKER_MIRRORED), tf_config(MWMS_CLUSTER, "evaluator"), 0)
-    assert selection.action is Action.EVALUATE
+    assert selection.duty is Duty.EVALUATE
 
 
 def test_ipv6_addresses_are_host_port() -> None:

@@ -21,7 +21,7 @@ tf = require_module("tensorflow")
 from helpers.summaries import curve  # noqa: E402
 from launcher.protocol.runconfig import RunConfig  # noqa: E402
 from launcher.worker import summaries  # noqa: E402
-from launcher.worker.callbacks import ProgressCallback  # noqa: E402
+from launcher.worker.callbacks import ProgressEvents  # noqa: E402
 from launcher.worker.reporter import Reporter  # noqa: E402
 
 
@@ -79,7 +79,7 @@ def test_an_epochs_last_point_is_written_at_its_batch_end_before_a_backup_of_tha
     (its metrics need a collective) must not leave a backup of a step whose point was never written."""
     directory = tmp_path / "train"
     writer = summaries.TrainSummaries(str(directory), every=3, global_batch=8, optimizer=None, start_step=0)
-    progress = ProgressCallback(Reporter("t", is_lead=True, stream=io.StringIO()), steps_per_epoch=4, epochs=1,
+    progress = ProgressEvents(Reporter("t", is_lead=True, stream=io.StringIO()), steps_per_epoch=4, epochs=1,
                                 every=100, input_probe=None, summaries=writer)
     progress.on_epoch_begin(0)
     for batch in range(4):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.worker.errors import ConfigError
+from launcher.worker.task_errors import ConfigError
 from launcher.worker.tfconfig import resolve_tf_config
 
 CLUSTER = {"chief": ["c-chief-0.c:2222"], "worker": ["c-worker-0.c:2222", "c-worker-1.c:2222"], "ps": ["c-ps-0.c:2222"]}

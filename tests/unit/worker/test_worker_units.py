@@ -19,16 +19,16 @@ import numpy as np  # noqa: E402  (TensorFlow's dependency: imported after its c
 from launcher.examples.digits import synthetic_digits  # noqa: E402
 from launcher.spec.models import Strategy, TPUSpec, TrainingLoop, TrainingSpec  # noqa: E402
 from launcher.worker import data, usercode  # noqa: E402
-from launcher.worker.errors import ConfigError  # noqa: E402
 from launcher.worker.restore import ResumePoint, resume_point  # noqa: E402
-from launcher.worker.selection import Action, Selection  # noqa: E402
+from launcher.worker.selection import Duty, Selection  # noqa: E402
 from launcher.worker.strategies import build_strategy, tpu_resolver_kwargs  # noqa: E402
+from launcher.worker.task_errors import ConfigError  # noqa: E402
 
 Policy = tf.data.experimental.AutoShardPolicy
 
 
 def single(strategy: Strategy, tpu: TPUSpec | None = None) -> Selection:
-    return Selection(Action.TRAIN, strategy, None, 0, True, tpu=tpu)
+    return Selection(Duty.TRAIN, strategy, None, 0, True, tpu=tpu)
 
 
 @pytest.mark.parametrize(

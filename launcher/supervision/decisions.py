@@ -1,7 +1,7 @@
 """The supervisor's decisions: one typed status in, one typed ``Decision`` out, pure (after Ray Train's
 ``FailurePolicy.make_decision``).
 
-Contract: ``Rules(policy, tasks).decide(ended)`` says what to do about ``ended``, one of: ``Exited`` (one task's
+Contract: ``Decider(policy, tasks).decide(ended)`` says what to do about ``ended``, one of: ``Exited`` (one task's
 run ended: its exit code, how, the other tasks' exits), ``Stalled`` (the watchdog found the job stalled) or
 ``Requeued`` (the scheduler preempted the whole job and runs it again: Slurm's requeue); each carries the restarts
 and preemptions ``Used`` so far. The ``Decision``'s ``Action`` is continue, restart which tasks, succeed or fail
@@ -113,14 +113,14 @@ class Member(Protocol):
 
 
 @dataclass(frozen=True)
-class Rules:
+class Decider:
     """A plan's policy applied to its tasks; ``decide`` is pure."""
 
     policy: JobPolicy
     tasks: tuple[Member, ...]
 
     @classmethod
-    def from_plan(cls, plan: Plan) -> Rules:
+    def from_plan(cls, plan: Plan) -> Decider:
         return cls(plan.policy, tuple(plan.tasks))
 
     def task(self, name: str) -> Member:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.backends.credentials import NAME_PATTERNS, by_name, detect
-from launcher.backends.dockerignore import Rules, make_rule
+from launcher.backends.dockerignore import PatternMatcher, make_pattern
 from launcher.errors import BackendUnavailable, ImageBuildError
 from launcher.plan.images import ImageVariant
 
@@ -42,7 +42,7 @@ CONTEXT_PATHS = ("pyproject.toml", "README.md", "launcher", "worker_image")
 #: The host's CA bundle (Debian's path): what pip inside a build trusts on a TLS-intercepting network.
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 _SKIPPED = {"__pycache__", ".pytest_cache"}
-_CREDENTIAL_NAMES = Rules([make_rule(pattern, "tfcluster's credential list") for pattern in NAME_PATTERNS])
+_CREDENTIAL_NAMES = PatternMatcher([make_pattern(pattern, "tfcluster's credential list") for pattern in NAME_PATTERNS])
 
 
 def build_context(ca_bundle: Path | None = None, root: Path = REPO_ROOT) -> io.BytesIO:

@@ -11,8 +11,8 @@ class PeerUnavailable(Exception):
     """A peer could not be reached; maps to ``ExitCode.PEER_UNAVAILABLE``."""
 
 
-class Preempted(Exception):
-    """The task got a termination notice; maps to ``ExitCode.PREEMPTED``.
+class TerminationNotice(Exception):
+    """The task got a termination notice (and saved, if it could); maps to ``ExitCode.PREEMPTED`` and the ``preempted`` event.
 
     ``step``: the global step every training task saved at, None when this task saved nothing.
     """

@@ -1,4 +1,4 @@
-"""Rules that relate several fields of a spec, and resolution of ``strategy: auto``.
+"""Checks that relate several fields of a spec, and resolution of ``strategy: auto``.
 
 Contract: ``check(spec)`` returns every problem of the spec's own fields
 (empty list = valid); rules that need what lies above the spec (derived
