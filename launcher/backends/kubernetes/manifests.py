@@ -243,7 +243,7 @@ def task_job(plan: Plan, task: Task) -> Manifest:
     """The Job running one task, rendered suspended: the run's supervisor starts it (``runtime``).
 
     One pod, ``restartPolicy: Never`` and ``backoffLimit: 0``: Kubernetes never runs the task again by itself
-    (restarts, their budget and the failure rules are the supervisor's, ``launcher.supervision.rules``), and
+    (restarts, their budget and the failure rules are the supervisor's, ``launcher.supervision.decisions``), and
     ``podReplacementPolicy: Failed`` never starts a pod while the last one still terminates; a pod Kubernetes
     disrupted fails the Job by ``DISRUPTED`` (the same end, said in the Job's condition, which outlives the pod: the
     next supervisor reads a preemption there). The pod's hostname is the task's name in the run's headless Service:
