@@ -53,6 +53,8 @@ from launcher.supervision.supervisor import Supervisor
 
 #: Bound on a job reaching the state a test waits for (a loaded host, containers, Slurm's scheduler).
 TIMEOUT = 240
+#: The deadline of the job that runs past it (from the job's start: its tasks may still be starting then).
+DEADLINE_SECONDS = 10
 
 
 @dataclass
@@ -280,6 +282,28 @@ def test_a_task_failing_every_time_fails_the_job_once_the_restart_budget_is_used
     assert job.state is State.FAILED, job.message
     assert job.restarts == 2, job
     assert "-worker-0 exited with code 4 and the restart budget (2) is used up" in job.message, job.message
+
+
+def test_a_preemption_past_max_preemptions_fails_the_job_as_a_failure(runtime: Runtime) -> None:
+    # the worker exits 143 (as a task that saved on a termination notice does) once the chief runs: within
+    # max_preemptions it would restart its group under every policy; past it (0) it is a failure, and ``never``
+    # restarts no failure
+    runtime.up("preempt", {"chief": {"command": command(first_run(runtime.markers / "c", BLOCK))},
+                           "worker": {"replicas": 1,
+                                      "command": fails_first(runtime.markers / "w", 143, after=runtime.markers / "c")}},
+               restart={"policy": "never", "max_preemptions": 0})
+    job = runtime.wait()
+    assert job.state is State.FAILED, job.message
+    assert "-worker-0 exited with code 143 (restart policy never)" in job.message, job.message
+    assert (job.restarts, job.preemptions) == (0, 0), job
+
+
+def test_a_job_past_its_deadline_fails_and_leaves_no_task_running(runtime: Runtime) -> None:
+    runtime.up("deadline", {"chief": {"command": command(BLOCK)}, "worker": {"replicas": 1, "command": command(BLOCK)}},
+               deadline_seconds=DEADLINE_SECONDS)
+    job = runtime.wait()
+    assert job.state is State.FAILED and job.message == f"failed: deadline of {DEADLINE_SECONDS} s exceeded", job
+    assert nothing_runs(runtime, runtime.launched[-1]) == []
 
 
 def test_down_leaves_no_task_running(runtime: Runtime) -> None:
