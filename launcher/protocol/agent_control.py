@@ -25,6 +25,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+#: The agent's option naming its standby's command (a JSON list), which its next runs become.
+STANDBY_OPTION = "--standby"
 #: The marker of the agent's line in the pod's log, before the run's token.
 EXIT_MARKER = "TFCLUSTER_AGENT_EXIT"
 #: The longest grace a ``stop`` may ask for, in seconds (a day).

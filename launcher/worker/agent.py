@@ -52,8 +52,7 @@ HOLD_SECONDS = 600.0
 CALL_LINE = b"/dev/stdout\n"
 #: The kernel's count of OOM kills in the container's cgroup (cgroup v2).
 MEMORY_EVENTS = Path("/sys/fs/cgroup/memory.events")
-STANDBY_OPTION = "--standby"
-USAGE = f"usage: python -m launcher.worker.agent [{STANDBY_OPTION} JSON] -- PROGRAM [ARG...]"
+USAGE = f"usage: python -m launcher.worker.agent [{agent_control.STANDBY_OPTION} JSON] -- PROGRAM [ARG...]"
 _ARGV: TypeAdapter[list[str]] = TypeAdapter(list[str])
 
 
@@ -267,11 +266,11 @@ def run(program: Sequence[str], standby: Sequence[str] = (), environ: Mapping[st
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     standby: list[str] = []
-    if args[:1] == [STANDBY_OPTION] and len(args) > 1:
+    if args[:1] == [agent_control.STANDBY_OPTION] and len(args) > 1:
         try:
             standby = _ARGV.validate_json(args[1])
         except ValidationError:
-            print(f"{STANDBY_OPTION} wants a JSON list of strings", file=sys.stderr)
+            print(f"{agent_control.STANDBY_OPTION} wants a JSON list of strings", file=sys.stderr)
             return 2
         args = args[2:]
     program = args[1:] if args[:1] == ["--"] else args

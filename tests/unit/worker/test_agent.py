@@ -26,7 +26,7 @@ from launcher.protocol.agent_control import AgentState
 from launcher.protocol.env import EVENT_TOKEN
 from launcher.protocol.pyspy_command import pyspy_binary
 from launcher.protocol.stack_endpoint import STACKS_PORT, Control, ask, order
-from launcher.worker.agent import FORWARDED, NOT_FOUND, STANDBY_OPTION, descendants
+from launcher.worker.agent import FORWARDED, NOT_FOUND, descendants
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 #: The longest a test waits for a process to answer (never reached when it works).
@@ -41,7 +41,7 @@ def agent(program: str, *, shell: bool = False, env: dict[str, str] | None = Non
     command = [sys.executable, "-c", program]
     if shell:
         command = ["sh", "-c", '"$0" -c "$1"; exit $?', sys.executable, program]
-    options = [] if standby is None else [STANDBY_OPTION, json.dumps([sys.executable, "-c", standby])]
+    options = [] if standby is None else [agent_control.STANDBY_OPTION, json.dumps([sys.executable, "-c", standby])]
     return subprocess.Popen([sys.executable, "-m", "launcher.worker.agent", *options, "--", *command], cwd=REPO,
                             stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})},
                             start_new_session=True)
