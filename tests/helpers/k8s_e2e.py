@@ -42,13 +42,16 @@ NAMESPACE_ENV = "TFCLUSTER_E2E_NAMESPACE"
 #: The longest a real run of these tests may take, and one wait for it (cut to the test's budget: ``k8s_start.time_left``).
 TIMEOUT_SECONDS = k8s_start.RUN_SECONDS
 #: Run in a task's container (pods/exec): SIGKILL to the task's program, the child of the task's agent (the child of
-#: PID 1, the image's tini; a task without an agent: the child of PID 1 itself).
+#: PID 1, the image's tini; a task without an agent: the child of PID 1 itself), not the agent's standby (still
+#: called by a line on its stdin, a pipe).
 KILL_9_TASK = """
 import os, signal
 def children(of):
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and open(f"/proc/{p}/stat").read().rpartition(")")[2].split()[1] == str(of)]
+def standby(pid):
+    return os.readlink(f"/proc/{pid}/fd/0").startswith("pipe:")
 top = children(1)
-victims = [pid for agent in top for pid in children(agent)] or top
+victims = [pid for agent in top for pid in children(agent) if not standby(pid)] or top
 for pid in victims:
     os.kill(pid, signal.SIGKILL)
 print("killed" if victims else "no child of PID 1")
