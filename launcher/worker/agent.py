@@ -50,8 +50,8 @@ ENDING = (signal.SIGTERM, signal.SIGINT)
 HOLD_SECONDS = 600.0
 #: The line that calls the standby: where it writes (the agent's own stdout, the container's log).
 CALL_LINE = b"/dev/stdout\n"
-#: The kernel's count of OOM kills in the container's cgroup (cgroup v2).
-MEMORY_EVENTS = Path("/sys/fs/cgroup/memory.events")
+#: Where the kernel counts the OOM kills in the container's cgroup: cgroup v2, v1.
+MEMORY_EVENTS = (Path("/sys/fs/cgroup/memory.events"), Path("/sys/fs/cgroup/memory/memory.oom_control"))
 USAGE = f"usage: python -m launcher.worker.agent [{agent_control.STANDBY_OPTION} JSON] -- PROGRAM [ARG...]"
 _ARGV: TypeAdapter[list[str]] = TypeAdapter(list[str])
 
@@ -88,15 +88,18 @@ def child_stacks(child: int) -> str:
     return "\n\n".join(dumps) + "\n" if dumps else ""
 
 
-def oom_kills(events: Path = MEMORY_EVENTS) -> int:
-    """How many processes the kernel's OOM killer ended in this container's cgroup so far (0 where unknown)."""
-    try:
-        for line in events.read_text().splitlines():
+def oom_kills(sources: Sequence[Path] = MEMORY_EVENTS) -> int:
+    """How many processes the kernel's OOM killer ended in this container's cgroup so far (its ``oom_kill`` count;
+    0 where unknown)."""
+    for source in sources:
+        try:
+            lines = source.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
             key, _, value = line.partition(" ")
             if key == "oom_kill" and value.strip().isdigit():
                 return int(value)
-    except OSError:
-        pass
     return 0
 
 

@@ -194,9 +194,10 @@ class KubernetesRuntime:
         uid = self._uids.get(task.name)
         if uid is None:
             return None
-        if (ended := self._ended_run(task)) is not None:
-            return ended.exit_code
+        ended = self._ended_run(task)
         pods = self._pods(fresh=False).get(uid, [])
+        if not pods and ended is not None:
+            return ended.exit_code
         if not pods:
             job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
             if job is None or job["metadata"]["uid"] != uid:
@@ -208,7 +209,7 @@ class KubernetesRuntime:
                 self._say(task, f"Job {task.name} failed without a pod: {why}")
                 return LOST_EXIT
             return None
-        code, disrupted = exit_of(pods[-1]), _disruption(pods[-1])
+        code, disrupted = exit_of(pods[-1]) if ended is None else ended.exit_code, _disruption(pods[-1])
         if code not in (None, 0, ExitCode.PREEMPTED) and disrupted:
             self._say(task, f"pod {pods[-1]['metadata']['name']} was disrupted by Kubernetes ({disrupted}) and "
                             f"ended with {code}: taken as a preemption")

@@ -580,10 +580,10 @@ def test_a_restart_is_made_in_the_same_pod_by_its_agent_and_a_pod_whose_agent_is
         [pod] = pods(fake, CHIEF)
         name, job_uid = pod["metadata"]["name"], fake.get("jobs", CHIEF)["metadata"]["uid"]
         fake.pod_ports["default", name, port] = ("127.0.45.1", port)
-        agent.state = AgentState(run=1, exit_code=3)
+        agent.state = AgentState(run=1, exit_code=137, oom_killed=True)
         fake.pod_logs["default", name] = ("failing\n" + agent_control.exit_line(plan.event_token, agent.state) + "\n")
         wait_for_condition(lambda: runtime.poll(chief) is not None)
-        assert runtime.poll(chief) == 3 and not runtime.oom_killed(chief)
+        assert runtime.poll(chief) == 137 and runtime.oom_killed(chief)  # the kernel's OOM killer, as its agent saw
         assert read_all(runtime, chief, lambda lines: bool(lines)) == ["failing"]  # the agent's line is not output
         runtime.start(chief)
         assert agent.asked[-1] is agent_control.Kind.START and agent.state == AgentState(run=2)

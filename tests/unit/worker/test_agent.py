@@ -15,6 +15,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,7 @@ from launcher.protocol.agent_control import AgentState
 from launcher.protocol.env import EVENT_TOKEN
 from launcher.protocol.pyspy_command import pyspy_binary
 from launcher.protocol.stack_endpoint import STACKS_PORT, Control, ask, order
-from launcher.worker.agent import FORWARDED, NOT_FOUND, descendants
+from launcher.worker.agent import FORWARDED, NOT_FOUND, descendants, oom_kills
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 #: The longest a test waits for a process to answer (never reached when it works).
@@ -238,3 +239,12 @@ def test_a_held_agent_ends_on_sigterm_as_its_run_did_and_another_runs_token_gets
     process.send_signal(signal.SIGTERM)  # the kubelet's, through tini: the pod is deleted
     assert exit_line(process) == AgentState(run=1, exit_code=0)
     assert process.wait(timeout=PATIENCE) == 0
+
+
+def test_the_oom_kills_are_the_cgroups_count_v2_or_v1_and_none_where_unknown(tmp_path: Path) -> None:
+    v2, v1 = tmp_path / "memory.events", tmp_path / "memory.oom_control"
+    assert oom_kills([v2, v1]) == 0
+    v1.write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
+    assert oom_kills([v2, v1]) == 2
+    v2.write_text("low 0\nhigh 0\nmax 4\noom 3\noom_kill 3\noom_group_kill 0\n")
+    assert oom_kills([v2, v1]) == 3
