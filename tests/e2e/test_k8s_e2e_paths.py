@@ -98,7 +98,7 @@ def test_a_killed_worker_restarts_in_place_in_the_same_pods_and_the_run_succeeds
         lines = list(backend.logs(name, task))
         runs = [state for line in lines if (state := agent_control.read_exit(line, plan.event_token))]
         assert [state.run for state in runs] == [1, 2], (task, runs)  # the agent's own restart: run 2, its last
-        assert runs[-1].exit_code == 0 and (runs[0].exit_code == 137) is task.endswith("worker-1"), (task, runs)
+        assert runs[-1].exit_code == 0 and (runs[0].exit_code == 137 or not task.endswith("worker-1")), (task, runs)
         warm = [e for e in read_events(lines, plan.event_token) if e.event is EventKind.WARM_START]
         assert len(warm) == 1, (task, warm)  # run 2 became the standby
     resumed = read_events(backend.logs(name, f"{name}-chief-0"), plan.event_token)
