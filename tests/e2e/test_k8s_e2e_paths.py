@@ -30,6 +30,7 @@ from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.manifests import CONTAINER
+from launcher.cli.report.timeline import Kind, timeline
 from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.protocol import agent_control
@@ -104,6 +105,11 @@ def test_a_killed_worker_restarts_in_place_in_the_same_pods_and_the_run_succeeds
     resumed = read_events(backend.logs(name, f"{name}-chief-0"), plan.event_token)
     restored = [e for e in resumed if e.event is EventKind.RESTORED]
     assert restored and restored[-1].step, resumed
+    assert status.goodput is not None and status.goodput.lost_seconds.restarts > 0, status.goodput  # its cost
+    history = backend.history(name)
+    assert history is not None
+    lanes = {lane.task: lane for lane in timeline(history).lanes}
+    assert [span.label for span in lanes[f"{name}-chief-0"].spans if span.kind is Kind.RESTART] == ["restart 1"]
 
 
 class PodLog:
