@@ -2,12 +2,15 @@
 # scripts/test.sh's background start of the Kubernetes test cluster (under CI, or TFCLUSTER_K8S_SETUP=1), into DIR:
 # builds at once (.ci/k8s.sh --build-only: at most 50 min), waits until DIR/image-built exists (test.sh makes it once
 # .ci/docker.sh built the worker image of this tree, which the start loads into the node: at most an hour), then starts
-# the cluster (.ci/k8s.sh: at most 15 min). Writes DIR/pid (this process), DIR/k8s.log (all progress and errors: its
+# the cluster (.ci/k8s.sh: at most 15 min), with TFCLUSTER_K8S_SIM_NODES=20 simulated nodes unless told otherwise. Writes DIR/pid (this process), DIR/k8s.log (all progress and errors: its
 # last line says why a start failed), DIR/exports (.ci/k8s.sh's `export` lines) and, at the end, DIR/status (the exit
 # status, 0 when the cluster runs). tests/helpers/k8s_start.py waits for DIR/status.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dir=$1
+# 20 simulated nodes (KWOK) beside the real one, for tests/e2e/test_k8s_e2e_scale.py (required in CI); a caller's
+# own TFCLUSTER_K8S_SIM_NODES (0: none) is kept. The build then builds KWOK too.
+export TFCLUSTER_K8S_SIM_NODES=${TFCLUSTER_K8S_SIM_NODES:-20}
 echo $$ >"$dir/pid"
 # This session is its own autogroup (sched(7)): CFS shares the CPU between autogroups first, so `nice` alone would
 # leave the build half the host beside the tests (CI's timing flakes). The autogroup's nice makes it take what the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stop the test cluster .ci/k8s.sh started, and remove what it made on this host except its build cache
 # ($TFCLUSTER_K8S_CACHE), its PKI, its logs and the node's image store (so the next start is warm):
-# the kubelet first (nothing recreates pods), then every pod sandbox through CRI (crictl: containers stopped,
+# KWOK and its simulated nodes, the kubelet (nothing recreates pods), then every pod sandbox through CRI (crictl: containers stopped,
 # their network torn down by CNI), containerd and the shims it left, CoreDNS, the control plane (the API server and
 # the scheduler with SIGKILL: SIGTERM took 20 s or hung), etcd, the registry; then the mounts under its directories,
 # the cluster's state (etcd's data, the kubelet's and the volumes' directories), the pod bridge and its iptables rules
@@ -30,6 +30,16 @@ stop() {  # name [signal]
     rm -f "$run/$1.pid"
 }
 
+# the simulated nodes (TFCLUSTER_K8S_SIM_NODES): KWOK first, then its nodes (kwok-node-*) while the API server answers
+stop kwok
+if [ -x "$cache/bin/kubectl" ] && [ -f "$root/admin.kubeconfig" ]; then
+    sim=$("$cache/bin/kubectl" --kubeconfig "$root/admin.kubeconfig" --request-timeout=10s get nodes -l type=kwok -o name 2>/dev/null | grep '^node/kwok-node-[0-9]*$')
+    if [ -n "$sim" ]; then
+        say "deleting the simulated nodes"
+        "$cache/bin/kubectl" --kubeconfig "$root/admin.kubeconfig" --request-timeout=30s delete $sim --wait=false >/dev/null ||
+            say "could not delete the simulated nodes"
+    fi
+fi
 stop kubelet
 if [ -S "$run/containerd/containerd.sock" ] && [ -x "$cache/bin/crictl" ]; then
     crictl=("$cache/bin/crictl" --config "$root/crictl.yaml")

@@ -25,8 +25,10 @@
 #     printed KUBECONFIG is this user's, never an administrator's ($root/admin.kubeconfig is, for debugging and for
 #     the e2e test that impersonates a run's supervisor);
 #   - k8s/admission-policy.yaml, tfcluster's admission policy for the runs' in-cluster supervisors;
+#   - PriorityClasses tfcluster-e2e-low and tfcluster-e2e-high (a run preempted by a higher one, the e2e tests);
 #   - tfcluster-worker:latest (built by .ci/docker.sh) loaded into the node's containerd, as `kind load` does, and
 #     pushed to the registry as Docker Hub's library/tfcluster-worker:latest (a :latest image is pulled at each start).
+# With TFCLUSTER_K8S_SIM_NODES=N it also builds and starts KWOK and makes N simulated nodes (see "simulated nodes" below).
 # .ci/k8s-stop.sh stops it all. `bash .ci/k8s.sh --build-only` only builds (no packages, nothing started, no output):
 # scripts/test.sh runs it in the background at once under CI, beside the rest of the run.
 set -euo pipefail
@@ -54,6 +56,8 @@ pause_image=localhost/tfcluster-pause:3.10
 # podgroup-protection controller): one gate, the same on the API server, the scheduler and the controller manager
 gates=GenericWorkload=true
 volumes=16                          # free local volumes in the storage class's pool at each start
+sim_nodes=${TFCLUSTER_K8S_SIM_NODES:-0}   # simulated (KWOK) nodes beside the real one
+[[ $sim_nodes =~ ^[0-9]+$ ]] || { echo "k8s.sh: TFCLUSTER_K8S_SIM_NODES must be a number of nodes, not '$sim_nodes'" >&2; exit 2; }
 started=$(date +%s)
 build_only=
 case ${1:-} in --build-only) build_only=1 ;; "") ;; *) echo "usage: $0 [--build-only]" >&2; exit 2 ;; esac
@@ -106,6 +110,7 @@ build .ci/k8s "kube-apiserver kube-controller-manager kube-scheduler kubelet kub
     k8s.io/kubernetes/cmd/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl}
 build .ci/k8s/coredns coredns "" .
 build .ci/k8s/crictl crictl "" sigs.k8s.io/cri-tools/cmd/crictl
+[ "$sim_nodes" -eq 0 ] || build .ci/k8s/kwok kwok "" sigs.k8s.io/kwok/cmd/kwok
 [ -z "$build_only" ] || exit 0
 
 # --- processes --------------------------------------------------------------------------------------------------
@@ -130,12 +135,18 @@ stop() {  # name: the API server and the scheduler get SIGKILL (SIGTERM took 20 
     fi
     rm -f "$run/$1.pid"
 }
+detached() {  # command...: in a session of its own, with none of this script's open files but 0-2: a lock its caller
+               # holds (`flock /tmp/k8s-e2e.lock bash .ci/k8s.sh`) ends with the script, not with the daemon
+    local fd
+    for fd in /proc/$BASHPID/fd/*; do fd=${fd##*/}; [ "$fd" -le 2 ] || eval "exec $fd>&-"; done
+    exec setsid "$@"
+}
 start() {  # name command... : starts it detached unless it runs; every command names $root (alive's mark)
     local name=$1; shift
     alive "$name" "$@" && return 0
     stop "$name"   # one whose binary was replaced (rebuilt) or whose command changed (this script's flags)
     say "starting $name"
-    setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
+    detached "$@" >>"$logs/$name.log" 2>&1 </dev/null &
     echo $! >"$run/$name.pid"
 }
 wait_for() {  # seconds what command... : runs the command until it succeeds; else fails with its log's last line
@@ -435,6 +446,22 @@ metadata:
 provisioner: kubernetes.io/no-provisioner
 volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Retain
+---
+# two priorities for the runs of tests/e2e/test_k8s_e2e_priorities.py (a cluster admin makes PriorityClasses, never the
+# launcher): a low run preempted by a high one
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: tfcluster-e2e-low
+value: 1000
+description: "tfcluster e2e: a run a higher one may preempt"
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: tfcluster-e2e-high
+value: 2000
+description: "tfcluster e2e: a run that preempts a lower one"
 YAML
 # the Role exactly as a user applies it, in the test namespace, bound to the launcher's certificate name
 rbac=$(mktemp -d)
@@ -519,6 +546,59 @@ if docker image inspect "$worker_image" >/dev/null 2>&1; then
 else
     say "no $worker_image in Docker (.ci/docker.sh builds it): not loaded into the node"
 fi
+
+# --- simulated nodes (TFCLUSTER_K8S_SIM_NODES=N): KWOK plays their kubelet against this API server -----------------
+# Nodes kwok-node-0 .. kwok-node-<N-1>, labelled type=kwok and tainted kwok.x-k8s.io/node=fake:NoSchedule (no pod
+# lands there unless it selects and tolerates them), each 32 CPU, 256 Gi, 110 pods. KWOK (its own module,
+# .ci/k8s/kwok) manages only the nodes labelled type=kwok, with the admin's kubeconfig, and plays the Stage objects
+# applied here: its node stages, `pod-ready` (a pod placed there is Running at once and stays so: no `pod-complete`),
+# ours in .ci/k8s/kwok/stages (a deleted pod ends as a program on SIGTERM, 143, then goes once the Job controller
+# removed its finalizer: KWOK's own pod-delete left Jobs' pods Terminating) and `pod-container-running-failed` (a pod labelled
+# pod-container-running-failed.stage.kwok.x-k8s.io=true fails about a second later, with the exit code of its
+# annotation pod-container-running-failed.stage.kwok.x-k8s.io/exit-code, default 1). The nodes' address is the
+# node's loopback, where nothing listens on their kubelet port: a log or exec of a simulated pod fails at once.
+# Declarative: a start with fewer (or without the variable, none) deletes the others and, at none, stops KWOK.
+sim_label=type=kwok
+sim_taint=kwok.x-k8s.io/node
+if [ "$sim_nodes" -gt 0 ]; then
+    stages=$(cd .ci/k8s/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize
+    kubectl apply --server-side -f "$stages/crd/bases/kwok.x-k8s.io_stages.yaml" >/dev/null
+    kubectl wait --for=condition=Established --timeout=60s crd/stages.kwok.x-k8s.io >/dev/null
+    for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease pod/fast/pod-ready \
+                 pod/chaos/pod-container-running-failed; do
+        kubectl apply --server-side -f "$stages/stage/$stage.yaml" >/dev/null
+    done
+    kubectl apply --server-side --force-conflicts -f .ci/k8s/kwok/stages/ >/dev/null   # ours: a deleted pod's end
+    start kwok "$bin/kwok" --kubeconfig="$root/admin.kubeconfig" --enable-crds=Stage --manage-all-nodes=false \
+        --manage-nodes-with-annotation-selector= --manage-nodes-with-label-selector="$sim_label" \
+        --manage-single-node= --node-ip=127.0.0.1 --node-port=10247 --node-lease-duration-seconds=40 \
+        --cidr=10.200.0.0/16
+    for i in $(seq 0 $((sim_nodes - 1))); do
+        echo "---"
+        cat <<YAML
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-$i
+  annotations: {node.alpha.kubernetes.io/ttl: "0", $sim_taint: fake}
+  labels: {${sim_label%=*}: ${sim_label#*=}, kubernetes.io/hostname: kwok-node-$i, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
+spec:
+  podCIDR: 10.200.$i.0/24
+  taints: [{key: $sim_taint, value: fake, effect: NoSchedule}]
+status:
+  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
+  capacity: {cpu: "32", memory: 256Gi, pods: "110"}
+YAML
+    done | kubectl apply -f - >/dev/null
+    sim_ready() { [ "$(kubectl get nodes -l "$sim_label" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)" -ge "$sim_nodes" ]; }
+    wait_for 120 "KWOK ($sim_nodes simulated nodes Ready)" sim_ready
+fi
+for extra in $(kubectl get nodes -l "$sim_label" -o name); do
+    i=${extra#node/kwok-node-}   # only the nodes this script makes
+    if [[ $i =~ ^[0-9]+$ ]] && [ "$i" -ge "$sim_nodes" ]; then kubectl delete "$extra" --wait=false >/dev/null; fi
+done
+[ "$sim_nodes" -gt 0 ] || stop kwok
+[ "$sim_nodes" -eq 0 ] || say "$sim_nodes simulated nodes (KWOK) Ready, labelled $sim_label, tainted $sim_taint=fake:NoSchedule"
 
 say "cluster ready in $(( $(date +%s) - started )) s: node $node, namespace $namespace, logs in $logs"
 echo "export TFCLUSTER_REGISTRY=$registry"

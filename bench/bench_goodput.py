@@ -13,8 +13,8 @@ measured itself, as a table of the medians of ``--repeat`` runs:
 - lost to failures: restarts plus the steps done again at the steady step time;
 - productive: the steps trained once (the last step) at the steady step time (the median seconds per step
   between consecutive step reports of one run; a report comes every steps_per_epoch / 4 steps), and the
-  fraction of the wall time it is. Each run's line also shows the time from the last step to ``up``'s exit,
-  which tfcluster counts as productive (the final save and export).
+  fraction of the wall time it is;
+- the final save and export: from the chief's last step to ``up``'s exit (tfcluster's ``finishing``).
 
 The pure part (``measured``, from the events, the kills and the two ends) is unit-tested
 (``tests/unit/bench/test_bench_goodput.py``).
@@ -179,6 +179,7 @@ def rows(goodput: dict[str, Any], outside: Outside) -> list[tuple[str, float, fl
         ("steps done again", goodput["recomputed_steps"], outside.recomputed_steps),
         ("restarts: kill to the first step after (s)", lost["restarts"], outside.restart_seconds),
         ("lost to failures: restarts + steps again (s)", lost["restarts"] + lost["recomputation"], outside.failure_seconds),
+        ("final save and export: last step to the end (s)", lost.get("finishing", 0.0), outside.tail_seconds),
         ("productive: steps once x step time (s)", goodput["productive_seconds"], outside.productive_seconds),
         ("goodput fraction: productive / wall", goodput["fraction"], outside.fraction),
     ]

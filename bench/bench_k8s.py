@@ -206,9 +206,7 @@ def main() -> None:
     parser.add_argument("--recovery-only", action="store_true", help="skip the launch table")
     parser.add_argument("--prefix", default=f"bench-{secrets.token_hex(2)}", help="the runs' names start with it")
     options = parser.parse_args()
-    if not os.environ.get("KUBECONFIG"):
-        raise SystemExit('needs the cluster of .ci/k8s.sh: eval "$(bash .ci/k8s.sh)"')
-    os.environ.setdefault(k8s_e2e.KUBECONFIG_ENV, os.environ["KUBECONFIG"])  # its namespace: the context's
+    k8s_e2e.from_kubeconfig_env()
     cluster = Cluster()
     hand: list[float] = []
     tool: list[float] = []

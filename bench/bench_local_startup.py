@@ -77,11 +77,15 @@ def wait_event(log: TaskLog, kind: str, after: float = 0.0, timeout: float = 300
 
 
 def chief_log(name: str, backend: str) -> TaskLog:
-    """The chief's output: its log file (local), or what ``tfcluster logs`` reads (compose: its containers)."""
+    """The chief's output: its log file (local, Slurm), or what ``tfcluster logs`` reads (compose: its containers)."""
     chief = f"{name}-chief-0"
     token = StateDir.of(BackendKind(backend), name).read_plan().event_token
     if backend == "local":
         return TaskLog(LocalState.named(name).task_log(chief), token)
+    if backend == "slurm":
+        from launcher.backends.slurm.state import SlurmState
+
+        return TaskLog(SlurmState.named(name).task_log(chief), token)
     from launcher.backends.compose.backend import ComposeBackend
 
     compose = ComposeBackend.create(BackendOptions())

@@ -1,13 +1,14 @@
-"""Recovery time (not run in CI): python bench/bench_recovery.py [--backend local|compose] [--repeat N] [--early-seconds S] [--late-step N]
+"""Recovery time (not run in CI): python bench/bench_recovery.py [--backend local|compose|slurm] [--repeat N] [--early-seconds S] [--late-step N]
 
 ``kill -9`` of an MWMS worker mid-training (local: its process group;
-compose: ``docker kill`` of its container) until the chief's first step
+compose: ``docker kill`` of its container; Slurm, the three nodes of the
+test cluster on this host: its training process) until the chief's first step
 after the supervisor's gang restart and the restore, against the time to
 the first step of a fresh ``tfcluster up`` measured in the same run, as a
 ratio table of the medians of ``--repeat`` runs (each run's ratio to its
 own fresh launch: this host's load drifts between runs): restarts that become the
 tasks' standbys (``restart.warm``, the default: TensorFlow already
-imported; on compose, standby containers) and restarts that start every
+imported; on compose, standby containers; on Slurm, standby steps) and restarts that start every
 task afresh (``warm: false``). Each kind is killed twice per repeat: early,
 ``--early-seconds`` after the chief's first step (default 6: a failure
 early in a run, which found standbys that imported at idle priority still
@@ -34,6 +35,7 @@ from bench_local_startup import CLI, SPEC, launch_with_tfcluster, wait_event  # 
 from common import print_table  # noqa: E402
 
 from launcher.backends.local.state import LocalState  # noqa: E402
+from launcher.protocol import env  # noqa: E402
 
 #: ``restart.warm`` and how the table names its runs.
 KINDS = ((True, "standbys"), (False, "afresh"))
@@ -66,14 +68,33 @@ def recover_once(workdir: Path, warm: bool, kill_at: KillAt, backend: str) -> tu
 
 
 def kill_worker(name: str, backend: str) -> None:
-    """SIGKILL to worker 1: its process group's leader (local), its container (compose)."""
+    """SIGKILL to worker 1: its process group's leader (local), its container (compose), its training process (Slurm:
+    the python process of the task that is not a waiting standby; every node is this host)."""
     worker = f"{name}-worker-1"
     if backend == "local":
         os.kill(LocalState.named(name).read_groups()[worker], signal.SIGKILL)
+    elif backend == "slurm":
+        os.kill(slurm_task_process(worker), signal.SIGKILL)
     else:
         from launcher.backends.images import docker_client
 
         docker_client().containers.get(worker).kill()
+
+
+def slurm_task_process(task: str) -> int:
+    """The pid of ``task``'s first run on this host: its python process (srun is not python) that runs the
+    entrypoint, not its standby's."""
+    marker = f"{env.TASK_NAME}={task}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0") if proc.name.isdigit() else []
+            argv = (proc / "cmdline").read_bytes().split(b"\0") if environ else []
+        except OSError:
+            continue
+        if marker in environ and argv and os.path.basename(argv[0]).startswith(b"python"):
+            found.append((b"launcher.worker.standby" in argv, int(proc.name)))
+    return min(found)[1]  # the entrypoint's before a standby's
 
 
 def main() -> None:
@@ -83,13 +104,14 @@ def main() -> None:
     parser.add_argument("--late-step", type=int, default=300, help="late kill: after this step")
     parser.add_argument("--kinds", choices=("both", "standbys"), default="both",
                         help="standbys only skips the restarts afresh (half the time)")
-    parser.add_argument("--backend", choices=("local", "compose"), default="local")
+    parser.add_argument("--backend", choices=("local", "compose", "slurm"), default="local")
     options = parser.parse_args()
     points: dict[str, KillAt] = {f"early, {options.early_seconds:g} s after the first step": (options.early_seconds, 0),
                                  f"late, after step {options.late_step}": (None, options.late_step)}
     kinds = KINDS if options.kinds == "both" else KINDS[:1]
     runs: dict[tuple[str, bool], list[tuple[float, float, float]]] = {(p, w): [] for p in points for w, _ in kinds}
-    with tempfile.TemporaryDirectory() as tmp:
+    # Slurm: the submit dir must be on the filesystem every node shares (not /tmp): under this one
+    with tempfile.TemporaryDirectory(dir=Path.cwd() if options.backend == "slurm" else None) as tmp:
         os.environ["TFCLUSTER_HOME"] = str(Path(tmp) / "home")
         for run in range(options.repeat):
             for point, kill_at in points.items() if run % 2 == 0 else reversed(points.items()):

@@ -15,7 +15,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from launcher.backends import backend_class, get_backend
 from launcher.backends.workspace import MAX_WORKSPACE_BYTES, scan, script_problem
@@ -108,6 +108,15 @@ def new_run_id() -> str:
     return f"{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
 
 
+class PlanOptions(TypedDict, total=False):
+    """``plan``'s keyword options (see its docstring), which ``dry_run`` passes on."""
+
+    launching: bool
+    overrides: Mapping[str, Any] | None
+    capacity: bool
+    force: bool
+
+
 def plan(
     spec: ClusterSpec | str | Path,
     backend: BackendKind | str = BackendKind.LOCAL,
@@ -142,12 +151,9 @@ def dry_run(
     spec: ClusterSpec | str | Path,
     backend: BackendKind | str = BackendKind.LOCAL,
     run_id: str = "manual",
-    *,
-    launching: bool = False,
-    overrides: Mapping[str, Any] | None = None,
-    capacity: bool = False,
-    force: bool = False,
+    **options: Unpack[PlanOptions],
 ) -> DryRun:
-    """The plan and the backend's rendered files: what ``dry-run`` shows and ``submit`` applies."""
-    planned = plan(spec, backend, run_id, launching=launching, overrides=overrides, capacity=capacity, force=force)
+    """The plan (``plan``, with the same ``options``) and the backend's rendered files: what ``dry-run`` shows and
+    ``submit`` applies."""
+    planned = plan(spec, backend, run_id, **options)
     return backend_class(planned.backend).dry_run(planned)

@@ -6,7 +6,8 @@ An instance (``create``) applies a ``DryRun`` with ``submit`` exactly as rendere
 tasks, TF_CONFIGs or policies; ``submit`` leaves a running cluster ``describe`` finds by name, or
 removes what it started and raises ``LaunchError``. ``describe`` returns None for an unknown cluster.
 ``tensorboard`` serves the runs' log dirs, ``capacity`` is checked by ``up``, ``history`` feeds ``report``.
-SDKs and TensorBoard are imported lazily. Design notes: docs/design-notes.md.
+SDKs and TensorBoard are imported lazily. How to add a backend:
+docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -96,6 +97,12 @@ class Backend(ABC, Generic[OptionsT]):
     def create(cls, options: OptionsT) -> Backend[OptionsT]:
         """A backend connected to its runtime, as ``options`` say."""
         return cls()
+
+    def fit(self, dry_run: DryRun) -> DryRun:
+        """The dry run ``submit`` is to apply on this backend's runtime, decided before anything is applied:
+        ``dry_run`` itself by default; a backend may plan it again for what its runtime serves (Kubernetes: without
+        the gang on a cluster that serves no PodGroups), saying so in one line."""
+        return dry_run
 
     @abstractmethod
     def submit(self, dry_run: DryRun) -> None:

@@ -6,7 +6,6 @@ a dir that existed is left as it is. ``guard(plan)`` (``removal_problem``) refus
 a dir that is or holds ``/``, home, the workdir or the current directory, or lacks this cluster's
 marker; else it gives the dir ``remove`` may delete (None for an object store). Engine objects
 (volumes, claims) count as ours only with tfcluster's labels (``created_for``); no other is deleted.
-Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

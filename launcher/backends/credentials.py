@@ -6,8 +6,8 @@ file holds by content, or None, reading at most ``PREFIX_BYTES``, never followin
 on a FIFO; a binary file counts as none; ``OSError`` propagates. The reason names the rule, never
 the secret. Rules: tfcluster's ``CONTENT_RULES`` (structured files, a kubeconfig, a service-account
 key, Docker ``auths``, by parsing them whole as JSON or YAML, whatever their layout), then the
-shape-specific ``detect-secrets`` plugins (``plugins()``), imported lazily. Design notes:
-docs/design-notes.md.
+shape-specific ``detect-secrets`` plugins (``plugins()``), imported lazily. Why these rules:
+docs/architecture.md (Decisions).
 """
 
 from __future__ import annotations

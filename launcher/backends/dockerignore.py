@@ -5,7 +5,7 @@ Contract: ``read_rules(path)`` reads a ``.dockerignore`` as Docker's CLI does an
 refuses. ``Rules`` matches relative slash-separated paths as moby's ``patternmatcher`` does
 (the last matching pattern on the path or a parent decides; ``!`` keeps), compiled to RE2, so
 matching time is linear in the path. On purpose, ``**`` also spans names holding a newline.
-Why not the Docker SDK's matcher: docs/design-notes.md.
+Why not the Docker SDK's matcher: docs/architecture.md (Decisions).
 """
 
 from __future__ import annotations

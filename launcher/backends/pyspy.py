@@ -6,8 +6,7 @@ saying why there is none (no ptrace right, not Python, no answer within ``PYSPY_
 the dump are ``capped``.
 ``read_container_stacks(exec_in)`` does the same inside a container (``docker exec``,
 ``pods/exec``), adding no capability. ``say_none(task, why)`` reports the line. Nothing here raises
-for these cases. The command, its environment and time bound: ``launcher.protocol.pyspy_command``. Design
-notes: docs/design-notes.md.
+for these cases. The command, its environment and time bound: ``launcher.protocol.pyspy_command``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ no symbolic link ships. It raises ``LaunchError`` (missing directory) or ``SpecE
 ``.dockerignore``, over ``MAX_WORKSPACE_BYTES``), and reports the credentials left out or taken back.
 ``ensure_images(workspace, echo)`` builds each ``WorkspaceImage`` missing or on another base, and
 pushes those marked ``push``; requirements never replace the image's TensorFlow stack.
-Design notes: docs/design-notes.md.
+What ships, as a user meets it: docs/security.md.
 """
 
 from __future__ import annotations

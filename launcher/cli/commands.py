@@ -197,6 +197,11 @@ def render(spec: Path, backend: str, output_dir: Path, fmt: str) -> None:
         raise click.UsageError("--format tfjob needs --backend k8s")
     dry_run_ = api.dry_run(spec, backend)
     files = {**dry_run_.files, **dry_run_.admin_files}
+    if backend == BackendKind.K8S.value:
+        from launcher.backends.kubernetes.gang import off_note
+
+        if note := off_note(dry_run_.plan):
+            terminal.echo(f"warning: {note}", err=True)
     if fmt == "tfjob":
         from launcher.backends.kubernetes.manifests import render_tfjob
         from launcher.spec import loader, tfjob
@@ -299,6 +304,7 @@ def _launch(dry_run_: DryRun, detach: bool, namespace: str | None, context: str 
 
         for note in credential_notes(plan.workspace.source):
             terminal.echo(note, err=True)
+    dry_run_ = runner.fit(dry_run_)
     ready()
     try:
         runner.submit(dry_run_)

@@ -5,7 +5,7 @@ Contract: task and spec text reaches the terminal only through this module, esca
 drive the terminal nor start a line of its own; ``tests/unit/test_terminal_sink.py`` enforces it.
 ``echo`` (one line), ``echo_lines`` (multi-line by design), ``echo_json`` (valid JSON), ``console()``
 / ``styled`` / ``live`` (rich, never markup), ``to_terminal()`` (logging and warnings) and ``raw``
-(``tfcluster logs`` only, as written). Design notes: docs/design-notes.md.
+(``tfcluster logs`` only, as written).
 """
 
 from __future__ import annotations

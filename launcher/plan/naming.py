@@ -96,6 +96,11 @@ def admission_params_name(cluster: str) -> str:
     return f"{cluster}-admission"
 
 
+def pod_group_name(cluster: str) -> str:
+    """A Kubernetes run's PodGroup: its task pods placed all together or not at all."""
+    return f"{cluster}-gang"
+
+
 def supervisor_labels(cluster: str, run_id: str) -> dict[str, str]:
     """Labels of a run's supervisor Job and pod (not ``LABEL_CLUSTER``: they are not tasks)."""
     return {LABEL_MANAGED: MANAGER, LABEL_SUPERVISOR: cluster, LABEL_RUN: run_id}
@@ -131,6 +136,7 @@ def cluster_scoped_names(cluster: str) -> list[str]:
         tensorboard_name(cluster),
         supervisor_name(cluster),
         admission_params_name(cluster),
+        pod_group_name(cluster),
     ]
 
 

@@ -5,7 +5,7 @@ worker, ps, evaluator; indices from 0), the shared training ``cluster``, each ta
 environment (target's, then the spec's, then the launcher's), the resolved TensorBoard log dir and
 the ``JobPolicy`` (``launcher.plan.policy``). ``Plan.tf_config`` / ``Plan.task_env`` are what a
 backend starts a task with; backends apply a plan, never re-derive it. TF_CONFIG follows TFJob; the
-evaluator stays outside the training cluster. Design notes: docs/design-notes.md.
+evaluator stays outside the training cluster.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ into a ``JobPolicy``; the supervisor's rules, Slurm's requeue and the compose re
 it from here. It answers: ``retryable(code)``, restart groups, linger after success,
 preemptions (bounded by ``max_preemptions``, with ``save_grace_seconds``), the stall watchdog's floor
 and action, ``failure_rule(failure)`` for the spec's ``restart.rules``, and
-success (``chief`` or ``all-workers``). Pure. The rules in full: docs/design-notes.md.
+success (``chief`` or ``all-workers``). Pure. The rules as a user meets them: docs/faults.md (Restarts,
+Failure rules, Preemptions) and docs/spec.md.
 """
 
 from __future__ import annotations

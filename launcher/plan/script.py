@@ -4,8 +4,8 @@ Contract: both functions are pure. ``script_problems(run, from_spec)`` returns o
 option, named as typed, before anything is read or started. ``script_spec_data(run, base)`` returns
 the spec mapping for the loader to validate: the program becomes the cluster-level ``command``;
 roles come from the options, or from ``base`` (``-f``: a spec or a TFJob, whose programs the script
-replaces); the current directory is the ``workspace`` unless ``-f`` names one.
-Design notes: docs/design-notes.md.
+replaces); the current directory is the ``workspace`` unless ``-f`` names one. Users' guide: docs/spec.md
+(Bring your own script).
 """
 
 from __future__ import annotations

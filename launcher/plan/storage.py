@@ -5,7 +5,7 @@ Contract: ``storage_problems(spec, target)`` checks the local ``checkpoint.dir``
 rule the lexically normalised path breaks (one line; absolute in containers; not ``/``; in the
 target's volume; clear of the target's mounts and devices; not node-local). ``clash(path, storage,
 mounts)`` is the mount and ownership rule alone, for other mounts a spec asks for. Object-store URLs
-pass. The rules in full: docs/design-notes.md.
+pass. The rules as a user meets them: docs/security.md.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ length; what would be lost by refusing is cut instead: a reason to ``MAX_TEXT`` 
 metrics to their first ``MAX_METRICS``; a loss or metric that is not a finite number (a diverging
 loss's NaN or infinity) reads as null.
 The token is drawn per launch (``new_token``; ``MANUAL_TOKEN`` for dry-run and render). No TensorFlow
-is imported. Anti-forgery reasoning and how to add a field or kind: docs/design-notes.md.
+is imported. Why the marker and token rules: docs/architecture.md (Decisions); to add a field or kind (a new field
+has a default, so an older task's events still read): docs/architecture.md.
 """
 
 from __future__ import annotations

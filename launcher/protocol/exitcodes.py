@@ -8,7 +8,7 @@ Codes: 0 success; 1 the training program failed (not retried by ``exit-code``); 
 
 Contract: every non-zero exit of the entrypoint is preceded by a ``failed`` event carrying the reason
 and the code, except ``PREEMPTED``, preceded by a ``preempted`` event. Why these values:
-docs/design-notes.md.
+docs/architecture.md (Decisions).
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ Contract: a standby started with ``ON_SIGNAL`` as its first argument (a
 container's: the runtime cannot hold a pipe to it) prints ``READY_LINE`` on
 stdout once ``CALL_SIGNAL`` would reach its handler, and becomes the task on
 that signal; a runtime calls only a standby that printed it, since the
-signal's default action would end the process. Without ``ON_SIGNAL`` it is
+signal's default action would end the process; given ``LOG_ENV`` (a Slurm step's
+standby, whose srun cannot move its output elsewhere), once called it appends its
+stdout and stderr to the file that variable names. Without ``ON_SIGNAL`` it is
 called with a line on its stdin (local processes); given ``ZYGOTE_FD``, it then
 asks the zygote on that channel to fork the task (answers: ``forked``, then
 ``exited``).
@@ -18,6 +20,8 @@ import signal
 ON_SIGNAL = "--on-signal"
 CALL_SIGNAL = signal.SIGUSR2
 READY_LINE = f"tfcluster standby: ready, becomes the task on {CALL_SIGNAL.name}"
+#: Environment variable naming the file a standby called by ``CALL_SIGNAL`` appends its output to once called.
+LOG_ENV = "TFCLUSTER_STANDBY_LOG"
 
 #: Environment variable naming the fd of a local standby's channel to the zygote (``launcher.worker.zygote``), which
 #: forks the task the standby becomes; unset: the standby imports and becomes the task itself.

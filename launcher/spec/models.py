@@ -394,8 +394,8 @@ class RestartSpec(_Model):
             "Keep a standby per training task of the built-in entrypoint, from the moment the task starts: an "
             "interpreter with TensorFlow imported (about 0.5 GB of memory, no CPU while it waits) that a restart "
             "becomes, instead of starting Python and importing TensorFlow again. Local processes, compose (a "
-            "standby container per task) and Kubernetes (a standby process in the task's pod, kept by its agent); "
-            "Slurm starts every restart afresh."
+            "standby container per task), Slurm (a standby step per task) and Kubernetes (a standby process in the "
+            "task's pod, kept by its agent)."
         ),
     )
     rules: tuple[FailureRule, ...] = Field(
@@ -525,6 +525,23 @@ class VolumeMount(_Model):
     sub_path: str | None = Field(None, min_length=1, pattern=r"^[^/]", description="A path inside the volume.")
 
 
+class GangPlacement(str, Enum):
+    """Whether a Kubernetes run's task pods are placed all together or not at all (a ``scheduling.k8s.io/v1beta1``
+    PodGroup with a gang policy: ``launcher.backends.kubernetes.gang``)."""
+
+    AUTO = "auto"  # a gang where the cluster serves PodGroups (``up`` asks it; render and dry-run write the gang)
+    ON = "on"  # a gang; ``up`` refuses a cluster that does not serve PodGroups
+    OFF = "off"  # each pod placed on its own, as before PodGroups
+
+
+class SupervisorPlacement(_Model):
+    """Where the run's supervisor pod may go: a node selector and tolerations of its own. It never takes the
+    tasks' (``kubernetes.node_selector``, ``kubernetes.tolerations``): it needs no GPU and no simulated node."""
+
+    node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+
+
 class KubernetesSpec(_Model):
     """Kubernetes-only settings; ignored by the other backends."""
 
@@ -534,6 +551,17 @@ class KubernetesSpec(_Model):
     image_pull_secrets: list[DnsSubdomain] = Field(default_factory=list)
     env_from_secrets: list[DnsSubdomain] = Field(default_factory=list, description="Secrets whose keys become env vars.")
     scheduler_name: QualifiedName | None = Field(None, description="e.g. volcano, for gang scheduling.")
+    gang: GangPlacement = Field(
+        GangPlacement.AUTO,
+        description="Place the task pods all together or not at all (a PodGroup, Kubernetes 1.37's gang "
+        "scheduling): auto where the cluster serves it (`up` asks; render and dry-run write it), on (`up` refuses a "
+        "cluster without it), off.",
+    )
+    priority_class: DnsSubdomain | None = Field(
+        None,
+        description="An existing PriorityClass: every pod of the run (its supervisor's too) gets it as its "
+        "priorityClassName; a run of a higher one may preempt it (a preemption: it resumes from its backup).",
+    )
     labels: dict[LabelKey, LabelValue] = Field(
         default_factory=dict, description="Labels on every object of the run (Jobs, Services, ConfigMap, ...)."
     )
@@ -561,6 +589,11 @@ class KubernetesSpec(_Model):
         description="Supervise the run inside the cluster: a pod <name>-supervisor (restarts, the stall "
         "watchdog, failure rules, success, cleanup) with a Role on the run's own objects, so no `tfcluster up`/`watch` "
         "needs to run; false: a supervisor process on the launching machine supervises it.",
+    )
+    supervisor_placement: SupervisorPlacement = Field(
+        default_factory=SupervisorPlacement,
+        description="The supervisor pod's own node_selector and tolerations (default: none, wherever the scheduler "
+        "puts it); node_selector and tolerations above place the tasks only.",
     )
 
 

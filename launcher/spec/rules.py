@@ -147,8 +147,10 @@ def _tolerations(spec: ClusterSpec) -> list[Problem]:
     taint, so only with ``Exists``; ``Exists`` matches any value, so it names none; ``Equal`` (the default) matches
     a label value; ``toleration_seconds`` is only read for ``NoExecute``."""
     problems = []
-    for i, toleration in enumerate(spec.kubernetes.tolerations):
-        at = f"kubernetes.tolerations.{i}"
+    k8s = spec.kubernetes
+    listed = [("kubernetes.tolerations", k8s.tolerations),
+              ("kubernetes.supervisor_placement.tolerations", k8s.supervisor_placement.tolerations)]
+    for at, toleration in ((f"{where}.{i}", t) for where, tolerations in listed for i, t in enumerate(tolerations)):
         exists = toleration.operator == "Exists"
         if not toleration.key and not exists:
             problems.append(Problem(f"{at}.key", "is needed unless operator is Exists (no key: every taint)"))

@@ -7,7 +7,7 @@ carry over: ``malformed`` (refused everywhere), ``dropped`` (refused by validate
 ``notes`` (carried with a difference), ``kubernetes_only`` and ``kubernetes_inert``. A null is unset.
 ``unexported(spec)``: the other way, what of a spec a TFJob export cannot carry (one note per field).
 Shared names live in ``launcher.spec.tfjob_vocabulary``. The field mapping: docs/spec.md's migration table
-and docs/design-notes.md.
+(From a Kubeflow TFJob).
 """
 
 from __future__ import annotations
@@ -40,15 +40,17 @@ from launcher.spec.tfjob_vocabulary import (
     MANAGED_BY,
     OWN_LABEL_PREFIX,
     PORT_NAME,
+    PRIORITY_CLASS,
     RESTART_OF,
     ROLE_OF,
+    SCHEDULING_POLICY,
     SUCCESS_OF,
     TTL_AFTER_FINISHED,
 )
 
 #: Pod-spec fields carried into ``kubernetes:`` (the same for every role).
 POD_FIELDS = {"nodeSelector": "node_selector", "tolerations": "tolerations", "imagePullSecrets": "image_pull_secrets",
-              "serviceAccountName": "service_account", "volumes": "volumes"}
+              "serviceAccountName": "service_account", "volumes": "volumes", "priorityClassName": "priority_class"}
 #: Container fields carried into ``kubernetes:`` (the same for every role).
 CONTAINER_POD_FIELDS = {"volumeMounts": "volume_mounts"}
 #: ``kubernetes:`` fields that change nothing off Kubernetes: a warning there, not a refusal.
@@ -62,7 +64,7 @@ TOLERATION_FIELDS = {"key": "key", "operator": "operator", "value": "value", "ef
 MOUNT_FIELDS = {"name": "name", "mountPath": "mount_path", "readOnly": "read_only", "subPath": "sub_path"}
 CONTAINER_FIELDS = {"name", "image", "command", "args", "env", "resources", "ports", "imagePullPolicy",
                     *CONTAINER_POD_FIELDS}
-RUN_POLICY_FIELDS = {BACKOFF_LIMIT, ACTIVE_DEADLINE, TTL_AFTER_FINISHED, CLEAN_POD_POLICY}
+RUN_POLICY_FIELDS = {BACKOFF_LIMIT, ACTIVE_DEADLINE, TTL_AFTER_FINISHED, CLEAN_POD_POLICY, SCHEDULING_POLICY}
 Path = tuple[str, ...]
 
 
@@ -217,6 +219,7 @@ def convert(data: dict[str, Any]) -> Converted:
         seen[role] = str(replica_type)
         _replica(out, role, out.mapping(replica, where), where, restarts, pod_fields)
     _restart_policy(out, restarts)
+    _scheduling_policy(out, out.mapping(spec.get("runPolicy"), ("spec", "runPolicy")), pod_fields)
     for name, (value, origin) in pod_fields.items():
         if name == GRACE_PERIOD:
             out.put(("checkpoint", "save_grace_seconds"), value, origin)
@@ -391,6 +394,18 @@ def _run_policy(out: Converted, run_policy: dict[str, Any]) -> None:
     elif clean is not None and clean not in CLEAN_POLICIES_AS_RUNNING:
         out.drop((*where, CLEAN_POD_POLICY), f"unknown value {clean!r} (allowed: None, Running, All)")
     for key in _extra(run_policy, RUN_POLICY_FIELDS):
+        out.drop((*where, key), "tfcluster has no such setting")
+
+
+def _scheduling_policy(out: Converted, run_policy: dict[str, Any], pod_fields: dict[str, tuple[Any, Path]]) -> None:
+    """``runPolicy.schedulingPolicy``: its ``priorityClass`` (the operator's PodGroup's, which its pods share) is the
+    pods' ``priorityClassName``, a value differing from theirs reported as every other shared field is; its gang
+    settings are no setting of tfcluster's (``minAvailable``: every task of a run starts together or not at all)."""
+    where = ("spec", "runPolicy", SCHEDULING_POLICY)
+    policy = out.mapping(run_policy.get(SCHEDULING_POLICY), where)
+    if PRIORITY_CLASS in policy:
+        _shared_field(out, pod_fields, "priorityClassName", policy[PRIORITY_CLASS], (*where, PRIORITY_CLASS))
+    for key in _extra(policy, {PRIORITY_CLASS}):
         out.drop((*where, key), "tfcluster has no such setting")
 
 

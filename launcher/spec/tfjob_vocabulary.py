@@ -36,6 +36,8 @@ SUCCESS_OF: dict[str, SuccessPolicy] = {"": SuccessPolicy.CHIEF,
 #: ``runPolicy`` keys.
 BACKOFF_LIMIT, ACTIVE_DEADLINE, TTL_AFTER_FINISHED, CLEAN_POD_POLICY = (
     "backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "cleanPodPolicy")
+#: ``runPolicy.schedulingPolicy`` and its key naming the PriorityClass (of the operator's PodGroup and its pods).
+SCHEDULING_POLICY, PRIORITY_CLASS = "schedulingPolicy", "priorityClass"
 #: What tfcluster does with the pods still running once a job ended (``cleanPodPolicy``), and what it reads as that.
 CLEAN_RUNNING = "Running"
 CLEAN_POLICIES_AS_RUNNING = ("Running", "All")

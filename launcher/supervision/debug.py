@@ -18,8 +18,9 @@ import time
 from launcher.plan.planner import Plan
 from launcher.protocol.events import EventReader, StacksOnSignal
 from launcher.protocol.stacks_signal import capped
+from launcher.supervision.runtime import Runtime, signalled
 from launcher.supervision.stack_dumps import is_stack_line
-from launcher.supervision.supervisor import STACKS_SECONDS, Runtime, signalled
+from launcher.supervision.stall_watch import STACKS_SECONDS
 
 POLL_SECONDS = 0.2
 

@@ -5,12 +5,14 @@ Contract: ``engine_fault(exc)`` is True when ``exc``, or anything in its chain (
 (the Docker socket, an API server) broke, was refused or was never there: ``ConnectionError``,
 ``TimeoutError``, an ``OSError`` with an errno in ``CONNECTION_ERRNOS``, or a wrapper whose message
 starts as in ``CONNECTION_WORDS``. The supervisor retries a round that met one, up to its
-``fault_retries`` in a row. Pure. Design notes: docs/design-notes.md.
+``fault_retries`` in a row (``FaultsInARow`` counts them). ``engine_fault`` is pure.
 """
 
 from __future__ import annotations
 
 import errno
+
+from launcher.supervision.publisher import log, one_line
 
 #: The operating system's errors of a connection that broke or cannot be made.
 CONNECTION_ERRNOS = frozenset({
@@ -40,3 +42,20 @@ def engine_fault(exc: BaseException) -> bool:
             return True
         pending.extend(e for e in (fault.__cause__, fault.__context__, *fault.args) if isinstance(e, BaseException))
     return False
+
+
+class FaultsInARow:
+    """Counts the runtime faults of consecutive rounds: ``failed(exc, doing)`` logs one and returns True once
+    ``limit`` came in a row (give up); ``ok()`` starts the count again."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.count = 0
+
+    def failed(self, exc: BaseException, doing: str = "") -> bool:
+        self.count += 1
+        log(f"runtime error{doing} ({self.count}/{self.limit}): {one_line(exc)}")
+        return self.count >= self.limit
+
+    def ok(self) -> None:
+        self.count = 0

@@ -4,12 +4,15 @@ Contract: a ``Ledger`` is folded in time order: ``Ledger.launched(at)``, ``ledge
 from_lead)`` per task event and ``ledger.disrupted(kind, at)`` per restart or stall verdict;
 ``ledger.goodput(now)`` is the ``Goodput`` so far. Pure: no I/O, no clock (unix seconds passed in).
 Every second between launch and ``now`` goes to exactly one part (start-up, restarts, recomputation,
-backups, input_wait, stalls, evaluation, productive), so they add up to ``wall_seconds``.
-How each part is measured: docs/design-notes.md.
+backups, input_wait, stalls, evaluation, slow steps, finishing, productive), so they add up to ``wall_seconds``.
+Productive time is the steps trained once priced at the steady pace (the median seconds per step of the last
+``PACE_WINDOW`` steady intervals); what steps took beyond it is the backups, the evaluation or slow steps, and steps
+done again are priced at that pace too. How each part is measured: docs/report.md.
 """
 
 from __future__ import annotations
 
+import statistics
 from enum import Enum
 
 from pydantic import BaseModel, ConfigDict
@@ -19,6 +22,8 @@ from launcher.protocol.durations import for_people
 
 #: Output is rounded to this many decimals (seconds, fraction).
 DECIMALS = 3
+#: The steady pace is the median of this many of the last intervals between step reports without a boundary.
+PACE_WINDOW = 21
 
 
 class LostSeconds(BaseModel):
@@ -33,6 +38,11 @@ class LostSeconds(BaseModel):
     input_wait: float = 0.0
     stalls: float = 0.0
     evaluation: float = 0.0
+    #: What steps took beyond the steady pace and beyond any backup or evaluation they held: a new process's first
+    #: steps, a busy host. A later interval faster than the pace gives back what earlier ones lost here.
+    slow_steps: float = 0.0
+    #: The lead's last step until the job's end, once the lead reported ``finished``: the final save and export.
+    finishing: float = 0.0
 
     def plus(self, **seconds: float) -> LostSeconds:
         """These losses with ``seconds`` added to the parts named."""
@@ -76,6 +86,7 @@ class Phase(str, Enum):
     STARTING = "starting"  # launched, no step yet
     TRAINING = "training"
     RECOVERING = "recovering"  # disrupted, no step since
+    FINISHING = "finishing"  # the lead reported ``finished``
 
 
 class Ledger(BaseModel):
@@ -94,8 +105,8 @@ class Ledger(BaseModel):
     #: Steps up to this one, after a restore, are done again.
     redo_until: int = 0
     recomputed_steps: int = 0
-    #: Steady seconds per step: of the last interval without a boundary, else the lead's own measure.
-    observed_step_seconds: float | None = None
+    #: Seconds per step of the last ``PACE_WINDOW`` intervals without a boundary; the lead's own measure before any.
+    paces: tuple[float, ...] = ()
     measured_step_seconds: float | None = None
     backup_every_steps: int | None = None
     save_seconds: float | None = None
@@ -122,7 +133,8 @@ class Ledger(BaseModel):
 
     @property
     def step_seconds(self) -> float | None:
-        return self.observed_step_seconds or self.measured_step_seconds
+        """The steady pace: the median of ``paces``, else the lead's own measure."""
+        return statistics.median(self.paces) if self.paces else self.measured_step_seconds
 
     def event(self, event: events.Event, from_lead: bool) -> Ledger:
         """The account after one more task event (``from_lead``: the job's lead task wrote it)."""
@@ -148,14 +160,19 @@ class Ledger(BaseModel):
             return self.disrupted(Disruption.FAILURE, event.time)
         if isinstance(event, events.Preempted):
             return self.disrupted(Disruption.PREEMPTION, event.time)
+        if isinstance(event, events.Finished) and self.phase is Phase.TRAINING:
+            at = max(event.time, self.cursor)
+            return self.model_copy(update={"lost": self.lost.plus(finishing=at - self.cursor), "cursor": at,
+                                           "phase": Phase.FINISHING})
         return self
 
     def disrupted(self, kind: Disruption, at: float) -> Ledger:
         """The account after the supervisor saw ``kind`` at ``at``; training is recovering until its next step.
 
-        Once recovering, a further disruption changes nothing (a task's ``failed`` event, then the restart).
+        Once recovering, a further disruption changes nothing (a task's ``failed`` event, then the restart); nor
+        does one once the lead finished (the time until the end is finishing).
         """
-        if self.phase is Phase.RECOVERING:
+        if self.phase in (Phase.RECOVERING, Phase.FINISHING):
             return self
         at = max(at, self.cursor)
         gap = at - self.cursor
@@ -200,23 +217,30 @@ class Ledger(BaseModel):
             return self.model_copy(update={**common, "lost": self.lost.plus(restarts=gap)})
         steps = step - previous
         again = max(0, min(step, self.redo_until) - previous)
-        redo = gap * again / steps
-        rest, fresh = gap - redo, steps - again
+        fresh = steps - again
         every = self.backup_every_steps
         saves = step // every - previous // every if every else int(self.epoch_ended)
-        over = max(0.0, rest - fresh * self.step_seconds) if self.step_seconds and fresh else 0.0
-        backups = min(over, saves * self.save_seconds) if saves and self.save_seconds else over if saves else 0.0
-        evaluation = over - backups if self.validated else 0.0
-        productive = rest - backups - evaluation
-        update = {**common, "lost": self.lost.plus(recomputation=redo, backups=backups, evaluation=evaluation),
+        pace = self.step_seconds
+        redo = min(gap, again * pace) if pace else gap * again / steps
+        rest = gap - redo
+        over = rest - fresh * pace if pace else 0.0  # beyond the steady pace (below it: negative)
+        backups = evaluation = 0.0
+        if over > 0 and saves:
+            backups = min(over, saves * self.save_seconds) if self.save_seconds else over
+        if over > 0 and self.validated:
+            evaluation = over - backups
+        slow = max(over - backups - evaluation, -self.lost.slow_steps)
+        productive = rest - backups - evaluation - slow
+        update = {**common, "lost": self.lost.plus(recomputation=redo, backups=backups, evaluation=evaluation,
+                                                   slow_steps=slow),
                   "recomputed_steps": self.recomputed_steps + again, "pending": self.pending + productive}
         if not saves and not again and not self.epoch_ended:
-            update["observed_step_seconds"] = gap / steps
+            update["paces"] = (*self.paces, gap / steps)[-PACE_WINDOW:]
         return self.model_copy(update=update)
 
     def goodput(self, now: float) -> Goodput:
         """The run's goodput from its launch until ``now`` (after the last event: the time since it goes to the
-        phase the run is in; training's to productive)."""
+        phase the run is in; training's to productive, finishing's to finishing)."""
         end = max(now, self.cursor)
         tail = end - self.cursor
         lost, pending = self.lost, self.pending
@@ -224,6 +248,8 @@ class Ledger(BaseModel):
             lost = lost.plus(start_up=tail)
         elif self.phase is Phase.RECOVERING:
             lost = lost.plus(restarts=tail)
+        elif self.phase is Phase.FINISHING:
+            lost = lost.plus(finishing=tail)
         else:
             pending += tail
         lost = lost.plus(input_wait=pending * (self.input_wait_fraction or 0.0))

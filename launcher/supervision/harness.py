@@ -11,7 +11,8 @@ back) and writes a failed status (as the loop writes, through a ``Publisher``: a
 the process still exits as it says). ``describe`` says when the supervisor is lost and reads the tasks' exits
 (``read_exits``); ``adopt`` starts one that carries the policy on. A backend may keep the plan and status elsewhere
 (``Backend.state_of``: Kubernetes, the run's ConfigMap), and its ``Hosted.leave_on_sigterm`` makes SIGTERM
-leave the tasks to the next supervisor (143: a supervisor pod moved). Design notes: docs/design-notes.md.
+leave the tasks to the next supervisor (143: a supervisor pod moved). Where it runs and what it may
+touch: docs/supervision.md.
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.supervision import detach, procfs
 from launcher.supervision.publisher import Publisher
+from launcher.supervision.runtime import Runtime
 from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.statefile import open_private, owned_dir, private_dir, read_json, read_private, write_json, write_private
 from launcher.supervision.status import JobStatus, State, SupervisorState
-from launcher.supervision.supervisor import FAULT_PAUSE_SECONDS, FAULT_RETRIES, Runtime, Supervisor
+from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import FAULT_PAUSE_SECONDS, FAULT_RETRIES, Tuning
 
 #: How long ``start`` waits for the supervisor to report the tasks started.
 START_TIMEOUT_SECONDS = 120.0
@@ -346,7 +349,7 @@ def run_supervisor(state: StateDir, host: Host, adopt: bool = False) -> int:
         state.write_status(status)
 
     supervisor = Supervisor(plan, runtime, on_status=publish, on_started=state.mark_started, resume=resume,
-                            keep_stacks=state.keep_stacks, pause=_pause_until_a_signal())
+                            keep_stacks=state.keep_stacks, tuning=Tuning(pause=_pause_until_a_signal()))
 
     def on_notice(signum: int, frame: object) -> None:
         noticed.set()

@@ -5,6 +5,9 @@ writes: a job failed before it ran, the status after a termination notice). ``pu
 and returns True, or, if it raised (a full disk, an API server refusing the ConfigMap), logs one line on stderr
 (once for as long as the same error repeats) and returns False: the caller writes again later. ``publish_end(status,
 attempts, pause)`` tries up to ``attempts`` times, ``pause`` seconds apart; False if none was written.
+``publish_changed(status)`` publishes only a status that differs from the last one written, or whose goodput is
+``GOODPUT_REFRESH_SECONDS`` stale (False: the write failed). ``log`` is the supervisor's one line on stderr (its
+log file).
 """
 
 from __future__ import annotations
@@ -12,8 +15,12 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from launcher.supervision.status import JobStatus
+
+#: A status is republished for its goodput alone after this many seconds.
+GOODPUT_REFRESH_SECONDS = 5.0
 
 
 class Publisher:
@@ -22,6 +29,7 @@ class Publisher:
     def __init__(self, write: Callable[[JobStatus], None]):
         self.write = write
         self._failing = ""  # why the last write failed (logged once), empty once one succeeded
+        self._published: JobStatus | None = None  # the last status ``publish_changed`` wrote
 
     def publish(self, status: JobStatus) -> bool:
         try:
@@ -29,8 +37,7 @@ class Publisher:
         except Exception as exc:  # noqa: BLE001 - see the module contract: the caller writes it again
             if one_line(exc) != self._failing:
                 self._failing = one_line(exc)
-                print(f"supervisor: cannot publish the status (it is tried again): {self._failing}",
-                      file=sys.stderr, flush=True)
+                log(f"cannot publish the status (it is tried again): {self._failing}")
             return False
         self._failing = ""
         return True
@@ -42,6 +49,22 @@ class Publisher:
             if attempt < attempts:
                 time.sleep(pause)
         return False
+
+
+    def publish_changed(self, status: JobStatus) -> bool:
+        last = self._published
+        stale = (last is None or last.goodput is None or status.goodput is None
+                 or status.goodput.wall_seconds - last.goodput.wall_seconds >= GOODPUT_REFRESH_SECONDS)
+        if last is None or replace(status, goodput=None) != replace(last, goodput=None) or stale:
+            if not self.publish(status):
+                return False
+            self._published = status
+        return True
+
+
+def log(message: str) -> None:
+    """One line of the supervisor's on stderr (the supervisor process's log file)."""
+    print(f"supervisor: {message}", file=sys.stderr, flush=True)
 
 
 def one_line(exc: BaseException) -> str:

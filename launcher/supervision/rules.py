@@ -1,13 +1,16 @@
-"""The supervisor's decisions: a typed exit in, an enum decision out, pure (after Ray Train's failure policy).
+"""The supervisor's decisions: one typed status in, one typed ``Decision`` out, pure (after Ray Train's
+``FailurePolicy.make_decision``).
 
-Contract: ``Rules(policy, tasks).decide(...)`` says what to do after one task's run ended: continue,
-restart which tasks, succeed or fail (naming the task and its last error). Every rule is a question to
-the plan's ``JobPolicy`` (``launcher.plan.policy``); this module only orders them: success, then
-preemptions (``max_preemptions``), then the spec's failure rules, then ``retryable`` within the restart
-budget. ``decide_stall`` applies ``JobPolicy.stall_action`` when the watchdog fired (a restart is only told
-once the lead finished training: it would train again);
-``decision_order`` orders one poll round's exits root cause first. The order in full:
-docs/design-notes.md.
+Contract: ``Rules(policy, tasks).decide(ended)`` says what to do about ``ended``, one of: ``Exited`` (one task's
+run ended: its exit code, how, the other tasks' exits), ``Stalled`` (the watchdog found the job stalled) or
+``Requeued`` (the scheduler preempted the whole job and runs it again: Slurm's requeue); each carries the restarts
+and preemptions ``Used`` so far. The ``Decision``'s ``Action`` is continue, restart which tasks, succeed or fail
+(naming the task and its last error). Every rule is a question to the plan's ``JobPolicy``
+(``launcher.plan.policy``); this module only orders them. An exit: success, then preemptions
+(``max_preemptions``), then the spec's failure rules, then ``retryable`` within the restart budget (a preempted
+exit past its own budget is decided as a failure). A stall: ``JobPolicy.stall_action`` (a restart is only told
+once the lead finished training: it would train again). A requeue: a preemption of every task within
+``max_preemptions``, else the job fails. ``decision_order`` orders one poll round's exits root cause first.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from launcher.plan.planner import Plan
 from launcher.plan.policy import Failure, JobPolicy
@@ -33,7 +36,7 @@ class Action(str, Enum):
 
 @dataclass(frozen=True)
 class Decision:
-    """What to do after one exit. ``restart`` lists task names (RESTART only); ``message`` is for people.
+    """What to do about one status. ``restart`` lists task names (RESTART only); ``message`` is for people.
 
     ``preemption``: the restart answers a preemption (counted apart; the tasks still running are saving).
     """
@@ -42,6 +45,58 @@ class Decision:
     restart: tuple[str, ...] = ()
     message: str = ""
     preemption: bool = False
+
+
+@dataclass(frozen=True)
+class Used:
+    """The restarts and preemptions a job used so far (counted apart, each against its own budget)."""
+
+    restarts: int = 0
+    preemptions: int = 0
+
+
+@dataclass(frozen=True)
+class Exited:
+    """Task ``task``'s current run ended with ``exit_code`` (128+N for signal N).
+
+    ``exited`` holds the exit codes of every task whose current run has ended (``task`` included); ``last_error``
+    is the task's last error line, for messages; ``log_tail`` its last output lines and ``oom_killed`` whether the
+    OOM killer ended it (where the runtime knows), for the failure rules.
+    """
+
+    task: str
+    exit_code: int
+    exited: Mapping[str, int]
+    used: Used = Used()
+    last_error: str = ""
+    log_tail: tuple[str, ...] = ()
+    oom_killed: bool = False
+
+
+@dataclass(frozen=True)
+class Stalled:
+    """The watchdog found the job stalled; ``what`` says so for people (timeout, suspects, stacks).
+
+    ``suspects``: the tasks the stall sits in (none known: every training task). ``finished``: the lead had
+    reported the end of training (``StallClock.finished``).
+    """
+
+    suspects: tuple[str, ...]
+    what: str
+    finished: bool
+    used: Used = Used()
+
+
+@dataclass(frozen=True)
+class Requeued:
+    """The scheduler preempted the whole job and runs it again in a new allocation (Slurm's requeue);
+    ``used`` counts the preemptions before this one."""
+
+    used: Used = Used()
+
+
+#: What the rules decide about: one of the typed statuses above.
+Ended: TypeAlias = Exited | Stalled | Requeued
 
 
 class Member(Protocol):
@@ -82,25 +137,17 @@ class Rules:
         """Tasks whose exit 0 makes the job succeed (all of them together)."""
         return tuple(t.name for t in self.tasks if self.policy.decides_success(t.ref))
 
-    def decide(
-        self,
-        name: str,
-        exit_code: int,
-        exited: Mapping[str, int],
-        restarts_used: int,
-        last_error: str,
-        preemptions_used: int = 0,
-        log_tail: Sequence[str] = (),
-        oom_killed: bool = False,
-    ) -> Decision:
-        """Decide after task ``name``'s current run exited with ``exit_code``.
+    def decide(self, ended: Ended) -> Decision:
+        """The decision about ``ended`` (see the module contract)."""
+        if isinstance(ended, Stalled):
+            return self._stalled(ended)
+        if isinstance(ended, Requeued):
+            return self._requeued(ended)
+        return self._exited(ended)
 
-        ``exited`` holds the exit codes of every task whose current run has
-        ended (``name`` included); ``restarts_used`` and ``preemptions_used``
-        count restart events so far (failures and preemptions apart);
-        ``last_error`` is the task's last error line, for messages; ``log_tail`` its last output lines and
-        ``oom_killed`` whether the OOM killer ended it (where the runtime knows), for the failure rules.
-        """
+    def _exited(self, ended: Exited) -> Decision:
+        name, exit_code, exited, last_error = ended.task, ended.exit_code, ended.exited, ended.last_error
+        restarts_used, preemptions_used, oom_killed = ended.used.restarts, ended.used.preemptions, ended.oom_killed
         if exit_code == 0:
             if all(exited.get(t) == 0 for t in self.deciding_tasks()):
                 return Decision(Action.SUCCEED, message=f"succeeded: {name} exited 0")
@@ -113,7 +160,7 @@ class Rules:
         failure = f"exited with code {exit_code}" + (" (OOM-killed)" if oom_killed else "")
         task = self.task(name)
         matched = self.policy.failure_rule(
-            Failure(role=task.type, exit_code=exit_code, oom_killed=oom_killed, log_tail=tuple(log_tail)))
+            Failure(role=task.type, exit_code=exit_code, oom_killed=oom_killed, log_tail=ended.log_tail))
         if matched is not None:
             rule = matched.describe()
             if matched.action is RuleAction.RESTART:
@@ -130,10 +177,10 @@ class Rules:
             return Decision(Action.FAIL, message=f"failed: task {name} {failure} ({why}); last error: {last_error}")
         return self._restart(name, failure, restarts_used, last_error)
 
-    def decide_stall(self, suspects: Sequence[str], restarts_used: int, what: str, *, finished: bool) -> Decision:
-        """After the watchdog found the job stalled; ``what`` says so for people (timeout, suspects, stacks).
-        ``finished``: the lead had reported the end of training (``StallClock.finished``): a restart is only told,
-        as it would train again from the start (its backup is deleted at the end of training); fail still fails."""
+    def _stalled(self, ended: Stalled) -> Decision:
+        """A restart is only told once training finished: it would train again from the start (its backup is
+        deleted at the end of training); fail still fails."""
+        suspects, restarts_used, what, finished = ended.suspects, ended.used.restarts, ended.what, ended.finished
         action = self.policy.stall_action
         if finished and action is StallAction.RESTART:
             return Decision(Action.CONTINUE, message=f"stalled after training finished (warn only: a restart would "
@@ -144,7 +191,7 @@ class Rules:
         if action is StallAction.FAIL or restarts_used >= budget:
             used_up = "" if action is StallAction.FAIL else f" and the restart budget ({budget}) is used up"
             return Decision(Action.FAIL, message=f"failed: stalled{used_up}: {what}")
-        names = suspects or [t.name for t in self.tasks if t.type.trains]
+        names = suspects or tuple(t.name for t in self.tasks if t.type.trains)
         group = tuple(dict.fromkeys(member for name in names for member in self.restart_group(name)))
         return Decision(Action.RESTART, restart=group,
                         message=f"stalled: {what}: restarting {', '.join(group)} (restart {restarts_used + 1}/{budget})")
@@ -165,6 +212,12 @@ class Rules:
             f"(restart {restarts_used + 1}/{budget}); last error: {last_error}",
         )
 
+    def _requeued(self, ended: Requeued) -> Decision:
+        budget, used = self.policy.max_preemptions, ended.used.preemptions
+        if used >= budget:
+            return Decision(Action.FAIL, message=f"preempted {used + 1} times, past restart.max_preemptions ({budget})")
+        return Decision(Action.RESTART, restart=tuple(t.name for t in self.tasks),
+                        message="requeued: every task restarts from the backup", preemption=True)
 
     def _restart_preempted(self, name: str, preemptions_used: int) -> Decision:
         budget = self.policy.max_preemptions

@@ -5,7 +5,8 @@ running task's stacks twice, ``GAP_SECONDS`` apart (``two_samples``), and ``read
 verdict over the training cluster's tasks only: ``MOVED`` (working, not a stall), ``STUCK`` (one
 task holds the others; those are the suspects), ``UNCLEAR`` or ``UNREADABLE`` (time decides).
 Samples compare by frames (file, line, function), whatever thread ids, order or idle marks;
-``faulthandler`` and ``py-spy dump`` formats are both read. Design notes: docs/design-notes.md.
+``faulthandler`` and ``py-spy dump`` formats are both read. How it shows in a run:
+docs/faults.md (Stalls).
 """
 
 from __future__ import annotations

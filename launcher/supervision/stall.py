@@ -6,9 +6,9 @@ floor_seconds)`` each round: ``BLIND`` (no progress reported: never fires), ``HE
 ``SUSPECTED`` (silent past ``look_seconds``: read stacks, then ``conclude`` gives ``STALLED`` on
 unchanged stacks, never while they move, or on time alone past ``timeout_seconds`` when the stacks
 tell nothing). After the lead's ``finished`` the clock says ``finished``: a stall then is never
-restarted (``Rules.decide_stall``). Both limits derive from the job's own
+restarted (``Rules.decide`` of a ``Stalled``). Both limits derive from the job's own
 pace over their floors. Times are seconds of one clock passed in. How the limits are derived:
-docs/design-notes.md.
+docs/faults.md (Stalls).
 """
 
 from __future__ import annotations

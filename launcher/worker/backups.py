@@ -6,7 +6,8 @@ background write once when every saved object is a variable; ``BackupWriter.save
 in flight at most (the lead's kept, others' to scratch), and ``settle()`` waits for it and removes a
 scratch copy: call it before anything reads, replaces or removes a write's output. ``Backups`` is
 tf_keras' ``BackupAndRestore`` through a ``BackupWriter``. Asynchronous only where the variables
-live on this task (never under ParameterServer). Design notes: docs/design-notes.md.
+live on this task (never under ParameterServer). Users' guide:
+docs/faults.md (Backups).
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ null where not measured) from which the supervisor names stragglers. Given ``Tra
 writes the batch logs and the input-wait fraction at the global step, before a backup of that step
 (put this callback first). ``input_wait_fraction`` = min(1, input seconds per batch / step seconds),
 from a probe of ``input_probe``; above ``INPUT_BOUND_FRACTION`` a task warns.
-Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

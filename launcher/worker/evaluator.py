@@ -5,7 +5,8 @@ the newest checkpoint when it changed (skipping those written faster than evalua
 ``evaluation`` event and writes validation summaries at its step; once the run's DONE marker exists
 it evaluates the latest checkpoint and returns, so the final one is always evaluated. It runs
 outside the training cluster with the default strategy. The first evaluator of a launch skips an
-earlier launch's checkpoints past the resumed step. Design notes: docs/design-notes.md.
+earlier launch's checkpoints past the resumed step. Users' guide:
+docs/user_code.md (Evaluator).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ home of the rule (pure): Young-Daly's ``sqrt(2 x save x MTBF)`` seconds in whole
 is known, else the fewest steps keeping backups under ``SHARE`` of the time; between 1 and
 ``MAX_STEPS``, with a ``Choice.reason``. ``AutoInterval`` keeps one task's measures (``saved``,
 ``timed``, ``starts``) and ``decide`` proposes an interval at an epoch's end; all tasks take the
-largest proposal (``agree``) so they save at the same steps. Design notes: docs/design-notes.md.
+largest proposal (``agree``) so they save at the same steps. Users' guide:
+docs/faults.md (Backups).
 """
 
 from __future__ import annotations

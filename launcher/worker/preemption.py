@@ -5,8 +5,8 @@ Contract: ``exit_on_notice()`` makes SIGTERM raise ``Preempted(None)`` at once (
 every training task save the run's backup at the same step once any got SIGTERM, then raises
 ``Preempted(step)``; backups are settled before and after. ``FitPreemption`` is that for ``fit``;
 ``CoordinatorSave`` is ParameterServer's coordinator's save at an epoch boundary. Where TensorFlow
-disables its handler (Google Cloud CPU/TPU VMs) the last backup is used. Design notes:
-docs/design-notes.md.
+disables its handler (Google Cloud CPU/TPU VMs) the last backup is used. How it shows in a run:
+docs/faults.md (Preemptions).
 """
 
 from __future__ import annotations

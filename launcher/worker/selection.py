@@ -4,8 +4,10 @@ Contract: ``select(run_config, tf_config, gpu_count)`` returns a ``Selection`` (
 EVALUATE, COORDINATE, SERVE or TRAIN, and a strategy); it imports no TensorFlow and never fails on a
 plan made by ``launcher.plan``; a hand-made inconsistent config raises ``ConfigError`` naming the
 field. ``is_lead``: the lead task (``launcher.protocol.roles.lead_task``) or a task without a cluster;
-only the lead writes checkpoints, the model and the marker. The role-to-action table:
-docs/design-notes.md.
+only the lead writes checkpoints, the model and the marker. An evaluator EVALUATEs (default
+strategy); under ``parameter_server`` the chief COORDINATEs and ps and workers SERVE until the DONE
+marker; every other task TRAINs with its strategy (``auto``: mirrored with >1 GPU, one_device with 1,
+default on CPU).
 """
 
 from __future__ import annotations

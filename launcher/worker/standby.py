@@ -5,14 +5,15 @@ creates no TensorFlow context, and waits. Once called it emits ``warm_start`` an
 launcher.worker ARGS`` in this process, whose exit code is its own. Called by a line on stdin (local:
 the log file to append to; EOF first ends it with 0; it imports in a thread at ``SCHED_IDLE``, the main
 thread, which runs the task, keeps the normal priority), or with
-``--on-signal`` (containers) by ``CALL_SIGNAL`` after printing ``READY_LINE``
-(``launcher.protocol.standby``). Given ``ZYGOTE_FD`` (local), it imports nothing: once called it hands
+``--on-signal`` (containers, Slurm steps) by ``CALL_SIGNAL`` after printing ``READY_LINE``
+(``launcher.protocol.standby``; given ``LOG_ENV``, once called its output goes to that file, as a called local
+standby's to its line's). Given ``ZYGOTE_FD`` (local), it imports nothing: once called it hands
 its argv, env, directory, process group and streams to the zygote (``launcher.worker.zygote``), whose
 forked child becomes the task in its process group, and exits as that child did (its code, or its
 signal); meanwhile it ignores SIGTERM and SIGINT (the group's: the child gets them too) and passes
 ``STACKS_SIGNAL`` on to the child. A zygote that ended before forking leaves the task to this process
 (it imports then); one that ended after gives ``LOST_EXIT`` once the child has ended.
-Design notes: docs/design-notes.md.
+Why standbys and the zygote: docs/architecture.md (Decisions).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 from launcher.protocol import env
 from launcher.protocol.exitcodes import LOST_EXIT, SIGNAL_EXIT_BASE
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
-from launcher.protocol.standby import CALL_SIGNAL, ON_SIGNAL, READY_LINE, ZYGOTE_FD, answer
+from launcher.protocol.standby import CALL_SIGNAL, LOG_ENV, ON_SIGNAL, READY_LINE, ZYGOTE_FD, answer
 
 #: The entrypoint the standby becomes.
 ENTRYPOINT_MODULE = "launcher.worker"
@@ -50,6 +51,8 @@ def main(args: list[str]) -> None:
         imported = time.monotonic()
         signal.sigwait({CALL_SIGNAL})
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {CALL_SIGNAL})
+        if log := os.environ.pop(LOG_ENV, ""):
+            _become(log)
     elif ZYGOTE_FD in os.environ:
         channel = socket.socket(fileno=int(os.environ.pop(ZYGOTE_FD)))
         line = sys.stdin.buffer.readline().decode().strip()

@@ -5,8 +5,8 @@ Contract (log dir = ``RunConfig.tensorboard_dir``; None writes nothing): ``Train
 ``resume_step`` so a restored run continues its curve; ``ValidationSummaries.open`` (the evaluator)
 writes ``<log dir>/validation`` at each checkpoint's step, never at or before one already written.
 Both use the same tags; event files go through ``tf.io.gfile`` (``gs://``, ``s3://`` work). Without
-the ``tensorboard`` package a task warns and trains without summaries. Design notes:
-docs/design-notes.md.
+the ``tensorboard`` package a task warns and trains without summaries. Users' guide:
+docs/user_code.md (TensorBoard summaries).
 """
 
 from __future__ import annotations

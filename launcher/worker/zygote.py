@@ -10,7 +10,7 @@ and its standard streams as fds) gets a forked child which becomes the task exac
 (its own env, argv and title, streams, the standby's process group, Python's signal dispositions, fresh NumPy random state),
 emits ``warm_start`` if the import was done when it was called, and runs ``python -m launcher.worker``; the zygote
 answers ``pid N`` at once and ``exit STATUS`` (the raw wait status) once it reaped the child. It ends once the
-control channel is closed (the supervisor ended) and it has no child and no standby's channel left open. Design notes: docs/design-notes.md.
+control channel is closed (the supervisor ended) and it has no child and no standby's channel left open. Why: docs/architecture.md (Decisions).
 """
 
 from __future__ import annotations

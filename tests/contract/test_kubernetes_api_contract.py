@@ -11,16 +11,23 @@ A Job is shaped as tfcluster renders a task's (``manifests.task_job``: not Index
 program in the worker image (under its tini), on the fake side the same ending played by the test's stand-ins for
 the kubelet and the Job controller (``FakeSide.step``; a command run in a pod runs here, a port-forward reaches an
 echo server here). What the two sides must agree on is what the backend reads: Job conditions and their reasons,
-the selector and labels the API server gives a Job and its pod, ``startTime``, pods' phases, exit codes, deletion
-marks and finalizers, API errors (403 for a right the launcher's Role lacks: both sides hold to it, 404, 409,
-422), logs, exec's output and exit code, and bytes through a port-forward. A difference fails one side: fix the
-fake, or list what cannot be modelled in the fake's docstring.
+the selector and labels the API server gives a Job and its pod, ``startTime``, pods' phases, exit codes (a deleted
+pod's: SIGTERM even at grace 0, SIGKILL only after the grace and the kubelet's 2 s; OOMKilled), deletion marks and
+finalizers (a pod on a lost node stays terminating), why a pod waits (``Unschedulable``, ``ImagePullBackOff``), the
+Job controller's replacements (``backoffLimit``, ``podFailurePolicy`` on exit codes and on an eviction's
+``DisruptionTarget``), the garbage collector (Background, Foreground, Orphan), the admissions (a missing
+ServiceAccount: no pod until it exists; the token mount), API errors (403 for a right the launcher's Role lacks:
+both sides hold to it, 404, 409, 422), logs, exec's output and exit code, and bytes through a port-forward. The
+real side evicts and makes a Node (one no kubelet serves, for the lost node) as the cluster's administrator
+(``helpers.k8s_e2e.admin_kubeconfig``). A difference fails one side: fix the fake, or list what cannot be
+modelled in the fake's docstring.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socketserver
 import subprocess
 import threading
@@ -32,14 +39,16 @@ from typing import Any, TypeVar
 
 import pytest
 
-from fakes.kubernetes_api import SAVES_AND_EXITS, TOKEN_PATH, FakeKubernetes, OnSigterm
-from helpers.k8s_e2e import image, namespace, until
+from fakes.kubernetes_api import IGNORES_SIGTERM, SAVES_AND_EXITS, SIGKILL_EXIT, TOKEN_PATH, FakeKubernetes, OnSigterm
+from helpers.k8s_e2e import admin_kubeconfig, image, namespace, until
 from helpers.k8s_fake import backend_for, rbac_allowed
+from helpers.polling import wait_for_condition
 from helpers.required import unavailable
-from launcher.backends.kubernetes import pod_io, runtime
+from launcher.backends.kubernetes import pod_admission, pod_io, runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
 from launcher.backends.kubernetes.manifests import CONTAINER
+from launcher.backends.kubernetes.status import PodView
 from launcher.backends.kubernetes.supervisor_objects import POD_FAILURE_POLICY
 from launcher.backends.pyspy import Ran
 from launcher.backends.tensorboard import PORT
@@ -57,18 +66,24 @@ REAL_SECONDS = 300.0
 #: How many steps of the fake's controllers (one fake second each) an expected state may take.
 FAKE_STEPS = 120
 TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+#: The memory limit (MiB) of an ``oom`` program's container.
+OOM_MEMORY = 64
+#: An image no registry serves (nothing listens on port 1: every pull fails at once).
+MISSING_IMAGE = "127.0.0.1:1/tfcluster-contract/missing:none"
 
 
 @dataclass(frozen=True)
 class Program:
     """What one index's process does: writes ``output``, then exits ``code`` (None: runs until stopped; ``serves``:
-    echoes what it receives on ``PORT`` meanwhile). On SIGTERM it dies of it (143 under tini) unless
+    echoes what it receives on ``PORT`` meanwhile; ``oom``: fills more memory than its container's limit, and
+    the kernel's OOM killer ends it). On SIGTERM it dies of it (143 under tini) unless
     ``on_sigterm`` says it saves for some seconds and exits with its own code, or ignores SIGTERM (``seconds=None``)."""
 
     code: int | None = None
     output: str = ""
     on_sigterm: OnSigterm = SAVES_AND_EXITS
     serves: bool = False
+    oom: bool = False
 
     def source(self) -> str:
         """The program as Python source, for the real side's container."""
@@ -78,6 +93,8 @@ class Program:
         elif self.on_sigterm != SAVES_AND_EXITS:
             lines += ["def stop(*_):", f"    time.sleep({self.on_sigterm.seconds}); sys.exit({self.on_sigterm.code})",
                       "signal.signal(signal.SIGTERM, stop)"]
+        if self.oom:
+            lines.append(f"hog = b'x' * ({OOM_MEMORY} << 21)")  # written, so resident: twice the limit
         if self.code is not None:
             lines.append(f"sys.exit({self.code})")
         elif self.serves:
@@ -91,10 +108,13 @@ class Program:
         return "\n".join(lines)
 
 
-def job(name: str, program: Program, pod: Obj | None = None, **spec: Any) -> Obj:
+def job(name: str, program: Program, pod: Obj | None = None, container: Obj | None = None, **spec: Any) -> Obj:
     """A Job shaped as a task's (``manifests.task_job``: one pod, ``restartPolicy: Never``, no retries unless
     ``spec`` says) whose pod runs ``program``, fit for the ``restricted`` Pod Security Standard; ``pod``: fields of
-    its pod template's spec."""
+    its pod template's spec, ``container``: of its container (an ``oom`` program's gets its memory limit)."""
+    if program.oom:
+        container = {"resources": {"limits": {"memory": f"{OOM_MEMORY}Mi"}, "requests": {"memory": f"{OOM_MEMORY}Mi"}},
+                     **(container or {})}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -119,6 +139,7 @@ def job(name: str, program: Program, pod: Obj | None = None, **spec: Any) -> Obj
                         "args": ["python", "-c", program.source()],  # the image's entrypoint (tini) runs it
                         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
                                             "readOnlyRootFilesystem": True, "runAsNonRoot": True},
+                        **(container or {}),
                     }],
                     **(pod or {}),
                 },
@@ -148,8 +169,16 @@ class Side:
         self.created.append((kind, obj["metadata"]["name"]))
         return made
 
-    def run(self, name: str, program: Program, pod: Obj | None = None, **spec: Any) -> Obj:
-        return self.create(Kind.JOB, job(name, program, pod, **spec))
+    def run(self, name: str, program: Program, pod: Obj | None = None, container: Obj | None = None, **spec: Any) -> Obj:
+        return self.create(Kind.JOB, job(name, program, pod, container, **spec))
+
+    def evict(self, pod: str) -> None:
+        """Evict ``pod`` (the Eviction API, as a drain does: a right of the cluster's administrator)."""
+        raise NotImplementedError
+
+    def lost_node(self) -> str:
+        """The name of a node whose kubelet is gone (tainted ``NoSchedule``: only a pod bound to it lands there)."""
+        raise NotImplementedError
 
     def deploy(self, name: str) -> None:
         """A Deployment of one pod that runs until stopped (as a TensorBoard's)."""
@@ -191,8 +220,44 @@ class Side:
 
 
 class RealSide(Side):
+    nodes: list[str]
+
     def now(self) -> float:
         return time.time()
+
+    def admin(self) -> Any:
+        """The administrator's ``CoreV1Api``."""
+        from kubernetes import client, config
+
+        return client.CoreV1Api(config.new_client_from_config(config_file=admin_kubeconfig()))
+
+    def evict(self, pod: str) -> None:
+        from kubernetes import client
+
+        self.admin().create_namespaced_pod_eviction(pod, self.namespace, client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=pod, namespace=self.namespace)))
+
+    def lost_node(self) -> str:
+        """A Node object that no kubelet serves (deleted by ``close``; the pods bound to it then go too: the pod
+        garbage collector's orphans)."""
+        name = self.unique("lost-node")
+        self.admin().create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {LABEL: name}},
+                                  "spec": {"taints": [{"key": LABEL, "value": "lost", "effect": "NoSchedule"}]}})
+        self.nodes.append(name)
+        return name
+
+    def close(self) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            super().close()
+        finally:
+            for node in self.nodes:
+                try:
+                    self.admin().delete_node(node)
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
 
     def until(self, what: str, check: Callable[[], T | None]) -> T:
         found: T = until(f"{self.name}: {what}", check, REAL_SECONDS, every=0.5)
@@ -206,6 +271,12 @@ class FakeSide(Side):
     programs: dict[str, Program]
     deployments: list[str]
     echo: tuple[str, int]
+    lost: set[str]
+
+    def lost_node(self) -> str:
+        name = self.unique("lost-node")
+        self.lost.add(name)
+        return name
 
     def deploy(self, name: str) -> None:
         super().deploy(name)
@@ -214,8 +285,11 @@ class FakeSide(Side):
     def now(self) -> float:
         return self.fake.now
 
-    def run(self, name: str, program: Program, pod: Obj | None = None, **spec: Any) -> Obj:
-        made = super().run(name, program, pod, **spec)
+    def evict(self, pod: str) -> None:
+        self.fake.evict(pod, self.namespace)
+
+    def run(self, name: str, program: Program, pod: Obj | None = None, container: Obj | None = None, **spec: Any) -> Obj:
+        made = super().run(name, program, pod, container, **spec)
         self.programs[name] = program
         self.fake.on_sigterm[name] = program.on_sigterm
         self.fake.pod_exec[name] = _run_here
@@ -230,10 +304,17 @@ class FakeSide(Side):
         for name, program in self.programs.items():
             for pod in self.fake.list("pods", self.namespace, {LABEL: name}):
                 pod_name = pod["metadata"]["name"]
+                if pod["spec"].get("nodeName") in self.lost:
+                    self.fake.unreachable.add(pod_name)
+                    continue
                 self.fake.pod_logs.setdefault((self.namespace, pod_name), program.output)
                 if program.serves:
                     self.fake.pod_ports[self.namespace, pod_name, PORT] = self.echo
-                if pod["status"].get("phase") == "Running" and program.code is not None and not pod["metadata"].get("deletionTimestamp"):
+                if pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+                    continue
+                if program.oom:
+                    self.fake.finish_pod(pod_name, SIGKILL_EXIT, reason="OOMKilled", namespace=self.namespace)
+                elif program.code is not None:
                     self.fake.finish_pod(pod_name, program.code, namespace=self.namespace)
         self.fake.sync_jobs(self.namespace)
         self.fake.now += 1
@@ -269,17 +350,19 @@ def side(request: pytest.FixtureRequest) -> Iterator[Side]:
 
         real = RealSide("real cluster", KubernetesBackend(config.new_client_from_config(config_file=kubeconfig), namespace()),
                         namespace=namespace())
+        real.nodes = []
         yield real
         real.close()
         return
     fake = FakeKubernetes()
     fake.allowed = rbac_allowed()  # as the real side's identity: bound to the launcher's Role only
+    fake.missing_images.add(MISSING_IMAGE)
     fake.url = fake.start()  # type: ignore[attr-defined]
     echo = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
     echo.daemon_threads = True
     threading.Thread(target=echo.serve_forever, daemon=True).start()
     faked = FakeSide("fake", backend_for(fake, "default"))
-    faked.fake, faked.programs, faked.deployments, faked.echo = fake, {}, [], echo.server_address[:2]
+    faked.fake, faked.programs, faked.deployments, faked.echo, faked.lost = fake, {}, [], echo.server_address[:2], set()
     yield faked
     echo.shutdown()
     echo.server_close()
@@ -417,6 +500,42 @@ def test_the_service_account_admission_mounts_a_token_unless_told_not_to(side: S
     assert (len(volumes), mounts) == ((1, [TOKEN_PATH]) if automount else (0, []))
 
 
+def test_a_pod_of_a_priority_class_that_does_not_exist_is_refused_and_a_dry_run_stores_nothing(side: Side) -> None:
+    """What ``up`` and ``status`` ask (``pod_admission.refusal``, as the launcher's Role allows): the Priority admission
+    refuses the pod in the API server's words; an admitted dry run answers the pod and keeps nothing."""
+    name = side.unique("priority")
+    pod = pod_admission.pod_of(job(name, Program(code=0), {"priorityClassName": "tfcluster-no-such-class"}))
+    status, body = api_error(lambda: side.api.dry_run_create(Kind.POD, side.namespace, pod))
+    assert (status, body["reason"]) == (403, "Forbidden"), body
+    assert body["message"] == f'pods "{name}" is forbidden: no PriorityClass with name tfcluster-no-such-class was found'
+    assert pod_admission.refusal(side.api, job(name, Program(code=0), {"priorityClassName": "tfcluster-no-such-class"}),
+                                 side.namespace) == f"403 Forbidden: {body['message']}"
+    assert pod_admission.refusal(side.api, job(name, Program(code=0)), side.namespace) is None
+    assert side.api.read_if_exists(Kind.POD, name, side.namespace) is None  # a dry run: nothing stored
+
+
+def test_a_pod_no_node_has_the_memory_for_stays_pending_unschedulable_saying_so(side: Side) -> None:
+    """What ``status`` shows of a run that cannot be placed: the pod's ``PodScheduled`` condition, in the scheduler's
+    words."""
+    name = side.unique("unschedulable")
+    made = job(name, Program())
+    made["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"memory": "1000Ti"},
+                                                                      "limits": {"memory": "1000Ti"}}
+    side.create(Kind.JOB, made)
+    if isinstance(side, FakeSide):
+        side.fake.node_memory = 64 * 2**30
+    pod = side.until("an unschedulable pod", lambda: next((p for p in side.pods(name) if condition_false(p, "PodScheduled")),
+                                                          None))
+    assert pod["status"]["phase"] == "Pending"
+    scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert scheduled["reason"] == "Unschedulable", scheduled
+    assert re.match(r"0/\d+ nodes are available: (.*, )?1 Insufficient memory[.,]", scheduled["message"]), scheduled
+
+
+def condition_false(obj: Obj, kind: str) -> bool:
+    return any(c["type"] == kind and c["status"] == "False" for c in (obj.get("status") or {}).get("conditions") or [])
+
+
 # --- the Job controller -------------------------------------------------------------------------------------------
 
 
@@ -485,16 +604,53 @@ def test_a_pod_deleted_with_grace_gets_sigterm_and_fails_its_job_unreplaced(side
     assert side.the_job(name)["status"].get("failed") == 1
 
 
+def supervisor_policy() -> Obj:
+    """``supervisor_objects.POD_FAILURE_POLICY`` with its container named as this file's Jobs'."""
+    return {"rules": [{**rule, "onExitCodes": {**rule["onExitCodes"], "containerName": CONTAINER}}
+                      if "onExitCodes" in rule else rule for rule in POD_FAILURE_POLICY["rules"]]}
+
+
+def replaced_or_failed(side: Side, name: str, pod: str) -> str | None:
+    """How the Job ``name`` answered the end of its pod ``pod``: "failed", "replaced" (another pod), or None yet."""
+    if condition(side.the_job(name), "FailureTarget") or condition(side.the_job(name), "Failed"):
+        return "failed"
+    return "replaced" if any(p["metadata"]["name"] != pod for p in side.pods(name)) else None
+
+
 def test_a_pod_the_supervisors_failure_policy_ignores_is_replaced_and_not_counted(side: Side) -> None:
-    """``supervisor_objects.POD_FAILURE_POLICY`` (its container named as this Job's): a pod that exits 143 (a
-    supervisor that left on SIGTERM) is replaced by a Job of ``backoffLimit: 0``, which neither fails nor counts it."""
-    policy = {"rules": [{**rule, "onExitCodes": {**rule["onExitCodes"], "containerName": CONTAINER}}
-                        if "onExitCodes" in rule else rule for rule in POD_FAILURE_POLICY["rules"]]}
+    """``supervisor_objects.POD_FAILURE_POLICY``: a pod that exits 143 (a supervisor that left on SIGTERM) is
+    replaced by a Job of ``backoffLimit: 0``, which neither fails nor counts it."""
     name = side.unique("ignored")
-    side.run(name, Program(code=int(ExitCode.PREEMPTED)), podFailurePolicy=policy)
+    side.run(name, Program(code=int(ExitCode.PREEMPTED)), podFailurePolicy=supervisor_policy())
     side.until("a second pod", lambda: len(side.pods(name)) >= 2 or None)
     job_ = side.the_job(name)
     assert not condition(job_, "Failed") and not condition(job_, "FailureTarget") and not job_["status"].get("failed"), job_
+
+
+def test_an_evicted_pod_the_supervisors_failure_policy_ignores_by_its_disruption_is_replaced(side: Side) -> None:
+    """``supervisor_objects.POD_FAILURE_POLICY``'s other rule: an evicted pod (a drain) carries the condition
+    ``DisruptionTarget`` (``runtime._disruption`` reads its reason), so even a failing exit (1 here, not 143) is
+    ignored: the pod is replaced and the Job of ``backoffLimit: 0`` neither fails nor counts it."""
+    name = side.unique("evicted")
+    side.run(name, Program(on_sigterm=OnSigterm(seconds=0, code=1)), podFailurePolicy=supervisor_policy())
+    pod = running(side, name)["metadata"]["name"]
+    side.evict(pod)
+    assert side.until("the evicted pod replaced, or the Job failed", lambda: replaced_or_failed(side, name, pod)) == "replaced"
+    job_ = side.the_job(name)
+    assert not condition(job_, "FailureTarget") and not job_["status"].get("failed"), job_
+    evicted = [p for p in side.pods(name) if p["metadata"]["name"] == pod]
+    if evicted:  # still there: it was counted (ignored), not yet gone
+        assert condition(evicted[0], "DisruptionTarget")["reason"] == "EvictionByEvictionAPI", evicted[0]
+
+
+def test_a_failed_pod_is_replaced_until_the_backoff_limit_is_spent(side: Side) -> None:
+    """A Job whose ``backoffLimit`` allows a retry (the supervisor's, ``BACKOFF_LIMIT``) replaces a failed pod,
+    counts each, and fails with the last (the real Job controller after its back-off delay, 10 s)."""
+    name = side.unique("backoff")
+    side.run(name, Program(code=3), backoffLimit=1)
+    failed = ended(side, name, "Failed")
+    assert (condition(failed, "Failed")["reason"], failed["status"].get("failed")) == ("BackoffLimitExceeded", 2)
+    assert [(p["status"]["phase"], terminated(p)["exitCode"]) for p in side.pods(name)] == [("Failed", 3)] * 2
 
 
 def test_a_job_deleted_in_the_background_goes_at_once_and_its_name_is_free(side: Side) -> None:
@@ -553,6 +709,22 @@ def test_background_deletion_collects_what_the_deleted_object_owned(side: Side) 
     side.until("the owned Service collected", lambda: not services() or None)
 
 
+def test_orphan_deletion_keeps_the_dependents_without_their_reference_to_the_owner(side: Side) -> None:
+    name = side.unique("orphan")
+    owner = side.create(Kind.CONFIG_MAP, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {LABEL: name}}})
+    reference = {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": owner["metadata"]["uid"]}
+    side.create(Kind.CONFIG_MAP, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": f"{name}-owned", "labels": {LABEL: name}, "ownerReferences": [reference]}})
+    side.api.delete(Kind.CONFIG_MAP, name, side.namespace, propagation="Orphan")
+
+    def orphaned() -> list[Obj] | None:
+        """What is left of the two once the owner is gone and its dependent no longer refers to it."""
+        left = side.api.select(Kind.CONFIG_MAP, side.namespace, f"{LABEL}={name}")
+        return left if [m["metadata"]["name"] for m in left] == [f"{name}-owned"] and not left[0]["metadata"].get("ownerReferences") else None
+
+    side.until("the owner gone, its dependent kept without the reference", orphaned)
+
+
 def test_a_deployment_gets_a_ready_pod_that_goes_with_it(side: Side) -> None:
     """What ``tensorboard`` waits for (``board._ready_pod``): the Deployment's ``readyReplicas``, then a Ready pod of its labels."""
     name = side.unique("board")
@@ -563,6 +735,84 @@ def test_a_deployment_gets_a_ready_pod_that_goes_with_it(side: Side) -> None:
     assert [condition(p, "Ready") is not None for p in pods] == [True]
     side.api.delete(Kind.DEPLOYMENT, name, side.namespace, propagation="Background")
     side.until("its pod gone", lambda: not side.api.select(Kind.POD, side.namespace, f"{LABEL}={name}") or None)
+
+
+# --- the kubelet, the scheduler, the admission -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("grace", "on_sigterm", "code"), [
+    (0, SAVES_AND_EXITS, 143), (0, OnSigterm(seconds=0.5, code=7), 7), (2, IGNORES_SIGTERM, SIGKILL_EXIT),
+], ids=["grace-0-is-sigterm-not-sigkill", "grace-0-still-gets-the-kubelets-2s", "sigterm-ignored-killed-after-the-grace"])
+def test_a_deleted_pods_exit_code_is_its_answer_to_sigterm_or_137_after_the_grace(
+        side: Side, grace: int, on_sigterm: OnSigterm, code: int) -> None:
+    """What ``KubernetesRuntime.stop`` and the restart rules read of a deleted pod: SIGTERM first, even for a grace-0
+    deletion (the process dies of it: 143 under tini, no SIGKILL), and SIGKILL (137) only once the grace ran out,
+    never less than the kubelet's 2 s (``KUBELET_MINIMUM_GRACE_SECONDS``: a 0.5 s save ends with its own code).
+    The exit code, seen through the Job (the pod goes once counted): a ``podFailurePolicy`` rule ignoring exactly
+    ``code`` replaces the pod; any other code fails the Job (``backoffLimit: 0``)."""
+    name = side.unique(f"exit{code}")
+    policy = {"rules": [{"action": "Ignore", "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": [code]}}]}
+    side.run(name, Program(on_sigterm=on_sigterm), podFailurePolicy=policy)
+    pod = running(side, name)["metadata"]["name"]
+    side.api.delete(Kind.POD, pod, side.namespace, grace_seconds=grace)
+    assert side.until(f"the pod's exit {code} ignored, or the Job failed", lambda: replaced_or_failed(side, name, pod)) == "replaced"
+
+
+def test_a_deleted_pod_on_a_lost_node_stays_terminating_past_its_grace(side: Side) -> None:
+    """What ``KubernetesRuntime.stop`` meets on a lost node (the fake's ``unreachable``): the API server marks the
+    deleted pod and waits for its node's kubelet to confirm the end, which never comes; nothing ends it (the runtime
+    gives up after the grace and says so). The node: a Node object no kubelet serves, the pod bound to it."""
+    name = side.unique("lost")
+    side.run(name, Program(), {"nodeName": side.lost_node()})
+    pod = side.until("its pod, bound to the node", lambda: next(iter(side.pods(name)), None))["metadata"]["name"]
+    assert side.api.delete(Kind.POD, pod, side.namespace, grace_seconds=1)["metadata"].get("deletionTimestamp")
+    past = side.now() + 10  # its grace, the kubelet's least grace, and more
+    side.until("its grace long past", lambda: side.now() > past or None)
+    [still] = side.pods(name)
+    assert (still["metadata"]["name"], runtime.exit_of(still)) == (pod, None) and still["metadata"].get("deletionTimestamp")
+
+
+def test_a_container_over_its_memory_limit_is_oom_killed(side: Side) -> None:
+    """What ``KubernetesRuntime.oom_killed`` reads: exit 137 and the reason ``OOMKilled``."""
+    name = side.unique("oom")
+    side.run(name, Program(oom=True))
+    ended(side, name, "Failed")
+    [pod] = side.pods(name)
+    assert (terminated(pod)["exitCode"], terminated(pod)["reason"]) == (SIGKILL_EXIT, "OOMKilled"), terminated(pod)
+
+
+def test_a_pod_no_node_has_room_for_waits_unscheduled_and_says_why(side: Side) -> None:
+    """What ``status`` says of a task that waits (``PodView.message``): the scheduler's ``PodScheduled`` condition."""
+    name = side.unique("unschedulable")
+    side.run(name, Program(), container={"resources": {"requests": {"cpu": "100"}}})
+    pod = side.until("the scheduler's answer", lambda: next((p for p in side.pods(name) if PodView(p).unscheduled()), None))
+    assert pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName")
+    assert re.fullmatch(r"Unschedulable: 0/\d+ nodes are available: .*\bInsufficient cpu\b.*", PodView(pod).message()), pod["status"]
+
+
+def test_a_pod_whose_image_cannot_be_pulled_waits_in_the_pull_back_off(side: Side) -> None:
+    """What ``status`` says of a task, and ``supervisor_state`` of a supervisor, whose image will not come."""
+    name = side.unique("nopull")
+    side.run(name, Program(), container={"image": MISSING_IMAGE})
+
+    def backing_off() -> Obj | None:
+        return next((p for p in side.pods(name) if "ImagePullBackOff" in PodView(p).message()), None)
+
+    pod = side.until("the pull back-off", backing_off)
+    assert pod["status"]["phase"] == "Pending"
+    assert PodView(pod).message().startswith(f'ImagePullBackOff Back-off pulling image "{MISSING_IMAGE}"'), PodView(pod).message()
+
+
+def test_a_job_naming_a_missing_service_account_gets_no_pod_until_the_account_exists(side: Side) -> None:
+    """The ServiceAccount admission refuses a pod naming an account that does not exist (403, to the Job
+    controller: the Job itself is created and started, without a pod); once the account exists the controller's
+    next try creates it."""
+    name = side.unique("account")
+    side.run(name, Program(), {"serviceAccountName": name})
+    side.until("the Job started", lambda: (side.the_job(name) or {}).get("status", {}).get("startTime"))
+    assert side.pods(name) == []
+    side.create(Kind.SERVICE_ACCOUNT, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "labels": {LABEL: name}}})
+    assert running(side, name)["spec"]["serviceAccountName"] == name
 
 
 # --- logs, exec, port-forward -------------------------------------------------------------------------------------
@@ -645,3 +895,86 @@ def test_a_port_forward_to_a_closed_port_ends_with_no_bytes_and_says_why(side: S
         assert f"error forwarding port {PORT}" in error and "connection refused" in error, error
     finally:
         forward.close()
+
+
+# --- PodGroups (kubernetes.gang) -----------------------------------------------------------------------------------
+
+
+def test_pod_groups_are_discovered_kept_listed_by_label_and_deleted_and_a_jobs_pod_keeps_its_group(side: Side) -> None:
+    """What the backend reads of PodGroups (``gang``): API discovery lists them, a second create is 409, a Job's pod
+    keeps its template's ``schedulingGroup`` (the API server drops it only where PodGroups are not served), and a
+    deleted group goes once its pods have ended (the real side's ``podgroup-protection`` finalizer)."""
+    assert side.api.serves_pod_groups()
+    name = side.unique("gang")
+    group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": name, "labels": {LABEL: name}},
+             "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}}}
+    made = side.create(Kind.POD_GROUP, group)
+    assert made["spec"]["schedulingPolicy"] == {"gang": {"minCount": 1}}
+    status, body = api_error(lambda: side.api.create(Kind.POD_GROUP, side.namespace, group))
+    assert (status, body["reason"]) == (409, "AlreadyExists")
+    assert [g["metadata"]["name"] for g in side.api.select(Kind.POD_GROUP, side.namespace, f"{LABEL}={name}")] == [name]
+    member = side.unique("member")
+    side.run(member, Program(code=0), pod={"schedulingGroup": {"podGroupName": name}})
+    ended(side, member, "Complete")
+    assert side.pods(member)[-1]["spec"]["schedulingGroup"] == {"podGroupName": name}
+    side.api.delete(Kind.POD_GROUP, name, side.namespace)
+    side.until("the PodGroup gone", lambda: side.api.read_if_exists(Kind.POD_GROUP, name, side.namespace) is None)
+
+
+# --- watch (the supervisor's cache: ``watched``) ------------------------------------------------------------------
+
+#: How long (real time) a watch may take to send what happened before it opened.
+WATCH_WAIT_SECONDS = 60.0
+
+
+def watch_events(side: Side, kind: Kind, name: str, version: str, until: Callable[[list[Obj]], T | None]) -> T:
+    """The events of a watch of ``name``'s objects (``LABEL``) from ``version``, read in a thread (for up to
+    ``WATCH_WAIT_SECONDS``), until ``until`` finds what it looks for in them: changes made before the watch opened,
+    which it sends at once."""
+    seen: list[Obj] = []
+    stream = side.api.watch(kind, side.namespace, f"{LABEL}={name}", version, 120, lambda: None)
+    thread = threading.Thread(target=lambda: seen.extend(stream.events()), daemon=True)
+    thread.start()
+    try:
+        found: list[T] = []
+        wait_for_condition(lambda: found.append(value) or True if (value := until(list(seen))) else False,
+                           WATCH_WAIT_SECONDS)
+        return found[0]
+    finally:
+        stream.stop()
+        thread.join(timeout=10)
+
+
+def test_a_watch_from_a_lists_version_sends_each_later_change_with_its_version(side: Side) -> None:
+    """``Watched``: a LIST gives the version the objects are at; a WATCH from it sends each change after it (the Job
+    created, then resumed), each object carrying its newer ``resourceVersion``."""
+    name = side.unique("watched")
+    items, version = side.api.listing(Kind.JOB, side.namespace, f"{LABEL}={name}")
+    assert items == [] and version
+    side.run(name, Program(), suspend=True)
+    side.api.merge_patch_job(name, side.namespace, {"spec": {"suspend": False}})
+
+    def resumed(events: list[Obj]) -> list[Obj] | None:
+        jobs = [e for e in events if e["type"] in ("ADDED", "MODIFIED")]
+        return jobs if any(e["object"]["spec"].get("suspend") is False for e in jobs) else None
+
+    events = watch_events(side, Kind.JOB, name, version, resumed)
+    assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == name
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert versions == sorted(versions) and versions[0] > int(version)
+
+
+def test_a_watch_from_a_version_the_server_no_longer_keeps_is_410_expired(side: Side) -> None:
+    """What makes ``Watched`` list again: a version older than the API server's watch cache keeps (etcd compacted
+    it; on the real cluster "1" is long gone; the fake forgets its history, ``compact``) is an ERROR event, 410
+    ``Expired``, "too old resource version", which the client raises."""
+    from kubernetes.client.exceptions import ApiException
+
+    for _ in range(2):  # version 1 is then older than the latest, on the fake too
+        side.run(side.unique("old"), Program(), suspend=True)
+    if isinstance(side, FakeSide):
+        side.fake.compact()
+    stream = side.api.watch(Kind.POD, side.namespace, f"{LABEL}=none", "1", 30, lambda: None)
+    with pytest.raises(ApiException) as caught:
+        list(stream.events())
+    assert caught.value.status == 410 and caught.value.reason.startswith("Expired: too old resource version: 1 (")

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers.k8s_e2e import image, kubeconfig, namespace, run_name
+from helpers.k8s_e2e import admin_kubeconfig, image, namespace, run_name
 from helpers.k8s_specs import manifests
-from helpers.required import unavailable
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes import admission_policy
@@ -34,18 +31,8 @@ from launcher.plan.planner import Plan
 
 pytestmark = pytest.mark.e2e
 
-ADMIN_KUBECONFIG_ENV = "TFCLUSTER_E2E_ADMIN_KUBECONFIG"
 #: The kinds ``up`` creates for the supervisor's rights and the policy's params (the rest are not needed here).
 NEEDED = ("ConfigMap", "ServiceAccount", "Role", "RoleBinding")
-
-
-def admin_kubeconfig() -> str:
-    """``TFCLUSTER_E2E_ADMIN_KUBECONFIG``, else the administrator's kubeconfig .ci/k8s.sh writes beside the
-    launcher's (``admin.kubeconfig``); none: ``unavailable``."""
-    path = os.environ.get(ADMIN_KUBECONFIG_ENV) or str(Path(kubeconfig()).with_name("admin.kubeconfig"))
-    if not Path(path).is_file():
-        unavailable(f"needs the cluster administrator's kubeconfig: set {ADMIN_KUBECONFIG_ENV}", "e2e")
-    return path
 
 
 def _client(user: str | None = None) -> Any:

@@ -3,7 +3,8 @@ the test only reads ``status`` as a user's laptop would, now and then.
 
 Its pod runs the one supervisor process under its own Role (``<name>-supervisor``) in the restricted namespace and
 starts each task's suspended Job. A worker's process killed (``kill -9``: a crash) makes it restart the group (one
-restart); its pod deleted mid-run (SIGTERM: it leaves the tasks as they are and exits 143), its Job starts another,
+restart), by the spec's failure rule alone (``restart.policy: never``; the rule matches the exit code 137 and a line
+of the worker's log); its pod deleted mid-run (SIGTERM: it leaves the tasks as they are and exits 143), its Job starts another,
 which adopts the run from the status published in the ConfigMap, so the restart count stays 1; the run succeeds and
 the supervisor's Job then completes: nothing is left running. The tasks are tiny programs (no TensorFlow: real
 training with a restart is ``test_k8s_e2e_paths.py``'s preemption): the chief ends only once the test lets it (a
@@ -39,14 +40,21 @@ pytestmark = pytest.mark.e2e
 GO = Path("/tmp/e2e-go")
 
 
+#: What each worker says before it blocks: the log line ``RULE`` matches.
+READY = "worker ready"
+#: The one way a failed task restarts here (``restart.policy: never``): a worker killed (137) that said ``READY``.
+RULE = {"exit_codes": [137], "log_pattern": READY, "roles": ["worker"], "action": "restart"}
+
+
 def gated_plan(name: str, claim: str) -> Plan:
-    """A chief that ends once ``GO`` exists and two workers that run until stopped; killed tasks are restarted; no
-    claim of its own (``claim``: the session's shared one)."""
+    """A chief that ends once ``GO`` exists and two workers that run until stopped; a killed worker restarts only by
+    ``RULE`` (the supervisor pod holds ``restart.rules``: exit code and log pattern); no claim of its own
+    (``claim``: the session's shared one)."""
     spec = validate_data({
         "name": name, "image": image(),
         "roles": {"chief": {"command": ["python", "-c", wait_for(GO)]},
-                  "worker": {"replicas": 2, "command": ["python", "-c", BLOCK]}},
-        "restart": {"policy": "exit-code", "max_restarts": 3},
+                  "worker": {"replicas": 2, "command": ["python", "-c", f"print({READY!r}, flush=True); {BLOCK}"]}},
+        "restart": {"policy": "never", "max_restarts": 3, "rules": [RULE]},
         "kubernetes": {"namespace": namespace(), "volume_claim": {"name": claim}},
     })
     return api.plan(spec, "k8s", api.new_run_id())
@@ -160,3 +168,27 @@ def test_a_killed_worker_restarts_the_group_and_a_replaced_supervisor_pod_adopts
     assert done.state is State.SUCCEEDED
     log = log_of(core, second.metadata.name)
     assert "restarts used: 1, preemptions: 0" in log and f"{name}: succeeded" in log, log
+
+
+@pytest.mark.parametrize(("budget", "message"), [
+    ({"deadline_seconds": 20}, "failed: deadline of 20 s exceeded"),
+    ({"restart": {"policy": "never", "max_preemptions": 0}}, "exited with code 143 (restart policy never)"),
+], ids=["deadline_seconds", "max_preemptions"])
+def test_the_supervisor_pod_ends_a_run_past_its_budget(backend: KubernetesBackend, launch: Callable[[Plan], None],
+                                                       core: Any, shared_claim: SharedClaim, budget: dict[str, Any],
+                                                       message: str) -> None:
+    """The supervisor pod alone holds the run to its ``deadline_seconds`` (tasks that never end are stopped and the
+    run fails) and to ``max_preemptions`` (a worker's pod deleted, past a budget of 0, is a failure: no restart)."""
+    name = run_name("e2e-budget")
+    spec = validate_data({
+        "name": name, "image": image(),
+        "roles": {"chief": {"command": ["python", "-c", BLOCK]}, "worker": {"replicas": 1, "command": ["python", "-c", BLOCK]}},
+        "kubernetes": {"namespace": namespace(), "volume_claim": {"name": shared_claim.name()}}, **budget,
+    })
+    launch(api.plan(spec, "k8s", api.new_run_id()))
+    if "restart" in budget:
+        supervise_until(backend, name, lambda s: len(s.tasks) == 2 and all(t.state is State.RUNNING for t in s.tasks))
+        core.delete_namespaced_pod(running_pod(core, f"{name}-worker-0"), namespace())  # graceful: a preemption
+    status = supervise_until(backend, name, lambda s: s.state.terminal)
+    assert status.state is State.FAILED and message in status.message, status
+    assert (status.restarts, status.preemptions) == (0, 0), status

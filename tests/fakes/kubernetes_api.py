@@ -4,7 +4,9 @@ The server (stdlib ``http.server`` in a thread) keeps objects and answers
 like the API server: JSON CRUD for serviceaccounts, configmaps, services,
 persistentvolumeclaims, pods (core/v1), jobs (batch/v1), deployments
 (apps/v1), networkpolicies (networking.k8s.io/v1), roles and rolebindings
-(rbac.authorization.k8s.io/v1: kept, not enforced), and the reads of two cluster-scoped kinds, namespaces and
+(rbac.authorization.k8s.io/v1: kept, not enforced), podgroups (scheduling.k8s.io/v1beta1: kept, no scheduler;
+API discovery of that group version lists them, and both are ``404`` with ``serves_pod_groups`` unset), and the
+reads of two cluster-scoped kinds, namespaces and
 validatingadmissionpolicybindings (``CLUSTER_SCOPED``: kept under the namespace "", no behaviour); ``409 AlreadyExists``
 on create, optimistic concurrency on replace (``resourceVersion``), ``404
 NotFound``, list with an equality ``labelSelector``, ``422 Invalid`` for
@@ -15,6 +17,8 @@ immutability of a Job's template (unless suspended), ``completionMode`` and
 ``selector``); a Job created gets the selector and pod-template labels the
 API server adds (``batch.kubernetes.io/controller-uid``, ``controller-uid``,
 ``batch.kubernetes.io/job-name``, ``job-name``).
+a WATCH of a collection (``watch=true``: each change after ``resourceVersion`` as an event, bookmarks, a
+410 ``Expired`` ERROR event from a version older than the history kept, ``_watch``),
 ``pods/<name>/log`` (with ``follow``: streamed until the pod ends),
 ``pods/<name>/exec`` (the websocket upgrade, then the command's stdout,
 stderr and exit status on channels 1, 2 and 3; what a command gives is the
@@ -25,9 +29,12 @@ an error channel, each opened by a frame holding the port number), bytes
 relayed to the address ``pod_ports`` maps that pod's port to, standing in
 for the pod's network (a closed port: the kubelet's error on the error
 channel). With ``allowed`` set, a request needing another right is ``403
-Forbidden`` in the RBAC authorizer's words. Creating a pod passes the ServiceAccount admission
+Forbidden`` in the RBAC authorizer's words. ``dryRun=All`` on a create validates and admits, storing nothing.
+Creating a pod passes the Priority admission the API server runs (a ``priorityClassName`` that is none of
+``priority_classes`` is ``403 Forbidden``; the Job controller then makes no pod), then the ServiceAccount admission
 the API server runs: a pod naming an account that does not exist is
-``403 Forbidden`` (only ``default`` exists unless created), and the
+``403 Forbidden`` (only ``default`` exists unless created; to the Job
+controller, which then creates no pod and tries again), and the
 account's API token is mounted in every container, init containers too
 (a ``kube-api-access-*`` projected volume) unless the pod's, else the
 account's, ``automountServiceAccountToken`` is false.
@@ -41,9 +48,14 @@ by default; ``OnSigterm(seconds=...)`` saves for that long;
 ``IGNORES_SIGTERM`` is killed with 137 when ``terminationGracePeriodSeconds``
 runs out, or the delete request's grace, never less than the kubelet's 2 s,
 so a grace-0 deletion is SIGTERM too, not a crash; a pod in ``unreachable``,
-its node gone, is never ended); ``Foreground`` deletion keeps the owner, marked, until its
-dependents are gone; a Job's pods carry the Job controller's tracking
-finalizer until it counted them.
+its node gone, is never ended); ``evict`` (the Eviction API, a drain) marks
+the pod ``DisruptionTarget`` before deleting it; ``Foreground`` deletion keeps
+the owner, marked, until its dependents are gone, ``Orphan`` deletion leaves
+them without their reference to it; a Job's pods carry the Job controller's
+tracking finalizer until it counted them. A new pod requesting more CPU
+than the one node has (``node_cpu``) stays ``Pending``, ``Unschedulable``
+in the scheduler's words; one of an image the registry lacks
+(``missing_images``) stays ``Pending`` in the kubelet's ``ImagePullBackOff``.
 
 No controller runs by itself unless ``job_controller`` is set (then the
 Job controller syncs every Job after each request that changes something,
@@ -77,8 +89,22 @@ server (the one list):
   collected go at once; every container of a pod ends with the same exit
   code; a process's answer to SIGTERM is what the test configures, not
   what a real program does;
-- no scheduler, no image pulls (no ``Pending`` reasons unless a test writes
-  them), no DNS, no node, no ``ttlSecondsAfterFinished``;
+- the scheduler is only ``node_cpu`` and ``node_memory`` (no other resources,
+  affinity or taints) and ``preempt`` (what the scheduler does to a pod it
+  preempts, held to the real one by the e2e test of a preemption,
+  tests/e2e/test_k8s_e2e_priorities.py: a contract test would need
+  PriorityClasses, an admin's); it pulls only ``missing_images``; no DNS, no
+  Node objects, no ``ttlSecondsAfterFinished``;
+- a lost node is a set of pods (``unreachable``), not a Node: a deleted pod
+  there stays terminating (held to a Node object no kubelet serves); not held
+  to the real cluster (the one node the tests share cannot show it without
+  harming the other tests' pods): the scheduler's preemption and the
+  ``DisruptionTarget`` reasons other than the Eviction API's
+  (``finish_pod(disrupted=True)`` writes ``PreemptionByScheduler``; the
+  supervisor's ``podFailurePolicy`` matches the condition, not its reason);
+  the OOM killer's end and a ``Pending`` pod's status other than the two
+  above are written by the test (``finish_pod(reason="OOMKilled")``,
+  ``update``), not caused: their shape is the contract tests';
 - a Job's status keeps only ``startTime``, ``completionTime``, the
   conditions and the counters ``succeeded`` and ``failed`` (no ``active``,
   ``ready``, ``terminating``, ``uncountedTerminatedPods``: tfcluster reads
@@ -87,8 +113,22 @@ server (the one list):
 - pods carry only the status fields tfcluster reads (phase, start time, the
   container's state, ``Ready``/``DisruptionTarget`` conditions when a test
   sets them);
-- label selectors are equality only; no field selectors, watches,
-  server-side apply, ``generateName``, ``dryRun``, defaulting (e.g. of
+- watches: every change is published to them (``publish``) when a request
+  or a watch looks, so an object changed in place several times between two
+  looks is one MODIFIED event, and the history is kept whole until
+  ``compact`` (the API server keeps a window; a watch from "1" on a real
+  cluster is 410); bookmarks come once a watch caught up, when a test asks
+  (``bookmark``) and each minute of the fake's clock (the API server sends
+  one about each minute and before a watch's timeout, at its discretion;
+  the contract test does not wait a minute for one); ``restart`` cuts the
+  watches and forgets the history at once; ``unavailable`` answers 503 to
+  every request (a restarting server mostly refuses connections); a 429 is
+  only what the test injects (``fail_next``: the real server's priority and
+  fairness was not made to throttle in the contract test, which needs a
+  FlowSchema and a PriorityLevelConfiguration as admin; the 429's
+  ``Retry-After`` header is modelled on its documented one);
+- label selectors are equality only; no field selectors,
+  server-side apply, ``generateName``, defaulting (e.g. of
   ``parallelism`` or ``backoffLimit``) or authentication; RBAC only as the
   set of rights ``allowed`` (one Role, one user), no ClusterRoles, bindings
   or ``resourceNames``;
@@ -132,11 +172,14 @@ KINDS = {
     "deployments": "Deployment",
     "roles": "Role",
     "rolebindings": "RoleBinding",
+    "podgroups": "PodGroup",
     "namespaces": "Namespace",
     "validatingadmissionpolicybindings": "ValidatingAdmissionPolicyBinding",
 }
 #: The cluster-scoped kinds (kept under the namespace ""): only read by tfcluster, created by tests (``create``).
 CLUSTER_SCOPED = frozenset({"namespaces", "validatingadmissionpolicybindings"})
+#: The API discovery document of the group version PodGroups are served in (``FakeKubernetes.serves_pod_groups``).
+POD_GROUP_DISCOVERY = "/apis/scheduling.k8s.io/v1beta1"
 WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 PORT_FORWARD_PROTOCOL = EXEC_PROTOCOL = "v4.channel.k8s.io"
 #: The labels the Job controller puts on a Job's pod template (so on its pods): the Job's uid selects them.
@@ -155,6 +198,9 @@ DEFAULT_GRACE_SECONDS = 30
 #: SIGTERM and this long before SIGKILL, so a deletion is never a crash (137) of a process that exits on SIGTERM.
 KUBELET_MINIMUM_GRACE_SECONDS = 2
 SIGKILL_EXIT = 137
+#: The scheduler's words for a pod no node has the memory for, even by preempting (one node, nothing to preempt).
+UNSCHEDULABLE_MEMORY = ("0/1 nodes are available: 1 Insufficient memory. preemption: 0/1 nodes are available: "
+                        "1 No preemption victims found for incoming pod.")
 
 
 @dataclass(frozen=True)
@@ -209,6 +255,34 @@ class FakeKubernetes:
         #: ``403 Forbidden`` for ``user``, in the API server's words; None: everything is allowed.
         self.allowed: set[Permission] | None = None
         self.user = "launcher"
+        #: Whether the API server serves ``scheduling.k8s.io/v1beta1`` PodGroups (Kubernetes 1.37 with the
+        #: ``GenericWorkload`` gate and that API on): discovery lists ``podgroups``; unset, discovery and every
+        #: PodGroup request are ``404``, as where the gate is off.
+        self.serves_pod_groups = True
+        #: The one node's allocatable CPU: a pod requesting more is unschedulable (``_waits``).
+        self.node_cpu = 64.0
+        #: Images the registry does not have: a pod of one waits in the pull back-off (``_waits``).
+        self.missing_images: set[str] = set()
+        #: The memory of the cluster's one node (None: room for every pod): the scheduler leaves a pod requesting more
+        #: ``Pending``, its ``PodScheduled`` condition ``False`` (``Unschedulable``, ``UNSCHEDULABLE_MEMORY``).
+        self.node_memory: int | None = None
+        #: The cluster's PriorityClasses (cluster-scoped, made by its admin): a pod naming another is refused.
+        self.priority_classes: set[str] = {"system-cluster-critical", "system-node-critical"}
+        #: What every watch is served from (``publish``): each change as (resourceVersion, plural, namespace, event
+        #: type, the object then), and the objects as last published.
+        self.history: list[tuple[int, str, str, str, Obj]] = []
+        self._published: dict[tuple[str, str, str], Obj] = {}
+        #: The oldest resourceVersion a watch may start from (``compact``): older is ``410 Gone``.
+        self.oldest_version = 0
+        #: Bookmarks asked for by the test (``bookmark``): each open watch that allows them sends one.
+        self._bookmarks = 0
+        #: Moves on at each ``restart``: the watches opened before it end.
+        self._watch_epoch = 0
+        self._closing = False
+        #: While set, every request is ``503 ServiceUnavailable`` (an API server restarting, or unreachable).
+        self.unavailable = False
+        #: The ``Retry-After`` seconds a 429 carries (the API server's priority and fairness says 1).
+        self.retry_after = "1"
 
     # --- server ----------------------------------------------------------
 
@@ -223,13 +297,68 @@ class FakeKubernetes:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def stop(self) -> None:
+        self._closing = True
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
 
     def fail_next(self, method: str, plural: str, status: int) -> None:
-        """The next ``method`` on ``plural`` answers ``status`` (e.g. 403) instead of acting."""
+        """The next ``method`` on ``plural`` answers ``status`` (e.g. 403; 429 as the API server's priority and
+        fairness throttles, with ``Retry-After: 1``) instead of acting; a WATCH is a GET."""
         self._faults.append((method, plural, status))
+
+    # --- watch -----------------------------------------------------------
+
+    def publish(self) -> int:
+        """Make every change since the last call an event of the watches' history (an object that changed in place
+        gets a new resourceVersion then; a deleted one its deletion's own); the latest resourceVersion."""
+        with self._lock:
+            batch: list[tuple[int, str, str, str, Obj]] = []
+            for key, obj in self.objects.items():
+                before = self._published.get(key)
+                if before == obj:
+                    continue
+                if before is not None and before["metadata"].get("resourceVersion") == obj["metadata"].get("resourceVersion"):
+                    obj["metadata"]["resourceVersion"] = str(next(self._versions))
+                self._published[key] = copy.deepcopy(obj)
+                batch.append((int(obj["metadata"]["resourceVersion"]), key[0], key[1],
+                              "ADDED" if before is None else "MODIFIED", self._published[key]))
+            for key in [k for k in self._published if k not in self.objects]:
+                gone = self._published.pop(key)
+                gone["metadata"]["resourceVersion"] = str(next(self._versions))
+                batch.append((int(gone["metadata"]["resourceVersion"]), key[0], key[1], "DELETED", gone))
+            self.history.extend(sorted(batch, key=lambda entry: entry[0]))
+            return self.history[-1][0] if self.history else 0
+
+    def compact(self) -> None:
+        """etcd's compaction and the watch cache's window passing: a watch from any version before the latest is
+        ``410 Gone`` (``Expired``: too old resource version); a list is not affected."""
+        with self._lock:
+            self.oldest_version = self.publish()
+
+    def bookmark(self) -> int:
+        """Every open watch that allows bookmarks sends one at the latest version, after the events before it, as
+        the API server does about once a minute (and here also each minute of the fake's clock); that version."""
+        with self._lock:
+            version = self.publish()
+            self._bookmarks += 1
+            return version
+
+    def restart(self) -> None:
+        """The API server restarts: every open watch ends abruptly (no end of the stream), and its new watch cache
+        starts at the latest version (``compact``)."""
+        with self._lock:
+            self._watch_epoch += 1
+            self.compact()
+
+    def watches(self) -> int:
+        """The WATCH requests received so far."""
+        return sum(1 for method, path in self.requests if method == "GET" and "watch=true" in path)
+
+    def lists(self, plural: str) -> int:
+        """The LIST requests of ``plural`` received so far (a collection GET that is not a watch)."""
+        return sum(1 for method, path in self.requests if method == "GET" and "watch=true" not in path
+                   and path.split("?")[0].rstrip("/").endswith("/" + plural))
 
     # --- clock -----------------------------------------------------------
 
@@ -293,7 +422,9 @@ class FakeKubernetes:
                 if p == plural and ns == namespace and _matches(obj, selector or {})
             ]
 
-    def create(self, plural: str, namespace: str, obj: Obj) -> Obj:
+    def create(self, plural: str, namespace: str, obj: Obj, dry_run: bool = False) -> Obj:
+        """Create ``obj`` (validated, a pod admitted: ``_admit_pod``); ``dry_run`` (``dryRun=All``): all that,
+        answering the object as it would be, storing nothing."""
         with self._lock:
             problems = invalid(plural, obj) + given_selector(plural, obj)
             if problems:
@@ -315,12 +446,18 @@ class FakeKubernetes:
             obj.setdefault("status", {})
             if plural == "jobs":
                 _label_job(obj)
+            if dry_run:
+                return obj
             self.objects[plural, namespace, name] = obj
             return copy.deepcopy(obj)
 
     def _admit_pod(self, namespace: str, pod: Obj) -> None:
-        """The ServiceAccount admission plugin (see the module docstring); changes ``pod`` in place."""
+        """The Priority admission plugin (a ``priorityClassName`` not in ``priority_classes`` is ``403 Forbidden``),
+        then the ServiceAccount one (see the module docstring); changes ``pod`` in place."""
         spec = pod["spec"]
+        if "priorityClassName" in spec and spec["priorityClassName"] not in self.priority_classes:
+            raise ApiError(403, "Forbidden", f'pods "{pod["metadata"]["name"]}" is forbidden: no PriorityClass with '
+                           f'name {spec["priorityClassName"]} was found')
         account_name = spec.setdefault("serviceAccountName", "default")
         account = self.objects.get(("serviceaccounts", namespace, account_name))
         if account is None and account_name != "default":
@@ -407,9 +544,19 @@ class FakeKubernetes:
                     self.delete(dependent[0], dependent[1], dependent[2], "Background")
                 return copy.deepcopy(obj)
             del self.objects[key]
-            if propagation != "Orphan":
+            if propagation == "Orphan":
+                self._orphan(meta["uid"])
+            else:
                 self._collect_garbage(meta["uid"])
             return obj
+
+    def _orphan(self, gone: str) -> None:
+        """The garbage collector's ``Orphan`` deletion: the dependents stay, without their reference to ``gone``."""
+        for other in self.objects.values():
+            refs = other["metadata"].get("ownerReferences", [])
+            if any(ref.get("uid") == gone for ref in refs):
+                other["metadata"]["ownerReferences"] = [ref for ref in refs if ref.get("uid") != gone]
+                other["metadata"]["resourceVersion"] = str(next(self._versions))
 
     def _remove(self, key: tuple[str, str, str]) -> None:
         obj = self.objects.pop(key)
@@ -507,6 +654,16 @@ class FakeKubernetes:
             ))
             return name
 
+    def evict(self, pod: str, namespace: str = "default") -> None:
+        """The Eviction API (a drain; an administrator's right, not the launcher's Role's): the pod gets the
+        condition ``DisruptionTarget`` (``EvictionByEvictionAPI``), then is deleted with its own grace (``delete``)."""
+        with self._lock:
+            self.update("pods", namespace, pod, lambda p: p["status"].setdefault("conditions", []).append(
+                {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                 "message": "Eviction API: evicting", "lastTransitionTime": self.stamp()}))
+            self.delete("pods", namespace, pod, "Background")
+            self.settle()
+
     def start_pods(self, job_name: str, namespace: str = "default") -> list[str]:
         """The Job controller's sync of one Job (``reconcile``); the names of the pods it created (none while the
         Job is suspended)."""
@@ -546,6 +703,16 @@ class FakeKubernetes:
 
         self.update("pods", namespace, pod, change)
         self._sync()
+
+    def preempt(self, pod: str, reason: str = "PreemptionByScheduler", namespace: str = "default") -> None:
+        """What the scheduler does to a pod it preempts for one of a higher priority (``reason``; a drain's eviction,
+        ``EvictionByEvictionAPI``, and the taint manager, ``DeletionByTaintManager``, alike): the pod's
+        ``DisruptionTarget`` condition, then its graceful deletion (``delete``: SIGTERM, the pod's grace)."""
+        condition = {"type": "DisruptionTarget", "status": "True", "reason": reason,
+                     "message": "default-scheduler: preempting to accommodate a higher priority pod",
+                     "lastTransitionTime": self.stamp()}
+        self.update("pods", namespace, pod, lambda obj: obj["status"].setdefault("conditions", []).append(condition))
+        self.delete("pods", namespace, pod, "Background")
 
     def sync_jobs(self, namespace: str = "default") -> None:
         """One pass of the Job controller over every Job of ``namespace`` (``reconcile``)."""
@@ -652,8 +819,9 @@ class FakeKubernetes:
                 if plural == "pods" and any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences", []))]
         return sorted(pods, key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]))
 
-    def _new_pod(self, job: Obj) -> str:
-        """A pod of the Job's template (which carries the controller's labels, ``_label_job``), running at once."""
+    def _new_pod(self, job: Obj) -> str | None:
+        """A pod of the Job's template (which carries the controller's labels, ``_label_job``), running at once
+        unless it waits (``_waits``); None when the admission refused it."""
         meta = job["metadata"]
         template = copy.deepcopy(job["spec"]["template"])
         name = f"{meta['name']}-{next(self._names):05d}"
@@ -670,7 +838,14 @@ class FakeKubernetes:
             },
             "spec": template["spec"],
         }
-        self.create("pods", meta["namespace"], pod)
+        try:
+            self.create("pods", meta["namespace"], pod)
+        except ApiError as exc:
+            if exc.code != 403:
+                raise
+            return None  # the admission refused it (a missing ServiceAccount): no pod; the controller tries again
+        if self._waits(meta["namespace"], name):
+            return name
         self.update(
             "pods",
             meta["namespace"],
@@ -684,6 +859,41 @@ class FakeKubernetes:
             ),
         )
         return name
+
+    def _waits(self, namespace: str, name: str) -> bool:
+        """The scheduler and the kubelet on a new pod: one whose requests no node has room for stays ``Pending``,
+        unscheduled (``node_cpu``); one whose image is not in the registry (``missing_images``) stays ``Pending`` in
+        the kubelet's pull back-off. Each as their status says it."""
+        pod = self.objects["pods", namespace, name]
+        containers = pod["spec"]["containers"]
+        if self.node_memory is not None and _memory(pod) > self.node_memory:
+            pod["status"].update(phase="Pending", conditions=[
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": UNSCHEDULABLE_MEMORY,
+                 "lastTransitionTime": self.stamp()}])
+            return True
+        wanted = sum(_cpu(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0")) for c in containers)
+        if wanted > self.node_cpu:
+            pod["status"].update(phase="Pending", conditions=[{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
+                           "1 No preemption victims found for incoming pod."}])
+            return True
+        missing = [c for c in containers if c["image"] in self.missing_images]
+        if missing:
+            pod["status"].update(phase="Pending", conditions=[{"type": "PodScheduled", "status": "True"}], containerStatuses=[
+                {"name": c["name"], "image": c["image"], "ready": False, "restartCount": 0,
+                 "state": {"waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{c["image"]}"'}}}
+                if c in missing else {"name": c["name"], "image": c["image"], "ready": False, "restartCount": 0,
+                                      "state": {"waiting": {"reason": "ContainerCreating"}}}
+                for c in containers])
+            return True
+        return False
+
+
+def _cpu(quantity: str | int | float) -> float:
+    """A CPU quantity (``2``, ``0.5``, ``500m``) in cores."""
+    text = str(quantity)
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
 class ApiError(Exception):
@@ -754,6 +964,16 @@ def _ignored(job_spec: Obj, pod: Obj) -> bool:
     return False
 
 
+def _memory(pod: Obj) -> int:
+    """The bytes of memory ``pod``'s containers request (binary suffixes, as tfcluster writes them)."""
+    factors = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    total = 0
+    for container in pod["spec"]["containers"]:
+        amount = str(container.get("resources", {}).get("requests", {}).get("memory", "0"))
+        total += int(amount[:-2]) * factors[amount[-2:]] if amount[-2:] in factors else int(amount)
+    return total
+
+
 def _active(pod: Obj) -> bool:
     return pod["status"].get("phase", "Pending") in ("Pending", "Running")
 
@@ -778,7 +998,8 @@ def _merge(target: Any, change: Any) -> Any:
 
 def _invalid(plural: str, name: str, problems: list[str]) -> ApiError:
     """422 Invalid, worded as the API server words it."""
-    kind = KINDS[plural] + (".batch" if plural == "jobs" else ".apps" if plural == "deployments" else "")
+    group = {"jobs": ".batch", "deployments": ".apps", "podgroups": ".scheduling.k8s.io"}
+    kind = KINDS[plural] + group.get(plural, "")
     return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: [{", ".join(problems)}]')
 
 
@@ -794,7 +1015,8 @@ def permission(method: str, path: str) -> Permission:
     if len(rest) == 2 and rest[0] in CLUSTER_SCOPED:  # a cluster-scoped object read
         return group, rest[0], "get" if method == "GET" else method.lower()
     resource = rest[2] + ("/" + rest[4] if len(rest) > 4 else "")
-    verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method) or ("get" if len(rest) > 3 else "list")
+    verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method) or (
+        "get" if len(rest) > 3 else "watch" if "watch=true" in path else "list")
     return group, resource, verb
 
 
@@ -872,6 +1094,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, code: int, payload: Obj) -> None:
         data = json.dumps(payload).encode()
         self.send_response(code)
+        if code == 429:
+            self.send_header("Retry-After", self.store.retry_after)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -881,13 +1105,22 @@ class _Handler(BaseHTTPRequestHandler):
         store = self.store
         try:
             body = self._body()  # always consumed, so a refused request leaves the connection usable
+            if method == "GET" and urlparse(self.path).path.rstrip("/") == POD_GROUP_DISCOVERY:
+                store.requests.append((method, self.path))
+                return self._discovery()
             namespace, plural, name, sub, query = self._route()
             store.requests.append((method, self.path))
+            if plural == "podgroups" and not store.serves_pod_groups:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            if store.unavailable:
+                raise ApiError(503, "ServiceUnavailable", "the API server is restarting")
             for fault in list(store._faults):
                 if fault[:2] == (method, plural):
                     store._faults.remove(fault)
-                    reason = {403: "Forbidden", 404: "NotFound", 409: "Conflict"}.get(fault[2], "InternalError")
-                    raise ApiError(fault[2], reason, "injected fault")
+                    reason = {403: "Forbidden", 404: "NotFound", 409: "Conflict", 429: "TooManyRequests"}.get(
+                        fault[2], "InternalError")
+                    raise ApiError(fault[2], reason, "too many requests, please try again later" if fault[2] == 429
+                                   else "injected fault")
             self._authorize(method, namespace, plural, name)
             if method == "GET" and sub == "log":
                 return self._log(namespace, name, query)
@@ -897,13 +1130,21 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._exec(namespace, name, query)
             if method == "GET" and name is None:
                 selector = dict(part.split("=", 1) for part in query.get("labelSelector", [""])[0].split(",") if part)
-                items = store.list(plural, namespace, {k.rstrip("="): v for k, v in selector.items()})
-                return self._send(200, {"kind": KINDS[plural] + "List", "apiVersion": "v1", "metadata": {}, "items": items})
+                selector = {k.rstrip("="): v for k, v in selector.items()}
+                if query.get("watch", [""])[0] == "true":
+                    return self._watch(namespace, plural, selector, query)
+                with store._lock:
+                    version = store.publish()
+                    items = store.list(plural, namespace, selector)
+                return self._send(200, {"kind": KINDS[plural] + "List", "apiVersion": "v1",
+                                        "metadata": {"resourceVersion": str(version)}, "items": items})
             if method == "GET":
                 obj = store.get(plural, name, namespace)
                 if obj is None:
                     raise ApiError(404, "NotFound", f'{plural} "{name}" not found')
                 return self._send(200, obj)
+            if method == "POST" and query.get("dryRun"):
+                return self._send(201, store.create(plural, namespace, body, dry_run=True))
             if method == "POST":
                 return self._send(201, store.synced(store.create(plural, namespace, body)))
             if method == "PUT":
@@ -923,6 +1164,16 @@ class _Handler(BaseHTTPRequestHandler):
         except ApiError as exc:
             self._send(exc.code, exc.body())
 
+    def _discovery(self) -> None:
+        """The ``APIResourceList`` of ``POD_GROUP_DISCOVERY`` (its ``podgroups``), or 404 where it is not served."""
+        if not self.store.serves_pod_groups:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        self._send(200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "scheduling.k8s.io/v1beta1",
+                         "resources": [{"name": "podgroups", "singularName": "podgroup", "namespaced": True,
+                                        "kind": "PodGroup",
+                                        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch",
+                                                  "update", "watch"]}]})
+
     def _authorize(self, method: str, namespace: str, plural: str, name: str | None) -> None:
         """``403 Forbidden`` naming the missing right, as the API server's RBAC authorizer words it."""
         group, resource, verb = needed = permission(method, self.path)
@@ -932,6 +1183,63 @@ class _Handler(BaseHTTPRequestHandler):
         scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
         raise ApiError(403, "Forbidden", f'{what} is forbidden: User "{self.store.user}" cannot {verb} resource "{resource}" '
                                          f'in API group "{group}" {scope}')
+
+    def _watch(self, namespace: str, plural: str, selector: dict[str, str], query: dict[str, list[str]]) -> None:
+        """A WATCH: each change of the matching objects after ``resourceVersion`` (``""``/``"0"``: the current ones
+        first, as ADDED), a bookmark (``allowWatchBookmarks``) once it caught up, when asked (``bookmark``) and each
+        minute of the fake's clock, until ``timeoutSeconds`` of the fake's
+        clock passed (then the stream ends cleanly), the client leaves, or the server restarts (it ends abruptly).
+        A version older than the history kept (``compact``) is an ``ERROR`` event, 410 ``Expired``, as the API
+        server's watch cache answers it."""
+        store = self.store
+        start = query.get("resourceVersion", [""])[0]
+        bookmarks = query.get("allowWatchBookmarks", ["false"])[0] == "true"
+        with store._lock:
+            latest = store.publish()
+            ends = store.now + float(query.get("timeoutSeconds", ["1800"])[0])
+            epoch, asked, minute = store._watch_epoch, -1, store.now // 60  # -1: a first bookmark once caught up
+            if start in ("", "0"):
+                sent = latest
+                pending = [{"type": "ADDED", "object": obj} for obj in store.list(plural, namespace, selector)]
+            elif int(start) < store.oldest_version:
+                sent, pending = latest, [{"type": "ERROR", "object": {
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Expired",
+                    "message": f"too old resource version: {start} ({store.oldest_version})", "code": 410}}]
+            else:
+                sent, pending = int(start), []
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in pending:
+                self._chunk(json.dumps(event).encode() + b"\n")
+            if pending and pending[-1]["type"] == "ERROR":
+                self.wfile.write(b"0\r\n\r\n")
+                return
+            while not store._closing:
+                with store._lock:
+                    if store._watch_epoch != epoch:
+                        self.close_connection = True
+                        return  # restarted: no end of the stream
+                    store.publish()
+                    events = [{"type": kind, "object": obj} for version, p, ns, kind, obj in store.history
+                              if version > sent and p == plural and ns == namespace and _matches(obj, selector)]
+                    sent = max(sent, store.history[-1][0] if store.history else 0)
+                    due = bookmarks and (store._bookmarks != asked or store.now // 60 != minute)
+                    asked, minute, over = store._bookmarks, store.now // 60, store.now >= ends
+                for event in events:
+                    self._chunk(json.dumps(event).encode() + b"\n")
+                if due:
+                    self._chunk(json.dumps({"type": "BOOKMARK", "object": {
+                        "kind": KINDS[plural], "apiVersion": "v1", "metadata": {"resourceVersion": str(sent)}}}).encode()
+                                + b"\n")
+                if over:
+                    break
+                time.sleep(0.002)
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True  # the client left
 
     def _log(self, namespace: str, name: str, query: dict[str, list[str]]) -> None:
         store = self.store

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from helpers import k8s_start
+from helpers.required import unavailable
 from helpers.run_names import SESSION_SUFFIX, run_name  # noqa: F401  (re-exported: the e2e tests import them here)
 from launcher import api
 from launcher.api import validate_data
@@ -39,6 +40,8 @@ from launcher.supervision.status import JobStatus
 
 KUBECONFIG_ENV = "TFCLUSTER_E2E_KUBECONFIG"
 NAMESPACE_ENV = "TFCLUSTER_E2E_NAMESPACE"
+#: The cluster administrator's kubeconfig (what the launcher's Role may not read: nodes, other namespaces' pods).
+ADMIN_KUBECONFIG_ENV = "TFCLUSTER_E2E_ADMIN_KUBECONFIG"
 #: The longest a real run of these tests may take, and one wait for it (cut to the test's budget: ``k8s_start.time_left``).
 TIMEOUT_SECONDS = k8s_start.RUN_SECONDS
 #: Run in a task's container (pods/exec): SIGKILL to the task's program, the child of the task's agent (the child of
@@ -61,6 +64,24 @@ print("killed" if victims else "no child of PID 1")
 def kubeconfig() -> str:
     """The real cluster's kubeconfig path (the e2e fixture made sure it is set)."""
     return os.environ[KUBECONFIG_ENV]
+
+
+def from_kubeconfig_env() -> None:
+    """For a script run by hand on the cluster of .ci/k8s.sh (bench/): these helpers pointed at ``$KUBECONFIG``
+    (its context's namespace) unless ``TFCLUSTER_E2E_KUBECONFIG`` says otherwise; one line and exit 1 without it."""
+    if not os.environ.get("KUBECONFIG"):
+        raise SystemExit('needs the cluster of .ci/k8s.sh: eval "$(bash .ci/k8s.sh)"')
+    os.environ.setdefault(KUBECONFIG_ENV, os.environ["KUBECONFIG"])
+
+
+def admin_kubeconfig() -> str:
+    """The cluster administrator's kubeconfig (for what the launcher's Role does not allow: the admission policy's
+    checks, an eviction): ``TFCLUSTER_E2E_ADMIN_KUBECONFIG``, else the ``admin.kubeconfig`` .ci/k8s.sh writes beside
+    the launcher's; none: ``unavailable``."""
+    path = os.environ.get(ADMIN_KUBECONFIG_ENV) or str(Path(kubeconfig()).with_name("admin.kubeconfig"))
+    if not Path(path).is_file():
+        unavailable(f"needs the cluster administrator's kubeconfig: set {ADMIN_KUBECONFIG_ENV}", "e2e")
+    return path
 
 
 def namespace() -> str:
@@ -178,10 +199,12 @@ def left_of(name: str, core: Any) -> list[str]:
     """Every object of the run's labels (``naming.LABEL_CLUSTER``) still in the namespace, as ``kind/name``."""
     from kubernetes import client
 
-    apis = {"core": core, "batch": client.BatchV1Api(core.api_client), "net": client.NetworkingV1Api(core.api_client)}
+    apis = {"core": core, "batch": client.BatchV1Api(core.api_client), "net": client.NetworkingV1Api(core.api_client),
+            "scheduling": client.SchedulingV1beta1Api(core.api_client)}
     listed = [(kind, apis["core"], kind) for kind in ("pod", "service", "config_map", "service_account",
                                                       "persistent_volume_claim")]
-    listed += [("job", apis["batch"], "job"), ("network_policy", apis["net"], "network_policy")]
+    listed += [("job", apis["batch"], "job"), ("network_policy", apis["net"], "network_policy"),
+               ("pod_group", apis["scheduling"], "pod_group")]
     selector = f"{naming.LABEL_CLUSTER}={name}"
     return sorted(f"{kind}/{obj.metadata.name}" for kind, api_, method in listed
                   for obj in getattr(api_, f"list_namespaced_{method}")(namespace(), label_selector=selector).items)

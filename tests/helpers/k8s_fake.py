@@ -4,16 +4,20 @@ task events written to the log of a task's current pod (``pod_of``, ``write``)."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from kubernetes import client
 
-from fakes.kubernetes_api import CLUSTER_SCOPED, JOB_NAME_KEY, FakeKubernetes, Permission, permission
+from fakes.kubernetes_api import CLUSTER_SCOPED, JOB_NAME_KEY, POD_GROUP_DISCOVERY, FakeKubernetes, Permission, permission
 from helpers.paths import REPO
 from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.kubeapi import KubeApi
+from launcher.backends.kubernetes.watched import RunObjects, Snapshot
 from launcher.protocol.events import MANUAL_TOKEN, Event, format_event
 
 
@@ -31,6 +35,56 @@ def backend_for(fake: FakeKubernetes, namespace: str | None = None, **options: A
     return KubernetesBackend(api_client, namespace, **options)
 
 
+def kubeconfig_for(fake: FakeKubernetes, path: Path) -> Path:
+    """A kubeconfig at ``path`` whose current context is the fake API server (``KUBECONFIG`` for the CLI)."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
+        "users": [{"name": "dev", "user": {"token": "not-a-secret"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "dev"}}],
+        "current-context": "fake",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+#: The longest (real time) a settled read waits for the runtime's watches to catch up with the fake.
+SETTLE_SECONDS = 60.0
+
+
+class SettledObjects(RunObjects):
+    """``RunObjects`` whose every read first waits until both its watches applied every change the fake made so far
+    (the fake sends a bookmark at its latest version: ``bookmark``). The watches are threads, the fake's clock
+    stands still in real time: a test that changed the fake and polls then reads what it changed, as with the
+    synchronous LIST of before, while the watch path is the product's own."""
+
+    def __init__(self, fake: FakeKubernetes, api: KubeApi, namespace: str, cluster: str, clock: Callable[[], float]):
+        self.fake = fake
+        super().__init__(api, namespace, cluster, clock)
+
+    def settle(self) -> None:
+        version = self.fake.bookmark()
+        ends = time.monotonic() + SETTLE_SECONDS
+        while not all(w.stale_since is None and int(w.version or 0) >= version for w in self.kinds.values()):
+            assert time.monotonic() < ends, f"the watches never caught up with version {version}: " + ", ".join(
+                f"{w.kind} at {w.version or '-'} ({w.error or 'current'})" for w in self.kinds.values())
+            time.sleep(0.001)
+
+    def snapshot(self) -> Snapshot | None:
+        self.settle()
+        return super().snapshot()
+
+    def last(self) -> Snapshot:
+        self.settle()
+        return super().last()
+
+
+def settled(fake: FakeKubernetes) -> Callable[[KubeApi, str, str, Callable[[], float]], RunObjects]:
+    """``KubernetesRuntime``'s ``objects`` for a test over ``fake``: ``SettledObjects``."""
+    return lambda api, namespace, cluster, clock: SettledObjects(fake, api, namespace, cluster, clock)
+
+
 def rbac_allowed() -> set[Permission]:
     """What the launcher's Role (k8s/rbac-launcher.yaml) allows."""
     role = next(d for d in yaml.safe_load_all((REPO / "k8s" / "rbac-launcher.yaml").read_text()) if d["kind"] == "Role")
@@ -39,8 +93,10 @@ def rbac_allowed() -> set[Permission]:
 
 def rbac_used(fake: FakeKubernetes) -> set[Permission]:
     """What the requests the fake received needed, but the cluster-scoped reads a namespace's Role cannot grant
-    (``up``'s look at the namespace's admission, ``admission_policy.unguarded``, which a 403 leaves silent)."""
-    return {p for p in (permission(method, path) for method, path in fake.requests) if p[1] not in CLUSTER_SCOPED}
+    (``up``'s look at the namespace's admission, ``admission_policy.unguarded``, which a 403 leaves silent) and API
+    discovery, which every user may read (the ``system:discovery`` ClusterRole)."""
+    resources = [(method, path) for method, path in fake.requests if path.split("?")[0].rstrip("/") != POD_GROUP_DISCOVERY]
+    return {p for p in (permission(method, path) for method, path in resources) if p[1] not in CLUSTER_SCOPED}
 
 
 def pod_of(fake: FakeKubernetes, task: str, namespace: str = "default") -> str:

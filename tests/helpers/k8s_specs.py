@@ -13,10 +13,14 @@ from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.manifests import objects
 from launcher.plan.dryrun import DryRun
 from launcher.plan.planner import Plan
+from launcher.spec.models import GangPlacement
 
 DEMO = REPO / "examples" / "demo.yaml"
 #: Recent minor versions whose OpenAPI schemas the manifests must satisfy (kubernetes-validate ships 1.25-1.37).
 KUBERNETES_VERSIONS = ("1.33", "1.35", "1.37")
+#: The first of them whose API serves PodGroups (``scheduling.k8s.io/v1beta1``) and pods' ``schedulingGroup``: before
+#: it, ``up`` finds no PodGroups and applies the run without its gang (``gang.fit``).
+GANG_VERSION = "1.37"
 
 SPECS: dict[str, dict[str, Any]] = {
     "workers-only": {"name": "wo", "roles": {"worker": {"replicas": 3}}},
@@ -59,9 +63,12 @@ SPECS: dict[str, dict[str, Any]] = {
             "namespace": "team-a",
             "node_selector": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute", "toleration_seconds": 60}],
+            "supervisor_placement": {"node_selector": {"pool": "system"},
+                                     "tolerations": [{"key": "dedicated", "value": "system", "effect": "NoSchedule"}]},
             "image_pull_secrets": ["regcred"],
             "env_from_secrets": ["wandb"],
             "scheduler_name": "volcano",
+            "priority_class": "team-high",
             "pod_annotations": {"scheduling.k8s.io/group-name": "opts", "kueue.x-k8s.io/queue-name": "gpu"},
             "labels": {"app.kubernetes.io/part-of": "vision", "cost-center": "ml-42"},
             "pod_labels": {"app": "opts", "sidecar.istio.io/inject": "false"},
@@ -103,6 +110,18 @@ def plan_for(data: dict[str, Any] | Path, run_id: str = "manual") -> Plan:
 def dry_run_for(data: dict[str, Any] | Path, run_id: str = "manual") -> DryRun:
     """What ``submit`` applies for ``data`` on Kubernetes."""
     return KubernetesBackend.dry_run(plan_for(data, run_id))
+
+
+def without_gang(plan: Plan) -> Plan:
+    """``plan`` with ``kubernetes.gang: off``: what ``up`` applies on a cluster that serves no PodGroups."""
+    kubernetes = plan.spec.kubernetes.model_copy(update={"gang": GangPlacement.OFF})
+    return plan.model_copy(update={"spec": plan.spec.model_copy(update={"kubernetes": kubernetes})})
+
+
+def applied_on(plan: Plan, version: str) -> Plan:
+    """What ``up`` applies of ``plan`` on a cluster of ``version``: without the gang before ``GANG_VERSION``."""
+    served = tuple(map(int, version.split("."))) >= tuple(map(int, GANG_VERSION.split(".")))
+    return plan if served else without_gang(plan)
 
 
 def all_plans() -> dict[str, Plan]:

@@ -24,6 +24,7 @@ from helpers.required import unavailable
 from launcher.backends.slurm import slurmctl
 from launcher.backends.slurm.backend import SlurmBackend
 from launcher.backends.slurm.state import SlurmState
+from launcher.plan.targets import STANDBY_MODULE
 from launcher.protocol import env
 from launcher.supervision.status import JobStatus
 
@@ -68,7 +69,8 @@ def task_processes(name: str) -> list[int]:
 
 
 def task_process(name: str, task: str) -> int:
-    """The task's training process (python), not srun or its shell."""
+    """The task's training process (python) of its first run, not srun, its shell or its standby (which becomes
+    the task at a restart: then ``slurmctl.steps`` tells its step)."""
     marker = f"{env.TASK_NAME}={task}".encode()
     for pid in task_processes(name):
         try:
@@ -76,7 +78,8 @@ def task_process(name: str, task: str) -> int:
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if marker in environ and os.path.basename(argv[0]).startswith(b"python"):
+        if (marker in environ and os.path.basename(argv[0]).startswith(b"python")
+                and STANDBY_MODULE.encode() not in argv):
             return pid
     raise AssertionError(f"no process of {task}")
 

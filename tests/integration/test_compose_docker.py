@@ -20,6 +20,7 @@ import pytest
 
 from helpers.boards import free_port, scalar_curves, start_board, stop_board
 from helpers.docker_engine import IMAGE, Clusters, clusters, compose_cli, docker_engine, trainer, worker_image  # noqa: F401
+from helpers.goodput_checks import assert_restarts_accounted
 from helpers.polling import wait_for_condition
 from helpers.run_names import run_name
 from helpers.socket_proxy import SocketProxy
@@ -222,6 +223,7 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
     chief = read_events(clusters.backend.logs(name, f"{name}-chief-0"), run_token(BackendKind.COMPOSE, name))
     restored = [e for e in chief if e.event == "restored"]
     assert restored and restored[-1].step > 0, "training did not resume from a backup"
+    assert_restarts_accounted(job.goodput, chief)
     assert "model/model.keras" in volume_files(docker_engine, name)
     wait_for_condition(lambda: StateDir.of(BackendKind.COMPOSE, name).supervisor() is None)
     containers, _, _ = project_objects(docker_engine, name)

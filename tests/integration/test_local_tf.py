@@ -117,14 +117,23 @@ def _stepped_after_a_warm_start(chief: list[Any]) -> bool:
     return "warm_start" in kinds and "step" in kinds[kinds.index("warm_start"):]
 
 
-def test_every_run_even_a_restart_early_in_the_run_is_forked_from_the_one_import(tmp_path: Path) -> None:
-    """Restarts cheap whenever they come (issue #36): one zygote imported TensorFlow, and every run of every task,
-    the first ones and those a failure right after the first step restarts, is its child (seen in /proc)."""
-    name = launch(tmp_path, {"name": "zyg", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}}}, epochs=20)
+@pytest.mark.parametrize("role_env", [False, True], ids=["one-env", "roles-with-env-of-their-own"])
+def test_every_run_even_a_restart_early_in_the_run_is_forked_from_an_import_done_before(tmp_path: Path,
+                                                                                      role_env: bool) -> None:
+    """Restarts cheap whenever they come (issues #36, #47): a zygote per task environment imported TensorFlow
+    before the first runs, and every run of every task, the first ones and those a failure right after the first
+    step restarts, is its child (seen in /proc); a role with an env of its own has a zygote of its own (before, its
+    standbys imported by themselves at idle priority, and a restart early in the run waited for that import)."""
+    roles: dict[str, Any] = {"chief": {"replicas": 1}, "worker": {"replicas": 1}}
+    if role_env:
+        roles = {role: {**spec, "env": {"ROLE_NOTE": role}} for role, spec in roles.items()}
+    name = launch(tmp_path, {"name": "zyg-env" if role_env else "zyg", "roles": roles}, epochs=20)
     wait_status(name, lambda s: (s.progress.step or 0) >= 1, timeout=180)
     first = forked_programs(name)
-    [zygote] = {parent for _, parent in first.values()}
-    assert "tensorflow" in Path(f"/proc/{zygote}/maps").read_text(), "the tasks' parent has not imported TensorFlow"
+    zygotes = {parent for _, parent in first.values()}
+    assert len(zygotes) == (2 if role_env else 1), first
+    for zygote in zygotes:
+        assert "tensorflow" in Path(f"/proc/{zygote}/maps").read_text(), "a task's parent has not imported TensorFlow"
     kill_task(name, f"{name}-worker-0")
     chief = f"{name}-chief-0"
     ends = time.monotonic() + 180
@@ -132,16 +141,17 @@ def test_every_run_even_a_restart_early_in_the_run_is_forked_from_the_one_import
         assert time.monotonic() < ends, "the chief did not train again in its standby"
         time.sleep(0.1)
     again = forked_programs(name)
-    assert {parent for _, parent in again.values()} == {zygote}, (first, again)
+    assert {task: parent for task, (_, parent) in again.items()} == {task: parent for task, (_, parent) in first.items()}
     assert not {pid for pid, _ in again.values()} & {pid for pid, _ in first.values()}, "not restarted"
     daemon, groups = processes(name)
     down = tfcluster("down", name, cwd=tmp_path)
     assert down.returncode == 0, down.stderr
     assert_nothing_left(daemon, groups)
     ends = time.monotonic() + 30
-    while (fields := stat_fields(zygote)) is not None and fields[0] != "Z" and time.monotonic() < ends:
-        time.sleep(0.1)
-    assert fields is None or fields[0] == "Z", "the zygote outlived the job"
+    for zygote in zygotes:
+        while (fields := stat_fields(zygote)) is not None and fields[0] != "Z" and time.monotonic() < ends:
+            time.sleep(0.1)
+        assert fields is None or fields[0] == "Z", "a zygote outlived the job"
 
 
 def test_pss_with_evaluator_restarts_every_training_task_when_the_ps_is_killed(tmp_path: Path) -> None:

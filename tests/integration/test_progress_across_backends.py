@@ -23,7 +23,7 @@ from rich.console import Console
 
 from fakes.kubernetes_api import FakeKubernetes
 from helpers.docker_engine import Clusters, clusters, compose_cli, docker_engine, worker_image  # noqa: F401
-from helpers.k8s_fake import backend_for, fake_fixture, pod_of  # noqa: F401  (the fixture ``fake``)
+from helpers.k8s_fake import backend_for, fake_fixture, pod_of, settled  # noqa: F401  (the fixture ``fake``)
 from helpers.k8s_specs import DEMO, dry_run_for, plan_for
 from helpers.local_cluster import tfcluster, write_spec
 from helpers.run_names import run_name
@@ -36,6 +36,7 @@ from launcher.protocol.events import MANUAL_TOKEN, EventKind
 from launcher.protocol.progress import JobProgress
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 #: Each event line's start, its token a placeholder: a task prints it with the token of its environment, as a
 #: program writing events by hand does (docs/spec.md, "Bring your own script").
@@ -118,7 +119,7 @@ def _supervised(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, tmp_path:
     backend.submit(dry_run)
     state = ClusterState(backend.api, dry_run.plan.name, "default")
     runtime = KubernetesRuntime(backend.api, dry_run.plan, "default", clock=lambda: fake.now,
-                                pause=lambda seconds: setattr(fake, "now", fake.now + seconds))
+                                pause=lambda seconds: setattr(fake, "now", fake.now + seconds), objects=settled(fake))
     rounds = 0
 
     def pause(seconds: float) -> None:
@@ -128,8 +129,8 @@ def _supervised(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, tmp_path:
         fake.now += max(seconds, 0.5)
         script(rounds, supervisor)
 
-    supervisor = Supervisor(state.read_plan(), runtime, poll_seconds=0.5, grace_seconds=1.0, pause=pause,
-                            clock=lambda: fake.now, on_status=state.write_status)
+    supervisor = Supervisor(state.read_plan(), runtime, on_status=state.write_status,
+                            tuning=Tuning(poll_seconds=0.5, linger_seconds=1.0, pause=pause, clock=lambda: fake.now))
     try:
         supervisor.run()
     finally:

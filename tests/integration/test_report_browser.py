@@ -75,6 +75,9 @@ def test_report_draws_the_runs_history(run: Path, tmp_path: Path) -> None:
         assert chief.locator(".span-restart").count() == 1 and chief.locator(".span-training").count() == 2
         assert chief.locator(".mark-backup").count() == 2
         assert [lane(page, task).locator(".mark-failure").count() for task in TASKS[1:]] == [0, 0]
+        # one account: a lane's restart spans are its task's restarts and preemptions in `status -o json`
+        disrupted = {t["name"]: t.get("restarts", 0) + t.get("preemptions", 0) for t in status["tasks"]}
+        assert {task: lane(page, task).locator(".span-restart").count() for task in TASKS} == disrupted
         assert lane(page, TASKS[2]).locator(".mark-evaluation").count() == 1
         assert page.locator("#loss-chart circle.loss-point").count() == 10
         assert len(page.locator("#loss-chart polyline.loss-line").get_attribute("points").split()) == 10

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from helpers.boards import free_port, scalar_curves, start_board, stop_board
+from helpers.goodput_checks import assert_restarts_accounted
 from helpers.local_cluster import tfcluster, write_spec
 from helpers.run_names import run_name
 from helpers.slurm_cluster import (  # noqa: F401
@@ -34,8 +35,10 @@ from helpers.slurm_cluster import (  # noqa: F401
 from helpers.task_events import read_events, run_token
 from launcher.backends.slurm import slurmctl
 from launcher.backends.slurm.state import SlurmState
+from launcher.backends.slurm.steps import STANDBY_SUFFIX
 from launcher.plan.targets import BackendKind
 from launcher.protocol.events import Event, Preempted, Restored, Step
+from launcher.protocol.standby import READY_LINE
 from launcher.supervision.status import JobStatus, State
 
 pytestmark = [pytest.mark.slurm, pytest.mark.tf, pytest.mark.usefixtures("slurm_controller")]
@@ -85,10 +88,11 @@ def finish(name: str) -> JobStatus:
 
 
 def step_nodes(name: str) -> dict[str, str]:
-    """``{step (task) name: node}`` of the job's running steps."""
+    """``{step (task) name: node}`` of the job's running task steps (not the standbys')."""
     out = subprocess.run(["squeue", "-h", "-s", "-j", str(job_id(name)), "-o", "%j %N"], capture_output=True,
                          text=True, timeout=30).stdout
-    return dict(line.split() for line in out.splitlines() if line.startswith(f"{name}-"))
+    return dict(line.split() for line in out.splitlines()
+                if line.startswith(f"{name}-") and STANDBY_SUFFIX not in line.split()[0])
 
 
 def test_demo_trains_with_its_tasks_on_three_nodes_and_tensorboard_shows_its_curves(tmp_path: Path, launched: list[str]) -> None:
@@ -133,19 +137,52 @@ def test_run_an_unmodified_multi_worker_script(tmp_path: Path, launched: list[st
         assert f"worker {index} done, 3 replicas" in log, log[-2000:]
 
 
-def test_kill_9_of_a_worker_restarts_the_group_from_the_backup(tmp_path: Path, launched: list[str]) -> None:
+def test_kill_9_of_a_worker_restarts_the_group_in_its_standby_steps_from_the_backup(tmp_path: Path,
+                                                                                   launched: list[str]) -> None:
+    """The restart reuses what the allocation already runs: each task becomes its standby step (started with the
+    first runs, TensorFlow imported), no new srun of a task, and the run resumes from its backup."""
     name = launch(tmp_path, launched, {"name": run_name("sl-kill"), "roles": MWMS, "restart": {"max_restarts": 1},
                                        "checkpoint": {"backup_every_steps": BACKUP_EVERY}, "training": {"epochs": 4}})
     wait_status(name, lambda s: (s.progress.step or 0) >= 2 * BACKUP_EVERY, timeout=240)
+    tasks = [f"{name}-chief-0", f"{name}-worker-0", f"{name}-worker-1"]
+    logs = SlurmState.named(name).logs
+    ends = time.monotonic() + 120
+    while not all(READY_LINE in _text(logs / f"{task}.standby.log") for task in tasks):
+        assert time.monotonic() < ends, "the standbys did not say they were ready"
+        time.sleep(0.2)
+    standby_steps = {step for step, step_name in running_steps(name).items() if STANDBY_SUFFIX in step_name}
+    assert len(standby_steps) == 3, running_steps(name)
+    killed = time.time()
     os.kill(task_process(name, f"{name}-worker-1"), signal.SIGKILL)
+    wait_status(name, lambda s: s.restarts == 1 and s.state is State.RUNNING, timeout=120)
+    running = running_steps(name)
+    assert not set(tasks) & set(running.values()), f"a task started in a new step: {running}"
+    assert standby_steps <= set(running), (standby_steps, running)  # the same steps, now the tasks
     status = finish(name)
     assert (status.restarts, status.preemptions) == (1, 0) and all(t.restarts == 1 for t in status.tasks), status
+    for task in tasks:
+        assert any(e.event == "warm_start" and e.time > killed for e in events(name, task)), f"{task}: no warm start"
     chief = events(name, f"{name}-chief-0")
     [restored] = [e for e in chief if e.event == "restored"]
     before = max(e.step for e in chief[: chief.index(restored)] if isinstance(e, Step))
     # The chief reports every REPORT_EVERY steps: a backup may be up to one report past the last step reported.
     assert before - BACKUP_EVERY <= restored.step <= before + REPORT_EVERY, (before, restored)
     assert any(e.event == "finished" for e in chief[chief.index(restored):])
+    assert_restarts_accounted(status.goodput, chief)  # the restart's cost and the steps done again
+
+
+def running_steps(name: str) -> dict[str, str]:
+    """``{JOB.STEP: step name}`` of the job's running steps."""
+    out = subprocess.run(["squeue", "-h", "-s", "-j", str(job_id(name)), "-o", "%i|%j"], capture_output=True,
+                         text=True, timeout=30).stdout
+    return dict(line.strip().split("|", 1) for line in out.splitlines() if "|" in line)
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def test_down_leaves_no_job_and_no_process(tmp_path: Path, launched: list[str]) -> None:

@@ -26,6 +26,7 @@ from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 OK = "print('done')"
 
@@ -57,8 +58,8 @@ def supervise(tmp_path: Path, roles: dict[str, Any], grace: float = 0.5, on_stat
     plan = api.plan(spec, "local", launching=True)
     groups: dict[str, int] = {}
     runtime = ProcessRuntime(plan, tmp_path / "logs", tmp_path / "exits", on_runs=lambda runs: groups.update({n: r.pgid for n, r in runs.items()}))
-    status = Supervisor(plan, runtime, poll_seconds=0.1, grace_seconds=grace, on_status=on_status or (lambda _: None),
-                        keep_stacks=partial(write_stacks, tmp_path / "stacks")).run()
+    status = Supervisor(plan, runtime, on_status=on_status or (lambda _: None), keep_stacks=partial(write_stacks, tmp_path / "stacks"),
+                        tuning=Tuning(poll_seconds=0.1, linger_seconds=grace)).run()
     assert groups and not any(group_alive(pgid) for pgid in groups.values()), "a task outlived the supervisor"
     return status, runtime
 

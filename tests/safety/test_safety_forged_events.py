@@ -35,7 +35,7 @@ import yaml
 
 from fakes.kubernetes_api import FakeKubernetes
 from helpers.docker_engine import IMAGE, Clusters, compose_cli, docker_engine  # noqa: F401
-from helpers.k8s_fake import backend_for, fake_fixture, pod_of  # noqa: F401
+from helpers.k8s_fake import backend_for, fake_fixture, pod_of, settled  # noqa: F401
 from helpers.local_cluster import tfcluster
 from helpers.polling import wait_for_condition
 from helpers.required import unavailable
@@ -57,8 +57,10 @@ from launcher.protocol.events import Step, new_token
 from launcher.protocol.progress import JobProgress, fold, seed
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
 from launcher.supervision.debug import stacks_now
+from launcher.supervision.runtime import signalled
 from launcher.supervision.status import State
-from launcher.supervision.supervisor import Supervisor, signalled
+from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 NAME = run_name("forged")
 LEAD = f"{NAME}-worker-0"
@@ -158,7 +160,7 @@ def spied(runtime: type) -> type:
 def supervise(plan: Plan, runtime: Any) -> JobProgress:
     """The supervisor over ``runtime`` until the stall watchdog fails the job (the lead reports nothing after its
     lines); its progress."""
-    status = Supervisor(plan, runtime, poll_seconds=0.05, grace_seconds=0.0).run()
+    status = Supervisor(plan, runtime, tuning=Tuning(poll_seconds=0.05, linger_seconds=0.0)).run()
     assert status.state is State.FAILED and status.stall is not None and status.stall.stalls == 1, status.message
     return status.progress
 
@@ -316,7 +318,7 @@ def run_k8s(case: Case, tmp_path: Path, request: pytest.FixtureRequest) -> Outco
             super().start(task)  # its pod runs at once: what the program prints is its log
             fake.pod_logs["default", pod_of(fake, task.name)] = case.text(plan.event_token)
 
-    runtime = Runtime(api_, plan, "default", clock=lambda: fake.now, pause=pause)
+    runtime = Runtime(api_, plan, "default", clock=lambda: fake.now, pause=pause, objects=settled(fake))
     assert not signalled(runtime, announced=True)
     return Outcome(plan, supervise(plan, runtime), None)
 

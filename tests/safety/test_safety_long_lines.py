@@ -39,7 +39,9 @@ from launcher.backends.slurm.steps import StepRuntime
 from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.supervision.status import JobStatus, State
-from launcher.supervision.supervisor import LAST_ERROR_CHARS, Supervisor
+from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.task_runs import LAST_ERROR_CHARS
+from launcher.supervision.tuning import Tuning
 
 NAME = "endless"
 LEAD = f"{NAME}-worker-0"
@@ -99,7 +101,7 @@ Run = tuple[JobStatus, list[list[str]]]
 
 
 def supervise(plan: Plan, runtime: Any) -> Run:
-    return Supervisor(plan, runtime, poll_seconds=0.05, grace_seconds=0.0).run(), runtime.batches
+    return Supervisor(plan, runtime, tuning=Tuning(poll_seconds=0.05, linger_seconds=0.0)).run(), runtime.batches
 
 
 def run_local(tmp_path: Path, request: pytest.FixtureRequest, printed: Printed) -> Run:

@@ -23,7 +23,7 @@ import pytest
 
 from fakes.kubernetes_api import FakeKubernetes
 from fakes.scripted_runtime import ScriptedRuntime
-from helpers.k8s_fake import backend_for, fake_fixture  # noqa: F401
+from helpers.k8s_fake import backend_for, fake_fixture, settled  # noqa: F401
 from helpers.k8s_specs import dry_run_for
 from launcher import api
 from launcher.backends import pyspy
@@ -35,6 +35,7 @@ from launcher.protocol.events import MANUAL_TOKEN
 from launcher.protocol.stacks_signal import MAX_STACK_BYTES
 from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 from launcher.worker.stack_server import serve_stacks
 
 FRAME = '  File "/x/train.py", line 1 in step\n'
@@ -66,8 +67,7 @@ def read_slurm(tmp_path: Path, request: pytest.FixtureRequest) -> list[str | Non
     runtime = ScriptedRuntime({lead: [None, 0]}, output={lead: announced}, stacks={lead: dump})
     plan = api.plan(api.validate_data({"name": "job", "roles": {"chief": {}, "worker": {"replicas": 1}},
                                        "stall": {"timeout_seconds": 1}}))
-    Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, keep_stacks=partial(write_stacks, tmp_path),
-               stack_gap=0.01).run()
+    Supervisor(plan, runtime, keep_stacks=partial(write_stacks, tmp_path), tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, stack_gap=0.01)).run()
     return [(tmp_path / "stall-1" / f"{lead}.txt").read_text().rstrip("\n")]
 
 
@@ -81,7 +81,7 @@ def read_k8s(tmp_path: Path, request: pytest.FixtureRequest) -> list[str | None]
     assert server is not None
     try:
         runtime = KubernetesRuntime(backend.api, dry_run.plan, "default", clock=lambda: fake.now,
-                                    stacks_port=server.server_address[1], in_cluster=True)
+                                    stacks_port=server.server_address[1], in_cluster=True, objects=settled(fake))
         worker = dry_run.plan.tasks[0]
         runtime.start(worker)
         endpoint = runtime.read_stacks(worker)

@@ -55,6 +55,7 @@ from launcher.cli.commands import main
 from launcher.plan.targets import BackendKind
 from launcher.supervision import harness
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 #: One line of a task's output (lines are split at ``\n``): each control character here drives a terminal or
 #: starts a line of its own there (``\r`` overwrites the line from its start, NEL and U+2028 break it).
@@ -94,8 +95,7 @@ def record_a_failed_run(state: harness.StateDir, kind: BackendKind) -> None:
     plan = api.plan(api.validate_data(SPEC), kind)
     state.create(plan)
     runtime = ScriptedRuntime({f"{NAME}-chief-0": [1]}, output={f"{NAME}-chief-0": [HOSTILE]})
-    Supervisor(plan, runtime, on_status=state.write_status, poll_seconds=0.01, grace_seconds=0.0,
-               fault_pause=0.0).run()
+    Supervisor(plan, runtime, on_status=state.write_status, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, fault_pause=0.0)).run()
 
 
 class StandIn:

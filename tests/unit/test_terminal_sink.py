@@ -33,8 +33,7 @@ TASK_SIDE = ("launcher/worker/", "launcher/progress.py", "launcher/examples/")
 LOG_WRITERS = {
     "launcher/supervision/detach.py": {"start", "_be_detached", "end"},  # flush; point the streams at the log
     "launcher/supervision/harness.py": {"run_supervisor", "_fail"},
-    "launcher/supervision/supervisor.py": {"_log"},
-    "launcher/supervision/publisher.py": {"publish"},  # a status write that failed: one line in the log
+    "launcher/supervision/publisher.py": {"log"},  # the supervisor's one line in its log
     "launcher/backends/supervisor_process/main.py": {"main"},  # a command line it cannot run: one line, exit 2
 }
 CLICK_WRITERS = {"echo", "secho", "echo_via_pager", "get_text_stream", "get_binary_stream", "open_file", "clear",

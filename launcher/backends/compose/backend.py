@@ -7,7 +7,7 @@ what it created. Only objects carrying the compose project label and tfcluster's
 ``cancel`` removes the containers, the run's TensorBoard containers, the network and (``volumes``)
 a checkpoint volume tfcluster created (``checkpoints.created_for``); no host file is deleted.
 The detached supervisor is the shared harness (``host`` gives it the containers as its runtime);
-when it died, ``describe`` reads the tasks from their containers and ``adopt`` starts one that adopts them. Design notes: docs/design-notes.md.
+when it died, ``describe`` reads the tasks from their containers and ``adopt`` starts one that adopts them.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ private network publishing no host port, the checkpoint volume, limits, labels, 
 the hardened TensorBoard container, ``init: true`` and ``stop_grace_period`` = the save grace.
 Storage problems (``ComposeTarget.storage``) are reported by ``validate``; rendering never raises.
 Under ``tfcluster up`` an override sets ``restart: "no"``: the shared supervisor is the only
-restarter; the rendered restart policy is for running the file by hand. Design notes: docs/design-notes.md.
+restarter; the rendered restart policy is for running the file by hand. Why: docs/architecture.md (Decisions).
 """
 
 from __future__ import annotations

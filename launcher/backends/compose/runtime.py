@@ -8,7 +8,6 @@ returns once what it wrote so far is in ``output`` (a fresh ``stacks_on_signal``
 once), or a full batch of it (``launcher.backends.lines.LineQueue``),
 ``read_exits`` reads without following. Standbys: ``prepare`` starts one per task, ``start`` promotes
 it, ``close`` removes those left. ``run_compose`` runs compose with ``OVERRIDE_FILE``.
-Design notes: docs/design-notes.md.
 """
 
 from __future__ import annotations

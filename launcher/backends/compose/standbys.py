@@ -10,7 +10,7 @@ and ``CALL_SIGNAL``; it returns None, having removed it, for a standby that is n
 ``retire(container, root)`` appends an ended container's output to ``ended_log(root, task)`` (what ``logs``
 prints before the container's own) and removes it with its anonymous volumes. ``is_task_container(name)``:
 False for standbys and retired containers. A container of another owner that has a standby's name is never
-touched. Why: docs/design-notes.md.
+touched. Why: docs/architecture.md (Decisions).
 """
 
 from __future__ import annotations

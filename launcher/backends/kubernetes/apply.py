@@ -4,7 +4,8 @@ Contract: ``submit`` creates every object of the dry run's files, exactly as ren
 supervisor's objects are owned by the run's ConfigMap (``ownerReferences``: a rendered file cannot know its uid),
 so the garbage collector removes them with it (objects other than Jobs and the checkpoint claim are replaced if
 they exist and carry this cluster's labels; an existing claim is kept with its checkpoints; existing Jobs of the
-same cluster refuse the launch; a ``kubernetes.service_account`` that does not exist refuses it too), and
+same cluster refuse the launch; a ``kubernetes.service_account`` that does not exist refuses it too, and so does a
+task pod the API server would not admit, ``require_admission``: a PriorityClass that does not exist), and
 deletes what it created if any step fails. ``cancel`` deletes the run's objects, Jobs first, and a claim only when
 ``launcher.backends.checkpoints.created_for`` says tfcluster made it for the run. Every failure is a
 ``LaunchError`` naming the request (``KubeApi.errors``).
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from launcher.backends import checkpoints
+from launcher.backends.kubernetes import pod_admission
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj
 from launcher.backends.kubernetes.manifests import objects
 from launcher.backends.workspace import ensure_images
@@ -27,9 +29,11 @@ from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.dryrun import DryRun
 
-#: What ``submit`` creates, in apply order; ``cancel`` deletes in reverse, Jobs first, so no pod outlives its config.
-APPLIED = (Kind.SERVICE_ACCOUNT, Kind.ROLE, Kind.ROLE_BINDING, Kind.CONFIG_MAP, Kind.SERVICE, Kind.NETWORK_POLICY, Kind.PERSISTENT_VOLUME_CLAIM,
-           Kind.JOB)
+#: What ``submit`` creates; ``cancel`` deletes in reverse, Jobs first, so no pod outlives its config.
+#: The PodGroup goes last: its pods are gone by then, and a launcher whose Role lacks PodGroups (one from before them)
+#: has removed the rest of the run when it is refused.
+APPLIED = (Kind.POD_GROUP, Kind.SERVICE_ACCOUNT, Kind.ROLE, Kind.ROLE_BINDING, Kind.CONFIG_MAP, Kind.SERVICE, Kind.NETWORK_POLICY,
+           Kind.PERSISTENT_VOLUME_CLAIM, Kind.JOB)
 #: A TensorBoard (``tensorboard``): ``cancel`` deletes one a killed command left first, Deployment first.
 BOARD = (Kind.DEPLOYMENT, Kind.SERVICE, Kind.NETWORK_POLICY)
 #: How long ``cancel`` waits for the supervisor pod to go (its grace, and the kubelet's), and how often it looks.
@@ -52,11 +56,15 @@ def submit(api: KubeApi, dry_run: DryRun, namespace: str) -> None:
         ensure_images(plan.workspace)  # built here and pushed to the registry the nodes pull from
     created: list[Obj] = []
     owners: list[dict[str, Any]] = []  # the run's ConfigMap, once created: the supervisor's objects go with it
+    admitted = False  # the API server admits the tasks' pods (asked before the first task's Job)
     try:
         for obj in objects(dry_run.files):
             obj = _in_namespace(obj, namespace)
             if owners and naming.LABEL_SUPERVISOR in obj["metadata"].get("labels", {}):
                 obj = {**obj, "metadata": {**obj["metadata"], "ownerReferences": owners}}
+            elif obj["kind"] == Kind.JOB and not admitted:
+                require_admission(api, obj, namespace)
+                admitted = True
             if apply(api, obj, namespace):
                 created.append(obj)
             if obj["kind"] == Kind.CONFIG_MAP and obj["metadata"]["name"] == naming.config_map_name(plan.name):
@@ -89,6 +97,15 @@ def require_account(api: KubeApi, account: str, namespace: str) -> None:
     if found is None:
         raise LaunchError(f"kubernetes.service_account: no ServiceAccount {account!r} in namespace "
                           f"{namespace!r}; create it (tfcluster uses it, never creates or deletes it)")
+
+
+def require_admission(api: KubeApi, job: Obj, namespace: str) -> None:
+    """The API server must admit the pod of a task's ``job`` (``pod_admission``: every task's pod is alike in what
+    admission checks, its PriorityClass above all), asked once its ServiceAccount exists: a pod it refuses for good
+    would leave the run pending in silence."""
+    why = pod_admission.refusal(api, job, namespace)
+    if why is not None and pod_admission.lasting(why):
+        raise LaunchError(f"the API server refuses the run's pods (a dry run of {job['metadata']['name']}'s): {why}")
 
 
 def apply(api: KubeApi, obj: Obj, namespace: str) -> bool:
@@ -158,7 +175,7 @@ def cancel(api: KubeApi, name: str, namespace: str, volumes: bool = False) -> No
     for kind in reversed(APPLIED):
         if kind in KEPT and not volumes:
             continue
-        for obj in of_cluster(api, kind, namespace, name):
+        for obj in _of_cluster_if_served(api, kind, namespace, name):
             if kind not in KEPT or checkpoints.created_for(obj["metadata"].get("labels"), name):
                 delete(api, kind, obj["metadata"]["name"], namespace)
 
@@ -171,11 +188,24 @@ def _wait_gone(api: KubeApi, namespace: str, name: str) -> None:
         time.sleep(GONE_POLL_SECONDS)
 
 
+def _of_cluster_if_served(api: KubeApi, kind: Kind, namespace: str, cluster: str) -> list[Obj]:
+    """``of_cluster``; none of a kind the cluster does not serve (404: PodGroups where the gate is off)."""
+    found: list[Obj] = []
+    with api.unless_gone(f"list {kind}s"):
+        found = api.select(kind, namespace, _selector(cluster))
+    return found
+
+
 def of_cluster(api: KubeApi, kind: Kind, namespace: str, cluster: str, task: str | None = None) -> list[Obj]:
     """The objects of ``cluster`` that tfcluster made (both labels: a user's object naming the cluster is not);
     with ``task``, only that task's."""
-    selector = f"{naming.LABEL_MANAGED}={naming.MANAGER},{naming.LABEL_CLUSTER}={cluster}"
+    selector = _selector(cluster)
     return select(api, kind, namespace, selector if task is None else f"{selector},{naming.LABEL_TASK}={task}")
+
+
+def _selector(cluster: str) -> str:
+    """What ``cluster``'s objects carry: both labels (a user's object naming the cluster is not tfcluster's)."""
+    return f"{naming.LABEL_MANAGED}={naming.MANAGER},{naming.LABEL_CLUSTER}={cluster}"
 
 
 def of_supervisor(api: KubeApi, kind: Kind, namespace: str, cluster: str) -> list[Obj]:

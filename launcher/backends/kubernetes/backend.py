@@ -6,7 +6,7 @@ Contract (besides ``launcher.backends.api``): ``validate``, ``render`` and ``dry
 deletes only a claim tfcluster made for the run. The run's one supervisor (``launcher.supervision``) runs in
 its supervisor pod, or, with ``kubernetes.supervisor: false``, as a detached process on the launching machine;
 both drive ``runtime.KubernetesRuntime`` and publish to the run's ConfigMap (``cluster_state``), which
-``describe`` reads. Design notes: docs/design-notes.md.
+``describe`` reads. Where the supervisor runs: docs/supervision.md.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 from launcher.backends import supervisor_process
 from launcher.backends.api import Backend, BackendOptions
-from launcher.backends.kubernetes import admission_policy, apply, board, pod_io
+from launcher.backends.kubernetes import admission_policy, apply, board, gang, pod_admission, pod_io
 from launcher.backends.kubernetes import history as k8s_history
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.cluster_state import NAMESPACE_ENV, ClusterState, plan_of, published
@@ -134,6 +134,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         runtime = KubernetesRuntime(state.api, plan, state.namespace, in_cluster=state.in_pod)
         return harness.Hosted(plan=plan, runtime=runtime, leave_on_sigterm=state.in_pod)
 
+    def fit(self, dry_run: DryRun) -> DryRun:
+        """``gang.fit``: without the gang (one line says so) where the cluster serves no PodGroups."""
+        return gang.fit(self.api, dry_run, self.dry_run)
+
     def submit(self, dry_run: DryRun) -> None:
         """Apply the objects; the supervisor pod starts the suspended task Jobs (one line says when nothing holds it
         to its run: ``admission_policy.unguarded``), or, supervised from this machine, a detached supervisor
@@ -167,9 +171,10 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             config_map = self.api.read_if_exists(Kind.CONFIG_MAP, naming.config_map_name(name), namespace)
         if config_map is None:
             return None
+        pods = apply.of_cluster(self.api, Kind.POD, namespace, name)
         status = k8s_status.pending(published(config_map) or JobStatus(
-            name, self.kind, State.PENDING, message="waiting for its supervisor"),
-            apply.of_cluster(self.api, Kind.POD, namespace, name))
+            name, self.kind, State.PENDING, message="waiting for its supervisor"), pods,
+            self._refused(k8s_status.podless(apply.of_cluster(self.api, Kind.JOB, namespace, name), pods), namespace))
         local = self._local_state(name)
         if local.exists():
             alive = local.supervisor() is not None
@@ -178,6 +183,13 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         state, note = k8s_status.supervisor_state(apply.of_supervisor(self.api, Kind.JOB, namespace, name),
                                                   apply.of_supervisor(self.api, Kind.POD, namespace, name))
         return replace(status, supervisor=state, supervisor_note=note)
+
+    def _refused(self, jobs: list[dict[str, Any]], namespace: str) -> dict[str, str]:
+        """Why the API server refuses the pod of the first of ``jobs`` (started, with no pod: ``pod_admission``), by
+        task: one dry run per look, however many Jobs a restart just made (their pods differ in nothing admission
+        checks)."""
+        why = pod_admission.refusal(self.api, jobs[0], namespace) if jobs else None
+        return {} if why is None else {jobs[0]["metadata"]["name"]: why}
 
     def history(self, name: str) -> RunHistory | None:
         """``launcher.backends.kubernetes.history``: the plan made again from the run's ConfigMap, each task's

@@ -5,7 +5,9 @@ objects are answered as JSON dicts (no model deserialization). The request metho
 ``ApiException``; this module is the one home of what an API error means: ``errors(action)`` turns any
 client error into a ``LaunchError`` naming the action, the API server and its answer (a 403 says what the
 Role refused), ``unless_gone`` takes a 404 as nothing to do, ``read_if_exists`` answers None for a 404,
-``create_unless_exists`` and ``replace_unless_changed`` None for a 409. The ``kubernetes`` package is imported only when a ``KubeApi``
+``create_unless_exists`` and ``replace_unless_changed`` None for a 409, and ``failure_of`` says what a failed
+request or stream said (its status, why, its ``Retry-After``) for the retries of a watch (``watched``: ``listing``
+gives a list's ``resourceVersion``, ``watch`` a ``WatchStream`` from it). The ``kubernetes`` package is imported only when a ``KubeApi``
 is made (``connect``), never at import. The kubeconfig's embedded certificates and keys (``client-key-data``) are
 never written to disk: the client's file of each is an anonymous file in memory this process holds
 (``_in_memory_file``), gone when the process ends, however it ends. A forked process (the detached supervisor) makes
@@ -30,6 +32,8 @@ from launcher.errors import BackendUnavailable, LaunchError
 from launcher.protocol.stacks_signal import MAX_STACK_BYTES
 
 Obj = dict[str, Any]
+#: The longest one API discovery request may take (``serves_pod_groups``).
+DISCOVERY_SECONDS = 10.0
 
 
 class Kind(StrEnum):
@@ -45,6 +49,7 @@ class Kind(StrEnum):
     DEPLOYMENT = "Deployment"
     ROLE = "Role"
     ROLE_BINDING = "RoleBinding"
+    POD_GROUP = "PodGroup"
 
 
 class ClusterKind(StrEnum):
@@ -150,6 +155,7 @@ class KubeApi:
         core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
         networking, apps = client.NetworkingV1Api(api_client), client.AppsV1Api(api_client)
         rbac, admission = client.RbacAuthorizationV1Api(api_client), client.AdmissionregistrationV1Api(api_client)
+        scheduling = self._scheduling = client.SchedulingV1beta1Api(api_client)
         self._core, self._batch = core, batch
         self._requests: dict[Kind, _Requests] = {
             Kind.SERVICE_ACCOUNT: _Requests(
@@ -186,6 +192,10 @@ class KubeApi:
                 rbac.create_namespaced_role_binding, rbac.read_namespaced_role_binding,
                 rbac.replace_namespaced_role_binding, rbac.delete_namespaced_role_binding,
                 rbac.list_namespaced_role_binding),
+            Kind.POD_GROUP: _Requests(
+                scheduling.create_namespaced_pod_group, scheduling.read_namespaced_pod_group,
+                scheduling.replace_namespaced_pod_group, scheduling.delete_namespaced_pod_group,
+                scheduling.list_namespaced_pod_group),
         }
         self._cluster_reads: dict[ClusterKind, Callable[..., Any]] = {
             ClusterKind.NAMESPACE: core.read_namespace,
@@ -199,6 +209,10 @@ class KubeApi:
     def create(self, kind: Kind, namespace: str, body: Obj) -> Obj:
         return _json(self._requests[kind].create(namespace, body=body, _preload_content=False))
 
+    def dry_run_create(self, kind: Kind, namespace: str, body: Obj) -> Obj:
+        """``create`` as a server-side dry run (``dryRun=All``): validated and admitted as it would be, not stored."""
+        return _json(self._requests[kind].create(namespace, body=body, dry_run="All", _preload_content=False))
+
     def read(self, kind: Kind, name: str, namespace: str) -> Obj:
         return _json(self._requests[kind].read(name, namespace, _preload_content=False))
 
@@ -211,19 +225,44 @@ class KubeApi:
         return _json(self._requests[kind].delete(name, namespace, propagation_policy=propagation,
                                                  grace_period_seconds=grace_seconds, _preload_content=False))
 
+    def serves_pod_groups(self) -> bool:
+        """Whether the API server serves ``scheduling.k8s.io/v1beta1`` ``podgroups`` (API discovery: one request,
+        bounded by ``DISCOVERY_SECONDS``); False when that group version is not served (404)."""
+        found = _unless(404, lambda: _json(self._scheduling.get_api_resources(
+            _preload_content=False, _request_timeout=DISCOVERY_SECONDS)))
+        return found is not None and any(r.get("name") == "podgroups" for r in found.get("resources", []))
+
     def read_cluster_scoped(self, kind: ClusterKind, name: str) -> Obj:
         return _json(self._cluster_reads[kind](name, _preload_content=False))
 
     def select(self, kind: Kind, namespace: str, selector: str) -> list[Obj]:
         """The objects of ``kind`` whose labels match ``selector``."""
+        return self.listing(kind, namespace, selector)[0]
+
+    def listing(self, kind: Kind, namespace: str, selector: str) -> tuple[list[Obj], str]:
+        """``select``, with the list's ``resourceVersion``: the point a watch of them goes on from (``watch``)."""
         found = _json(self._requests[kind].list(namespace, label_selector=selector, _preload_content=False))
         items: list[Obj] = found.get("items", [])
-        return items
+        return items, str(found.get("metadata", {}).get("resourceVersion", ""))
+
+    def watch(self, kind: Kind, namespace: str, selector: str, version: str, seconds: int,
+              on_open: Callable[[], None]) -> WatchStream:
+        """A watch of the objects of ``kind`` matching ``selector`` from ``version`` on, with bookmarks, that the
+        API server ends after ``seconds`` (the client gives up on a silent stream ``WATCH_SLACK_SECONDS`` later);
+        ``on_open`` is called once the API server accepted it (answered 200)."""
+        from kubernetes import watch
+
+        return WatchStream(watch.Watch(), self._requests[kind].list, namespace, selector, version, seconds, on_open)
 
     def merge_patch_job(self, name: str, namespace: str, body: Obj) -> Obj:
         """A JSON merge patch of a Job (no resourceVersion: never a 409 with the Job controller's writes)."""
         return _json(self._batch.patch_namespaced_job(name, namespace, body=body, _preload_content=False,
                                                       _content_type="application/merge-patch+json"))
+
+    def merge_patch_pod_group(self, name: str, namespace: str, body: Obj) -> Obj:
+        """A JSON merge patch of a PodGroup (its ``minCount``: ``gang.GangSize``)."""
+        return _json(self._scheduling.patch_namespaced_pod_group(name, namespace, body=body, _preload_content=False,
+                                                                 _content_type="application/merge-patch+json"))
 
     def open_log(self, pod: str, namespace: str, container: str, *, follow: bool, tail: int | None = None) -> Any:
         """The response streaming ``container``'s log in ``pod`` (the caller releases it)."""
@@ -324,6 +363,64 @@ class KubeApi:
     def create_unless_exists(self, kind: Kind, namespace: str, body: Obj) -> Obj | None:
         """``create``: the object created; None when an object of that name exists (409); other errors raise."""
         return _unless(409, lambda: self.create(kind, namespace, body))
+
+
+#: How long past a watch's own end the client waits for its stream before taking it as broken (a silent connection).
+WATCH_SLACK_SECONDS = 30
+
+
+class WatchStream:
+    """One WATCH request: its events as the API server sends them (``{"type": ..., "object": {...}}`` dicts, the
+    bookmarks too), unparsed into models; ``stop`` (from another thread) ends it. An ``ERROR`` event (a 410 Gone:
+    the version is too old) and an HTTP error (429, 403...) raise ``ApiException`` with that status."""
+
+    def __init__(self, watcher: Any, list_request: Callable[..., Any], namespace: str, selector: str, version: str,
+                 seconds: int, on_open: Callable[[], None]):
+        def request(*args: Any, **kwargs: Any) -> Any:  # no return type the client could parse the objects into
+            response = list_request(*args, **kwargs)
+            if 200 <= getattr(response, "status", 0) < 300:
+                on_open()
+            return response
+
+        self._watcher = watcher
+        self._args = (request, namespace)
+        self._kwargs = {"label_selector": selector, "resource_version": version, "allow_watch_bookmarks": True,
+                        "timeout_seconds": seconds,
+                        "_request_timeout": (WATCH_SLACK_SECONDS, seconds + WATCH_SLACK_SECONDS)}
+
+    def events(self) -> Iterator[Obj]:
+        # timeout_seconds set: the client's own retry after a 410 is off, so the 410 reaches the caller
+        for event in self._watcher.stream(*self._args, **self._kwargs):
+            yield {"type": event["type"], "object": event["raw_object"]}
+
+    def stop(self) -> None:
+        self._watcher.stop()
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a failed request said: its HTTP status (None: no answer, the connection failed), one line why, and the
+    seconds the API server asked to wait (``Retry-After``), if it did."""
+
+    status: int | None
+    why: str
+    retry_after: float | None = None
+
+
+def failure_of(exc: BaseException) -> Failure | None:
+    """The ``Failure`` an exception of a request (or of reading a stream) means; None for any other exception."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    if isinstance(exc, ApiException):
+        try:
+            retry_after = float((exc.headers or {}).get("Retry-After", ""))
+        except (TypeError, ValueError):
+            retry_after = None
+        return Failure(exc.status, f"{exc.status} {exc.reason}", retry_after)
+    if isinstance(exc, (HTTPError, OSError)):
+        return Failure(None, f"{type(exc).__name__}: {exc}"[:200])
+    return None
 
 
 def _unless(status: int, request: Callable[[], Obj]) -> Obj | None:

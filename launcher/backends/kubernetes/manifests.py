@@ -5,7 +5,7 @@ plus a ``kustomization.yaml`` (``kubectl apply -k DIR``; ``supervisor``: the pro
 supervisor, which the backend gives); ``objects(files)`` reads them back; ``render_tfjob(plan)`` exports the
 cluster as a Kubeflow ``TFJob`` instead. One suspended Job per task (``task_job``), which the run's supervisor
 starts; the output is deterministic and linear in the number of tasks (the cluster written once, in a
-ConfigMap); Kubernetes 1.33 or later. Why: docs/design-notes.md.
+ConfigMap); Kubernetes 1.33 or later. Why: docs/architecture.md (Decisions).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from launcher.backends.escaping import literal
-from launcher.backends.kubernetes import admission_policy, supervisor_objects
+from launcher.backends.kubernetes import admission_policy, gang, supervisor_objects
 from launcher.backends.kubernetes.pods import (
     CHECKPOINT_VOLUME,
     CLUSTER_KEY,
@@ -36,6 +36,7 @@ from launcher.backends.kubernetes.pods import (
     container_security,
     hardened_pod,
     meta,
+    priority,
 )
 from launcher.backends.kubernetes.target import KubernetesTarget
 from launcher.backends.kubernetes.tensorboard import tensorboard_objects
@@ -247,7 +248,7 @@ def task_job(plan: Plan, task: Task) -> Manifest:
         job_spec["ttlSecondsAfterFinished"] = plan.spec.kubernetes.ttl_seconds_after_finished
     template = pod_template(plan, group, _task_env(plan, task))
     template["metadata"]["labels"].update(naming.labels(plan.name, plan.run_id, task.type, task.index))
-    template["spec"] = {"hostname": task.name, **template["spec"]}
+    template["spec"] = gang.join(plan, {"hostname": task.name, **template["spec"]})
     metadata = meta(plan, task.name, task.type)
     metadata["labels"].update(naming.labels(plan.name, plan.run_id, task.type, task.index))
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": {**job_spec, "template": template}}
@@ -353,6 +354,7 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
         pod["initContainers"] = [{**_workspace_seed(group.first.image, resources), **pulled}]
     if k8s.scheduler_name:
         pod["schedulerName"] = k8s.scheduler_name
+    pod.update(priority(plan))
     metadata: dict[str, Any] = {"labels": {**k8s.pod_labels, **naming.labels(plan.name, plan.run_id, group.role)}}
     if k8s.pod_annotations:
         metadata["annotations"] = dict(k8s.pod_annotations)
@@ -418,11 +420,12 @@ def objects(files: dict[str, str]) -> list[Manifest]:
 def _files(plan: Plan, supervisor: Sequence[str]) -> dict[str, list[Manifest]]:
     groups = role_groups(plan)
     claim = checkpoint_claim(plan)
+    jobs = [task_job(plan, task) for task in plan.tasks]
     files = {
         "config.yaml": [*service_accounts(plan), config_map(plan)],
         "network.yaml": [headless_service(plan, groups), network_policy(plan, groups)],
         "storage.yaml": [claim] if claim else [],
-        "jobs.yaml": [task_job(plan, task) for task in plan.tasks],
+        "jobs.yaml": [*gang.pod_group(plan, jobs), *jobs],  # the group first: its pods wait for it otherwise
         # last: it supervises what exists; first in it, the params of the admission policy holding it to the run
         "supervisor.yaml": [*admission_policy.params(plan), *supervisor_objects.objects(plan, supervisor)],
     }

@@ -11,13 +11,14 @@ not mounted in any pod, from which ``report`` plans the run again).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from launcher.plan import naming
 from launcher.plan.images import TASK_UID
 from launcher.plan.planner import Plan
 from launcher.protocol.paths import is_object_store
-from launcher.spec.models import RoleType
+from launcher.spec.models import RoleType, Toleration
 
 Manifest = dict[str, Any]
 
@@ -77,16 +78,39 @@ def task_account(plan: Plan) -> str:
 
 
 def placement(plan: Plan) -> dict[str, Any]:
-    """Where the spec lets a run's pods go and what they may pull: node selector, tolerations, pull secrets."""
+    """Where the spec lets a run's task (and TensorBoard) pods go and what they may pull: node selector,
+    tolerations, pull secrets."""
     k8s = plan.spec.kubernetes
+    return _placed(k8s.node_selector, k8s.tolerations, k8s.image_pull_secrets)
+
+
+def supervisor_placement(plan: Plan) -> dict[str, Any]:
+    """Where the run's supervisor pod goes: its own node selector and tolerations
+    (``kubernetes.supervisor_placement``), never the tasks' (a GPU or a simulated node is theirs); the run's pull
+    secrets (it runs tfcluster's image from the same registries)."""
+    k8s = plan.spec.kubernetes
+    own = k8s.supervisor_placement
+    return _placed(own.node_selector, own.tolerations, k8s.image_pull_secrets)
+
+
+def _placed(node_selector: Mapping[str, str], tolerations: Sequence[Toleration],
+            pull_secrets: Sequence[str]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
-    if k8s.node_selector:
-        fields["nodeSelector"] = dict(k8s.node_selector)
-    if k8s.tolerations:
-        fields["tolerations"] = [camel(t.model_dump(exclude_none=True)) for t in k8s.tolerations]
-    if k8s.image_pull_secrets:
-        fields["imagePullSecrets"] = [{"name": name} for name in k8s.image_pull_secrets]
+    if node_selector:
+        fields["nodeSelector"] = dict(node_selector)
+    if tolerations:
+        fields["tolerations"] = [camel(t.model_dump(exclude_none=True)) for t in tolerations]
+    if pull_secrets:
+        fields["imagePullSecrets"] = [{"name": name} for name in pull_secrets]
     return fields
+
+
+def priority(plan: Plan) -> dict[str, Any]:
+    """The ``priorityClassName`` of a run's task pods and of its supervisor's pod (``kubernetes.priority_class``):
+    the same class, so the scheduler never evicts the supervisor for its own tasks nor for a pod they would not
+    yield to, and it waits for room as they do (docs/kubernetes.md, "Priorities")."""
+    name = plan.spec.kubernetes.priority_class
+    return {"priorityClassName": name} if name else {}
 
 
 def camel(fields: dict[str, Any]) -> dict[str, Any]:

@@ -9,16 +9,23 @@ answer is replaced as before. So ``start`` lets a suspended Job run, starts the 
 answers (``agent_control.Start``), or else replaces a Job that ran by a fresh copy of it (``fresh_copy``: deleted,
 then created again as it was applied); ``poll`` reads the end of the current run from the agent's line in the
 pod's log (``agent_control.exit_line``; asked of the agent when the log stream broke), else the exit code of the
-pod of the Job (128+9 when that pod or Job is gone; a pod Kubernetes disrupted (eviction, scheduler preemption,
-node pressure) that ended otherwise than saved counts as preempted, 143); ``stop`` tells each task's agent to
-stop its run, all at once, and deletes the pods of those that do not answer, with the grace, returning once every
-run ended; ``close`` tells each held agent to quit (its pod ends as its last run did); ``output`` follows each
-pod's log in a thread of its own (one pod's log carries all the runs made in it); ``read_stacks`` asks the stack
-endpoint of the task's agent (its program's parent, ``launcher.worker.agent``: py-spy) at its pod's IP
-(``launcher.protocol.stack_endpoint``, with the run's event token; from outside the cluster, ``in_cluster`` False,
-through a port-forward; the agent's other requests likewise): no ``pods/exec``, which the supervisor pod has no
-right to. It reads every task's program so (``ReadsEveryStack``): ``dump_stacks`` is never asked of it. API faults
-are raised as the client raises them, so the supervisor retries them as engine faults; a refusal (403, 422) is a
+pod of the Job (128+9 when that pod or Job is gone); a pod Kubernetes disrupted (``DisruptionTarget``: preempted
+by the scheduler for a pod of a higher priority, evicted, its node drained, tainted or lost) is a preemption, 143,
+whatever it ended with, also when it was gone before its end was read (the disruption seen while it ended,
+``_disrupted``): the supervisor restarts its group within ``max_preemptions``, never spending ``max_restarts``;
+``stop`` tells each task's agent to stop its run, all at once, and deletes the pods of those that do not answer,
+with the grace, returning once every run ended; ``close`` tells each held agent to quit (its pod ends as its last
+run did). What ``poll`` and ``stop`` read of the run's pods and Jobs is the run's ``watched.RunObjects`` (one
+LIST, then a WATCH, per kind; no request per task or per round): every answer it gives stays true (an ended pod
+stays ended, a failed Job failed), and an absence is asked of the API (a GET of the Job) before it is taken as a
+lost run; while the cache is stale ``poll`` answers None (nothing decided), past ``watched.STALE_SECONDS`` it
+raises ``watched.Unreachable`` (an engine fault). ``output`` follows each pod's log in a thread of its own (one
+pod's log carries all the runs made in it); ``read_stacks`` asks the stack endpoint of the task's agent (its
+program's parent, ``launcher.worker.agent``: py-spy) at its pod's IP (``launcher.protocol.stack_endpoint``, with
+the run's event token; from outside the cluster, ``in_cluster`` False, through a port-forward; the agent's other
+requests likewise): no ``pods/exec``, which the supervisor pod has no right to. It reads every task's program so
+(``ReadsEveryStack``): ``dump_stacks`` is never asked of it. API faults are raised as the client raises them, so
+the supervisor retries them as engine faults; a refusal (403, 422) is a
 ``LaunchError``.
 """
 
@@ -31,20 +38,19 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
-from launcher.backends.kubernetes import pod_io
+from launcher.backends.kubernetes import gang, pod_io
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj
+from launcher.backends.kubernetes.status import CONTROLLER_UID
+from launcher.backends.kubernetes.watched import RunObjects, Snapshot
 from launcher.backends.lines import LineQueue
 from launcher.backends.pyspy import say_none
 from launcher.errors import LaunchError
-from launcher.plan import naming
 from launcher.plan.planner import Plan, Task
 from launcher.protocol import agent_control, stack_endpoint
 from launcher.protocol.exitcodes import LOST_EXIT, ExitCode
 
-#: The label the Job controller puts on its pods: the uid of the Job that made them.
-CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
-#: A listing of the run's pods serves the polls of one supervision round.
+#: How often ``stop`` and ``start`` look again at what they wait for.
 LISTING_SECONDS = 0.2
 #: How long ``stop`` waits beyond the grace for the kubelet to end a container (and a pod to go).
 STOP_SLACK_SECONDS = 30.0
@@ -82,8 +88,9 @@ def exit_of(pod: Obj) -> int | None:
 
 
 def _disruption(pod: Obj) -> str:
-    """Why Kubernetes disrupted ``pod`` (its ``DisruptionTarget`` condition: an eviction, a preemption by the
-    scheduler, node pressure, the taint manager), or "" when it did not."""
+    """Why Kubernetes disrupted ``pod`` (its ``DisruptionTarget`` condition's reason: ``PreemptionByScheduler``,
+    ``EvictionByEvictionAPI`` (a drain), ``DeletionByTaintManager``, ``DeletionByPodGC`` (its node lost),
+    ``TerminationByKubelet`` (node pressure)), or "" when it did not."""
     for cond in pod.get("status", {}).get("conditions") or []:
         if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
             return cond.get("reason") or "DisruptionTarget"
@@ -139,7 +146,9 @@ class KubernetesRuntime:
 
     def __init__(self, api: KubeApi, plan: Plan, namespace: str,
                  clock: Callable[[], float] = time.monotonic, pause: Callable[[float], None] = time.sleep,
-                 stacks_port: int = stack_endpoint.PORT, in_cluster: bool = False):
+                 stacks_port: int = stack_endpoint.PORT, in_cluster: bool = False,
+                 objects: Callable[[KubeApi, str, str, Callable[[], float]], RunObjects] = RunObjects):
+        """``objects`` makes the run's ``RunObjects`` (api, namespace, cluster name, clock)."""
         self.api = api
         self.stacks_port = stacks_port
         #: In the supervisor pod: the stack endpoints are asked at their pods' IPs; else through port-forwards.
@@ -156,11 +165,19 @@ class KubernetesRuntime:
         #: Each task's Job as it was applied, to create again should the Job be gone (its TTL after it finished).
         self._copies: dict[str, Obj] = {}
         self._followers: dict[str, _Follower] = {}
-        self._listed: tuple[float, dict[str, list[Obj]]] | None = None
+        #: Job uid -> why Kubernetes was ending its pod (``_disruption``), as a poll last saw it: the pod may be gone
+        #: (the Job controller counted it) before its end is read.
+        self._disrupted: dict[str, str] = {}
+        #: The ``minCount`` of the run's PodGroup, kept to the tasks meant to run (``gang.GangSize``).
+        self._gang = gang.GangSize(api, plan, namespace)
+        self._gang_seen: Snapshot | None = None
+        #: The run's pods and Jobs, watched.
+        self.objects = objects(api, namespace, plan.name, clock)
 
     # -- Runtime ---------------------------------------------------------------------------------------------
 
     def start(self, task: Task) -> None:
+        self._gang.starting()
         if self._start_in_place(task):
             return
         with self.api.errors(f"start {task.name}"):
@@ -177,6 +194,10 @@ class KubernetesRuntime:
         self._attach(task, job)
 
     def adopt(self, task: Task) -> bool:
+        """Attach to the task's started Job; first waits for the run's objects to be listed, so that a ``poll``
+        right after reads the pod's end if it ended unsupervised (``watched.Unreachable`` if they cannot be)."""
+        while self.objects.snapshot() is None:
+            self._pause(LISTING_SECONDS)
         job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
         if job is None or job.get("spec", {}).get("suspend"):
             return False
@@ -194,22 +215,34 @@ class KubernetesRuntime:
         uid = self._uids.get(task.name)
         if uid is None:
             return None
+        seen = self.objects.snapshot()
+        if seen is None:
+            return None  # stale: nothing is decided from it
+        self._fit_gang(seen)
         ended = self._ended_run(task)
-        pods = self._pods(fresh=False).get(uid, [])
+        pods = seen.pods.get(uid, [])
         if not pods and ended is not None:
             return ended.exit_code
         if not pods:
-            job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
+            job = seen.jobs.get(task.name)
+            if job is None or job["metadata"]["uid"] != uid:  # not seen yet, or gone: asked
+                job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
             if job is None or job["metadata"]["uid"] != uid:
                 self._say(task, f"Job {task.name} is gone (deleted outside tfcluster)")
                 return LOST_EXIT
             failed = k8s_status.job_failed(job)
+            if failed is not None and uid in self._disrupted:
+                self._say(task, f"the pod of {task.name} was disrupted by Kubernetes ({self._disrupted[uid]}) and is "
+                                "gone: taken as a preemption")
+                return int(ExitCode.PREEMPTED)
             if failed is not None:
                 why = f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
                 self._say(task, f"Job {task.name} failed without a pod: {why}")
                 return LOST_EXIT
             return None
         code, disrupted = exit_of(pods[-1]) if ended is None else ended.exit_code, _disruption(pods[-1])
+        if disrupted:
+            self._disrupted[uid] = disrupted
         if code not in (None, 0, ExitCode.PREEMPTED) and disrupted:
             self._say(task, f"pod {pods[-1]['metadata']['name']} was disrupted by Kubernetes ({disrupted}) and "
                             f"ended with {code}: taken as a preemption")
@@ -235,9 +268,11 @@ class KubernetesRuntime:
         ends = self._clock() + grace + STOP_SLACK_SECONDS
         while stopping and self._clock() < ends:
             self._pause(LISTING_SECONDS)
-            pods = {pod["metadata"]["name"]: pod for runs in self._pods(fresh=True).values() for pod in runs}
+            seen = self.objects.snapshot()
+            if seen is None:
+                continue  # stale: no pod is taken as ended
             stopping = {task: name for task, name in stopping.items()
-                        if name in pods and exit_of(pods[name]) is None}
+                        if (pod := seen.pod(name)) is not None and exit_of(pod) is None}
         if stopping:
             raise LaunchError(f"pods still running {STOP_SLACK_SECONDS:.0f} s after their grace: "
                               f"{', '.join(sorted(stopping.values()))}")
@@ -250,7 +285,7 @@ class KubernetesRuntime:
         return self._follower(task, pod).drain(DRAIN_SECONDS if exit_of(pod) is not None else 0.0)
 
     def dump_stacks(self, task: Task) -> None:
-        """Nothing: a ``ReadsEveryStack`` runtime is never asked (``launcher.supervision.supervisor.signalled``)."""
+        """Nothing: a ``ReadsEveryStack`` runtime is never asked (``launcher.supervision.runtime.signalled``)."""
 
     def read_stacks(self, task: Task) -> str | None:
         """The program's stacks, asked of its stack endpoint, or None with one line why."""
@@ -273,6 +308,7 @@ class KubernetesRuntime:
             pod = self._current_by_name(task)
             if pod is not None and exit_of(pod) is None:
                 self._order(pod, quit_)
+        self.objects.close()
         for follower in self._followers.values():
             follower.stop()
         self._followers.clear()
@@ -295,7 +331,8 @@ class KubernetesRuntime:
         where it is not (no pod, it ended or is being deleted, its agent does not answer: the Job is replaced)."""
         if task.name not in self._ended:
             return False
-        pod = self._current(task, fresh=True)
+        seen = self.objects.snapshot()
+        pod = None if seen is None else self._current(task, seen)
         if pod is None or exit_of(pod) is not None or pod["metadata"].get("deletionTimestamp"):
             return False
         state, _ = self._order(pod, agent_control.Start(token=self.plan.event_token))
@@ -367,33 +404,28 @@ class KubernetesRuntime:
         follower = self._followers.pop(task.name, None)
         if follower is not None:
             follower.stop()
-        self._listed = None
 
-    def _current(self, task: Task, fresh: bool = False) -> Obj | None:
-        return self._current_by_name(task.name, fresh)
+    def _fit_gang(self, seen: Snapshot) -> None:
+        """``gang.GangSize.running`` with the tasks whose current run (started or adopted here) has not ended (no pod
+        yet, or one not ended), once per snapshot of the run's objects (a new one after each change)."""
+        if seen is self._gang_seen:
+            return
+        self._gang_seen = seen
+        runs = [seen.pods.get(uid, []) for uid in self._uids.values()]
+        self._gang.running(sum(1 for pods in runs if not pods or exit_of(pods[-1]) is None))
 
-    def _current_by_name(self, name: str, fresh: bool = False) -> Obj | None:
+    def _current(self, task: Task, seen: Snapshot | None = None) -> Obj | None:
+        """The task's current pod as last seen (stale or not), or in ``seen``."""
+        return self._current_by_name(task.name, seen)
+
+    def _current_by_name(self, name: str, seen: Snapshot | None = None) -> Obj | None:
         uid = self._uids.get(name)
-        pods = self._pods(fresh=fresh).get(uid, []) if uid is not None else []
+        pods = (seen or self.objects.last()).pods.get(uid, []) if uid is not None else []
         return pods[-1] if pods else None
 
-    def _pods(self, fresh: bool) -> dict[str, list[Obj]]:
-        """The run's pods by the uid of their Job, oldest first; one listing serves ``LISTING_SECONDS``."""
-        now = self._clock()
-        if fresh or self._listed is None or now - self._listed[0] >= LISTING_SECONDS:
-            selector = f"{naming.LABEL_CLUSTER}={self.plan.name}"
-            by_uid: dict[str, list[Obj]] = {}
-            for pod in self.api.select(Kind.POD, self.namespace, selector):
-                uid = pod["metadata"].get("labels", {}).get(CONTROLLER_UID)
-                if uid is not None:
-                    by_uid.setdefault(uid, []).append(pod)
-            for pods in by_uid.values():
-                pods.sort(key=lambda pod: pod["metadata"].get("creationTimestamp", ""))
-            self._listed = now, by_uid
-        return self._listed[1]
-
     def _read_pod(self, name: str) -> Obj | None:
-        return self.api.read_if_exists(Kind.POD, name, self.namespace)
+        """``name`` as last seen (a follower waits for its container to start), None once it is gone."""
+        return self.objects.last().pod(name)
 
     def _say(self, task: Task, line: str) -> None:
         """A line in the task's output (the supervisor's record of why its run ended)."""

@@ -6,7 +6,7 @@ labels) and decides without I/O; the run's status itself is what its supervisor 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -14,10 +14,12 @@ from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.plan import naming
 from launcher.protocol import env as task_env
 from launcher.spec.models import RoleType
-from launcher.supervision.status import JobStatus, SupervisorState
+from launcher.supervision.status import JobStatus, State, SupervisorState
 
 Obj = dict[str, Any]
 
+#: The label the Job controller puts on its pods: the uid of the Job that made them.
+CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 #: Job conditions that mean the Job is over (``*Target``/``SuccessCriteriaMet``: decided, pods being stopped).
 FAILED_CONDITIONS = ("Failed", "FailureTarget")
 COMPLETE_CONDITIONS = ("Complete", "SuccessCriteriaMet")
@@ -63,12 +65,16 @@ def event_token(jobs: list[Obj]) -> str:
 
 
 def waiting_reason(pods: list[Obj]) -> str:
-    """Why none of ``pods`` runs yet (a container's waiting reason, e.g. ImagePullBackOff), for messages."""
+    """Why none of ``pods`` runs yet (a container's waiting reason, e.g. ImagePullBackOff, or why the scheduler does
+    not place it, ``PodView.unscheduled``), for messages."""
     for pod in pods:
         for container in pod.get("status", {}).get("containerStatuses", []):
             waiting = container.get("state", {}).get("waiting")
             if waiting:
                 return f"{pod['metadata']['name']}: {waiting.get('reason', '')} {waiting.get('message', '')}".strip()
+        unscheduled = PodView(pod).unscheduled()
+        if unscheduled:
+            return f"{pod['metadata']['name']}: {unscheduled}"
     return f"{len(pods)} pod(s), none ready" if pods else "no pod yet"
 
 
@@ -166,13 +172,35 @@ class PodView:
         return ""
 
 
-def pending(status: JobStatus, pods: Iterable[Obj]) -> JobStatus:
-    """``status`` with each task whose latest pod waits (not scheduled, its image not pulled) saying why."""
-    waiting = {naming.task_name(status.name, role, index): views[-1].message()
-               for (role, index), views in runs_by_task(pods).items() if views[-1].phase == "Pending"}
-    tasks = [replace(task, message=f"pending: {waiting[task.name]}") if waiting.get(task.name) else task
+def podless(jobs: Iterable[Obj], pods: Iterable[Obj]) -> list[Obj]:
+    """The task Jobs of ``jobs`` that were started (not suspended, ``startTime``) and are not over, but have no pod:
+    their controller could not create it (or has not yet)."""
+    owners = {pod["metadata"].get("labels", {}).get(CONTROLLER_UID) for pod in pods}
+    return [job for job in jobs if not job["spec"].get("suspend") and job.get("status", {}).get("startTime")
+            and not job_failed(job) and not job_complete(job) and job["metadata"]["uid"] not in owners]
+
+
+def pending(status: JobStatus, pods: Iterable[Obj], refused: Mapping[str, str] | None = None) -> JobStatus:
+    """``status`` with each task whose latest pod waits (not scheduled, its image not pulled), or whose pod the API
+    server refuses to create (``refused``: task -> its answer, ``pod_admission``), ``pending`` and saying why; a run
+    its supervisor runs (or restarts) whose task the scheduler cannot place (``PodScheduled`` False: no node has the
+    room, now or ever) or whose pod cannot be created is itself ``pending`` with that reason: it waits, nothing
+    trains."""
+    latest = {naming.task_name(status.name, role, index): views[-1]
+              for (role, index), views in runs_by_task(pods).items() if views[-1].phase == "Pending"}
+    why = {task: f"cannot be placed: {view.unscheduled()}" for task, view in latest.items() if view.unscheduled()}
+    why.update({task: f"its pod cannot be created: {answer}" for task, answer in (refused or {}).items()})
+    waits = {task: view.message() for task, view in latest.items() if view.message()}
+    waits.update({task: reason for task, reason in why.items() if task not in waits})
+    tasks = [replace(task, message=f"pending: {waits[task.name]}",
+                     state=State.PENDING if task.state is State.RUNNING else task.state)
+             if task.name in waits else task
              for task in status.tasks]
-    return replace(status, tasks=tasks)
+    status = replace(status, tasks=tasks)
+    if why and status.state in (State.RUNNING, State.RESTARTING):
+        task = next(iter(why))
+        return replace(status, state=State.PENDING, message=f"pending: {task} {why[task]}")
+    return status
 
 
 def oldest_first(pods: Iterable[Obj]) -> list[PodView]:

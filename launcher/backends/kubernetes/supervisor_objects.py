@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from launcher.backends.kubernetes.pods import TMP_DIR, TMP_VOLUME, container_security, placement
+from launcher.backends.kubernetes import gang
+from launcher.backends.kubernetes.pods import TMP_DIR, TMP_VOLUME, container_security, priority, supervisor_placement
 from launcher.plan import naming
 from launcher.plan.images import ImageVariant
 from launcher.plan.planner import Plan
@@ -54,18 +55,23 @@ SUPERVISOR_UID = 2000
 
 
 def rules(plan: Plan) -> list[Manifest]:
-    """What the supervisor may do: read and delete the run's pods, read their logs, list the Jobs, read,
+    """What the supervisor may do: read, watch and delete the run's pods, read their logs, list and watch the Jobs, read,
     unsuspend (patch) and replace (delete, create) the run's own, read and update its ConfigMap. Kubernetes
     cannot limit ``create`` to names: Jobs are created in the namespace. No ``pods/exec``: it reads a task's
-    stacks from the task's own stack endpoint (``launcher.protocol.stack_endpoint``)."""
+    stacks from the task's own stack endpoint (``launcher.protocol.stack_endpoint``). With a gang, ``patch`` of
+    the run's PodGroup by name (its ``minCount``: ``gang.GangSize``); a Job it replaces keeps its pod template,
+    whose pod joins that group, which ``up`` made."""
     jobs = sorted(task.name for task in plan.tasks)
+    group = [{"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"],
+              "resourceNames": [naming.pod_group_name(plan.name)], "verbs": ["patch"]}] if gang.wanted(plan) else []
     return [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "create"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "watch", "create"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": jobs, "verbs": ["get", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [naming.config_map_name(plan.name)],
          "verbs": ["get", "update"]},
+        *group,
     ]
 
 
@@ -117,7 +123,8 @@ def job(plan: Plan, program: Sequence[str]) -> Manifest:
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": [{"name": TMP_VOLUME, "emptyDir": {}}],
-        **placement(plan),
+        **supervisor_placement(plan),
+        **priority(plan),
     }
     spec: Manifest = {"backoffLimit": BACKOFF_LIMIT, "podReplacementPolicy": "Failed", "podFailurePolicy": POD_FAILURE_POLICY,
                       "template": {"metadata": {"labels": labels}, "spec": pod}}

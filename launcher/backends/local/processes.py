@@ -7,9 +7,10 @@ wrapper writes each exit code (128+N for signal N) to ``<exit_dir>/<task>``, so 
 ``read_exits`` work after the supervisor died; a run gone without a code is ``LOST_EXIT``. Adopted
 groups are checked against reuse before any signal. Standbys: ``prepare`` / ``start`` / ``close``; the
 standbys of the entrypoint (``launcher.plan.targets.zygote_command``) import nothing themselves: one zygote per
-runtime (``launcher.worker.zygote``, its own process group, output in ``<log_dir>/zygote.log``) imports TensorFlow
-once and forks, into the called standby's group, the task it becomes; ``close`` ends it too.
-Design notes: docs/design-notes.md.
+task environment (``launcher.worker.zygote``, its own process group, output in ``<log_dir>/zygote.log``; tasks
+whose roles have no env of their own share one) imports TensorFlow once, at the normal priority, and forks, into
+the called standby's group, the task it becomes: every run of such a task, its first and every restart, is a fork
+of an import done before the first run; ``close`` ends them too.
 """
 
 from __future__ import annotations
@@ -199,7 +200,6 @@ class _Zygote:
 
     process: subprocess.Popen[bytes]
     control: socket.socket
-    env: dict[str, str]
 
 
 @dataclass
@@ -224,7 +224,7 @@ class ProcessRuntime:
         self.recorded = dict(recorded or {})
         self._runs: dict[str, _Run] = {}
         self._standbys: dict[str, _Standby] = {}
-        self._zygote: _Zygote | None = None
+        self._zygotes: dict[tuple[tuple[str, str], ...], _Zygote] = {}  # by their environment (``_zygote_env``)
         self._readers: dict[str, LineReader] = {}
         private_dir(log_dir)
         private_dir(exit_dir)
@@ -275,28 +275,30 @@ class ProcessRuntime:
         self._standbys[task.name] = _Standby(process, exit_file)
 
     def _zygote_channel(self, task: Task) -> socket.socket | None:
-        """The standby's end of a new channel to the zygote (started first if none runs), whose end is sent to the
-        zygote; None for a standby that runs another program than the entrypoint's (it imports by itself)."""
+        """The standby's end of a new channel to the zygote of the task's environment (started first if none runs),
+        whose end is sent to that zygote; None for a standby that runs another program than the entrypoint's (it
+        imports by itself)."""
         command = zygote_command(task.standby_command)
         if command is None:
             return None
-        if self._zygote is None or self._zygote.process.poll() is not None:
-            self._zygote = self._start_zygote(task, command)
-        elif self._zygote.env != self._zygote_env(task):  # imported under another environment (LD_PRELOAD...)
-            return None
+        zygote_env = self._zygote_env(task)
+        key = tuple(sorted(zygote_env.items()))
+        zygote = self._zygotes.get(key)
+        if zygote is None or zygote.process.poll() is not None:
+            zygote = self._zygotes[key] = self._start_zygote(command, zygote_env)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
             try:
-                socket.send_fds(self._zygote.control, [b"standby"], [theirs.fileno()])
+                socket.send_fds(zygote.control, [b"standby"], [theirs.fileno()])
             except OSError:  # it ended meanwhile: this standby imports by itself
                 ours.close()
                 return None
         return ours
 
-    def _start_zygote(self, task: Task, command: list[str]) -> _Zygote:
-        """The zygote, with ``task``'s environment but for what names the task (the children get their own)."""
+    def _start_zygote(self, command: list[str], zygote_env: dict[str, str]) -> _Zygote:
+        """A zygote importing under ``zygote_env``: a task's environment but for what names the task (the children
+        get their own)."""
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        zygote_env = self._zygote_env(task)
         with theirs, open_private(self.log_dir / "zygote.log") as log:
             try:
                 process = subprocess.Popen([*command, str(theirs.fileno())], env=zygote_env, cwd=self.plan.workdir,
@@ -305,11 +307,12 @@ class ProcessRuntime:
             except OSError as exc:
                 control.close()
                 raise LaunchError(f"cannot start the standbys' zygote ({command[0]}): {exc}") from None
-        return _Zygote(process, control, zygote_env)
+        return _Zygote(process, control)
 
     def _zygote_env(self, task: Task) -> dict[str, str]:
         """``task``'s environment but for what tells the tasks apart (each child gets its own): the same for every
-        task of a plan whose spec gives its roles no env of their own."""
+        task of a plan whose spec gives its roles no env of their own; a role's env (``LD_PRELOAD``...) may change
+        what the import does, so tasks that differ in it get a zygote each."""
         return {k: v for k, v in {**os.environ, **self.plan.task_env(task)}.items() if k not in TASK_IDENTITY}
 
     def _spawn(self, task: Task, command: Sequence[str], exit_file: Path, output: IO[bytes] | int,
@@ -452,11 +455,11 @@ class ProcessRuntime:
             standby.process.wait()
             standby.exit_file.unlink(missing_ok=True)
         self._standbys.clear()
-        if self._zygote is not None:  # every task is stopped: nothing it forked runs
-            self._zygote.control.close()
-            kill_group_and_wait(self._zygote.process.pid)
-            self._zygote.process.wait()
-            self._zygote = None
+        for zygote in self._zygotes.values():  # every task is stopped: nothing they forked runs
+            zygote.control.close()
+            kill_group_and_wait(zygote.process.pid)
+            zygote.process.wait()
+        self._zygotes.clear()
         self.on_runs({})
 
     def _running(self, name: str, run: _Run) -> bool:

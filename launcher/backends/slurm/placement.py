@@ -6,7 +6,7 @@ task's node; the supervisor calls it once per allocation. ``first_port`` is the 
 job's port block (``slurm.ports``: ``random`` offsets by the private secret, ``job-id`` by none).
 ``port_block_problems(spec)`` is ``validate``'s rule (the block fits below 65536);
 ``allocation_options(plan)`` gives the ``sbatch`` options sizing one allocation for every task.
-Design notes: docs/design-notes.md.
+The port rule as a user meets it: docs/slurm.md.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from launcher.plan.targets import BackendKind, ProcessTarget, Storage
+from launcher.protocol.standby import ON_SIGNAL
 from launcher.spec.models import ClusterSpec, RoleType
 
 #: A node of the allocation in a planned address: ``${node:0}`` is the allocation's first node.
@@ -63,9 +64,14 @@ class SlurmTarget(ProcessTarget):
     """Processes on the allocation's nodes, in the submit directory (on the shared filesystem)."""
 
     kind = BackendKind.SLURM
+    keeps_standbys = True
 
     def __init__(self, spec: ClusterSpec, workdir: Path | None = None):
         super().__init__(python(spec), workdir)
+
+    def standby(self) -> list[str]:
+        """A standby step's: called by a signal (``launcher.backends.slurm.steps``)."""
+        return [*super().standby(), ON_SIGNAL]
 
     def port(self, spec: ClusterSpec, role: RoleType, ordinal: int) -> int:
         return base_port(spec) + ordinal

@@ -38,7 +38,8 @@ MARGIN = 40
 
 #: Lost time by part, in the order the breakdown lists them, with what a person reads.
 LOST_PARTS = {"start_up": "start-up", "restarts": "restarts", "recomputation": "recomputation", "backups": "backups",
-              "input_wait": "input wait", "stalls": "stalls", "evaluation": "evaluation"}
+              "input_wait": "input wait", "stalls": "stalls", "evaluation": "evaluation", "slow_steps": "slow steps",
+              "finishing": "final save and export"}
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1000px; color: #1d2330; }
@@ -62,6 +63,7 @@ pre { background: #f3f5f9; padding: 10px; border-radius: 6px; overflow-x: auto; 
 .part-productive { background: #3f8f5a; } .part-start_up { background: #c8ccd4; } .part-restarts { background: #e8a33c; }
 .part-recomputation { background: #d9822b; } .part-backups { background: #2f6fd6; } .part-input_wait { background: #8fb8de; }
 .part-stalls { background: #c55; } .part-evaluation { background: #7b68c9; }
+.part-slow_steps { background: #b9a66b; } .part-finishing { background: #6b8f8a; }
 .bar { display: flex; height: 22px; border-radius: 4px; overflow: hidden; margin: 8px 0; }
 """
 

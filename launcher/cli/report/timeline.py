@@ -1,8 +1,9 @@
 """What ``report`` draws, folded from a run's history (pure: a ``RunHistory`` in, a ``Timeline`` out).
 
 Contract: one ``Lane`` per task of the plan, in the plan's order. A task's output is split into runs at each
-``started`` event; a run's first part is a span: ``start_up`` for the first run, ``restart`` for a later
-one (from the previous run's last event), until its first step (the lead task, which reports steps) or its
+``started`` event (with the ``PRELUDE`` it announced just before); a run's first part is a span: ``start_up`` for the
+first run, ``restart`` for a later one (from the previous run's last event): as many as the task's restarts and
+preemptions in ``status``, the same account goodput keeps; until its first step (the lead task, which reports steps) or its
 ``started`` (the others); then ``training`` until its last event (``evaluation`` for the evaluator).
 Marks: ``backup`` (a checkpoint saved), ``failure`` (a ``failed`` event, or the exit code ``status`` gives
 a failed task whose run reported none), ``restart`` (a ``restored`` event: where training resumed),
@@ -84,11 +85,25 @@ def timeline(history: RunHistory) -> Timeline:
                     status=status, stalls=status.stall.stalls if status.stall else 0)
 
 
+#: What a run announces before its ``started`` (the entrypoint's stack handler, a standby's warm start): part of the
+#: run it precedes.
+PRELUDE = (events.StacksOnSignal, events.WarmStart)
+
+
 def _runs(found: list[events.Event]) -> list[list[events.Event]]:
-    """The task's events split at each ``started`` (what came before the first one is a run of its own)."""
+    """The task's events split into runs: a run begins with its ``started`` and the prelude events right before it
+    (what came before the first run's is a run of its own)."""
     runs: list[list[events.Event]] = []
     for event in found:
-        if isinstance(event, events.Started) or not runs:
+        if isinstance(event, events.Started) and runs:
+            current = runs[-1]
+            begins = len(current)
+            while begins and isinstance(current[begins - 1], PRELUDE):
+                begins -= 1
+            if begins:
+                runs.append(current[begins:])
+                del current[begins:]
+        elif not runs:
             runs.append([])
         runs[-1].append(event)
     return runs

@@ -22,6 +22,7 @@ def emit(event: dict) -> None:
     print("\rTFCLUSTER_EVENT/" + TOKEN + " " + json.dumps({**event, "time": time.time()}), flush=True)
 
 
+emit({"event": "stacks_on_signal", "signal": "SIGUSR2"})  # as the entrypoint announces its handler, before started
 emit({"event": "started", "strategy": "MultiWorkerMirroredStrategy", "num_replicas_in_sync": 2, "role": ROLE})
 if ROLE == "evaluator":
     emit({"event": "evaluation", "checkpoint": "ckpt-5", "metrics": {"loss": 0.2}})

@@ -10,7 +10,7 @@ import pytest
 
 from launcher import api
 from launcher.backends.compose.runtime import ContainerRuntime
-from launcher.supervision.supervisor import OomReports
+from launcher.supervision.runtime import OomReports
 
 
 @pytest.mark.parametrize(("state", "expected"), [({"ExitCode": 137, "OOMKilled": True}, True),

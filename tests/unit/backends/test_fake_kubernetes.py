@@ -76,7 +76,7 @@ def test_every_object_tfcluster_renders_is_admitted(fake: FakeKubernetes) -> Non
     for obj in objects(dry_run_for(spec).files):
         plural = {"ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps", "Service": "services", "Job": "jobs",
                   "NetworkPolicy": "networkpolicies", "PersistentVolumeClaim": "persistentvolumeclaims", "Role": "roles",
-            "RoleBinding": "rolebindings"}[obj["kind"]]
+            "RoleBinding": "rolebindings", "PodGroup": "podgroups"}[obj["kind"]]
         fake.create(plural, "default", obj)
     task = fake.get("jobs", "all-worker-2")
     assert task["spec"]["suspend"] is True and task["spec"]["selector"] == {"matchLabels": {CONTROLLER_UID_KEY: task["metadata"]["uid"]}}

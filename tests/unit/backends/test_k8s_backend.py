@@ -24,7 +24,7 @@ from kubernetes import client
 
 from fakes.kubernetes_api import TOKEN_PATH, FakeKubernetes, OnSigterm
 from helpers.boards import free_port
-from helpers.k8s_fake import backend_for, fail_running_pods, pod_of, rbac_allowed, rbac_used
+from helpers.k8s_fake import backend_for, fail_running_pods, kubeconfig_for, pod_of, rbac_allowed, rbac_used, settled
 from helpers.k8s_specs import DEMO, dry_run_for, manifests, plan_for
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
@@ -84,7 +84,7 @@ def test_submit_applies_exactly_the_planned_manifests(fake: FakeKubernetes) -> N
     assert len(fake.objects) == len(expected)
     plurals = {"ServiceAccount": "serviceaccounts", "ConfigMap": "configmaps", "Service": "services",
                "NetworkPolicy": "networkpolicies", "PersistentVolumeClaim": "persistentvolumeclaims", "Job": "jobs",
-               "Role": "roles", "RoleBinding": "rolebindings"}
+               "Role": "roles", "RoleBinding": "rolebindings", "PodGroup": "podgroups"}
     for obj in expected:
         stored = fake.get(plurals[obj["kind"]], obj["metadata"]["name"], "team-a")
         assert stored is not None, obj["kind"]
@@ -204,6 +204,57 @@ def test_pods_run_as_the_spec_account_which_tfcluster_never_creates_or_deletes(f
     assert TOKEN_PATH in mounts  # the account's own token setting applies (it does not opt out)
     backend.cancel("own", volumes=True)
     assert fake.get("serviceaccounts", "trainer")["metadata"]["annotations"] == trainer["metadata"]["annotations"]
+
+
+def test_a_priority_class_that_does_not_exist_refuses_the_launch_in_one_line_and_nothing_stays(
+        fake: FakeKubernetes) -> None:
+    """The API server's Priority admission refuses every pod naming a PriorityClass it has not: ``up`` asks it first
+    (a dry run of a task's pod, as the launcher's Role allows) and says so in one line, leaving nothing."""
+    fake.allowed = rbac_allowed()
+    backend = backend_for(fake)
+    spec = {**yaml.safe_load(DEMO.read_text()), "kubernetes": {"priority_class": "team-high"}}
+    with pytest.raises(LaunchError) as refused:
+        backend.submit(dry_run_for(spec))
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(
+        "the API server refuses the run's pods (a dry run of demo-chief-0's): 403 Forbidden: pods \"demo-chief-0\" is "
+        "forbidden: no PriorityClass with name team-high was found; removed the"), message
+    fake.now += 5  # the garbage collector ends what was deleted in the foreground
+    assert not [key for key in fake.objects if key[0] != "namespaces"], fake.objects
+    fake.priority_classes.add("team-high")
+    fake.job_controller = True
+    backend.submit(dry_run_for(spec))  # it exists: the run starts, its pods and its supervisor's of that class
+    [pod] = [p for p in fake.list("pods") if p["metadata"]["name"].startswith("demo-supervisor")]
+    assert pod["spec"]["priorityClassName"] == "team-high"
+
+
+def test_a_launcher_whose_role_cannot_ask_launches_as_before(fake: FakeKubernetes) -> None:
+    """An older k8s/rbac-launcher.yaml, without ``create`` on pods: the dry run is refused by RBAC, not by admission,
+    so ``up`` cannot ask and goes on (``status`` then cannot say why either)."""
+    fake.allowed = rbac_allowed() - {("", "pods", "create")}
+    spec = {**yaml.safe_load(DEMO.read_text()), "kubernetes": {"priority_class": "team-high"}}
+    backend_for(fake).submit(dry_run_for(spec))
+    assert fake.get("jobs", "demo-chief-0") is not None
+
+
+def test_status_of_a_run_whose_pods_cannot_be_created_is_pending_saying_why(fake: FakeKubernetes) -> None:
+    """Its PriorityClass deleted after ``up``: the Job controller can make no pod; ``status`` says why, from the
+    API server's own answer (a dry run of the pod), in one line, never a silent running run."""
+    fake.priority_classes.add("team-high")
+    backend = backend_for(fake)
+    spec = {**yaml.safe_load(DEMO.read_text()), "kubernetes": {"priority_class": "team-high"}}
+    backend.submit(dry_run_for(spec))
+    ClusterState(backend.api, "demo", "default").write_status(JobStatus(
+        "demo", BackendKind.K8S, State.RUNNING, tasks=[TaskStatus(t, State.RUNNING) for t in
+                                                        ("demo-chief-0", "demo-worker-0", "demo-worker-1")]))
+    fake.priority_classes.discard("team-high")
+    start_all(fake, "demo-chief-0", "demo-worker-0", "demo-worker-1")
+    assert pods(fake, "demo-chief-0") == []  # refused: no pod
+    shown = backend.describe("demo")
+    refused = 'its pod cannot be created: 403 Forbidden: pods "demo-chief-0" is forbidden: no PriorityClass with name ' \
+              "team-high was found"
+    assert (shown.state, shown.message) == (State.PENDING, f"pending: demo-chief-0 {refused}"), shown
+    assert {t.name: (t.state, t.message) for t in shown.tasks}["demo-chief-0"] == (State.PENDING, f"pending: {refused}")
 
 
 def test_tfcluster_own_account_mounts_no_api_token(fake: FakeKubernetes) -> None:
@@ -345,7 +396,7 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
     dry_run = dry_run_for({**yaml.safe_load(DEMO.read_text()), "kubernetes": {"supervisor": False}})
     apply.submit(backend.api, dry_run, "default")  # as ``submit``, without starting the supervisor process here
     fake.job_controller = True
-    runtime = KubernetesRuntime(backend.api, dry_run.plan, "default", clock=lambda: fake.now)
+    runtime = KubernetesRuntime(backend.api, dry_run.plan, "default", clock=lambda: fake.now, objects=settled(fake))
     tasks = dry_run.plan.tasks
     for task in tasks:
         runtime.start(task)
@@ -360,6 +411,7 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
         server.shutdown()
         server.server_close()
     runtime.stop(tasks, 1)
+    assert runtime.poll(tasks[0]) is not None  # none runs: the PodGroup's minCount follows (patch)
     runtime.start(tasks[0])  # a restart: the Job deleted, a fresh copy created
     assert runtime.adopt(tasks[0])
     runtime.close()
@@ -370,13 +422,16 @@ def test_launcher_rbac_role_allows_every_request_the_backend_makes(fake: FakeKub
     allowed, used = rbac_allowed(), rbac_used(fake)
     assert used <= allowed, used - allowed
     assert {("", "pods", "delete"), ("batch", "jobs", "delete"), ("batch", "jobs", "patch"), ("batch", "jobs", "get"),
-            ("", "pods", "get"), ("", "pods/log", "get"), ("", "configmaps", "update"), ("", "pods/portforward", "get")} <= used
+            ("", "pods", "watch"), ("batch", "jobs", "watch"),  # the supervisor's cache (``watched``)
+            ("", "pods/log", "get"), ("", "configmaps", "update"), ("", "pods/portforward", "get")} <= used
     unused = {(g, r, v) for g, r, v in allowed} - used
     assert unused <= {("", "serviceaccounts", "update"), ("", "services", "update"), ("networking.k8s.io", "networkpolicies", "update"),
                       ("", "serviceaccounts", "get"), ("", "services", "get"), ("networking.k8s.io", "networkpolicies", "get"),
                       ("", "persistentvolumeclaims", "get"), ("", "persistentvolumeclaims", "update"),
+                      ("scheduling.k8s.io", "podgroups", "get"), ("scheduling.k8s.io", "podgroups", "update"),
                       ("apps", "deployments", "update"), ("", "pods/portforward", "create"), ("", "pods/exec", "create"),
                       ("", "pods/exec", "get"),  # debug's py-spy (the next test)
+                      ("", "pods", "get"),  # logs -f (``follow``); the supervisor reads its pods from its watch
                       *RBAC_OBJECTS}, unused  # RBAC: the next test
 
 
@@ -418,23 +473,10 @@ def test_no_kubeconfig_is_backend_unavailable(tmp_path: Path, monkeypatch: pytes
         KubernetesBackend.create(KubernetesOptions())
 
 
-def _kubeconfig(fake: FakeKubernetes, path: Path) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
-        "users": [{"name": "dev", "user": {"token": "not-a-secret"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "dev"}}],
-        "current-context": "fake",
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 def test_cli_up_detached_status_logs_down_via_kubeconfig(
     fake: FakeKubernetes, cli, write_spec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(fake, tmp_path / "config")))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig_for(fake, tmp_path / "config")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     spec = write_spec({"name": "cli", "roles": {"chief": {}, "worker": {"replicas": 1}}, "kubernetes": {"namespace": "ml"}})
     result = cli.invoke(main, ["up", str(spec), "--backend", "k8s", "--detach"])
@@ -461,7 +503,7 @@ def test_cli_up_detached_status_logs_down_via_kubeconfig(
 def test_cli_up_detached_warns_when_its_dry_run_says_only_a_watch_supervises_it(
     fake: FakeKubernetes, cli, write_spec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(fake, tmp_path / "config")))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig_for(fake, tmp_path / "config")))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     spec = write_spec({"name": "cli", "roles": {"chief": {}, "worker": {"replicas": 1}},
                        "kubernetes": {"namespace": "ml", "supervisor": False}})

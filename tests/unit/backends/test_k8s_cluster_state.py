@@ -12,7 +12,7 @@ import pytest
 
 from fakes.kubernetes_api import FakeKubernetes, OnSigterm
 from fakes.scripted_runtime import ScriptedRuntime
-from helpers.k8s_fake import backend_for, fail_running_pods
+from helpers.k8s_fake import backend_for, fail_running_pods, settled
 from helpers.k8s_specs import dry_run_for
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes import backend as k8s_backend
@@ -38,6 +38,7 @@ from launcher.supervision import harness
 from launcher.supervision.stack_dumps import NO_STACKS, bounded_text
 from launcher.supervision.status import CLIP_MARK, JobStatus, State, SupervisorState, TaskStatus
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 SPEC: dict[str, Any] = {"name": "cs", "roles": {"chief": {}, "worker": {"replicas": 1}}}
 CONFIG_MAP = naming.config_map_name("cs")
@@ -90,8 +91,7 @@ def test_a_status_the_api_server_refuses_is_logged_and_the_supervisor_keeps_supe
     plan, state = applied(fake)
     fake.fail_next("PUT", "configmaps", 422)
     runtime = ScriptedRuntime({"cs-chief-0": [(5, 0)]})
-    job = Supervisor(plan, runtime, on_status=state.write_status, poll_seconds=0.01, grace_seconds=0.0,
-                     fault_pause=0.0).run()
+    job = Supervisor(plan, runtime, on_status=state.write_status, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, fault_pause=0.0)).run()
     assert job.state is State.SUCCEEDED, job.message
     assert state.read_status().state is State.SUCCEEDED
     err = capsys.readouterr().err
@@ -154,6 +154,12 @@ def test_describe_says_the_supervisor_is_starting_or_lost(fake: FakeKubernetes) 
     fake.update("pods", "default", pod["metadata"]["name"], lambda p: p["status"].update(
         phase="Pending", containerStatuses=[{"name": "supervisor", "state": {"waiting": {"reason": "ContainerCreating"}}}]))
     assert backend.describe("cs").supervisor is SupervisorState.STARTING
+    fake.update("pods", "default", pod["metadata"]["name"], lambda p: p["status"].update(containerStatuses=[], conditions=[
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/1 nodes are available: 1 Insufficient memory."}]))
+    shown = backend.describe("cs")  # no node has the room for it: the scheduler's reason
+    assert (shown.supervisor, shown.supervisor_note) == (
+        SupervisorState.STARTING, f"{pod['metadata']['name']}: Unschedulable: 0/1 nodes are available: 1 Insufficient memory.")
     fake.update("pods", "default", pod["metadata"]["name"], lambda p: p["status"].update(
         containerStatuses=[{"name": "supervisor", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}}]))
     shown = backend.describe("cs")
@@ -198,7 +204,7 @@ def test_a_supervisor_that_moved_is_replaced_without_spending_its_jobs_budget(fa
 
 def test_describe_says_why_a_tasks_pod_waits(fake: FakeKubernetes) -> None:
     plan, state = applied(fake)
-    runtime = KubernetesRuntime(state.api, plan, "default", clock=lambda: fake.now)
+    runtime = KubernetesRuntime(state.api, plan, "default", clock=lambda: fake.now, objects=settled(fake))
     runtime.start(next(t for t in plan.tasks if t.name == "cs-worker-0"))
     state.write_status(JobStatus("cs", BackendKind.K8S, State.RUNNING,
                                  tasks=[TaskStatus(t.name, State.RUNNING) for t in plan.tasks]))
@@ -206,9 +212,19 @@ def test_describe_says_why_a_tasks_pod_waits(fake: FakeKubernetes) -> None:
     fake.update("pods", "default", pod["metadata"]["name"], lambda p: p["status"].update(
         phase="Pending", containerStatuses=[], conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                                             "message": "0/1 nodes are available: insufficient cpu"}]))
-    tasks = {t.name: t.message for t in backend_for(fake).describe("cs").tasks}
-    assert tasks["cs-worker-0"] == "pending: Unschedulable: 0/1 nodes are available: insufficient cpu"
-    assert not tasks["cs-chief-0"].startswith("pending")
+    shown = backend_for(fake).describe("cs")
+    tasks = {t.name: (t.state, t.message) for t in shown.tasks}
+    assert tasks["cs-worker-0"] == (State.PENDING, "pending: Unschedulable: 0/1 nodes are available: insufficient cpu")
+    assert tasks["cs-chief-0"][0] is State.RUNNING and not tasks["cs-chief-0"][1].startswith("pending")
+    # the run waits for room, with the scheduler's reason: in `status`, `-o json` and the live view alike
+    assert (shown.state, shown.message) == (State.PENDING, "pending: cs-worker-0 cannot be placed: Unschedulable: "
+                                                           "0/1 nodes are available: insufficient cpu")
+    assert shown.to_dict()["state"] == "pending"
+    fake.update("pods", "default", pod["metadata"]["name"], lambda p: p["status"].update(
+        conditions=[{"type": "PodScheduled", "status": "True"}],
+        containerStatuses=[{"name": "tensorflow", "state": {"waiting": {"reason": "ContainerCreating"}}}]))
+    shown = backend_for(fake).describe("cs")  # placed, its image being pulled: the run runs, the task starts
+    assert shown.state is State.RUNNING and {t.name: t.state for t in shown.tasks}["cs-worker-0"] is State.PENDING
 
 
 def test_describe_of_a_run_supervised_from_this_machine_says_whether_its_process_lives(fake: FakeKubernetes) -> None:

@@ -36,6 +36,7 @@ RESOURCES = {
     Kind.DEPLOYMENT: ("/apis/apps/v1", "deployments"),
     Kind.ROLE: ("/apis/rbac.authorization.k8s.io/v1", "roles"),
     Kind.ROLE_BINDING: ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
+    Kind.POD_GROUP: ("/apis/scheduling.k8s.io/v1beta1", "podgroups"),
 }
 
 
@@ -45,6 +46,8 @@ def test_each_kinds_requests_reach_its_own_resource(fake: FakeKubernetes, kind: 
     body: dict[str, Any] = {"apiVersion": "v1", "kind": str(kind), "metadata": {"name": "x"}}
     if kind is Kind.DEPLOYMENT:
         body["spec"] = {"selector": {}, "template": {}}  # the client checks a Deployment's body has them
+    if kind is Kind.POD_GROUP:
+        body["spec"] = {"schedulingPolicy": {"gang": {"minCount": 1}}}  # ... a PodGroup's
     if kind is Kind.ROLE_BINDING:
         body["roleRef"] = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "x"}  # ... a binding's
     requests: list[Callable[[], Any]] = [

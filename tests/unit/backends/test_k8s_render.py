@@ -14,7 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from helpers.k8s_specs import DEMO, KUBERNETES_VERSIONS, REPO, SPECS, all_plans, expand, manifests, plan_for, workers
+from helpers.k8s_specs import DEMO, KUBERNETES_VERSIONS, REPO, SPECS, all_plans, applied_on, expand, manifests, plan_for, without_gang, workers
 from launcher.backends.kubernetes import admission_policy
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.cluster_state import planned_again
@@ -73,8 +73,15 @@ def _by_kind(plan: Plan, kind: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_manifests_validate_against_kubernetes_openapi(name: str, version: str) -> None:
+    """What ``up`` applies on each version: with the run's PodGroup from ``GANG_VERSION`` on, without it before."""
     seen: dict[tuple[str, str | None], int] = {}
-    for doc in _objects(PLANS[name]):
+    plan = PLANS[name]
+    served = applied_on(plan, version) is plan
+    if not served and f"{name} without gang" not in _RENDERED:
+        _RENDERED[f"{name} without gang"] = manifests(without_gang(plan))
+    docs = _objects(plan) if served else _RENDERED[f"{name} without gang"]
+    assert served is any(doc["kind"] == "PodGroup" for doc in docs)
+    for doc in docs:
         role = doc["metadata"]["labels"].get("tfcluster.io/role")
         seen[doc["kind"], role] = seen.get((doc["kind"], role), 0) + 1
         if seen[doc["kind"], role] <= 2:  # a role's task Jobs differ in their names and index alone
@@ -271,21 +278,40 @@ def test_the_supervisor_pod_runs_the_one_supervisor_process_on_the_runs_config_m
         plan_for({"name": "off", "roles": {"worker": {"replicas": 1}}, "kubernetes": {"supervisor": False}})))
 
 
+def test_the_supervisor_pod_is_placed_by_its_own_setting_never_by_the_tasks() -> None:
+    """The tasks' node selector and tolerations (a GPU pool, simulated nodes) are not the supervisor pod's: it
+    gets ``kubernetes.supervisor_placement`` (none by default: the scheduler's choice), and the run's pull secrets."""
+    pod = _supervisor(PLANS["every-option"], "Job")["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "system"}
+    assert pod["tolerations"] == [{"key": "dedicated", "value": "system", "effect": "NoSchedule"}]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    gpu = plan_for({"name": "gpu", "roles": {"worker": {"replicas": 1}}, "kubernetes": {
+        "node_selector": {"type": "kwok"},
+        "tolerations": [{"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}]}})
+    task = _by_kind(gpu, "Job")[0]["spec"]["template"]["spec"]
+    assert task["nodeSelector"] == {"type": "kwok"} and task["tolerations"]
+    supervisor = _supervisor(gpu, "Job")["spec"]["template"]["spec"]
+    assert not {"nodeSelector", "tolerations", "imagePullSecrets"} & set(supervisor)
+
+
 def test_the_supervisors_role_allows_what_its_runtime_does_and_nothing_more() -> None:
-    """Read from ``runtime.KubernetesRuntime`` and ``cluster_state.ClusterState``: pods listed (``_pods``), read (a
-    log follower), deleted (``stop``); their logs (``output``); Jobs listed (the plan's event token), read,
+    """Read from ``runtime.KubernetesRuntime`` and ``cluster_state.ClusterState``: pods listed and watched
+    (``watched.RunObjects``), read, deleted (``stop``); their logs (``output``); Jobs listed and watched (the plan's event token, ``watched``), read,
     unsuspended (``start``) and replaced (deleted, created: ``fresh_copy``) by name where Kubernetes allows names;
-    the ConfigMap read and updated (the status, the stacks). No ``pods/exec`` (a task's stacks come from its stack
+    the ConfigMap read and updated (the status, the stacks); the run's PodGroup patched by name (its ``minCount``:
+    ``gang.GangSize``), none without a gang. No ``pods/exec`` (a task's stacks come from its stack
     endpoint), no secrets, no wildcards, no other ConfigMap or Job, no pod created or patched."""
     plan = PLANS["pss"]
     assert _supervisor(plan, "Role")["rules"] == rules(plan) == [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "create"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list", "watch", "create"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": sorted(t.name for t in plan.tasks),
          "verbs": ["get", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["pss-tfconfig"], "verbs": ["get", "update"]},
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "resourceNames": ["pss-gang"], "verbs": ["patch"]},
     ]
+    assert rules(without_gang(plan)) == rules(plan)[:-1]
     binding = _supervisor(plan, "RoleBinding")
     assert binding["roleRef"]["name"] == naming.supervisor_name("pss")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": naming.supervisor_name("pss"), "namespace": "default"}]
@@ -335,6 +361,7 @@ def test_kubernetes_options_reach_every_pod() -> None:
         assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
         assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}]
         assert pod["imagePullSecrets"] == [{"name": "regcred"}] and pod["schedulerName"] == "volcano"
+        assert pod["priorityClassName"] == "team-high"
         assert pod["containers"][0]["envFrom"] == [{"secretRef": {"name": "wandb"}}]
         own = ("tmp", "tfcluster", "checkpoints")
         assert [v for v in pod["volumes"] if v["name"] not in own] == [
@@ -345,6 +372,9 @@ def test_kubernetes_options_reach_every_pod() -> None:
             {"name": "data", "mountPath": "/data", "readOnly": True},
             {"name": "cache", "mountPath": "/home/tfcluster/.cache", "readOnly": False, "subPath": "tf"},
             {"name": "creds", "mountPath": "/var/secrets/gcs", "readOnly": True}]
+    supervisor = _supervisor(plan, "Job")
+    assert supervisor["spec"]["template"]["spec"]["priorityClassName"] == "team-high"  # the tasks' class: not evicted for them
+    assert all("priorityClassName" not in j["spec"]["template"]["spec"] for j in _by_kind(PLANS["demo"], "Job"))
     (board, *_) = tensorboard_objects(plan)  # TensorBoard reads the log dir only
     assert {v["name"] for v in board["spec"]["template"]["spec"]["volumes"]} == {"tmp", "checkpoints"}
     assert chief["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"cpu": "500m", "memory": "2Gi"}}
@@ -749,7 +779,7 @@ def test_a_workspace_is_writable_through_a_copy_the_init_container_makes(tmp_pat
     plan = plan_for({"name": "ws", "workspace": str(tmp_path), "command": ["python", "train.py"],
                      "roles": {"worker": {"replicas": 2, "resources": {"cpu": 1}}},
                      "kubernetes": {"registry": "registry.example.com"}})
-    for doc in _docs(KubernetesBackend.render(plan)):
+    for doc in _docs(KubernetesBackend.render(applied_on(plan, version))):
         kubernetes_validate.validate(doc, version, strict=True)
     job, _ = _by_kind(plan, "Job")  # one per worker, alike but for the worker's name
     pod = job["spec"]["template"]["spec"]

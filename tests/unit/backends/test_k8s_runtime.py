@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from fakes.kubernetes_api import IGNORES_SIGTERM, JOB_NAME_KEY, FakeKubernetes, OnSigterm, permission
-from helpers.k8s_fake import backend_for, pod_of, write
+from helpers.k8s_fake import backend_for, pod_of, settled, write
 from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes import apply, supervisor_objects
@@ -32,9 +32,11 @@ from launcher.protocol.events import StacksOnSignal, Step
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.stack_endpoint import Control
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
+from launcher.supervision.runtime import ReadsEveryStack, signalled
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import JobStatus, State
-from launcher.supervision.supervisor import ReadsEveryStack, Supervisor, signalled
+from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 from launcher.worker.stack_server import serve_stacks
 
 SPEC: dict[str, Any] = {"name": "rt", "roles": {"chief": {}, "worker": {"replicas": 1}},
@@ -55,7 +57,8 @@ def runtime_for(fake: FakeKubernetes, plan: Plan) -> KubernetesRuntime:
     def pause(seconds: float) -> None:
         fake.now += seconds
 
-    return KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now, pause=pause)
+    return KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now, pause=pause,
+                             objects=settled(fake))
 
 
 def task(plan: Plan, name: str) -> Task:
@@ -214,6 +217,37 @@ def test_a_job_that_failed_without_a_pod_is_a_lost_run(fake: FakeKubernetes) -> 
     assert any("failed without a pod: BackoffLimitExceeded" in line for line in runtime.output(worker))
 
 
+@pytest.mark.parametrize("reason", ["PreemptionByScheduler", "EvictionByEvictionAPI", "DeletionByTaintManager"])
+def test_a_pod_kubernetes_disrupted_is_a_preemption_also_once_it_is_gone(fake: FakeKubernetes, reason: str) -> None:
+    """Preempted by the scheduler for a higher priority, evicted by a drain, deleted by the taint manager: the pod
+    saves on SIGTERM and goes once the Job controller counted it, maybe before a poll read its end; its Job then
+    failed without a pod, which is a preemption since the poll saw the disruption (not a lost run, 137)."""
+    plan, runtime = launched(fake)
+    worker = task(plan, WORKER)
+    runtime.start(worker)
+    assert runtime.output(worker) == []  # the supervisor reads each task's output each round
+    fake.on_sigterm[WORKER] = OnSigterm(seconds=3)
+    fake.preempt(pod_of(fake, WORKER), reason)
+    later(fake)
+    assert runtime.poll(worker) is None  # saving
+    fake.now += 5
+    assert pods(fake, WORKER) == []  # ended 143, counted, gone
+    assert runtime.poll(worker) == 143
+    assert any(f"disrupted by Kubernetes ({reason}) and is gone: taken as a preemption" in line
+               for line in runtime.output(worker))
+
+
+def test_a_scheduler_preemption_restarts_the_group_without_a_restart_and_the_run_succeeds(fake: FakeKubernetes) -> None:
+    """``max_restarts: 0``: a worker preempted for a higher-priority pod (it saved) is a preemption, not a failure:
+    the group restarts within ``max_preemptions`` and the run succeeds with 0 restarts."""
+    fake.on_sigterm[WORKER] = OnSigterm(seconds=3)
+    world = World(fake, {3: lambda fake: fake.preempt(pod_of(fake, WORKER))})
+    world.script[14] = ends(CHIEF, 0)
+    status = supervise(fake, world, {**SPEC, "restart": {"policy": "exit-code", "max_restarts": 0}})
+    assert status.state is State.SUCCEEDED, status
+    assert (status.preemptions, status.restarts) == (1, 0), status
+
+
 def test_adopt_attaches_to_a_started_job_only(fake: FakeKubernetes) -> None:
     plan, runtime = launched(fake)
     chief, worker = task(plan, CHIEF), task(plan, WORKER)
@@ -325,7 +359,7 @@ def test_stacks_are_asked_of_the_tasks_stack_endpoint_not_through_exec(fake: Fak
     ips, port, stop = served({CHIEF: STUCK_IN_OP}, plan.event_token)
     fake.pod_ips = ips
     runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now, stacks_port=port,
-                                in_cluster=in_cluster)
+                                in_cluster=in_cluster, objects=settled(fake))
     try:
         assert runtime.read_stacks(chief) is None  # not started: no pod to ask
         runtime.start(chief)
@@ -346,7 +380,7 @@ def test_a_task_that_serves_no_stacks_gives_none_and_says_why(fake: FakeKubernet
     ips, port, stop = served({CHIEF: ["Thread 1"]}, "another run's token")
     fake.pod_ips = ips
     runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now, stacks_port=port,
-                                in_cluster=True)
+                                in_cluster=True, objects=settled(fake))
     try:
         runtime.start(task(plan, CHIEF))
         assert runtime.read_stacks(task(plan, CHIEF)) is None
@@ -395,8 +429,8 @@ class World:
 
 def supervise(fake: FakeKubernetes, world: World, spec: dict[str, Any] = SPEC) -> JobStatus:
     plan, runtime = launched(fake, spec)
-    supervisor = Supervisor(plan, runtime, poll_seconds=0.5, grace_seconds=1.0, fault_pause=0.5,
-                            pause=world.pause, clock=lambda: fake.now)
+    supervisor = Supervisor(plan, runtime,
+                            tuning=Tuning(poll_seconds=0.5, linger_seconds=1.0, fault_pause=0.5, pause=world.pause, clock=lambda: fake.now))
     try:
         return supervisor.run()
     finally:
@@ -455,8 +489,8 @@ def test_the_supervisors_role_allows_every_request_the_supervisor_makes(
     monkeypatch.setattr("launcher.backends.kubernetes.cluster_state.TMP_DIR", str(tmp_path))
     state = ClusterState(runtime.api, "rt", "default")
     world = World(fake, {3: ends(WORKER, 137), 12: ends(CHIEF, 0)})
-    supervisor = Supervisor(state.read_plan(), runtime, poll_seconds=0.5, grace_seconds=1.0, pause=world.pause,
-                            clock=lambda: fake.now, on_status=state.write_status, keep_stacks=state.keep_stacks)
+    supervisor = Supervisor(state.read_plan(), runtime, on_status=state.write_status, keep_stacks=state.keep_stacks,
+                            tuning=Tuning(poll_seconds=0.5, linger_seconds=1.0, pause=world.pause, clock=lambda: fake.now))
     assert supervisor.run().state is State.SUCCEEDED
     assert state.keep_stacks(1, {CHIEF: "Thread 1"}) is not None
     assert state.read_status() is not None
@@ -493,7 +527,7 @@ def test_a_stall_reads_each_pods_stacks_from_its_endpoint_within_the_role_names_
     fake.pod_ips = ips
     runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now,
                                 pause=lambda seconds: setattr(fake, "now", fake.now + seconds), stacks_port=port,
-                                in_cluster=True)
+                                in_cluster=True, objects=settled(fake))
     told: dict[str, str] = {}  # each pod that declared its handler: its task
     seen: set[str] = set()  # those whose declaration the supervisor read (the line after it is its last line)
     stepped: set[str] = set()
@@ -521,9 +555,9 @@ def test_a_stall_reads_each_pods_stacks_from_its_endpoint_within_the_role_names_
             ends(CHIEF, 0)(fake)  # the run after the restart finishes
 
     kept: list[tuple[int, dict[str, str | None]]] = []
-    supervisor = Supervisor(plan, runtime, poll_seconds=0.5, grace_seconds=1.0,
-                            pause=World(fake, each=programs, caught_up=caught_up).pause, clock=lambda: fake.now, stack_gap=0.5,
-                            keep_stacks=lambda number, dumps: kept.append((number, dict(dumps))) or "here")
+    supervisor = Supervisor(plan, runtime, keep_stacks=lambda number, dumps: kept.append((number, dict(dumps))) or "here",
+                            tuning=Tuning(poll_seconds=0.5, linger_seconds=1.0, stack_gap=0.5, clock=lambda: fake.now,
+                                          pause=World(fake, each=programs, caught_up=caught_up).pause))
     try:
         status = supervisor.run()
     finally:

@@ -26,6 +26,12 @@ def test_the_estimate_is_resources_memory_else_the_floor_per_task_and_once_for_t
     assert memory_needed(own) == 2 * GIB + 4 * TASK_MEMORY_FLOOR  # a user's program has no standby
 
 
+def test_roles_with_an_env_of_their_own_count_a_zygote_each() -> None:
+    roles = {"chief": {"env": {"A": "1"}}, "worker": {"replicas": 2, "env": {"A": "2"}}}
+    spec = validate_data({"name": "m", "roles": roles})
+    assert memory_needed(spec) == 3 * TASK_MEMORY_FLOOR + 2 * STANDBY_MEMORY_FLOOR
+
+
 def test_a_cluster_over_the_available_memory_is_one_problem_naming_force() -> None:
     spec = validate_data({"name": "m", "roles": {"worker": {"replicas": 10}}, "restart": {"warm": False}})
     assert memory_problems(spec, available=10 * TASK_MEMORY_FLOOR) == []
@@ -37,7 +43,7 @@ def test_a_cluster_over_the_available_memory_is_one_problem_naming_force() -> No
 def test_the_standbys_are_named_with_the_way_to_do_without_them() -> None:
     spec = validate_data({"name": "m", "roles": {"worker": {"replicas": 2}}})
     [problem] = memory_problems(spec, available=3 * TASK_MEMORY_FLOOR - 1)
-    assert ("the 2 tasks and their 2 standbys (one process holding TensorFlow for them, 512 MiB; `restart.warm: false` "
+    assert ("the 2 tasks and their 2 standbys (1 process holding TensorFlow for them, 512 MiB each; `restart.warm: false` "
             "keeps none)") in problem.message
 
 

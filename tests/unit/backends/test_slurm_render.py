@@ -18,14 +18,15 @@ import pytest
 
 from launcher import api
 from launcher.backends.slurm.placement import PORT_SPAN, Node, allocation_options, port_block_problems, resolve
+from launcher.backends.slurm.preemption import requeued, resume
 from launcher.backends.slurm.script import PLAN, SCRIPT, batch_script, files
 from launcher.backends.slurm.slurmctl import SlurmJob, records
 from launcher.backends.slurm.state import Allocation, SlurmState
 from launcher.backends.slurm.status import REQUEUEING, describe
-from launcher.backends.slurm.supervise import requeued
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan
 from launcher.spec.models import SlurmPorts
+from launcher.supervision import harness
 from launcher.supervision.status import JobStatus, State, SupervisorState, TaskStatus
 
 NODES = [Node("n1", "10.0.0.1"), Node("n2", "10.0.0.2"), Node("n3", "10.0.0.3")]
@@ -212,6 +213,20 @@ def test_a_requeued_job_counts_one_preemption_and_restarts_every_task() -> None:
     after = requeued(before)
     assert (after.state, after.restarts, after.preemptions) == (State.RESTARTING, 1, 3)
     assert all(t.state is State.RESTARTING and t.preemptions == 1 and t.exit_code is None for t in after.tasks)
+
+
+@pytest.mark.parametrize(("used", "resumes"), [(0, True), (1, True), (2, False)])
+def test_a_requeue_resumes_within_max_preemptions_and_fails_past_it(used: int, resumes: bool) -> None:
+    planned = plan({"roles": {"worker": {"replicas": 2}}, "restart": {"max_preemptions": 2}})
+    before = _written(planned, State.RUNNING)
+    before.preemptions = used
+    if resumes:
+        after = resume(planned, before)
+        assert after is not None and after.preemptions == used + 1 and after.state is State.RESTARTING
+        return
+    with pytest.raises(harness.CannotRun, match=r"preempted 3 times, past restart.max_preemptions \(2\)") as failed:
+        resume(planned, before)
+    assert failed.value.base is not None and failed.value.base.preemptions == 3
 
 
 @pytest.mark.parametrize(

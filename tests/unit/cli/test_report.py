@@ -75,6 +75,20 @@ def test_one_lane_per_task_with_its_runs_spans_and_marks() -> None:
     assert drawn.step_rate == [(25, 0.1), (35, 0.1), (45, 0.1), (85, 0.1)]  # not across the restart
 
 
+@pytest.mark.parametrize("prelude", [
+    [events.StacksOnSignal(time=5, signal="SIGUSR2")],
+    [events.WarmStart(time=4, import_seconds=3.0), events.StacksOnSignal(time=5, signal="SIGUSR2")]])
+def test_what_a_run_announces_before_its_start_belongs_to_that_run_not_a_restart(prelude: list[events.Event]) -> None:
+    """The entrypoint says it dumps stacks (and a standby that it ran warm) before ``started``: the first run's
+    start-up, never a restart the run did not have; a restart's own announcements begin that restart."""
+    restart = [events.WarmStart(time=60, import_seconds=3.0), events.StacksOnSignal(time=61, signal="SIGUSR2")]
+    chief = [*prelude, started(10), events.Step(time=20, step=1), events.Step(time=30, step=2),
+             events.Failed(time=40, reason="boom", exit_code=1), *restart, started(62), events.Step(time=70, step=3)]
+    lane = timeline(history(chief=chief)).lanes[0]
+    assert [(s.kind, s.start, s.end) for s in lane.spans] == [
+        (Kind.START_UP, 0.0, 20), (Kind.TRAINING, 20, 40), (Kind.RESTART, 40, 70)]
+
+
 def test_a_failed_task_that_reported_no_failure_is_marked_at_its_last_event_with_its_exit_code() -> None:
     chief = [started(10), events.Step(time=20, step=1)]
     drawn = timeline(history({"state": "failed", "tasks": [{"name": CHIEF, "state": "failed", "exit_code": 137}]}, chief))
@@ -88,7 +102,8 @@ def test_the_page_draws_lanes_marks_goodput_and_loss_and_refers_to_nothing_outsi
     assert len(found.classed("mark-failure")) == 1 and len(found.classed("span-restart")) == 2  # chief, worker
     assert len(found.classed("loss-point")) == 6
     parts = [a["data-part"] for _, a in found.tags if "data-part" in a]
-    assert parts == ["productive", "start_up", "restarts", "recomputation", "backups", "input_wait", "stalls", "evaluation"]
+    assert parts == ["productive", "start_up", "restarts", "recomputation", "backups", "input_wait", "stalls", "evaluation",
+                     "slow_steps", "finishing"]
     assert "80.0 %" in found.text
     assert not [tag for tag, attrs in found.tags if tag in ("script", "link", "img", "iframe") or "src" in attrs or "href" in attrs]
 

@@ -430,3 +430,38 @@ def test_a_tfjob_without_replicas_is_one_line_not_two(tmp_path: Path) -> None:
     data["spec"]["tfReplicaSpecs"] = {}
     lines = _errors(tmp_path, data, "validate")
     assert [line.split(": ", 1)[1] for line in lines] == ["spec.tfReplicaSpecs: a TFJob needs at least one replica spec"]
+
+
+def test_a_priority_class_is_carried_from_the_pods_or_the_scheduling_policy_and_exported_again(cli, tmp_path: Path
+                                                                                               ) -> None:
+    """The pods' ``priorityClassName`` and ``runPolicy.schedulingPolicy.priorityClass`` (the operator's PodGroup's,
+    which its pods share) are ``kubernetes.priority_class``; its gang settings are no setting of tfcluster's; a class
+    the pods and the policy disagree on is reported; ``render --format tfjob`` writes it on every replica's pods."""
+    def high(replica: dict) -> None:
+        replica["template"]["spec"]["priorityClassName"] = "team-high"
+
+    data = _tfjob(Chief=high, Worker=high, PS=high)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec = api.load_spec(path, "k8s")
+    assert spec.kubernetes.priority_class == "team-high"
+    exported = yaml.safe_load(render_tfjob(api.plan(spec, "k8s"))["tfjob.yaml"].split("\n", 1)[1])
+    assert {r["template"]["spec"]["priorityClassName"] for r in exported["spec"]["tfReplicaSpecs"].values()} == {
+        "team-high"}
+    result = cli.invoke(main, ["convert", str(path)])
+    assert result.exit_code == 0 and yaml.safe_load(result.stdout)["kubernetes"]["priority_class"] == "team-high"
+
+    by_policy = _tfjob()
+    by_policy["spec"]["runPolicy"]["schedulingPolicy"] = {"priorityClass": "team-low", "minAvailable": 3}
+    path.write_text(yaml.safe_dump(by_policy, sort_keys=False))
+    out = cli.invoke(main, ["convert", str(path)]).stdout
+    assert yaml.safe_load(out)["kubernetes"]["priority_class"] == "team-low"
+    assert "# not carried: spec.runPolicy.schedulingPolicy.minAvailable: tfcluster has no such setting" in out
+
+    data["spec"]["runPolicy"]["schedulingPolicy"] = {"priorityClass": "team-low"}
+    [error] = _errors(tmp_path, data, "validate", "-b", "k8s")
+    assert error.endswith("spec.runPolicy.schedulingPolicy.priorityClass: not carried: differs from "
+                          "spec.tfReplicaSpecs.Chief.template.spec.priorityClassName; tfcluster sets it for every role")
+    by_policy["spec"]["runPolicy"]["schedulingPolicy"] = {"priorityClass": "Team_High"}
+    [error] = _errors(tmp_path, by_policy, "validate", "-b", "k8s")
+    assert "spec.runPolicy.schedulingPolicy.priorityClass: " in error and "DNS-1123 subdomain" in error, error

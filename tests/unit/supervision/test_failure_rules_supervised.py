@@ -3,7 +3,6 @@ over a scripted runtime."""
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import pytest
@@ -13,9 +12,10 @@ from launcher import api
 from launcher.backends.lines import MAX_LINE_BYTES
 from launcher.plan.policy import LOG_LINE_CHARS
 from launcher.spec.models import LOG_TAIL_LINES
-from launcher.supervision.rules import Action, Rules
+from launcher.supervision.rules import Action, Exited, Rules, Used
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 ROLES = {"chief": {}, "worker": {"replicas": 2}, "evaluator": {}}
 RULES = [
@@ -30,12 +30,12 @@ def plan(restart: dict[str, Any]) -> Any:
 
 
 def supervise(runtime: ScriptedRuntime, restart: dict[str, Any]) -> JobStatus:
-    return Supervisor(plan(restart), runtime, poll_seconds=0.01, grace_seconds=0.0, fault_pause=0.0).run()
+    return Supervisor(plan(restart), runtime, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, fault_pause=0.0)).run()
 
 
 def test_exit_3_fails_at_once_naming_the_rule_with_budget_left() -> None:
     decision = Rules.from_plan(plan({"max_restarts": 5, "rules": RULES})).decide(
-        "job-worker-1", 3, {"job-worker-1": 3}, 0, "ValueError: bad input")
+        Exited("job-worker-1", 3, {"job-worker-1": 3}, Used(), "ValueError: bad input"))
     assert decision.action is Action.FAIL
     assert decision.message.startswith("failed: rule 1 (exit code 3): fail: task job-worker-1 exited with code 3")
 
@@ -43,22 +43,22 @@ def test_exit_3_fails_at_once_naming_the_rule_with_budget_left() -> None:
 def test_a_restart_rule_restarts_even_under_policy_never_within_max_restarts() -> None:
     rules = Rules.from_plan(plan({"policy": "never", "max_restarts": 1, "rules": RULES}))
     tail = ("step 9", "RuntimeError: CUDA_ERROR_ECC")
-    decision = rules.decide("job-worker-0", 1, {"job-worker-0": 1}, 0, "x", log_tail=tail)
+    decision = rules.decide(Exited("job-worker-0", 1, {"job-worker-0": 1}, Used(), "x", log_tail=tail))
     assert decision.action is Action.RESTART and "rule 2 (log pattern 'CUDA_ERROR_ECC'): restart" in decision.message
-    assert rules.decide("job-worker-0", 1, {"job-worker-0": 1}, 1, "x", log_tail=tail).action is Action.FAIL
-    assert rules.decide("job-worker-0", 1, {"job-worker-0": 1}, 0, "x").action is Action.FAIL  # no match: never
+    assert rules.decide(Exited("job-worker-0", 1, {"job-worker-0": 1}, Used(1), "x", log_tail=tail)).action is Action.FAIL
+    assert rules.decide(Exited("job-worker-0", 1, {"job-worker-0": 1}, Used(), "x")).action is Action.FAIL  # no match: never
 
 
 def test_continue_on_a_task_the_success_needs_fails_saying_why() -> None:
     rules = Rules.from_plan(plan({"rules": [{"roles": ["chief", "evaluator"], "action": "continue"}]}))
-    decision = rules.decide("job-chief-0", 1, {"job-chief-0": 1}, 0, "x")
+    decision = rules.decide(Exited("job-chief-0", 1, {"job-chief-0": 1}, Used(), "x"))
     assert decision.action is Action.FAIL and "success needs task job-chief-0" in decision.message
-    assert rules.decide("job-evaluator-0", 1, {"job-evaluator-0": 1}, 0, "x").action is Action.CONTINUE
+    assert rules.decide(Exited("job-evaluator-0", 1, {"job-evaluator-0": 1}, Used(), "x")).action is Action.CONTINUE
 
 
 def test_no_rule_matched_keeps_the_policy() -> None:
     rules = Rules.from_plan(plan({"rules": RULES}))
-    assert rules.decide("job-worker-0", 1, {"job-worker-0": 1}, 0, "x").action is Action.RESTART
+    assert rules.decide(Exited("job-worker-0", 1, {"job-worker-0": 1}, Used(), "x")).action is Action.RESTART
 
 
 def test_supervised_exit_3_fails_the_job_at_once_and_restarts_nothing() -> None:
@@ -112,7 +112,7 @@ def test_the_tail_the_rules_read_is_bounded_per_task_and_a_long_lines_start_stil
     decide = Rules.decide
 
     def recording(self: Rules, *args: Any, **kwargs: Any) -> Any:
-        tails.append(inspect.signature(decide).bind(self, *args, **kwargs).arguments["log_tail"])
+        tails.extend(ended.log_tail for ended in args if isinstance(ended, Exited))
         return decide(self, *args, **kwargs)
 
     monkeypatch.setattr(Rules, "decide", recording)

@@ -72,7 +72,8 @@ def test_a_backup_holding_the_steps_is_lost_to_backups_at_its_measured_cost():
     ]
     goodput = goodput_of(0.0, record, LEAD, now=15.0)
     assert goodput.lost_seconds.backups == pytest.approx(1.5)  # at most the measured cost
-    assert goodput.productive_seconds == pytest.approx(5.0 - 1.5)
+    assert goodput.lost_seconds.slow_steps == pytest.approx(0.5)  # the rest beyond the steady second
+    assert goodput.productive_seconds == pytest.approx(5.0 - 1.5 - 0.5)
     parts_add_up(goodput)
 
 
@@ -116,6 +117,42 @@ def test_a_step_of_the_disrupted_run_read_late_counts_as_reached_not_as_the_reco
     assert goodput.recomputed_steps == 20
 
 
+def test_productive_is_the_fresh_steps_at_the_steady_pace_and_slower_steps_are_named():
+    """A step slower than the median pace is slow steps; a faster one later gives it back: productive is the steps
+    trained once at the pace (what an outside account prices them at: bench/bench_goodput.py)."""
+    record = [step(10.0, 10), step(11.0, 20), step(12.0, 30), step(13.0, 40),
+              step(16.0, 50),  # 2 s slower than the steady second
+              step(16.5, 60),  # half a second faster: gives half a second back
+              step(17.5, 70)]
+    goodput = goodput_of(0.0, record, LEAD, now=17.5)
+    assert goodput.lost_seconds.slow_steps == pytest.approx(1.5)
+    assert goodput.productive_seconds == pytest.approx(6.0)  # 60 steps at 0.1 s
+    parts_add_up(goodput)
+
+
+def test_steps_done_again_are_priced_at_the_pace_and_their_slowness_is_slow_steps():
+    record: list[events.Event | Disrupted] = [step(10.0 + i, 10 * i) for i in range(1, 6)]  # step 50 at 15 s
+    record += [Disrupted(kind=Disruption.FAILURE, time=15.0),
+               events.Restored(task=LEAD, time=20.0, epoch=0, step=30),
+               step(21.0, 40),  # the first step after the restore: 1 s of recomputation, the rest restarts
+               step(24.0, 50),  # 10 steps again in 3 s: 1 s at the pace, 2 s slow (a new process warming up)
+               step(25.0, 60)]
+    goodput = goodput_of(0.0, record, LEAD, now=25.0)
+    assert goodput.recomputed_steps == 20
+    assert goodput.lost_seconds.recomputation == pytest.approx(2.0)
+    assert goodput.lost_seconds.slow_steps == pytest.approx(2.0)
+    assert goodput.lost_seconds.restarts == pytest.approx(5.0)
+    parts_add_up(goodput)
+
+
+def test_after_the_lead_finished_the_time_is_finishing_not_productive():
+    record = [step(10.0, 10), step(11.0, 20), events.Finished(task=LEAD, time=14.0)]
+    goodput = goodput_of(0.0, record, LEAD, now=16.0)
+    assert goodput.lost_seconds.finishing == pytest.approx(5.0)  # the last step until the job's end
+    assert goodput.productive_seconds == pytest.approx(1.0)
+    parts_add_up(goodput)
+
+
 def test_other_tasks_events_do_not_move_the_lead_s_account():
     ledger = Ledger.launched(0.0).event(events.Step(task="worker-1", time=5.0, step=10), from_lead=False)
     assert ledger.goodput(now=6.0).lost_seconds.start_up == 6.0
@@ -125,7 +162,7 @@ def test_the_json_shape_is_the_interface():
     document = goodput_of(0.0, [step(1.0, 10)], LEAD, now=2.0).model_dump(mode="json")
     assert set(document) == {"wall_seconds", "productive_seconds", "fraction", "lost_seconds", "recomputed_steps"}
     assert set(document["lost_seconds"]) == {"start_up", "restarts", "recomputation", "backups", "input_wait",
-                                             "stalls", "evaluation"}
+                                             "stalls", "evaluation", "slow_steps", "finishing"}
 
 
 _GAPS = st.floats(min_value=0.0, max_value=50.0, allow_nan=False)
@@ -136,6 +173,7 @@ _ITEMS = st.one_of(
     st.tuples(st.just("epoch"), _GAPS, st.floats(min_value=0.0, max_value=1.0)),
     st.tuples(st.just("backup_interval"), _GAPS, st.integers(min_value=1, max_value=50)),
     st.tuples(st.just("step_time"), _GAPS, st.floats(min_value=0.001, max_value=10.0)),
+    st.tuples(st.just("finished"), _GAPS, st.just(0)),
 )
 
 
@@ -157,6 +195,8 @@ def test_the_parts_and_productive_add_up_to_the_wall_time_over_any_sequence(item
             record.append(events.BackupInterval(task=LEAD, time=at, steps=int(value), save_seconds=gap / 10))
         elif kind == "step_time":
             record.append(events.StepTime(task=LEAD, time=at, epoch=0, seconds_per_step=value))
+        elif kind == "finished":
+            record.append(events.Finished(task=LEAD, time=at))
         else:
             record.append(Disrupted(kind=Disruption(kind), time=at))
     goodput = goodput_of(0.0, record, LEAD, now=at + tail)

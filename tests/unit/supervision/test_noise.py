@@ -8,6 +8,7 @@ from fakes.scripted_runtime import ScriptedRuntime
 from launcher import api
 from launcher.supervision.noise import is_noise
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 NOISE = [
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
@@ -49,7 +50,7 @@ def test_a_tasks_last_line_and_error_skip_the_noise() -> None:
     runtime = ScriptedRuntime({"job-chief-0": [None], "job-worker-0": [(1, 1)]},
                               output={"job-worker-0": ["ValueError: bad shape", *NOISE], "job-chief-0": ["loss 0.5", *NOISE]})
     plan = api.plan(api.validate_data({"name": "job", "roles": {"chief": {}, "worker": {}}, "restart": {"policy": "never"}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0).run()
+    status = Supervisor(plan, runtime, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0)).run()
     last = {t.name: t.last_line for t in status.tasks}
     assert last == {"job-chief-0": "loss 0.5", "job-worker-0": "ValueError: bad shape"}
     assert "last error: ValueError: bad shape" in status.message

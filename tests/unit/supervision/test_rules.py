@@ -9,9 +9,10 @@ import pytest
 from fakes.scripted_runtime import ScriptedRuntime
 from launcher import api
 from launcher.api import validate_data
-from launcher.supervision.rules import Action, Rules
+from launcher.supervision.rules import Action, Exited, Requeued, Rules, Used
 from launcher.supervision.status import State
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 MWMS = {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "evaluator": {"replicas": 1}}
 PSS = {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {"replicas": 1}}
@@ -22,7 +23,7 @@ def rules(roles: dict[str, Any], **fields: Any) -> Rules:
 
 
 def decide(r: Rules, task: str, code: int, exited: dict[str, int] | None = None, used: int = 0):
-    return r.decide(task, code, {task: code, **(exited or {})}, used, "ValueError: bad input")
+    return r.decide(Exited(task, code, {task: code, **(exited or {})}, Used(restarts=used), "ValueError: bad input"))
 
 
 def test_chief_exit_0_succeeds_under_chief_policy() -> None:
@@ -121,7 +122,7 @@ def test_exits_of_one_round_are_decided_root_cause_first() -> None:
                           "restart": {"policy": "exit-code", "max_restarts": 1}})
     plan = api.plan(spec, "local")
     runtime = ScriptedRuntime({"ord-chief-0": [1, 0], "ord-worker-0": [137, 0]})
-    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0).run()
+    status = Supervisor(plan, runtime, tuning=Tuning(poll_seconds=0.01, linger_seconds=0)).run()
     assert status.state is State.SUCCEEDED, status.message
     assert status.restarts == 1 and runtime.runs == {"ord-chief-0": 1, "ord-worker-0": 1}
 
@@ -129,7 +130,7 @@ def test_exits_of_one_round_are_decided_root_cause_first() -> None:
 @pytest.mark.parametrize("policy", ["never", "on-failure", "exit-code", "always"])
 def test_a_preempted_exit_restarts_the_group_under_every_policy_without_the_restart_budget(policy: str) -> None:
     r = rules(MWMS, restart={"policy": policy, "max_restarts": 0, "max_preemptions": 2})
-    decision = r.decide("job-worker-1", 143, {"job-worker-1": 143}, 0, "", preemptions_used=1)
+    decision = r.decide(Exited("job-worker-1", 143, {"job-worker-1": 143}, Used(0, preemptions=1)))
     assert decision.action is Action.RESTART and decision.preemption
     assert decision.restart == ("job-chief-0", "job-worker-0", "job-worker-1")
     assert "preempted" in decision.message and "2/2" in decision.message
@@ -137,12 +138,10 @@ def test_a_preempted_exit_restarts_the_group_under_every_policy_without_the_rest
 
 def test_past_its_own_budget_a_preemption_is_decided_as_a_failure() -> None:
     decision = rules(MWMS, restart={"max_restarts": 5, "max_preemptions": 1}).decide(
-        "job-worker-1", 143, {"job-worker-1": 143}, 2, "", preemptions_used=1
-    )
+        Exited("job-worker-1", 143, {"job-worker-1": 143}, Used(2, preemptions=1)))
     assert decision.action is Action.RESTART and not decision.preemption and "restart 3/5" in decision.message
     decision = rules(MWMS, restart={"max_restarts": 0, "max_preemptions": 1}).decide(
-        "job-worker-1", 143, {"job-worker-1": 143}, 0, "", preemptions_used=1
-    )
+        Exited("job-worker-1", 143, {"job-worker-1": 143}, Used(0, preemptions=1)))
     assert decision.action is Action.FAIL and "budget (0)" in decision.message
 
 
@@ -153,5 +152,15 @@ def test_a_failure_is_no_preemption_and_uses_the_restart_budget() -> None:
 
 
 def test_a_preempted_pss_worker_restarts_alone() -> None:
-    decision = rules(PSS).decide("job-worker-0", 143, {"job-worker-0": 143}, 0, "")
+    decision = rules(PSS).decide(Exited("job-worker-0", 143, {"job-worker-0": 143}))
     assert (decision.action, decision.restart, decision.preemption) == (Action.RESTART, ("job-worker-0",), True)
+
+
+@pytest.mark.parametrize("policy", ["never", "on-failure"])
+def test_a_requeue_restarts_every_task_as_a_preemption_within_its_budget_then_fails(policy: str) -> None:
+    r = rules(PSS, restart={"policy": policy, "max_restarts": 0, "max_preemptions": 2})
+    decision = r.decide(Requeued(Used(restarts=5, preemptions=1)))
+    assert decision.action is Action.RESTART and decision.preemption
+    assert decision.restart == ("job-chief-0", "job-worker-0", "job-worker-1", "job-ps-0", "job-evaluator-0")
+    decision = r.decide(Requeued(Used(preemptions=2)))
+    assert decision.action is Action.FAIL and "preempted 3 times, past restart.max_preemptions (2)" in decision.message

@@ -9,7 +9,7 @@ import pytest
 
 from launcher import api
 from launcher.protocol.events import EventKind
-from launcher.supervision.rules import Action, Rules
+from launcher.supervision.rules import Action, Rules, Stalled, Used
 from launcher.supervision.stack_dumps import is_stack_line
 from launcher.supervision.stack_evidence import StackReading, StackVerdict, TaskStacks, read, thread_stacks, two_samples
 from launcher.supervision.stall import (
@@ -264,26 +264,26 @@ MWMS = {"chief": {}, "worker": {"replicas": 2}}
 
 
 def test_a_stall_restarts_the_whole_mwms_group_within_the_budget() -> None:
-    decision = rules(MWMS).decide_stall(["job-worker-1"], 0, "no step for 12 s", finished=False)
+    decision = rules(MWMS).decide(Stalled(("job-worker-1",), "no step for 12 s", False, Used(0)))
     assert decision.action is Action.RESTART and not decision.preemption
     assert decision.restart == ("job-chief-0", "job-worker-0", "job-worker-1")
     assert decision.message.startswith("stalled: no step for 12 s") and "restart 1/3" in decision.message
-    assert rules(MWMS).decide_stall(["job-worker-1"], 3, "x", finished=False).action is Action.FAIL
+    assert rules(MWMS).decide(Stalled(("job-worker-1",), "x", False, Used(3))).action is Action.FAIL
 
 
 def test_without_a_suspect_every_training_task_restarts() -> None:
-    decision = rules({**MWMS, "evaluator": {}}).decide_stall([], 0, "x", finished=False)
+    decision = rules({**MWMS, "evaluator": {}}).decide(Stalled((), "x", False, Used(0)))
     assert decision.restart == ("job-chief-0", "job-worker-0", "job-worker-1")
 
 
 def test_a_stuck_parameter_server_worker_restarts_alone() -> None:
-    decision = rules({"chief": {}, "worker": {"replicas": 2}, "ps": {}}).decide_stall(["job-worker-1"], 0, "x", finished=False)
+    decision = rules({"chief": {}, "worker": {"replicas": 2}, "ps": {}}).decide(Stalled(("job-worker-1",), "x", False, Used(0)))
     assert decision.restart == ("job-worker-1",)
 
 
 def test_fail_and_warn_actions() -> None:
-    assert rules(MWMS, action="fail").decide_stall(["job-worker-1"], 0, "x", finished=False).action is Action.FAIL
-    warn = rules(MWMS, action="warn").decide_stall(["job-worker-1"], 0, "x", finished=False)
+    assert rules(MWMS, action="fail").decide(Stalled(("job-worker-1",), "x", False, Used(0))).action is Action.FAIL
+    warn = rules(MWMS, action="warn").decide(Stalled(("job-worker-1",), "x", False, Used(0)))
     assert warn.action is Action.CONTINUE and "warn" in warn.message
     assert rules(MWMS, timeout_seconds=5).policy.stall_floor_seconds == 5
 
@@ -291,11 +291,11 @@ def test_fail_and_warn_actions() -> None:
 def test_a_stall_after_the_lead_finished_training_is_never_restarted() -> None:
     """Training is over and its backup deleted: a restart would train again from the start; the lead's slow
     export or exit is told instead (and again after each allowance). ``fail`` and ``warn`` act as always."""
-    decision = rules(MWMS).decide_stall(["job-worker-1"], 0, "no progress for 31 s", finished=True)
+    decision = rules(MWMS).decide(Stalled(("job-worker-1",), "no progress for 31 s", True, Used(0)))
     assert decision.action is Action.CONTINUE and not decision.restart
     assert decision.message.startswith("stalled after training finished (warn only") and "31 s" in decision.message
-    assert rules(MWMS, action="fail").decide_stall([], 0, "x", finished=True).action is Action.FAIL
-    warn = rules(MWMS, action="warn").decide_stall([], 0, "x", finished=True)
+    assert rules(MWMS, action="fail").decide(Stalled((), "x", True, Used(0))).action is Action.FAIL
+    warn = rules(MWMS, action="warn").decide(Stalled((), "x", True, Used(0)))
     assert warn.action is Action.CONTINUE and warn.message.startswith("stalled (warn only)")
 
 

@@ -12,6 +12,7 @@ from launcher import api
 from launcher.plan.planner import Task
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
+from launcher.supervision.tuning import Tuning
 
 MWMS = {"chief": {}, "worker": {"replicas": 2}}
 TASKS = ["job-chief-0", "job-worker-0", "job-worker-1"]
@@ -37,7 +38,7 @@ class StandbyRuntime(ScriptedRuntime):
 def supervise(runtime: StandbyRuntime, **spec: object) -> JobStatus:
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, **spec}), "local")
     assert [t.name for t in plan.tasks if t.standby_command] == TASKS
-    return Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, fault_pause=0.0).run()
+    return Supervisor(plan, runtime, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, fault_pause=0.0)).run()
 
 
 def test_the_standbys_are_prepared_once_the_tasks_have_started_before_any_step() -> None:

@@ -17,10 +17,13 @@ from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.protocol.events import MANUAL_TOKEN
 from launcher.protocol.stacks_signal import MAX_STACK_BYTES
+from launcher.supervision.goodput import LostSeconds
 from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import CLIP_MARK, JobStatus, State, TaskStatus
-from launcher.supervision.supervisor import LAST_ERROR_CHARS, RESTART_STOP_SECONDS, STOP_SECONDS, Supervisor
+from launcher.supervision.supervisor import RESTART_STOP_SECONDS, STOP_SECONDS, Supervisor
+from launcher.supervision.task_runs import LAST_ERROR_CHARS
+from launcher.supervision.tuning import Tuning
 
 MWMS = {"chief": {}, "worker": {"replicas": 2}}
 #: The start of an event line of these plans (``api.plan`` without launching: the fixed token).
@@ -35,8 +38,8 @@ def supervise(runtime: ScriptedRuntime, roles: dict[str, Any] = MWMS, **kwargs: 
     fields = {k: kwargs.pop(k) for k in ("deadline_seconds", "restart") if k in kwargs}
     plan = api.plan(api.validate_data({"name": "job", "roles": roles, **fields}))
     published: list[JobStatus] = []
-    options = {"poll_seconds": 0.01, "grace_seconds": 0.0, "fault_pause": 0.0, **kwargs}
-    status = Supervisor(plan, runtime, on_status=published.append, **options).run()
+    tuning = Tuning(**{"poll_seconds": 0.01, "linger_seconds": 0.0, "fault_pause": 0.0, **kwargs})
+    status = Supervisor(plan, runtime, on_status=published.append, tuning=tuning).run()
     return status, published
 
 
@@ -50,7 +53,7 @@ def test_deadline_fails_the_job_and_stops_every_task() -> None:
 
 def test_after_success_the_others_linger_then_are_stopped() -> None:
     runtime = ScriptedRuntime({"job-chief-0": [0]})
-    status, _ = supervise(runtime, grace_seconds=0.3)
+    status, _ = supervise(runtime, linger_seconds=0.3)
     assert status.state is State.SUCCEEDED
     assert sorted(runtime.stopped) == ["job-worker-0", "job-worker-1"]
     assert {t.name: t.state for t in status.tasks}["job-chief-0"] is State.SUCCEEDED
@@ -58,7 +61,7 @@ def test_after_success_the_others_linger_then_are_stopped() -> None:
 
 def test_tasks_that_end_by_themselves_during_the_linger_are_not_stopped() -> None:
     runtime = ScriptedRuntime({"job-chief-0": [0], "job-worker-0": [(5, 0)], "job-worker-1": [0]})
-    status, _ = supervise(runtime, grace_seconds=5.0)
+    status, _ = supervise(runtime, linger_seconds=5.0)
     assert status.state is State.SUCCEEDED and runtime.stopped == []
 
 
@@ -66,7 +69,7 @@ def test_cancel_from_another_thread_stops_everything() -> None:
     runtime = ScriptedRuntime({})
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS}))
     running = threading.Event()
-    supervisor = Supervisor(plan, runtime, poll_seconds=0.01, on_status=lambda s: s.state is State.RUNNING and running.set())
+    supervisor = Supervisor(plan, runtime, on_status=lambda s: s.state is State.RUNNING and running.set(), tuning=Tuning(poll_seconds=0.01))
     canceller = threading.Thread(target=lambda: running.wait(60) and supervisor.cancel())
     canceller.start()
     status = supervisor.run()
@@ -88,7 +91,7 @@ def test_leave_ends_the_supervision_leaving_every_task_running_and_the_last_stat
         if status.state is State.RUNNING:
             running.set()
 
-    supervisor = Supervisor(plan, runtime, poll_seconds=0.01, on_status=publish)
+    supervisor = Supervisor(plan, runtime, on_status=publish, tuning=Tuning(poll_seconds=0.01))
     leaver = threading.Thread(target=lambda: running.wait(60) and supervisor.leave())
     leaver.start()
     status = supervisor.run()
@@ -101,7 +104,7 @@ def test_a_task_that_cannot_start_fails_the_job_before_it_runs() -> None:
     started: list[bool] = []
     runtime = ScriptedRuntime({}, unstartable=["job-worker-1"])
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS}))
-    status = Supervisor(plan, runtime, on_started=lambda: started.append(True), poll_seconds=0.01).run()
+    status = Supervisor(plan, runtime, on_started=lambda: started.append(True), tuning=Tuning(poll_seconds=0.01)).run()
     assert status.state is State.FAILED and "cannot start job-worker-1" in status.message
     assert not started, "on_started must not be called when a task could not start"
 
@@ -145,8 +148,8 @@ def test_a_status_that_cannot_be_written_is_logged_once_and_the_supervision_goes
         written.append(status)
 
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS}))
-    status = Supervisor(plan, ScriptedRuntime({"job-chief-0": [(10, 0)]}), on_status=on_status, poll_seconds=0.01,
-                        grace_seconds=0.0, fault_pause=0.0).run()
+    status = Supervisor(plan, ScriptedRuntime({"job-chief-0": [(10, 0)]}), on_status=on_status,
+                        tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, fault_pause=0.0)).run()
     assert status.state is State.SUCCEEDED, status.message
     assert written and written[-1].state is State.SUCCEEDED
     err = capsys.readouterr().err
@@ -164,7 +167,7 @@ def test_the_jobs_end_is_published_though_the_store_refuses_it_at_first() -> Non
                 raise LaunchError("cannot update ConfigMap job-config: it changed again while it was written (409 twice)")
 
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS}))
-    status = Supervisor(plan, runtime, on_status=on_status, poll_seconds=0.01, grace_seconds=0.0, fault_pause=0.0).run()
+    status = Supervisor(plan, runtime, on_status=on_status, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, fault_pause=0.0)).run()
     assert status.state is State.SUCCEEDED and ends == [State.SUCCEEDED, State.SUCCEEDED]
 
 
@@ -200,7 +203,7 @@ def test_a_plan_from_before_event_tokens_reads_no_event_and_so_judges_no_stall()
     old = Plan.model_validate_json(plan.model_dump_json(exclude={"event_token"}))
     assert old.event_token == "" and old.tasks == plan.tasks
     runtime = ScriptedRuntime({"job-chief-0": [(3, 0)]}, output={"job-chief-0": ["TFCLUSTER_EVENT " + STEP]})  # as it wrote them
-    status = Supervisor(old, runtime, poll_seconds=0.01, grace_seconds=0.0).run()
+    status = Supervisor(old, runtime, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0)).run()
     assert status.stall is not None and not status.stall.watching and status.progress.step is None
     assert Supervisor(plan, ScriptedRuntime({})).status().stall.watching  # type: ignore[union-attr]
 
@@ -220,7 +223,7 @@ def test_each_task_shows_its_last_line_of_output_but_not_events() -> None:
 
 def adopt(runtime: ScriptedRuntime, previous: JobStatus, **fields: Any) -> JobStatus:
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, **fields}))
-    return Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, resume=previous).run()
+    return Supervisor(plan, runtime, resume=previous, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0)).run()
 
 
 #: When the killed supervisor's job started (unix seconds): long ago, which only a deadline reads.
@@ -337,7 +340,8 @@ def test_a_stalled_job_dumps_every_task_names_the_suspect_and_restarts_the_group
     runtime = ScriptedRuntime({"job-chief-0": [None, 0]}, output=output,
                               stacks={"job-chief-0": WAITING, "job-worker-0": WAITING, "job-worker-1": STUCK_IN_OP})
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, keep_stacks=partial(write_stacks, tmp_path), stack_gap=GAP).run()
+    status = Supervisor(plan, runtime, keep_stacks=partial(write_stacks, tmp_path),
+                        tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, stack_gap=GAP)).run()
     assert status.state is State.SUCCEEDED and status.restarts == 1
     assert sorted(runtime.dumped) == sorted(names * 2)  # two samples
     assert status.stall is not None and status.stall.evidence is StallEvidence.STACKS_UNCHANGED
@@ -353,7 +357,7 @@ def test_a_user_program_without_step_reports_is_never_judged_stalled() -> None:
     runtime = ScriptedRuntime({"job-chief-0": [(300, 0)]})
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "command": ["python", "t.py"],
                                        "stall": {"timeout_seconds": 1}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.02, grace_seconds=0.0).run()  # ~6 s: twice the allowance
+    status = Supervisor(plan, runtime, tuning=Tuning(poll_seconds=0.02, linger_seconds=0.0)).run()  # ~6 s: twice the allowance
     assert status.state is State.SUCCEEDED and status.restarts == 0 and runtime.dumped == []
     assert status.stall is not None and not status.stall.watching and status.stall.stalls == 0
 
@@ -363,7 +367,7 @@ def test_the_warn_action_only_reports_the_stall_and_a_task_without_the_handler_i
     runtime = ScriptedRuntime({"job-chief-0": [(400, 0)]}, output=output, stacks={"job-chief-0": WAITING})
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS,
                                        "stall": {"timeout_seconds": 1, "action": "warn"}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.02, grace_seconds=0.0, stack_gap=GAP).run()
+    status = Supervisor(plan, runtime, tuning=Tuning(poll_seconds=0.02, linger_seconds=0.0, stack_gap=GAP)).run()
     assert status.state is State.SUCCEEDED and status.restarts == 0
     assert status.stall is not None and status.stall.stalls >= 1 and "job-chief-0" not in status.stall.suspects
     assert status.stall.evidence is StallEvidence.TIME_ONLY  # the chief's stacks stood still, nobody stood out
@@ -388,7 +392,8 @@ def test_a_stall_reads_the_stacks_of_programs_without_the_handler_from_outside(t
     runtime = ScriptedRuntime({"job-chief-0": [None, 0]}, output=output, stacks={"job-chief-0": WAITING},
                               outside={"job-worker-1": PYSPY_STUCK_IN_OP})  # worker-0: its reader gives none
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, keep_stacks=partial(write_stacks, tmp_path), stack_gap=GAP).run()
+    status = Supervisor(plan, runtime, keep_stacks=partial(write_stacks, tmp_path),
+                        tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, stack_gap=GAP)).run()
     assert status.state is State.SUCCEEDED and status.restarts == 1
     assert runtime.dumped == ["job-chief-0"] * 2 and sorted(runtime.read) == sorted(["job-worker-0", "job-worker-1"] * 2)
     assert status.stall is not None and status.stall.suspects == ["job-worker-1"]  # py-spy's frames show the op
@@ -411,7 +416,8 @@ def test_a_runtime_that_reads_every_program_is_never_asked_to_signal_one(tmp_pat
                                 outside={"job-chief-0": PYSPY_STUCK_IN_OP.replace("script_ops", "x"),
                                          "job-worker-1": PYSPY_STUCK_IN_OP})
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, keep_stacks=partial(write_stacks, tmp_path), stack_gap=GAP).run()
+    status = Supervisor(plan, runtime, keep_stacks=partial(write_stacks, tmp_path),
+                        tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, stack_gap=GAP)).run()
     assert runtime.dumped == []
     assert sorted(runtime.read) == sorted(["job-chief-0", "job-worker-0", "job-worker-1"] * 2)
     assert status.stall is not None and status.stall.suspects == ["job-worker-1"]
@@ -424,8 +430,7 @@ def test_a_signalled_dump_that_never_ends_is_kept_to_the_cap(tmp_path: Any) -> N
     endless = WAITING * (2 * MAX_STACK_BYTES // len("".join(WAITING)))
     runtime = ScriptedRuntime({"job-chief-0": [None, 0]}, output=output, stacks={"job-chief-0": endless})
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
-    Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, keep_stacks=partial(write_stacks, tmp_path),
-               stack_gap=GAP).run()
+    Supervisor(plan, runtime, keep_stacks=partial(write_stacks, tmp_path), tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, stack_gap=GAP)).run()
     kept = (tmp_path / "stall-1" / "job-chief-0.txt").read_bytes()
     assert MAX_STACK_BYTES // 2 < len(kept) <= MAX_STACK_BYTES + 1  # + the file's newline
     assert kept.startswith(WAITING[0].encode())
@@ -448,7 +453,7 @@ def test_a_job_whose_stacks_move_is_never_restarted_however_long_it_is_silent() 
     runtime = ScriptedRuntime({"job-chief-0": [(150, 0)]}, output=output, stacks={"job-chief-0": WAITING},
                               moving=["job-chief-0"], tick=0.1)  # 0.1 s of the stall clock per poll: 15 s
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, clock=runtime.clock, stack_gap=GAP).run()
+    status = Supervisor(plan, runtime, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, clock=runtime.clock, stack_gap=GAP)).run()
     assert status.state is State.SUCCEEDED and status.restarts == 0, status.message
     assert status.stall is not None and status.stall.stalls == 0 and status.stall.evidence is StallEvidence.STACKS_MOVED
     assert status.stall.last_check.startswith("no progress for") and "stacks moved, not a stall" in status.stall.last_check
@@ -462,7 +467,7 @@ def test_after_the_leads_finished_event_its_exit_gets_the_first_step_allowance()
     output = {"job-chief-0": [*steps, _event("finished", "job-chief-0")]}
     runtime = ScriptedRuntime({"job-chief-0": [(25, 0)]}, output=output, tick=0.1)  # exits 2.5 s after it finished
     plan = api.plan(api.validate_data({"name": "job", "roles": {"chief": {}}, "stall": {"timeout_seconds": 1}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, clock=runtime.clock, stack_gap=GAP).run()
+    status = Supervisor(plan, runtime, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, clock=runtime.clock, stack_gap=GAP)).run()
     assert status.state is State.SUCCEEDED and status.restarts == 0, status.message
     assert status.stall is not None and status.stall.stalls == 0 and status.stall.evidence is None
 
@@ -492,15 +497,15 @@ def test_an_engine_fault_while_reading_a_stall_s_stacks_is_retried(tmp_path: Any
     runtime = ScriptedRuntime({"job-chief-0": [None, 0]}, output=output, stacks={"job-chief-0": WAITING},
                               outside={"job-worker-1": PYSPY_STUCK_IN_OP}, fault=ENOTCONN, read_faults=1)
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "stall": {"timeout_seconds": 1}}))
-    status = Supervisor(plan, runtime, poll_seconds=0.01, grace_seconds=0.0, fault_pause=0.0, keep_stacks=partial(write_stacks, tmp_path),
-                        stack_gap=GAP).run()
+    status = Supervisor(plan, runtime, keep_stacks=partial(write_stacks, tmp_path),
+                        tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, fault_pause=0.0, stack_gap=GAP)).run()
     assert status.state is State.SUCCEEDED and status.restarts == 1, status.message
     assert status.stall is not None and status.stall.stalls == 1 and status.stall.suspects == ["job-worker-1"]
 
 
 def test_a_fault_while_the_others_linger_after_success_keeps_the_success(capsys: pytest.CaptureFixture[str]) -> None:
     runtime = ScriptedRuntime({"job-chief-0": [0]}, faults=100, faults_after=3)  # the first round's polls pass
-    status, _ = supervise(runtime, grace_seconds=5.0, fault_retries=3)
+    status, _ = supervise(runtime, linger_seconds=5.0, fault_retries=3)
     assert status.state is State.SUCCEEDED, status.message
     assert sorted(runtime.stopped) == ["job-worker-0", "job-worker-1"]
     assert "runtime error while the others linger (3/3)" in capsys.readouterr().err
@@ -516,8 +521,7 @@ def test_every_status_carries_the_goodput_and_the_last_one_keeps_it_after_the_en
     assert goodput.productive_seconds + goodput.lost_seconds.total() == pytest.approx(goodput.wall_seconds, abs=0.01)
     assert published[-1].goodput == goodput, "the final status keeps the goodput until the job ended"
     document = status.to_dict()["goodput"]
-    assert set(document["lost_seconds"]) == {"start_up", "restarts", "recomputation", "backups", "input_wait",
-                                             "stalls", "evaluation"}
+    assert set(document["lost_seconds"]) == set(LostSeconds.model_fields)  # the names: test_goodput's json shape
     assert JobStatus.from_dict(status.to_dict()) == status
 
 
@@ -542,8 +546,7 @@ def test_no_status_says_the_job_ended_before_its_running_tasks_were_stopped(how:
     runtime = StopWatcher(exits, published=published)
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, "restart": {"max_restarts": 0},
                                        **({"deadline_seconds": 1} if how == "deadline" else {})}))
-    status = Supervisor(plan, runtime, on_status=published.append, poll_seconds=0.01, grace_seconds=0.0,
-                        fault_pause=0.0).run()
+    status = Supervisor(plan, runtime, on_status=published.append, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, fault_pause=0.0)).run()
     assert status.state.terminal and runtime.before_stop is not None
     assert not any(s.state.terminal for s in runtime.before_stop), [s.state for s in runtime.before_stop]
     assert published[-1].state is status.state and not any(t.state is State.RUNNING for t in published[-1].tasks)

@@ -1,0 +1,173 @@
+"""All-or-nothing placement (``kubernetes.gang``) on the real cluster: Kubernetes' own gang scheduling
+(``scheduling.k8s.io/v1beta1`` PodGroup, gate ``GenericWorkload``, which .ci/k8s.sh turns on).
+
+Two runs that each need 3 task pods where only 4 fit (sized from the node's allocatable memory minus what is already
+requested, by the cluster administrator's reading: the launcher's Role reads no node): neither is ever half-placed
+and both succeed, one after the other. A watcher lists the runs' pods every ``SAMPLE_SECONDS`` and records each run's
+active task pods bound to the node; a run is half-placed when it has all 3 active and some but not all bound in two
+samples in a row (the scheduler binds a gang's pods one API write apiece, milliseconds apart: one sample may fall
+between them). And a restart: the evaluator, which restarts alone, killed while the chief and worker run, gets a
+replacement pod that the scheduler places (the group's other pods count toward its ``minCount``). The tasks are tiny
+programs ordered by gates (``helpers.gates``: the chief ends once the test creates ``GO`` in its container), never by
+time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.gates import BLOCK, touch, wait_for
+from helpers.k8s_e2e import SharedClaim, admin_kubeconfig, image, kill_9_task, namespace, run_in, run_name, running_pod, supervise_until, until
+from helpers.required import unavailable
+from launcher import api
+from launcher.api import validate_data
+from launcher.backends.kubernetes.backend import KubernetesBackend
+from launcher.backends.kubernetes.kubeapi import Kind
+from launcher.backends.kubernetes.supervisor_objects import RESOURCES
+from launcher.plan import naming
+from launcher.plan.planner import Plan
+from launcher.supervision.status import State
+
+pytestmark = pytest.mark.e2e
+
+#: In the chief's own container: it ends (0) once this file exists.
+GO = Path("/tmp/e2e-go")
+#: How often the watcher lists the runs' pods.
+SAMPLE_SECONDS = 0.5
+#: Task pods per run, and how many of them fit the node at once.
+TASKS, FITTING = 3, 4
+
+
+def _admin_core() -> Any:
+    from kubernetes import client, config
+
+    return client.CoreV1Api(config.new_client_from_config(config_file=admin_kubeconfig()))
+
+
+def free_memory() -> int:
+    """Bytes of the allocatable memory of the one node that takes the runs' pods (untainted: a simulated node
+    carries a taint) that no pod of any namespace requests yet."""
+    from kubernetes.utils import parse_quantity
+
+    core = _admin_core()
+    nodes = [n for n in core.list_node().items if not n.spec.taints]
+    if len(nodes) != 1:
+        unavailable(f"sizes its runs to fill one node; the cluster has {len(nodes)} untainted", "e2e")
+    node = nodes[0]
+    pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node.metadata.name}").items
+    requested = sum(int(parse_quantity((c.resources.requests or {}).get("memory", "0")))
+                    for pod in pods if pod.status.phase not in ("Succeeded", "Failed")
+                    for c in pod.spec.containers if c.resources)
+    return int(parse_quantity(node.status.allocatable["memory"])) - requested
+
+
+def task_memory(runs: int) -> str:
+    """Memory for each task pod such that ``FITTING`` fit beside ``runs`` supervisor pods and one more does not."""
+    from kubernetes.utils import parse_quantity
+
+    room = free_memory() - runs * int(parse_quantity(RESOURCES["requests"]["memory"]))
+    return f"{int(room / (FITTING + 0.5)) >> 20}Mi"
+
+
+def gated_plan(name: str, claim: str, memory: str, evaluator: bool = False) -> Plan:
+    """A chief that ends once ``GO`` exists and workers (and an evaluator) that run until stopped, ``TASKS`` pods in
+    all, each requesting ``memory``; a killed task is restarted; the session's shared claim."""
+    roles: dict[str, Any] = {"chief": {"command": ["python", "-c", wait_for(GO)], "resources": {"memory": memory}},
+                             "worker": {"replicas": TASKS - 1 - evaluator, "command": ["python", "-c", BLOCK],
+                                        "resources": {"memory": memory}}}
+    if evaluator:
+        roles["evaluator"] = {"command": ["python", "-c", BLOCK], "resources": {"memory": memory}}
+    spec = validate_data({
+        "name": name, "image": image(), "roles": roles,
+        "restart": {"policy": "exit-code", "max_restarts": 3},
+        "kubernetes": {"namespace": namespace(), "volume_claim": {"name": claim}},  # gang: auto, served here
+    })
+    return api.plan(spec, "k8s", api.new_run_id())
+
+
+class Placements:
+    """Each run's (active task pods, of them bound to a node), sampled every ``SAMPLE_SECONDS`` until ``stop``."""
+
+    def __init__(self, core: Any, names: list[str]) -> None:
+        self.samples: dict[str, list[tuple[int, int]]] = {name: [] for name in names}
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, args=(core,), daemon=True)
+        self._thread.start()
+
+    def _watch(self, core: Any) -> None:
+        while not self._stopped.is_set():
+            pods = core.list_namespaced_pod(namespace(), label_selector=naming.LABEL_ROLE).items
+            for name, samples in self.samples.items():
+                active = [p for p in pods if p.metadata.labels.get(naming.LABEL_CLUSTER) == name
+                          and p.metadata.deletion_timestamp is None and p.status.phase in ("Pending", "Running")]
+                samples.append((len(active), sum(1 for p in active if p.spec.node_name)))
+            self._stopped.wait(SAMPLE_SECONDS)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(30)
+
+    def half_placed(self, name: str) -> list[int]:
+        """The samples at which ``name`` had all its task pods and some but not all bound, as the one before."""
+        def half(sample: tuple[int, int]) -> bool:
+            return sample[0] == TASKS and 0 < sample[1] < TASKS
+
+        samples = self.samples[name]
+        return [i for i in range(1, len(samples)) if half(samples[i - 1]) and half(samples[i])]
+
+    def placed_whole(self, name: str) -> bool:
+        return (TASKS, TASKS) in self.samples[name]
+
+
+def test_two_runs_where_only_one_fits_are_never_half_placed_and_both_succeed_one_after_the_other(
+    backend: KubernetesBackend, launch: Callable[[Plan], None], core: Any, shared_claim: SharedClaim
+) -> None:
+    names = [run_name("eg-gang-a"), run_name("eg-gang-b")]
+    memory = task_memory(runs=2)
+    watcher = Placements(core, names)
+    try:
+        for name in names:
+            launch(gated_plan(name, shared_claim.name(), memory))
+            group = backend.api.read(Kind.POD_GROUP, naming.pod_group_name(name), namespace())
+            assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": TASKS}}
+
+        def one_runs_whole() -> str | None:
+            return next((n for n in names if watcher.placed_whole(n) and all(
+                t.state is State.RUNNING for t in backend.describe(n).tasks)), None)
+
+        first = until("one run with all its task pods running", one_runs_whole)
+        second = next(n for n in names if n != first)
+        assert not watcher.placed_whole(second), watcher.samples[second][-5:]  # only 4 fit: it waits, whole
+        for name in (first, second):
+            code, out, err = run_in(core, running_pod(core, f"{name}-chief-0"), touch(GO))
+            assert code == 0, (out, err)
+            status = supervise_until(backend, name, lambda s: s.state.terminal)
+            assert status.state is State.SUCCEEDED and status.restarts == 0, status
+    finally:
+        watcher.stop()
+    for name in names:
+        assert watcher.placed_whole(name)
+        assert not watcher.half_placed(name), (name, watcher.samples[name])
+
+
+def test_a_task_restarted_alone_while_the_others_of_its_gang_run_is_placed(
+    backend: KubernetesBackend, launch: Callable[[Plan], None], core: Any, shared_claim: SharedClaim
+) -> None:
+    name = run_name("eg-gang-restart")
+    launch(gated_plan(name, shared_claim.name(), "128Mi", evaluator=True))
+    evaluator = running_pod(core, f"{name}-evaluator-0")
+    chief = running_pod(core, f"{name}-chief-0")
+    code, out, err = kill_9_task(core, evaluator)  # the evaluator restarts alone: its replacement joins a running gang
+    assert code == 0 and "killed" in out, (out, err)
+    replacement = until("the evaluator's replacement pod running", lambda: (
+        (pod := running_pod(core, f"{name}-evaluator-0")) != evaluator and pod))
+    assert replacement != evaluator
+    code, out, err = run_in(core, chief, touch(GO))
+    assert code == 0, (out, err)
+    status = supervise_until(backend, name, lambda s: s.state.terminal)
+    assert status.state is State.SUCCEEDED and status.restarts == 1, status
