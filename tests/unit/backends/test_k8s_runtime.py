@@ -608,7 +608,7 @@ def test_a_restart_is_made_in_the_same_pod_by_its_agent_and_a_pod_whose_agent_is
     fake.pod_ips = {CHIEF: "127.0.45.1"}
     runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now,
                                 pause=lambda seconds: setattr(fake, "now", fake.now + seconds), stacks_port=port,
-                                in_cluster=in_cluster)
+                                in_cluster=in_cluster, objects=settled(fake))
     try:
         runtime.start(chief)
         [pod] = pods(fake, CHIEF)
@@ -650,7 +650,7 @@ def test_close_tells_each_agent_whose_run_ended_to_quit(fake: FakeKubernetes) ->
     assert server is not None
     fake.pod_ips = {CHIEF: "127.0.45.2"}
     runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now,
-                                stacks_port=server.server_address[1], in_cluster=True)
+                                stacks_port=server.server_address[1], in_cluster=True, objects=settled(fake))
     try:
         runtime.start(chief)
         runtime.stop([chief], 1.0)
