@@ -219,13 +219,14 @@ def convert(data: dict[str, Any]) -> Converted:
         seen[role] = str(replica_type)
         _replica(out, role, out.mapping(replica, where), where, restarts, pod_fields)
     _restart_policy(out, restarts)
-    _scheduling_policy(out, out.mapping(spec.get("runPolicy"), ("spec", "runPolicy")), pod_fields)
+    run_policy = out.mapping(spec.get("runPolicy"), ("spec", "runPolicy"))  # once: a malformed one is one problem
+    _scheduling_policy(out, run_policy, pod_fields)
     for name, (value, origin) in pod_fields.items():
         if name == GRACE_PERIOD:
             out.put(("checkpoint", "save_grace_seconds"), value, origin)
         else:
             out.put_kubernetes_only({**POD_FIELDS, **CONTAINER_POD_FIELDS, **POD_METADATA_FIELDS}[name], value, origin)
-    _run_policy(out, out.mapping(spec.get("runPolicy"), ("spec", "runPolicy")))
+    _run_policy(out, run_policy)
     if "successPolicy" in spec:
         policy = SUCCESS_OF.get(spec["successPolicy"]) if isinstance(spec["successPolicy"], str) else None
         if policy is None:

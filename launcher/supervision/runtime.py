@@ -4,9 +4,10 @@ capabilities a runtime may add.
 Contract: a backend gives the supervisor (``launcher.supervision.supervisor``) one object per job that satisfies
 ``Runtime``: start, adopt, poll, stop and read the output of one task at a time, send or read its stacks, and be
 closed once. The supervisor calls it from one thread. A runtime may also be ``Standbys`` (it keeps a standby per
-task for fast restarts), ``OomReports`` (its engine says whether the OOM killer ended a run) or ``ReadsEveryStack``
-(it reads every task's stacks from outside); the supervisor checks these with ``isinstance`` and does without
-them otherwise. The backends' runtimes: ``launcher.backends.local.processes.ProcessRuntime``,
+task for fast restarts), ``OomReports`` (its engine says whether the OOM killer ended a run), ``ReadsEveryStack``
+(it reads every task's stacks from outside) or ``Placing`` (a started run may wait for a place to run); the
+supervisor checks these with ``isinstance`` and does without them otherwise. The backends' runtimes:
+``launcher.backends.local.processes.ProcessRuntime``,
 ``launcher.backends.compose.runtime.ContainerRuntime``, ``launcher.backends.kubernetes.runtime.KubernetesRuntime``,
 ``launcher.backends.slurm.steps.StepRuntime``; the tests' ``tests/fakes/scripted_runtime.py``.
 """
@@ -93,6 +94,18 @@ class ReadsEveryStack(Protocol):
     are never asked to ``dump_stacks`` (``signalled``). ``reads_every_stack`` is True."""
 
     reads_every_stack: bool
+
+
+@runtime_checkable
+class Placing(Protocol):
+    """A ``Runtime`` whose started runs may wait for a place to run on a shared cluster (Kubernetes: a pod not
+    created yet, or one the scheduler has not bound: a gang waiting for room, a quota, a higher priority first).
+
+    ``placing`` is True while the task's current run waits so: its program has not started. The stall watchdog
+    counts no silence meanwhile (``launcher.supervision.stall_watch``).
+    """
+
+    def placing(self, task: Task) -> bool: ...
 
 
 def signalled(runtime: Runtime, announced: bool) -> bool:

@@ -6,9 +6,11 @@ the ``StallClock`` (``launcher.supervision.stall``: the policy). ``check(decide)
 on a suspected stall it takes two samples of every running task's stacks ``Tuning.stack_gap`` apart, asked
 (``dump_stacks``, waiting up to ``STACKS_SECONDS`` for the dumps, ``signalled``) or read from outside
 (``read_stacks``), reading every task's output meanwhile; nothing is decided if the job advanced meanwhile or
-the stacks show it working (the check's line is kept in the stall status). On a stall it keeps the stacks
-(``keep_stacks``; a write that fails is logged, the stall acted on), fills the stall status, marks the suspects'
-statuses and returns ``decide(Stalled(...))``: the caller applies that decision. A stall is judged afresh after
+the stacks show it working (the check's line is kept in the stall status). Until the lead's first report of an
+attempt, a training task whose run still waits for a place to run (a ``Placing`` runtime: a gang waiting for room)
+moves the clock on: the first-step allowance counts from when every one of them could start. On a stall it keeps
+the stacks (``keep_stacks``; a write that fails is logged, the stall acted on), fills the stall status, marks the
+suspects' statuses and returns ``decide(Stalled(...))``: the caller applies that decision. A stall is judged afresh after
 its allowance, whatever was decided.
 """
 
@@ -25,7 +27,7 @@ from launcher.protocol.stacks_signal import capped
 from launcher.supervision.job_record import JobRecord
 from launcher.supervision.publisher import log, one_line
 from launcher.supervision.rules import Decision, Stalled
-from launcher.supervision.runtime import signalled
+from launcher.supervision.runtime import Placing, signalled
 from launcher.supervision.stack_evidence import read, two_samples
 from launcher.supervision.stall import SIGNS_OF_LIFE, WATCHED_EVENTS, StallClock, StallVerdict, after_event, conclude, describe, judge
 from launcher.supervision.status import StallStatus
@@ -67,6 +69,9 @@ class StallWatch:
             self.record.stall.watching = True
 
     def check(self, decide: Callable[[Stalled], Decision]) -> Decision | None:
+        if self.clock.last_report is None and self._placing():
+            self.clock = self.clock.again(self.tuning.clock())  # waiting for room is no silence of the program
+            return None
         judgement = judge(self.clock, self.tuning.clock(), self.plan.policy.stall_floor_seconds)
         if judgement.verdict is not StallVerdict.SUSPECTED:
             return None
@@ -105,6 +110,12 @@ class StallWatch:
             self.runs[name].status.message = "stalled (suspected)"
         log(f"stall watchdog: {decision.message}")
         return decision
+
+    def _placing(self) -> bool:
+        """Whether a training task's current run still waits for a place to run (a ``Placing`` runtime)."""
+        runtime = self.runs.runtime
+        return isinstance(runtime, Placing) and any(
+            run.task.type.trains and runtime.placing(run.task) for run in self.runs.running())
 
     def _wait_quietly(self, seconds: float, before: StallClock) -> bool:
         """Wait ``seconds`` reading every running task's output; False once the job advanced past ``before``

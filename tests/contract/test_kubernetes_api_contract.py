@@ -836,7 +836,9 @@ def test_logs_of_an_ended_pod_whole_tailed_and_followed(side: Side) -> None:
 def test_following_the_logs_of_a_running_pod_ends_when_it_ends(side: Side) -> None:
     name = side.unique("follow")
     side.run(name, Program(output="first\n"))
-    pod = running(side, name)["metadata"]["name"]
+    placed = running(side, name)
+    assert "PodScheduled" in true_conditions(placed)  # bound: ``KubernetesRuntime.placing`` is over
+    pod = placed["metadata"]["name"]
     side.until("the first line written", lambda: "first" in pod_io.log_lines(side.api, pod, side.namespace, False))
     lines = pod_io.log_lines(side.api, pod, side.namespace, True)
     assert next(lines) == "first"

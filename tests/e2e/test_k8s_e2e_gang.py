@@ -2,11 +2,15 @@
 (``scheduling.k8s.io/v1beta1`` PodGroup, gate ``GenericWorkload``, which .ci/k8s.sh turns on).
 
 Two runs that each need 3 task pods where only 4 fit (sized from the node's allocatable memory minus what is already
-requested, by the cluster administrator's reading: the launcher's Role reads no node): neither is ever half-placed
-and both succeed, one after the other. A watcher lists the runs' pods every ``SAMPLE_SECONDS`` and records each run's
-active task pods bound to the node; a run is half-placed when it has all 3 active and some but not all bound in two
-samples in a row (the scheduler binds a gang's pods one API write apiece, milliseconds apart: one sample may fall
-between them). And a restart: the evaluator, which restarts alone, killed while the chief and worker run, gets a
+requested, by the cluster administrator's reading: the launcher's Role reads no node): the one that waits holds no
+pod bound while the other runs, and both succeed, one after the other. A watcher lists the runs' pods every
+``SAMPLE_SECONDS`` and records each run's active task pods, of them bound to the node, and of them found no room by
+the scheduler. The waiting run is checked from the moment the other runs whole until that one is let go: it is
+held there (its chief waits for a gate) until the watcher saw all its pods created and the scheduler's verdict on
+them, so the check cannot pass by sampling too early; without the gang the scheduler binds what fits of it (the
+half-placement that deadlocks two runs). The moment a waiting gang is bound is not sampled as half-placed: the
+scheduler binds its pods one API write apiece, and a pod not bound yet still carries its earlier verdict. And a
+restart: the evaluator, which restarts alone, killed while the chief and worker run, gets a
 replacement pod that the scheduler places (the group's other pods count toward its ``minCount``). The tasks are tiny
 programs ordered by gates (``helpers.gates``: the chief ends once the test creates ``GO`` in its container), never by
 time.
@@ -91,10 +95,11 @@ def gated_plan(name: str, claim: str, memory: str, evaluator: bool = False) -> P
 
 
 class Placements:
-    """Each run's (active task pods, of them bound to a node), sampled every ``SAMPLE_SECONDS`` until ``stop``."""
+    """Each run's (active task pods, of them bound to a node, of them the scheduler found no room for), sampled
+    every ``SAMPLE_SECONDS`` until ``stop``."""
 
     def __init__(self, core: Any, names: list[str]) -> None:
-        self.samples: dict[str, list[tuple[int, int]]] = {name: [] for name in names}
+        self.samples: dict[str, list[tuple[int, int, int]]] = {name: [] for name in names}
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, args=(core,), daemon=True)
         self._thread.start()
@@ -105,23 +110,31 @@ class Placements:
             for name, samples in self.samples.items():
                 active = [p for p in pods if p.metadata.labels.get(naming.LABEL_CLUSTER) == name
                           and p.metadata.deletion_timestamp is None and p.status.phase in ("Pending", "Running")]
-                samples.append((len(active), sum(1 for p in active if p.spec.node_name)))
+                samples.append((len(active), sum(1 for p in active if p.spec.node_name),
+                                sum(1 for p in active if _unschedulable(p))))
             self._stopped.wait(SAMPLE_SECONDS)
 
     def stop(self) -> None:
         self._stopped.set()
         self._thread.join(30)
 
-    def half_placed(self, name: str) -> list[int]:
-        """The samples at which ``name`` had all its task pods and some but not all bound, as the one before."""
-        def half(sample: tuple[int, int]) -> bool:
-            return sample[0] == TASKS and 0 < sample[1] < TASKS
+    def mark(self, name: str) -> int:
+        """The index the next sample of ``name`` will have."""
+        return len(self.samples[name])
 
-        samples = self.samples[name]
-        return [i for i in range(1, len(samples)) if half(samples[i - 1]) and half(samples[i])]
+    def waited_whole(self, name: str, since: int) -> bool:
+        """Whether a sample of ``name`` from ``since`` on shows all its task pods, none bound, and the scheduler's
+        verdict that it found no room for them."""
+        return any(sample[0] == TASKS and sample[1] == 0 and sample[2] > 0 for sample in self.samples[name][since:])
 
     def placed_whole(self, name: str) -> bool:
-        return (TASKS, TASKS) in self.samples[name]
+        return any(sample[:2] == (TASKS, TASKS) for sample in self.samples[name])
+
+
+def _unschedulable(pod: Any) -> bool:
+    """The scheduler's verdict on a pod it could not place: ``PodScheduled`` False, ``Unschedulable``."""
+    return any(c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+               for c in pod.status.conditions or [])
 
 
 def test_two_runs_where_only_one_fits_are_never_half_placed_and_both_succeed_one_after_the_other(
@@ -142,17 +155,26 @@ def test_two_runs_where_only_one_fits_are_never_half_placed_and_both_succeed_one
 
         first = until("one run with all its task pods running", one_runs_whole)
         second = next(n for n in names if n != first)
-        assert not watcher.placed_whole(second), watcher.samples[second][-5:]  # only 4 fit: it waits, whole
+        waiting = watcher.mark(second)
+
+        def second_waits_whole() -> bool:
+            held = watcher.samples[second][waiting:]
+            assert all(bound == 0 for _, bound, _ in held), (second, held)  # none of a waiting gang is bound
+            return watcher.waited_whole(second, waiting)
+
+        # the first is held until the second's pods all exist and the scheduler found no room for them
+        until(f"{second}'s pods all waiting", second_waits_whole)
         for name in (first, second):
+            # its pods all bound and not yet ended, seen by the sampler, before its chief is let go (its workers end
+            # with it): a run whose pods were never placed whole waits here until the test's budget fails it
+            until(f"{name} sampled with all its task pods bound", lambda name=name: watcher.placed_whole(name) or None)
             code, out, err = run_in(core, running_pod(core, f"{name}-chief-0"), touch(GO))
             assert code == 0, (out, err)
             status = supervise_until(backend, name, lambda s: s.state.terminal)
             assert status.state is State.SUCCEEDED and status.restarts == 0, status
     finally:
         watcher.stop()
-    for name in names:
-        assert watcher.placed_whole(name)
-        assert not watcher.half_placed(name), (name, watcher.samples[name])
+    assert all(watcher.placed_whole(name) for name in names)
 
 
 def test_a_task_restarted_alone_while_the_others_of_its_gang_run_is_placed(

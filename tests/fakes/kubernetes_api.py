@@ -645,7 +645,7 @@ class FakeKubernetes:
             container = template["spec"]["containers"][0]["name"]
             self.update("pods", namespace, name, lambda p: p["status"].update(
                 phase="Running",
-                conditions=[{"type": "Ready", "status": "True"}],
+                conditions=[{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
                 containerStatuses=[{"name": container, "ready": True, "restartCount": 0,
                                     "state": {"running": {"startedAt": self.stamp()}}}],
             ))
@@ -852,6 +852,7 @@ class FakeKubernetes:
             name,
             lambda obj: obj["status"].update(
                 phase="Running",
+                conditions=[{"type": "PodScheduled", "status": "True", "lastTransitionTime": self.stamp()}],
                 podIP=next((ip for prefix, ip in self.pod_ips.items() if name.startswith(prefix)), "127.0.0.1"),
                 startTime=self.stamp(),
                 containerStatuses=[{"name": c["name"], "restartCount": 0, "state": {"running": {"startedAt": self.stamp()}}}

@@ -22,11 +22,23 @@ from launcher.protocol.events import MANUAL_TOKEN, Event, format_event
 
 
 @pytest.fixture(name="fake")
-def fake_fixture() -> Iterator[FakeKubernetes]:
-    """A running fake API server (import ``fake_fixture``; tests take it as ``fake``)."""
+def fake_fixture(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKubernetes]:
+    """A running fake API server (import ``fake_fixture``; tests take it as ``fake``). Every ``RunObjects`` made
+    while it runs (a runtime's watches) is closed with it: a watch left running would retry against the stopped
+    server for the rest of the session, threads that load the machine and allocate inside other tests' measures."""
     server = FakeKubernetes()
     server.url = server.start()
+    opened: list[RunObjects] = []
+    made = RunObjects.__init__
+
+    def recorded(self: RunObjects, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        opened.append(self)
+
+    monkeypatch.setattr(RunObjects, "__init__", recorded)
     yield server
+    for objects in opened:
+        objects.close()
     server.stop()
 
 

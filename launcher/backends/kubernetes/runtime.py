@@ -17,16 +17,18 @@ whatever it ended with, also when it was gone before its end was read (the disru
 with the grace, returning once every run ended; ``close`` tells each held agent to quit (its pod ends as its last
 run did). What ``poll`` and ``stop`` read of the run's pods and Jobs is the run's ``watched.RunObjects`` (one
 LIST, then a WATCH, per kind; no request per task or per round): every answer it gives stays true (an ended pod
-stays ended, a failed Job failed), and an absence is asked of the API (a GET of the Job) before it is taken as a
-lost run; while the cache is stale ``poll`` answers None (nothing decided), past ``watched.STALE_SECONDS`` it
-raises ``watched.Unreachable`` (an engine fault). ``output`` follows each pod's log in a thread of its own (one
+stays ended, a failed Job failed), and an absence is asked of the API (a GET of the Job; the pods of a Job seen
+failed with none seen, as the two kinds are watched apart) before it is taken as a lost run; while the cache is
+stale ``poll`` answers None (nothing decided), past ``watched.STALE_SECONDS`` it raises ``watched.Unreachable`` (an
+engine fault). ``output`` follows each pod's log in a thread of its own (one
 pod's log carries all the runs made in it); ``read_stacks`` asks the stack endpoint of the task's agent (its
 program's parent, ``launcher.worker.agent``: py-spy) at its pod's IP (``launcher.protocol.stack_endpoint``, with
 the run's event token; from outside the cluster, ``in_cluster`` False, through a port-forward; the agent's other
 requests likewise): no ``pods/exec``, which the supervisor pod has no right to. It reads every task's program so
-(``ReadsEveryStack``): ``dump_stacks`` is never asked of it. API faults are raised as the client raises them, so
-the supervisor retries them as engine faults; a refusal (403, 422) is a
-``LaunchError``.
+(``ReadsEveryStack``): ``dump_stacks`` is never asked of it. ``placing`` (``Placing``) is True while a started
+task's pod is not created or not bound yet (a gang waiting for room; a run restarted in place is in a bound pod):
+the stall watchdog counts no silence meanwhile. API faults are raised as the client raises them, so the supervisor
+retries them as engine faults; a refusal (403, 422) is a ``LaunchError``.
 """
 
 from __future__ import annotations
@@ -231,6 +233,8 @@ class KubernetesRuntime:
                 self._say(task, f"Job {task.name} is gone (deleted outside tfcluster)")
                 return LOST_EXIT
             failed = k8s_status.job_failed(job)
+            if failed is not None and self._pods_behind(uid):
+                return None  # its pods' watch has not sent them yet: their end is read once it did
             if failed is not None and uid in self._disrupted:
                 self._say(task, f"the pod of {task.name} was disrupted by Kubernetes ({self._disrupted[uid]}) and is "
                                 "gone: taken as a preemption")
@@ -291,6 +295,14 @@ class KubernetesRuntime:
         """The program's stacks, asked of its stack endpoint, or None with one line why."""
         pod = self._current(task)
         return None if pod is None else self._ask_stacks(task, pod)
+
+    def placing(self, task: Task) -> bool:
+        """``Placing``: the task's started Job has no pod yet, or the scheduler has not bound its pod (a gang waiting
+        for room, a quota, pods of a higher priority first)."""
+        if task.name not in self._uids:
+            return False
+        pod = self._current(task)
+        return pod is None or not (k8s_status.PodView(pod).scheduled() or pod_io.started(pod))
 
     def oom_killed(self, task: Task) -> bool:
         """True if the kernel's OOM killer ended the task's container (the kubelet's ``OOMKilled``), or struck
@@ -413,6 +425,12 @@ class KubernetesRuntime:
         self._gang_seen = seen
         runs = [seen.pods.get(uid, []) for uid in self._uids.values()]
         self._gang.running(sum(1 for pods in runs if not pods or exit_of(pods[-1]) is None))
+
+    def _pods_behind(self, uid: str) -> bool:
+        """Whether Job ``uid``, seen failed with no pod, still has pods on the API server: the two kinds are watched
+        apart, so its Job's end may be seen before its pods (asked, only then)."""
+        pods, _ = self.api.listing(Kind.POD, self.namespace, f"{CONTROLLER_UID}={uid}")
+        return bool(pods)
 
     def _current(self, task: Task, seen: Snapshot | None = None) -> Obj | None:
         """The task's current pod as last seen (stale or not), or in ``seen``."""

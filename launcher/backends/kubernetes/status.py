@@ -163,6 +163,11 @@ class PodView:
             return " ".join(filter(None, [terminated.get("reason"), terminated.get("message")]))
         return self.pod.get("status", {}).get("reason") or self.unscheduled()
 
+    def scheduled(self) -> bool:
+        """Whether the scheduler bound the pod to a node (its ``PodScheduled`` condition is True)."""
+        return any(cond.get("type") == "PodScheduled" and cond.get("status") == "True"
+                   for cond in self.pod.get("status", {}).get("conditions") or [])
+
     def unscheduled(self) -> str:
         """Why the scheduler has not placed the pod (its ``PodScheduled`` condition, e.g. ``Unschedulable: 0/3
         nodes are available: insufficient cpu``), or "": the pod's own status says it, no Event is needed."""

@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 
 from fakes.kubernetes_api import IGNORES_SIGTERM, JOB_NAME_KEY, FakeKubernetes, OnSigterm, permission
-from helpers.k8s_fake import backend_for, pod_of, settled, write
+from helpers.k8s_fake import SettledObjects, backend_for, pod_of, settled, write
 from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes import apply, supervisor_objects
 from launcher.backends.kubernetes.cluster_state import ClusterState
 from launcher.backends.kubernetes.runtime import CONTROLLER_UID, STOP_SLACK_SECONDS, KubernetesRuntime, fresh_copy
+from launcher.backends.kubernetes.watched import Snapshot
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol import agent_control
@@ -32,7 +33,7 @@ from launcher.protocol.events import StacksOnSignal, Step
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.stack_endpoint import Control
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
-from launcher.supervision.runtime import ReadsEveryStack, signalled
+from launcher.supervision.runtime import Placing, ReadsEveryStack, signalled
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
@@ -215,6 +216,42 @@ def test_a_job_that_failed_without_a_pod_is_a_lost_run(fake: FakeKubernetes) -> 
     assert pods(fake, WORKER) == []
     assert runtime.poll(worker) == LOST_EXIT
     assert any("failed without a pod: BackoffLimitExceeded" in line for line in runtime.output(worker))
+
+
+class PodsBehind(SettledObjects):
+    """``SettledObjects`` whose pods' watch has sent nothing yet while ``behind``: the Jobs' watch is ahead of it."""
+
+    behind = True
+
+    def _seen(self) -> tuple[Snapshot, bool]:
+        seen, current = super()._seen()
+        return (Snapshot.of({}, seen.jobs) if self.behind else seen), current
+
+
+def test_a_failed_job_whose_pods_are_not_seen_yet_waits_for_them_and_its_exit_and_log_are_read(
+        fake: FakeKubernetes) -> None:
+    """The two kinds are watched apart: the Job's end can arrive before its pod. That is no lost run: the poll
+    asks for the Job's pods, waits while there are some, and then reads the pod's exit and its whole log."""
+    fake.job_controller = True
+    dry_run = dry_run_for(SPEC)
+    api = backend_for(fake).api
+    apply.submit(api, dry_run, "default")
+    objects: list[PodsBehind] = []
+
+    def made(api: Any, namespace: str, cluster: str, clock: Callable[[], float]) -> PodsBehind:
+        objects.append(PodsBehind(fake, api, namespace, cluster, clock))
+        return objects[-1]
+
+    runtime = KubernetesRuntime(api, dry_run.plan, "default", clock=lambda: fake.now, objects=made)
+    worker = task(dry_run.plan, WORKER)
+    runtime.start(worker)
+    fake.pod_logs["default", pod_of(fake, WORKER)] = "the worker's last words\n"
+    fake.finish_pod(pod_of(fake, WORKER), 1)
+    later(fake)
+    assert runtime.poll(worker) is None and runtime.output(worker) == []
+    objects[0].behind = False
+    assert runtime.poll(worker) == 1
+    assert read_all(runtime, worker, lambda lines: bool(lines)) == ["the worker's last words"]
 
 
 @pytest.mark.parametrize("reason", ["PreemptionByScheduler", "EvictionByEvictionAPI", "DeletionByTaintManager"])
@@ -622,6 +659,7 @@ def test_a_restart_is_made_in_the_same_pod_by_its_agent_and_a_pod_whose_agent_is
         runtime.start(chief)
         assert agent.asked[-1] is agent_control.Kind.START and agent.state == AgentState(run=2)
         assert [p["metadata"]["uid"] for p in pods(fake, CHIEF)] == [pod["metadata"]["uid"]]  # no new pod
+        assert not runtime.placing(chief)  # its pod is bound: a run restarted in place waits for no place
         assert fake.get("jobs", CHIEF)["metadata"]["uid"] == job_uid
         later(fake)
         assert runtime.poll(chief) is None  # run 2 runs (the log says nothing of it yet)
@@ -659,3 +697,18 @@ def test_close_tells_each_agent_whose_run_ended_to_quit(fake: FakeKubernetes) ->
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_placing_while_a_started_tasks_pod_is_not_bound(fake: FakeKubernetes) -> None:
+    """``Placing``: a task not started is not placing; one whose pod no node has room for is; one whose pod runs is
+    not (the stall watchdog counts no silence while a run waits for room)."""
+    sized = {"memory": "1Gi"}
+    plan, runtime = launched(fake, {**SPEC, "roles": {"chief": {"resources": sized},
+                                                      "worker": {"replicas": 1, "resources": sized}}})
+    chief, worker = task(plan, CHIEF), task(plan, WORKER)
+    assert isinstance(runtime, Placing) and not runtime.placing(worker)
+    runtime.start(chief)
+    assert not runtime.placing(chief)
+    fake.node_memory = 2**29  # no room left: the next pod stays Pending, unschedulable
+    runtime.start(worker)
+    assert runtime.placing(worker) and not runtime.placing(chief)

@@ -6,6 +6,7 @@ import threading
 
 from fakes.scripted_runtime import ScriptedRuntime
 from launcher import api
+from launcher.plan.planner import Task
 from launcher.protocol.events import Step
 from launcher.supervision.job_record import JobRecord
 from launcher.supervision.rules import Action, Decision, Stalled
@@ -48,3 +49,38 @@ def test_a_stall_on_time_alone_is_decided_by_the_rules_and_recorded() -> None:
     assert len(asked) == 1 and not asked[0].finished and asked[0].what.startswith("no progress for")
     assert record.stall.stalls == 1 and record.stall.last_check == "stalled (warn only)"
     assert stalls.check(decide) is None  # judged afresh from now, with the first-step allowance
+
+
+class Placed(ScriptedRuntime):
+    """A ``Placing`` runtime: the tasks named in ``waiting`` wait for a place to run."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.waiting: set[str] = set()
+
+    def placing(self, task: Task) -> bool:
+        return task.name in self.waiting
+
+
+def test_a_group_waiting_for_a_place_to_run_is_no_silence_its_first_step_allowance_starts_once_placed() -> None:
+    """A gang waiting for room on a shared cluster for longer than any allowance is not a stall; once its tasks
+    were all placed, the allowance counts from then, and a silence past it is one."""
+    now = [0.0]
+    plan = api.plan(api.validate_data({"name": "job", "roles": {"chief": {}, "worker": {"replicas": 1}}}))
+    runtime = Placed()
+    runtime.waiting = {"job-worker-0"}
+    runs = TaskRuns(plan, runtime, lambda run, event: None)
+    runs.start(runs.runs.values())
+    stalls = StallWatch(plan, runs, JobRecord(plan, watching=True), None,
+                        Tuning(poll_seconds=0.0, clock=lambda: now[0]), threading.Event())
+
+    def decide(stalled: Stalled) -> Decision:
+        return Decision(Action.CONTINUE, message="stalled")
+
+    now[0] = 1e6  # far past any allowance, the worker still unplaced
+    assert stalls.check(decide) is None and stalls.clock.since == 1e6
+    runtime.waiting.clear()
+    now[0] += 1.0
+    assert stalls.check(decide) is None  # placed: the allowance counts from its last unplaced round
+    now[0] += 1e6
+    assert stalls.check(decide) is not None  # silent past the allowance once placed: a stall
