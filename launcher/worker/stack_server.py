@@ -3,7 +3,9 @@ control of its runs, served to the run's supervisor over the pod network, so no 
 user is a Kubernetes task's agent (``launcher.worker.agent``), which answers with ``py-spy`` of its child.
 
 Contract: ``serve_stacks(token, port, dump, control=None)`` serves, in daemon threads, each connection in a
-thread of its own (a ``stop`` waits for its grace; a stacks request meanwhile is still answered): a request line
+thread of its own (a ``stop`` waits for its grace; a stacks request meanwhile is still answered), at most
+``MAX_CONNECTIONS`` at once: one more is closed unanswered (refused: no thread, nothing read), so no client makes
+the agent start threads without bound; a slot is free again once its answer was written. A request line
 (at most ``MAX_REQUEST_BYTES``, within ``REQUEST_SECONDS``, ``launcher.protocol.agent_control``) whose token is
 ``token`` (``hmac.compare_digest``) is answered: the stacks request with ``dump()``, ``capped``; another with
 ``control(request)``'s state, where ``control`` is given. Anything else is answered with nothing. An empty token
@@ -18,12 +20,16 @@ import logging
 import socketserver
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from launcher.protocol import agent_control
 from launcher.protocol.stack_endpoint import MAX_REQUEST_BYTES, REQUEST_SECONDS, Control
 from launcher.protocol.stacks_signal import capped
 
 log = logging.getLogger(__name__)
+
+#: The connections served at once (the supervisor's: a stop and a stacks or status request of one run, with room).
+MAX_CONNECTIONS = 8
 
 
 #: What answers a control request: the agent's state after it.
@@ -36,7 +42,26 @@ class _Server(socketserver.ThreadingTCPServer):
 
     def __init__(self, address: tuple[str, int], token: bytes, dump: Callable[[], str], control: Controller | None):
         self.token, self.dump, self.control = token, dump, control
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         super().__init__(address, _Request)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serves the connection in a thread of its own if one of the ``MAX_CONNECTIONS`` slots is free; else
+        closes it unanswered."""
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()  # no thread took it
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def handle_error(self, request: object, client_address: object) -> None:
         """A request that failed (a reset, a slow client) is dropped without a word: the task's log stays its own."""
