@@ -12,9 +12,11 @@ With them it serves ``launcher.protocol.stack_endpoint`` there (``launcher.proto
 status, stop, start, quit) and is *held*: it outlives a run that ended (``agent_control.exit_line`` on stdout
 says so) until the supervisor starts the next run in it, tells it to quit, or ``HOLD_SECONDS`` passed with no
 new run; a signal in ``ENDING`` (the kubelet's SIGTERM: the pod is deleted) ends it once no run is under way.
-It ends with its last run's code. With ``--standby`` (a JSON argv: ``launcher.worker.standby``'s, called by a line
-on its stdin), a held agent keeps a standby from each run's start, its imports done at idle priority meanwhile, and
-the next run becomes it (TensorFlow is not imported again). The stacks answer is ``py-spy dump`` of the child and
+It ends with its last run's code. A signal wakes the main thread, which runs the handlers, through the
+interpreter's wakeup fd (``wake_on_signals``), wherever its C handler ran. With ``--standby`` (a JSON argv:
+``launcher.worker.standby``'s, called by a line on its stdin), a held agent keeps a standby from each run's
+start, its imports done at idle priority meanwhile, and the next run becomes it (TensorFlow is not imported
+again). The stacks answer is ``py-spy dump`` of the child and
 of each of its descendants that runs Python (``child_stacks``). py-spy reads them from outside, so it answers
 while the program's main thread holds the GIL or waits in native code, and needs no capability: the kernel (Yama
 ``ptrace_scope`` 1, the default) lets a process read its own descendants. It imports only the standard library,
@@ -153,6 +155,15 @@ class Agent:
         child = self.child
         return child_stacks(child.pid) if child is not None and self._running() else ""
 
+    def wake_on_signals(self, woken: int) -> None:
+        """Wakes the main thread once per signal the agent got (``woken``: the read end of the interpreter's
+        wakeup fd): Python runs a handler (``forward``) in the main thread only, at its next bytecode, so a signal
+        whose C handler ran just before the main thread blocked in ``cond.wait``, or in another thread, would
+        wait there until the run ended (never, for a program that waits for that signal)."""
+        while os.read(woken, 64):
+            with self.cond:
+                self.cond.notify_all()
+
     # -- the runs --------------------------------------------------------------------------------------------
 
     def forward(self, signum: int, _frame: object) -> None:
@@ -256,6 +267,10 @@ def run(program: Sequence[str], standby: Sequence[str] = (), environ: Mapping[st
     port = environ.get(STACKS_PORT, "")
     token = environ.get(EVENT_TOKEN, "")
     agent = Agent(program, standby, token, held=port.isdigit() and bool(token))
+    woken, wake = os.pipe()
+    os.set_blocking(wake, False)
+    signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
+    threading.Thread(target=agent.wake_on_signals, args=(woken,), name="tfcluster-signals", daemon=True).start()
     for signum in FORWARDED:
         signal.signal(signum, agent.forward)
     server = serve_stacks(token, int(port), agent.stacks, control=agent.control) if agent.held else None

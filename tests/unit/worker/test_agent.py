@@ -99,6 +99,48 @@ def test_a_program_ended_by_a_signal_ends_the_agent_with_128_plus_it(
     assert process.wait(timeout=PATIENCE) == code
 
 
+#: The agent run in-process: once its program is ready (a line on the agent's stdin says so) and its main thread
+#: waits (it released the lock it holds from the start of the first run), a thread of its own sends itself SIGUSR2,
+#: so the signal's C handler runs outside the main thread, whose wait no signal interrupts (as when the signal came
+#: just before the main thread blocked: the flake).
+SIGNAL_OFF_THE_MAIN_THREAD = """
+import signal, sys, threading
+from launcher.worker import agent
+class Agent(agent.Agent):
+    def _began(self, child):
+        super()._began(child)
+        threading.Thread(target=self.signal_once_waiting, daemon=True).start()
+    def signal_once_waiting(self):
+        sys.stdin.readline()
+        with self.cond:  # the main thread holds it from before the run began until it waits
+            pass
+        signal.pthread_kill(threading.get_ident(), signal.SIGUSR2)
+agent.Agent = Agent
+sys.exit(agent.run([sys.executable, "-c", sys.argv[1]], environ={}))
+"""
+
+
+def test_a_signal_whose_handler_ran_outside_the_main_threads_wait_still_reaches_the_program(
+        processes: list[subprocess.Popen[str]]) -> None:
+    program = textwrap.dedent("""
+        import signal, sys, threading
+        def handled(number, frame):
+            print("got", signal.Signals(number).name, flush=True)
+            sys.exit(7)
+        signal.signal(signal.SIGUSR2, handled)
+        print("ready", flush=True)
+        threading.Event().wait()
+    """)
+    process = subprocess.Popen([sys.executable, "-c", SIGNAL_OFF_THE_MAIN_THREAD, program], cwd=REPO,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    processes.append(process)
+    assert ready(process) == "ready" and process.stdin is not None
+    process.stdin.write("signal now\n")
+    process.stdin.flush()
+    out, _ = process.communicate(timeout=PATIENCE)
+    assert (out.strip(), process.returncode) == ("got SIGUSR2", 7)
+
+
 def test_the_programs_own_exit_code_is_the_agents_and_a_missing_program_is_127(
         processes: list[subprocess.Popen[str]]) -> None:
     process = agent("raise SystemExit(5)")
