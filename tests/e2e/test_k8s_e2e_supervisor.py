@@ -179,7 +179,8 @@ def test_the_supervisor_pod_ends_a_run_past_its_budget(backend: KubernetesBacken
                                                        message: str) -> None:
     """The supervisor pod alone holds the run to its ``deadline_seconds`` (tasks that never end are stopped and the
     run fails) and to ``max_preemptions`` (a worker's pod deleted, past a budget of 0, is a failure: no restart)."""
-    name = run_name("e2e-budget")
+    name = run_name(f"e2e-budget-{'deadline' if 'deadline_seconds' in budget else 'preempt'}")  # one name per case:
+    # the case before may still be taking its Jobs down (``cancel`` deletes them and does not wait)
     spec = validate_data({
         "name": name, "image": image(),
         "roles": {"chief": {"command": ["python", "-c", BLOCK]}, "worker": {"replicas": 1, "command": ["python", "-c", BLOCK]}},
