@@ -252,12 +252,14 @@ start kube-apiserver "$bin/kube-apiserver" --etcd-servers=https://127.0.0.1:2379
     --feature-gates="$gates" --runtime-config=scheduling.k8s.io/v1beta1=true
 wait_for 90 kube-apiserver kubectl get --raw /readyz
 
+# --kube-api-qps/--kube-api-burst: the Job controller and the garbage collector write a few hundred (simulated) tasks'
+# Jobs and pods at 100 requests/s, as large clusters set it, not the default 20 (tests/e2e/test_k8s_e2e_scale.py)
 start kube-controller-manager "$bin/kube-controller-manager" --kubeconfig="$root/controller-manager.kubeconfig" \
     --authentication-kubeconfig="$root/controller-manager.kubeconfig" \
     --authorization-kubeconfig="$root/controller-manager.kubeconfig" \
     --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
     --use-service-account-credentials=true --controllers='*,-nodeipam' --leader-elect=false \
-    --bind-address=127.0.0.1 --profiling=false --feature-gates="$gates"
+    --bind-address=127.0.0.1 --profiling=false --feature-gates="$gates" --kube-api-qps=100 --kube-api-burst=200
 start kube-scheduler "$bin/kube-scheduler" --kubeconfig="$root/scheduler.kubeconfig" --leader-elect=false \
     --authentication-kubeconfig="$root/scheduler.kubeconfig" --authorization-kubeconfig="$root/scheduler.kubeconfig" \
     --bind-address=127.0.0.1 --profiling=false --feature-gates="$gates"

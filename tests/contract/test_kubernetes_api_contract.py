@@ -44,7 +44,7 @@ from helpers.k8s_e2e import admin_kubeconfig, image, namespace, until
 from helpers.k8s_fake import backend_for, rbac_allowed
 from helpers.polling import wait_for_condition
 from helpers.required import unavailable
-from launcher.backends.kubernetes import pod_admission, pod_io, runtime
+from launcher.backends.kubernetes import pod_admission, pod_io, quota, runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
 from launcher.backends.kubernetes.manifests import CONTAINER
@@ -180,6 +180,10 @@ class Side:
         """The name of a node whose kubelet is gone (tainted ``NoSchedule``: only a pod bound to it lands there)."""
         raise NotImplementedError
 
+    def quota(self, name: str, hard: dict[str, str]) -> None:
+        """A ResourceQuota of the namespace (its administrator's: the launcher only lists them), removed by ``close``."""
+        raise NotImplementedError
+
     def deploy(self, name: str) -> None:
         """A Deployment of one pod that runs until stopped (as a TensorBoard's)."""
         template = job(name, Program())["spec"]["template"]
@@ -221,6 +225,7 @@ class Side:
 
 class RealSide(Side):
     nodes: list[str]
+    quotas: list[str]
 
     def now(self) -> float:
         return time.time()
@@ -246,12 +251,18 @@ class RealSide(Side):
         self.nodes.append(name)
         return name
 
+    def quota(self, name: str, hard: dict[str, str]) -> None:
+        self.admin().create_namespaced_resource_quota(self.namespace, {"metadata": {"name": name}, "spec": {"hard": hard}})
+        self.quotas.append(name)
+
     def close(self) -> None:
         from kubernetes.client.exceptions import ApiException
 
         try:
             super().close()
         finally:
+            for name in self.quotas:
+                self.admin().delete_namespaced_resource_quota(name, self.namespace)
             for node in self.nodes:
                 try:
                     self.admin().delete_node(node)
@@ -277,6 +288,9 @@ class FakeSide(Side):
         name = self.unique("lost-node")
         self.lost.add(name)
         return name
+
+    def quota(self, name: str, hard: dict[str, str]) -> None:
+        self.fake.create("resourcequotas", self.namespace, {"metadata": {"name": name}, "spec": {"hard": hard}})
 
     def deploy(self, name: str) -> None:
         super().deploy(name)
@@ -350,7 +364,7 @@ def side(request: pytest.FixtureRequest) -> Iterator[Side]:
 
         real = RealSide("real cluster", KubernetesBackend(config.new_client_from_config(config_file=kubeconfig), namespace()),
                         namespace=namespace())
-        real.nodes = []
+        real.nodes, real.quotas = [], []
         yield real
         real.close()
         return
@@ -512,6 +526,17 @@ def test_a_pod_of_a_priority_class_that_does_not_exist_is_refused_and_a_dry_run_
                                  side.namespace) == f"403 Forbidden: {body['message']}"
     assert pod_admission.refusal(side.api, job(name, Program(code=0)), side.namespace) is None
     assert side.api.read_if_exists(Kind.POD, name, side.namespace) is None  # a dry run: nothing stored
+
+
+def test_a_namespaces_quotas_are_listed_with_their_hard_limits_by_the_launcher(side: Side) -> None:
+    """What ``up`` reads of a quota (``quota.never_admitted``: the launcher's Role lists them): a limit on an
+    extended resource no other test's pod asks for, which a pod asking for twice as much could never get."""
+    name = side.unique("quota")
+    side.quota(name, {"requests.nvidia.com/gpu": "1"})
+    asks = {"containers": [{"resources": {"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}}]}
+    lines = quota.never_admitted(side.api, [asks], side.namespace)
+    assert any(line.startswith(f"ResourceQuota {name} can never admit the run's 1 pods at once "
+                               "(requests.nvidia.com/gpu 2 > 1:") for line in lines), lines
 
 
 def test_a_pod_no_node_has_the_memory_for_stays_pending_unschedulable_saying_so(side: Side) -> None:

@@ -173,6 +173,7 @@ KINDS = {
     "roles": "Role",
     "rolebindings": "RoleBinding",
     "podgroups": "PodGroup",
+    "resourcequotas": "ResourceQuota",
     "namespaces": "Namespace",
     "validatingadmissionpolicybindings": "ValidatingAdmissionPolicyBinding",
 }

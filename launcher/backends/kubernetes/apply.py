@@ -4,8 +4,9 @@ Contract: ``submit`` creates every object of the dry run's files, exactly as ren
 supervisor's objects are owned by the run's ConfigMap (``ownerReferences``: a rendered file cannot know its uid),
 so the garbage collector removes them with it (objects other than Jobs and the checkpoint claim are replaced if
 they exist and carry this cluster's labels; an existing claim is kept with its checkpoints; existing Jobs of the
-same cluster refuse the launch; a ``kubernetes.service_account`` that does not exist refuses it too, and so does a
-task pod the API server would not admit, ``require_admission``: a PriorityClass that does not exist), and
+same cluster refuse the launch; a ``kubernetes.service_account`` that does not exist refuses it too, so does a
+ResourceQuota that could never admit the run's Jobs' pods at once, ``quota``, before anything is created, and so does
+a task pod the API server would not admit, ``require_admission``: a PriorityClass that does not exist), and
 deletes what it created if any step fails. ``cancel`` deletes the run's objects, Jobs first, and a claim only when
 ``launcher.backends.checkpoints.created_for`` says tfcluster made it for the run. Every failure is a
 ``LaunchError`` naming the request (``KubeApi.errors``).
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from launcher.backends import checkpoints
-from launcher.backends.kubernetes import pod_admission
+from launcher.backends.kubernetes import pod_admission, quota
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj
 from launcher.backends.kubernetes.manifests import objects
 from launcher.backends.workspace import ensure_images
@@ -52,6 +53,10 @@ def submit(api: KubeApi, dry_run: DryRun, namespace: str) -> None:
         raise LaunchError(f"cluster {plan.name!r} already exists in namespace {namespace!r}: {hint}")
     if plan.spec.kubernetes.service_account:
         require_account(api, plan.spec.kubernetes.service_account, namespace)
+    never = quota.never_admitted(api, [obj["spec"]["template"]["spec"] for obj in objects(dry_run.files)
+                                       if obj["kind"] == Kind.JOB], namespace)
+    if never:
+        raise LaunchError(f"{plan.name} cannot start in namespace {namespace}: " + "; ".join(never))
     if plan.workspace:
         ensure_images(plan.workspace)  # built here and pushed to the registry the nodes pull from
     created: list[Obj] = []

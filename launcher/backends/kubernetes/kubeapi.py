@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -235,6 +235,12 @@ class KubeApi:
     def read_cluster_scoped(self, kind: ClusterKind, name: str) -> Obj:
         return _json(self._cluster_reads[kind](name, _preload_content=False))
 
+    def resource_quotas(self, namespace: str) -> list[Obj]:
+        """The namespace's ResourceQuotas (``quota``: read by ``up``, never written)."""
+        items: list[Obj] = _json(self._core.list_namespaced_resource_quota(namespace, _preload_content=False)).get(
+            "items", [])
+        return items
+
     def select(self, kind: Kind, namespace: str, selector: str) -> list[Obj]:
         """The objects of ``kind`` whose labels match ``selector``."""
         return self.listing(kind, namespace, selector)[0]
@@ -371,13 +377,18 @@ WATCH_SLACK_SECONDS = 30
 
 class WatchStream:
     """One WATCH request: its events as the API server sends them (``{"type": ..., "object": {...}}`` dicts, the
-    bookmarks too), unparsed into models; ``stop`` (from another thread) ends it. An ``ERROR`` event (a 410 Gone:
+    bookmarks too), unparsed into models; ``stop`` (from another thread) ends it at once: the read waiting for the
+    next event is cut (the connection shut), and the events end without an error. An ``ERROR`` event (a 410 Gone:
     the version is too old) and an HTTP error (429, 403...) raise ``ApiException`` with that status."""
 
     def __init__(self, watcher: Any, list_request: Callable[..., Any], namespace: str, selector: str, version: str,
                  seconds: int, on_open: Callable[[], None]):
+        self._stopped = False
+        self._response: Any = None
+
         def request(*args: Any, **kwargs: Any) -> Any:  # no return type the client could parse the objects into
             response = list_request(*args, **kwargs)
+            self._response = response
             if 200 <= getattr(response, "status", 0) < 300:
                 on_open()
             return response
@@ -390,11 +401,20 @@ class WatchStream:
 
     def events(self) -> Iterator[Obj]:
         # timeout_seconds set: the client's own retry after a 410 is off, so the 410 reaches the caller
-        for event in self._watcher.stream(*self._args, **self._kwargs):
-            yield {"type": event["type"], "object": event["raw_object"]}
+        try:
+            for event in self._watcher.stream(*self._args, **self._kwargs):
+                yield {"type": event["type"], "object": event["raw_object"]}
+        except Exception:
+            if not self._stopped:
+                raise  # else: the read ``stop`` cut
 
     def stop(self) -> None:
+        self._stopped = True
         self._watcher.stop()
+        response = self._response
+        if response is not None:
+            with suppress(ValueError, RuntimeError, OSError):  # already ended: closed, released
+                response.shutdown()  # urllib3: unblocks the read waiting in another thread
 
 
 @dataclass(frozen=True)

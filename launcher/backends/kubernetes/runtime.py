@@ -170,6 +170,8 @@ class KubernetesRuntime:
         #: Job uid -> why Kubernetes was ending its pod (``_disruption``), as a poll last saw it: the pod may be gone
         #: (the Job controller counted it) before its end is read.
         self._disrupted: dict[str, str] = {}
+        #: The Job uids a poll saw a pod of: their pods' watch is not behind their Job's (``_pods_behind``).
+        self._had_pods: set[str] = set()
         #: The ``minCount`` of the run's PodGroup, kept to the tasks meant to run (``gang.GangSize``).
         self._gang = gang.GangSize(api, plan, namespace)
         self._gang_seen: Snapshot | None = None
@@ -233,7 +235,7 @@ class KubernetesRuntime:
                 self._say(task, f"Job {task.name} is gone (deleted outside tfcluster)")
                 return LOST_EXIT
             failed = k8s_status.job_failed(job)
-            if failed is not None and self._pods_behind(uid):
+            if failed is not None and uid not in self._had_pods and self._pods_behind(uid):
                 return None  # its pods' watch has not sent them yet: their end is read once it did
             if failed is not None and uid in self._disrupted:
                 self._say(task, f"the pod of {task.name} was disrupted by Kubernetes ({self._disrupted[uid]}) and is "
@@ -244,6 +246,7 @@ class KubernetesRuntime:
                 self._say(task, f"Job {task.name} failed without a pod: {why}")
                 return LOST_EXIT
             return None
+        self._had_pods.add(uid)
         code, disrupted = exit_of(pods[-1]) if ended is None else ended.exit_code, _disruption(pods[-1])
         if disrupted:
             self._disrupted[uid] = disrupted
@@ -427,8 +430,8 @@ class KubernetesRuntime:
         self._gang.running(sum(1 for pods in runs if not pods or exit_of(pods[-1]) is None))
 
     def _pods_behind(self, uid: str) -> bool:
-        """Whether Job ``uid``, seen failed with no pod, still has pods on the API server: the two kinds are watched
-        apart, so its Job's end may be seen before its pods (asked, only then)."""
+        """Whether Job ``uid``, seen failed with no pod and none seen before, still has pods on the API server: the
+        two kinds are watched apart, so its Job's end may be seen before its pods (asked, only then)."""
         pods, _ = self.api.listing(Kind.POD, self.namespace, f"{CONTROLLER_UID}={uid}")
         return bool(pods)
 

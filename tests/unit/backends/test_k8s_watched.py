@@ -8,6 +8,7 @@ are threads, so a test waits (bounded, on a condition) for what it expects to be
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -201,3 +202,27 @@ def test_adopt_waits_for_the_first_listing_so_the_next_poll_reads_an_end_that_ca
         assert successor.poll(worker) == 4
     finally:
         successor.close()
+
+
+def test_a_watch_stopped_while_it_waits_for_the_next_event_ends_at_once_and_quietly(fake: FakeKubernetes) -> None:
+    """``WatchStream.stop`` from another thread cuts the read waiting for the next event (a quiet run sends none
+    for minutes): the events end without an error, and a closed runtime's watch threads end with it."""
+    api = backend_for(fake).api
+    _, version = api.listing(Kind.POD, "default", "tfcluster.io/cluster=quiet")
+    opened = threading.Event()
+    stream = api.watch(Kind.POD, "default", "tfcluster.io/cluster=quiet", version, 300, opened.set)
+    ended: list[object] = []
+
+    def read() -> None:
+        try:
+            ended.append(list(stream.events()))
+        except Exception as exc:  # noqa: BLE001 - what the test looks for
+            ended.append(exc)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    assert opened.wait(30)
+    stream.stop()
+    thread.join(timeout=30)  # the watch's own end is 300 s away
+    assert not thread.is_alive() and isinstance(ended[0], list), ended
+    assert {event["type"] for event in ended[0]} <= {"BOOKMARK"}  # nothing of the run changed
