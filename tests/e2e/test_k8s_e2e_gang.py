@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from helpers.gates import BLOCK, touch, wait_for
-from helpers.k8s_e2e import SharedClaim, admin_kubeconfig, image, kill_9_task, namespace, run_in, run_name, running_pod, supervise_until, until
+from helpers.k8s_e2e import SharedClaim, admin_kubeconfig, image, kill_9_agent, namespace, run_in, run_name, running_pod, supervise_until, until
 from helpers.required import unavailable
 from launcher import api
 from launcher.api import validate_data
@@ -184,7 +184,8 @@ def test_a_task_restarted_alone_while_the_others_of_its_gang_run_is_placed(
     launch(gated_plan(name, shared_claim.name(), "128Mi", evaluator=True))
     evaluator = running_pod(core, f"{name}-evaluator-0")
     chief = running_pod(core, f"{name}-chief-0")
-    code, out, err = kill_9_task(core, evaluator)  # the evaluator restarts alone: its replacement joins a running gang
+    # the evaluator restarts alone, in a new pod (its agent killed: no restart in place), which joins a running gang
+    code, out, err = kill_9_agent(core, evaluator)
     assert code == 0 and "killed" in out, (out, err)
     replacement = until("the evaluator's replacement pod running", lambda: (
         (pod := running_pod(core, f"{name}-evaluator-0")) != evaluator and pod))

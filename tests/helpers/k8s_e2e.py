@@ -59,6 +59,10 @@ for pid in victims:
     os.kill(pid, signal.SIGKILL)
 print("killed" if victims else "no child of PID 1")
 """
+#: ``kill -9`` of the task's agent itself (PID 1's child): its container ends, so its pod is lost and its Job
+#: replaced (no restart in place).
+KILL_9_AGENT = KILL_9_TASK.replace("victims = [pid for agent in top for pid in children(agent) if not standby(pid)] or top",
+                                   "victims = top")
 
 
 def kubeconfig() -> str:
@@ -174,6 +178,12 @@ def kill_9_task(core: Any, pod: str) -> tuple[int | None, str, str]:
     PID 1 is the image's tini, which no signal from inside its namespace kills: the task's agent is its child and the
     program the agent's, which then exits 128 + 9, and tini with it. ``core``: a ``CoreV1Api`` of the cluster."""
     return run_in(core, pod, KILL_9_TASK)
+
+
+def kill_9_agent(core: Any, pod: str) -> tuple[int | None, str, str]:
+    """``kill -9`` of the task's agent in ``pod`` (``KILL_9_AGENT``): a task restarted in a new pod, as ``kill_9_task``
+    says."""
+    return run_in(core, pod, KILL_9_AGENT)
 
 
 def run_in(core: Any, pod: str, source: str) -> tuple[int | None, str, str]:
