@@ -20,7 +20,7 @@
 #   - namespace tfcluster-e2e, enforcing the `restricted` Pod Security Standard (emptied when the node starts cold:
 #     what an earlier boot left there lost its processes);
 #   - storage class tfcluster-local (the default; ReadWriteMany): pre-created `local` volumes on this node, bound by
-#     the real PV controller (no provisioner), made anew here once released, 16 free at each start;
+#     the real PV controller (no provisioner), made anew here once released, 32 free at each start;
 #   - user tfcluster-e2e-launcher (client certificate) bound only to k8s/rbac-launcher.yaml's Role there: the
 #     printed KUBECONFIG is this user's, never an administrator's ($root/admin.kubeconfig is, for debugging and for
 #     the e2e test that impersonates a run's supervisor);
@@ -55,7 +55,7 @@ pause_image=localhost/tfcluster-pause:3.10
 # gang scheduling (KEP-4671: PodGroup of scheduling.k8s.io/v1beta1, the scheduler's GangScheduling plugin, the
 # podgroup-protection controller): one gate, the same on the API server, the scheduler and the controller manager
 gates=GenericWorkload=true
-volumes=16                          # free local volumes in the storage class's pool at each start
+volumes=32                          # free local volumes in the pool at each start: a CI session's claims, with room
 sim_nodes=${TFCLUSTER_K8S_SIM_NODES:-0}   # simulated (KWOK) nodes beside the real one
 [[ $sim_nodes =~ ^[0-9]+$ ]] || { echo "k8s.sh: TFCLUSTER_K8S_SIM_NODES must be a number of nodes, not '$sim_nodes'" >&2; exit 2; }
 started=$(date +%s)

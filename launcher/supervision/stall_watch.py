@@ -10,8 +10,8 @@ the stacks show it working (the check's line is kept in the stall status). Until
 attempt, a training task whose run still waits for a place to run (a ``Placing`` runtime: a gang waiting for room)
 moves the clock on: the first-step allowance counts from when every one of them could start. On a stall it keeps
 the stacks (``keep_stacks``; a write that fails is logged, the stall acted on), fills the stall status, marks the
-suspects' statuses and returns ``decide(Stalled(...))``: the caller applies that decision. A stall is judged afresh after
-its allowance, whatever was decided.
+suspects' statuses and returns ``decide(Stalled(...))``: the caller applies that decision. A stall is judged afresh
+after its allowance, whatever was decided.
 """
 
 from __future__ import annotations

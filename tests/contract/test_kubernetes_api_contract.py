@@ -44,7 +44,7 @@ from helpers.k8s_e2e import admin_kubeconfig, image, namespace, until
 from helpers.k8s_fake import backend_for, rbac_allowed
 from helpers.polling import wait_for_condition
 from helpers.required import unavailable
-from launcher.backends.kubernetes import pod_admission, pod_io, quota, runtime
+from launcher.backends.kubernetes import manifests, pod_admission, pod_io, quota, runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
 from launcher.backends.kubernetes.manifests import CONTAINER
@@ -666,6 +666,21 @@ def test_an_evicted_pod_the_supervisors_failure_policy_ignores_by_its_disruption
     evicted = [p for p in side.pods(name) if p["metadata"]["name"] == pod]
     if evicted:  # still there: it was counted (ignored), not yet gone
         assert condition(evicted[0], "DisruptionTarget")["reason"] == "EvictionByEvictionAPI", evicted[0]
+
+
+def test_an_evicted_task_pod_fails_its_job_by_the_disruption_rule_which_the_job_keeps(side: Side) -> None:
+    """``manifests.DISRUPTED``: a task Job's evicted pod (``backoffLimit: 0``) fails the Job with reason
+    ``PodFailurePolicy`` and a message naming the condition, which the Job keeps once the pod is gone
+    (``runtime._failed_by_disruption``: the next supervisor reads a preemption there)."""
+    name = side.unique("disrupted")
+    side.run(name, Program(on_sigterm=OnSigterm(seconds=0, code=1)), podFailurePolicy=manifests.DISRUPTED)
+    pod = running(side, name)["metadata"]["name"]
+    side.evict(pod)
+    failed = condition(ended(side, name, "Failed"), "Failed")
+    assert failed["reason"] == "PodFailurePolicy", failed
+    assert failed["message"] == (f"Pod {side.namespace}/{pod} has condition DisruptionTarget matching FailJob rule "
+                                 "at index 0"), failed
+    assert runtime._failed_by_disruption(failed)
 
 
 def test_a_failed_pod_is_replaced_until_the_backoff_limit_is_spent(side: Side) -> None:

@@ -81,7 +81,8 @@ server (the one list):
   pod at a time or one completion, ``successPolicy``,
   ``activeDeadlineSeconds`` or ``restartPolicy: OnFailure`` (tfcluster renders
   none of them); of ``podFailurePolicy`` only ``Ignore`` rules on exit codes
-  (``In``) or pod conditions (the supervisor's Job's), first match wins;
+  (``In``) or pod conditions (the supervisor's Job's) and ``FailJob`` rules on pod conditions (a task Job's
+  ``DisruptionTarget``: the Job fails, ``PodFailurePolicy``, in the Job controller's words), first match wins;
 - the Deployment controller puts its one pod directly under the Deployment
   (no ReplicaSet), ready at once; Deployments, Services, NetworkPolicies and
   claims have no behaviour (no endpoints, no policy enforcement, no binding);
@@ -772,13 +773,20 @@ class FakeKubernetes:
                 _set_condition(status, "Suspended", "False", "JobResumed", "Job resumed", self.stamp())
             status.setdefault("startTime", self.stamp())
             pods = self._pods_of(job)
+            failing = ""  # a failed pod matched a FailJob rule: why the Job fails
             for pod in pods:
                 if not _active(pod) and pod["metadata"]["uid"] not in self._counted:
                     self._counted.add(pod["metadata"]["uid"])
                     key = "succeeded" if pod["status"].get("phase") == "Succeeded" else "failed"
-                    if key == "succeeded" or not _ignored(spec, pod):
+                    rule = None if key == "succeeded" else _policy_rule(spec, pod)
+                    if rule is None or rule[1]["action"] != "Ignore":
                         status[key] = status.get(key, 0) + 1
+                    if rule is not None and rule[1]["action"] == "FailJob":
+                        failing = failing or (f"Pod {namespace}/{pod['metadata']['name']} has condition {rule[2]} "
+                                              f"matching FailJob rule at index {rule[0]}")
                     _release(pod, TRACKING_FINALIZER)
+            if failing:
+                return self._decide(job, "Failed", "PodFailurePolicy", failing)
             if status.get("succeeded", 0) >= spec.get("completions", 1):
                 return self._decide(job, "Complete", "CompletionsReached", "Reached expected number of succeeded pods")
             if status.get("failed", 0) > spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT):
@@ -952,18 +960,21 @@ def _label_job(job: Obj) -> None:
     template_meta["labels"] = {**template_meta.get("labels", {}), **labels}
 
 
-def _ignored(job_spec: Obj, pod: Obj) -> bool:
-    """Whether the first rule of the Job's ``podFailurePolicy`` that the failed pod matches is ``Ignore`` (exit codes
-    ``In``, of the named container or any; pod conditions of the pattern's type and status)."""
-    for rule in job_spec.get("podFailurePolicy", {}).get("rules", []):
+def _policy_rule(job_spec: Obj, pod: Obj) -> tuple[int, Obj, str] | None:
+    """The first rule of the Job's ``podFailurePolicy`` the failed pod matches (exit codes ``In``, of the named
+    container or any; pod conditions of the pattern's type and status): its index, the rule, and the condition it
+    matched ("" for exit codes); None when none does."""
+    for index, rule in enumerate(job_spec.get("podFailurePolicy", {}).get("rules", [])):
         codes = rule.get("onExitCodes")
         exits = {s["state"]["terminated"]["exitCode"] for s in pod["status"].get("containerStatuses", [])
                  if codes and "terminated" in s.get("state", {}) and codes.get("containerName") in (None, s["name"])}
         conditions = {(c["type"], c.get("status")) for c in pod["status"].get("conditions", [])}
         patterns = {(c["type"], c.get("status", "True")) for c in rule.get("onPodConditions", [])}
-        if (codes and exits & set(codes["values"])) or conditions & patterns:
-            return rule["action"] == "Ignore"
-    return False
+        if codes and exits & set(codes["values"]):
+            return index, rule, ""
+        if matched := conditions & patterns:
+            return index, rule, min(matched)[0]
+    return None
 
 
 def _memory(pod: Obj) -> int:

@@ -53,8 +53,9 @@ def submit(api: KubeApi, dry_run: DryRun, namespace: str) -> None:
         raise LaunchError(f"cluster {plan.name!r} already exists in namespace {namespace!r}: {hint}")
     if plan.spec.kubernetes.service_account:
         require_account(api, plan.spec.kubernetes.service_account, namespace)
-    never = quota.never_admitted(api, [obj["spec"]["template"]["spec"] for obj in objects(dry_run.files)
-                                       if obj["kind"] == Kind.JOB], namespace)
+    applied = objects(dry_run.files)  # parsed once: a run of hundreds of tasks is megabytes of YAML
+    never = quota.never_admitted(api, [obj["spec"]["template"]["spec"] for obj in applied if obj["kind"] == Kind.JOB],
+                                 namespace)
     if never:
         raise LaunchError(f"{plan.name} cannot start in namespace {namespace}: " + "; ".join(never))
     if plan.workspace:
@@ -63,7 +64,7 @@ def submit(api: KubeApi, dry_run: DryRun, namespace: str) -> None:
     owners: list[dict[str, Any]] = []  # the run's ConfigMap, once created: the supervisor's objects go with it
     admitted = False  # the API server admits the tasks' pods (asked before the first task's Job)
     try:
-        for obj in objects(dry_run.files):
+        for obj in applied:
             obj = _in_namespace(obj, namespace)
             if owners and naming.LABEL_SUPERVISOR in obj["metadata"].get("labels", {}):
                 obj = {**obj, "metadata": {**obj["metadata"], "ownerReferences": owners}}

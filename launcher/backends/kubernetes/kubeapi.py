@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -415,6 +416,14 @@ class WatchStream:
         if response is not None:
             with suppress(ValueError, RuntimeError, OSError):  # already ended: closed, released
                 response.shutdown()  # urllib3: unblocks the read waiting in another thread
+
+
+def quantity(value: str | int | float) -> Decimal:
+    """A Kubernetes quantity (``500m``, ``2Gi``, ``1e3``) as a number: the client's own parser."""
+    from kubernetes.utils import parse_quantity
+
+    parsed: Decimal = parse_quantity(value)
+    return parsed
 
 
 @dataclass(frozen=True)

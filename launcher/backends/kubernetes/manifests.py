@@ -233,17 +233,25 @@ def checkpoint_claim(plan: Plan) -> Manifest | None:
     }
 
 
+#: A task Job's ``podFailurePolicy``: a pod with the ``DisruptionTarget`` condition (preempted, evicted, its node
+#: drained, tainted or lost) fails the Job with reason ``PodFailurePolicy`` and a message naming the condition
+#: (``runtime``: a preemption, also once the pod is gone and read by a supervisor that never saw it).
+DISRUPTED = {"rules": [{"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+
+
 def task_job(plan: Plan, task: Task) -> Manifest:
     """The Job running one task, rendered suspended: the run's supervisor starts it (``runtime``).
 
     One pod, ``restartPolicy: Never`` and ``backoffLimit: 0``: Kubernetes never runs the task again by itself
     (restarts, their budget and the failure rules are the supervisor's, ``launcher.supervision.rules``), and
-    ``podReplacementPolicy: Failed`` never starts a pod while the last one still terminates. The pod's hostname
-    is the task's name in the run's headless Service: its address in every TF_CONFIG.
+    ``podReplacementPolicy: Failed`` never starts a pod while the last one still terminates; a pod Kubernetes
+    disrupted fails the Job by ``DISRUPTED`` (the same end, said in the Job's condition, which outlives the pod: the
+    next supervisor reads a preemption there). The pod's hostname is the task's name in the run's headless Service:
+    its address in every TF_CONFIG.
     """
     group = RoleGroup(plan.name, task.type, [task])
     job_spec: dict[str, Any] = {"suspend": True, "completions": 1, "parallelism": 1, "backoffLimit": 0,
-                                "podReplacementPolicy": "Failed"}
+                                "podReplacementPolicy": "Failed", "podFailurePolicy": DISRUPTED}
     if plan.spec.kubernetes.ttl_seconds_after_finished is not None:
         job_spec["ttlSecondsAfterFinished"] = plan.spec.kubernetes.ttl_seconds_after_finished
     template = pod_template(plan, group, _task_env(plan, task))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
-from launcher.backends.kubernetes.kubeapi import KubeApi, Obj
+from launcher.backends.kubernetes.kubeapi import KubeApi, Obj, quantity
 from launcher.errors import LaunchError
 
 #: The quota names that stand for a request of a compute resource (``cpu`` is ``requests.cpu``).
@@ -40,15 +40,13 @@ def never_admitted(api: KubeApi, pods: Sequence[Obj], namespace: str) -> list[st
 
 def _over(quota: Obj, pods: Sequence[Obj]) -> str:
     """One line if ``quota`` can never admit the ``pods`` it selects, else ""."""
-    from kubernetes.utils import parse_quantity
-
     selected = [pod for pod in pods if _selects(quota.get("spec") or {}, pod)]
     if not selected:
         return ""
     over = []
     for name, hard in sorted(((quota.get("spec") or {}).get("hard") or {}).items()):
         need = _need(name, selected)
-        if need is not None and need > parse_quantity(hard):
+        if need is not None and need > quantity(hard):
             over.append(f"{name} {_shown(name, need)} > {hard}")
     if not over:
         return ""
@@ -64,7 +62,7 @@ def _need(name: str, pods: Sequence[Obj]) -> Decimal | None:
     kind, _, resource = name.partition(".")
     if name in BARE:
         kind, resource = "requests", name
-    if kind not in ("requests", "limits") or not resource or name.startswith("count/"):
+    if kind not in ("requests", "limits") or not resource:  # ``count/...``: its kind is no such word
         return None
     return sum((_asked(pod, kind, resource) for pod in pods), Decimal(0))
 
@@ -78,10 +76,8 @@ def _shown(name: str, need: Decimal) -> str:
 
 def _asked(pod: Obj, kind: str, resource: str) -> Decimal:
     """What one pod asks of ``resource`` (``kind``: requests or limits), as the scheduler counts it."""
-    from kubernetes.utils import parse_quantity
-
     def of(containers: Iterable[Obj]) -> list[Decimal]:
-        return [parse_quantity(((c.get("resources") or {}).get(kind) or {}).get(resource, 0)) for c in containers]
+        return [quantity(((c.get("resources") or {}).get(kind) or {}).get(resource, 0)) for c in containers]
 
     return max([sum(of(pod.get("containers") or []), Decimal(0)), *of(pod.get("initContainers") or [])])
 

@@ -99,6 +99,12 @@ def _disruption(pod: Obj) -> str:
     return ""
 
 
+def _failed_by_disruption(failed: Obj | None) -> bool:
+    """Whether a task Job's ``Failed`` condition is its ``manifests.DISRUPTED`` rule's: its pod was disrupted."""
+    return failed is not None and failed.get("reason") == "PodFailurePolicy" and \
+        "condition DisruptionTarget" in (failed.get("message") or "")
+
+
 class _Follower:
     """One pod's log, read in a thread into a ``LineQueue`` (ended once the log ended, or the pod is gone); the
     agent's lines (``agent_control.exit_line``, the run's ``token``) are kept apart, by run, in ``ended``."""
@@ -167,6 +173,8 @@ class KubernetesRuntime:
         #: Each task's Job as it was applied, to create again should the Job be gone (its TTL after it finished).
         self._copies: dict[str, Obj] = {}
         self._followers: dict[str, _Follower] = {}
+        #: The runtime's own lines for a task with no follower yet (``_say``).
+        self._notes: dict[str, list[str]] = {}
         #: Job uid -> why Kubernetes was ending its pod (``_disruption``), as a poll last saw it: the pod may be gone
         #: (the Job controller counted it) before its end is read.
         self._disrupted: dict[str, str] = {}
@@ -237,9 +245,10 @@ class KubernetesRuntime:
             failed = k8s_status.job_failed(job)
             if failed is not None and uid not in self._had_pods and self._pods_behind(uid):
                 return None  # its pods' watch has not sent them yet: their end is read once it did
-            if failed is not None and uid in self._disrupted:
-                self._say(task, f"the pod of {task.name} was disrupted by Kubernetes ({self._disrupted[uid]}) and is "
-                                "gone: taken as a preemption")
+            disrupted = self._disrupted.get(uid) or ("DisruptionTarget" if _failed_by_disruption(failed) else "")
+            if disrupted:
+                self._say(task, f"the pod of {task.name} was disrupted by Kubernetes ({disrupted}) and is gone: taken "
+                                "as a preemption")
                 return int(ExitCode.PREEMPTED)
             if failed is not None:
                 why = f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
@@ -287,9 +296,10 @@ class KubernetesRuntime:
     def output(self, task: Task) -> list[str]:
         pod = self._current(task)
         follower = self._followers.get(task.name)
+        noted = self._notes.pop(task.name, [])
         if pod is None:  # not created yet, or deleted (``stop``): what its follower read, to the end of the log
-            return [] if follower is None else follower.drain(DRAIN_SECONDS)
-        return self._follower(task, pod).drain(DRAIN_SECONDS if exit_of(pod) is not None else 0.0)
+            return noted + ([] if follower is None else follower.drain(DRAIN_SECONDS))
+        return noted + self._follower(task, pod).drain(DRAIN_SECONDS if exit_of(pod) is not None else 0.0)
 
     def dump_stacks(self, task: Task) -> None:
         """Nothing: a ``ReadsEveryStack`` runtime is never asked (``launcher.supervision.runtime.signalled``)."""
@@ -453,4 +463,6 @@ class KubernetesRuntime:
         follower = self._followers.get(task.name)
         if follower is not None:
             follower.lines.note(line)
+        else:  # no log followed yet (a run adopted after its pod was gone): the next ``output`` gives it
+            self._notes.setdefault(task.name, []).append(line)
 

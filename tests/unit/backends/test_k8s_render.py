@@ -175,7 +175,9 @@ def test_a_tasks_program_runs_under_its_agent_where_the_image_holds_tfcluster_an
 
 
 #: What every task's Job is: suspended until the run's supervisor starts it, one pod, never run again by Kubernetes.
-TASK_JOB_SPEC = {"suspend": True, "completions": 1, "parallelism": 1, "backoffLimit": 0, "podReplacementPolicy": "Failed"}
+TASK_JOB_SPEC = {"suspend": True, "completions": 1, "parallelism": 1, "backoffLimit": 0, "podReplacementPolicy": "Failed",
+                 "podFailurePolicy": {"rules": [{"action": "FailJob",
+                                                 "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}}
 
 
 def test_each_task_is_a_suspended_job_of_one_pod_that_kubernetes_never_restarts() -> None:
@@ -185,7 +187,7 @@ def test_each_task_is_a_suspended_job_of_one_pod_that_kubernetes_never_restarts(
         "pss-chief-0", "pss-worker-0", "pss-worker-1", "pss-ps-0", "pss-ps-1", "pss-evaluator-0"]
     for job in jobs:
         spec = {k: v for k, v in job["spec"].items() if k not in ("template", "ttlSecondsAfterFinished")}
-        assert spec == TASK_JOB_SPEC  # no completionMode, podFailurePolicy, successPolicy, activeDeadlineSeconds
+        assert spec == TASK_JOB_SPEC  # no completionMode, successPolicy, activeDeadlineSeconds; a disruption fails it
         assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
 
 

@@ -712,3 +712,20 @@ def test_placing_while_a_started_tasks_pod_is_not_bound(fake: FakeKubernetes) ->
     fake.node_memory = 2**29  # no room left: the next pod stays Pending, unschedulable
     runtime.start(worker)
     assert runtime.placing(worker) and not runtime.placing(chief)
+
+
+def test_a_supervisor_that_never_saw_the_disruption_reads_it_from_the_failed_job(fake: FakeKubernetes) -> None:
+    """A supervisor evicted in the same moment as its tasks: the next one finds each task's Job failed without a pod.
+    The Job's condition says why (``manifests.DISRUPTED``: ``PodFailurePolicy``, the condition named): a preemption
+    (143), not a lost run (137), so the group's restart spends no ``max_restarts``."""
+    plan, runtime = launched(fake)
+    worker = task(plan, WORKER)
+    runtime.start(worker)
+    runtime.close()  # the supervisor is gone
+    fake.evict(pod_of(fake, WORKER))
+    later(fake)
+    assert pods(fake, WORKER) == []
+    successor = runtime_for(fake, plan)
+    assert successor.adopt(worker) and successor.poll(worker) == 143
+    assert any("disrupted by Kubernetes (DisruptionTarget) and is gone: taken as a preemption" in line
+               for line in successor.output(worker))
