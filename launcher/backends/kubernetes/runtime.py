@@ -233,37 +233,37 @@ class KubernetesRuntime:
         self._fit_gang(seen)
         ended = self._ended_run(task)
         pods = seen.pods.get(uid, [])
-        if not pods and ended is not None:
-            return ended.exit_code
-        if not pods:
-            job = seen.jobs.get(task.name)
-            if job is None or job["metadata"]["uid"] != uid:  # not seen yet, or gone: asked
-                job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
-            if job is None or job["metadata"]["uid"] != uid:
-                self._say(task, f"Job {task.name} is gone (deleted outside tfcluster)")
-                return LOST_EXIT
-            failed = k8s_status.job_failed(job)
-            if failed is not None and uid not in self._had_pods and self._pods_behind(uid):
-                return None  # its pods' watch has not sent them yet: their end is read once it did
-            disrupted = self._disrupted.get(uid) or ("DisruptionTarget" if _failed_by_disruption(failed) else "")
-            if disrupted:
-                self._say(task, f"the pod of {task.name} was disrupted by Kubernetes ({disrupted}) and is gone: taken "
-                                "as a preemption")
-                return int(ExitCode.PREEMPTED)
-            if failed is not None:
-                why = f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
-                self._say(task, f"Job {task.name} failed without a pod: {why}")
-                return LOST_EXIT
-            return None
-        self._had_pods.add(uid)
-        code, disrupted = exit_of(pods[-1]) if ended is None else ended.exit_code, _disruption(pods[-1])
+        if pods:
+            self._had_pods.add(uid)
+            if why := _disruption(pods[-1]):
+                self._disrupted[uid] = why
+            code = exit_of(pods[-1]) if ended is None else ended.exit_code
+            return self._unless_disrupted(task, code, self._disrupted.get(uid, ""),
+                                          f"pod {pods[-1]['metadata']['name']}")
+        job = seen.jobs.get(task.name)
+        if job is None or job["metadata"]["uid"] != uid:  # not seen yet, or gone: asked
+            job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
+        if job is None or job["metadata"]["uid"] != uid:
+            if ended is not None:  # its run's end was read before the Job went
+                return self._unless_disrupted(task, ended.exit_code, self._disrupted.get(uid, ""),
+                                              f"the pod of {task.name}")
+            self._say(task, f"Job {task.name} is gone (deleted outside tfcluster)")
+            return LOST_EXIT
+        failed = k8s_status.job_failed(job)
+        if failed is not None and ended is None and uid not in self._had_pods and self._pods_behind(uid):
+            return None  # its pods' watch has not sent them yet: their end is read once it did
+        disrupted = self._disrupted.get(uid) or ("DisruptionTarget" if _failed_by_disruption(failed) else "")
+        if ended is not None:  # a run ended in place, its pod gone since
+            return self._unless_disrupted(task, ended.exit_code, disrupted, f"the pod of {task.name}")
         if disrupted:
-            self._disrupted[uid] = disrupted
-        if code not in (None, 0, ExitCode.PREEMPTED) and disrupted:
-            self._say(task, f"pod {pods[-1]['metadata']['name']} was disrupted by Kubernetes ({disrupted}) and "
-                            f"ended with {code}: taken as a preemption")
+            self._say(task, f"the pod of {task.name} was disrupted by Kubernetes ({disrupted}) and is gone: taken "
+                            "as a preemption")
             return int(ExitCode.PREEMPTED)
-        return code
+        if failed is not None:
+            why = f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
+            self._say(task, f"Job {task.name} failed without a pod: {why}")
+            return LOST_EXIT
+        return None
 
     def stop(self, tasks: Sequence[Task], grace_seconds: float) -> None:
         grace = max(1, math.ceil(grace_seconds))  # 0 would be a forced deletion: no SIGTERM, no save
@@ -385,6 +385,16 @@ class KubernetesRuntime:
         if state is not None:
             self._ended[task.name] = state
         return state
+
+    def _unless_disrupted(self, task: Task, code: int | None, disrupted: str, pod: str) -> int | None:
+        """``code``, or PREEMPTED (with one line why) for a run that failed under a pod Kubernetes disrupted (its
+        ``DisruptionTarget``: the kubelet's SIGTERM ended the run, in place or with its pod, or SIGKILL did once the
+        grace passed): the one rule whether the pod, or only its Job's ``manifests.DISRUPTED`` failure, is seen."""
+        if code in (None, 0, ExitCode.PREEMPTED) or not disrupted:
+            return code
+        self._say(task, f"{pod} was disrupted by Kubernetes ({disrupted}) and its run ended with {code}: taken as a "
+                        "preemption")
+        return int(ExitCode.PREEMPTED)
 
     def _order(self, pod: Obj, control: stack_endpoint.Control) -> tuple[agent_control.AgentState | None, str]:
         """``control`` given to ``pod``'s agent (at its IP in the cluster, else through a port-forward)."""

@@ -729,3 +729,33 @@ def test_a_supervisor_that_never_saw_the_disruption_reads_it_from_the_failed_job
     assert successor.adopt(worker) and successor.poll(worker) == 143
     assert any("disrupted by Kubernetes (DisruptionTarget) and is gone: taken as a preemption" in line
                for line in successor.output(worker))
+
+
+def test_a_run_ended_in_place_in_a_pod_disrupted_since_is_a_preemption_also_once_only_its_job_says_so(
+        fake: FakeKubernetes) -> None:
+    """A successor adopts a held pod whose agent says its run ended (137: the kubelet's SIGKILL after the grace of
+    an eviction); the pod is gone before a poll saw its ``DisruptionTarget``, its Job failed by
+    ``manifests.DISRUPTED``: a preemption (143), as it is while the pod is still seen, not a lost run."""
+    plan, runtime = launched(fake)
+    worker = task(plan, WORKER)
+    agent = FakeAgent()
+    server = serve_stacks(plan.event_token, 0, dump=lambda: "", host="127.0.45.3", control=agent.control)
+    assert server is not None
+    fake.pod_ips = {WORKER: "127.0.45.3"}
+    successor = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now,
+                                  stacks_port=server.server_address[1], in_cluster=True, objects=settled(fake))
+    try:
+        runtime.start(worker)
+        runtime.close()  # the supervisor is gone
+        agent.state = AgentState(run=1, exit_code=137)
+        assert successor.adopt(worker)  # its agent says run 1 ended
+        fake.evict(pod_of(fake, WORKER))
+        later(fake)
+        assert pods(fake, WORKER) == []
+        assert successor.poll(worker) == 143
+        assert any("disrupted by Kubernetes (DisruptionTarget) and its run ended with 137: taken as a preemption"
+                   in line for line in successor.output(worker))
+    finally:
+        successor.close()
+        server.shutdown()
+        server.server_close()
