@@ -243,17 +243,16 @@ class KubernetesRuntime:
         job = seen.jobs.get(task.name)
         if job is None or job["metadata"]["uid"] != uid:  # not seen yet, or gone: asked
             job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
-        if job is None or job["metadata"]["uid"] != uid:
-            if ended is not None:  # its run's end was read before the Job went
-                return self._unless_disrupted(task, ended.exit_code, self._disrupted.get(uid, ""),
-                                              f"the pod of {task.name}")
+        if job is not None and job["metadata"]["uid"] != uid:
+            job = None
+        if job is None and ended is None:
             self._say(task, f"Job {task.name} is gone (deleted outside tfcluster)")
             return LOST_EXIT
-        failed = k8s_status.job_failed(job)
+        failed = None if job is None else k8s_status.job_failed(job)
         if failed is not None and ended is None and uid not in self._had_pods and self._pods_behind(uid):
             return None  # its pods' watch has not sent them yet: their end is read once it did
         disrupted = self._disrupted.get(uid) or ("DisruptionTarget" if _failed_by_disruption(failed) else "")
-        if ended is not None:  # a run ended in place, its pod gone since
+        if ended is not None:  # its run ended in place, its pod (maybe its Job) gone since
             return self._unless_disrupted(task, ended.exit_code, disrupted, f"the pod of {task.name}")
         if disrupted:
             self._say(task, f"the pod of {task.name} was disrupted by Kubernetes ({disrupted}) and is gone: taken "
