@@ -46,23 +46,30 @@ ADMIN_KUBECONFIG_ENV = "TFCLUSTER_E2E_ADMIN_KUBECONFIG"
 TIMEOUT_SECONDS = k8s_start.RUN_SECONDS
 #: Run in a task's container (pods/exec): SIGKILL to the task's program, the child of the task's agent (the child of
 #: PID 1, the image's tini; a task without an agent: the child of PID 1 itself), not the agent's standby (still
-#: called by a line on its stdin, a pipe).
+#: called by a line on its stdin, a pipe), and never the agent: one that has not started the program yet says so
+#: (``NO_PROGRAM``) and nothing is killed.
 KILL_9_TASK = """
 import os, signal
 def children(of):
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and open(f"/proc/{p}/stat").read().rpartition(")")[2].split()[1] == str(of)]
 def standby(pid):
     return os.readlink(f"/proc/{pid}/fd/0").startswith("pipe:")
+def agent(pid):
+    return b"launcher.worker.agent" in open(f"/proc/{pid}/cmdline", "rb").read()
 top = children(1)
-victims = [pid for agent in top for pid in children(agent) if not standby(pid)] or top
+agents = [pid for pid in top if agent(pid)]
+victims = [pid for agent in agents for pid in children(agent) if not standby(pid)] if agents else top
 for pid in victims:
     os.kill(pid, signal.SIGKILL)
-print("killed" if victims else "no child of PID 1")
+print("killed" if victims else "no program yet")
 """
+#: What ``KILL_9_TASK`` says when the task's program is not running yet (its agent starting it).
+NO_PROGRAM = "no program yet"
 #: ``kill -9`` of the task's agent itself (PID 1's child): its container ends, so its pod is lost and its Job
 #: replaced (no restart in place).
-KILL_9_AGENT = KILL_9_TASK.replace("victims = [pid for agent in top for pid in children(agent) if not standby(pid)] or top",
-                                   "victims = top")
+KILL_9_AGENT = KILL_9_TASK.replace(
+    "victims = [pid for agent in agents for pid in children(agent) if not standby(pid)] if agents else top",
+    "victims = top")
 
 
 def kubeconfig() -> str:
@@ -172,12 +179,22 @@ def running_pod(core: Any, task: str) -> str:
 
 
 def kill_9_task(core: Any, pod: str) -> tuple[int | None, str, str]:
-    """``kill -9`` of the task's process in ``pod`` through ``pods/exec`` (``KILL_9_TASK``; a crash, not a pod
-    deletion, which a real kubelet turns into SIGTERM and a grace): the exec's exit status, stdout and stderr.
+    """``kill -9`` of the task's program in ``pod`` through ``pods/exec`` (``KILL_9_TASK``; a crash, not a pod
+    deletion, which a real kubelet turns into SIGTERM and a grace), once its agent started it (asked again until
+    then: a kill of the agent itself would end the container, another path): the exec's exit status, stdout and
+    stderr.
 
     PID 1 is the image's tini, which no signal from inside its namespace kills: the task's agent is its child and the
-    program the agent's, which then exits 128 + 9, and tini with it. ``core``: a ``CoreV1Api`` of the cluster."""
-    return run_in(core, pod, KILL_9_TASK)
+    program the agent's, whose run then ends 128 + 9; the agent, held, keeps the pod for the restart in place.
+    ``core``: a ``CoreV1Api`` of the cluster."""
+    answers: list[tuple[int | None, str, str]] = []
+
+    def killed() -> bool:
+        answers.append(run_in(core, pod, KILL_9_TASK))
+        return answers[-1][1].strip() != NO_PROGRAM
+
+    until(f"the program of {pod} started", killed, every=0.5)
+    return answers[-1]
 
 
 def kill_9_agent(core: Any, pod: str) -> tuple[int | None, str, str]:
