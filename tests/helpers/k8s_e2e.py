@@ -59,9 +59,9 @@ def agent(pid):
 top = children(1)
 agents = [pid for pid in top if agent(pid)]
 victims = [pid for agent in agents for pid in children(agent) if not standby(pid)] if agents else top
+print("killed" if victims else "no program yet", flush=True)  # said first: the kill may end this exec too
 for pid in victims:
     os.kill(pid, signal.SIGKILL)
-print("killed" if victims else "no program yet")
 """
 #: What ``KILL_9_TASK`` says when the task's program is not running yet (its agent starting it).
 NO_PROGRAM = "no program yet"
