@@ -250,8 +250,13 @@ def registry() -> str | None:
 
 class SharedClaim:
     """One ReadWriteMany claim (``run_name("e2e-shared")``) that runs name as ``kubernetes.volume_claim.name`` (so
-    none makes a claim of its own, and ``down --volumes`` keeps it): made at the first ``name()``, deleted by
-    ``delete()`` (the session's end). Each run keeps its files in a directory of its own there."""
+    none makes a claim of its own, and ``down --volumes`` keeps it): made and bound at the first ``name()``, deleted
+    by ``delete()`` (the session's end). Each run keeps its files in a directory of its own there.
+
+    Bound before any run uses it: the test cluster's class binds a claim at its first pod (``WaitForFirstConsumer``),
+    and pods that start together race to bind it (the scheduler's PreBind: "the object has been modified"); a gang's
+    pods that lose that race go back to the queue after the others were bound, leaving the run half-placed (seen
+    once by ``test_k8s_e2e_gang.py``'s first test, the session's first to name the claim)."""
 
     def __init__(self) -> None:
         self._made: tuple[Any, str, str] | None = None
@@ -268,6 +273,7 @@ class SharedClaim:
             where = namespace()  # kept: at the session's end the environment that names it may be gone
             core.create_namespaced_persistent_volume_claim(where, {"metadata": {"name": name}, "spec": spec})
             self._made = core, name, where
+            _bind(core, name, where)
         return self._made[1]
 
     def delete(self) -> None:
@@ -275,3 +281,25 @@ class SharedClaim:
             core, name, where = self._made
             core.delete_namespaced_persistent_volume_claim(name, where)
             self._made = None
+
+
+def _bind(core: Any, claim: str, where: str) -> None:
+    """Claim ``claim`` bound: by a Job whose one pod mounts it and exits (the launcher's Role creates no pod), waited
+    for, then deleted."""
+    from kubernetes import client
+
+    batch = client.BatchV1Api(core.api_client)
+    job = f"{claim}-bind"
+    container = {"name": "bind", "image": image(), "command": ["true"],
+                 "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+                 "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                 "volumeMounts": [{"name": "claim", "mountPath": "/claim"}]}
+    pod = {"restartPolicy": "Never", "automountServiceAccountToken": False, "containers": [container],
+           "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+           "volumes": [{"name": "claim", "persistentVolumeClaim": {"claimName": claim}}]}
+    batch.create_namespaced_job(where, {"metadata": {"name": job}, "spec": {"backoffLimit": 0, "template": {"spec": pod}}})
+    try:
+        until(f"claim {claim} bound", lambda: core.read_namespaced_persistent_volume_claim(claim, where).status.phase == "Bound",
+              every=0.5)
+    finally:
+        batch.delete_namespaced_job(job, where, propagation_policy="Background")
