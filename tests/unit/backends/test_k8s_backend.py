@@ -529,6 +529,10 @@ def test_cli_up_detached_warns_when_its_dry_run_says_only_a_watch_supervises_it(
     assert result.exit_code == 0, result.output
     assert "while this machine is off, nothing supervises it; `tfcluster watch cli` starts a new one" in result.output
     assert fake.get("jobs", "cli-supervisor", "ml") is None
+    # its supervisor is a process on this machine: taken down with the run (left, it would retry against the
+    # stopped fake for the rest of the session, a core's fifth)
+    result = cli.invoke(main, ["down", "cli"])
+    assert result.exit_code == 0, result.output
 
 
 def _open_board(fake: FakeKubernetes, backend: KubernetesBackend, names: tuple[str, ...] = ("demo",),
