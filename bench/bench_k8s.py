@@ -1,4 +1,5 @@
 """Kubernetes on a real cluster (eval "$(bash .ci/k8s.sh)" first): python bench/bench_k8s.py [--repeat N] [--prefix P]
+[--kill-at-step S [S ...]] [--recovery-only]
 
 A demo-sized MWMS cluster (chief + 2 workers) on the one-node cluster of
 ``.ci/k8s.sh`` (the ``KUBECONFIG`` it exports, the launcher's identity, its
@@ -13,12 +14,17 @@ namespace), two tables of ratios measured in one run, medians of
   object first (``get``), which the launcher's Role (k8s/rbac-launcher.yaml)
   does not grant on Jobs: as that user only ``create`` runs;
 - recovery: ``kill -9`` of worker 1's training process through ``pods/exec``
-  (``helpers.k8s_e2e.kill_9_task``) at step ``--kill-at-step``, until the
-  chief's first step after the gang's restore, vs that run's own launch to
-  its first step; also when the old gang's last pod ended and the last
-  replacement pod was created (the API's whole seconds). The run is launched
-  attached (``tfcluster up -b k8s``, as a user watching it: its supervision
-  loop runs) and stopped with Ctrl-C.
+  (``helpers.k8s_e2e.kill_9_task``, which spares the agent's standby) at each
+  ``--kill-at-step`` (early and late), until the chief's first step after the
+  gang's restore, vs that run's own launch to its first step (the ratio: the
+  median of the rounds' own ratios); also when the old gang's last pod ended
+  and the last replacement pod was created (the API's whole seconds; none of
+  either when the group restarted in place) and how many pods were made. The
+  run is launched attached (``tfcluster up -b k8s``, as a user watching it: its
+  supervision loop runs) and stopped with Ctrl-C. ``--recovery-only`` skips
+  the launch table. The image is ``helpers.k8s_e2e.image()``
+  (``TFCLUSTER_E2E_IMAGE``): one without the held agent restarts by Job
+  replacement, which measures that path with the same bench.
 
 Each launch starts on an idle namespace: the run before it is gone, pods and
 claim (each launch binds one of the storage class's local volumes; .ci/k8s.sh
@@ -103,15 +109,17 @@ class Cluster:
         return next(p.metadata.name for p in pods
                     if p.metadata.name.startswith(f"{name}-worker-1-") and p.status.phase == "Running")
 
-    def gang_timeline(self, name: str, killed: float) -> tuple[float, float]:
+    def gang_timeline(self, name: str, killed: float) -> tuple[float, float, int]:
         """Seconds from ``killed`` until the last pod of the old gang ended, and until the last replacement pod was
-        created (the API's timestamps: whole seconds)."""
+        created (the API's timestamps: whole seconds; NaN for none), and how many task pods were made after it."""
         pods = self.core.list_namespaced_pod(k8s_e2e.namespace(), label_selector=f"{naming.LABEL_CLUSTER}={name}").items
+        pods = [p for p in pods if not p.metadata.name.startswith(naming.supervisor_name(name))]
         old = [p for p in pods if p.metadata.creation_timestamp.timestamp() < killed]
         ended = [s.state.terminated.finished_at.timestamp() for p in old for s in p.status.container_statuses or []
                  if s.state.terminated is not None]
         created = [p.metadata.creation_timestamp.timestamp() for p in pods if p not in old]
-        return max(ended, default=float("nan")) - killed, max(created, default=float("nan")) - killed
+        return (max(ended, default=float("nan")) - killed, max(created, default=float("nan")) - killed,
+                len(created))
 
     def await_gone(self, name: str) -> None:
         """Until nothing of the run's labels is left (pods terminated, claim deleted)."""
@@ -178,7 +186,7 @@ def recover_once(cluster: Cluster, workdir: Path, name: str, kill_at_step: int) 
             raise SystemExit(f"{name}: kill -9 in {victim} failed: {code} {stdout} {stderr}")
         restored = wait_event(chief, "restored", after=killed, timeout=TIMEOUT)
         resumed = wait_event(chief, "step", after=restored["time"], timeout=TIMEOUT)
-        gang_ended, replaced = cluster.gang_timeline(name, killed)
+        gang_ended, replaced, made = cluster.gang_timeline(name, killed)
     finally:
         up.send_signal(signal.SIGINT)  # Ctrl-C: `up` stops the tasks
         try:
@@ -187,40 +195,49 @@ def recover_once(cluster: Cluster, workdir: Path, name: str, kill_at_step: int) 
             up.kill()
         cli("down", name, "--volumes", cwd=workdir)
         cluster.await_gone(name)
-    return fresh, gang_ended, replaced, restored["time"] - killed, resumed["time"] - killed
+    return fresh, gang_ended, replaced, restored["time"] - killed, resumed["time"] - killed, made
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=2, help="rounds (median)")
-    parser.add_argument("--kill-at-step", type=int, default=100, help="the step after which worker 1 is killed")
+    parser.add_argument("--kill-at-step", type=int, nargs="+", default=[100],
+                        help="the steps after which worker 1 is killed (a recovery table for each)")
+    parser.add_argument("--recovery-only", action="store_true", help="skip the launch table")
     parser.add_argument("--prefix", default=f"bench-{secrets.token_hex(2)}", help="the runs' names start with it")
     options = parser.parse_args()
     k8s_e2e.from_kubeconfig_env()
     cluster = Cluster()
     hand: list[float] = []
     tool: list[float] = []
-    recoveries: list[tuple[float, ...]] = []
+    recoveries: dict[int, list[tuple[float, ...]]] = {step: [] for step in options.kill_at_step}
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["TFCLUSTER_HOME"] = str(Path(tmp) / "home")
         workdir = Path(tmp)
         for run in range(options.repeat):
-            for first in ([hand, tool] if run % 2 == 0 else [tool, hand]):
+            for first in ([] if options.recovery_only else [hand, tool] if run % 2 == 0 else [tool, hand]):
                 if first is hand:
                     hand.append(launch_by_hand(cluster, workdir, f"{options.prefix}-hand{run}"))
                 else:
                     tool.append(launch_with_tfcluster(cluster, workdir, f"{options.prefix}-up{run}"))
-            recoveries.append(recover_once(cluster, workdir, f"{options.prefix}-kill{run}", options.kill_at_step))
-    print(f"runs: kubectl create -k {', '.join(f'{t:.2f}' for t in hand)}; up -d {', '.join(f'{t:.2f}' for t in tool)}")
-    print("recovery runs (launch, gang ended, replaced, restored, resumed):", "; ".join(", ".join(f"{t:.2f}" for t in r) for r in recoveries))
-    print_table(f"launch to first training step (MWMS chief + 2 workers, real one-node Kubernetes; medians of "
-                f"{options.repeat})", ("kubectl create -k of the rendered manifests", statistics.median(hand)),
-                [("tfcluster up -b k8s -d", statistics.median(tool))])
-    fresh, gang_ended, replaced, restored, resumed = (statistics.median(r[i] for r in recoveries) for i in range(5))
-    print_table(f"kill -9 of worker 1's process to the next training step (real one-node Kubernetes; medians of "
-                f"{options.repeat}; kill after step {options.kill_at_step})", ("launch to first step (up)", fresh),
-                [("kill to the old gang's last pod ended", gang_ended), ("kill to the last replacement pod created", replaced),
-                 ("kill to restored event", restored), ("kill to first step after restore", resumed)])
+            for step, rounds in recoveries.items():
+                rounds.append(recover_once(cluster, workdir, f"{options.prefix}-kill{step}-{run}", step))
+    if not options.recovery_only:
+        print(f"runs: kubectl create -k {', '.join(f'{t:.2f}' for t in hand)}; up -d {', '.join(f'{t:.2f}' for t in tool)}")
+        print_table(f"launch to first training step (MWMS chief + 2 workers, real one-node Kubernetes; medians of "
+                    f"{options.repeat})", ("kubectl create -k of the rendered manifests", statistics.median(hand)),
+                    [("tfcluster up -b k8s -d", statistics.median(tool))])
+    print(f"image: {k8s_e2e.image()}")
+    for step, rounds in recoveries.items():
+        print(f"recovery runs, kill after step {step} (launch, gang ended, replaced, restored, resumed, pods made):",
+              "; ".join(", ".join(f"{t:.2f}" for t in r) for r in rounds))
+        fresh, gang_ended, replaced, restored, resumed, made = (statistics.median(r[i] for r in rounds) for i in range(6))
+        ratio = statistics.median(r[4] / r[0] for r in rounds)
+        print_table(f"kill -9 of worker 1's process to the next training step (real one-node Kubernetes; medians of "
+                    f"{options.repeat}; kill after step {step}; {made:.0f} pods made)", ("launch to first step (up)", fresh),
+                    [("kill to the old gang's last pod ended", gang_ended), ("kill to the last replacement pod created", replaced),
+                     ("kill to restored event", restored), ("kill to first step after restore", resumed)],
+                    ratios=[gang_ended / fresh, replaced / fresh, restored / fresh, ratio])
 
 
 if __name__ == "__main__":

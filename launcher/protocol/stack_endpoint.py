@@ -1,61 +1,101 @@
-"""The stack endpoint: how a supervisor reads a task's stacks over the pod network, with no ``pods/exec``.
+"""The agent's endpoint: how a supervisor reads a task's stacks, and controls its runs, over the pod network, with
+no ``pods/exec``.
 
 Contract: a task whose environment has ``STACKS_PORT`` (Kubernetes pods: ``manifests``) and the run's event
-token serves its program's stacks on that TCP port (its agent, ``launcher.worker.agent``, the program's parent,
-with ``launcher.worker.stack_server``). The one request is the run's token and a newline, at most
-``MAX_REQUEST_BYTES``, sent within ``REQUEST_SECONDS``; the answer is the stacks of every thread of the program
-(``py-spy dump``'s format, ``capped``), then the connection closes. A request without the right token, too
-long or too slow gets no answer: the connection closes with nothing sent. ``ask(host, port, token)`` is the
-client on the pod network, ``exchange(conn, token, where)`` the same on a connection opened otherwise (a
-port-forward): ``(stacks, "")``, or ``(None, why)`` in one line; neither raises.
+token serves on that TCP port (its agent, ``launcher.worker.agent``, the program's parent, with
+``launcher.worker.stack_server``). A request is one line (``launcher.protocol.agent_control``: the run's token
+and what is asked), at most ``MAX_REQUEST_BYTES``, sent within ``REQUEST_SECONDS``; the stacks request is answered
+with the stacks of every thread of the program (``py-spy dump``'s format, ``capped``), the others with the agent's
+state; then the connection closes. A request without the right token, too long or too slow gets no answer: the
+connection closes with nothing sent. ``ask(host, port, token)`` is the stacks client on the pod network,
+``exchange(conn, token, where)`` the same on a connection opened otherwise (a port-forward): ``(stacks, "")``, or
+``(None, why)`` in one line; ``command``/``order`` likewise for the other requests: ``(state, "")`` or
+``(None, why)``. None of them raises.
 """
 
 from __future__ import annotations
 
 import socket
 
+from launcher.protocol import agent_control
 from launcher.protocol.stacks_signal import MAX_STACK_BYTES, capped
 
 #: The variable that names the port (the task serves nothing without it).
 STACKS_PORT = "TFCLUSTER_STACKS_PORT"
 #: The port every task pod serves its stacks on (its own network namespace: one per pod, no clash).
 PORT = 9478
-#: The longest request: a token (32 hex digits) and a newline, with room to spare.
+#: The longest request: its JSON line, a token (32 hex digits) and a newline, with room to spare.
 MAX_REQUEST_BYTES = 256
 #: How long a task waits for a request's line, and a supervisor for the answer, before giving up.
 REQUEST_SECONDS = 5.0
 #: How long a supervisor waits for the whole answer (a dump of many threads takes milliseconds).
 ANSWER_SECONDS = 10.0
 
+Control = agent_control.Status | agent_control.Stop | agent_control.Start | agent_control.Quit
+
 
 def request(token: str) -> bytes:
-    return token.encode() + b"\n"
+    """The stacks request's line."""
+    return agent_control.encode(agent_control.Stacks(token=token))
+
+
+def _answer(conn: socket.socket, line: bytes, seconds: float) -> bytes:
+    """``line`` sent on ``conn`` and the answer read to its end (at most ``MAX_STACK_BYTES``); raises ``OSError``."""
+    conn.settimeout(seconds)
+    conn.sendall(line)
+    chunks, size = [], 0
+    while size <= MAX_STACK_BYTES and (chunk := conn.recv(65536)):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def exchange(conn: socket.socket, token: str, where: str, seconds: float = ANSWER_SECONDS) -> tuple[str | None, str]:
-    """The request sent on the connected ``conn`` and its answer read to its end (at most ``MAX_STACK_BYTES``):
-    ``(stacks, "")``, or ``(None, why)`` naming ``where`` it asked."""
+    """The stacks request sent on the connected ``conn`` and its answer: ``(stacks, "")``, or ``(None, why)``
+    naming ``where`` it asked."""
     try:
-        conn.settimeout(seconds)
-        conn.sendall(request(token))
-        chunks, size = [], 0
-        while size <= MAX_STACK_BYTES and (chunk := conn.recv(65536)):
-            chunks.append(chunk)
-            size += len(chunk)
+        text = _answer(conn, request(token), seconds).decode(errors="replace")
     except OSError as exc:
         return None, f"its stack endpoint ({where}) did not answer: {exc.strerror or exc}"
-    text = b"".join(chunks).decode(errors="replace")
     if not text.strip():
         return None, f"its stack endpoint ({where}) gave nothing (no Python program py-spy could read, or not this run's token)"
     return capped(text), ""
 
 
+def command(conn: socket.socket, control: Control, where: str) -> tuple[agent_control.AgentState | None, str]:
+    """``control`` sent on the connected ``conn``: the agent's state, or ``(None, why)`` naming ``where``. A stop is
+    given its grace on top of the usual wait."""
+    seconds = ANSWER_SECONDS + (control.grace_seconds if isinstance(control, agent_control.Stop) else 0.0)
+    try:
+        answer = _answer(conn, agent_control.encode(control), seconds)
+    except OSError as exc:
+        return None, f"its agent ({where}) did not answer {control.kind.value}: {exc.strerror or exc}"
+    state = agent_control.state_of(answer)
+    if state is None:
+        return None, f"its agent ({where}) gave no state for {control.kind.value} (not this run's token, or no agent)"
+    return state, ""
+
+
+def _connected(host: str, port: int) -> tuple[socket.socket | None, str]:
+    try:
+        return socket.create_connection((host, port), timeout=REQUEST_SECONDS), ""
+    except OSError as exc:
+        return None, f"its stack endpoint ({host}:{port}) did not answer: {exc.strerror or exc}"
+
+
 def ask(host: str, port: int, token: str, seconds: float = ANSWER_SECONDS) -> tuple[str | None, str]:
     """``exchange`` with the endpoint at ``host:port`` (the pod network: a supervisor in the cluster)."""
-    where = f"{host}:{port}"
-    try:
-        conn = socket.create_connection((host, port), timeout=REQUEST_SECONDS)
-    except OSError as exc:
-        return None, f"its stack endpoint ({where}) did not answer: {exc.strerror or exc}"
+    conn, why = _connected(host, port)
+    if conn is None:
+        return None, why
     with conn:
-        return exchange(conn, token, where, seconds)
+        return exchange(conn, token, f"{host}:{port}", seconds)
+
+
+def order(host: str, port: int, control: Control) -> tuple[agent_control.AgentState | None, str]:
+    """``command`` to the agent at ``host:port`` (the pod network)."""
+    conn, why = _connected(host, port)
+    if conn is None:
+        return None, why
+    with conn:
+        return command(conn, control, f"{host}:{port}")

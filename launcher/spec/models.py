@@ -394,7 +394,8 @@ class RestartSpec(_Model):
             "Keep a standby per training task of the built-in entrypoint, from the moment the task starts: an "
             "interpreter with TensorFlow imported (about 0.5 GB of memory, no CPU while it waits) that a restart "
             "becomes, instead of starting Python and importing TensorFlow again. Local processes, compose (a "
-            "standby container per task) and Slurm (a standby step per task); Kubernetes starts every restart afresh."
+            "standby container per task), Slurm (a standby step per task) and Kubernetes (a standby process in the "
+            "task's pod, kept by its agent)."
         ),
     )
     rules: tuple[FailureRule, ...] = Field(

@@ -1,16 +1,26 @@
 """A Kubernetes task's main process (after tini, PID 1): it runs the task's program as its child, passes on
-every signal it gets, ends as the child ended, and serves the child's stacks on the stack endpoint.
+every signal it gets, serves the child's stacks on the agent's endpoint, and, there, runs the program again in
+the same pod when the run's supervisor asks.
 
-Contract: ``python -m launcher.worker.agent -- PROGRAM [ARG...]`` starts PROGRAM (same environment, working
-directory and stdio) and sends it every ``FORWARDED`` signal the agent gets (one that came before the child
-existed, once it does): SIGTERM above all, by which a preempted task saves. It exits with the child's exit code,
-128+N for a child ended by signal N (as tini and a shell report it: 143 for SIGTERM, 137 for SIGKILL); a PROGRAM
-that cannot be started is one line on stderr and 127 (not found) or 126. Where its environment names
-``STACKS_PORT`` and the run's event token, it serves ``launcher.protocol.stack_endpoint`` there: the answer is
-``py-spy dump`` of the child and of each of its descendants that runs Python (``child_stacks``). py-spy reads
-them from outside, so it answers while the program's main thread holds the GIL or waits in native code, and
-needs no capability: the kernel (Yama ``ptrace_scope`` 1, the default) lets a process read its own descendants.
-It imports only the standard library and ``launcher.protocol`` (and this package's ``stack_server``).
+Contract: ``python -m launcher.worker.agent [--standby JSON] -- PROGRAM [ARG...]`` starts PROGRAM (same
+environment, working directory and stdio) and sends its run under way every ``FORWARDED`` signal the agent gets
+(one that came before the first run existed, once it does): SIGTERM above all, by which a preempted task saves.
+A run's exit code is the child's, 128+N for a child ended by signal N (as tini and a shell report it: 143 for
+SIGTERM, 137 for SIGKILL); a PROGRAM that cannot be started is one line on stderr and 127 (not found) or 126.
+Without ``STACKS_PORT`` and the run's event token in its environment, the agent ends with its one run's code.
+With them it serves ``launcher.protocol.stack_endpoint`` there (``launcher.protocol.agent_control``: stacks,
+status, stop, start, quit) and is *held*: it outlives a run that ended (``agent_control.exit_line`` on stdout
+says so) until the supervisor starts the next run in it, tells it to quit, or ``HOLD_SECONDS`` passed with no
+new run; a signal in ``ENDING`` (the kubelet's SIGTERM: the pod is deleted) ends it once no run is under way.
+It ends with its last run's code. A signal wakes the main thread, which runs the handlers, through the
+interpreter's wakeup fd (``wake_on_signals``), wherever its C handler ran. With ``--standby`` (a JSON argv:
+``launcher.worker.standby``'s, called by a line on its stdin), a held agent keeps a standby from each run's
+start, its imports done at idle priority meanwhile, and the next run becomes it (TensorFlow is not imported
+again). The stacks answer is ``py-spy dump`` of the child and
+of each of its descendants that runs Python (``child_stacks``). py-spy reads them from outside, so it answers
+while the program's main thread holds the GIL or waits in native code, and needs no capability: the kernel (Yama
+``ptrace_scope`` 1, the default) lets a process read its own descendants. It imports only the standard library,
+pydantic and ``launcher.protocol`` (and this package's ``stack_server``).
 """
 
 from __future__ import annotations
@@ -19,12 +29,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from pydantic import TypeAdapter, ValidationError
+
+from launcher.protocol import agent_control
 from launcher.protocol.env import EVENT_TOKEN
 from launcher.protocol.pyspy_command import PYSPY_ENV, PYSPY_SECONDS, dump_command, pyspy_binary
-from launcher.protocol.stack_endpoint import STACKS_PORT
+from launcher.protocol.stack_endpoint import STACKS_PORT, Control
 from launcher.worker.stack_server import serve_stacks
 
 #: The signals the agent passes on to its child (SIGKILL and SIGSTOP cannot be caught; the kubelet's SIGKILL
@@ -32,7 +46,16 @@ from launcher.worker.stack_server import serve_stacks
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 #: The exit codes of a program that cannot be started, as a shell has them.
 NOT_RUNNABLE, NOT_FOUND = 126, 127
-USAGE = "usage: python -m launcher.worker.agent -- PROGRAM [ARG...]"
+#: The signals that end a held agent once no run is under way (the pod is being deleted, or Ctrl-C).
+ENDING = (signal.SIGTERM, signal.SIGINT)
+#: How long a held agent waits, once a run ended, for the supervisor to start the next one or tell it to quit.
+HOLD_SECONDS = 600.0
+#: The line that calls the standby: where it writes (the agent's own stdout, the container's log).
+CALL_LINE = b"/dev/stdout\n"
+#: Where the kernel counts the OOM kills in the container's cgroup: cgroup v2, v1.
+MEMORY_EVENTS = (Path("/sys/fs/cgroup/memory.events"), Path("/sys/fs/cgroup/memory/memory.oom_control"))
+USAGE = f"usage: python -m launcher.worker.agent [{agent_control.STANDBY_OPTION} JSON] -- PROGRAM [ARG...]"
+_ARGV: TypeAdapter[list[str]] = TypeAdapter(list[str])
 
 
 def descendants(root: int, proc: Path = Path("/proc")) -> list[int]:
@@ -67,40 +90,212 @@ def child_stacks(child: int) -> str:
     return "\n\n".join(dumps) + "\n" if dumps else ""
 
 
-def run(program: Sequence[str], environ: Mapping[str, str] = os.environ) -> int:
-    """``program`` run as the agent's child (see the module contract); its exit code."""
-    started: list[subprocess.Popen[bytes]] = []
-    early: list[int] = []
+def oom_kills(sources: Sequence[Path] = MEMORY_EVENTS) -> int:
+    """How many processes the kernel's OOM killer ended in this container's cgroup so far (its ``oom_kill`` count;
+    0 where unknown)."""
+    for source in sources:
+        try:
+            lines = source.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return 0
 
-    def forward(signum: int, _frame: object) -> None:
-        if started:
-            started[0].send_signal(signum)  # a no-op once the child was reaped
+
+class Agent:
+    """The program's runs, one at a time, and the standby the next one becomes (module contract)."""
+
+    def __init__(self, program: Sequence[str], standby: Sequence[str], token: str, held: bool):
+        self.program, self.standby_command, self.token, self.held = list(program), list(standby), token, held
+        self.cond = threading.Condition()
+        self.child: subprocess.Popen[bytes] | None = None
+        self.standby: subprocess.Popen[bytes] | None = None
+        self.run = 0
+        self.code: int | None = None
+        self.oom_killed = False
+        self._oom_before = 0
+        #: The agent was told to end (a signal that ends it, or ``quit``): it does once no run is under way.
+        self.ending = False
+        self.early: list[int] = []
+
+    # -- the requests (``launcher.protocol.agent_control``) ---------------------------------------------------
+
+    def control(self, request: Control) -> agent_control.AgentState:
+        if isinstance(request, agent_control.Stop):
+            return self.stop(request.grace_seconds)
+        if isinstance(request, agent_control.Start):
+            return self.start()
+        with self.cond:
+            if isinstance(request, agent_control.Quit) and not self._running():
+                self.ending = True
+                self.cond.notify_all()
+            return self._state()
+
+    def start(self) -> agent_control.AgentState:
+        with self.cond:
+            if self._running() or self.ending:
+                return self._state()
+            self._begin()
+            return self._state(started=True)
+
+    def stop(self, grace_seconds: float) -> agent_control.AgentState:
+        with self.cond:
+            child, run = self.child, self.run
+            if child is not None and self._running():
+                child.send_signal(signal.SIGTERM)
+                if not self.cond.wait_for(lambda: self.run != run or self.code is not None, grace_seconds):
+                    child.kill()
+                    self.cond.wait_for(lambda: self.run != run or self.code is not None)
+            return self._state()
+
+    def stacks(self) -> str:
+        child = self.child
+        return child_stacks(child.pid) if child is not None and self._running() else ""
+
+    def wake_on_signals(self, woken: int) -> None:
+        """Wakes the main thread once per signal the agent got (``woken``: the read end of the interpreter's
+        wakeup fd): Python runs a handler (``forward``) in the main thread only, at its next bytecode, so a signal
+        whose C handler ran just before the main thread blocked in ``cond.wait``, or in another thread, would
+        wait there until the run ended (never, for a program that waits for that signal)."""
+        while os.read(woken, 64):
+            with self.cond:
+                self.cond.notify_all()
+
+    # -- the runs --------------------------------------------------------------------------------------------
+
+    def forward(self, signum: int, _frame: object) -> None:
+        """A signal the agent got: passed on to the run under way (kept for the first one, before it exists);
+        one that ends the agent (``ENDING``) makes it end once no run is under way."""
+        child = self.child
+        if child is None:
+            self.early.append(signum)
+        elif self._running():
+            child.send_signal(signum)  # a no-op once the child was reaped
+        if signum in ENDING:
+            with self.cond:
+                self.ending = True
+                self.cond.notify_all()
+
+    def serve(self) -> int:
+        """Runs the program, then serves until the agent ends; its exit code (the last run's)."""
+        with self.cond:
+            try:
+                self.child = self._spawn()
+            except OSError as exc:
+                print(f"tfcluster agent: cannot run {self.program[0]!r}: {exc.strerror or exc}", file=sys.stderr,
+                      flush=True)
+                return NOT_FOUND if isinstance(exc, FileNotFoundError) else NOT_RUNNABLE
+            self._began(self.child)
+            for pending in self.early:
+                self.child.send_signal(pending)
+            while not (self.ending and not self._running()):
+                if self._running() or not self.held:
+                    self.cond.wait()
+                elif not self.cond.wait(HOLD_SECONDS) and not self._running():
+                    self.ending = True  # no supervisor came back for it: the pod ends as its last run did
+        if self.standby is not None and self.standby.stdin is not None:
+            self.standby.stdin.close()  # its end of file: it ends
+        return NOT_FOUND if self.code is None else self.code
+
+    def _running(self) -> bool:
+        return self.child is not None and self.code is None
+
+    def _state(self, started: bool = False) -> agent_control.AgentState:
+        return agent_control.AgentState(run=self.run, exit_code=self.code, oom_killed=self.oom_killed,
+                                        started=started)
+
+    def _begin(self) -> None:
+        """A fresh run: the standby called, or the program started anew (one that cannot be is a run ended
+        with 127 or 126)."""
+        standby, self.standby = self.standby, None
+        child = None
+        if standby is not None and standby.poll() is None and standby.stdin is not None:
+            try:
+                standby.stdin.write(CALL_LINE)
+                standby.stdin.close()
+                child = standby
+            except OSError:  # it ended meanwhile
+                standby.kill()
+        try:
+            self.child = child or self._spawn()
+        except OSError as exc:
+            print(f"tfcluster agent: cannot run {self.program[0]!r}: {exc.strerror or exc}", file=sys.stderr,
+                  flush=True)
+            self.run += 1
+            self._ended(NOT_FOUND if isinstance(exc, FileNotFoundError) else NOT_RUNNABLE)
+            return
+        self._began(self.child)
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self.program)
+
+    def _began(self, child: subprocess.Popen[bytes]) -> None:
+        self.run += 1
+        self.code = None
+        self.oom_killed = False
+        self._oom_before = oom_kills()
+        threading.Thread(target=self._watch, args=(child, self.run), name=f"tfcluster-run-{self.run}",
+                         daemon=True).start()
+        if self.held and self.standby_command and self.standby is None:
+            try:  # stdout and stderr are the container's; stdin is how it is called (its end of file ends it)
+                self.standby = subprocess.Popen(self.standby_command, stdin=subprocess.PIPE)
+            except OSError as exc:
+                print(f"tfcluster agent: no standby: {exc.strerror or exc}", file=sys.stderr, flush=True)
+
+    def _watch(self, child: subprocess.Popen[bytes], run: int) -> None:
+        code = child.wait()
+        with self.cond:
+            if run == self.run:
+                self._ended(128 - code if code < 0 else code)
+
+    def _ended(self, code: int) -> None:
+        """The current run ended with ``code`` (the lock held): said in the log, and to whoever waits."""
+        self.code = code
+        self.oom_killed = oom_kills() > self._oom_before
+        if self.held:
+            print(agent_control.exit_line(self.token, self._state()), flush=True)
         else:
-            early.append(signum)
+            self.ending = True
+        self.cond.notify_all()
 
+
+def run(program: Sequence[str], standby: Sequence[str] = (), environ: Mapping[str, str] = os.environ) -> int:
+    """``program`` run as the agent's child (see the module contract); the agent's exit code."""
+    port = environ.get(STACKS_PORT, "")
+    token = environ.get(EVENT_TOKEN, "")
+    agent = Agent(program, standby, token, held=port.isdigit() and bool(token))
+    woken, wake = os.pipe()
+    os.set_blocking(wake, False)
+    signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
+    threading.Thread(target=agent.wake_on_signals, args=(woken,), name="tfcluster-signals", daemon=True).start()
     for signum in FORWARDED:
-        signal.signal(signum, forward)
-    try:
-        child = subprocess.Popen(list(program))
-    except OSError as exc:
-        print(f"tfcluster agent: cannot run {program[0]!r}: {exc.strerror or exc}", file=sys.stderr, flush=True)
-        return NOT_FOUND if isinstance(exc, FileNotFoundError) else NOT_RUNNABLE
-    started.append(child)
-    for pending in early:
-        child.send_signal(pending)
-    if (port := environ.get(STACKS_PORT, "")).isdigit():
-        serve_stacks(environ.get(EVENT_TOKEN, ""), int(port), lambda: child_stacks(child.pid))
-    code = child.wait()
-    return 128 - code if code < 0 else code
+        signal.signal(signum, agent.forward)
+    server = serve_stacks(token, int(port), agent.stacks, control=agent.control) if agent.held else None
+    code = agent.serve()
+    if server is not None:  # the answers under way (a quit's) written first
+        server.shutdown()
+        server.server_close()
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
+    standby: list[str] = []
+    if args[:1] == [agent_control.STANDBY_OPTION] and len(args) > 1:
+        try:
+            standby = _ARGV.validate_json(args[1])
+        except ValidationError:
+            print(f"{agent_control.STANDBY_OPTION} wants a JSON list of strings", file=sys.stderr)
+            return 2
+        args = args[2:]
     program = args[1:] if args[:1] == ["--"] else args
     if not program:
         print(USAGE, file=sys.stderr)
         return 2
-    return run(program)
+    return run(program, standby)
 
 
 if __name__ == "__main__":

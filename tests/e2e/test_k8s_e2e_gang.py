@@ -11,7 +11,10 @@ them, so the check cannot pass by sampling too early; without the gang the sched
 half-placement that deadlocks two runs). The moment a waiting gang is bound is not sampled as half-placed: the
 scheduler binds its pods one API write apiece, and a pod not bound yet still carries its earlier verdict. And a
 restart: the evaluator, which restarts alone, killed while the chief and worker run, gets a
-replacement pod that the scheduler places (the group's other pods count toward its ``minCount``). The tasks are tiny
+replacement pod that the scheduler places (the group's other pods count toward its ``minCount``). That needs a new
+pod: its agent is killed (``kill_9_agent``), which ends the container (the agent is tini's one child), so its Job is
+replaced; killing only its program (``kill_9_task``) would restart it in place, in the same pod, which its held
+agent keeps (``test_k8s_e2e_paths.py`` walks that path). The tasks are tiny
 programs ordered by gates (``helpers.gates``: the chief ends once the test creates ``GO`` in its container), never by
 time.
 """
@@ -26,12 +29,13 @@ from typing import Any
 import pytest
 
 from helpers.gates import BLOCK, touch, wait_for
-from helpers.k8s_e2e import SharedClaim, admin_kubeconfig, image, kill_9_task, namespace, run_in, run_name, running_pod, supervise_until, until
+from helpers.k8s_e2e import SharedClaim, admin_kubeconfig, image, kill_9_agent, namespace, run_in, run_name, running_pod, supervise_until, until
 from helpers.required import unavailable
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.kubeapi import Kind
+from launcher.backends.kubernetes.status import CONTROLLER_UID
 from launcher.backends.kubernetes.supervisor_objects import RESOURCES
 from launcher.plan import naming
 from launcher.plan.planner import Plan
@@ -184,11 +188,16 @@ def test_a_task_restarted_alone_while_the_others_of_its_gang_run_is_placed(
     launch(gated_plan(name, shared_claim.name(), "128Mi", evaluator=True))
     evaluator = running_pod(core, f"{name}-evaluator-0")
     chief = running_pod(core, f"{name}-chief-0")
-    code, out, err = kill_9_task(core, evaluator)  # the evaluator restarts alone: its replacement joins a running gang
-    assert code == 0 and "killed" in out, (out, err)
+    job_of = core.read_namespaced_pod(evaluator, namespace()).metadata.labels[CONTROLLER_UID]
+    # the evaluator restarts alone, in a new pod of a new Job (its agent killed: no restart in place), which joins
+    # a running gang
+    code, out, err = kill_9_agent(core, evaluator)
+    # it said so before the agent's end ended the container, which may end the exec too (137)
+    assert out.split() == ["killed"] and code in (0, 137), (code, out, err)
     replacement = until("the evaluator's replacement pod running", lambda: (
         (pod := running_pod(core, f"{name}-evaluator-0")) != evaluator and pod))
-    assert replacement != evaluator
+    assert core.read_namespaced_pod(replacement, namespace()).metadata.labels[CONTROLLER_UID] != job_of
+    assert running_pod(core, f"{name}-chief-0") == chief  # the rest of the gang ran on, in its pods
     code, out, err = run_in(core, chief, touch(GO))
     assert code == 0, (out, err)
     status = supervise_until(backend, name, lambda s: s.state.terminal)

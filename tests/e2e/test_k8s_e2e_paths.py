@@ -1,7 +1,9 @@
 """The paths of issue 34 on a real Kubernetes cluster that ``test_k8s_e2e.py`` does not walk: required under CI like it.
 
 A worker pod deleted gracefully (one preemption, a coordinated save, the
-restart budget untouched), ParameterServer whose servers the supervisor stops once the chief is done, ``down`` and
+restart budget untouched; the deleted pod is replaced, the others restart in place), a worker killed with
+``kill -9`` (the group restarts in place: the same pods, from its backup, issue 47), ParameterServer whose
+servers the supervisor stops once the chief is done, ``down`` and
 ``down --volumes`` leaving nothing of tfcluster's, ``logs -f`` and ``debug``
 on a running job, a Kubeflow TFJob through ``up``, ``run`` of a script whose
 workspace layer is pushed to ``$TFCLUSTER_REGISTRY``. Same environment, skip
@@ -21,15 +23,17 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers.k8s_e2e import cli, demo_plan, left_of, namespace, registry, run_name, supervise_until
+from helpers.k8s_e2e import cli, demo_plan, kill_9_task, left_of, namespace, registry, run_name, supervise_until
 from helpers.required import unavailable
 from helpers.task_events import read_events
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.manifests import CONTAINER
+from launcher.cli.report.timeline import TimelineKind, timeline
 from launcher.plan import naming
 from launcher.plan.planner import Plan
+from launcher.protocol import agent_control
 from launcher.protocol.events import EventKind
 from launcher.spec.models import RoleType
 from launcher.supervision.status import State
@@ -62,6 +66,50 @@ def test_a_worker_pod_deleted_gracefully_is_one_preemption_saved_and_resumed(
     restored = [e for e in resumed if e.event is EventKind.RESTORED]
     assert [e.step for e in restored] == [preempted[-1].step], resumed  # and the next gang started from that step
     assert any(e.event is EventKind.FINISHED for e in resumed)
+
+
+def test_a_killed_worker_restarts_in_place_in_the_same_pods_and_the_run_succeeds_from_its_backup(
+    backend: KubernetesBackend, launch: Callable[[Plan], None], core
+) -> None:
+    """``kill -9`` of worker 1's program: the supervisor restarts the group through each pod's agent, so no pod is
+    made (the same names and UIDs, the kubelet restarted no container), each agent's run 2 becomes its standby
+    (TensorFlow already imported), and the chief restores the backup."""
+    name = run_name("ep-inplace")
+    plan = demo_plan(name, epochs=20)
+    launch(plan)
+    supervise_until(backend, name, lambda s: (s.progress.step or 0) >= 10)
+    tasks = (f"{name}-chief-0", f"{name}-worker-0", f"{name}-worker-1")
+
+    def task_pods() -> list[Any]:
+        pods = core.list_namespaced_pod(namespace(), label_selector=f"tfcluster.io/cluster={name}").items
+        return [p for p in pods if p.metadata.name.startswith(tuple(f"{t}-" for t in tasks))]
+
+    before = {p.metadata.name: p.metadata.uid for p in task_pods()}
+    victim = next(pod for pod in before if pod.startswith(f"{name}-worker-1-"))
+    assert kill_9_task(core, victim)[1].strip() == "killed"
+
+    status = supervise_until(backend, name, lambda s: s.state.terminal)
+
+    assert status.state is State.SUCCEEDED, status
+    assert (status.restarts, status.preemptions) == (1, 0), status
+    after = task_pods()
+    assert {p.metadata.name: p.metadata.uid for p in after} == before  # no new pod
+    assert all(c.restart_count == 0 for p in after for c in p.status.container_statuses or [])
+    for task in tasks:
+        lines = list(backend.logs(name, task))
+        runs = [state for line in lines if (state := agent_control.read_exit(line, plan.event_token))]
+        assert [state.run for state in runs] == [1, 2], (task, runs)  # the agent's own restart: run 2, its last
+        assert runs[-1].exit_code == 0 and (runs[0].exit_code == 137 or not task.endswith("worker-1")), (task, runs)
+        warm = [e for e in read_events(lines, plan.event_token) if e.event is EventKind.WARM_START]
+        assert len(warm) == 1, (task, warm)  # run 2 became the standby
+    resumed = read_events(backend.logs(name, f"{name}-chief-0"), plan.event_token)
+    restored = [e for e in resumed if e.event is EventKind.RESTORED]
+    assert restored and restored[-1].step, resumed
+    assert status.goodput is not None and status.goodput.lost_seconds.restarts > 0, status.goodput  # its cost
+    history = backend.history(name)
+    assert history is not None
+    lanes = {lane.task: lane for lane in timeline(history).lanes}
+    assert "restart 1" in [span.label for span in lanes[f"{name}-chief-0"].spans if span.kind is TimelineKind.RESTART]
 
 
 class PodLog:

@@ -134,7 +134,10 @@ def test_a_killed_worker_restarts_the_group_and_a_replaced_supervisor_pod_adopts
     first = pods[0]
     assert first.spec.security_context.run_as_non_root and first.spec.service_account_name == f"{name}-supervisor"
 
-    code, stdout, stderr = kill_9_task(core, running_pod(core, f"{name}-worker-1"))  # a crash, not a pod deletion
+    victim = running_pod(core, f"{name}-worker-1")
+    # RULE asks for READY in its log: the kill comes once it said so (its container may run before its program does)
+    until(f"{victim} saying {READY!r}", lambda: READY in core.read_namespaced_pod_log(victim, namespace()))
+    code, stdout, stderr = kill_9_task(core, victim)  # a crash, not a pod deletion
     # it said so before the task's end ended the container, which may end the exec too (137)
     assert stdout.split() == ["killed"] and code in (0, 137), (code, stdout, stderr)
     status = supervise_until(backend, name, lambda s: s.restarts >= 1 and s.state is State.RUNNING and all_running(s))
@@ -179,7 +182,8 @@ def test_the_supervisor_pod_ends_a_run_past_its_budget(backend: KubernetesBacken
                                                        message: str) -> None:
     """The supervisor pod alone holds the run to its ``deadline_seconds`` (tasks that never end are stopped and the
     run fails) and to ``max_preemptions`` (a worker's pod deleted, past a budget of 0, is a failure: no restart)."""
-    name = run_name("e2e-budget")
+    name = run_name(f"e2e-budget-{'deadline' if 'deadline_seconds' in budget else 'preempt'}")  # one name per case:
+    # the case before may still be taking its Jobs down (``cancel`` deletes them and does not wait)
     spec = validate_data({
         "name": name, "image": image(),
         "roles": {"chief": {"command": ["python", "-c", BLOCK]}, "worker": {"replicas": 1, "command": ["python", "-c", BLOCK]}},

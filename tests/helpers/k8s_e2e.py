@@ -45,17 +45,31 @@ ADMIN_KUBECONFIG_ENV = "TFCLUSTER_E2E_ADMIN_KUBECONFIG"
 #: The longest a real run of these tests may take, and one wait for it (cut to the test's budget: ``k8s_start.time_left``).
 TIMEOUT_SECONDS = k8s_start.RUN_SECONDS
 #: Run in a task's container (pods/exec): SIGKILL to the task's program, the child of the task's agent (the child of
-#: PID 1, the image's tini; a task without an agent: the child of PID 1 itself).
+#: PID 1, the image's tini; a task without an agent: the child of PID 1 itself), not the agent's standby (still
+#: called by a line on its stdin, a pipe), and never the agent: one that has not started the program yet says so
+#: (``NO_PROGRAM``) and nothing is killed.
 KILL_9_TASK = """
 import os, signal
 def children(of):
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and open(f"/proc/{p}/stat").read().rpartition(")")[2].split()[1] == str(of)]
+def standby(pid):
+    return os.readlink(f"/proc/{pid}/fd/0").startswith("pipe:")
+def agent(pid):
+    return b"launcher.worker.agent" in open(f"/proc/{pid}/cmdline", "rb").read()
 top = children(1)
-victims = [pid for agent in top for pid in children(agent)] or top
+agents = [pid for pid in top if agent(pid)]
+victims = [pid for agent in agents for pid in children(agent) if not standby(pid)] if agents else top
+print("killed" if victims else "no program yet", flush=True)  # said first: the kill may end this exec too
 for pid in victims:
     os.kill(pid, signal.SIGKILL)
-print("killed" if victims else "no child of PID 1")
 """
+#: What ``KILL_9_TASK`` says when the task's program is not running yet (its agent starting it).
+NO_PROGRAM = "no program yet"
+#: ``kill -9`` of the task's agent itself (PID 1's child): its container ends, so its pod is lost and its Job
+#: replaced (no restart in place).
+KILL_9_AGENT = KILL_9_TASK.replace(
+    "victims = [pid for agent in agents for pid in children(agent) if not standby(pid)] if agents else top",
+    "victims = top")
 
 
 def kubeconfig() -> str:
@@ -165,12 +179,28 @@ def running_pod(core: Any, task: str) -> str:
 
 
 def kill_9_task(core: Any, pod: str) -> tuple[int | None, str, str]:
-    """``kill -9`` of the task's process in ``pod`` through ``pods/exec`` (``KILL_9_TASK``; a crash, not a pod
-    deletion, which a real kubelet turns into SIGTERM and a grace): the exec's exit status, stdout and stderr.
+    """``kill -9`` of the task's program in ``pod`` through ``pods/exec`` (``KILL_9_TASK``; a crash, not a pod
+    deletion, which a real kubelet turns into SIGTERM and a grace), once its agent started it (asked again until
+    then: a kill of the agent itself would end the container, another path): the exec's exit status, stdout and
+    stderr.
 
     PID 1 is the image's tini, which no signal from inside its namespace kills: the task's agent is its child and the
-    program the agent's, which then exits 128 + 9, and tini with it. ``core``: a ``CoreV1Api`` of the cluster."""
-    return run_in(core, pod, KILL_9_TASK)
+    program the agent's, whose run then ends 128 + 9; the agent, held, keeps the pod for the restart in place.
+    ``core``: a ``CoreV1Api`` of the cluster."""
+    answers: list[tuple[int | None, str, str]] = []
+
+    def killed() -> bool:
+        answers.append(run_in(core, pod, KILL_9_TASK))
+        return answers[-1][1].strip() != NO_PROGRAM
+
+    until(f"the program of {pod} started", killed, every=0.5)
+    return answers[-1]
+
+
+def kill_9_agent(core: Any, pod: str) -> tuple[int | None, str, str]:
+    """``kill -9`` of the task's agent in ``pod`` (``KILL_9_AGENT``): a task restarted in a new pod, as ``kill_9_task``
+    says."""
+    return run_in(core, pod, KILL_9_AGENT)
 
 
 def run_in(core: Any, pod: str, source: str) -> tuple[int | None, str, str]:
@@ -220,8 +250,13 @@ def registry() -> str | None:
 
 class SharedClaim:
     """One ReadWriteMany claim (``run_name("e2e-shared")``) that runs name as ``kubernetes.volume_claim.name`` (so
-    none makes a claim of its own, and ``down --volumes`` keeps it): made at the first ``name()``, deleted by
-    ``delete()`` (the session's end). Each run keeps its files in a directory of its own there."""
+    none makes a claim of its own, and ``down --volumes`` keeps it): made and bound at the first ``name()``, deleted
+    by ``delete()`` (the session's end). Each run keeps its files in a directory of its own there.
+
+    Bound before any run uses it: the test cluster's class binds a claim at its first pod (``WaitForFirstConsumer``),
+    and pods that start together race to bind it (the scheduler's PreBind: "the object has been modified"); a gang's
+    pods that lose that race go back to the queue after the others were bound, leaving the run half-placed (seen
+    once by ``test_k8s_e2e_gang.py``'s first test, the session's first to name the claim)."""
 
     def __init__(self) -> None:
         self._made: tuple[Any, str, str] | None = None
@@ -238,6 +273,7 @@ class SharedClaim:
             where = namespace()  # kept: at the session's end the environment that names it may be gone
             core.create_namespaced_persistent_volume_claim(where, {"metadata": {"name": name}, "spec": spec})
             self._made = core, name, where
+            _bind(core, name, where)
         return self._made[1]
 
     def delete(self) -> None:
@@ -245,3 +281,25 @@ class SharedClaim:
             core, name, where = self._made
             core.delete_namespaced_persistent_volume_claim(name, where)
             self._made = None
+
+
+def _bind(core: Any, claim: str, where: str) -> None:
+    """Claim ``claim`` bound: by a Job whose one pod mounts it and exits (the launcher's Role creates no pod), waited
+    for, then deleted."""
+    from kubernetes import client
+
+    batch = client.BatchV1Api(core.api_client)
+    job = f"{claim}-bind"
+    container = {"name": "bind", "image": image(), "command": ["true"],
+                 "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+                 "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                 "volumeMounts": [{"name": "claim", "mountPath": "/claim"}]}
+    pod = {"restartPolicy": "Never", "automountServiceAccountToken": False, "containers": [container],
+           "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+           "volumes": [{"name": "claim", "persistentVolumeClaim": {"claimName": claim}}]}
+    batch.create_namespaced_job(where, {"metadata": {"name": job}, "spec": {"backoffLimit": 0, "template": {"spec": pod}}})
+    try:
+        until(f"claim {claim} bound", lambda: core.read_namespaced_persistent_volume_claim(claim, where).status.phase == "Bound",
+              every=0.5)
+    finally:
+        batch.delete_namespaced_job(job, where, propagation_policy="Background")

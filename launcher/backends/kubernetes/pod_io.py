@@ -4,13 +4,16 @@ Contract: every function reads the task container (``CONTAINER``); ``followed_on
 once its container started (the supervisor's output, ``logs -f``); ``read_stacks`` reads each running task's
 program with the image's py-spy, for ``tfcluster debug`` (the user's own rights); ``forwarded_stacks`` asks a
 pod's stack endpoint through a port-forward (``pods/portforward``), for a supervisor outside the cluster (the
-user's own rights: the in-cluster supervisor asks the pod's IP, and has neither right).
+user's own rights: the in-cluster supervisor asks the pod's IP, and has neither right); ``forwarded_order`` gives
+the pod's agent a control request (``launcher.protocol.agent_control``) the same way.
 """
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import TypeVar
 
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.kubeapi import KubeApi, Obj
@@ -18,9 +21,11 @@ from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.backends.kubernetes.portforward import end_stream
 from launcher.backends.pyspy import Ran, read_container_stacks, say_none
 from launcher.plan import naming
-from launcher.protocol import stack_endpoint
+from launcher.protocol import agent_control, stack_endpoint
 from launcher.protocol.pyspy_command import PYSPY_ENV, PYSPY_SECONDS
 from launcher.spec.models import RoleType
+
+T = TypeVar("T")
 
 #: Pause between reads of a pod whose container has not started (its log cannot be opened yet).
 FOLLOW_RETRY_SECONDS = 0.5
@@ -77,8 +82,10 @@ def read_stacks(api: KubeApi, name: str, runs: dict[tuple[RoleType, int], list[k
     return dumps
 
 
-def forwarded_stacks(api: KubeApi, pod: str, namespace: str, port: int, token: str) -> tuple[str | None, str]:
-    """``stack_endpoint.exchange`` with ``pod``'s endpoint on ``port`` through a port-forward stream."""
+def forwarded(api: KubeApi, pod: str, namespace: str, port: int,
+              talk: Callable[[socket.socket, str], tuple[T | None, str]]) -> tuple[T | None, str]:
+    """``talk(connection, where)`` with ``pod``'s agent endpoint on ``port`` through a port-forward stream (the
+    stack endpoint's ``exchange`` or ``command``): its answer, or ``(None, why)``."""
     where = f"pod {pod} port {port}, forwarded"
     try:
         forward = api.open_forward(pod, namespace, port)
@@ -87,7 +94,18 @@ def forwarded_stacks(api: KubeApi, pod: str, namespace: str, port: int, token: s
         return None, f"its stack endpoint ({where}) cannot be reached: {str(exc).splitlines()[0] if str(exc) else exc!r}"
     try:
         remote.setblocking(True)
-        return stack_endpoint.exchange(remote, token, where)
+        return talk(remote, where)
     finally:
         end_stream(remote)
         forward.close()
+
+
+def forwarded_stacks(api: KubeApi, pod: str, namespace: str, port: int, token: str) -> tuple[str | None, str]:
+    """``stack_endpoint.exchange`` with ``pod``'s endpoint on ``port`` through a port-forward stream."""
+    return forwarded(api, pod, namespace, port, lambda conn, where: stack_endpoint.exchange(conn, token, where))
+
+
+def forwarded_order(api: KubeApi, pod: str, namespace: str, port: int,
+                    control: stack_endpoint.Control) -> tuple[agent_control.AgentState | None, str]:
+    """``stack_endpoint.command`` to ``pod``'s agent on ``port`` through a port-forward stream."""
+    return forwarded(api, pod, namespace, port, lambda conn, where: stack_endpoint.command(conn, control, where))

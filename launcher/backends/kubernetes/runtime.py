@@ -1,29 +1,34 @@
 """The Kubernetes ``Runtime``: the one ``Supervisor`` runs each task as a Job of its own, through the API.
 
 Contract: a task is the Job named after it (``manifests.task_job``: one pod, ``backoffLimit: 0``, rendered
-suspended), so Kubernetes never restarts a task by itself: the supervisor decides. ``start`` lets a suspended
-Job run, or replaces a Job that ran by a fresh copy of it (``fresh_copy``: deleted, then created again as it was
-applied); ``poll`` reads the
-exit code of the pod of the Job it started (128+9 when that pod or Job is gone); a pod Kubernetes disrupted
-(``DisruptionTarget``: preempted by the scheduler for a pod of a higher priority, evicted, its node drained, tainted
-or lost) is a preemption, 143, whatever it ended with, also when it was gone before its end was read (the disruption
-seen while it ended, ``_disrupted``): the supervisor restarts its group within ``max_preemptions``, never spending
-``max_restarts``;
-``stop`` deletes the pods with the grace and returns once their containers ended. What ``poll`` and ``stop`` read
-of the run's pods and Jobs is the run's ``watched.RunObjects`` (one LIST, then a WATCH, per kind; no request per
-task or per round): every answer it gives stays true (an ended pod stays ended, a failed Job failed), and an absence
-is asked of the API (a GET of the Job; the pods of a Job seen failed with none seen, as the two kinds are watched
-apart) before it is taken as a lost run; while the cache is stale ``poll`` answers
-None (nothing decided), past ``watched.STALE_SECONDS`` it raises ``watched.Unreachable`` (an engine fault);
-``output`` follows each pod's
-log in a thread of its own; ``read_stacks`` asks the stack endpoint of the task's agent (its program's parent,
-``launcher.worker.agent``: py-spy) at its pod's IP (``launcher.protocol.stack_endpoint``, with the run's event
-token; from outside the cluster, ``in_cluster`` False, through a port-forward): no ``pods/exec``, which the
-supervisor pod has no right to. It reads every task's program so (``ReadsEveryStack``): ``dump_stacks`` is
-never asked of it. ``placing`` (``Placing``) is True while a started task's pod is not created or not bound yet (a
-gang waiting for room): the stall watchdog counts no silence meanwhile. API faults are
-raised as the client raises them, so the supervisor retries them as engine faults; a refusal (403, 422) is a
-``LaunchError``.
+suspended), so Kubernetes never restarts a task by itself: the supervisor decides. Restarts happen *in place*
+where the task's pod is still there: its agent (``launcher.worker.agent``, held: it outlives a run) is told to
+stop the run (SIGTERM, SIGKILL after the grace) and to start the next one in the same pod (its standby, TensorFlow
+imported: no new pod, no scheduling, the same name, IP and DNS); a pod that is gone, ends, or whose agent does not
+answer is replaced as before. So ``start`` lets a suspended Job run, starts the next run in a pod whose agent
+answers (``agent_control.Start``), or else replaces a Job that ran by a fresh copy of it (``fresh_copy``: deleted,
+then created again as it was applied); ``poll`` reads the end of the current run from the agent's line in the
+pod's log (``agent_control.exit_line``; asked of the agent when the log stream broke), else the exit code of the
+pod of the Job (128+9 when that pod or Job is gone); a pod Kubernetes disrupted (``DisruptionTarget``: preempted
+by the scheduler for a pod of a higher priority, evicted, its node drained, tainted or lost) is a preemption, 143,
+whatever it ended with, also when it was gone before its end was read (the disruption seen while it ended,
+``_disrupted``): the supervisor restarts its group within ``max_preemptions``, never spending ``max_restarts``;
+``stop`` tells each task's agent to stop its run, all at once, and deletes the pods of those that do not answer,
+with the grace, returning once every run ended; ``close`` tells each held agent to quit (its pod ends as its last
+run did). What ``poll`` and ``stop`` read of the run's pods and Jobs is the run's ``watched.RunObjects`` (one
+LIST, then a WATCH, per kind; no request per task or per round): every answer it gives stays true (an ended pod
+stays ended, a failed Job failed), and an absence is asked of the API (a GET of the Job; the pods of a Job seen
+failed with none seen, as the two kinds are watched apart) before it is taken as a lost run; while the cache is
+stale ``poll`` answers None (nothing decided), past ``watched.STALE_SECONDS`` it raises ``watched.Unreachable`` (an
+engine fault). ``output`` follows each pod's log in a thread of its own (one
+pod's log carries all the runs made in it); ``read_stacks`` asks the stack endpoint of the task's agent (its
+program's parent, ``launcher.worker.agent``: py-spy) at its pod's IP (``launcher.protocol.stack_endpoint``, with
+the run's event token; from outside the cluster, ``in_cluster`` False, through a port-forward; the agent's other
+requests likewise): no ``pods/exec``, which the supervisor pod has no right to. It reads every task's program so
+(``ReadsEveryStack``): ``dump_stacks`` is never asked of it. ``placing`` (``Placing``) is True while a started
+task's pod is not created or not bound yet (a gang waiting for room; a run restarted in place is in a bound pod):
+the stall watchdog counts no silence meanwhile. API faults are raised as the client raises them, so the supervisor
+retries them as engine faults; a refusal (403, 422) is a ``LaunchError``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 from launcher.backends.kubernetes import gang, pod_io
@@ -43,7 +49,7 @@ from launcher.backends.lines import LineQueue
 from launcher.backends.pyspy import say_none
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
-from launcher.protocol import stack_endpoint
+from launcher.protocol import agent_control, stack_endpoint
 from launcher.protocol.exitcodes import LOST_EXIT, ExitCode
 
 #: How often ``stop`` and ``start`` look again at what they wait for.
@@ -100,10 +106,13 @@ def _failed_by_disruption(failed: Obj | None) -> bool:
 
 
 class _Follower:
-    """One pod's log, read in a thread into a ``LineQueue`` (ended once the log ended, or the pod is gone)."""
+    """One pod's log, read in a thread into a ``LineQueue`` (ended once the log ended, or the pod is gone); the
+    agent's lines (``agent_control.exit_line``, the run's ``token``) are kept apart, by run, in ``ended``."""
 
-    def __init__(self, api: KubeApi, pod: str, namespace: str, read_pod: Callable[[], Obj | None]):
+    def __init__(self, api: KubeApi, pod: str, namespace: str, read_pod: Callable[[], Obj | None], token: str):
         self.pod = pod
+        self.token = token
+        self.ended: dict[int, agent_control.AgentState] = {}
         self.lines = LineQueue()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._follow, args=(api, namespace, read_pod), daemon=True)
@@ -112,12 +121,20 @@ class _Follower:
     def _follow(self, api: KubeApi, namespace: str, read_pod: Callable[[], Obj | None]) -> None:
         try:
             for line in pod_io.followed_once_started(api, self.pod, namespace, read_pod, self._stopped.wait):
+                state = agent_control.read_exit(line, self.token)
+                if state is not None:
+                    self.ended[state.run] = state
+                    continue
                 if not self.lines.put(line) or self._stopped.is_set():
                     return
         except Exception:  # noqa: BLE001 - a broken stream just ends: the next poll meets the fault itself
             return
         finally:
             self.lines.end()
+
+    @property
+    def following(self) -> bool:
+        return self._thread.is_alive()
 
     def drain(self, wait: float = 0.0) -> list[str]:
         """The lines read so far (a bounded batch); with ``wait``, first up to that long for the log to end or
@@ -149,6 +166,10 @@ class KubernetesRuntime:
         self._clock = clock
         self._pause = pause
         self._uids: dict[str, str] = {}
+        #: Each task's current run in its pod, as its agent numbers them (1: the pod's first).
+        self._run: dict[str, int] = {}
+        #: How each task's last run ended, where its agent said so (an in-place run ends with its pod running).
+        self._ended: dict[str, agent_control.AgentState] = {}
         #: Each task's Job as it was applied, to create again should the Job be gone (its TTL after it finished).
         self._copies: dict[str, Obj] = {}
         self._followers: dict[str, _Follower] = {}
@@ -169,6 +190,8 @@ class KubernetesRuntime:
 
     def start(self, task: Task) -> None:
         self._gang.starting()
+        if self._start_in_place(task):
+            return
         with self.api.errors(f"start {task.name}"):
             job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
             if job is not None and job.get("spec", {}).get("suspend") and not job.get("status", {}).get("startTime"):
@@ -191,6 +214,13 @@ class KubernetesRuntime:
         if job is None or job.get("spec", {}).get("suspend"):
             return False
         self._attach(task, job)
+        pod = self._current(task)
+        if pod is not None and exit_of(pod) is None:  # a held agent's run may have ended, or be a later one
+            state, _ = self._order(pod, agent_control.Status(token=self.plan.event_token))
+            if state is not None and state.run:
+                self._run[task.name] = state.run
+                if state.exit_code is not None:
+                    self._ended[task.name] = state
         return True
 
     def poll(self, task: Task) -> int | None:
@@ -201,43 +231,50 @@ class KubernetesRuntime:
         if seen is None:
             return None  # stale: nothing is decided from it
         self._fit_gang(seen)
+        ended = self._ended_run(task)
         pods = seen.pods.get(uid, [])
-        if not pods:
-            job = seen.jobs.get(task.name)
-            if job is None or job["metadata"]["uid"] != uid:  # not seen yet, or gone: asked
-                job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
-            if job is None or job["metadata"]["uid"] != uid:
-                self._say(task, f"Job {task.name} is gone (deleted outside tfcluster)")
-                return LOST_EXIT
-            failed = k8s_status.job_failed(job)
-            if failed is not None and uid not in self._had_pods and self._pods_behind(uid):
-                return None  # its pods' watch has not sent them yet: their end is read once it did
-            disrupted = self._disrupted.get(uid) or ("DisruptionTarget" if _failed_by_disruption(failed) else "")
-            if disrupted:
-                self._say(task, f"the pod of {task.name} was disrupted by Kubernetes ({disrupted}) and is gone: taken "
-                                "as a preemption")
-                return int(ExitCode.PREEMPTED)
-            if failed is not None:
-                why = f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
-                self._say(task, f"Job {task.name} failed without a pod: {why}")
-                return LOST_EXIT
-            return None
-        self._had_pods.add(uid)
-        code, disrupted = exit_of(pods[-1]), _disruption(pods[-1])
+        if pods:
+            self._had_pods.add(uid)
+            if why := _disruption(pods[-1]):
+                self._disrupted[uid] = why
+            code = exit_of(pods[-1]) if ended is None else ended.exit_code
+            return self._unless_disrupted(task, code, self._disrupted.get(uid, ""),
+                                          f"pod {pods[-1]['metadata']['name']}")
+        job = seen.jobs.get(task.name)
+        if job is None or job["metadata"]["uid"] != uid:  # not seen yet, or gone: asked
+            job = self.api.read_if_exists(Kind.JOB, task.name, self.namespace)
+        if job is not None and job["metadata"]["uid"] != uid:
+            job = None
+        if job is None and ended is None:
+            self._say(task, f"Job {task.name} is gone (deleted outside tfcluster)")
+            return LOST_EXIT
+        failed = None if job is None else k8s_status.job_failed(job)
+        if failed is not None and ended is None and uid not in self._had_pods and self._pods_behind(uid):
+            return None  # its pods' watch has not sent them yet: their end is read once it did
+        disrupted = self._disrupted.get(uid) or ("DisruptionTarget" if _failed_by_disruption(failed) else "")
+        if ended is not None:  # its run ended in place, its pod (maybe its Job) gone since
+            return self._unless_disrupted(task, ended.exit_code, disrupted, f"the pod of {task.name}")
         if disrupted:
-            self._disrupted[uid] = disrupted
-        if code not in (None, 0, ExitCode.PREEMPTED) and disrupted:
-            self._say(task, f"pod {pods[-1]['metadata']['name']} was disrupted by Kubernetes ({disrupted}) and "
-                            f"ended with {code}: taken as a preemption")
+            self._say(task, f"the pod of {task.name} was disrupted by Kubernetes ({disrupted}) and is gone: taken "
+                            "as a preemption")
             return int(ExitCode.PREEMPTED)
-        return code
+        if failed is not None:
+            why = f"{failed.get('reason', '')}: {failed.get('message', '')}".strip(": ")
+            self._say(task, f"Job {task.name} failed without a pod: {why}")
+            return LOST_EXIT
+        return None
 
     def stop(self, tasks: Sequence[Task], grace_seconds: float) -> None:
         grace = max(1, math.ceil(grace_seconds))  # 0 would be a forced deletion: no SIGTERM, no save
+        running = [(task, pod) for task in tasks if (pod := self._current(task)) is not None
+                   and exit_of(pod) is None and self._ended_run(task) is None]
+        stop = agent_control.Stop(token=self.plan.event_token, grace_seconds=grace_seconds)
+        with ThreadPoolExecutor(max_workers=max(1, len(running))) as pool:  # every grace at once
+            answers = list(pool.map(lambda pair: self._order(pair[1], stop)[0], running))
         stopping = {}
-        for task in tasks:
-            pod = self._current(task)
-            if pod is None or exit_of(pod) is not None:
+        for (task, pod), state in zip(running, answers, strict=True):
+            if state is not None and state.exit_code is not None and state.run == self._run.get(task.name):
+                self._ended[task.name] = state  # stopped in place: the pod stays for the next run
                 continue
             name = pod["metadata"]["name"]
             with self.api.unless_gone(f"delete pod {name}"):
@@ -280,12 +317,21 @@ class KubernetesRuntime:
         return pod is None or not (k8s_status.PodView(pod).scheduled() or pod_io.started(pod))
 
     def oom_killed(self, task: Task) -> bool:
-        """True if the kernel's OOM killer ended the task's container (the kubelet's ``OOMKilled``)."""
+        """True if the kernel's OOM killer ended the task's container (the kubelet's ``OOMKilled``), or struck
+        in it while the run its agent ended ran."""
+        if (ended := self._ended_run(task)) is not None:
+            return ended.oom_killed
         pod = self._current(task)
         terminated = None if pod is None else k8s_status.PodView(pod).terminated()
         return terminated is not None and terminated.get("reason") == "OOMKilled"
 
     def close(self) -> None:
+        """Each held agent told to quit (its pod then ends as its last run did), the logs' followers stopped."""
+        quit_ = agent_control.Quit(token=self.plan.event_token)
+        for task in list(self._ended):
+            pod = self._current_by_name(task)
+            if pod is not None and exit_of(pod) is None:
+                self._order(pod, quit_)
         self.objects.close()
         for follower in self._followers.values():
             follower.stop()
@@ -301,8 +347,62 @@ class KubernetesRuntime:
             if follower is not None:
                 follower.stop()
             follower = self._followers[task.name] = _Follower(
-                self.api, name, self.namespace, partial(self._read_pod, name))
+                self.api, name, self.namespace, partial(self._read_pod, name), self.plan.event_token)
         return follower
+
+    def _start_in_place(self, task: Task) -> bool:
+        """The task's next run started by the agent of its pod, which is still there and running: True; False
+        where it is not (no pod, it ended or is being deleted, its agent does not answer: the Job is replaced)."""
+        if task.name not in self._ended:
+            return False
+        seen = self.objects.snapshot()
+        pod = None if seen is None else self._current(task, seen)
+        if pod is None or exit_of(pod) is not None or pod["metadata"].get("deletionTimestamp"):
+            return False
+        state, _ = self._order(pod, agent_control.Start(token=self.plan.event_token))
+        if state is None or not state.started:
+            return False
+        self._run[task.name] = state.run
+        del self._ended[task.name]
+        self._follower(task, pod)  # the same log goes on: the next run's lines follow the last one's
+        return True
+
+    def _ended_run(self, task: Task) -> agent_control.AgentState | None:
+        """How the task's current run ended in its pod, if its agent said so (in the log; asked of it where the
+        log's stream broke while the pod runs); None while it runs, or where the pod itself ended."""
+        if (ended := self._ended.get(task.name)) is not None:
+            return ended
+        pod = self._current(task)
+        if pod is None or exit_of(pod) is not None or not pod_io.started(pod):
+            return None
+        run = self._run.get(task.name, 1)
+        follower = self._follower(task, pod)
+        state = follower.ended.get(run)
+        if state is None and not follower.following:
+            state, _ = self._order(pod, agent_control.Status(token=self.plan.event_token))
+            state = state if state is not None and state.run == run and state.exit_code is not None else None
+        if state is not None:
+            self._ended[task.name] = state
+        return state
+
+    def _unless_disrupted(self, task: Task, code: int | None, disrupted: str, pod: str) -> int | None:
+        """``code``, or PREEMPTED (with one line why) for a run that failed under a pod Kubernetes disrupted (its
+        ``DisruptionTarget``: the kubelet's SIGTERM ended the run, in place or with its pod, or SIGKILL did once the
+        grace passed): the one rule whether the pod, or only its Job's ``manifests.DISRUPTED`` failure, is seen."""
+        if code in (None, 0, ExitCode.PREEMPTED) or not disrupted:
+            return code
+        self._say(task, f"{pod} was disrupted by Kubernetes ({disrupted}) and its run ended with {code}: taken as a "
+                        "preemption")
+        return int(ExitCode.PREEMPTED)
+
+    def _order(self, pod: Obj, control: stack_endpoint.Control) -> tuple[agent_control.AgentState | None, str]:
+        """``control`` given to ``pod``'s agent (at its IP in the cluster, else through a port-forward)."""
+        ip = pod.get("status", {}).get("podIP")
+        if not ip:
+            return None, "no IP yet"
+        if self.in_cluster:
+            return stack_endpoint.order(ip, self.stacks_port, control)
+        return pod_io.forwarded_order(self.api, pod["metadata"]["name"], self.namespace, self.stacks_port, control)
 
     def _ask_stacks(self, task: Task, pod: Obj) -> str | None:
         """What the stack endpoint of ``pod``'s program answers (the run's token), or None (one line why)."""
@@ -332,6 +432,8 @@ class KubernetesRuntime:
 
     def _attach(self, task: Task, job: Obj) -> None:
         self._uids[task.name] = job["metadata"]["uid"]
+        self._run[task.name] = 1
+        self._ended.pop(task.name, None)
         self._copies[task.name] = fresh_copy(job)
         follower = self._followers.pop(task.name, None)
         if follower is not None:
@@ -353,8 +455,11 @@ class KubernetesRuntime:
         return bool(pods)
 
     def _current(self, task: Task, seen: Snapshot | None = None) -> Obj | None:
-        """The task's current pod as last seen (stale or not)."""
-        uid = self._uids.get(task.name)
+        """The task's current pod as last seen (stale or not), or in ``seen``."""
+        return self._current_by_name(task.name, seen)
+
+    def _current_by_name(self, name: str, seen: Snapshot | None = None) -> Obj | None:
+        uid = self._uids.get(name)
         pods = (seen or self.objects.last()).pods.get(uid, []) if uid is not None else []
         return pods[-1] if pods else None
 

@@ -19,6 +19,8 @@ class KubernetesTarget(Target):
     """Pods of the tasks' Jobs, whose hostnames are the task names."""
 
     kind = BackendKind.K8S
+    #: Each task's agent keeps one in its pod, for the restarts it makes there (``launcher.worker.agent``).
+    keeps_standbys = True
 
     def address(self, spec: ClusterSpec, role: RoleType, index: int, ordinal: int) -> str:
         host = f"{naming.task_name(spec.name, role, index)}.{naming.service_name(spec.name)}"

@@ -26,15 +26,22 @@ from launcher.cli.commands import main
 from launcher.errors import LaunchError
 from launcher.plan import naming
 from launcher.plan.images import TASK_UID
-from launcher.plan.planner import Plan
+from launcher.plan.planner import Plan, Task
 from launcher.plan.targets import AGENT_MODULE, CONTAINER_ENTRYPOINT
-from launcher.protocol import stack_endpoint
+from launcher.protocol import agent_control, stack_endpoint
 from launcher.spec.models import VOLUME_SOURCES
 from launcher.worker.tfconfig import resolve_tf_config
 
 PLANS = all_plans()
 #: What runs a task's program as its child on Kubernetes: forwards signals, serves the stack endpoint.
 AGENT = ["python", "-m", AGENT_MODULE, "--"]
+
+
+def agent_head(task: Task) -> list[str]:
+    """What comes before a task's command under its agent: the agent, and its standby where the task keeps one
+    (training tasks of the entrypoint under ``restart.warm``: their restarts in the pod become it)."""
+    standby = [agent_control.STANDBY_OPTION, json.dumps(task.standby_command)] if task.standby_command else []
+    return [*AGENT[:3], *standby, "--"]
 K8S_DIR = REPO / "k8s"
 
 
@@ -137,8 +144,10 @@ def test_every_task_gets_the_planned_name_address_env_and_tf_config(name: str, t
         container = pod["containers"][0]
         args = [expand(a, env) for a in container.get("args", [])]
         assert "command" not in container  # the image's ENTRYPOINT (tini) stays PID 1
-        under_agent = args[:4] == AGENT  # where the image holds tfcluster (the test below)
-        assert container["image"] == task.image and args[4 if under_agent else 0:] == task.command
+        head = agent_head(task)
+        under_agent = args[:len(head)] == head  # where the image holds tfcluster (the test below)
+        assert container["image"] == task.image and args[len(head) if under_agent else 0:] == task.command
+        assert bool(task.standby_command) is (task.runs_entrypoint and task.type.trains and plan.spec.restart.warm)
         assert under_agent is (bool(task.command) and (task.runs_entrypoint or task.image.startswith("tfcluster-worker:")))
         assert container["ports"][0]["containerPort"] == task.port
 
@@ -157,8 +166,9 @@ def test_a_tasks_program_runs_under_its_agent_where_the_image_holds_tfcluster_an
     [job] = _by_kind(plan, "Job")
     container = job["spec"]["template"]["spec"]["containers"][0]
     program = container.get("command", container.get("args", []))
-    assert (program[:4] == AGENT) is agent
-    assert program[4 if agent else 0:] == plan.tasks[0].command
+    head = agent_head(plan.tasks[0])
+    assert (program[:len(head)] == head) is agent
+    assert program[len(head) if agent else 0:] == plan.tasks[0].command
     (tfjob,) = [doc for doc in _docs(render_tfjob(plan)) if doc["kind"] == "TFJob"]
     replica = tfjob["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert replica.get("command", replica.get("args", [])) == plan.tasks[0].command  # the operator's pods: no endpoint

@@ -27,8 +27,11 @@ from launcher.backends.kubernetes.runtime import CONTROLLER_UID, STOP_SLACK_SECO
 from launcher.backends.kubernetes.watched import Snapshot
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
+from launcher.protocol import agent_control
+from launcher.protocol.agent_control import AgentState
 from launcher.protocol.events import StacksOnSignal, Step
 from launcher.protocol.exitcodes import LOST_EXIT
+from launcher.protocol.stack_endpoint import Control
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
 from launcher.supervision.runtime import Placing, ReadsEveryStack, signalled
 from launcher.supervision.stall import StallEvidence
@@ -605,6 +608,97 @@ def test_a_stall_reads_each_pods_stacks_from_its_endpoint_within_the_role_names_
     assert number == 1 and "script_ops.py" in (dumps[WORKER] or "") and "quick_execute" in (dumps[CHIEF] or "")
 
 
+# --- restarts in place (the pod's held agent) ----------------------------------------------------------------------
+
+
+class FakeAgent:
+    """A task's held agent (``launcher.worker.agent``) as the runtime sees it on its endpoint: the requests it got,
+    its runs numbered from 1; ``stop`` ends the run under way with 0, ``start`` begins the next once it ended."""
+
+    def __init__(self) -> None:
+        self.state = AgentState(run=1)
+        self.asked: list[agent_control.RequestKind] = []
+
+    def control(self, request: Control) -> AgentState:
+        self.asked.append(request.kind)
+        if isinstance(request, agent_control.Stop) and self.state.running:
+            self.state = AgentState(run=self.state.run, exit_code=0)
+        elif isinstance(request, agent_control.Start) and not self.state.running:
+            self.state = AgentState(run=self.state.run + 1)
+            return self.state.model_copy(update={"started": True})
+        return self.state
+
+
+@pytest.mark.parametrize("in_cluster", [True, False], ids=["pod-ip", "port-forward"])
+def test_a_restart_is_made_in_the_same_pod_by_its_agent_and_a_pod_whose_agent_is_gone_is_replaced(
+        fake: FakeKubernetes, in_cluster: bool) -> None:
+    """A run's end comes from its agent's line in the pod's log (not shown as output); ``start`` then has the
+    agent begin the next run in the same pod of the same Job, ``stop`` has it end the run there (no pod deleted);
+    ``close`` tells it to quit. Once its agent no longer answers, ``stop`` deletes the pod and ``start`` replaces
+    the Job, as before."""
+    plan, _ = launched(fake)
+    chief = task(plan, CHIEF)
+    agent = FakeAgent()
+    server = serve_stacks(plan.event_token, 0, dump=lambda: "", host="127.0.45.1", control=agent.control)
+    assert server is not None
+    port = server.server_address[1]
+    fake.pod_ips = {CHIEF: "127.0.45.1"}
+    runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now,
+                                pause=lambda seconds: setattr(fake, "now", fake.now + seconds), stacks_port=port,
+                                in_cluster=in_cluster, objects=settled(fake))
+    try:
+        runtime.start(chief)
+        [pod] = pods(fake, CHIEF)
+        name, job_uid = pod["metadata"]["name"], fake.get("jobs", CHIEF)["metadata"]["uid"]
+        fake.pod_ports["default", name, port] = ("127.0.45.1", port)
+        agent.state = AgentState(run=1, exit_code=137, oom_killed=True)
+        fake.pod_logs["default", name] = ("failing\n" + agent_control.exit_line(plan.event_token, agent.state) + "\n")
+        wait_for_condition(lambda: runtime.poll(chief) is not None)
+        assert runtime.poll(chief) == 137 and runtime.oom_killed(chief)  # the kernel's OOM killer, as its agent saw
+        assert read_all(runtime, chief, lambda lines: bool(lines)) == ["failing"]  # the agent's line is not output
+        runtime.start(chief)
+        assert agent.asked[-1] is agent_control.RequestKind.START and agent.state == AgentState(run=2)
+        assert [p["metadata"]["uid"] for p in pods(fake, CHIEF)] == [pod["metadata"]["uid"]]  # no new pod
+        assert not runtime.placing(chief)  # its pod is bound: a run restarted in place waits for no place
+        assert fake.get("jobs", CHIEF)["metadata"]["uid"] == job_uid
+        later(fake)
+        assert runtime.poll(chief) is None  # run 2 runs (the log says nothing of it yet)
+        runtime.stop([chief], 5.0)
+        assert agent.asked[-1] is agent_control.RequestKind.STOP and agent.state == AgentState(run=2, exit_code=0)
+        assert pods(fake, CHIEF)[0]["metadata"].get("deletionTimestamp") is None  # stopped in place
+        runtime.start(chief)
+        assert agent.state == AgentState(run=3) and len(pods(fake, CHIEF)) == 1
+        server.shutdown()
+        server.server_close()  # the agent is gone (its pod is not): the pod is deleted, the Job replaced
+        runtime.stop([chief], 5.0)
+        assert pods(fake, CHIEF) == [] or pods(fake, CHIEF)[0]["metadata"].get("deletionTimestamp")
+        runtime.start(chief)
+        assert fake.get("jobs", CHIEF)["metadata"]["uid"] != job_uid
+    finally:
+        runtime.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_close_tells_each_agent_whose_run_ended_to_quit(fake: FakeKubernetes) -> None:
+    plan, _ = launched(fake)
+    chief = task(plan, CHIEF)
+    agent = FakeAgent()
+    server = serve_stacks(plan.event_token, 0, dump=lambda: "", host="127.0.45.2", control=agent.control)
+    assert server is not None
+    fake.pod_ips = {CHIEF: "127.0.45.2"}
+    runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now,
+                                stacks_port=server.server_address[1], in_cluster=True, objects=settled(fake))
+    try:
+        runtime.start(chief)
+        runtime.stop([chief], 1.0)
+        runtime.close()
+        assert agent.asked == [agent_control.RequestKind.STOP, agent_control.RequestKind.QUIT]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_placing_while_a_started_tasks_pod_is_not_bound(fake: FakeKubernetes) -> None:
     """``Placing``: a task not started is not placing; one whose pod no node has room for is; one whose pod runs is
     not (the stall watchdog counts no silence while a run waits for room)."""
@@ -635,3 +729,33 @@ def test_a_supervisor_that_never_saw_the_disruption_reads_it_from_the_failed_job
     assert successor.adopt(worker) and successor.poll(worker) == 143
     assert any("disrupted by Kubernetes (DisruptionTarget) and is gone: taken as a preemption" in line
                for line in successor.output(worker))
+
+
+def test_a_run_ended_in_place_in_a_pod_disrupted_since_is_a_preemption_also_once_only_its_job_says_so(
+        fake: FakeKubernetes) -> None:
+    """A successor adopts a held pod whose agent says its run ended (137: the kubelet's SIGKILL after the grace of
+    an eviction); the pod is gone before a poll saw its ``DisruptionTarget``, its Job failed by
+    ``manifests.DISRUPTED``: a preemption (143), as it is while the pod is still seen, not a lost run."""
+    plan, runtime = launched(fake)
+    worker = task(plan, WORKER)
+    agent = FakeAgent()
+    server = serve_stacks(plan.event_token, 0, dump=lambda: "", host="127.0.45.3", control=agent.control)
+    assert server is not None
+    fake.pod_ips = {WORKER: "127.0.45.3"}
+    successor = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now,
+                                  stacks_port=server.server_address[1], in_cluster=True, objects=settled(fake))
+    try:
+        runtime.start(worker)
+        runtime.close()  # the supervisor is gone
+        agent.state = AgentState(run=1, exit_code=137)
+        assert successor.adopt(worker)  # its agent says run 1 ended
+        fake.evict(pod_of(fake, WORKER))
+        later(fake)
+        assert pods(fake, WORKER) == []
+        assert successor.poll(worker) == 143
+        assert any("disrupted by Kubernetes (DisruptionTarget) and its run ended with 137: taken as a preemption"
+                   in line for line in successor.output(worker))
+    finally:
+        successor.close()
+        server.shutdown()
+        server.server_close()

@@ -1,10 +1,13 @@
 """A Kubernetes task's agent (``launcher.worker.agent``) with real child processes: every forwarded signal reaches
 the program, the program's exit code (128+N for a signal) is the agent's, and its stack endpoint gives py-spy's
-dump of the program (a grandchild too, its main thread spinning with the GIL held) to the run's token only."""
+dump of the program (a grandchild too, its main thread spinning with the GIL held) to the run's token only. A held
+agent (its endpoint served) outlives a run, says its end in its log, and stops, starts (in its standby) and quits
+on the supervisor's requests."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -12,29 +15,35 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from helpers.boards import free_port
 from helpers.paths import REPO
 from helpers.required import unavailable
+from launcher.protocol import agent_control
+from launcher.protocol.agent_control import AgentState
 from launcher.protocol.env import EVENT_TOKEN
 from launcher.protocol.pyspy_command import pyspy_binary
-from launcher.protocol.stack_endpoint import STACKS_PORT, ask
-from launcher.worker.agent import FORWARDED, NOT_FOUND, descendants
+from launcher.protocol.stack_endpoint import STACKS_PORT, Control, ask, order
+from launcher.worker.agent import FORWARDED, NOT_FOUND, descendants, oom_kills
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 #: The longest a test waits for a process to answer (never reached when it works).
 PATIENCE = 30.0
 
 
-def agent(program: str, *, shell: bool = False, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def agent(program: str, *, shell: bool = False, env: dict[str, str] | None = None,
+          standby: str | None = None) -> subprocess.Popen[str]:
     """The agent running ``python -c program`` (under ``sh -c``, which stays its parent, when ``shell``), in a
-    process group of its own that its program shares (``processes`` ends the whole group)."""
+    process group of its own that its program shares (``processes`` ends the whole group); with ``standby``, that
+    program (``python -c``) as its standby."""
     command = [sys.executable, "-c", program]
     if shell:
         command = ["sh", "-c", '"$0" -c "$1"; exit $?', sys.executable, program]
-    return subprocess.Popen([sys.executable, "-m", "launcher.worker.agent", "--", *command], cwd=REPO,
+    options = [] if standby is None else [agent_control.STANDBY_OPTION, json.dumps([sys.executable, "-c", standby])]
+    return subprocess.Popen([sys.executable, "-m", "launcher.worker.agent", *options, "--", *command], cwd=REPO,
                             stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})},
                             start_new_session=True)
 
@@ -90,6 +99,48 @@ def test_a_program_ended_by_a_signal_ends_the_agent_with_128_plus_it(
     assert process.wait(timeout=PATIENCE) == code
 
 
+#: The agent run in-process: once its program is ready (a line on the agent's stdin says so) and its main thread
+#: waits (it released the lock it holds from the start of the first run), a thread of its own sends itself SIGUSR2,
+#: so the signal's C handler runs outside the main thread, whose wait no signal interrupts (as when the signal came
+#: just before the main thread blocked: the flake).
+SIGNAL_OFF_THE_MAIN_THREAD = """
+import signal, sys, threading
+from launcher.worker import agent
+class Agent(agent.Agent):
+    def _began(self, child):
+        super()._began(child)
+        threading.Thread(target=self.signal_once_waiting, daemon=True).start()
+    def signal_once_waiting(self):
+        sys.stdin.readline()
+        with self.cond:  # the main thread holds it from before the run began until it waits
+            pass
+        signal.pthread_kill(threading.get_ident(), signal.SIGUSR2)
+agent.Agent = Agent
+sys.exit(agent.run([sys.executable, "-c", sys.argv[1]], environ={}))
+"""
+
+
+def test_a_signal_whose_handler_ran_outside_the_main_threads_wait_still_reaches_the_program(
+        processes: list[subprocess.Popen[str]]) -> None:
+    program = textwrap.dedent("""
+        import signal, sys, threading
+        def handled(number, frame):
+            print("got", signal.Signals(number).name, flush=True)
+            sys.exit(7)
+        signal.signal(signal.SIGUSR2, handled)
+        print("ready", flush=True)
+        threading.Event().wait()
+    """)
+    process = subprocess.Popen([sys.executable, "-c", SIGNAL_OFF_THE_MAIN_THREAD, program], cwd=REPO,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    processes.append(process)
+    assert ready(process) == "ready" and process.stdin is not None
+    process.stdin.write("signal now\n")
+    process.stdin.flush()
+    out, _ = process.communicate(timeout=PATIENCE)
+    assert (out.strip(), process.returncode) == ("got SIGUSR2", 7)
+
+
 def test_the_programs_own_exit_code_is_the_agents_and_a_missing_program_is_127(
         processes: list[subprocess.Popen[str]]) -> None:
     process = agent("raise SystemExit(5)")
@@ -141,3 +192,101 @@ def test_descendants_are_the_process_and_every_one_below_it(processes: list[subp
     found = descendants(process.pid)
     assert found[0] == process.pid and program in found and len(found) == 3  # the agent, sh, the program
     assert os.getpid() not in found
+
+
+def held(program: str, **kwargs: str) -> tuple[subprocess.Popen[str], int]:
+    """A held agent (its endpoint served on a port of its own) running ``program``, and that port."""
+    port = free_port()
+    return agent(program, env={STACKS_PORT: str(port), EVENT_TOKEN: TOKEN}, **kwargs), port
+
+
+def told(port: int, control: Control) -> AgentState:
+    """The agent's answer to ``control``, asked until it listens (it binds right after starting its first run)."""
+    ends = time.monotonic() + PATIENCE
+    while True:
+        state, why = order("127.0.0.1", port, control)
+        if state is not None:
+            return state
+        assert "did not answer" in why and time.monotonic() < ends, why
+
+
+def exit_line(process: subprocess.Popen[str]) -> AgentState:
+    """The agent's next line, which must say a run ended."""
+    state = agent_control.read_exit(ready(process), TOKEN)
+    assert state is not None
+    return state
+
+
+#: A program that says it is ready, saves on SIGTERM (exit 0), and waits.
+SAVES_ON_SIGTERM = textwrap.dedent("""
+    import signal, sys, threading
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print("ready", flush=True)
+    threading.Event().wait()
+""")
+
+
+def test_a_held_agent_outlives_a_failed_run_says_so_and_runs_the_program_again_in_the_same_process(
+        processes: list[subprocess.Popen[str]]) -> None:
+    process, port = held("import os; print('run', os.getppid(), flush=True); raise SystemExit(3)")
+    processes.append(process)
+    assert ready(process) == f"run {process.pid}"
+    assert exit_line(process) == AgentState(run=1, exit_code=3)
+    assert told(port, agent_control.Status(token=TOKEN)) == AgentState(run=1, exit_code=3)
+    assert process.poll() is None
+    assert told(port, agent_control.Start(token=TOKEN)) == AgentState(run=2, started=True)
+    assert ready(process) == f"run {process.pid}"  # the same agent: the same pod, on Kubernetes
+    assert exit_line(process) == AgentState(run=2, exit_code=3)
+    assert told(port, agent_control.Quit(token=TOKEN)).run == 2
+    assert process.wait(timeout=PATIENCE) == 3
+
+
+def test_stop_gives_sigterm_then_sigkill_once_the_grace_passed_and_start_is_refused_while_a_run_is_under_way(
+        processes: list[subprocess.Popen[str]]) -> None:
+    process, port = held(SAVES_ON_SIGTERM)
+    processes.append(process)
+    assert ready(process) == "ready"
+    assert told(port, agent_control.Start(token=TOKEN)) == AgentState(run=1)  # not started: run 1 is under way
+    assert told(port, agent_control.Quit(token=TOKEN)) == AgentState(run=1)  # nor quit
+    assert told(port, agent_control.Stop(token=TOKEN, grace_seconds=PATIENCE)) == AgentState(run=1, exit_code=0)
+    assert exit_line(process) == AgentState(run=1, exit_code=0)
+    stubborn = "import signal, threading; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True)"
+    process, port = held(stubborn + "; threading.Event().wait()")
+    processes.append(process)
+    assert ready(process) == "ready"
+    assert told(port, agent_control.Stop(token=TOKEN, grace_seconds=0.1)) == AgentState(run=1, exit_code=137)
+
+
+def test_the_next_run_becomes_the_standby_and_a_new_standby_is_kept_for_the_one_after(
+        processes: list[subprocess.Popen[str]]) -> None:
+    """The standby is called by a line on its stdin naming where it writes (the agent's stdout)."""
+    standby = "import sys; where = sys.stdin.readline().strip(); print('standby became the run', where, flush=True)"
+    process, port = held("print('first run', flush=True)", standby=standby)
+    processes.append(process)
+    assert ready(process) == "first run"
+    assert exit_line(process) == AgentState(run=1, exit_code=0)
+    for run in (2, 3):
+        assert told(port, agent_control.Start(token=TOKEN)) == AgentState(run=run, started=True)
+        assert ready(process) == "standby became the run /dev/stdout"
+        assert exit_line(process) == AgentState(run=run, exit_code=0)
+
+
+def test_a_held_agent_ends_on_sigterm_as_its_run_did_and_another_runs_token_gets_no_state(
+        processes: list[subprocess.Popen[str]]) -> None:
+    process, port = held(SAVES_ON_SIGTERM)
+    processes.append(process)
+    assert ready(process) == "ready"
+    state, why = order("127.0.0.1", port, agent_control.Status(token="another run's token"))
+    assert state is None and "gave no state" in why
+    process.send_signal(signal.SIGTERM)  # the kubelet's, through tini: the pod is deleted
+    assert exit_line(process) == AgentState(run=1, exit_code=0)
+    assert process.wait(timeout=PATIENCE) == 0
+
+
+def test_the_oom_kills_are_the_cgroups_count_v2_or_v1_and_none_where_unknown(tmp_path: Path) -> None:
+    v2, v1 = tmp_path / "memory.events", tmp_path / "memory.oom_control"
+    assert oom_kills([v2, v1]) == 0
+    v1.write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
+    assert oom_kills([v2, v1]) == 2
+    v2.write_text("low 0\nhigh 0\nmax 4\noom 3\noom_kill 3\noom_group_kill 0\n")
+    assert oom_kills([v2, v1]) == 3

@@ -6,21 +6,26 @@ from __future__ import annotations
 
 import errno
 import socket
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from socketserver import TCPServer
 
 import pytest
 
 from helpers.boards import free_port
-from launcher.protocol import stack_endpoint
-from launcher.protocol.stack_endpoint import MAX_REQUEST_BYTES, ask
+from launcher.protocol import agent_control, stack_endpoint
+from launcher.protocol.agent_control import AgentState
+from launcher.protocol.stack_endpoint import MAX_REQUEST_BYTES, Control, ask
 from launcher.protocol.stacks_signal import MAX_STACK_BYTES
 from launcher.worker import stack_server
-from launcher.worker.stack_server import serve_stacks
+from launcher.worker.stack_server import MAX_CONNECTIONS, serve_stacks
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 #: How a send or shutdown fails when the endpoint has closed the connection first.
 CLOSED_MIDWAY = {errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN}
+#: The longest a test waits for the endpoint (never reached when it works).
+PATIENCE = 30.0
 
 
 @pytest.fixture
@@ -101,3 +106,32 @@ def test_no_token_serves_nothing_and_a_closed_port_is_one_line() -> None:
     port = free_port()
     dump, why = ask("127.0.0.1", port, TOKEN)
     assert dump is None and why.startswith(f"its stack endpoint (127.0.0.1:{port}) did not answer") and "\n" not in why
+
+
+def test_a_connection_past_max_connections_is_refused_and_served_again_once_one_ended() -> None:
+    """``MAX_CONNECTIONS`` requests under way (each holding its thread in ``control``) take every slot: one more
+    connection is closed unanswered, and, once they were answered, another is served."""
+    entered, release = threading.Semaphore(0), threading.Event()
+
+    def control(request: Control) -> AgentState:
+        entered.release()
+        release.wait(PATIENCE)
+        return AgentState(run=1)
+
+    server = serve_stacks(TOKEN, 0, dump=lambda: "Thread 1\n", host="127.0.0.1", control=control)
+    assert server is not None
+    port = int(server.server_address[1])
+    status = (agent_control.Status(token=TOKEN).model_dump_json() + "\n").encode()
+    try:
+        with ThreadPoolExecutor(max_workers=MAX_CONNECTIONS) as pool:
+            held = [pool.submit(raw, port, status) for _ in range(MAX_CONNECTIONS)]
+            for _ in held:
+                assert entered.acquire(timeout=PATIENCE)  # every slot taken, by a request under way
+            assert raw(port, status) == b""  # refused: closed, nothing read
+            release.set()
+            assert all(AgentState.model_validate_json(done.result(PATIENCE)) == AgentState(run=1) for done in held)
+        assert ask("127.0.0.1", port, TOKEN) == ("Thread 1\n", "")  # the slots are free again
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
