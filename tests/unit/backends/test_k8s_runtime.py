@@ -629,6 +629,27 @@ class FakeAgent:
         return self.state
 
 
+class AgentServer:
+    """A ``FakeAgent`` on a real agent endpoint (``serve_stacks``) at ``host``, the address of ``task``'s pod, and a
+    runtime of ``plan`` reaching it there (``runtime(...)``); ``close`` takes the endpoint down (the agent gone)."""
+
+    def __init__(self, fake: FakeKubernetes, plan: Plan, task: str, host: str) -> None:
+        self.agent = FakeAgent()
+        server = serve_stacks(plan.event_token, 0, dump=lambda: "", host=host, control=self.agent.control)
+        assert server is not None
+        self.server, self.port, self.host, self._fake, self._plan = server, server.server_address[1], host, fake, plan
+        fake.pod_ips = {task: host}
+
+    def runtime(self, in_cluster: bool = True, **options: Any) -> KubernetesRuntime:
+        fake = self._fake
+        return KubernetesRuntime(backend_for(fake).api, self._plan, "default", clock=lambda: fake.now,
+                                 stacks_port=self.port, in_cluster=in_cluster, objects=settled(fake), **options)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 @pytest.mark.parametrize("in_cluster", [True, False], ids=["pod-ip", "port-forward"])
 def test_a_restart_is_made_in_the_same_pod_by_its_agent_and_a_pod_whose_agent_is_gone_is_replaced(
         fake: FakeKubernetes, in_cluster: bool) -> None:
@@ -638,14 +659,9 @@ def test_a_restart_is_made_in_the_same_pod_by_its_agent_and_a_pod_whose_agent_is
     the Job, as before."""
     plan, _ = launched(fake)
     chief = task(plan, CHIEF)
-    agent = FakeAgent()
-    server = serve_stacks(plan.event_token, 0, dump=lambda: "", host="127.0.45.1", control=agent.control)
-    assert server is not None
-    port = server.server_address[1]
-    fake.pod_ips = {CHIEF: "127.0.45.1"}
-    runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now,
-                                pause=lambda seconds: setattr(fake, "now", fake.now + seconds), stacks_port=port,
-                                in_cluster=in_cluster, objects=settled(fake))
+    served = AgentServer(fake, plan, CHIEF, "127.0.45.1")
+    agent, port = served.agent, served.port
+    runtime = served.runtime(in_cluster, pause=lambda seconds: setattr(fake, "now", fake.now + seconds))
     try:
         runtime.start(chief)
         [pod] = pods(fake, CHIEF)
@@ -668,35 +684,28 @@ def test_a_restart_is_made_in_the_same_pod_by_its_agent_and_a_pod_whose_agent_is
         assert pods(fake, CHIEF)[0]["metadata"].get("deletionTimestamp") is None  # stopped in place
         runtime.start(chief)
         assert agent.state == AgentState(run=3) and len(pods(fake, CHIEF)) == 1
-        server.shutdown()
-        server.server_close()  # the agent is gone (its pod is not): the pod is deleted, the Job replaced
+        served.close()  # the agent is gone (its pod is not): the pod is deleted, the Job replaced
         runtime.stop([chief], 5.0)
         assert pods(fake, CHIEF) == [] or pods(fake, CHIEF)[0]["metadata"].get("deletionTimestamp")
         runtime.start(chief)
         assert fake.get("jobs", CHIEF)["metadata"]["uid"] != job_uid
     finally:
         runtime.close()
-        server.shutdown()
-        server.server_close()
+        served.close()
 
 
 def test_close_tells_each_agent_whose_run_ended_to_quit(fake: FakeKubernetes) -> None:
     plan, _ = launched(fake)
     chief = task(plan, CHIEF)
-    agent = FakeAgent()
-    server = serve_stacks(plan.event_token, 0, dump=lambda: "", host="127.0.45.2", control=agent.control)
-    assert server is not None
-    fake.pod_ips = {CHIEF: "127.0.45.2"}
-    runtime = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now,
-                                stacks_port=server.server_address[1], in_cluster=True, objects=settled(fake))
+    served = AgentServer(fake, plan, CHIEF, "127.0.45.2")
+    runtime = served.runtime()
     try:
         runtime.start(chief)
         runtime.stop([chief], 1.0)
         runtime.close()
-        assert agent.asked == [agent_control.RequestKind.STOP, agent_control.RequestKind.QUIT]
+        assert served.agent.asked == [agent_control.RequestKind.STOP, agent_control.RequestKind.QUIT]
     finally:
-        server.shutdown()
-        server.server_close()
+        served.close()
 
 
 def test_placing_while_a_started_tasks_pod_is_not_bound(fake: FakeKubernetes) -> None:
@@ -738,12 +747,8 @@ def test_a_run_ended_in_place_in_a_pod_disrupted_since_is_a_preemption_also_once
     ``manifests.DISRUPTED``: a preemption (143), as it is while the pod is still seen, not a lost run."""
     plan, runtime = launched(fake)
     worker = task(plan, WORKER)
-    agent = FakeAgent()
-    server = serve_stacks(plan.event_token, 0, dump=lambda: "", host="127.0.45.3", control=agent.control)
-    assert server is not None
-    fake.pod_ips = {WORKER: "127.0.45.3"}
-    successor = KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now,
-                                  stacks_port=server.server_address[1], in_cluster=True, objects=settled(fake))
+    served = AgentServer(fake, plan, WORKER, "127.0.45.3")
+    agent, successor = served.agent, served.runtime()
     try:
         runtime.start(worker)
         runtime.close()  # the supervisor is gone
@@ -757,5 +762,4 @@ def test_a_run_ended_in_place_in_a_pod_disrupted_since_is_a_preemption_also_once
                    in line for line in successor.output(worker))
     finally:
         successor.close()
-        server.shutdown()
-        server.server_close()
+        served.close()
