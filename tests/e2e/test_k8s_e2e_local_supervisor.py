@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from helpers.gates import BLOCK, wait_for
-from helpers.k8s_e2e import SharedClaim, cli, image, kubeconfig, namespace, run_in, run_name, running_pod, supervise_until
+from helpers.k8s_e2e import SharedClaim, cli, image, kubeconfig, namespace, open_gate, run_name, running_pod, supervise_until
 from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.plan import naming
@@ -83,8 +83,7 @@ def test_a_run_supervised_from_this_machine_is_adopted_by_watch_after_its_proces
         assert second not in (None, first)
         assert adopted.state is State.RUNNING and adopted.restarts == 0, adopted
         chief = running_pod(core, f"{name}-chief-0")
-        code, stdout, stderr = run_in(core, chief, f"import pathlib; pathlib.Path({str(GO)!r}).touch()")
-        assert code == 0, (code, stdout, stderr)
+        open_gate(core, chief, GO)
         watch.wait(timeout=300)
     finally:
         if watch.poll() is None:

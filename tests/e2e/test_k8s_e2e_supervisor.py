@@ -24,7 +24,7 @@ import pytest
 from kubernetes import client
 
 from helpers.gates import BLOCK, wait_for
-from helpers.k8s_e2e import TIMEOUT_SECONDS, SharedClaim, image, kill_9_task, namespace, run_in, run_name, running_pod, supervise_until, until
+from helpers.k8s_e2e import TIMEOUT_SECONDS, SharedClaim, image, kill_9_task, namespace, open_gate, run_name, running_pod, supervise_until, until
 from helpers.k8s_start import time_left
 from launcher import api
 from launcher.api import validate_data
@@ -162,8 +162,7 @@ def test_a_killed_worker_restarts_the_group_and_a_replaced_supervisor_pod_adopts
     status = backend.describe(name)
     assert status is not None and status.state is State.RUNNING, status
     assert (status.restarts, status.preemptions) == (1, 0), status  # the count survives the supervisor's pod
-    code, stdout, stderr = run_in(core, running_pod(core, f"{name}-chief-0"), f"open({str(GO)!r}, 'w').close()")
-    assert code == 0, (code, stdout, stderr)
+    open_gate(core, running_pod(core, f"{name}-chief-0"), GO)
     status = supervise_until(backend, name, lambda s: s.state.terminal)
     assert status.state is State.SUCCEEDED, status
     assert (status.restarts, status.preemptions) == (1, 0), status

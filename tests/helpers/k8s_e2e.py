@@ -8,7 +8,8 @@ Read at test time, never at collection (the background start's kubeconfig is kno
 random suffix made once per session, so that two sessions in one namespace (CI and a developer, two developers) never take down each other's runs.
 ``demo_plan`` is a small real training run; ``supervise_until`` reads ``status`` as ``tfcluster up`` without the live
 view does, until a condition holds;
-``kill_9_task`` kills a task's process as a crash would (``run_in``: a Python snippet in a task's container);
+``kill_9_task`` kills a task's process as a crash would (``run_in``: a Python snippet in a task's container, bounded;
+``open_gate``: a gate file created there);
 ``cli`` runs the real ``tfcluster`` command; ``left_of`` lists what a run left in the namespace. ``SharedClaim``
 is one claim for the session's runs of tiny programs (``helpers.k8s_start``'s ``shared_claim`` fixture): the test
 cluster's volumes are a fixed pool (``.ci/k8s.sh``: 16, made anew only when it runs again), and a run's own claim
@@ -28,6 +29,7 @@ from typing import Any
 import pytest
 
 from helpers import k8s_start
+from helpers.gates import touch
 from helpers.required import unavailable
 from helpers.run_names import SESSION_SUFFIX, run_name  # noqa: F401  (re-exported: the e2e tests import them here)
 from launcher import api
@@ -203,15 +205,39 @@ def kill_9_agent(core: Any, pod: str) -> tuple[int | None, str, str]:
     return run_in(core, pod, KILL_9_AGENT)
 
 
+#: The longest ``run_in`` waits for an exec to end.
+EXEC_SECONDS = 60
+
+
 def run_in(core: Any, pod: str, source: str) -> tuple[int | None, str, str]:
-    """``python -c source`` in the task container of ``pod`` (``pods/exec``): its exit status, stdout and stderr."""
+    """``python -c source`` in the task container of ``pod`` (``pods/exec``): its exit status, stdout and stderr.
+    Bounded: an exec whose stream has not ended after ``EXEC_SECONDS`` (its container ended under it: the kubelet
+    may then never close the stream) is closed, with exit status None and what it printed so far; nothing here
+    waits for more output than has come."""
     from kubernetes.stream import stream
 
     ran = stream(core.connect_get_namespaced_pod_exec, pod, namespace(), container=CONTAINER,
                  command=["python", "-c", source], stdin=False, stdout=True, stderr=True, tty=False,
                  _preload_content=False)
-    ran.run_forever(timeout=60)
-    return ran.returncode, ran.read_stdout(), ran.read_stderr()
+    ran.run_forever(timeout=EXEC_SECONDS)
+    out, err = ran.read_stdout(timeout=0), ran.read_stderr(timeout=0)
+    if ran.is_open():
+        ran.close()
+        return None, out, err
+    return ran.returncode, out, err
+
+
+def open_gate(core: Any, pod: str, gate: Path) -> None:
+    """Create ``gate`` in ``pod``'s task container (``helpers.gates.touch``), for a program that ends once it exists.
+    The exec either ends 0, or does not end (``run_in``'s None) because the container it ran in ended with the
+    program it let go: then the container must have ended, else the test fails with what the exec said."""
+    code, out, err = run_in(core, pod, touch(gate))
+    if code is None:
+        status = core.read_namespaced_pod(pod, namespace()).status
+        ended = any(c.name == CONTAINER and c.state.terminated for c in status.container_statuses or [])
+        assert ended, f"the exec creating {gate} in {pod} did not end within {EXEC_SECONDS} s: {out!r} {err!r}"
+        return
+    assert code == 0, (pod, code, out, err)
 
 
 def cli(*args: str, cwd: Path, timeout: float = 900, registry: str | None = None) -> subprocess.CompletedProcess[str]:
