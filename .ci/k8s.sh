@@ -239,6 +239,17 @@ start etcd etcd --name tfcluster-k8s --data-dir "$root/etcd" \
     --listen-metrics-urls http://127.0.0.1:2381
 wait_for 30 etcd curl -fs "${etcd_client[@]}" https://127.0.0.1:2379/health
 
+# The audit log names who sent each request (a run's supervisor is its ServiceAccount): metadata only, of the
+# ServiceAccounts of the tests' namespace, nothing else; bench/bench_k8s_scale.py counts a supervisor's requests there.
+cat >"$root/audit-policy.yaml" <<POLICY
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: ["system:serviceaccounts:$namespace"]
+- level: None
+POLICY
 start kube-apiserver "$bin/kube-apiserver" --etcd-servers=https://127.0.0.1:2379 --etcd-cafile="$pki/etcd-ca.crt" \
     --etcd-certfile="$pki/apiserver-etcd-client.crt" --etcd-keyfile="$pki/apiserver-etcd-client.key" \
     --bind-address=127.0.0.1 --secure-port=6443 --advertise-address="$node_ip" \
@@ -249,7 +260,9 @@ start kube-apiserver "$bin/kube-apiserver" --etcd-servers=https://127.0.0.1:2379
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --enable-admission-plugins=NodeRestriction --allow-privileged=false --profiling=false \
-    --feature-gates="$gates" --runtime-config=scheduling.k8s.io/v1beta1=true
+    --feature-gates="$gates" --runtime-config=scheduling.k8s.io/v1beta1=true \
+    --audit-policy-file="$root/audit-policy.yaml" --audit-log-path="$logs/audit.log" --audit-log-format=json \
+    --audit-log-maxsize=100 --audit-log-maxbackup=1
 wait_for 90 kube-apiserver kubectl get --raw /readyz
 
 # --kube-api-qps/--kube-api-burst: the Job controller and the garbage collector write a few hundred (simulated) tasks'

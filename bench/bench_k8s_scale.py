@@ -17,9 +17,11 @@ cluster's worker image: main's code, whatever this tree holds), measured from ou
   supervisor's requests, read from the API server's ``apiserver_request_total`` (administrator's ``/metrics``), by
   verb and resource (LIST of pods and of Jobs, WATCH, GET of a pod's log...), less what a quiet window of the same
   length before the first run counted (the control plane's own; the counter carries no user or user agent, so this
-  difference is the attribution); and the supervisor pod's CPU (its pod cgroup's ``cpuacct.usage`` over the minute)
-  and memory (its working set, usage less inactive file, at the end, and the cgroup's peak ``max_usage_in_bytes``)
-  read from the node's cgroup v1 files (this host is the node);
+  difference is an attribution on an idle cluster) and, where .ci/k8s.sh keeps the API server's audit log, the
+  requests the supervisor's own ServiceAccount sent, by verb and resource (``audited``); and the supervisor pod's
+  CPU (its pod cgroup's ``cpuacct.usage`` over the minute) and memory (its working set, usage less inactive file,
+  at the end, and the cgroup's peak ``max_usage_in_bytes``) read from the node's cgroup v1 files (this host is the
+  node);
 - ``status``: ``tfcluster status -o json`` wall time;
 - reaction: one worker pod deleted (the administrator, default grace: KWOK removes it at once), until ``status``
   counts a restart or a preemption more (read every 0.5 s as ``status`` does, ``KubernetesBackend.describe``); then
@@ -58,6 +60,8 @@ from launcher.plan import naming  # noqa: E402
 TIMEOUT = 1200.0
 #: The node's cgroup v1 hierarchies (cgroupfs driver: kubepods/[burstable|besteffort/]pod<uid>).
 CGROUP = Path("/sys/fs/cgroup")
+#: The API server's audit log (.ci/k8s.sh: metadata of the requests of the tests' namespace's ServiceAccounts).
+AUDIT_LOG = Path("/var/lib/tfcluster-k8s/logs/audit.log")
 #: One sample of ``apiserver_request_total``: its labels and its count.
 _SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -77,6 +81,29 @@ def request_counts(core: Any) -> Counter[tuple[str, str, str]]:
         labels = dict(_LABEL.findall(sample["labels"]))
         if labels.get("scope") == "namespace":
             counts[labels["verb"], labels["resource"], labels.get("subresource", "")] += int(float(sample["value"]))
+    return counts
+
+
+def audited(user: str, start: float, end: float) -> Counter[str] | None:
+    """The requests ``user`` sent from ``start`` to ``end`` (epoch seconds), by verb and resource (``"list pods"``),
+    read from the audit log: each request once (its ``auditID``; a watch's start counts, whenever it ends). None
+    without an audit log (a cluster of an older .ci/k8s.sh)."""
+    if not AUDIT_LOG.exists():
+        return None
+    from datetime import datetime
+
+    seen: set[str] = set()
+    counts: Counter[str] = Counter()
+    for path in (AUDIT_LOG.with_name(AUDIT_LOG.name + ".1"), AUDIT_LOG):  # never more than one backup here
+        for line in path.read_text(errors="replace").splitlines() if path.exists() else ():
+            event = json.loads(line)
+            if event.get("user", {}).get("username") != user or event["auditID"] in seen:
+                continue
+            received = datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
+            if start <= received < end:
+                seen.add(event["auditID"])
+                ref = event.get("objectRef", {})
+                counts[" ".join(filter(None, (event["verb"], ref.get("resource"), ref.get("subresource"))))] += 1
     return counts
 
 
@@ -158,11 +185,15 @@ def measure(admin: Any, backend: KubernetesBackend, workdir: Path, name: str, ta
         pod = supervisor_pod(admin, name)
         cgroup = PodCgroup(pod.metadata.uid)
         time.sleep(10)  # the supervisor's round after the last start
-        before, cpu_before, at = request_counts(admin), cgroup.cpu_seconds(), time.monotonic()
+        before, cpu_before, at, wall = request_counts(admin), cgroup.cpu_seconds(), time.monotonic(), time.time()
         time.sleep(quiet)
         after, cpu_after, seconds = request_counts(admin), cgroup.cpu_seconds(), time.monotonic() - at
         rates = per_minute(after, before, seconds)
         result["quiet minute requests"] = {k: round(v - baseline.get(k, 0.0), 1) for k, v in rates.items()}
+        own = audited(f"system:serviceaccount:{k8s_e2e.namespace()}:{naming.service_account_name(name)}",
+                      wall, wall + seconds)
+        if own is not None:
+            result["supervisor's requests in the quiet minute"] = {k: round(v * 60 / seconds, 1) for k, v in own.items()}
         result["supervisor cores"] = (cpu_after - cpu_before) / seconds
         result["supervisor working set MiB"] = cgroup.working_set() / 2**20
         result["supervisor peak MiB"] = cgroup.peak() / 2**20
