@@ -194,7 +194,7 @@ class Decider:
         names = suspects or tuple(t.name for t in self.tasks if t.type.trains)
         group = tuple(dict.fromkeys(member for name in names for member in self.restart_group(name)))
         return Decision(Action.RESTART, restart=group,
-                        message=f"stalled: {what}: restarting {', '.join(group)} (restart {restarts_used + 1}/{budget})")
+                        message=f"stalled: {what}: restarting {listed(group)} (restart {restarts_used + 1}/{budget})")
 
     def _restart(self, name: str, failure: str, restarts_used: int, last_error: str) -> Decision:
         budget = self.policy.max_restarts
@@ -208,7 +208,7 @@ class Decider:
         return Decision(
             Action.RESTART,
             restart=group,
-            message=f"task {name} {failure}: restarting {', '.join(group)} "
+            message=f"task {name} {failure}: restarting {listed(group)} "
             f"(restart {restarts_used + 1}/{budget}); last error: {last_error}",
         )
 
@@ -225,10 +225,22 @@ class Decider:
         return Decision(
             Action.RESTART,
             restart=group,
-            message=f"task {name} was preempted (saved): restarting {', '.join(group)} "
+            message=f"task {name} was preempted (saved): restarting {listed(group)} "
             f"(preemption {preemptions_used + 1}/{budget})",
             preemption=True,
         )
+
+
+#: How many tasks a decision's message names; a larger group is named by its first ones and how many more.
+NAMED_TASKS = 4
+
+
+def listed(group: Sequence[str]) -> str:
+    """``group``'s task names for a message: all of them up to ``NAMED_TASKS``, else the first three and a count (a
+    message naming each of a thousand tasks would be 30 kB in every status)."""
+    if len(group) <= NAMED_TASKS:
+        return ", ".join(group)
+    return f"{', '.join(group[:NAMED_TASKS - 1])} and {len(group) - NAMED_TASKS + 1} more tasks"
 
 
 def decision_order(exits: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:

@@ -164,3 +164,13 @@ def test_a_requeue_restarts_every_task_as_a_preemption_within_its_budget_then_fa
     assert decision.restart == ("job-chief-0", "job-worker-0", "job-worker-1", "job-ps-0", "job-evaluator-0")
     decision = r.decide(Requeued(Used(preemptions=2)))
     assert decision.action is Action.FAIL and "preempted 3 times, past restart.max_preemptions (2)" in decision.message
+
+
+def test_a_large_groups_restart_names_its_first_tasks_and_counts_the_rest() -> None:
+    """A thousand tasks' restart message stays one short line (it is in every status while the group restarts)."""
+    r = decider({"chief": {"replicas": 1}, "worker": {"replicas": 999}})
+    decision = decide(r, "job-worker-998", 143)
+    assert len(decision.restart) == 1000
+    assert "restarting job-chief-0, job-worker-0, job-worker-1 and 997 more tasks (" in decision.message
+    assert len(decision.message) < 200
+    assert "restarting job-chief-0, job-worker-0, job-worker-1 (" in decide(decider(MWMS), "job-worker-1", 1).message
