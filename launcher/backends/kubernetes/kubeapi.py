@@ -170,6 +170,7 @@ class KubeApi:
     def __init__(self, api_client: Any):
         self._client = api_client
         self._stream_lock = threading.Lock()  # the client swaps its request function while opening a stream
+        self._stream_client: Any = None  # the streams' own client (``_pods``)
         self.host: str = api_client.configuration.host
 
     def _call(self, method: str, path: str, *, names: dict[str, str] | None = None,
@@ -326,10 +327,14 @@ class KubeApi:
 
     def _pods(self) -> Any:
         """The client's generated core requests, for its websocket streams (exec, port-forward) only: imported on
-        their first use (seconds of import no other request pays)."""
+        their first use (seconds of import no other request pays), on an API client of their own (same
+        configuration): opening a stream swaps the client's request function for a while, and a request of another
+        thread on a shared client then went out as a stream (a watch failed with "Missing required parameter")."""
         from kubernetes import client
 
-        return client.CoreV1Api(self._client)
+        if self._stream_client is None:
+            self._stream_client = client.ApiClient(self._client.configuration)
+        return client.CoreV1Api(self._stream_client)
 
     # --- what an error means (the one home of 404, 409 and 403) ---------------------------------------------------
 

@@ -80,6 +80,16 @@ def test_an_unreachable_api_server_is_one_line_naming_it() -> None:
             api.select(Kind.JOB, "default", "a=b")
 
 
+def test_streams_go_through_a_client_of_their_own_so_no_other_request_goes_out_as_a_stream() -> None:
+    """Opening an exec or a port-forward swaps its client's request function until the stream is open: on the client
+    every thread's requests share (the supervisor's watches), a LIST sent meanwhile went out as a websocket and failed."""
+    shared = client.ApiClient(client.Configuration(host="http://127.0.0.1:1"))
+    api = KubeApi(shared)
+    streams = api._pods().api_client
+    assert streams is not shared and streams.configuration is shared.configuration
+    assert api._pods().api_client is streams  # one for every stream
+
+
 def test_only_the_typed_client_calls_the_kubernetes_client() -> None:
     """No module of the backend but ``kubeapi`` imports ``kubernetes`` or names a request by a built string."""
     for module in sorted(PACKAGE.glob("*.py")):
