@@ -124,7 +124,8 @@ server (the one list):
   the contract test does not wait a minute for one); ``restart`` cuts the
   watches and forgets the history at once; ``unavailable`` answers 503 to
   every request (a restarting server mostly refuses connections); a 429 is
-  only what the test injects (``fail_next``: the real server's priority and
+  only what the test injects (``fail_next``, or ``throttled``: every request,
+  while set; the real server's priority and
   fairness was not made to throttle in the contract test, which needs a
   FlowSchema and a PriorityLevelConfiguration as admin; the 429's
   ``Retry-After`` header is modelled on its documented one);
@@ -296,6 +297,8 @@ class FakeKubernetes:
         self.unavailable = False
         #: The ``Retry-After`` seconds a 429 carries (the API server's priority and fairness says 1).
         self.retry_after = "1"
+        #: While set, every request is ``429 TooManyRequests`` (the API server's priority and fairness throttling).
+        self.throttled = False
 
     # --- server ----------------------------------------------------------
 
@@ -1138,6 +1141,8 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             if store.unavailable:
                 raise ApiError(503, "ServiceUnavailable", "the API server is restarting")
+            if store.throttled:
+                raise ApiError(429, "TooManyRequests", "too many requests, please try again later")
             for fault in list(store._faults):
                 if fault[:2] == (method, plural):
                     store._faults.remove(fault)
