@@ -3,7 +3,8 @@
 Contract: ``linger(poll, publish, running, seconds, tuning, cancelled)`` calls ``poll()`` and ``publish()`` every
 ``tuning.poll_seconds`` until nothing is ``running()``, ``seconds`` passed or ``cancelled`` is set. The job
 already succeeded: a runtime fault of a poll is logged, and the ``tuning.fault_retries``-th ends the linger (the
-caller then stops the rest); it never changes the job's outcome.
+caller then stops the rest); a ``backoff.NotNow`` (nothing known of the runs now) is none; it never changes the
+job's outcome.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from launcher.supervision.backoff import NotNow
 from launcher.supervision.faults import FaultsInARow
 from launcher.supervision.tuning import Tuning
 
@@ -23,6 +25,8 @@ def linger(poll: Callable[[], object], publish: Callable[[], object], running: C
     while True:
         try:
             poll()
+        except NotNow:
+            pass  # nothing known now: the others keep their time to exit
         except Exception as exc:  # the job succeeded: a fault ends the linger (the caller stops the rest), not that
             if faults.failed(exc, " while the others linger"):
                 return

@@ -6,8 +6,12 @@ and returns True, or, if it raised (a full disk, an API server refusing the Conf
 (once for as long as the same error repeats) and returns False: the caller writes again later. ``publish_end(status,
 attempts, pause)`` tries up to ``attempts`` times, ``pause`` seconds apart; False if none was written.
 ``publish_changed(status)`` publishes only a status that differs from the last one written, or whose goodput is
-``GOODPUT_REFRESH_SECONDS`` stale (False: the write failed). ``log`` is the supervisor's one line on stderr (its
-log file).
+``GOODPUT_REFRESH_SECONDS`` stale (False: the write failed, or was not tried); after a failed write it tries no
+other before the pause of its ``backoff.Backoff`` passed on ``clock`` (doubling while the writes keep failing:
+an API server down or throttling is not asked at every poll round; the Kubernetes client honours the
+``Retry-After`` of a 429 or 503 itself, urllib3's three tries), a success brings the normal pace back, and
+``retry_now()`` ends the pause (the engine answered again: the status is written at the next round). ``log`` is
+the supervisor's one line on stderr (its log file).
 """
 
 from __future__ import annotations
@@ -17,19 +21,26 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from launcher.supervision.backoff import Backoff
 from launcher.supervision.status import JobStatus
 
 #: A status is republished for its goodput alone after this many seconds.
 GOODPUT_REFRESH_SECONDS = 5.0
+#: The first pause after a failed write (the supervisor's: its ``Tuning.poll_seconds``).
+FIRST_PAUSE_SECONDS = 0.5
 
 
 class Publisher:
     """See the module contract."""
 
-    def __init__(self, write: Callable[[JobStatus], None]):
+    def __init__(self, write: Callable[[JobStatus], None], clock: Callable[[], float] = time.monotonic,
+                 backoff: Backoff | None = None):
         self.write = write
+        self.clock = clock
+        self.backoff = backoff or Backoff(FIRST_PAUSE_SECONDS)
         self._failing = ""  # why the last write failed (logged once), empty once one succeeded
         self._published: JobStatus | None = None  # the last status ``publish_changed`` wrote
+        self._not_before: float | None = None  # when ``publish_changed`` may try again after a failed write
 
     def publish(self, status: JobStatus) -> bool:
         try:
@@ -38,8 +49,11 @@ class Publisher:
             if one_line(exc) != self._failing:
                 self._failing = one_line(exc)
                 log(f"cannot publish the status (it is tried again): {self._failing}")
+            self._not_before = self.clock() + self.backoff.failed()
             return False
         self._failing = ""
+        self._not_before = None
+        self.backoff.ok()
         return True
 
     def publish_end(self, status: JobStatus, attempts: int, pause: float) -> bool:
@@ -50,8 +64,9 @@ class Publisher:
                 time.sleep(pause)
         return False
 
-
     def publish_changed(self, status: JobStatus) -> bool:
+        if self._not_before is not None and self.clock() < self._not_before:
+            return False
         last = self._published
         stale = (last is None or last.goodput is None or status.goodput is None
                  or status.goodput.wall_seconds - last.goodput.wall_seconds >= GOODPUT_REFRESH_SECONDS)
@@ -60,6 +75,10 @@ class Publisher:
                 return False
             self._published = status
         return True
+
+    def retry_now(self) -> None:
+        """The next ``publish_changed`` tries at once (the engine answered again)."""
+        self._not_before = None
 
 
 def log(message: str) -> None:

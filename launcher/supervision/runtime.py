@@ -27,7 +27,8 @@ class Runtime(Protocol):
     ``start`` begins a fresh run of the task (a stopped or exited run may be
     started again); it raises ``launcher.errors.LaunchError`` if it cannot.
     ``poll`` returns the exit code of the current run once it has ended
-    (128+N for signal N), else None. ``stop`` ends the current runs of
+    (128+N for signal N), else None; it raises ``launcher.supervision.backoff.NotNow`` while its engine cannot
+    be reached now (nothing is known of the run: the supervisor backs its rounds off, and counts no fault). ``stop`` ends the current runs of
     ``tasks`` (terminate, i.e. SIGTERM, then kill after ``grace_seconds``)
     and returns once they are gone; it must not make the runtime restart them by itself, and
     is a no-op for tasks not running. ``output`` returns the lines (stdout

@@ -8,12 +8,15 @@ and publishes a true status (``publisher``). Around the loop: the deadline (``de
 success (``linger``), standbys prepared after each start (``runtime.prepare_standbys``), the goodput and counters
 (``job_record``), adoption of a dead supervisor's tasks with ``resume`` (``adoption``). Engine faults are retried
 up to ``Tuning.fault_retries`` rounds in a row (``faults``), then the job fails; a restart a fault cut short is
-carried on at the next round; nothing escapes ``run`` as a traceback. A status ``on_status`` cannot write is
-logged and written again at the next publish (the job's end: up to ``fault_retries`` times): it does not end the
-supervision. Exit codes are shell-style (128+N). A task that cannot be started (``LaunchError``) fails the
-job at once. Stops give ``save_grace_seconds`` between SIGTERM and the kill on cancellation and to a preempted
-group, ``RESTART_STOP_SECONDS`` to the rest of a group restarted after a failure or stall (no save is possible
-without the lost peer), ``STOP_SECONDS`` otherwise.
+carried on at the next round; nothing escapes ``run`` as a traceback. A round whose poll meets ``backoff.NotNow``
+(the engine cannot be reached now, or throttles: nothing is known of the runs) decides nothing, is no fault, and
+the next round waits a ``backoff.Backoff`` pause from ``poll_seconds`` on (doubling, at least its ``Retry-After``);
+the first round that polls again is back at ``poll_seconds`` and publishes at once. A status ``on_status``
+cannot write is logged and written again at a later publish, backed off likewise (``publisher``; the job's end:
+up to ``fault_retries`` times): it does not end the supervision. Exit codes are shell-style (128+N). A task
+that cannot be started (``LaunchError``) fails the job at once. Stops give ``save_grace_seconds`` between SIGTERM
+and the kill on cancellation and to a preempted group, ``RESTART_STOP_SECONDS`` to the rest of a group restarted
+after a failure or stall (no save is possible without the lost peer), ``STOP_SECONDS`` otherwise.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from launcher.errors import LaunchError
 from launcher.plan.planner import Plan
 from launcher.protocol import events
 from launcher.supervision.adoption import adopt
+from launcher.supervision.backoff import Backoff, NotNow
 from launcher.supervision.deadline import Deadline
 from launcher.supervision.decisions import Action, Decider, Decision, Exited, decision_order
 from launcher.supervision.faults import FaultsInARow, engine_fault
@@ -78,7 +82,9 @@ class Supervisor:
         self._resume = resume
         self._cancelled, self._left = threading.Event(), threading.Event()
         self._pause = self.tuning.pause or self._cancelled.wait
-        self._publisher = Publisher(on_status)
+        self._publisher = Publisher(on_status, self.tuning.clock, Backoff(self.tuning.poll_seconds))
+        #: The rounds in a row whose poll met ``NotNow``, and the pause they call for.
+        self._unreachable = Backoff(self.tuning.poll_seconds)
         self._runs = TaskRuns(plan, runtime, self._on_event)
         self._record = JobRecord(plan, watching=plan.run_config.lead_runs_entrypoint and self._runs.reads_events)
         self._watch = StallWatch(plan, self._runs, self._record, keep_stacks, self.tuning, self._cancelled)
@@ -153,6 +159,11 @@ class Supervisor:
                 return State.FAILED, deadline.message
             try:
                 ended = self._round()
+            except NotNow as not_now:
+                if not self._unreachable.failures:
+                    log(f"the runtime cannot reach its engine now (rounds back off): {one_line(not_now)}")
+                self._pause(self._unreachable.failed(not_now.retry_after))
+                continue
             except _Fault as fault:
                 exc = fault.__cause__ or fault
                 if faults.failed(exc):
@@ -160,6 +171,10 @@ class Supervisor:
                 self._cancelled.wait(self.tuning.fault_pause)
                 continue
             faults.ok()
+            if self._unreachable.failures:
+                log("the runtime reaches its engine again")
+                self._unreachable.ok()
+                self._publisher.retry_now()
             if ended is not None:
                 return ended
             self._publish()
@@ -173,7 +188,7 @@ class Supervisor:
                 self._resume_restart()
             try:
                 exits = decision_order(self._poll())
-            except LaunchError:
+            except (LaunchError, NotNow):
                 raise
             except Exception as exc:  # any fault of a poll: the runtime's own errors are retried
                 raise _Fault() from exc
@@ -194,7 +209,7 @@ class Supervisor:
                         self._record.disrupted(Disruption.FAILURE)
                     return State.FAILED, decision.message
             stalled = self._watch.check(self.decider.decide)
-        except (_Fault, LaunchError):
+        except (_Fault, LaunchError, NotNow):
             raise
         except Exception as exc:
             if engine_fault(exc):

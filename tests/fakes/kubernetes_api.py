@@ -122,9 +122,12 @@ server (the one list):
   (``bookmark``) and each minute of the fake's clock (the API server sends
   one about each minute and before a watch's timeout, at its discretion;
   the contract test does not wait a minute for one); ``restart`` cuts the
-  watches and forgets the history at once; ``unavailable`` answers 503 to
+  watches and forgets the history at once; ``stop`` closes every connection
+  (a kept-alive one unanswered, a stream without its end), as a stopped API
+  server's are; ``unavailable`` answers 503 to
   every request (a restarting server mostly refuses connections); a 429 is
-  only what the test injects (``fail_next``: the real server's priority and
+  only what the test injects (``fail_next``, or ``throttled``: every request,
+  while set; the real server's priority and
   fairness was not made to throttle in the contract test, which needs a
   FlowSchema and a PriorityLevelConfiguration as admin; the 429's
   ``Retry-After`` header is modelled on its documented one);
@@ -296,6 +299,8 @@ class FakeKubernetes:
         self.unavailable = False
         #: The ``Retry-After`` seconds a 429 carries (the API server's priority and fairness says 1).
         self.retry_after = "1"
+        #: While set, every request is ``429 TooManyRequests`` (the API server's priority and fairness throttling).
+        self.throttled = False
 
     # --- server ----------------------------------------------------------
 
@@ -1127,6 +1132,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self, method: str) -> None:
         store = self.store
+        if store._closing:  # stopped: a connection kept alive is closed unanswered, as by a server that is gone
+            self.close_connection = True
+            return
         try:
             body = self._body()  # always consumed, so a refused request leaves the connection usable
             if method == "GET" and urlparse(self.path).path.rstrip("/") == POD_GROUP_DISCOVERY:
@@ -1138,6 +1146,8 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             if store.unavailable:
                 raise ApiError(503, "ServiceUnavailable", "the API server is restarting")
+            if store.throttled:
+                raise ApiError(429, "TooManyRequests", "too many requests, please try again later")
             for fault in list(store._faults):
                 if fault[:2] == (method, plural):
                     store._faults.remove(fault)
@@ -1241,11 +1251,11 @@ class _Handler(BaseHTTPRequestHandler):
             if pending and pending[-1]["type"] == "ERROR":
                 self.wfile.write(b"0\r\n\r\n")
                 return
-            while not store._closing:
+            while True:
                 with store._lock:
-                    if store._watch_epoch != epoch:
+                    if store._watch_epoch != epoch or store._closing:
                         self.close_connection = True
-                        return  # restarted: no end of the stream
+                        return  # restarted or stopped: no end of the stream
                     store.publish()
                     events = [{"type": kind, "object": obj} for version, p, ns, kind, obj in store.history
                               if version > sent and p == plural and ns == namespace and _matches(obj, selector)]
@@ -1277,6 +1287,9 @@ class _Handler(BaseHTTPRequestHandler):
         tail = int(query["tailLines"][0]) if "tailLines" in query else None
         sent = 0
         while True:
+            if store._closing:
+                self.close_connection = True
+                return  # stopped: no end of the stream
             pod = store.get("pods", name, namespace)  # before the text: what an ended pod wrote is all sent
             ended = not follow or pod is None or pod["status"].get("phase") not in ("Pending", "Running")
             text = store.pod_logs.get((namespace, name), "")

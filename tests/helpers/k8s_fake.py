@@ -15,6 +15,7 @@ from kubernetes import client
 
 from fakes.kubernetes_api import CLUSTER_SCOPED, JOB_NAME_KEY, POD_GROUP_DISCOVERY, FakeKubernetes, Permission, permission
 from helpers.paths import REPO
+from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.kubeapi import KubeApi
 from launcher.backends.kubernetes.watched import RunObjects, Snapshot
@@ -95,6 +96,13 @@ class SettledObjects(RunObjects):
 def settled(fake: FakeKubernetes) -> Callable[[KubeApi, str, str, Callable[[], float]], RunObjects]:
     """``KubernetesRuntime``'s ``objects`` for a test over ``fake``: ``SettledObjects``."""
     return lambda api, namespace, cluster, clock: SettledObjects(fake, api, namespace, cluster, clock)
+
+
+def caught_up(fake: FakeKubernetes, objects: RunObjects) -> None:
+    """Until ``objects``' watches applied every change the fake made so far (a bookmark at its latest version)."""
+    version = fake.bookmark()
+    wait_for_condition(lambda: all(w.stale_since is None and int(w.version or 0) >= version
+                                   for w in objects.kinds.values()))
 
 
 def rbac_allowed() -> set[Permission]:

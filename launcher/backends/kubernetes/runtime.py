@@ -19,8 +19,8 @@ run did). What ``poll`` and ``stop`` read of the run's pods and Jobs is the run'
 LIST, then a WATCH, per kind; no request per task or per round): every answer it gives stays true (an ended pod
 stays ended, a failed Job failed), and an absence is asked of the API (a GET of the Job; the pods of a Job seen
 failed with none seen, as the two kinds are watched apart) before it is taken as a lost run; while the cache is
-stale ``poll`` answers None (nothing decided), past ``watched.STALE_SECONDS`` it raises ``watched.Unreachable`` (an
-engine fault). ``output`` follows each pod's log in a thread of its own (one
+stale ``poll`` raises ``backoff.NotNow`` (nothing decided: the supervisor backs its rounds off), past
+``watched.STALE_SECONDS`` ``watched.Unreachable`` (an engine fault). ``output`` follows each pod's log in a thread of its own (one
 pod's log carries all the runs made in it); ``read_stacks`` asks the stack endpoint of the task's agent (its
 program's parent, ``launcher.worker.agent``: py-spy) at its pod's IP (``launcher.protocol.stack_endpoint``, with
 the run's event token; from outside the cluster, ``in_cluster`` False, through a port-forward; the agent's other
@@ -229,7 +229,7 @@ class KubernetesRuntime:
             return None
         seen = self.objects.snapshot()
         if seen is None:
-            return None  # stale: nothing is decided from it
+            raise self.objects.not_now()  # stale: nothing is decided from it; the supervisor backs off
         self._fit_gang(seen)
         ended = self._ended_run(task)
         pods = seen.pods.get(uid, [])

@@ -9,13 +9,14 @@ in a quiet minute a run costs at most two WATCH requests per kind and no LIST. O
 is older than the API server still keeps: etcd compacted it, or a restarted API server's new watch cache starts
 later) lists again. Any other failure (the connection lost, the API server restarting, ``429`` when its priority
 and fairness throttles, a ``5xx``) is retried from the last version after a pause that doubles from
-``RETRY_SECONDS`` to ``RETRY_MAX_SECONDS``, with jitter (a ``Retry-After`` is honoured; urllib3 already waits
-out a few 429s by itself).
+``RETRY_SECONDS`` (``launcher.supervision.backoff``: up to its cap, with jitter, a ``Retry-After`` honoured;
+urllib3 already waits out a few 429s by itself).
 
 Staleness: a kind is *current* while its watch is open and every change it sent is applied; from the moment it
 fails until a watch is open again (or a new LIST replaced the contents) it is *stale*, and so is one never listed
 yet. ``snapshot`` answers only when both kinds are current; while one is stale it answers None (the caller must
-decide nothing from the cache: no exit is read, no object taken as gone), and once one stayed stale longer than
+decide nothing from the cache: no exit is read, no object taken as gone; ``not_now`` says why, as the
+``backoff.NotNow`` a runtime raises, with the ``Retry-After`` the API server asked for), and once one stayed stale longer than
 ``STALE_SECONDS`` (measured on ``clock``) it raises ``Unreachable`` with the last error, which the supervisor
 counts as an engine fault. ``last`` answers what was last seen, stale or not (which pod's log to follow).
 Objects are kept trimmed (``trimmed``: no ``managedFields``; a pod without its ``spec``; a Job's ``spec`` only
@@ -25,7 +26,6 @@ change (a poll round reads it once per task). ``requests`` counts the LIST and W
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -34,12 +34,12 @@ from dataclasses import dataclass, field
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj, RequestFailure, WatchStream, failure_of
 from launcher.backends.kubernetes.status import CONTROLLER_UID
 from launcher.plan import naming
+from launcher.supervision.backoff import Backoff, NotNow
 
 #: How long the API server keeps one watch open (its ``timeoutSeconds``) before the watch is opened again.
 WATCH_SECONDS = 300
-#: The first pause after a failed LIST or WATCH; it doubles on each failure in a row up to ``RETRY_MAX_SECONDS``.
+#: The first pause after a failed LIST or WATCH; it doubles on each failure in a row (``backoff.Backoff``).
 RETRY_SECONDS = 1.0
-RETRY_MAX_SECONDS = 30.0
 #: How long a kind may stay stale before ``snapshot`` raises ``Unreachable``.
 STALE_SECONDS = 120.0
 
@@ -56,14 +56,6 @@ def trimmed(kind: Kind, obj: Obj) -> Obj:
     if kind is Kind.JOB:
         kept["spec"] = {"suspend": obj.get("spec", {}).get("suspend", False)}
     return kept
-
-
-def retry_pause(failures: int, retry_after: float | None = None, jitter: Callable[[], float] = random.random) -> float:
-    """The pause before the next try after ``failures`` in a row: ``RETRY_SECONDS`` doubled per failure up to
-    ``RETRY_MAX_SECONDS``, between half and all of it (jitter: many supervisors do not come back at once), never
-    less than the API server's ``Retry-After``."""
-    full = min(RETRY_MAX_SECONDS, RETRY_SECONDS * 2 ** max(0, failures - 1))
-    return max(full * (0.5 + jitter() / 2), retry_after or 0.0)
 
 
 @dataclass
@@ -87,9 +79,10 @@ class Watched:
     #: The version the objects are at (the last LIST, event or bookmark); "" before the first LIST.
     version: str = ""
     requests: Requests = field(default_factory=Requests)
-    #: When it became stale (``clock``), None while current; the last error, "" if none.
+    #: When it became stale (``clock``), None while current; the last error, "" if none, and its ``Retry-After``.
     stale_since: float | None = None
     error: str = ""
+    retry_after: float | None = None
 
     def __post_init__(self) -> None:
         #: Moves on at each change of ``objects`` (a snapshot is made again only then).
@@ -120,13 +113,13 @@ class Watched:
             return self.generation, copied, self.stale_since is None
 
     def _run(self) -> None:
-        failures = 0
+        backoff = Backoff(RETRY_SECONDS)
         while not self._stopped.is_set():
             try:
                 if not self.version:
                     self._list()
                 self._watch()
-                failures = 0
+                backoff.ok()
                 continue
             except Exception as exc:  # noqa: BLE001 - what it means is kubeapi's; anything else: retried, and said
                 failure = failure_of(exc) or RequestFailure(None, f"{type(exc).__name__}: {exc}"[:200])
@@ -134,9 +127,8 @@ class Watched:
                 self._stale(failure.why)
                 self.version = ""
                 continue
-            self._stale(failure.why)
-            failures += 1
-            self._stopped.wait(retry_pause(failures, failure.retry_after))
+            self._stale(failure.why, failure.retry_after)
+            self._stopped.wait(backoff.failed(failure.retry_after))
 
     def _list(self) -> None:
         self.requests.lists += 1
@@ -174,13 +166,13 @@ class Watched:
 
     def _current(self) -> None:
         with self._lock:
-            self.stale_since, self.error = None, ""
+            self.stale_since, self.error, self.retry_after = None, "", None
 
-    def _stale(self, why: str) -> None:
+    def _stale(self, why: str, retry_after: float | None = None) -> None:
         with self._lock:
             if self.stale_since is None:
                 self.stale_since = self.clock()
-            self.error = why
+            self.error, self.retry_after = why, retry_after
 
 
 @dataclass(frozen=True)
@@ -229,6 +221,13 @@ class RunObjects:
                 raise Unreachable(f"the run's {watched.kind}s could not be watched for {now - since:.0f} s: "
                                   f"{watched.error}")
         return None
+
+    def not_now(self) -> NotNow:
+        """Why ``snapshot`` answers None: the kinds not current, their last errors and the longest ``Retry-After``."""
+        stale = [w for w in self.kinds.values() if w.stale_since is not None]
+        why = "; ".join(f"the run's {w.kind}s are not watched now: {w.error}" for w in stale)
+        waits = [w.retry_after for w in stale if w.retry_after is not None]
+        return NotNow(why or "the run's objects are not watched now", max(waits, default=None))
 
     def last(self) -> Snapshot:
         """Both kinds as last seen, stale or not."""

@@ -14,14 +14,15 @@ from typing import Any
 import pytest
 
 from fakes.kubernetes_api import FakeKubernetes
-from helpers.k8s_fake import backend_for, pod_of
+from helpers.k8s_fake import backend_for, caught_up, pod_of
 from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes import apply, watched
 from launcher.backends.kubernetes.kubeapi import Kind
 from launcher.backends.kubernetes.runtime import KubernetesRuntime
-from launcher.backends.kubernetes.watched import RETRY_MAX_SECONDS, Unreachable, retry_pause, trimmed
+from launcher.backends.kubernetes.watched import Unreachable, trimmed
 from launcher.plan.planner import Plan, Task
+from launcher.supervision.backoff import NotNow
 from launcher.supervision.status import State
 from launcher.supervision.supervisor import Supervisor
 from launcher.supervision.tuning import Tuning
@@ -29,13 +30,6 @@ from launcher.supervision.tuning import Tuning
 WORKERS = 20
 SPEC: dict[str, Any] = {"name": "wq", "roles": {"chief": {}, "worker": {"replicas": WORKERS}},
                         "kubernetes": {"supervisor": False}}
-
-
-def caught_up(fake: FakeKubernetes, runtime: KubernetesRuntime) -> None:
-    """Until the runtime's watches applied every change the fake made so far (a bookmark at its latest version)."""
-    version = fake.bookmark()
-    wait_for_condition(lambda: all(w.stale_since is None and int(w.version or 0) >= version
-                                   for w in runtime.objects.kinds.values()))
 
 
 def applied(fake: FakeKubernetes) -> tuple[Plan, KubernetesRuntime]:
@@ -53,13 +47,21 @@ def started(fake: FakeKubernetes) -> tuple[Plan, KubernetesRuntime]:
     plan, runtime = applied(fake)
     for task in plan.tasks:
         runtime.start(task)
-    caught_up(fake, runtime)
+    caught_up(fake, runtime.objects)
     return plan, runtime
 
 
 def polled(runtime: KubernetesRuntime, task: Task, code: int) -> None:
-    """Until ``poll`` reads ``code`` (the watch's thread delivers the change)."""
-    wait_for_condition(lambda: runtime.poll(task) == code)
+    """Until ``poll`` reads ``code`` (the watch's thread delivers the change; ``NotNow`` while it is stale)."""
+    wait_for_condition(lambda: answer(runtime, task) == code)
+
+
+def answer(runtime: KubernetesRuntime, task: Task) -> int | None | NotNow:
+    """What ``poll`` answers, or the ``NotNow`` it raises."""
+    try:
+        return runtime.poll(task)
+    except NotNow as not_now:
+        return not_now
 
 
 def lists(fake: FakeKubernetes) -> int:
@@ -79,7 +81,7 @@ def test_a_quiet_minute_of_supervision_costs_no_list_and_no_request_per_task(fak
         rounds += 1
         if rounds in (10, 130):
             if rounds == 10:
-                caught_up(fake, runtime)
+                caught_up(fake, runtime.objects)
             marks.append((lists(fake), len(fake.requests)))
         if rounds == 130:
             supervisor.cancel()
@@ -128,7 +130,9 @@ def test_a_watch_from_a_compacted_version_lists_again_and_misses_nothing(fake: F
         wait_for_condition(lambda: runtime.objects.snapshot() is None)  # stale: the watch broke
         fake.finish_pod(pod_of(fake, worker.name), 5)
         fake.compact()
-        assert all(runtime.poll(t) is None for t in plan.tasks)  # stale: nothing decided
+        for task in plan.tasks:  # stale: nothing decided
+            with pytest.raises(NotNow, match="not watched now"):
+                runtime.poll(task)
         fake.unavailable = False
         polled(runtime, worker, 5)
     finally:
@@ -157,14 +161,6 @@ def test_a_throttled_watch_backs_off_and_goes_on_from_its_version(fake: FakeKube
     assert lists(fake) == before
     assert fake.watches() - watches >= 1 + 2  # the pods' watch tried again after the throttled tries
     assert not [f for f in fake._faults if f[2] == 429]  # every 429 was met
-
-
-def test_the_pause_between_tries_doubles_up_to_a_bound_with_jitter_and_honours_retry_after() -> None:
-    assert retry_pause(1, jitter=lambda: 1.0) == watched.RETRY_SECONDS
-    assert retry_pause(2, jitter=lambda: 1.0) == 2 * watched.RETRY_SECONDS
-    assert retry_pause(50, jitter=lambda: 1.0) == RETRY_MAX_SECONDS
-    assert retry_pause(50, jitter=lambda: 0.0) == RETRY_MAX_SECONDS / 2
-    assert retry_pause(1, retry_after=7.0, jitter=lambda: 0.0) == 7.0
 
 
 def test_a_cache_stale_past_its_bound_is_an_engine_fault_naming_why(fake: FakeKubernetes) -> None:

@@ -17,6 +17,7 @@ from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.protocol.events import MANUAL_TOKEN
 from launcher.protocol.stacks_signal import MAX_STACK_BYTES
+from launcher.supervision.backoff import NotNow
 from launcher.supervision.goodput import LostSeconds
 from launcher.supervision.stack_dumps import write_stacks
 from launcher.supervision.stall import StallEvidence
@@ -124,6 +125,21 @@ def test_a_persistent_runtime_fault_fails_the_job_with_the_reason(capsys: pytest
     err = capsys.readouterr().err
     assert err.count("supervisor: runtime error") == 3 and "Traceback" not in err
     assert runtime.stopped, "the supervisor still tries to stop the tasks"
+
+
+def test_an_engine_that_throttles_gets_rounds_backed_off_by_its_retry_after_and_counts_no_fault(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The runtime's engine answers 429 with ``Retry-After: 7`` to four polls in a row (``NotNow``): each next round
+    waits 7 s (more than the doubled poll pause), none is a fault (3 would fail the job), and from the first poll
+    that answers the rounds are back at ``poll_seconds``; one line says so each way."""
+    pauses: list[float] = []
+    runtime = ScriptedRuntime({"job-chief-0": [(8, 0)]}, faults=4, fault=NotNow("429 Too Many Requests", 7.0))
+    status, _ = supervise(runtime, fault_retries=3, pause=pauses.append)
+    assert status.state is State.SUCCEEDED, status.message
+    assert pauses[:4] == [7.0] * 4 and set(pauses[4:]) == {0.01}
+    err = capsys.readouterr().err
+    assert err.count("cannot reach its engine now (rounds back off): NotNow: 429 Too Many Requests") == 1
+    assert err.count("reaches its engine again") == 1 and "runtime error" not in err
 
 
 def test_a_fault_while_stopping_is_logged_not_raised(capsys: pytest.CaptureFixture[str]) -> None:
