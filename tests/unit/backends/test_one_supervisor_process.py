@@ -46,6 +46,7 @@ def test_a_backend_keeps_its_supervisors_state_in_the_directory_its_command_line
 ) -> None:
     state = Backend.state_of("/state")
     assert type(state) is harness.StateDir and state.root == Path("/state")
+    assert state.record is state.files and state.files.plan == Path("/state/plan.json")  # the run's record: its files
 
 
 @pytest.mark.parametrize(("argv", "says"), [
