@@ -82,7 +82,8 @@ class Backend(ABC, Generic[OptionsT]):
     def host(cls, plan: Plan, state: StateDir, adopt: bool) -> Hosted:
         """The runtime the one supervisor process (``launcher.supervision.harness``) drives
         for ``plan``, whose ``StateDir`` is ``state`` (``adopt``: taking over a dead supervisor's tasks); only
-        backends that run that process have one (local, compose, Slurm)."""
+        backends that run that process have one (local, compose, Slurm: their ``supervise.host``, as a
+        ``staticmethod``; Kubernetes). ``launcher.backends.supervisor_process`` calls it on the class."""
         raise LaunchError(f"{cls.kind.value} runs no tfcluster supervisor process")
 
     @classmethod

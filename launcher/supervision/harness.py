@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar, Protocol
 
 from launcher.errors import LaunchError, TfclusterError
 from launcher.plan import naming
@@ -100,19 +99,6 @@ class NothingToDo(Exception):  # noqa: N818 - an outcome, not an error
 
 #: A backend's part of the supervisor process: ``host(plan, state, adopt)``.
 Host = Callable[[Plan, "StateDir", bool], Hosted]
-
-
-class Hosting(Protocol):
-    """A backend class (as ``launcher.backends`` registers it) whose ``host`` gives the supervisor process its
-    runtime and whose ``state_of`` its state (``launcher.backends.interface.Backend.host``, ``.state_of``)."""
-
-    kind: ClassVar[BackendKind]
-
-    @classmethod
-    def host(cls, plan: Plan, state: StateDir, adopt: bool) -> Hosted: ...
-
-    @classmethod
-    def state_of(cls, target: str) -> StateDir: ...
 
 
 @dataclass(frozen=True)

@@ -83,9 +83,7 @@ def _ours(name: str) -> dict[str, list[str]]:
 class ComposeBackend(Backend[BackendOptions]):
     kind = BackendKind.COMPOSE
 
-    @classmethod
-    def host(cls, plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
-        return supervise.host(plan, state, adopt)
+    host = staticmethod(supervise.host)
 
     def __init__(self, client: Any) -> None:
         self.client = client

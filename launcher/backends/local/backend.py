@@ -28,7 +28,6 @@ from launcher.backends.logfiles import command_problems
 from launcher.backends.tensorboard import Board, planned_log_dirs, serve_locally
 from launcher.errors import LaunchError
 from launcher.plan.dryrun import DryRun
-from launcher.plan.planner import Plan
 from launcher.plan.storage import storage_problems
 from launcher.plan.targets import BackendKind
 from launcher.spec.models import ClusterSpec
@@ -42,9 +41,7 @@ from launcher.supervision.status import JobStatus
 class LocalBackend(Backend[BackendOptions]):
     kind = BackendKind.LOCAL
 
-    @classmethod
-    def host(cls, plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
-        return supervise.host(plan, state, adopt)
+    host = staticmethod(supervise.host)
 
     @classmethod
     def target(cls, spec: ClusterSpec, *, launching: bool = False) -> LocalTarget:

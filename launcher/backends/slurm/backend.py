@@ -42,7 +42,6 @@ from launcher.plan.storage import storage_problems
 from launcher.plan.targets import BackendKind
 from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem
-from launcher.supervision import harness
 from launcher.supervision.statefile import private_dir, write_private
 from launcher.supervision.status import JobStatus
 
@@ -54,9 +53,7 @@ END_POLL_SECONDS = 0.5
 class SlurmBackend(Backend[BackendOptions]):
     kind = BackendKind.SLURM
 
-    @classmethod
-    def host(cls, plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
-        return supervise.host(plan, state, adopt)
+    host = staticmethod(supervise.host)
 
     @classmethod
     def target(cls, spec: ClusterSpec, *, launching: bool = False) -> SlurmTarget:
