@@ -79,7 +79,7 @@ def wait_event(log: TaskLog, kind: str, after: float = 0.0, timeout: float = 300
 def chief_log(name: str, backend: str) -> TaskLog:
     """The chief's output: its log file (local, Slurm), or what ``tfcluster logs`` reads (compose: its containers)."""
     chief = f"{name}-chief-0"
-    token = StateDir.of(BackendKind(backend), name).read_plan().event_token
+    token = StateDir.of(BackendKind(backend), name).record.read_plan().event_token
     if backend == "local":
         return TaskLog(LocalState.named(name).task_log(chief), token)
     if backend == "slurm":

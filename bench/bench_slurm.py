@@ -41,7 +41,7 @@ def launch_with_tfcluster(workdir: Path) -> float:
     start = time.time()
     subprocess.run([*CLI, "up", "-b", "slurm", "--detach", str(path)], cwd=workdir, check=True, capture_output=True)
     state = SlurmState.named(SPEC["name"])
-    chief = TaskLog(state.task_log(f"{SPEC['name']}-chief-0"), state.read_plan().event_token)
+    chief = TaskLog(state.task_log(f"{SPEC['name']}-chief-0"), state.record.read_plan().event_token)
     try:
         return wait_event(chief, "step", after=start)["time"] - start
     finally:

@@ -82,13 +82,15 @@ class Backend(ABC, Generic[OptionsT]):
     def host(cls, plan: Plan, state: StateDir, adopt: bool) -> Hosted:
         """The runtime the one supervisor process (``launcher.supervision.harness``) drives
         for ``plan``, whose ``StateDir`` is ``state`` (``adopt``: taking over a dead supervisor's tasks); only
-        backends that run that process have one (local, compose, Slurm)."""
+        backends that run that process have one (local, compose, Slurm: their ``supervise.host``, as a
+        ``staticmethod``; Kubernetes). ``launcher.backends.supervisor_process`` calls it on the class."""
         raise LaunchError(f"{cls.kind.value} runs no tfcluster supervisor process")
 
     @classmethod
     def state_of(cls, target: str) -> StateDir:
         """The ``StateDir`` the supervisor process's command line names (``launcher.backends.supervisor_process``):
-        a directory on this machine; a backend whose supervisor runs elsewhere may keep it there."""
+        by default the directory ``target`` on this machine, keeping the run's record in its files; a backend may
+        keep the record elsewhere (its ``record``: Kubernetes, the run's ConfigMap)."""
         return StateDir(Path(target))
 
     # -- needs the runtime --------------------------------------------------------------------
@@ -147,7 +149,7 @@ class Backend(ABC, Generic[OptionsT]):
         state = StateDir.of(self.kind, name)
         if status is None or not state.exists():
             return None
-        return RunHistory.read(state.read_plan(), status.to_dict(), lambda task: self.logs(name, task))
+        return RunHistory.read(state.record.read_plan(), status.to_dict(), lambda task: self.logs(name, task))
 
     def stacks(self, name: str) -> dict[str, str | None]:
         """The Python stacks of every running task's threads, now (``launcher.supervision.debug``);

@@ -59,7 +59,7 @@ def planned_log_dirs(kind: BackendKind, names: Sequence[str]) -> dict[str, str]:
         state = StateDir.of(kind, name)
         if not state.exists():
             raise LaunchError(f"no {kind.value} cluster named {name!r}")
-        dirs[name] = log_dir_of(name, state.read_plan().run_config.tensorboard_dir)
+        dirs[name] = log_dir_of(name, state.record.read_plan().run_config.tensorboard_dir)
     return dirs
 
 

@@ -2,14 +2,16 @@
 step; Kubernetes: a pod in the cluster): its state dir, start, liveness, stop and adoption.
 
 Contract: a job's ``StateDir`` (``naming.state_dir(backend, name)``, private: the plan's env may carry
-credentials; refused when made, ``UnsafeStatePath``, unless its directories are the user's own) holds its plan,
-status, supervisor pid and log, ``started`` and each stall's stacks. ``start``
+credentials; refused when made, ``UnsafeStatePath``, unless its directories are the user's own) holds its
+supervisor process's pid and log, ``started`` and the adoption lock, and names where the run's record is kept (its
+``record``, a ``run_store.RunStore``: the plan, the published status, each stall's stacks), which the harness reads
+and writes through that protocol only: by default the directory's own files (``RunFiles``). ``start``
 detaches a supervisor (a ``Process``: the backend layer's command, the backend's ``host``) and returns once every
 task started, else raises ``LaunchError``; ``launch`` adds the one cleanup rule (``undo``). ``run_supervisor`` is
 the only place a supervisor process handles signals (SIGTERM, SIGINT: cancel; a ``Notice``: hand the job
 back) and writes a failed status (as the loop writes, through a ``Publisher``: a store refusing it is logged,
 the process still exits as it says). ``describe`` says when the supervisor is lost and reads the tasks' exits
-(``read_exits``); ``adopt`` starts one that carries the policy on. A backend may keep the plan and status elsewhere
+(``read_exits``); ``adopt`` starts one that carries the policy on. A backend may keep the record elsewhere
 (``Backend.state_of``: Kubernetes, the run's ConfigMap), and its ``Hosted.leave_on_sigterm`` makes SIGTERM
 leave the tasks to the next supervisor (143: a supervisor pod moved). Where it runs and what it may
 touch: docs/supervision.md.
@@ -27,7 +29,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar, Protocol
 
 from launcher.errors import LaunchError, TfclusterError
 from launcher.plan import naming
@@ -35,9 +36,9 @@ from launcher.plan.planner import Plan
 from launcher.plan.targets import BackendKind
 from launcher.supervision import detach, procfs
 from launcher.supervision.publisher import Publisher
+from launcher.supervision.run_store import RunFiles, RunStore
 from launcher.supervision.runtime import Runtime
-from launcher.supervision.stack_dumps import write_stacks
-from launcher.supervision.statefile import open_private, owned_dir, private_dir, read_json, read_private, write_json, write_private
+from launcher.supervision.statefile import open_private, owned_dir, private_dir, write_private
 from launcher.supervision.status import JobStatus, State, SupervisorState
 from launcher.supervision.supervisor import Supervisor
 from launcher.supervision.tuning import FAULT_PAUSE_SECONDS, FAULT_RETRIES, Tuning
@@ -100,19 +101,6 @@ class NothingToDo(Exception):  # noqa: N818 - an outcome, not an error
 Host = Callable[[Plan, "StateDir", bool], Hosted]
 
 
-class Hosting(Protocol):
-    """A backend class (as ``launcher.backends`` registers it) whose ``host`` gives the supervisor process its
-    runtime and whose ``state_of`` its state (``launcher.backends.interface.Backend.host``, ``.state_of``)."""
-
-    kind: ClassVar[BackendKind]
-
-    @classmethod
-    def host(cls, plan: Plan, state: StateDir, adopt: bool) -> Hosted: ...
-
-    @classmethod
-    def state_of(cls, target: str) -> StateDir: ...
-
-
 @dataclass(frozen=True)
 class Process:
     """A backend's supervisor process as ``start`` starts it: its ``command`` (the state dir and ``ADOPT_FLAG``
@@ -130,44 +118,37 @@ ReadExits = Callable[[Plan], Mapping[str, int | None]]
 
 
 class StateDir:
-    """The files of one supervised cluster (see the module contract)."""
+    """The files of one run's supervisor process on its machine (see the module contract), and where the run's
+    record is kept (``record``)."""
 
-    def __init__(self, root: Path):
-        """``UnsafeStatePath`` if ``root`` (or a directory above it, up to the home) is not tfcluster's own."""
+    def __init__(self, root: Path, record: RunStore | None = None):
+        """``UnsafeStatePath`` if ``root`` (or a directory above it, up to the home) is not tfcluster's own.
+
+        ``record``: where the run's record is kept; None: in this directory (``files``)."""
         self.root = owned_dir(root)
-        self.plan = root / "plan.json"
-        self.status = root / "status.json"
+        #: The record's files in this directory; ``plan.json`` there is what makes the directory a run's.
+        self.files = RunFiles(root)
+        self.record: RunStore = self.files if record is None else record
         self.pid = root / "supervisor.pid"
         self.log = root / "supervisor.log"
         self.started = root / "started"
         self.adopt_lock = root / "adopt.lock"
-        self.stacks = root / "stacks"
 
     @classmethod
     def of(cls, backend: BackendKind, name: str) -> StateDir:
         return cls(naming.state_dir(backend.value, name))
 
     def exists(self) -> bool:
-        return self.plan.exists()
+        return self.files.exists()
 
     def create(self, plan: Plan) -> None:
         """A fresh directory holding ``plan`` (whatever an earlier run left is removed)."""
         self.remove()
         private_dir(self.root)
-        write_private(self.plan, plan.model_dump_json())
+        self.files.write_plan(plan)
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
-
-    def read_plan(self) -> Plan:
-        return Plan.model_validate_json(read_private(self.plan))
-
-    def read_status(self) -> JobStatus | None:
-        data = read_json(self.status)
-        return None if data is None else JobStatus.from_dict(data)
-
-    def write_status(self, status: JobStatus) -> None:
-        write_json(self.status, status.to_dict())
 
     def supervisor(self) -> int | None:
         """Pid of this cluster's running supervisor, or None."""
@@ -179,10 +160,6 @@ class StateDir:
 
     def mark_started(self) -> None:
         write_private(self.started, "")
-
-    def keep_stacks(self, number: int, dumps: Mapping[str, str | None]) -> str | None:
-        """Each task's dump under ``stacks/stall-<number>/``; that directory."""
-        return write_stacks(self.stacks, number, dumps)
 
     def launched(self) -> bool:
         """True once a supervisor was started (before that, ``submit`` is still setting up)."""
@@ -214,7 +191,7 @@ def start(state: StateDir, supervisor: Process, timeout: float = START_TIMEOUT_S
         exited = process.ended()  # before reading the files: it may finish in between
         if state.started.exists():
             return
-        job = state.read_status()
+        job = state.record.read_status()
         if job is not None and job.state is State.FAILED and not adopt:
             raise LaunchError(job.message)  # failed before every task ran: the tasks could not be started
         if exited:
@@ -247,7 +224,7 @@ def stop(state: StateDir, timeout: float | None = None) -> None:
     pid = state.supervisor()
     if pid is not None:
         if timeout is None:
-            grace = state.read_plan().policy.save_grace_seconds if state.plan.exists() else 0
+            grace = state.record.read_plan().policy.save_grace_seconds if state.exists() else 0
             timeout = STOP_TIMEOUT_SECONDS + grace
         procfs.terminate(pid, state.marker, timeout)
 
@@ -261,14 +238,14 @@ def describe(state: StateDir, backend: BackendKind, read_exits: ReadExits) -> Jo
     """The status the supervisor wrote, saying whether it runs; the tasks' real states when it died."""
     if not state.exists():
         return None
-    job = state.read_status() or JobStatus(state.root.name, backend, State.PENDING,
-                                           tensorboard_dir=state.read_plan().run_config.tensorboard_dir)
+    job = state.record.read_status() or JobStatus(state.root.name, backend, State.PENDING,
+                                                  tensorboard_dir=state.record.read_plan().run_config.tensorboard_dir)
     alive = state.supervisor() is not None
     if lost(state, job):
         job.supervisor = SupervisorState.LOST
         last = job.message
         try:
-            observed = read_exits(state.read_plan())
+            observed = read_exits(state.record.read_plan())
         except Exception as exc:  # the runtime does not answer either (engine down): say so, keep the rest
             last = f"cannot read the tasks: {' '.join(str(exc).split()) or type(exc).__name__}; {last}"
             observed = {}
@@ -286,17 +263,17 @@ def describe(state: StateDir, backend: BackendKind, read_exits: ReadExits) -> Jo
 
 def adopt(state: StateDir, supervisor: Process) -> list[str]:
     """If the job of ``state`` lost its supervisor, start one that adopts its tasks; one line per action taken."""
-    if not lost(state, state.read_status()):
+    if not lost(state, state.record.read_status()):
         return []
     with open_private(state.adopt_lock) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        job = state.read_status()
+        job = state.record.read_status()
         if not lost(state, job):
             return []  # another command adopted them meanwhile
         start(state, supervisor, adopt=True)
     assert job is not None
     return [f"{job.name}: its supervisor was gone; a new one adopted the tasks "
-            f"(restarts used {job.restarts}/{state.read_plan().policy.max_restarts})"]
+            f"(restarts used {job.restarts}/{state.record.read_plan().policy.max_restarts})"]
 
 
 def _pause_until_a_signal() -> Callable[[float], None]:
@@ -328,7 +305,7 @@ def run_supervisor(state: StateDir, host: Host, adopt: bool = False) -> int:
 
     ``adopt``: take over the tasks of the supervisor that wrote the current status (it died), if one did.
     """
-    plan = state.read_plan()
+    plan = state.record.read_plan()
     try:
         hosted = host(plan, state, adopt)
     except NothingToDo as done:
@@ -339,17 +316,17 @@ def run_supervisor(state: StateDir, host: Host, adopt: bool = False) -> int:
     except Exception as exc:
         return _fail(state, plan, " ".join(str(exc).split()) or type(exc).__name__)
     plan, runtime, notice = hosted.plan, hosted.runtime, hosted.notice
-    resume = hosted.resume or (state.read_status() if adopt else None)
+    resume = hosted.resume or (state.record.read_status() if adopt else None)
     noticed = threading.Event()
 
     def publish(status: JobStatus) -> None:
         """After the notice the job is handed back, not cancelled: never say it ended."""
         if notice is not None and noticed.is_set() and status.state is State.CANCELLED:
             status = replace(status, state=State.RESTARTING, message=notice.message)
-        state.write_status(status)
+        state.record.write_status(status)
 
     supervisor = Supervisor(plan, runtime, on_status=publish, on_started=state.mark_started, resume=resume,
-                            keep_stacks=state.keep_stacks, tuning=Tuning(pause=_pause_until_a_signal()))
+                            keep_stacks=state.record.keep_stacks, tuning=Tuning(pause=_pause_until_a_signal()))
 
     def on_notice(signum: int, frame: object) -> None:
         noticed.set()
@@ -383,7 +360,7 @@ def _fail(state: StateDir, plan: Plan, message: str, base: JobStatus | None = No
     """Publish the job failed with ``message`` (from ``base``, else a fresh status) and log it; 1 (also when the
     status cannot be written: ``Publisher``)."""
     job = base or JobStatus(plan.name, plan.backend, State.FAILED)
-    Publisher(state.write_status).publish_end(replace(job, state=State.FAILED, message=f"failed: {message}"),
+    Publisher(state.record.write_status).publish_end(replace(job, state=State.FAILED, message=f"failed: {message}"),
                                               FAULT_RETRIES, FAULT_PAUSE_SECONDS)
     print(f"{plan.name}: failed: {message}", flush=True)
     return 1

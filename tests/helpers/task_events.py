@@ -22,7 +22,7 @@ def read_events(lines: Iterable[str], token: str) -> list[Event]:
 
 
 def run_token(backend: BackendKind, name: str) -> str:
-    return StateDir.of(backend, name).read_plan().event_token
+    return StateDir.of(backend, name).record.read_plan().event_token
 
 
 def print_event(payload: str) -> str:

@@ -44,7 +44,7 @@ def notice(state: harness.StateDir) -> None:
 
 def test_a_notice_stops_every_task_and_hands_the_job_back_its_status_restarting(state: harness.StateDir) -> None:
     notice(state)
-    job = state.read_status()
+    job = state.record.read_status()
     assert job is not None and job.state is State.RESTARTING and job.message == "handed back: runs again later", job
     assert (state.root / HANDED_BACK).exists()
     assert "noticed: handing back" in state.log.read_text()
@@ -53,7 +53,7 @@ def test_a_notice_stops_every_task_and_hands_the_job_back_its_status_restarting(
 def test_a_hand_back_that_fails_ends_the_job_failed_in_one_line(state: harness.StateDir) -> None:
     (state.root / "refuse").touch()
     notice(state)
-    job = state.read_status()
+    job = state.record.read_status()
     assert job is not None and job.state is State.FAILED, job
     assert job.message == "failed: every task saved, but it could not be handed back: the queue refused"
     assert "Traceback" not in state.log.read_text()
@@ -63,5 +63,5 @@ def test_a_backend_refusing_to_run_the_job_fails_it_from_the_status_it_gave(stat
     (state.root / "cannot").touch()
     with pytest.raises(LaunchError, match="no room"):
         harness.start(state, PROCESS)
-    job = state.read_status()
+    job = state.record.read_status()
     assert job is not None and job.state is State.FAILED and job.message == "failed: no room" and job.preemptions == 3

@@ -320,7 +320,7 @@ def test_the_controller_files_are_private_to_their_owner(tmp_path: Path) -> None
     spec = write(tmp_path, "priv", {"chief": {"command": [sys.executable, "-c", secret]}}, env={"API_TOKEN": "s3cr3t"})
     assert tfcluster("up", str(spec), cwd=tmp_path).returncode == 0
     state = LocalState.named("priv")
-    assert "s3cr3t" in state.task_log("priv-chief-0").read_text() and "s3cr3t" in state.plan.read_text()
+    assert "s3cr3t" in state.task_log("priv-chief-0").read_text() and "s3cr3t" in state.files.plan.read_text()
     entries = list(home.rglob("*"))
     assert state.exits in entries and state.task_log("priv-chief-0") in entries and (home / "clusters") in entries
     modes = {str(p.relative_to(home)): oct(p.stat().st_mode & 0o777) for p in entries}

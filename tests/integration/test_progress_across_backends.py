@@ -28,7 +28,7 @@ from helpers.k8s_specs import DEMO, dry_run_for, plan_for
 from helpers.local_cluster import tfcluster, write_spec
 from helpers.run_names import run_name
 from launcher.backends.kubernetes.backend import KubernetesBackend
-from launcher.backends.kubernetes.cluster_state import ClusterState
+from launcher.backends.kubernetes.cluster_state import ConfigMapStore
 from launcher.backends.kubernetes.runtime import KubernetesRuntime
 from launcher.cli.watch import status_view
 from launcher.protocol import env
@@ -107,17 +107,15 @@ def test_compose(clusters: Clusters) -> None:  # noqa: F811
     assert job.progress == EXPECTED and SHOWN in shown(job)
 
 
-def _supervised(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data: dict[str, Any],
-                script: Callable[[int, Supervisor], None]) -> KubernetesBackend:
+def _supervised(fake: FakeKubernetes, data: dict[str, Any], script: Callable[[int, Supervisor], None]) -> KubernetesBackend:
     """``data`` applied on the fake API (its Job controller running) and supervised as its supervisor pod does: the
-    one ``Supervisor`` over ``KubernetesRuntime``, publishing to the run's ConfigMap (``ClusterState``); its pause
+    one ``Supervisor`` over ``KubernetesRuntime``, publishing to the run's ConfigMap (``ConfigMapStore``); its pause
     moves the fake's clock and plays ``script(round, supervisor)``. The backend ``describe`` then reads it with."""
-    monkeypatch.setattr("launcher.backends.kubernetes.cluster_state.TMP_DIR", str(tmp_path))  # its scratch space
     fake.job_controller = True
     backend = backend_for(fake)
     dry_run = dry_run_for(data)
     backend.submit(dry_run)
-    state = ClusterState(backend.api, dry_run.plan.name, "default")
+    store = ConfigMapStore(backend.api, dry_run.plan.name, "default", in_pod=True)
     runtime = KubernetesRuntime(backend.api, dry_run.plan, "default", clock=lambda: fake.now,
                                 pause=lambda seconds: setattr(fake, "now", fake.now + seconds), objects=settled(fake))
     rounds = 0
@@ -129,7 +127,7 @@ def _supervised(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, tmp_path:
         fake.now += max(seconds, 0.5)
         script(rounds, supervisor)
 
-    supervisor = Supervisor(state.read_plan(), runtime, on_status=state.write_status,
+    supervisor = Supervisor(store.read_plan(), runtime, on_status=store.write_status,
                             tuning=Tuning(poll_seconds=0.5, linger_seconds=1.0, pause=pause, clock=lambda: fake.now))
     try:
         supervisor.run()
@@ -138,7 +136,7 @@ def _supervised(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, tmp_path:
     return backend
 
 
-def test_kubernetes(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_kubernetes(fake: FakeKubernetes) -> None:
     def script(round_: int, supervisor: Supervisor) -> None:
         if round_ == 1:
             fake.pod_logs["default", pod_of(fake, f"{NAME}-chief-0")] = "\n".join(LEAD).replace(TOKEN, MANUAL_TOKEN) + "\n"
@@ -148,17 +146,16 @@ def test_kubernetes(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, tmp_p
             for task in (f"{NAME}-worker-0", f"{NAME}-evaluator-0", f"{NAME}-chief-0"):
                 fake.finish_pod(pod_of(fake, task), 0)
 
-    backend = _supervised(fake, monkeypatch, tmp_path, spec("python"), script)
+    backend = _supervised(fake, spec("python"), script)
     status = backend.describe(NAME)
     assert status is not None and status.state is State.SUCCEEDED, status
     assert set(status.to_dict()["progress"]) == set(JobProgress.model_fields)
     assert status.progress == EXPECTED and SHOWN in shown(status)
 
 
-def test_a_job_of_the_entrypoint_is_seeded_alike_before_any_event(fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch,
-                                                                   tmp_path: Path) -> None:
+def test_a_job_of_the_entrypoint_is_seeded_alike_before_any_event(fake: FakeKubernetes) -> None:
     seeded = JobProgress(epochs=3, total_steps=120, backup_every_steps=20)  # examples/demo.yaml: 3 epochs of 40 steps
-    backend = _supervised(fake, monkeypatch, tmp_path, DEMO, lambda round_, supervisor: supervisor.cancel())
+    backend = _supervised(fake, DEMO, lambda round_, supervisor: supervisor.cancel())
     status = backend.describe("demo")  # the supervisor started the tasks, which wrote no event
     assert status is not None and status.progress == seeded
     assert Supervisor(plan_for(DEMO), runtime=None).status().progress == seeded  # type: ignore[arg-type]

@@ -106,7 +106,7 @@ def test_a_custom_loop_reporting_with_the_two_functions_shows_like_the_entrypoin
     assert (progress["event"], progress["epoch"], progress["step"], progress["total_steps"]) == ("finished", 1, 16, 16)
     assert isinstance(progress["metrics"]["loss"], float)
     state = LocalState.named("custom-progress")
-    lead, other = (read_events(state.task_log(f"custom-progress-worker-{i}").read_text().splitlines(), state.read_plan().event_token)
+    lead, other = (read_events(state.task_log(f"custom-progress-worker-{i}").read_text().splitlines(), state.record.read_plan().event_token)
                    for i in (0, 1))
     assert [e.step for e in lead if e.event == "step"] == [4, 8, 12, 16]
     assert [(e.epoch, type(e.metrics["loss"])) for e in lead if e.event == "epoch"] == [(0, float), (1, float)]

@@ -71,7 +71,7 @@ def hold(tmp_path: Path, names: tuple[str, ...], ports: str, base: int = 2222) -
     ends = time.monotonic() + 180
     while not all(marker.exists() for marker in markers):
         for name in names:
-            status = SlurmState.named(name).read_status()
+            status = SlurmState.named(name).record.read_status()
             assert status is None or not status.state.terminal, f"{name} ended: {status}"
         assert time.monotonic() < ends, f"bound: {[m.name for m in markers if m.exists()]}"
         time.sleep(0.2)

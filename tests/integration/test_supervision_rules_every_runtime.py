@@ -5,7 +5,7 @@ The ``runtime`` fixture is parametrized over every backend's ``Runtime``: local 
 same small job (tasks are ``python -c`` programs, no TensorFlow) through the backend, so the one ``Supervisor``
 runs in that backend's host over its runtime, and reads the status the backend publishes. On Kubernetes the
 Jobs are applied suspended (``apply.submit``, ``kubernetes.supervisor: false``) and the ``Supervisor`` runs in
-this test process over ``KubernetesRuntime``, publishing to the run's ConfigMap as its pod would (``ClusterState``),
+this test process over ``KubernetesRuntime``, publishing to the run's ConfigMap as its pod would (``ConfigMapStore``),
 which ``describe`` reads; the tasks' marker files are on the run's claim. Programs are ordered by
 marker files in the checkpoint dir as the tasks see it (``helpers.gates``), never by sleeping; every wait is
 for an event, bounded generously.
@@ -36,7 +36,7 @@ from launcher.backends.compose.render import PROJECT_LABEL
 from launcher.backends.interface import Backend, BackendOptions
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
-from launcher.backends.kubernetes.cluster_state import ClusterState
+from launcher.backends.kubernetes.cluster_state import ConfigMapStore
 from launcher.backends.kubernetes.kubeapi import Kind
 from launcher.backends.kubernetes.runtime import KubernetesRuntime
 from launcher.backends.local.backend import LocalBackend
@@ -164,9 +164,9 @@ def _kubernetes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, claim: k8s_e2e.
     def submit(dry_run: DryRun) -> None:
         plan = dry_run.plan
         apply.submit(backend.api, dry_run, k8s_e2e.namespace())
-        state = ClusterState(backend.api, plan.name, k8s_e2e.namespace(), root=tmp_path / plan.name)
+        store = ConfigMapStore(backend.api, plan.name, k8s_e2e.namespace(), in_pod=False)
         supervisor = Supervisor(plan, KubernetesRuntime(backend.api, plan, k8s_e2e.namespace()),
-                                on_status=state.write_status, keep_stacks=state.keep_stacks)
+                                on_status=store.write_status, keep_stacks=store.keep_stacks)
         thread = threading.Thread(target=supervisor.run, name=f"supervisor of {plan.name}", daemon=True)
         supervisors[plan.name] = supervisor, thread
         thread.start()

@@ -33,6 +33,6 @@ def state(monkeypatch: pytest.MonkeyPatch) -> Iterator[harness.StateDir]:
 
 def test_the_local_supervisor_started_by_its_command_runs_the_job_to_success(state: harness.StateDir) -> None:
     harness.start(state, supervisor_process.process(LocalBackend))
-    wait_for_condition(lambda: (job := state.read_status()) is not None and job.state.terminal, timeout=180)
-    job = state.read_status()
+    wait_for_condition(lambda: (job := state.record.read_status()) is not None and job.state.terminal, timeout=180)
+    job = state.record.read_status()
     assert job is not None and job.state is State.SUCCEEDED, (job, state.log.read_text())

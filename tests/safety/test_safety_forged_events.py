@@ -377,8 +377,8 @@ def test_forged_lines_in_a_real_slurm_task_log_change_nothing(slurm_controller: 
         assert result.returncode == 0, result.stderr
         status = wait_status(NAME, lambda s: s.state.terminal, timeout=180)
         assert status.state is State.SUCCEEDED, status.message
-        assert status.progress == expected(SlurmState.named(NAME).read_plan()), status.progress
+        assert status.progress == expected(SlurmState.named(NAME).record.read_plan()), status.progress
         state = SlurmState.named(NAME)  # the log carried the data line holding the marker with the run's token:
-        assert FORGED[0].replace(TOKEN, state.read_plan().event_token) in state.task_log(LEAD).read_text()
+        assert FORGED[0].replace(TOKEN, state.record.read_plan().event_token) in state.task_log(LEAD).read_text()
     finally:
         tfcluster("down", NAME, "-b", "slurm", cwd=tmp_path, timeout=180)

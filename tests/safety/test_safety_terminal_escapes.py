@@ -47,7 +47,7 @@ from launcher import api
 from launcher.backends.compose.backend import ComposeBackend
 from launcher.backends.interface import BackendOptions
 from launcher.backends.kubernetes.backend import KubernetesBackend
-from launcher.backends.kubernetes.cluster_state import ClusterState
+from launcher.backends.kubernetes.cluster_state import ConfigMapStore
 from launcher.backends.kubernetes.kubeapi import Kind
 from launcher.backends.local.backend import LocalBackend
 from launcher.backends.slurm.backend import SlurmBackend
@@ -96,7 +96,7 @@ def record_a_failed_run(state: harness.StateDir, kind: BackendKind) -> None:
     plan = api.plan(api.validate_data(SPEC), kind)
     state.create(plan)
     runtime = ScriptedRuntime({f"{NAME}-chief-0": [1]}, output={f"{NAME}-chief-0": [HOSTILE]})
-    Supervisor(plan, runtime, on_status=state.write_status, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, fault_pause=0.0)).run()
+    Supervisor(plan, runtime, on_status=state.record.write_status, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, fault_pause=0.0)).run()
 
 
 class StandIn:
@@ -248,7 +248,7 @@ class Slurm(StandIn):
 
 class Kubernetes(StandIn):
     """The fake API server: the run applied, each task's Job started (its pod runs), the status the shared supervisor
-    published in the run's ConfigMap (``ClusterState``, as the supervisor pod does: the lead printed ``HOSTILE``,
+    published in the run's ConfigMap (``ConfigMapStore``, as the supervisor pod does: the lead printed ``HOSTILE``,
     the run failed); the lead's log carries ``HOSTILE``, worker 0 ended with a termination message carrying
     ``HOSTILE_VALUE``; ``pods/exec`` gives the chief's stacks with escapes, and an error with escapes on worker 1."""
 
@@ -270,7 +270,8 @@ class Kubernetes(StandIn):
             chief: lambda command: (0, "1\n", "") if command[-2:] == ["ls", "/proc"] else (0, dump, ""),
             worker1: lambda command: (0, "1\n", "") if command[-2:] == ["ls", "/proc"] else (1, "", f"Error: {HOSTILE}\n"),
         })
-        record_a_failed_run(ClusterState(backend.api, NAME, "default", root=self.tmp_path / "state"), BackendKind.K8S)
+        store = ConfigMapStore(backend.api, NAME, "default", in_pod=False)
+        record_a_failed_run(harness.StateDir(self.tmp_path / "state", record=store), BackendKind.K8S)
         self.monkeypatch.setattr(KubernetesBackend, "create", classmethod(lambda cls, options: backend_for(self.fake)))
 
     def close(self) -> None:

@@ -83,9 +83,7 @@ def _ours(name: str) -> dict[str, list[str]]:
 class ComposeBackend(Backend[BackendOptions]):
     kind = BackendKind.COMPOSE
 
-    @classmethod
-    def host(cls, plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
-        return supervise.host(plan, state, adopt)
+    host = staticmethod(supervise.host)
 
     def __init__(self, client: Any) -> None:
         self.client = client
@@ -218,7 +216,7 @@ class ComposeBackend(Backend[BackendOptions]):
         state = harness.StateDir.of(self.kind, name)
         if not state.exists():
             raise LaunchError(f"no cluster named {name!r} on compose")
-        plan = state.read_plan()
+        plan = state.record.read_plan()
         return stacks_now(runtime.ContainerRuntime(self.client, [], state.root), plan)
 
     # -- tensorboard ------------------------------------------------------------------------------
@@ -228,7 +226,7 @@ class ComposeBackend(Backend[BackendOptions]):
         dirs = planned_log_dirs(self.kind, names)
         if all(is_object_store(d) for d in dirs.values()):
             return serve_locally(dirs, host, port)
-        plans = {name: harness.StateDir.of(self.kind, name).read_plan() for name in names}
+        plans = {name: harness.StateDir.of(self.kind, name).record.read_plan() for name in names}
         return board.run_in_container(self.client, plans, host, port)
 
     # -- cancel -----------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from launcher.backends.interface import Backend, BackendOptions
 from launcher.backends.kubernetes import admission_policy, apply, board, gang, pod_admission, pod_io
 from launcher.backends.kubernetes import history as k8s_history
 from launcher.backends.kubernetes import status as k8s_status
-from launcher.backends.kubernetes.cluster_state import NAMESPACE_ENV, ClusterState, plan_of, published
+from launcher.backends.kubernetes.cluster_state import NAMESPACE_ENV, ConfigMapStore, plan_of, pod_state, published
 from launcher.backends.kubernetes.follow import follow_task
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, connect, context_namespace
 from launcher.backends.kubernetes.manifests import config_map_problems, render, volume_problems
@@ -91,7 +91,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
     @classmethod
     def render(cls, plan: Plan) -> dict[str, str]:
         """The manifests; the in-cluster supervisor, if asked for, runs the one supervisor process on the run's
-        ``ClusterState`` (``NAMESPACE/NAME``, the namespace its pod's, expanded by Kubernetes)."""
+        ConfigMap (``NAMESPACE/NAME``, the namespace its pod's, expanded by Kubernetes: ``state_of``)."""
         where = f"$({NAMESPACE_ENV})/{plan.name}"
         return render(plan, [*supervisor_process.command(cls.kind, python="python"), where, harness.ADOPT_FLAG])
 
@@ -112,27 +112,30 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     @classmethod
     def state_of(cls, target: str) -> harness.StateDir:
-        """``NAMESPACE/NAME`` (the supervisor pod: its ServiceAccount), or the state dir of a run supervised from
-        this machine (the cluster its ``KUBE_FILE`` names): the run's ``ClusterState``."""
+        """``NAMESPACE/NAME`` (the supervisor pod: its ServiceAccount; ``cluster_state.pod_state``), or the state dir
+        of a run supervised from this machine (the cluster its ``KUBE_FILE`` names): either way the run's record is
+        its ConfigMap (``cluster_state.ConfigMapStore``)."""
         if target.startswith("/"):
             root = Path(target)
             kube = json.loads((root / KUBE_FILE).read_text())
-            return ClusterState(KubeApi(connect(kube["context"])), kube["name"], kube["namespace"], root=root)
+            store = ConfigMapStore(KubeApi(connect(kube["context"])), kube["name"], kube["namespace"], in_pod=False)
+            return harness.StateDir(root, record=store)
         namespace, _, name = target.partition("/")
-        return ClusterState(KubeApi(connect(None)), name, namespace)
+        return pod_state(KubeApi(connect(None)), name, namespace)
 
     @classmethod
     def host(cls, plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
         """Each task a Job of its own (``runtime.KubernetesRuntime``); in the supervisor pod SIGTERM (the pod
         deleted or drained) leaves the tasks to the next supervisor pod, which adopts them from the published
         status; a run already over is left as it is."""
-        if not isinstance(state, ClusterState):
-            raise harness.CannotRun("the Kubernetes supervisor keeps its state in the run's ConfigMap")
-        previous = state.read_status() if adopt else None
+        store = state.record
+        if not isinstance(store, ConfigMapStore):
+            raise harness.CannotRun("the Kubernetes supervisor keeps the run's record in its ConfigMap")
+        previous = store.read_status() if adopt else None
         if previous is not None and previous.state.terminal:
             raise harness.NothingToDo(f"the run is over ({previous.state.value}); nothing to supervise")
-        runtime = KubernetesRuntime(state.api, plan, state.namespace, in_cluster=state.in_pod)
-        return harness.Hosted(plan=plan, runtime=runtime, leave_on_sigterm=state.in_pod)
+        runtime = KubernetesRuntime(store.api, plan, store.namespace, in_cluster=store.in_pod)
+        return harness.Hosted(plan=plan, runtime=runtime, leave_on_sigterm=store.in_pod)
 
     def fit(self, dry_run: DryRun) -> DryRun:
         """``gang.fit``: without the gang (one line says so) where the cluster serves no PodGroups."""
@@ -158,7 +161,7 @@ class KubernetesBackend(Backend[KubernetesOptions]):
 
     def adopt(self, name: str) -> list[str]:
         """A run supervised from this machine whose supervisor process died gets a new one that adopts it (its
-        status is the one published in the run's ConfigMap: the ``ClusterState`` of the local state dir)."""
+        status is the one published in the run's ConfigMap: ``state_of`` the local state dir)."""
         state = self._local_state(name)
         if not state.exists():
             return []

@@ -1,13 +1,14 @@
-"""The supervisor pod's ``StateDir``: the plan, the published status and a stall's stacks live in the run's ConfigMap.
+"""The run's record in its ConfigMap: the plan, the published status and a stall's stacks (Kubernetes' ``RunStore``).
 
-Contract: ``ClusterState(api, name, namespace)`` is a ``harness.StateDir`` in the pod's scratch space (its pid and
-log files) whose ``read_plan`` plans the run again from the ConfigMap (``plan_of``), ``read_status`` and
-``write_status`` read and write ``STATUS_KEY`` there (so ``status`` reads what the supervisor published, and a
-replacement pod adopts from it; ``status_text``: the status in the room the ConfigMap's other keys leave, its free
-texts cut shorter, ``STATUS_TEXT_CHARS``, until it fits, so no write exceeds the ConfigMap's 1 MiB), and
-``keep_stacks`` writes a stall's stacks to the pod's log and, bounded, to the ConfigMap (``STACKS_KEY``: the
-latest stall's, at most ``STACKS_BYTES``, each task's cut to its share), which outlive the pod and ``down``
-deletes (``apply.write_data``: a concurrent change is read again and written once more).
+Contract: ``ConfigMapStore(api, name, namespace, in_pod)`` is a ``launcher.supervision.run_store.RunStore`` whose
+``read_plan`` plans the run again from the ConfigMap (``plan_of``), ``read_status`` and ``write_status`` read and
+write ``STATUS_KEY`` there (so ``status`` reads what the supervisor published, and a replacement pod adopts from it;
+``status_text``: the status in the room the ConfigMap's other keys leave, its free texts cut shorter,
+``STATUS_TEXT_CHARS``, until it fits, so no write exceeds the ConfigMap's 1 MiB), and ``keep_stacks`` writes a
+stall's stacks to the supervisor's log and, bounded, to the ConfigMap (``STACKS_KEY``: the latest stall's, at most
+``STACKS_BYTES``, each task's cut to its share), which outlive the pod and ``down`` deletes (``apply.write_data``: a
+concurrent change is read again and written once more). The supervisor process's own files are a ``StateDir``
+apart: in the pod's scratch space (``pod_state``), or the launching machine's state dir.
 """
 
 from __future__ import annotations
@@ -130,17 +131,13 @@ def keep_stacks(api: KubeApi, namespace: str, say: Callable[[str], None], name: 
             f"and {in_log}")
 
 
-class ClusterState(StateDir):
-    """See the module contract."""
+class ConfigMapStore:
+    """The run's ``RunStore`` in its ConfigMap (see the module contract)."""
 
-    def __init__(self, api: KubeApi, name: str, namespace: str, root: Path | None = None):
-        """``root``: the state dir on the launching machine of a run supervised from there; None in the supervisor
-        pod (then its scratch space holds the pid and log files, and ``in_pod``)."""
-        self.in_pod = root is None
-        super().__init__(root or Path(TMP_DIR) / "tfcluster-supervisor" / name)
-        if self.in_pod:
-            self.root.mkdir(parents=True, exist_ok=True)
-        self.api, self.name, self.namespace = api, name, namespace
+    def __init__(self, api: KubeApi, name: str, namespace: str, in_pod: bool):
+        """``in_pod``: the supervisor reading and writing it runs in the run's supervisor pod (its ServiceAccount;
+        ``KubernetesBackend.host``: SIGTERM leaves the tasks to the next pod), not on the launching machine."""
+        self.api, self.name, self.namespace, self.in_pod = api, name, namespace, in_pod
         self._written: tuple[float, tuple[object, ...]] | None = None
 
     def read_plan(self) -> Plan:
@@ -163,3 +160,12 @@ class ClusterState(StateDir):
 
     def keep_stacks(self, number: int, dumps: Mapping[str, str | None]) -> str | None:
         return keep_stacks(self.api, self.namespace, log.warning, self.name, number, dict(dumps))
+
+
+def pod_state(api: KubeApi, name: str, namespace: str) -> StateDir:
+    """The supervisor pod's ``StateDir``: its process's files in the pod's scratch space, the run's record in the
+    run's ConfigMap."""
+    store = ConfigMapStore(api, name, namespace, in_pod=True)
+    state = StateDir(Path(TMP_DIR) / "tfcluster-supervisor" / name, record=store)
+    state.root.mkdir(parents=True, exist_ok=True)
+    return state

@@ -28,7 +28,6 @@ from launcher.backends.logfiles import command_problems
 from launcher.backends.tensorboard import Board, planned_log_dirs, serve_locally
 from launcher.errors import LaunchError
 from launcher.plan.dryrun import DryRun
-from launcher.plan.planner import Plan
 from launcher.plan.storage import storage_problems
 from launcher.plan.targets import BackendKind
 from launcher.spec.models import ClusterSpec
@@ -42,9 +41,7 @@ from launcher.supervision.status import JobStatus
 class LocalBackend(Backend[BackendOptions]):
     kind = BackendKind.LOCAL
 
-    @classmethod
-    def host(cls, plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
-        return supervise.host(plan, state, adopt)
+    host = staticmethod(supervise.host)
 
     @classmethod
     def target(cls, spec: ClusterSpec, *, launching: bool = False) -> LocalTarget:
@@ -86,13 +83,13 @@ class LocalBackend(Backend[BackendOptions]):
 
     def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
         state = self._existing(name)
-        return logfiles.follow(state.read_plan(), task, state.task_log,
+        return logfiles.follow(state.record.read_plan(), task, state.task_log,
                                lambda: follow and state.supervisor() is not None)
 
     def stacks(self, name: str) -> dict[str, str | None]:
         """Through a runtime that attaches to the recorded runs and records nothing (the supervisor may run)."""
         state = self._existing(name)
-        plan = state.read_plan()
+        plan = state.record.read_plan()
         return stacks_now(ProcessRuntime(plan, state.logs, state.exits, recorded=state.read_runs()), plan)
 
     def tensorboard(self, names: Sequence[str], host: str, port: int) -> AbstractContextManager[Board]:
@@ -107,7 +104,7 @@ class LocalBackend(Backend[BackendOptions]):
         """Stop and forget cluster ``name``; with ``volumes`` also delete its checkpoint dir, which must be one
         tfcluster created for it (``checkpoints.guard``: else ``SpecError``, and nothing is done)."""
         state = self._existing(name)
-        checkpoint_dir = checkpoints.guard(state.read_plan()) if volumes else None
+        checkpoint_dir = checkpoints.guard(state.record.read_plan()) if volumes else None
         self._teardown(state)
         state.remove()
         if checkpoint_dir is not None:

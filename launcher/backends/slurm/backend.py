@@ -42,7 +42,6 @@ from launcher.plan.storage import storage_problems
 from launcher.plan.targets import BackendKind
 from launcher.spec.models import ClusterSpec
 from launcher.spec.problems import Problem
-from launcher.supervision import harness
 from launcher.supervision.statefile import private_dir, write_private
 from launcher.supervision.status import JobStatus
 
@@ -54,9 +53,7 @@ END_POLL_SECONDS = 0.5
 class SlurmBackend(Backend[BackendOptions]):
     kind = BackendKind.SLURM
 
-    @classmethod
-    def host(cls, plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
-        return supervise.host(plan, state, adopt)
+    host = staticmethod(supervise.host)
 
     @classmethod
     def target(cls, spec: ClusterSpec, *, launching: bool = False) -> SlurmTarget:
@@ -97,12 +94,12 @@ class SlurmBackend(Backend[BackendOptions]):
             return None
         job_id = state.read_job_id()
         job = slurmctl.job(job_id) if job_id else None
-        return describe(state.read_plan(), state.read_status(), state.read_allocation(), job,
+        return describe(state.record.read_plan(), state.record.read_status(), state.read_allocation(), job,
                         str(state.batch_log))
 
     def logs(self, name: str, task: str | None = None, follow: bool = False) -> Iterator[str]:
         state = self._existing(name)
-        return logfiles.follow(state.read_plan(), task, state.task_log, lambda: follow and not self._ended(state))
+        return logfiles.follow(state.record.read_plan(), task, state.task_log, lambda: follow and not self._ended(state))
 
     def tensorboard(self, names: Sequence[str], host: str, port: int) -> AbstractContextManager[Board]:
         return serve_locally(planned_log_dirs(self.kind, names), host, port)
@@ -114,7 +111,7 @@ class SlurmBackend(Backend[BackendOptions]):
         """End the job and forget it; with ``volumes`` also delete its checkpoint dir, which must be one
         tfcluster created for it (``checkpoints.guard``: else ``SpecError``, and the job is not touched)."""
         state = self._existing(name)
-        checkpoint_dir = checkpoints.guard(state.read_plan()) if volumes else None
+        checkpoint_dir = checkpoints.guard(state.record.read_plan()) if volumes else None
         self._end(state)
         state.remove()
         if checkpoint_dir is not None:
@@ -141,7 +138,7 @@ class SlurmBackend(Backend[BackendOptions]):
             return
         if not job.waiting:
             slurmctl.signal_batch(job_id, "TERM")
-            self._await_end(state, state.read_plan().policy.save_grace_seconds + END_TIMEOUT_SECONDS)
+            self._await_end(state, state.record.read_plan().policy.save_grace_seconds + END_TIMEOUT_SECONDS)
         if not self._ended(state):
             slurmctl.cancel(job_id)
             if not self._await_end(state, END_TIMEOUT_SECONDS):

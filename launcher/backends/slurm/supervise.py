@@ -26,22 +26,22 @@ from launcher.supervision import harness
 from launcher.supervision.statefile import open_private
 
 
-def host(plan: Plan, dir_: harness.StateDir, adopt: bool) -> harness.Hosted:
+def host(plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
     """The srun steps of ``plan`` in this allocation (``adopt`` is unused: a requeue is Slurm's takeover)."""
-    state = SlurmState(dir_.root)
-    with open_private(state.batch_log):
+    slurm = SlurmState(state.root)
+    with open_private(slurm.batch_log):
         pass  # tightened: it may hold a task's last lines in a failure message
     job_id = os.environ["SLURM_JOB_ID"]
     restarts = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
-    previous = state.read_status() if restarts else None
-    state.job_id.write_text(job_id)
+    previous = state.record.read_status() if restarts else None
+    slurm.job_id.write_text(job_id)
     preemption.over(previous)
     try:
         nodes = slurmctl.allocation_nodes(os.environ.get("SLURM_JOB_NODELIST", ""))
-        resolved, places = placement.resolve(plan, nodes, job_id, state.port_secret(), ports.in_use)
+        resolved, places = placement.resolve(plan, nodes, job_id, slurm.port_secret(), ports.in_use)
     except TfclusterError as exc:
         raise harness.CannotRun(f"cannot place the tasks: {exc}") from None
-    state.write_allocation(Allocation(job_id=job_id, restarts=restarts, nodes=dict(nodes)))
+    slurm.write_allocation(Allocation(job_id=job_id, restarts=restarts, nodes=dict(nodes)))
     resume = preemption.resume(plan, previous)
-    return harness.Hosted(resolved, StepRuntime(resolved, places, state.logs, job_id, restarts), resume=resume,
+    return harness.Hosted(resolved, StepRuntime(resolved, places, slurm.logs, job_id, restarts), resume=resume,
                           notice=preemption.notice(job_id))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 
+from launcher.backends.interface import Backend
 from launcher.plan.targets import BackendKind
 from launcher.supervision import harness
 
@@ -20,6 +21,6 @@ def command(kind: BackendKind, python: str = sys.executable) -> list[str]:
     return [python, "-m", __name__, kind.value]
 
 
-def process(backend: type[harness.Hosting]) -> harness.Process:
+def process(backend: type[Backend]) -> harness.Process:
     """``backend``'s supervisor process as ``harness.start`` starts it: its command and, forked, its ``host``."""
     return harness.Process(command(backend.kind), backend.host, backend.state_of)

@@ -30,7 +30,7 @@ from helpers.k8s_fake import backend_for, fail_running_pods, kubeconfig_for, pod
 from helpers.k8s_specs import DEMO, dry_run_for, manifests, plan_for
 from launcher.backends.kubernetes import apply
 from launcher.backends.kubernetes.backend import KubernetesBackend, KubernetesOptions
-from launcher.backends.kubernetes.cluster_state import ClusterState, planned_again
+from launcher.backends.kubernetes.cluster_state import ConfigMapStore, planned_again
 from launcher.backends.kubernetes.follow import follow_task
 from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.backends.kubernetes.runtime import KubernetesRuntime, fresh_copy
@@ -246,7 +246,7 @@ def test_status_of_a_run_whose_pods_cannot_be_created_is_pending_saying_why(fake
     backend = backend_for(fake)
     spec = {**yaml.safe_load(DEMO.read_text()), "kubernetes": {"priority_class": "team-high"}}
     backend.submit(dry_run_for(spec))
-    ClusterState(backend.api, "demo", "default").write_status(JobStatus(
+    ConfigMapStore(backend.api, "demo", "default", in_pod=True).write_status(JobStatus(
         "demo", BackendKind.K8S, State.RUNNING, tasks=[TaskStatus(t, State.RUNNING) for t in
                                                         ("demo-chief-0", "demo-worker-0", "demo-worker-1")]))
     fake.priority_classes.discard("team-high")
@@ -344,7 +344,7 @@ def test_logs_follow_ends_after_the_running_pod_once_the_run_has_lost_its_superv
 
 def publish_ended(backend: KubernetesBackend, name: str) -> None:
     """The run's status says it ended, as its supervisor publishes it."""
-    ClusterState(backend.api, name, "default", root=Path("/nonexistent")).write_status(
+    ConfigMapStore(backend.api, name, "default", in_pod=False).write_status(
         JobStatus(name, BackendKind.K8S, State.SUCCEEDED))
 
 
@@ -691,9 +691,9 @@ def test_a_board_of_several_runs_names_the_run_it_cannot_show(fake: FakeKubernet
 
 def publish(fake: FakeKubernetes, run: str) -> None:
     """A status of every task of ``run`` running, published as its supervisor publishes it."""
-    state = ClusterState(backend_for(fake).api, run, "default", root=Path("/nonexistent"))
-    tasks = [TaskStatus(t.name, State.RUNNING) for t in state.read_plan().tasks]
-    state.write_status(JobStatus(run, BackendKind.K8S, State.RUNNING, tasks=tasks))
+    store = ConfigMapStore(backend_for(fake).api, run, "default", in_pod=False)
+    tasks = [TaskStatus(t.name, State.RUNNING) for t in store.read_plan().tasks]
+    store.write_status(JobStatus(run, BackendKind.K8S, State.RUNNING, tasks=tasks))
 
 
 def describe_without_board(fake: FakeKubernetes) -> list[object]:

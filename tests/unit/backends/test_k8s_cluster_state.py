@@ -1,4 +1,4 @@
-"""The supervisor's state in the run's ConfigMap (``ClusterState``) and what the backend makes of it: ``describe``
+"""The run's record in its ConfigMap (``ConfigMapStore``) and what the backend makes of it: ``describe``
 (the published status, pending before one, the supervisor's state, a pending task's reason), ``state_of``,
 ``host`` and ``cancel``; against the fake API server through the real client."""
 
@@ -22,8 +22,9 @@ from launcher.backends.kubernetes.cluster_state import (
     STACKS_KEY,
     STATUS_KEY,
     STATUS_TEXT_CHARS,
-    ClusterState,
+    ConfigMapStore,
     plan_of,
+    pod_state,
     status_text,
 )
 from launcher.backends.kubernetes.manifests import CONFIG_MAP_LIMIT
@@ -44,13 +45,14 @@ SPEC: dict[str, Any] = {"name": "cs", "roles": {"chief": {}, "worker": {"replica
 CONFIG_MAP = naming.config_map_name("cs")
 
 
-def applied(fake: FakeKubernetes, spec: dict[str, Any] = SPEC, run_id: str = "run-7") -> tuple[Plan, ClusterState]:
-    """The run's objects applied (with its supervisor Job, whose pod the fake's Job controller starts at once)."""
+def applied(fake: FakeKubernetes, spec: dict[str, Any] = SPEC, run_id: str = "run-7") -> tuple[Plan, ConfigMapStore]:
+    """The run's objects applied (with its supervisor Job, whose pod the fake's Job controller starts at once), and
+    its record as the supervisor pod reads and writes it."""
     fake.job_controller = True
     dry_run = dry_run_for(spec, run_id)
     api = backend_for(fake).api
     apply.submit(api, dry_run, "default")
-    return dry_run.plan, ClusterState(api, "cs", "default", root=None)
+    return dry_run.plan, ConfigMapStore(api, "cs", "default", in_pod=True)
 
 
 @pytest.fixture(autouse=True)
@@ -64,36 +66,36 @@ def status(state: State, **fields: Any) -> JobStatus:
 
 
 def test_plan_of_plans_the_run_again_from_its_config_map(fake: FakeKubernetes) -> None:
-    plan, state = applied(fake)
-    again = state.read_plan()
+    plan, store = applied(fake)
+    again = store.read_plan()
     assert again.run_id == plan.run_id == "run-7"
     assert [t.name for t in again.tasks] == [t.name for t in plan.tasks]
     assert again.event_token == plan.event_token and again.event_token
-    assert plan_of(state.api, "cs", "default").tf_config(again.tasks[0]) == plan.tf_config(plan.tasks[0])
+    assert plan_of(store.api, "cs", "default").tf_config(again.tasks[0]) == plan.tf_config(plan.tasks[0])
 
 
 def test_the_status_round_trips_through_the_config_map_and_a_concurrent_write_is_retried(fake: FakeKubernetes) -> None:
-    _, state = applied(fake)
-    assert state.read_status() is None
+    _, store = applied(fake)
+    assert store.read_status() is None
     published = status(State.RUNNING, restarts=2, message="restarting")
-    state.write_status(published)
-    assert state.read_status() == published
+    store.write_status(published)
+    assert store.read_status() == published
     assert json.loads(fake.get("configmaps", CONFIG_MAP)["data"][STATUS_KEY])["restarts"] == 2
     fake.fail_next("PUT", "configmaps", 409)  # the launcher wrote the ConfigMap meanwhile
-    state.write_status(status(State.SUCCEEDED))
-    assert state.read_status().state is State.SUCCEEDED
+    store.write_status(status(State.SUCCEEDED))
+    assert store.read_status().state is State.SUCCEEDED
 
 
 def test_a_status_the_api_server_refuses_is_logged_and_the_supervisor_keeps_supervising(
         fake: FakeKubernetes, capsys: pytest.CaptureFixture[str]) -> None:
     """The supervisor pod's state write sits in its fault handling: a 422 (the ConfigMap too large) is one line in its
     log, the job runs to its end, and its end is what the ConfigMap then holds."""
-    plan, state = applied(fake)
+    plan, store = applied(fake)
     fake.fail_next("PUT", "configmaps", 422)
     runtime = ScriptedRuntime({"cs-chief-0": [(5, 0)]})
-    job = Supervisor(plan, runtime, on_status=state.write_status, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, fault_pause=0.0)).run()
+    job = Supervisor(plan, runtime, on_status=store.write_status, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, fault_pause=0.0)).run()
     assert job.state is State.SUCCEEDED, job.message
-    assert state.read_status().state is State.SUCCEEDED
+    assert store.read_status().state is State.SUCCEEDED
     err = capsys.readouterr().err
     assert err.count("supervisor: cannot publish the status") == 1 and "422" in err and "Traceback" not in err, err
 
@@ -101,14 +103,14 @@ def test_a_status_the_api_server_refuses_is_logged_and_the_supervisor_keeps_supe
 def test_a_status_larger_than_the_config_map_holds_is_written_with_its_texts_cut(fake: FakeKubernetes) -> None:
     """Whatever the status says (here a megabyte message and task line), the ConfigMap stays within 1 MiB: the
     status's free texts are cut until it fits beside the run's description (and its stacks)."""
-    _, state = applied(fake)
-    state.keep_stacks(1, {"cs-chief-0": "Thread 1\n" + "  frame (train.py:1)\n" * 40_000})
+    _, store = applied(fake)
+    store.keep_stacks(1, {"cs-chief-0": "Thread 1\n" + "  frame (train.py:1)\n" * 40_000})
     huge = status(State.FAILED, message="failed: last error: " + "E" * 1024 * 1024)
     huge.tasks[0].last_line = "L" * 1024 * 1024
-    state.write_status(huge)
+    store.write_status(huge)
     data = fake.get("configmaps", CONFIG_MAP)["data"]
     assert sum(len(k.encode()) + len(v.encode()) for k, v in data.items()) <= CONFIG_MAP_LIMIT
-    written = state.read_status()
+    written = store.read_status()
     assert written.state is State.FAILED and written.message.startswith("failed: last error: EEE")
     assert written.message.endswith(CLIP_MARK) and written.tasks[0].last_line.endswith(CLIP_MARK)
     assert len(written.message) <= STATUS_TEXT_CHARS[0]
@@ -118,16 +120,16 @@ def test_a_status_larger_than_the_config_map_holds_is_written_with_its_texts_cut
 
 def test_a_stalls_stacks_go_to_the_pods_log_and_bounded_to_the_config_map(
         fake: FakeKubernetes, caplog: pytest.LogCaptureFixture) -> None:
-    _, state = applied(fake)
+    _, store = applied(fake)
     dumps: dict[str, str | None] = {"cs-chief-0": "Thread 1\n" + "  frame (train.py:1)\n" * 40_000, "cs-worker-0": None}
-    where = state.keep_stacks(3, dumps)
+    where = store.keep_stacks(3, dumps)
     kept = fake.get("configmaps", CONFIG_MAP)["data"][STACKS_KEY]
     assert len(kept.encode()) <= STACKS_BYTES
     assert "cs-chief-0" in kept and "cs-worker-0" in kept
     assert where is not None and f"ConfigMap {CONFIG_MAP} key {STACKS_KEY}" in where
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert "stacks of cs-chief-0 at stall 3:" in logged and "stacks of cs-worker-0 at stall 3:\n(none" in logged
-    state.keep_stacks(4, {"cs-chief-0": "Thread 1\n  later (train.py:9)\n"})  # the previous stall's replaced
+    store.keep_stacks(4, {"cs-chief-0": "Thread 1\n  later (train.py:9)\n"})  # the previous stall's replaced
     kept = fake.get("configmaps", CONFIG_MAP)["data"][STACKS_KEY]
     assert "later (train.py:9)" in kept and "frame (train.py:1)" not in kept
 
@@ -136,12 +138,12 @@ def test_a_stalls_stacks_go_to_the_pods_log_and_bounded_to_the_config_map(
 
 
 def test_describe_before_the_supervisor_published_is_pending_then_what_it_published(fake: FakeKubernetes) -> None:
-    _, state = applied(fake)
+    _, store = applied(fake)
     backend = backend_for(fake)
     shown = backend.describe("cs")
     assert shown is not None and shown.state is State.PENDING and shown.message == "waiting for its supervisor"
     assert shown.supervisor is SupervisorState.ALIVE  # its pod runs
-    state.write_status(status(State.RUNNING, restarts=1))
+    store.write_status(status(State.RUNNING, restarts=1))
     shown = backend.describe("cs")
     assert (shown.state, shown.restarts) == (State.RUNNING, 1)
     assert backend.describe("nothing") is None
@@ -203,10 +205,10 @@ def test_a_supervisor_that_moved_is_replaced_without_spending_its_jobs_budget(fa
 
 
 def test_describe_says_why_a_tasks_pod_waits(fake: FakeKubernetes) -> None:
-    plan, state = applied(fake)
-    runtime = KubernetesRuntime(state.api, plan, "default", clock=lambda: fake.now, objects=settled(fake))
+    plan, store = applied(fake)
+    runtime = KubernetesRuntime(store.api, plan, "default", clock=lambda: fake.now, objects=settled(fake))
     runtime.start(next(t for t in plan.tasks if t.name == "cs-worker-0"))
-    state.write_status(JobStatus("cs", BackendKind.K8S, State.RUNNING,
+    store.write_status(JobStatus("cs", BackendKind.K8S, State.RUNNING,
                                  tasks=[TaskStatus(t.name, State.RUNNING) for t in plan.tasks]))
     [pod] = fake.list("pods", "default", {"job-name": "cs-worker-0"})
     fake.update("pods", "default", pod["metadata"]["name"], lambda p: p["status"].update(
@@ -248,12 +250,13 @@ def test_state_of_names_the_pods_state_or_a_state_dir_on_this_machine(
 
     monkeypatch.setattr(k8s_backend, "connect", connect)
     in_pod = KubernetesBackend.state_of("team-a/cs")
-    assert isinstance(in_pod, ClusterState) and in_pod.in_pod
-    assert (in_pod.name, in_pod.namespace) == ("cs", "team-a")
+    assert isinstance(in_pod.record, ConfigMapStore) and in_pod.record.in_pod
+    assert (in_pod.record.name, in_pod.record.namespace) == ("cs", "team-a")
+    assert in_pod.root == tmp_path / "tfcluster-supervisor" / "cs" and in_pod.root.is_dir()  # the pod's scratch space
     (tmp_path / KUBE_FILE).write_text(json.dumps({"name": "cs", "namespace": "team-b", "context": "kind-x"}))
     here = KubernetesBackend.state_of(str(tmp_path))
-    assert isinstance(here, ClusterState) and not here.in_pod
-    assert (here.root, here.name, here.namespace) == (tmp_path, "cs", "team-b")
+    assert isinstance(here.record, ConfigMapStore) and not here.record.in_pod
+    assert (here.root, here.record.name, here.record.namespace) == (tmp_path, "cs", "team-b")
     assert contexts == [None, "kind-x"]
 
 
@@ -265,14 +268,15 @@ def _client(fake: FakeKubernetes) -> Any:
 
 def test_host_leaves_the_tasks_on_sigterm_only_in_the_pod_and_a_run_over_has_nothing_to_do(
         fake: FakeKubernetes, tmp_path: Path) -> None:
-    plan, state = applied(fake)
-    hosted = KubernetesBackend.host(plan, state, adopt=True)
+    plan, store = applied(fake)
+    in_pod = pod_state(store.api, "cs", "default")
+    hosted = KubernetesBackend.host(plan, in_pod, adopt=True)
     assert isinstance(hosted.runtime, KubernetesRuntime) and hosted.leave_on_sigterm is True
-    here = ClusterState(state.api, "cs", "default", root=tmp_path)
+    here = harness.StateDir(tmp_path, record=ConfigMapStore(store.api, "cs", "default", in_pod=False))
     assert KubernetesBackend.host(plan, here, adopt=False).leave_on_sigterm is False
-    state.write_status(status(State.SUCCEEDED))
+    store.write_status(status(State.SUCCEEDED))
     with pytest.raises(harness.NothingToDo, match="the run is over"):
-        KubernetesBackend.host(plan, state, adopt=True)
+        KubernetesBackend.host(plan, in_pod, adopt=True)
     with pytest.raises(harness.CannotRun):
         KubernetesBackend.host(plan, harness.StateDir(tmp_path), adopt=False)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from helpers.k8s_fake import SettledObjects, backend_for, pod_of, settled, write
 from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes import apply, supervisor_objects
-from launcher.backends.kubernetes.cluster_state import ClusterState
+from launcher.backends.kubernetes.cluster_state import ConfigMapStore
 from launcher.backends.kubernetes.runtime import CONTROLLER_UID, STOP_SLACK_SECONDS, KubernetesRuntime, fresh_copy
 from launcher.backends.kubernetes.watched import Snapshot
 from launcher.errors import LaunchError
@@ -512,8 +511,7 @@ def test_an_exit_code_rule_that_fails_the_run_is_not_restarted(fake: FakeKuberne
     assert all(p["status"]["phase"] not in ("Pending", "Running") for p in fake.list("pods"))
 
 
-def test_the_supervisors_role_allows_every_request_the_supervisor_makes(
-        fake: FakeKubernetes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_supervisors_role_allows_every_request_the_supervisor_makes(fake: FakeKubernetes) -> None:
     """The supervisor pod's own Role (``supervisor_objects.role_rules``): a gang restart, the status published, a stall's
     stacks kept; every request allowed, and each one naming an object within the rule's ``resourceNames``."""
     spec = {**SPEC, "kubernetes": {"supervisor": True}}
@@ -523,14 +521,13 @@ def test_the_supervisors_role_allows_every_request_the_supervisor_makes(
     named = {(r, v): set(rule["resourceNames"]) for rule in rules if "resourceNames" in rule
              for r in rule["resources"] for v in rule["verbs"]}
     since = len(fake.requests)
-    monkeypatch.setattr("launcher.backends.kubernetes.cluster_state.TMP_DIR", str(tmp_path))
-    state = ClusterState(runtime.api, "rt", "default")
+    store = ConfigMapStore(runtime.api, "rt", "default", in_pod=True)
     world = World(fake, {3: ends(WORKER, 137), 12: ends(CHIEF, 0)})
-    supervisor = Supervisor(state.read_plan(), runtime, on_status=state.write_status, keep_stacks=state.keep_stacks,
+    supervisor = Supervisor(store.read_plan(), runtime, on_status=store.write_status, keep_stacks=store.keep_stacks,
                             tuning=Tuning(poll_seconds=0.5, linger_seconds=1.0, pause=world.pause, clock=lambda: fake.now))
     assert supervisor.run().state is State.SUCCEEDED
-    assert state.keep_stacks(1, {CHIEF: "Thread 1"}) is not None
-    assert state.read_status() is not None
+    assert store.keep_stacks(1, {CHIEF: "Thread 1"}) is not None
+    assert store.read_status() is not None
     runtime.close()
     checked = 0
     for method, path in fake.requests[since:]:

@@ -74,7 +74,7 @@ def test_everything_after_the_script_reaches_it_unchanged(tmp_path: Path) -> Non
     result = subprocess.run([*CLI, "run", "--workers", "1", "t.py", "--workers", "9", "-d", "--", "x"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    plan = LocalState.named("t").read_plan()
+    plan = LocalState.named("t").record.read_plan()
     assert [t.command[1:] for t in plan.tasks] == [["t.py", "--workers", "9", "-d", "--", "x"]]
     assert plan.workdir == str(tmp_path.resolve())
     logs = subprocess.run([*CLI, "logs", "t"], capture_output=True, text=True, timeout=60).stdout
@@ -143,7 +143,7 @@ def test_a_module_gets_its_options_even_those_run_also_has_after_double_dash(tmp
     result = subprocess.run([*CLI, "run", "--workers", "1", "--name", "mod", "-d", "-m", "json.tool", "--sort-keys",
                              "--", "--workers"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert [t.command[1:] for t in LocalState.named("mod").read_plan().tasks] == [
+    assert [t.command[1:] for t in LocalState.named("mod").record.read_plan().tasks] == [
         ["-m", "json.tool", "--sort-keys", "--workers"]]  # `--` ended run's options
     subprocess.run([*CLI, "down", "mod"], capture_output=True, timeout=60, check=True)
 

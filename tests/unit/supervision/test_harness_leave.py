@@ -42,12 +42,12 @@ def supervise_until_sigterm(tmp_path: Path, leave: bool) -> tuple[int, ScriptedR
 def test_sigterm_to_a_supervisor_that_leaves_stops_nothing_and_exits_143(tmp_path: Path) -> None:
     code, runtime, state = supervise_until_sigterm(tmp_path, leave=True)
     assert code == 128 + signal.SIGTERM and runtime.stopped == []
-    status = state.read_status()
+    status = state.record.read_status()
     assert status is not None and status.state is State.RUNNING  # what the next supervisor adopts from
 
 
 def test_without_it_sigterm_cancels_the_job_and_stops_every_task(tmp_path: Path) -> None:
     code, runtime, state = supervise_until_sigterm(tmp_path, leave=False)
     assert code == 1 and sorted(runtime.stopped) == ["job-chief-0", "job-worker-0"]
-    status = state.read_status()
+    status = state.record.read_status()
     assert status is not None and status.state is State.CANCELLED

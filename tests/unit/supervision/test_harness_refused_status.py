@@ -16,6 +16,7 @@ from launcher import api
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan
 from launcher.supervision import harness
+from launcher.supervision.run_store import RunFiles
 from launcher.supervision.status import JobStatus
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGUSR1)
@@ -30,8 +31,8 @@ def _signals_restored(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
 
 
-class RefusingState(harness.StateDir):
-    """A state whose store refuses every status (a full disk)."""
+class RefusingFiles(RunFiles):
+    """A run's record in files whose store refuses every status (a full disk)."""
 
     def __init__(self, root: Path):
         super().__init__(root)
@@ -42,21 +43,22 @@ class RefusingState(harness.StateDir):
         raise OSError(28, REFUSAL)
 
 
-def refusing_state(tmp_path: Path) -> RefusingState:
-    state = RefusingState(tmp_path / "state")
+def refusing_state(tmp_path: Path) -> tuple[harness.StateDir, RefusingFiles]:
+    store = RefusingFiles(tmp_path / "state")
+    state = harness.StateDir(tmp_path / "state", record=store)
     state.create(api.plan(api.validate_data({"name": "job", "roles": {"chief": {}}})))
-    return state
+    return state, store
 
 
 def test_a_job_failed_before_it_ran_ends_1_when_its_status_is_refused(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    state = refusing_state(tmp_path)
+    state, store = refusing_state(tmp_path)
 
     def host(plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
         raise harness.CannotRun("no room")
 
     assert harness.run_supervisor(state, host) == 1
-    assert state.refused == harness.FAULT_RETRIES
+    assert store.refused == harness.FAULT_RETRIES
     err = capsys.readouterr().err
     assert err.count(REFUSAL) == 1 and "Traceback" not in err, err
 
@@ -64,7 +66,7 @@ def test_a_job_failed_before_it_ran_ends_1_when_its_status_is_refused(tmp_path: 
 @pytest.mark.parametrize("hand_back", ["done", "refused"])
 def test_the_status_after_a_notice_refused_ends_the_process_as_it_says(tmp_path: Path, hand_back: str,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    state = refusing_state(tmp_path)
+    state, _ = refusing_state(tmp_path)
 
     def then() -> None:
         if hand_back == "refused":
