@@ -9,8 +9,6 @@ threads, waited for on a condition (bounded), never for a wall-clock time.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from fakes.kubernetes_api import FakeKubernetes
@@ -18,7 +16,7 @@ from helpers.k8s_fake import backend_for, caught_up
 from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes import apply, watched
-from launcher.backends.kubernetes.cluster_state import ClusterState
+from launcher.backends.kubernetes.cluster_state import ConfigMapStore
 from launcher.backends.kubernetes.runtime import KubernetesRuntime
 from launcher.supervision.status import State
 from launcher.supervision.supervisor import Supervisor
@@ -35,10 +33,10 @@ OUTAGE_ROUNDS = 12
 
 @pytest.mark.parametrize("outage", ["unavailable", "throttled"])
 def test_rounds_back_off_while_the_api_server_is_out_and_keep_their_pace_once_it_answers(
-        fake: FakeKubernetes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outage: str) -> None:
+        fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch, outage: str) -> None:
     """``unavailable``: every request 503 (a restarting API server); ``throttled``: every request 429 with
     ``Retry-After: 0`` (urllib3 waits that out three times by itself, then the request fails). The run's status is
-    written to its ConfigMap as the supervisor pod does (``ClusterState``)."""
+    written to its ConfigMap as the supervisor pod does (``ConfigMapStore``)."""
     monkeypatch.setattr(watched, "RETRY_SECONDS", 0.01)  # the watches' own backoff, in real time: kept short
     fake.retry_after = "0"
     fake.job_controller = True
@@ -69,7 +67,7 @@ def test_rounds_back_off_while_the_api_server_is_out_and_keep_their_pace_once_it
         elif phase == "after" and len(pauses["after"]) == 20:
             supervisor.cancel()
 
-    state = ClusterState(api, plan.name, "default", tmp_path / "state")
+    state = ConfigMapStore(api, plan.name, "default", in_pod=True)
     supervisor = Supervisor(plan, runtime, on_status=state.write_status,
                             tuning=Tuning(poll_seconds=POLL_SECONDS, linger_seconds=0.0, pause=pause,
                                           clock=lambda: fake.now))

@@ -297,7 +297,7 @@ def test_the_supervisor_pod_is_placed_by_its_own_setting_never_by_the_tasks() ->
 
 
 def test_the_supervisors_role_allows_what_its_runtime_does_and_nothing_more() -> None:
-    """Read from ``runtime.KubernetesRuntime`` and ``cluster_state.ClusterState``: pods listed and watched
+    """Read from ``runtime.KubernetesRuntime`` and ``cluster_state.ConfigMapStore``: pods listed and watched
     (``watched.RunObjects``), read, deleted (``stop``); their logs (``output``); Jobs listed and watched (the plan's event token, ``watched``), read,
     unsuspended (``start``) and replaced (deleted, created: ``fresh_copy``) by name where Kubernetes allows names;
     the ConfigMap read and updated (the status, the stacks); the run's PodGroup patched by name (its ``minCount``:
