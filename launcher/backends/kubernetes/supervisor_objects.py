@@ -31,8 +31,25 @@ Manifest = dict[str, Any]
 
 #: Its pod's one container.
 CONTAINER = "supervisor"
-#: Its container's requests and limits: one Python process polling the API every few seconds.
+#: Its container's requests and limits for a run of up to ``SIZED_FROM_TASKS`` tasks: one Python process watching
+#: the run's objects and following each task's log.
 RESOURCES = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "384Mi"}}
+#: From this many tasks on, its memory grows with the run (``resources``).
+SIZED_FROM_TASKS = 100
+#: Memory per task past ``SIZED_FROM_TASKS``, requested and allowed (KiB): bench/bench_k8s_scale.py measured its
+#: working set at 62 MiB for 100 tasks and 308 MiB (peak 347) for 1,000, about 280 KiB a task.
+REQUEST_KIB_PER_TASK, LIMIT_KIB_PER_TASK = 320, 512
+
+
+def resources(tasks: int) -> Manifest:
+    """The supervisor container's requests and limits for a run of ``tasks`` tasks: ``RESOURCES``, with memory
+    added for each task past ``SIZED_FROM_TASKS`` (1,000 tasks: 409 MiB requested, 834 MiB allowed)."""
+    extra = max(0, tasks - SIZED_FROM_TASKS)
+    if not extra:
+        return RESOURCES
+    memory = {side: f"{int(RESOURCES[side]['memory'].removesuffix('Mi')) * 1024 + extra * per_task}Ki"
+              for side, per_task in (("requests", REQUEST_KIB_PER_TASK), ("limits", LIMIT_KIB_PER_TASK))}
+    return {side: {**RESOURCES[side], "memory": memory[side]} for side in RESOURCES}
 #: Times a failing supervisor is replaced before its Job fails; then nothing supervises the run (``status`` says
 #: its supervisor is lost). One that left or was moved (``POD_FAILURE_POLICY``) does not count.
 BACKOFF_LIMIT = 20
@@ -108,7 +125,7 @@ def job(plan: Plan, program: Sequence[str]) -> Manifest:
         "env": [{"name": "TFCLUSTER_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                 {"name": "TFCLUSTER_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                 {"name": "HOME", "value": TMP_DIR}],
-        "resources": RESOURCES,
+        "resources": resources(len(plan.tasks)),
         "securityContext": container_security(),
         "workingDir": TMP_DIR,  # the image's WORKDIR is the tasks' user's home
         "volumeMounts": [{"name": TMP_VOLUME, "mountPath": TMP_DIR}],

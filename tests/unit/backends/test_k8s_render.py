@@ -280,6 +280,22 @@ def test_the_supervisor_pod_runs_the_one_supervisor_process_on_the_runs_config_m
         plan_for({"name": "off", "roles": {"worker": {"replicas": 1}}, "kubernetes": {"supervisor": False}})))
 
 
+def test_the_supervisor_pods_memory_grows_with_a_large_run() -> None:
+    """Up to 100 tasks its container has the fixed requests and limits; past that, memory for each task (measured:
+    308 MiB of working set for 1,000 tasks, near the fixed 384 Mi limit), so a large run's supervisor is not OOM
+    killed."""
+    from kubernetes.utils import parse_quantity
+
+    def memory(tasks: int) -> tuple[int, int]:
+        plan = plan_for({"name": "big", "roles": {"chief": {}, "worker": {"replicas": tasks - 1}}})
+        [container] = _supervisor(plan, "Job")["spec"]["template"]["spec"]["containers"]
+        return tuple(int(parse_quantity(container["resources"][side]["memory"])) >> 20  # type: ignore[return-value]
+                     for side in ("requests", "limits"))
+
+    assert memory(3) == memory(100) == (128, 384)
+    assert memory(1000) == (409, 834)
+
+
 def test_the_supervisor_pod_is_placed_by_its_own_setting_never_by_the_tasks() -> None:
     """The tasks' node selector and tolerations (a GPU pool, simulated nodes) are not the supervisor pod's: it
     gets ``kubernetes.supervisor_placement`` (none by default: the scheduler's choice), and the run's pull secrets."""
