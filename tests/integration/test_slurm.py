@@ -150,7 +150,7 @@ def test_kill_9_of_a_worker_restarts_the_group_in_its_standby_steps_from_the_bac
     name = launch(tmp_path, launched, {"name": run_name("sl-kill"), "roles": MWMS, "restart": {"max_restarts": 1},
                                        "checkpoint": {"backup_every_steps": BACKUP_EVERY},
                                        "stall": {"action": "warn"},  # held while the standbys start: no restart
-                                       "training": {"epochs": 4, "loop": "custom", "module": "stuck_input",
+                                       "training": {"loop": "custom", "module": "stuck_input",
                                                     "args": {"marker": str(blocked), "block_after": STOPPED_AT,
                                                              "block_in": "step"}}})
     wait_status(name, lambda s: blocked.exists() or s.state.terminal, timeout=240)
