@@ -25,11 +25,12 @@ import yaml
 
 from helpers import k8s_e2e
 from helpers.docker_engine import IMAGE, compose_cli, docker_engine  # noqa: F401
-from helpers.gates import BLOCK, first_run, wait_for
+from helpers.gates import BLOCK, first_run, touch, wait_for
 from helpers.local_cluster import task_groups
 from helpers.required import unavailable
 from helpers.run_names import run_name
 from helpers.slurm_cluster import slurm_controller, task_processes  # noqa: F401
+from helpers.task_events import print_events
 from launcher import api
 from launcher.backends.compose.backend import ComposeBackend
 from launcher.backends.compose.render import PROJECT_LABEL
@@ -48,6 +49,7 @@ from launcher.plan.dryrun import DryRun
 from launcher.plan.planner import Plan
 from launcher.plan.targets import CONTAINER_CHECKPOINT_DIR
 from launcher.spec.models import RoleType
+from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import JobStatus, State
 from launcher.supervision.supervisor import Supervisor
 
@@ -191,8 +193,12 @@ def _kubernetes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, claim: k8s_e2e.
                    prologue=f"import os; os.makedirs({str(markers)!r}, exist_ok=True)")
 
 
-@pytest.fixture(params=[pytest.param("local"), pytest.param("compose", marks=pytest.mark.docker),
-                        pytest.param("slurm", marks=pytest.mark.slurm), pytest.param("k8s", marks=pytest.mark.e2e)])
+#: The runtimes on this host (Kubernetes' is the real cluster's).
+HOST_RUNTIMES = [pytest.param("local"), pytest.param("compose", marks=pytest.mark.docker),
+                 pytest.param("slurm", marks=pytest.mark.slurm)]
+
+
+@pytest.fixture(params=[*HOST_RUNTIMES, pytest.param("k8s", marks=pytest.mark.e2e)])
 def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
     if request.param == "compose":
         request.getfixturevalue("compose_cli")
@@ -325,3 +331,43 @@ def test_a_chief_that_succeeds_while_a_worker_runs_succeeds_the_job_and_stops_th
                                                                          ("worker", State.CANCELLED)], job
     assert nothing_runs(runtime, runtime.launched[-1]) == []
 
+
+#: The stalled run's backups: every 5 steps; its lead stalls after step 7, so its restart redoes steps 6 and 7.
+BACKUP_EVERY, STALLED_AT, LAST_STEP = 5, 7, 10
+
+
+@pytest.mark.parametrize("runtime", HOST_RUNTIMES, indirect=True)
+def test_a_stalled_lead_restarts_its_group_not_the_evaluator_and_goodput_counts_the_steps_done_again(
+        runtime: Runtime) -> None:
+    """A task alive but stuck, and an evaluator, in one run. The evaluator fails once (restarted alone); then the
+    chief reports steps 1..7 and blocks, alive: the stall watchdog (no stacks tell it anything: on time alone,
+    past ``stall.timeout_seconds``) restarts the training group, not the evaluator. The chief's next run restores
+    the backup of step 5 (the last at or before step 7, every ``BACKUP_EVERY`` steps), reports up to step 10 and
+    finishes: goodput counts steps 6 and 7 as done again. (Kubernetes: ``tests/e2e/test_k8s_e2e_stall_goodput.py``.)"""
+    gate, again, done = runtime.markers / "c", runtime.markers / "e-again", runtime.markers / "done"
+    restored = STALLED_AT // BACKUP_EVERY * BACKUP_EVERY
+    first = f"{wait_for(again)}\n{print_events(*({'event': 'step', 'step': s} for s in range(1, STALLED_AT + 1)))}\n{BLOCK}"
+    later = "\n".join([print_events({"event": "restored", "epoch": 0, "step": restored},
+                                     *({"event": "step", "step": s} for s in range(restored + 1, LAST_STEP + 1)),
+                                     {"event": "finished"}), touch(done)])
+    evaluator = first_run(runtime.markers / "e", f"{wait_for(gate)}\nsys.exit(3)", f"{touch(again)}\n{wait_for(done)}")
+    runtime.up("stall", {"chief": {"command": command(first_run(gate, first, later))},
+                         "worker": {"replicas": 1, "command": command(first_run(runtime.markers / "w", BLOCK, wait_for(done)))},
+                         "evaluator": {"replicas": 1, "command": command(evaluator)}},
+               checkpoint={"backup_every_steps": BACKUP_EVERY}, restart={"max_restarts": 3},
+               stall={"timeout_seconds": 5})
+    job = runtime.wait()
+    name = runtime.launched[-1]
+    assert job.state is State.SUCCEEDED, job.message
+    stall = job.stall
+    assert stall is not None and stall.stalls == 1 and stall.evidence is StallEvidence.TIME_ONLY, stall
+    assert stall.message.endswith(f"restarting {name}-chief-0, {name}-worker-0 (restart 2/3)"), stall.message
+    assert job.restarts == 2, job  # the evaluator's, then the training group's
+    roles = {t.name.rsplit("-", 2)[1]: t for t in job.tasks}
+    assert {role: t.restarts for role, t in roles.items()} == {"chief": 1, "worker": 1, "evaluator": 1}, job
+    assert roles["evaluator"].state is State.SUCCEEDED, job
+    assert job.progress.step == LAST_STEP, job.progress
+    goodput = job.goodput
+    assert goodput is not None and goodput.recomputed_steps == STALLED_AT - restored == 2, goodput
+    assert goodput.lost_seconds.stalls > 0, goodput
+    assert nothing_runs(runtime, name) == []

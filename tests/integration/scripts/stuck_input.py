@@ -5,6 +5,9 @@ while ``marker`` does not exist, the gate lets ``block_after`` batches through,
 then creates ``marker`` and never returns: the process lives, its gRPC server
 answers, and its peers wait in the step's all-reduce, as with a stuck NFS read
 or a deadlocked loader. A restarted attempt finds the marker and does not block.
+With ``block_in: step`` (under ``training.loop: custom``) the gate is in ``train_step`` instead, before the
+step's all-reduce: worker 1 does ``block_after`` steps exactly, so every task stops at that step (the
+pipeline's read-ahead and the entrypoint's input probe pass no gate then).
 ``step_delay`` (seconds) slows every batch of worker ``slow_worker`` (a straggler
 whose input is slow); ``compute_delay`` slows the model's forward pass on worker
 ``slow_compute_worker`` (a straggler whose device is slow: same math, more time).
@@ -16,6 +19,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
@@ -58,9 +62,13 @@ def build_model(slow_compute_worker: int = -1, compute_delay: float = 0.0, **arg
     return slowed
 
 
+#: The gate ``train_step`` passes each step through (``block_in: step``); empty: none.
+_step_gate: list[Callable[[], bool]] = []
+
+
 def make_dataset(input_context: Any, global_batch_size: int, marker: str = "", block_after: int = 12,
-                 slow_worker: int = -1, step_delay: float = 0.0, slow_compute_worker: int = -1,
-                 compute_delay: float = 0.0, **args: Any) -> tf.data.Dataset:
+                 block_in: str = "input", slow_worker: int = -1, step_delay: float = 0.0,
+                 slow_compute_worker: int = -1, compute_delay: float = 0.0, **args: Any) -> tf.data.Dataset:
     dataset = mnist.make_dataset(input_context, global_batch_size, **args)
     blocks = bool(marker) and _task() == ("worker", 1) and not os.path.exists(marker)
     slow = _task() == ("worker", slow_worker)
@@ -81,4 +89,17 @@ def make_dataset(input_context: Any, global_batch_size: int, marker: str = "", b
         with tf.control_dependencies([opened]):
             return tf.identity(images), tf.identity(labels)
 
+    if block_in == "step":
+        _step_gate[:] = [gate]
+        return dataset
     return dataset.map(through_gate)
+
+
+def train_step(model: tf.keras.Model, optimizer: Any, batch: Any) -> tf.Tensor:
+    """mnist's step, its batch passed through the step gate first (``block_in: step``; traced after the dataset
+    is made)."""
+    if _step_gate:
+        opened = tf.py_function(_step_gate[0], [], tf.bool)
+        with tf.control_dependencies([opened]):
+            batch = tf.nest.map_structure(tf.identity, batch)
+    return mnist.train_step(model, optimizer, batch)
