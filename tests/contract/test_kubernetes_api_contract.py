@@ -25,6 +25,7 @@ modelled in the fake's docstring.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -463,6 +464,22 @@ def test_missing_objects_are_404_and_a_second_create_is_409(side: Side) -> None:
     assert (status, body["reason"]) == (404, "NotFound")
 
 
+def test_a_config_map_over_1_mib_of_data_is_422_and_one_of_1_mib_is_stored(side: Side) -> None:
+    """The run's ConfigMap holds its published status beside its spec: ``cluster_state.status_text`` cuts the status
+    to the room left, counting the values' bytes against ``CONFIG_MAP_LIMIT`` as the API server does."""
+    name = side.unique("big")
+
+    def config_map(size: int) -> Obj:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {LABEL: name}},
+                "data": {"status.json": "x" * (size - 1), "spec.json": "y"}}
+
+    status, body = api_error(lambda: side.api.create(Kind.CONFIG_MAP, side.namespace,
+                                                     config_map(manifests.CONFIG_MAP_LIMIT + 1)))
+    assert (status, body["reason"]) == (422, "Invalid"), body
+    made = side.create(Kind.CONFIG_MAP, config_map(manifests.CONFIG_MAP_LIMIT))
+    assert len(made["data"]["status.json"]) == manifests.CONFIG_MAP_LIMIT - 1
+
+
 def test_a_job_whose_name_is_taken_is_409(side: Side) -> None:
     name = side.unique("taken")
     side.run(name, Program(), suspend=True)
@@ -889,7 +906,9 @@ def test_following_the_logs_of_a_running_pod_ends_when_it_ends(side: Side) -> No
 def test_exec_in_a_running_pod_gives_output_and_exit_code(side: Side) -> None:
     name = side.unique("exec")
     side.run(name, Program())
-    pod = running(side, name)["metadata"]["name"]
+    seen = running(side, name)
+    ipaddress.ip_address(seen["status"]["podIP"])  # a running pod has its address (the agent's endpoint is there)
+    pod = seen["metadata"]["name"]
     ran = pod_io.exec_in_task(side.api, pod, side.namespace, ["sh", "-c", "echo out; echo err >&2; exit 3"])
     assert ran == Ran(3, "out\n", "err\n"), ran
     assert pod_io.exec_in_task(side.api, pod, side.namespace, ["sh", "-c", "echo fine"]) == Ran(0, "fine\n", "")
