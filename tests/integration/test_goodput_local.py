@@ -62,5 +62,5 @@ def test_goodput_of_a_run_with_a_killed_worker_adds_up_and_counts_the_steps_done
 
     text = tfcluster("status", name, cwd=tmp_path)
     assert f"goodput {goodput['fraction']:.0%} of {for_people(goodput['wall_seconds'])}" in text.stdout, text.stdout
-    kept = json.loads(LocalState.named(name).status.read_text())  # the run's directory keeps it
+    kept = json.loads(LocalState.named(name).files.status.read_text())  # the run's directory keeps it
     assert kept["goodput"] == goodput

@@ -91,7 +91,7 @@ def test_detach_status_second_up_logs_and_down(tmp_path: Path) -> None:
     assert again.returncode == 1 and "already running" in again.stderr
     status = json.loads(tfcluster("status", "bg", "-o", "json", cwd=tmp_path).stdout)
     assert status["state"] == "running" and [t["state"] for t in status["tasks"]] == ["running"] * 3
-    ports = [t["port"] for n in ("bg", "bg2") for t in json.loads(LocalState.named(n).plan.read_text())["tasks"]]
+    ports = [t["port"] for n in ("bg", "bg2") for t in json.loads(LocalState.named(n).files.plan.read_text())["tasks"]]
     assert len(ports) == 4 and len(set(ports)) == 4, f"the two clusters' ports overlap: {ports}"
     assert "bg-worker-1 | serving" in tfcluster("logs", "bg", cwd=tmp_path).stdout
     for name in ("bg", "bg2"):
