@@ -157,7 +157,8 @@ def _slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runtime:
 
 
 def _kubernetes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, claim: k8s_e2e.SharedClaim) -> Runtime:
-    """The real cluster: each job's Jobs applied suspended, its ``Supervisor`` in a thread of this process; the
+    """The real cluster: each job's Jobs applied suspended, its ``Supervisor`` in a thread of this process (then its
+    runtime closed, as the supervisor process closes it: the held agents quit); the
     markers in a directory of the test's own on the session's shared claim (the cluster's volumes are few)."""
     monkeypatch.setenv("KUBECONFIG", k8s_e2e.kubeconfig())
     backend = KubernetesBackend.create(KubernetesOptions(namespace=k8s_e2e.namespace()))
@@ -167,9 +168,14 @@ def _kubernetes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, claim: k8s_e2e.
         plan = dry_run.plan
         apply.submit(backend.api, dry_run, k8s_e2e.namespace())
         store = ConfigMapStore(backend.api, plan.name, k8s_e2e.namespace(), in_pod=False)
-        supervisor = Supervisor(plan, KubernetesRuntime(backend.api, plan, k8s_e2e.namespace()),
-                                on_status=store.write_status, keep_stacks=store.keep_stacks)
-        thread = threading.Thread(target=supervisor.run, name=f"supervisor of {plan.name}", daemon=True)
+        runtime = KubernetesRuntime(backend.api, plan, k8s_e2e.namespace())
+        supervisor = Supervisor(plan, runtime, on_status=store.write_status, keep_stacks=store.keep_stacks)
+
+        def supervise() -> None:  # as the supervisor process does (``harness.run_supervisor``): its runtime closed
+            supervisor.run()
+            runtime.close()  # each task's held agent told to quit: its pod ends as its last run did
+
+        thread = threading.Thread(target=supervise, name=f"supervisor of {plan.name}", daemon=True)
         supervisors[plan.name] = supervisor, thread
         thread.start()
 
