@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from helpers import sources
 from helpers.paths import REPO
 
 #: The most lines the ``Supervisor`` class may have, and the most parameters its constructor may take.
@@ -12,7 +13,8 @@ MAX_LINES, MAX_PARAMETERS = 250, 7
 
 
 def test_the_supervisor_is_a_small_loop_with_few_constructor_parameters() -> None:
-    tree = ast.parse((REPO / "launcher" / "supervision" / "supervisor.py").read_text())
+    path = REPO / "launcher" / "supervision" / "supervisor.py"
+    tree = sources.parse(path.read_text(), str(path))
     [cls] = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Supervisor"]
     assert cls.end_lineno is not None and cls.end_lineno - cls.lineno + 1 <= MAX_LINES
     [init] = [node for node in cls.body if isinstance(node, ast.FunctionDef) and node.name == "__init__"]
