@@ -53,4 +53,3 @@ class Backoff:
 
     def ok(self) -> None:
         self.failures = 0
-

@@ -361,6 +361,6 @@ def _fail(state: StateDir, plan: Plan, message: str, base: JobStatus | None = No
     status cannot be written: ``Publisher``)."""
     job = base or JobStatus(plan.name, plan.backend, State.FAILED)
     Publisher(state.record.write_status).publish_end(replace(job, state=State.FAILED, message=f"failed: {message}"),
-                                              FAULT_RETRIES, FAULT_PAUSE_SECONDS)
+                                                     FAULT_RETRIES, FAULT_PAUSE_SECONDS)
     print(f"{plan.name}: failed: {message}", flush=True)
     return 1

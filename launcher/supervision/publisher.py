@@ -23,11 +23,10 @@ from dataclasses import replace
 
 from launcher.supervision.backoff import Backoff
 from launcher.supervision.status import JobStatus
+from launcher.supervision.tuning import POLL_SECONDS
 
 #: A status is republished for its goodput alone after this many seconds.
 GOODPUT_REFRESH_SECONDS = 5.0
-#: The first pause after a failed write (the supervisor's: its ``Tuning.poll_seconds``).
-FIRST_PAUSE_SECONDS = 0.5
 
 
 class Publisher:
@@ -37,7 +36,7 @@ class Publisher:
                  backoff: Backoff | None = None):
         self.write = write
         self.clock = clock
-        self.backoff = backoff or Backoff(FIRST_PAUSE_SECONDS)
+        self.backoff = backoff or Backoff(POLL_SECONDS)  # the supervisor's: from its ``Tuning.poll_seconds``
         self._failing = ""  # why the last write failed (logged once), empty once one succeeded
         self._published: JobStatus | None = None  # the last status ``publish_changed`` wrote
         self._not_before: float | None = None  # when ``publish_changed`` may try again after a failed write

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from launcher.supervision.stack_evidence import GAP_SECONDS
 
+#: Seconds between two poll rounds (``Tuning.poll_seconds``'s default).
+POLL_SECONDS = 0.5
 #: Poll rounds in a row that may fail on a runtime fault before the job is failed.
 FAULT_RETRIES = 5
 #: Seconds between such rounds.
@@ -26,7 +28,7 @@ class Tuning:
     what the stall watchdog's times are read from; ``pause(seconds)`` waits between poll rounds and may end early
     (the harness ends it on any signal, so a task's exit is seen at once); None: it waits for ``cancel``."""
 
-    poll_seconds: float = 0.5
+    poll_seconds: float = POLL_SECONDS
     linger_seconds: float | None = None
     fault_retries: int = FAULT_RETRIES
     fault_pause: float = FAULT_PAUSE_SECONDS
