@@ -45,9 +45,9 @@ from helpers.k8s_e2e import admin_kubeconfig, image, namespace, until
 from helpers.k8s_fake import backend_for, rbac_allowed
 from helpers.polling import wait_for_condition
 from helpers.required import unavailable
-from launcher.backends.kubernetes import manifests, pod_admission, pod_io, quota, runtime
+from launcher.backends.kubernetes import admission_policy, manifests, pod_admission, pod_io, quota, runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
-from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
+from launcher.backends.kubernetes.kubeapi import ClusterKind, Kind, KubeApi
 from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.backends.kubernetes.status import PodView
 from launcher.backends.kubernetes.supervisor_objects import POD_FAILURE_POLICY
@@ -59,6 +59,8 @@ from launcher.protocol.exitcodes import ExitCode
 
 Obj = dict[str, Any]
 T = TypeVar("T")
+#: The resource a cluster-scoped kind's RBAC refusal names.
+CLUSTER_PLURALS = {ClusterKind.NAMESPACE: "namespaces", ClusterKind.POLICY_BINDING: "validatingadmissionpolicybindings"}
 
 #: The label every object of this file carries (the tests select their pods by it).
 LABEL = "tfcluster.test/contract"
@@ -439,6 +441,24 @@ def test_a_right_the_role_lacks_is_403_and_the_launcher_says_which_in_one_line(s
     shown = str(caught.value)
     assert "\n" not in shown and shown.startswith(f"cannot replace Job {name}: 403 Forbidden: "), shown
     assert f'cannot update resource "jobs" in API group "batch" in the namespace "{side.namespace}"' in shown, shown
+
+
+def test_the_launcher_cannot_read_its_namespace_nor_the_admission_binding_and_up_stays_silent(side: Side) -> None:
+    """A namespace's Role grants no cluster-scoped read: the launcher's GET of its Namespace and of the supervisor's
+    ValidatingAdmissionPolicyBinding are 403 on both sides, and ``admission_policy.unguarded`` (``up``'s look) answers
+    False, no warning. On the fake the namespace exists without the ``restricted`` label and no binding does: a fake
+    that answered the launcher would make ``unguarded`` True. The real side's administrator reads the same Namespace
+    (the 403 is the Role's, not a missing object)."""
+    if isinstance(side, FakeSide):
+        side.fake.create("namespaces", "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": side.namespace}})
+    else:
+        assert isinstance(side, RealSide)
+        assert side.admin().read_namespace(side.namespace).metadata.name == side.namespace
+    for kind, name in ((ClusterKind.NAMESPACE, side.namespace), (ClusterKind.POLICY_BINDING, admission_policy.POLICY)):
+        status, body = api_error(lambda: side.api.read_cluster_scoped(kind, name))  # noqa: B023  (called at once)
+        assert (status, body["reason"]) == (403, "Forbidden"), (kind, body)
+        assert f'cannot get resource "{CLUSTER_PLURALS[kind]}"' in body["message"], body
+    assert admission_policy.unguarded(side.api, side.namespace) is False
 
 
 def test_missing_objects_are_404_and_a_second_create_is_409(side: Side) -> None:
