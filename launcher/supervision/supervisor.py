@@ -6,9 +6,9 @@ events and exits), asks the ``Decider`` about each exit (``decisions``: one type
 ``Decision`` out, root cause first) and applies it, then lets the stall watch judge the job (``stall_watch``),
 and publishes a true status (``publisher``). Around the loop: the deadline (``deadline``), the linger after
 success (``linger``), standbys prepared after each start (``runtime.prepare_standbys``), the goodput and counters
-(``job_record``), adoption of a dead supervisor's tasks with ``resume`` (``adoption``). Engine faults are retried
-up to ``Tuning.fault_retries`` rounds in a row (``faults``), then the job fails; a restart a fault cut short is
-carried on at the next round; nothing escapes ``run`` as a traceback. A round whose poll meets ``backoff.NotNow``
+(``job_record``), adoption of a dead supervisor's tasks with ``resume`` (``adoption``; tried again, backed off,
+while the runtime raises ``backoff.NotNow``). Engine faults are retried up to ``Tuning.fault_retries`` rounds
+in a row (``faults``), then the job fails; a restart a fault cut short is carried on at the next round; nothing escapes ``run`` as a traceback. A round whose poll meets ``backoff.NotNow``
 (the engine cannot be reached now, or throttles: nothing is known of the runs) decides nothing, is no fault, and
 the next round waits a ``backoff.Backoff`` pause from ``poll_seconds`` on (doubling, at least its ``Retry-After``);
 the first round that polls again is back at ``poll_seconds`` and publishes at once. A status ``on_status``
@@ -160,9 +160,7 @@ class Supervisor:
             try:
                 ended = self._round()
             except NotNow as not_now:
-                if not self._unreachable.failures:
-                    log(f"the runtime cannot reach its engine now (rounds back off): {one_line(not_now)}")
-                self._pause(self._unreachable.failed(not_now.retry_after))
+                self._back_off(not_now)
                 continue
             except _Fault as fault:
                 exc = fault.__cause__ or fault
@@ -262,11 +260,24 @@ class Supervisor:
         """Take over the job ``previous`` describes: its counters, progress and clock, and every task's run."""
         self._record.adopted(previous)
         self._watch.adopted(previous.stall)
-        to_start, self._undecided = adopt(previous, self._runs)
+        while True:  # the runtime bounds how long its engine may be out: past that, its own error ends the job
+            try:
+                to_start, self._undecided = adopt(previous, self._runs)
+                break
+            except NotNow as not_now:
+                if self._cancelled.is_set():
+                    raise
+                self._back_off(not_now)
         job = self._record.job
         log(f"adopted {len(self._runs.running())} running task(s) of {self.plan.name}; "
             f"restarts used: {job.restarts}, preemptions: {job.preemptions}")
         self._start(to_start)
+
+    def _back_off(self, not_now: NotNow) -> None:
+        """Pause after the runtime met ``NotNow`` (one line the first time in a row)."""
+        if not self._unreachable.failures:
+            log(f"the runtime cannot reach its engine now (rounds back off): {one_line(not_now)}")
+        self._pause(self._unreachable.failed(not_now.retry_after))
 
     def _start(self, runs: Iterable[TaskRun]) -> None:
         runs = list(runs)

@@ -264,6 +264,24 @@ def test_adoption_does_not_restart_the_running_tasks() -> None:
     assert status.restarts == 1 and all(t.restarts == 1 for t in status.tasks)
 
 
+def test_an_engine_out_while_adopting_is_waited_out_backed_off_not_a_failure(capsys: pytest.CaptureFixture[str]) -> None:
+    """The engine throttles (``NotNow``, ``Retry-After: 4``) the first two polls of the adoption (a task the dead
+    supervisor was restarting is polled there): the adoption is tried again after each pause, and the job runs to
+    its end; one line says so each way."""
+    pauses: list[float] = []
+    runtime = ScriptedRuntime({"job-worker-1": [None], "job-chief-0": [(3, 0)]}, adoptable=ALL_IN_RUN_1,
+                              faults=2, fault=NotNow("429 Too Many Requests", 4.0))
+    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS}))
+    status = Supervisor(plan, runtime, resume=died(job_worker_1=State.RESTARTING),
+                        tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, pause=pauses.append)).run()
+    assert status.state is State.SUCCEEDED, status.message
+    assert pauses[:2] == [4.0, 4.0] and set(pauses[2:]) == {0.01}
+    assert runtime.runs == ALL_IN_RUN_1, "a task was started again"
+    err = capsys.readouterr().err
+    assert err.count("cannot reach its engine now (rounds back off): NotNow: 429 Too Many Requests") == 1, err
+    assert err.count("reaches its engine again") == 1 and "runtime error" not in err
+
+
 def test_adoption_carries_the_used_restart_budget_on() -> None:
     runtime = ScriptedRuntime({"job-worker-0": [137, (2, 137)]}, adoptable=ALL_IN_RUN_1)
     previous = died(restarts=1)
