@@ -2,21 +2,22 @@
 
 Contract: ``Supervisor.run`` drives a backend's ``Runtime`` (``launcher.supervision.runtime``) until the job is
 terminal and always tries to leave no task running. Each round it polls the tasks (``task_runs``: their output,
-events and exits), asks the ``Decider`` about each exit (``decisions``: one typed status in, one typed
-``Decision`` out, root cause first) and applies it, then lets the stall watch judge the job (``stall_watch``),
-and publishes a true status (``publisher``). Around the loop: the deadline (``deadline``), the linger after
-success (``linger``), standbys prepared after each start (``runtime.prepare_standbys``), the goodput and counters
-(``job_record``), adoption of a dead supervisor's tasks with ``resume`` (``adoption``; tried again, backed off,
-while the runtime raises ``backoff.NotNow``). Engine faults are retried up to ``Tuning.fault_retries`` rounds
-in a row (``faults``), then the job fails; a restart a fault cut short is carried on at the next round; nothing escapes ``run`` as a traceback. A round whose poll meets ``backoff.NotNow``
-(the engine cannot be reached now, or throttles: nothing is known of the runs) decides nothing, is no fault, and
-the next round waits a ``backoff.Backoff`` pause from ``poll_seconds`` on (doubling, at least its ``Retry-After``);
-the first round that polls again is back at ``poll_seconds`` and publishes at once. A status ``on_status``
-cannot write is logged and written again at a later publish, backed off likewise (``publisher``; the job's end:
-up to ``fault_retries`` times): it does not end the supervision. Exit codes are shell-style (128+N). A task
-that cannot be started (``LaunchError``) fails the job at once. Stops give ``save_grace_seconds`` between SIGTERM
-and the kill on cancellation and to a preempted group, ``RESTART_STOP_SECONDS`` to the rest of a group restarted
-after a failure or stall (no save is possible without the lost peer), ``STOP_SECONDS`` otherwise.
+events and exits), asks the ``Decider`` about each exit (``decisions``: one typed status in, one typed ``Decision``
+out, root cause first) and applies it, then lets the stall watch judge the job (``stall_watch``), and publishes a
+true status (``publisher``). Around the loop: the deadline (``deadline``), the linger after success (``linger``),
+standbys prepared after each start (``runtime.prepare_standbys``), the goodput and counters (``job_record``),
+adoption of a dead supervisor's tasks with ``resume`` (``adoption``; tried again, backed off, while the runtime
+raises ``backoff.NotNow``). Engine faults are retried up to ``Tuning.fault_retries`` rounds in a row (``faults``),
+then the job fails; a restart a fault cut short is carried on at the next round; nothing escapes ``run`` as a
+traceback. A round whose poll meets ``backoff.NotNow`` (the engine cannot be reached now, or throttles: nothing is
+known of the runs) decides nothing, is no fault, and the next round waits a ``backoff.Backoff`` pause from
+``poll_seconds`` on (doubling, at least its ``Retry-After``); the first round that polls again is back at
+``poll_seconds`` and publishes at once. A status ``on_status`` cannot write is logged and written again at a later
+publish, backed off likewise (``publisher``; the job's end: up to ``fault_retries`` times): it does not end the
+supervision. Exit codes are shell-style (128+N). A task that cannot be started (``LaunchError``) fails the job at
+once. Stops give ``save_grace_seconds`` between SIGTERM and the kill on cancellation and to a preempted group,
+``RESTART_STOP_SECONDS`` to the rest of a group restarted after a failure or stall (no save is possible without the
+lost peer), ``STOP_SECONDS`` otherwise.
 """
 
 from __future__ import annotations
