@@ -2,12 +2,13 @@
 
 Contract: ``Deadline(seconds, started_at)`` is set when supervision begins: ``started_at`` is the job's start
 (unix seconds; an adopted job's first start, so a new supervisor does not grant it the time again), measured
-from then on the monotonic clock. ``passed()`` is True once ``seconds`` went by (never for None); ``message``
-is the job's failure then.
+from then on the monotonic clock. ``passed()`` is True once ``seconds`` went by (never for None); ``left()`` is the
+seconds until then (infinite for None, never below 0); ``message`` is the job's failure then.
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 
@@ -20,6 +21,9 @@ class Deadline:
 
     def passed(self) -> bool:
         return self._ends is not None and time.monotonic() >= self._ends
+
+    def left(self) -> float:
+        return math.inf if self._ends is None else max(0.0, self._ends - time.monotonic())
 
     @property
     def message(self) -> str:

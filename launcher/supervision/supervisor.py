@@ -22,6 +22,7 @@ lost peer), ``STOP_SECONDS`` otherwise.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -161,7 +162,7 @@ class Supervisor:
             try:
                 ended = self._round()
             except NotNow as not_now:
-                self._back_off(not_now)
+                self._back_off(not_now, deadline.left())
                 continue
             except _Fault as fault:
                 exc = fault.__cause__ or fault
@@ -274,11 +275,12 @@ class Supervisor:
             f"restarts used: {job.restarts}, preemptions: {job.preemptions}")
         self._start(to_start)
 
-    def _back_off(self, not_now: NotNow) -> None:
-        """Pause after the runtime met ``NotNow`` (one line the first time in a row)."""
+    def _back_off(self, not_now: NotNow, longest: float = math.inf) -> None:
+        """Pause after the runtime met ``NotNow`` (one line the first time in a row), at most ``longest`` (the time
+        left until the deadline: a backed-off round never carries the job past it)."""
         if not self._unreachable.failures:
             log(f"the runtime cannot reach its engine now (rounds back off): {one_line(not_now)}")
-        self._pause(self._unreachable.failed(not_now.retry_after))
+        self._pause(min(longest, self._unreachable.failed(not_now.retry_after)))
 
     def _start(self, runs: Iterable[TaskRun]) -> None:
         runs = list(runs)

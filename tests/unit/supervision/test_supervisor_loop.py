@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import threading
+import time
 from functools import partial
 from typing import Any
 
@@ -140,6 +141,21 @@ def test_an_engine_that_throttles_gets_rounds_backed_off_by_its_retry_after_and_
     err = capsys.readouterr().err
     assert err.count("cannot reach its engine now (rounds back off): NotNow: 429 Too Many Requests") == 1
     assert err.count("reaches its engine again") == 1 and "runtime error" not in err
+
+
+def test_a_round_backed_off_by_an_engine_that_throttles_never_pauses_past_the_deadline() -> None:
+    """Every poll meets ``NotNow`` asking for 30 s (``Retry-After``) while the deadline is 1 s away: each pause is
+    cut to what is left of the deadline, and the job fails of its deadline, not 30 s later."""
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        time.sleep(min(seconds, 0.05))
+
+    runtime = ScriptedRuntime({}, faults=10**6, fault=NotNow("429 Too Many Requests", 30.0))
+    status, _ = supervise(runtime, deadline_seconds=1, pause=pause)
+    assert status.state is State.FAILED and "deadline of 1 s exceeded" in status.message, status.message
+    assert pauses and max(pauses) <= 1.0, pauses
 
 
 def test_a_fault_while_stopping_is_logged_not_raised(capsys: pytest.CaptureFixture[str]) -> None:
