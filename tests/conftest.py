@@ -24,11 +24,14 @@ pytest_plugins = ("pytester", "helpers.k8s_start")
 settings.register_profile("tfcluster", derandomize=True, database=None)
 settings.load_profile("tfcluster")
 
-# A harness may start pytest with SIGINT ignored (a background job of a non-interactive shell is), and an ignored
-# signal stays ignored in every child: the Ctrl-C tests would then find `up` and `tensorboard` deaf to it, as
-# they are for a user who ran them under nohup. The tests are of a terminal's Ctrl-C, so they get one.
+# A harness may start pytest with SIGINT ignored (a background job of a non-interactive shell is) or SIGHUP ignored
+# (under nohup), and an ignored signal stays ignored in every child: the Ctrl-C and closed-terminal tests would then
+# find `up`, `status` and `tensorboard` deaf to it, as they are for a user who ran them under nohup. The tests are
+# of a terminal's Ctrl-C and hang-up, so they get them.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def pytest_configure(config: pytest.Config) -> None:
