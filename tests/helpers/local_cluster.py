@@ -61,7 +61,9 @@ def processes(name: str) -> tuple[int | None, list[int]]:
 
 
 def task_groups(name: str) -> set[int]:
-    """Process groups of the live processes whose environment names a task of cluster ``name``."""
+    """Process groups of the live processes whose environment names a task of cluster ``name``: of any process on
+    this host, so ``name`` must be unique to the session (``helpers.run_names.run_name``), or another session's
+    run of that name (or a failed run's leftovers) would be found as this one's."""
     marker = f"{env.TASK_NAME}={name}-".encode()
     found = set()
     for proc in Path("/proc").iterdir():

@@ -1,4 +1,5 @@
-"""The names of the runs the tests create on a shared engine (Docker, Slurm, a Kubernetes namespace).
+"""The names of the runs the tests create on a shared engine (Docker, Slurm, a Kubernetes namespace, this host's
+processes: the local tests find a run's tasks by name in every process's environment, ``helpers.local_cluster``).
 
 Contract: ``run_name(base)`` is ``<base>-<SESSION_SUFFIX>``, the suffix made once per test session (process), so
 two sessions (two CI jobs, two developers) on one daemon never share a run name, and a test's teardown (which

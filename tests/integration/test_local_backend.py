@@ -25,6 +25,7 @@ from helpers.gates import BLOCK, wait_for
 from helpers.local_cluster import CLI, assert_nothing_left, processes, tfcluster, wait_status, write_spec
 from helpers.polling import wait_for_condition
 from helpers.required import unavailable
+from helpers.run_names import run_name
 from helpers.task_events import print_event
 from launcher.backends import tcmalloc
 from launcher.backends.local.processes import group_alive
@@ -49,79 +50,83 @@ def wait_running(name: str, tasks: int) -> None:
 
 
 def test_up_runs_to_success_and_keeps_logs(tmp_path: Path) -> None:
-    event = print_event('{"event":"epoch","task":"ok-chief-0","time":0,"epoch":1,"step":4,"metrics":{"loss":0.25}}')
+    name = run_name("ok")
+    event = print_event(f'{{"event":"epoch","task":"{name}-chief-0","time":0,"epoch":1,"step":4,"metrics":{{"loss":0.25}}}}')
     index = "json.loads(os.environ['TF_CONFIG'])['task']['index']"
-    spec = write(tmp_path, "ok", {  # the chief ends once both workers have printed
+    spec = write(tmp_path, name, {  # the chief ends once both workers have printed
         "chief": {"command": script(f"{event}\n{wait_for(tmp_path / 'printed-0')}\n{wait_for(tmp_path / 'printed-1')}")},
         "worker": {"replicas": 2, "command": script(f"import os, json, pathlib; print('index', {index}, flush=True); "
                                                     f"pathlib.Path({str(tmp_path)!r}, 'printed-' + str({index})).touch()")},
     })
     result = tfcluster("up", str(spec), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    status = json.loads(tfcluster("status", "ok", "-o", "json", cwd=tmp_path).stdout)
+    status = json.loads(tfcluster("status", name, "-o", "json", cwd=tmp_path).stdout)
     assert status["state"] == "succeeded" and status["progress"]["loss"] == 0.25
-    logs = tfcluster("logs", "ok", cwd=tmp_path).stdout
-    assert "ok-worker-1 | index 1" in logs and "ok-worker-0 | index 0" in logs
-    assert tfcluster("logs", "ok", "ok-worker-1", cwd=tmp_path).stdout.strip() == "index 1"
-    assert (tmp_path / "tfcluster-runs" / "ok").is_dir()  # the local checkpoint dir
-    assert_nothing_left(*processes("ok"))
-    assert tfcluster("down", "ok", "--volumes", cwd=tmp_path).returncode == 0
-    assert not (tmp_path / "tfcluster-runs" / "ok").exists() and not LocalState.named("ok").root.exists()
+    logs = tfcluster("logs", name, cwd=tmp_path).stdout
+    assert f"{name}-worker-1 | index 1" in logs and f"{name}-worker-0 | index 0" in logs
+    assert tfcluster("logs", name, f"{name}-worker-1", cwd=tmp_path).stdout.strip() == "index 1"
+    assert (tmp_path / "tfcluster-runs" / name).is_dir()  # the local checkpoint dir
+    assert_nothing_left(*processes(name))
+    assert tfcluster("down", name, "--volumes", cwd=tmp_path).returncode == 0
+    assert not (tmp_path / "tfcluster-runs" / name).exists() and not LocalState.named(name).root.exists()
 
 
 def test_failed_job_exits_1_and_names_the_task(tmp_path: Path) -> None:
+    name = run_name("bad")
     script = "import sys; print('ValueError: bad shard', file=sys.stderr); sys.exit(2)"
-    spec = write(tmp_path, "bad", {"chief": {"command": SLEEP}, "worker": {"command": [sys.executable, "-c", script]}},
+    spec = write(tmp_path, name, {"chief": {"command": SLEEP}, "worker": {"command": [sys.executable, "-c", script]}},
                  restart={"max_restarts": 1})
     result = tfcluster("up", str(spec), cwd=tmp_path)
     assert result.returncode == 1
-    status = json.loads(tfcluster("status", "bad", "-o", "json", cwd=tmp_path).stdout)
+    status = json.loads(tfcluster("status", name, "-o", "json", cwd=tmp_path).stdout)
     assert status["state"] == "failed" and status["restarts"] == 1
-    assert "bad-worker-0" in status["message"] and "ValueError: bad shard" in status["message"]
-    assert_nothing_left(*processes("bad"))
+    assert f"{name}-worker-0" in status["message"] and "ValueError: bad shard" in status["message"]
+    assert_nothing_left(*processes(name))
 
 
 def test_detach_status_second_up_logs_and_down(tmp_path: Path) -> None:
-    spec = write(tmp_path, "bg", {"chief": {"command": SLEEP}, "worker": {"replicas": 2, "command": SLEEP}})
-    other = write(tmp_path, "bg2", {"worker": {"command": SLEEP}})
+    name, other_name = run_name("bg"), run_name("bg2")
+    spec = write(tmp_path, name, {"chief": {"command": SLEEP}, "worker": {"replicas": 2, "command": SLEEP}})
+    other = write(tmp_path, other_name, {"worker": {"command": SLEEP}})
     assert tfcluster("up", "-d", str(spec), cwd=tmp_path).returncode == 0
     assert tfcluster("up", "-d", str(other), cwd=tmp_path).returncode == 0
-    wait_running("bg", 3)
+    wait_running(name, 3)
     again = tfcluster("up", "-d", str(spec), cwd=tmp_path)
     assert again.returncode == 1 and "already running" in again.stderr
-    status = json.loads(tfcluster("status", "bg", "-o", "json", cwd=tmp_path).stdout)
+    status = json.loads(tfcluster("status", name, "-o", "json", cwd=tmp_path).stdout)
     assert status["state"] == "running" and [t["state"] for t in status["tasks"]] == ["running"] * 3
-    ports = [t["port"] for n in ("bg", "bg2") for t in json.loads(LocalState.named(n).files.plan.read_text())["tasks"]]
+    ports = [t["port"] for n in (name, other_name) for t in json.loads(LocalState.named(n).files.plan.read_text())["tasks"]]
     assert len(ports) == 4 and len(set(ports)) == 4, f"the two clusters' ports overlap: {ports}"
-    assert "bg-worker-1 | serving" in tfcluster("logs", "bg", cwd=tmp_path).stdout
-    for name in ("bg", "bg2"):
-        left = processes(name)
-        down = tfcluster("down", name, cwd=tmp_path)
+    assert f"{name}-worker-1 | serving" in tfcluster("logs", name, cwd=tmp_path).stdout
+    for each in (name, other_name):
+        left = processes(each)
+        down = tfcluster("down", each, cwd=tmp_path)
         assert down.returncode == 0, down.stderr
         assert_nothing_left(*left)
-    assert tfcluster("status", "bg", cwd=tmp_path).returncode == 1
-    assert registry.lookup("bg") is None
+    assert tfcluster("status", name, cwd=tmp_path).returncode == 1
+    assert registry.lookup(name) is None
 
 
 def test_ctrl_c_on_up_stops_every_process_and_keeps_the_logs(tmp_path: Path) -> None:
+    name = run_name("intr")
     chatty = script(f"print('task started', flush=True); {BLOCK}")
-    spec = write(tmp_path, "intr", {"chief": {"command": chatty}, "worker": {"command": SLEEP}})
+    spec = write(tmp_path, name, {"chief": {"command": chatty}, "worker": {"command": SLEEP}})
     up = subprocess.Popen([*CLI, "up", str(spec)], cwd=tmp_path,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    wait_running("intr", 2)
-    wait_for_condition(LocalState.named("intr").started.exists)  # every task ran: Ctrl-C now stops, keeping the logs
-    chief_log = LocalState.named("intr").task_log("intr-chief-0")
+    wait_running(name, 2)
+    wait_for_condition(LocalState.named(name).started.exists)  # every task ran: Ctrl-C now stops, keeping the logs
+    chief_log = LocalState.named(name).task_log(f"{name}-chief-0")
     wait_for_condition(lambda: "task started" in chief_log.read_text())
-    left = processes("intr")
+    left = processes(name)
     up.send_signal(signal.SIGINT)
     output, _ = up.communicate(timeout=30)
     assert up.returncode == 130, output
     assert_nothing_left(*left)
-    assert "task started" in tfcluster("logs", "intr", "intr-chief-0", cwd=tmp_path).stdout
-    status = json.loads(tfcluster("status", "intr", "-o", "json", cwd=tmp_path).stdout)
+    assert "task started" in tfcluster("logs", name, f"{name}-chief-0", cwd=tmp_path).stdout
+    status = json.loads(tfcluster("status", name, "-o", "json", cwd=tmp_path).stdout)
     assert status["state"] == "cancelled"
-    assert tfcluster("down", "intr", cwd=tmp_path).returncode == 0
-    assert tfcluster("logs", "intr", cwd=tmp_path).returncode == 1
+    assert tfcluster("down", name, cwd=tmp_path).returncode == 0
+    assert tfcluster("logs", name, cwd=tmp_path).returncode == 1
 
 
 def test_down_never_kills_a_process_group_that_is_no_longer_the_clusters(tmp_path: Path) -> None:
@@ -173,59 +178,62 @@ def status_json(name: str, tmp_path: Path) -> dict[str, Any]:
 
 
 def test_a_killed_supervisor_is_reported_lost_and_down_removes_everything(tmp_path: Path) -> None:
-    spec = write(tmp_path, "orphan", {"chief": {"command": SLEEP}, "worker": {"command": SLEEP}})
+    name = run_name("orphan")
+    spec = write(tmp_path, name, {"chief": {"command": SLEEP}, "worker": {"command": SLEEP}})
     assert tfcluster("up", "-d", str(spec), cwd=tmp_path).returncode == 0
-    wait_running("orphan", 2)
-    daemon, groups = kill_supervisor("orphan")
-    status = status_json("orphan", tmp_path)
+    wait_running(name, 2)
+    daemon, groups = kill_supervisor(name)
+    status = status_json(name, tmp_path)
     assert status["supervisor"] == "lost" and "supervisor is gone" in status["message"], status
     assert status["state"] == "running" and [t["state"] for t in status["tasks"]] == ["running", "running"]
-    assert "(supervisor lost)" in tfcluster("status", "orphan", cwd=tmp_path).stdout
+    assert "(supervisor lost)" in tfcluster("status", name, cwd=tmp_path).stdout
     assert all(map(group_alive, groups)), "the tasks outlive their supervisor until `down` or `watch`"
-    assert tfcluster("down", "orphan", cwd=tmp_path).returncode == 0
+    assert tfcluster("down", name, cwd=tmp_path).returncode == 0
     assert not [pgid for pgid in groups if group_alive(pgid)], "down returned before the tasks it killed were gone"
     assert_nothing_left(daemon, groups)
 
 
 def test_watch_adopts_the_tasks_of_a_killed_supervisor_without_restarting_them(tmp_path: Path) -> None:
+    name = run_name("adopt")
     go = tmp_path / "go"  # the chief ends once the new supervisor has adopted it
-    spec = write(tmp_path, "adopt", {"chief": {"command": script(f"print('chief up', flush=True)\n{wait_for(go)}")},
-                                     "worker": {"command": SLEEP}})
+    spec = write(tmp_path, name, {"chief": {"command": script(f"print('chief up', flush=True)\n{wait_for(go)}")},
+                                  "worker": {"command": SLEEP}})
     assert tfcluster("up", "-d", str(spec), cwd=tmp_path).returncode == 0
-    wait_running("adopt", 2)
-    daemon, groups = kill_supervisor("adopt")
-    watch = subprocess.Popen([*CLI, "watch", "adopt"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for_condition(lambda: status_json("adopt", tmp_path)["supervisor"] == "alive")
+    wait_running(name, 2)
+    daemon, groups = kill_supervisor(name)
+    watch = subprocess.Popen([*CLI, "watch", name], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_condition(lambda: status_json(name, tmp_path)["supervisor"] == "alive")
     go.touch()
     stdout, stderr = watch.communicate(timeout=120)
     assert watch.returncode == 0, stdout + stderr
-    assert "a new one adopted the tasks" in stdout and "adopt [local]: succeeded" in stdout
-    status = status_json("adopt", tmp_path)
+    assert "a new one adopted the tasks" in stdout and f"{name} [local]: succeeded" in stdout
+    status = status_json(name, tmp_path)
     assert status["state"] == "succeeded" and status["supervisor"] == "exited" and status["restarts"] == 0
     assert [t["exit_code"] for t in status["tasks"]][0] == 0
-    assert tfcluster("logs", "adopt", "adopt-chief-0", cwd=tmp_path).stdout.count("chief up") == 1, "the chief was restarted"
-    assert_nothing_left(processes("adopt")[0], groups)
+    assert tfcluster("logs", name, f"{name}-chief-0", cwd=tmp_path).stdout.count("chief up") == 1, "the chief was restarted"
+    assert_nothing_left(processes(name)[0], groups)
     assert_nothing_left(daemon, [])
 
 
 @pytest.mark.parametrize("code, state", [(0, "succeeded"), (3, "failed")])
 def test_a_run_that_ended_while_unsupervised_ends_with_its_true_state(tmp_path: Path, code: int, state: str) -> None:
+    name = run_name("gone")
     go = tmp_path / "go"  # the tasks end once their supervisor is gone
     task = script(f"{wait_for(go)}\nsys.exit({code})")
-    spec = write(tmp_path, "gone", {"chief": {"command": task}, "worker": {"command": task}},
+    spec = write(tmp_path, name, {"chief": {"command": task}, "worker": {"command": task}},
                  restart={"policy": "never"}, success_policy="all-workers")
     assert tfcluster("up", "-d", str(spec), cwd=tmp_path).returncode == 0
-    wait_running("gone", 2)
-    daemon, groups = kill_supervisor("gone")
+    wait_running(name, 2)
+    daemon, groups = kill_supervisor(name)
     go.touch()
-    wait_for_condition(lambda: all(t["exit_code"] == code for t in status_json("gone", tmp_path)["tasks"]), timeout=30)
-    assert status_json("gone", tmp_path)["supervisor"] == "lost"
-    watched = tfcluster("watch", "gone", cwd=tmp_path)
+    wait_for_condition(lambda: all(t["exit_code"] == code for t in status_json(name, tmp_path)["tasks"]), timeout=30)
+    assert status_json(name, tmp_path)["supervisor"] == "lost"
+    watched = tfcluster("watch", name, cwd=tmp_path)
     assert watched.returncode == (0 if code == 0 else 1), watched.stdout
-    status = status_json("gone", tmp_path)
+    status = status_json(name, tmp_path)
     assert status["state"] == state and [t["exit_code"] for t in status["tasks"]] == [code, code], status
     if code:
-        assert "gone-chief-0 exited with code 3" in status["message"]
+        assert f"{name}-chief-0 exited with code 3" in status["message"]
     assert_nothing_left(daemon, groups)
 
 
@@ -244,16 +252,17 @@ def test_watch_reattaches_to_a_detached_cluster_and_exits_with_its_result(tmp_pa
 
 
 def test_up_refuses_a_cluster_that_clearly_exceeds_the_memory_unless_forced(tmp_path: Path) -> None:
-    spec = write(tmp_path, "fat", {"worker": {"replicas": 2, "resources": {"memory": "100Ti"}, "command": SLEEP}})
+    name = run_name("fat")
+    spec = write(tmp_path, name, {"worker": {"replicas": 2, "resources": {"memory": "100Ti"}, "command": SLEEP}})
     refused = tfcluster("up", "-d", str(spec), cwd=tmp_path)
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.startswith(f"{spec}:") and len(refused.stderr.splitlines()) == 1, refused.stderr
     assert "roles: the 2 tasks need at least 204800.0 GiB" in refused.stderr and "--force" in refused.stderr
-    assert not LocalState.named("fat").root.exists(), "a refused launch left files"
+    assert not LocalState.named(name).root.exists(), "a refused launch left files"
     assert tfcluster("up", "-d", "--force", str(spec), cwd=tmp_path).returncode == 0
-    wait_running("fat", 2)
-    left = processes("fat")
-    assert tfcluster("down", "fat", cwd=tmp_path).returncode == 0
+    wait_running(name, 2)
+    left = processes(name)
+    assert tfcluster("down", name, cwd=tmp_path).returncode == 0
     assert_nothing_left(*left)
 
 
@@ -354,30 +363,31 @@ def open_writer(fifo: Path, timeout: float = 60) -> int:
 
 def test_debug_reads_the_stacks_of_a_users_program_without_the_handler_with_py_spy(tmp_path: Path) -> None:
     """The chief is a plain Python script, the worker not Python at all (``cat``): one dump, one clear line."""
+    name = run_name("spy")
     source = tmp_path / "blocked.py"
     source.write_text(BLOCKED_ON_A_PEER)
     fifos = [tmp_path / "chief.fifo", tmp_path / "worker.fifo"]
     for fifo in fifos:
         os.mkfifo(fifo)
-    spec = write(tmp_path, "spy", {"chief": {"command": [sys.executable, str(source), str(fifos[0])]},
-                                    "worker": {"command": ["cat", str(fifos[1])]}})
+    spec = write(tmp_path, name, {"chief": {"command": [sys.executable, str(source), str(fifos[0])]},
+                                  "worker": {"command": ["cat", str(fifos[1])]}})
     assert tfcluster("up", "--detach", str(spec), cwd=tmp_path).returncode == 0
     writers: list[int] = []
     try:
         writers = [open_writer(fifo) for fifo in fifos]  # both tasks now block in their reads
-        result = tfcluster("debug", "spy", cwd=tmp_path)
+        result = tfcluster("debug", name, cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         chief, worker = result.stdout.split("== ")[1:]
-        assert chief.splitlines()[0] == "spy-chief-0" and worker.splitlines()[0] == "spy-worker-0", result.stdout
+        assert chief.splitlines()[0] == f"{name}-chief-0" and worker.splitlines()[0] == f"{name}-worker-0", result.stdout
         assert re.search(rf"^ +wait_for_the_peer \({re.escape(str(source))}:6\)$", chief, re.MULTILINE), chief
         assert re.search(rf"^ +<module> \({re.escape(str(source))}:9\)$", chief, re.MULTILINE), chief
         assert worker.splitlines()[1].startswith("(no stacks"), worker
-        assert "no stacks of spy-worker-0: not a Python program" in result.stderr, result.stderr
-        assert wait_status("spy", lambda s: True, timeout=5).state is State.RUNNING  # reading stopped nothing
+        assert f"no stacks of {name}-worker-0: not a Python program" in result.stderr, result.stderr
+        assert wait_status(name, lambda s: True, timeout=5).state is State.RUNNING  # reading stopped nothing
     finally:
         for writer in writers:
             os.close(writer)  # the readers see the end of their input: the job ends
-    assert wait_status("spy", lambda s: s.state.terminal, timeout=60).state is State.SUCCEEDED
-    left = processes("spy")
-    assert tfcluster("down", "spy", cwd=tmp_path).returncode == 0
+    assert wait_status(name, lambda s: s.state.terminal, timeout=60).state is State.SUCCEEDED
+    left = processes(name)
+    assert tfcluster("down", name, cwd=tmp_path).returncode == 0
     assert_nothing_left(*left)

@@ -21,6 +21,7 @@ import pytest
 
 from helpers.boards import free_port, scalar_curves, start_board, stop_board
 from helpers.local_cluster import CLI, assert_nothing_left, processes, tfcluster, wait_status, write_spec
+from helpers.run_names import run_name
 from helpers.summaries import assert_monotonic, curve
 from helpers.task_events import read_events, run_token
 from launcher.backends.local.processes import group_members
@@ -37,11 +38,13 @@ BACKUP_EVERY = 5
 
 
 def launch(tmp_path: Path, spec: dict[str, Any], epochs: int) -> str:
+    """``up --detach`` of ``spec`` under ``run_name`` of its name; returns that name."""
+    name = run_name(spec["name"])
     training = {**TRAINING, **spec.get("training", {}), "epochs": epochs}
-    path = write_spec(tmp_path, {**spec, "training": training, "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}})
+    path = write_spec(tmp_path, {**spec, "name": name, "training": training, "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}})
     result = tfcluster("up", "--detach", str(path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    return spec["name"]
+    return name
 
 
 def kill_task(name: str, task: str) -> None:
@@ -63,7 +66,7 @@ def finish(name: str) -> JobStatus:
 
 def test_mwms_survives_a_killed_worker_and_resumes_from_the_backup(tmp_path: Path) -> None:
     """``tfcluster up`` (watching, not detached) of chief + 2 workers exits 0 despite the kill."""
-    spec = {"name": "mwk", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
+    spec = {"name": run_name("mwk"), "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
             "checkpoint": {"backup_every_steps": BACKUP_EVERY}, "training": {**TRAINING, "epochs": 4},  # far from done
             "tensorboard": {"update_steps": 3}, "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}}
     up = subprocess.Popen([*CLI, "up", str(write_spec(tmp_path, spec))], cwd=tmp_path,
@@ -175,21 +178,22 @@ def test_pss_with_evaluator_restarts_every_training_task_when_the_ps_is_killed(t
 
 
 def test_tensorboard_serves_the_train_and_validation_curves_of_a_local_mwms_run(tmp_path: Path) -> None:
-    spec = {"name": "tbl", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}, "evaluator": {"replicas": 1}},
+    name = run_name("tbl")
+    spec = {"name": name, "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}, "evaluator": {"replicas": 1}},
             "training": TRAINING, "tensorboard": {"update_steps": 5}, "env": {"TF_CPP_MIN_LOG_LEVEL": "2"}}
     up = tfcluster("up", str(write_spec(tmp_path, spec)), cwd=tmp_path, timeout=300)
     assert up.returncode == 0, up.stdout + up.stderr
-    assert "`tfcluster tensorboard tbl`" in up.stdout
-    status = json.loads(tfcluster("status", "tbl", "-o", "json", cwd=tmp_path).stdout)
-    assert status["tensorboard_dir"] == str(tmp_path / "tfcluster-runs" / "tbl" / "tensorboard")
+    assert f"`tfcluster tensorboard {name}`" in up.stdout
+    status = json.loads(tfcluster("status", name, "-o", "json", cwd=tmp_path).stdout)
+    assert status["tensorboard_dir"] == str(tmp_path / "tfcluster-runs" / name / "tensorboard")
     port = free_port()
-    board, url = start_board(["tbl"], port, tmp_path)
+    board, url = start_board([name], port, tmp_path)
     try:
         assert url == f"http://127.0.0.1:{port}/"
-        curves = scalar_curves(url, ["tbl/train", "tbl/validation"], "loss")
-        train_steps = [int(step) for _, step, _ in curves["tbl/train"]]
+        curves = scalar_curves(url, [f"{name}/train", f"{name}/validation"], "loss")
+        train_steps = [int(step) for _, step, _ in curves[f"{name}/train"]]
         assert train_steps == [5, 10, 15, 20, 25, 30]  # every update_steps and each epoch's end, by the chief alone
-        validation_steps = [int(step) for _, step, _ in curves["tbl/validation"]]
+        validation_steps = [int(step) for _, step, _ in curves[f"{name}/validation"]]
         assert validation_steps and validation_steps[-1] == 30 and set(validation_steps) <= {15, 30}
     finally:
         stop_board(board, port)

@@ -18,6 +18,7 @@ import yaml
 
 from helpers.local_cluster import CLI, assert_nothing_left, processes, tfcluster, wait_status
 from helpers.paths import REPO
+from helpers.run_names import run_name
 from helpers.task_events import read_events, run_token
 from launcher.backends.local.state import LocalState
 from launcher.plan.targets import BackendKind
@@ -27,6 +28,8 @@ pytestmark = pytest.mark.tf
 
 SCRIPTS = Path(__file__).parent / "scripts"
 QUIET = ("--env", "TF_CPP_MIN_LOG_LEVEL=2")
+#: The stall tests' cluster (``stall_spec``).
+STUCK = run_name("stuck-progress")
 
 
 def workspace(tmp_path: Path, *scripts: Path) -> Path:
@@ -69,18 +72,20 @@ def _detached_until_done(ws: Path, name: str, *launch: str) -> None:
 
 def test_a_pss_coordinator_script_runs_on_the_chief_and_tfcluster_serves_ps_and_workers(tmp_path: Path) -> None:
     ws = workspace(tmp_path, SCRIPTS / "pss_coordinator.py")
-    _detached_until_done(ws, "pss-coord", "run", "--detach", "--name", "pss-coord", *QUIET, "--ps", "1",
+    name = run_name("pss-coord")
+    _detached_until_done(ws, name, "run", "--detach", "--name", name, *QUIET, "--ps", "1",
                          "--workers", "2", "pss_coordinator.py")
 
 
 def test_a_pss_script_whose_servers_join_forever_is_stopped_after_the_chief_succeeded(tmp_path: Path) -> None:
     ws = workspace(tmp_path, SCRIPTS / "pss_coordinator.py", SCRIPTS / "pss_join.py")
     program = [sys.executable, "pss_join.py"]
-    spec = {"name": "pss-join", "strategy": "parameter_server", "command": program, "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
+    name = run_name("pss-join")
+    spec = {"name": name, "strategy": "parameter_server", "command": program, "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
             "roles": {"chief": {}, "ps": {"command": program}, "worker": {"replicas": 2, "command": program}}}
     (ws / "cluster.yaml").write_text(yaml.safe_dump(spec))
-    _detached_until_done(ws, "pss-join", "up", "--detach", "cluster.yaml")
-    logs = tfcluster("logs", "pss-join", "pss-join-ps-0", cwd=ws).stdout
+    _detached_until_done(ws, name, "up", "--detach", "cluster.yaml")
+    logs = tfcluster("logs", name, f"{name}-ps-0", cwd=ws).stdout
     assert "launcher.worker" not in logs  # the script's own server ran, not tfcluster's
 
 
@@ -117,7 +122,7 @@ def stall_spec(ws: Path, timeout_seconds: int | None) -> Path:
     """The stuck-progress cluster; ``timeout_seconds`` None: the default stall settings."""
     path = ws / "cluster.yaml"
     stall = {} if timeout_seconds is None else {"stall": {"timeout_seconds": timeout_seconds}}
-    path.write_text(yaml.safe_dump({"name": "stuck-progress", "roles": {"chief": {}, "worker": {"replicas": 2}}, **stall}))
+    path.write_text(yaml.safe_dump({"name": STUCK, "roles": {"chief": {}, "worker": {"replicas": 2}}, **stall}))
     return path
 
 
@@ -128,14 +133,14 @@ def test_a_script_with_the_progress_callback_stuck_in_its_input_pipeline_is_rest
     ws = workspace(tmp_path, SCRIPTS / "stuck_progress.py")
     spec = stall_spec(ws, None)
     result = tfcluster("run", "-f", str(spec), *QUIET, "stuck_progress.py", "--block", cwd=ws, timeout=500)
-    assert result.returncode == 0, tfcluster("logs", "stuck-progress", cwd=ws).stdout[-3000:]
-    status = json.loads(tfcluster("status", "stuck-progress", "-o", "json", cwd=ws).stdout)
+    assert result.returncode == 0, tfcluster("logs", STUCK, cwd=ws).stdout[-3000:]
+    status = json.loads(tfcluster("status", STUCK, "-o", "json", cwd=ws).stdout)
     assert status["state"] == "succeeded" and status["restarts"] == 1, status["message"]
     stall = status["stall"]
-    assert stall["watching"] and stall["stalls"] == 1 and stall["suspects"] == ["stuck-progress-worker-1"], stall
+    assert stall["watching"] and stall["stalls"] == 1 and stall["suspects"] == [f"{STUCK}-worker-1"], stall
     assert stall["evidence"] == "stacks_unchanged" and "(stacks read after 30 s)" in stall["message"], stall
-    assert "in gate" in (Path(stall["stacks_dir"]) / "stuck-progress-worker-1.txt").read_text()
-    assert_nothing_left(*processes("stuck-progress"))
+    assert "in gate" in (Path(stall["stacks_dir"]) / f"{STUCK}-worker-1.txt").read_text()
+    assert_nothing_left(*processes(STUCK))
 
 
 def test_a_slow_first_step_and_slow_saves_never_trip_the_watchdog(tmp_path: Path) -> None:
@@ -145,8 +150,8 @@ def test_a_slow_first_step_and_slow_saves_never_trip_the_watchdog(tmp_path: Path
     spec = stall_spec(ws, 10)
     result = tfcluster("run", "-f", str(spec), *QUIET, "stuck_progress.py", "--first-delay", "15",
                        "--save-delay", "5", "--epochs", "3", cwd=ws, timeout=500)
-    assert result.returncode == 0, tfcluster("logs", "stuck-progress", cwd=ws).stdout[-3000:]
-    status = json.loads(tfcluster("status", "stuck-progress", "-o", "json", cwd=ws).stdout)
+    assert result.returncode == 0, tfcluster("logs", STUCK, cwd=ws).stdout[-3000:]
+    status = json.loads(tfcluster("status", STUCK, "-o", "json", cwd=ws).stdout)
     assert status["state"] == "succeeded" and status["restarts"] == 0, (status["message"], status["stall"])
     assert status["stall"]["watching"] and status["stall"]["stalls"] == 0, status["stall"]
 
@@ -159,10 +164,10 @@ def test_saves_that_outlast_the_floor_while_they_work_never_trip_the_watchdog(tm
     spec = stall_spec(ws, 10)
     result = tfcluster("run", "-f", str(spec), *QUIET, "stuck_progress.py", "--working-save", "25", "--epochs", "1",
                        cwd=ws, timeout=500)
-    assert result.returncode == 0, tfcluster("logs", "stuck-progress", cwd=ws).stdout[-3000:]
-    status = json.loads(tfcluster("status", "stuck-progress", "-o", "json", cwd=ws).stdout)
+    assert result.returncode == 0, tfcluster("logs", STUCK, cwd=ws).stdout[-3000:]
+    status = json.loads(tfcluster("status", STUCK, "-o", "json", cwd=ws).stdout)
     assert status["state"] == "succeeded" and status["restarts"] == 0, (status["message"], status["stall"])
-    checks = LocalState.named("stuck-progress").log.read_text()
+    checks = LocalState.named(STUCK).log.read_text()
     assert "stacks moved, not a stall" in checks, checks  # each save was looked at, and let work
     stall = status["stall"]
     if stall["stalls"]:  # on a loaded host the lead's exit after training may outlast its allowance: told only

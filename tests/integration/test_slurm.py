@@ -207,26 +207,48 @@ def test_down_leaves_no_job_and_no_process(tmp_path: Path, launched: list[str]) 
     assert not SlurmState.named(name).exists()
 
 
-@pytest.mark.parametrize("notice", ["scontrol requeue", "time-limit warning"])
-def test_a_requeue_is_a_preemption_resumed_where_it_saved(tmp_path: Path, launched: list[str], notice: str) -> None:
-    """An administrator's ``scontrol requeue`` (Slurm SIGTERMs the job), and ``USR1`` to the batch step: the
-    warning ``--signal=B:USR1@...`` asks Slurm for before the time limit (the supervisor requeues the job)."""
-    name = launch(tmp_path, launched, {"name": run_name(f"sl-{notice.split()[0]}"), "roles": MWMS, "restart": {"max_restarts": 0},
+def launch_to_be_requeued(tmp_path: Path, launched: list[str], base: str) -> tuple[str, str]:
+    """A run with no periodic backup (only the save on a notice keeps its progress), under way: (name, job id)."""
+    name = launch(tmp_path, launched, {"name": run_name(base), "roles": MWMS, "restart": {"max_restarts": 0},
                                        "checkpoint": {"backup_every_steps": 1000, "save_grace_seconds": 30},
                                        "training": {"epochs": 4}})
     wait_status(name, lambda s: (s.progress.step or 0) >= 3, timeout=240)
-    ran = str(job_id(name))
-    if notice == "scontrol requeue":
-        slurmctl.requeue(ran)
-    else:
-        slurmctl.signal_batch(ran, "USR1")
+    return name, str(job_id(name))
+
+
+def saved_on_the_notice(name: str) -> Preempted:
+    """The chief's one ``preempted`` event: the step every task saved when it was stopped."""
+    [preempted] = [e for e in events(name, f"{name}-chief-0") if isinstance(e, Preempted)]
+    assert preempted.step is not None and preempted.step > 0, preempted
+    return preempted
+
+
+def test_a_requeue_is_a_preemption_resumed_where_it_saved(tmp_path: Path, launched: list[str]) -> None:
+    """An administrator's ``scontrol requeue``: Slurm SIGTERMs the job, every task saves, the requeued allocation
+    counts one preemption and resumes at the saved step. (Slurm's warning takes the same requeued allocation:
+    ``test_slurms_time_limit_warning_saves_every_task_and_requeues_the_job``.)"""
+    name, ran = launch_to_be_requeued(tmp_path, launched, "sl-scontrol")
+    slurmctl.requeue(ran)
     wait_status(name, lambda s: s.state is State.RESTARTING and "requeued" in s.message.lower(), timeout=120)
     status = finish(name)
     assert (status.restarts, status.preemptions) == (0, 1), status
     assert all(t.preemptions == 1 for t in status.tasks), status
-    chief = events(name, f"{name}-chief-0")
-    [preempted] = [e for e in chief if isinstance(e, Preempted)]
-    [restored] = [e for e in chief if isinstance(e, Restored)]
-    assert preempted.step is not None and restored.step == preempted.step > 0, (preempted, restored)  # saved on the notice: nothing lost
-    if notice != "scontrol requeue":
-        assert "warned by Slurm: requeueing" in (SlurmState.named(name).root / "batch.log").read_text()
+    preempted = saved_on_the_notice(name)
+    [restored] = [e for e in events(name, f"{name}-chief-0") if isinstance(e, Restored)]
+    assert restored.step == preempted.step, (preempted, restored)  # saved on the notice: nothing lost
+
+
+def test_slurms_time_limit_warning_saves_every_task_and_requeues_the_job(tmp_path: Path, launched: list[str]) -> None:
+    """``USR1`` to the batch step (the warning ``--signal=B:USR1@...`` asks Slurm for before the time limit): the
+    supervisor stops every task, which saves, then requeues the job itself. Checked up to the requeue, the counts
+    as the notice left them; what follows, the requeued allocation counting one preemption and resuming at the
+    saved step, is the same code whichever way the job was requeued: ``test_a_requeue_is_a_preemption_resumed_where_it_saved``
+    runs it (waiting for Slurm to start the requeued job again, and its TensorFlow, a second time proves nothing)."""
+    name, ran = launch_to_be_requeued(tmp_path, launched, "sl-time")
+    slurmctl.signal_batch(ran, "USR1")
+    status = wait_status(name, lambda s: s.state is State.RESTARTING and "requeued" in s.message.lower(), timeout=120)
+    assert (status.restarts, status.preemptions) == (0, 0), status  # the requeued allocation counts it, once
+    job = slurmctl.job(ran)
+    assert job is not None and job.restarts == 1, job  # requeued by the supervisor, once
+    assert f"warned by Slurm: requeueing job {ran}" in (SlurmState.named(name).root / "batch.log").read_text()
+    saved_on_the_notice(name)
