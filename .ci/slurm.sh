@@ -30,6 +30,9 @@ TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SchedulerType=sched/backfill
+# Pending jobs are tried every 5 s (defaults: the main loop every 60 s, backfill every 30 s): a requeued job may start
+# once its begin time passed, and nothing but these loops notices that; the requeue tests waited up to 30 s more.
+SchedulerParameters=bf_interval=5,sched_interval=5
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
