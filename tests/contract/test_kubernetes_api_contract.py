@@ -45,7 +45,7 @@ from helpers.k8s_e2e import admin_kubeconfig, image, namespace, until
 from helpers.k8s_fake import backend_for, rbac_allowed
 from helpers.polling import wait_for_condition
 from helpers.required import unavailable
-from launcher.backends.kubernetes import manifests, pod_admission, pod_io, quota, runtime
+from launcher.backends.kubernetes import kubeapi, manifests, pod_admission, pod_io, quota, runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi
 from launcher.backends.kubernetes.manifests import CONTAINER
@@ -1067,3 +1067,22 @@ def test_a_list_by_phase_answers_the_waiting_pods_whole_and_a_metadata_list_the_
     assert pod["metadata"]["creationTimestamp"] and pod["metadata"]["name"] == side.pods(runs)[0]["metadata"]["name"]
     assert select(side.unique("none"), metadata_only=True) == []
     assert api_error(lambda: select(runs, fields="spec.nothing=x"))[0] == 400
+
+
+def test_a_list_in_pages_answers_each_object_once_at_one_version(side: Side, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``KubeApi.listing`` (``Watched``'s LIST) reads ``LIST_PAGE`` objects at a time: a ``limit`` answers that many
+    and a ``continue`` token, the token the rest of the same list (its version), the last page none; a token the
+    server cannot read is 400."""
+    name = side.unique("paged")
+    for index in range(3):
+        side.create(Kind.CONFIG_MAP, {"apiVersion": "v1", "kind": "ConfigMap",
+                                      "metadata": {"name": f"{name}-{index}", "labels": {LABEL: name}}})
+    first = json.loads(side.api._list(Kind.CONFIG_MAP, side.namespace, label_selector=f"{LABEL}={name}", limit=2).data)
+    assert len(first["items"]) == 2 and first["metadata"]["continue"]
+    monkeypatch.setattr(kubeapi, "LIST_PAGE", 2)
+    items, version = side.api.listing(Kind.CONFIG_MAP, side.namespace, f"{LABEL}={name}")
+    assert sorted(item["metadata"]["name"] for item in items) == [f"{name}-{index}" for index in range(3)]
+    assert int(version) >= int(first["metadata"]["resourceVersion"])
+    status, _ = api_error(lambda: side.api._list(Kind.CONFIG_MAP, side.namespace, label_selector=f"{LABEL}={name}",
+                                                 limit=2, continue_token="bm90LWEtdG9rZW4"))
+    assert status == 400, status

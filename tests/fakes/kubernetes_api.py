@@ -10,7 +10,8 @@ reads of two cluster-scoped kinds, namespaces and
 validatingadmissionpolicybindings (``CLUSTER_SCOPED``: kept under the namespace "", no behaviour); ``409 AlreadyExists``
 on create, optimistic concurrency on replace (``resourceVersion``), ``404
 NotFound``, list with an equality ``labelSelector`` and a pod's ``status.phase`` ``fieldSelector`` (another field:
-``400``), whole or its objects' metadata alone (``METADATA_ONLY``), ``422 Invalid`` for
+``400``), whole or its objects' metadata alone (``METADATA_ONLY``), in pages (``limit``, then ``continue``: the
+rest of the same list), ``422 Invalid`` for
 what the API server's validation refuses in the fields tfcluster relies on
 (``kubernetes_checks``: required names, containers and images, a Job's
 template, ``restartPolicy``, a selector without ``manualSelector``, and the
@@ -247,6 +248,9 @@ class FakeKubernetes:
         self.requests: list[tuple[str, str]] = []
         #: Each LIST answered: (plural, its labelSelector, its fieldSelector, whether of the metadata alone).
         self.listed: list[tuple[str, str, str, bool]] = []
+        #: The rest of each list answered in pages (``limit``), by its ``continue`` token: (its version, its items).
+        self._continued: dict[str, tuple[int, list[Obj]]] = {}
+        self._pages = itertools.count(1)
         self.deletions: list[tuple[str, str, str]] = []  # (plural, name, propagationPolicy)
         self._faults: list[tuple[str, str, int]] = []
         self._lock = threading.RLock()
@@ -1190,15 +1194,27 @@ class _Handler(BaseHTTPRequestHandler):
                 store.listed.append((plural, query.get("labelSelector", [""])[0], query.get("fieldSelector", [""])[0],
                                      metadata_only))
                 with store._lock:
-                    version = store.publish()
-                    items = [obj for obj in store.list(plural, namespace, selector) if fields(obj)]
+                    token = query.get("continue", [""])[0]
+                    if token:  # the next page of the list that token continues: the same version
+                        if token not in store._continued:
+                            raise ApiError(400, "BadRequest", "continue key is not valid")
+                        version, items = store._continued.pop(token)
+                    else:
+                        version = store.publish()
+                        items = [obj for obj in store.list(plural, namespace, selector) if fields(obj)]
+                    limit = int(query.get("limit", ["0"])[0])
+                    more = ""
+                    if 0 < limit < len(items):
+                        more = f"page-{next(store._pages)}"
+                        store._continued[more], items = (version, items[limit:]), items[:limit]
+                meta = {"resourceVersion": str(version)} | ({"continue": more} if more else {})
                 if metadata_only:  # metadata alone; no item at all is ``null``
                     return self._send(200, {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
-                                            "metadata": {"resourceVersion": str(version)},
+                                            "metadata": meta,
                                             "items": [{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                                                        "metadata": obj["metadata"]} for obj in items] or None})
-                return self._send(200, {"kind": KINDS[plural] + "List", "apiVersion": "v1",
-                                        "metadata": {"resourceVersion": str(version)}, "items": items})
+                return self._send(200, {"kind": KINDS[plural] + "List", "apiVersion": "v1", "metadata": meta,
+                                        "items": items})
             if method == "GET":
                 obj = store.get(plural, name, namespace)
                 if obj is None:

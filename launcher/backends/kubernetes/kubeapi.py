@@ -42,6 +42,9 @@ DISCOVERY_SECONDS = 10.0
 SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
 #: The Accept header of a list of objects' metadata alone (a ``PartialObjectMetadataList`` of ``meta.k8s.io/v1``).
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+#: The most objects one page of ``listing`` holds (``limit``): a run's thousand pods or Jobs, parsed whole (some 40 KiB
+#: of Python objects each), are read a page at a time, each page kept as its caller keeps it before the next is read.
+LIST_PAGE = 100
 
 
 class Kind(StrEnum):
@@ -200,13 +203,14 @@ class KubeApi:
         return f"{prefix}/namespaces/{{namespace}}/{plural}" + ("/{name}" if named else "")
 
     def _list(self, kind: Kind, namespace: str, *, label_selector: str, field_selector: str | None = None,
-              metadata_only: bool = False, resource_version: str | None = None,
+              metadata_only: bool = False, limit: int | None = None, continue_token: str | None = None,
+              resource_version: str | None = None,
               allow_watch_bookmarks: bool | None = None, timeout_seconds: int | None = None, watch: bool = False,
               _request_timeout: Any = None, _preload_content: bool = False) -> Any:
         """A LIST (or, with ``watch``, a WATCH) of ``kind``: the client's ``Watch.stream`` calls it so."""
         return self._call("GET", self._path(kind, False), names={"namespace": namespace},
                           query={"labelSelector": label_selector, "fieldSelector": field_selector,
-                                 "resourceVersion": resource_version,
+                                 "limit": limit, "continue": continue_token, "resourceVersion": resource_version,
                                  "allowWatchBookmarks": allow_watch_bookmarks, "timeoutSeconds": timeout_seconds,
                                  "watch": watch or None}, accept=METADATA_ONLY if metadata_only else "application/json",
                           timeout=_request_timeout)
@@ -259,11 +263,20 @@ class KubeApi:
         items: list[Obj] = found.get("items") or []  # a metadata list of nothing has ``"items": null``
         return items
 
-    def listing(self, kind: Kind, namespace: str, selector: str) -> tuple[list[Obj], str]:
-        """``select``, with the list's ``resourceVersion``: the point a watch of them goes on from (``watch``)."""
-        found = _json(self._list(kind, namespace, label_selector=selector))
-        items: list[Obj] = found.get("items", [])
-        return items, str(found.get("metadata", {}).get("resourceVersion", ""))
+    def listing(self, kind: Kind, namespace: str, selector: str,
+                keep: Callable[[Obj], Obj] = lambda obj: obj) -> tuple[list[Obj], str]:
+        """``select``, each object as ``keep`` keeps it, with the list's ``resourceVersion``: the point a watch of
+        them goes on from (``watch``). Read ``LIST_PAGE`` objects at a time (``limit`` and ``continue``: the pages of
+        one consistent list, its version), each page kept before the next is read: no more than a page of whole
+        objects is held at once (a ``continue`` the API server no longer serves is 410, as a watch's version)."""
+        kept: list[Obj] = []
+        token: str | None = None
+        while True:
+            found = _json(self._list(kind, namespace, label_selector=selector, limit=LIST_PAGE, continue_token=token))
+            kept.extend(map(keep, found.get("items") or []))
+            token = found.get("metadata", {}).get("continue")
+            if not token:
+                return kept, str(found.get("metadata", {}).get("resourceVersion", ""))
 
     def watch(self, kind: Kind, namespace: str, selector: str, version: str, seconds: int,
               on_open: Callable[[], None]) -> WatchStream:
