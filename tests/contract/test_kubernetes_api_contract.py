@@ -45,11 +45,11 @@ from helpers.k8s_e2e import admin_kubeconfig, image, namespace, until
 from helpers.k8s_fake import backend_for, rbac_allowed
 from helpers.polling import wait_for_condition
 from helpers.required import unavailable
-from launcher.backends.kubernetes import admission_policy, manifests, pod_admission, pod_io, quota, runtime
+from launcher.backends.kubernetes import admission_policy, kubeapi, manifests, pod_admission, pod_io, quota, runtime
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.kubeapi import ClusterKind, Kind, KubeApi
 from launcher.backends.kubernetes.manifests import CONTAINER
-from launcher.backends.kubernetes.status import PodView
+from launcher.backends.kubernetes.status import CONTROLLER_UID, PodView
 from launcher.backends.kubernetes.supervisor_objects import POD_FAILURE_POLICY
 from launcher.backends.pyspy import Ran
 from launcher.backends.tensorboard import PORT
@@ -1059,3 +1059,50 @@ def test_a_watch_from_a_version_the_server_no_longer_keeps_is_410_expired(side: 
     with pytest.raises(ApiException) as caught:
         list(stream.events())
     assert caught.value.status == 410 and caught.value.reason.startswith("Expired: too old resource version: 1 (")
+
+
+def test_a_list_by_phase_answers_the_waiting_pods_whole_and_a_metadata_list_the_objects_metadata_alone(side: Side) -> None:
+    """What ``status`` reads (``KubernetesBackend.describe``): a pods' ``status.phase=Pending`` field selector
+    answers only the pods that wait, whole; a metadata list (``kubeapi.METADATA_ONLY``) each pod's and Job's metadata
+    (name, uid, labels with the Job's uid, creation time) without spec or status, and nothing as no item; a field the
+    API does not select pods by is 400."""
+    waits, runs = side.unique("waits"), side.unique("runs")
+    side.run(waits, Program(), container={"resources": {"requests": {"cpu": "100"}}})
+    runs_job = side.run(runs, Program())
+    running(side, runs)
+    side.until("the waiting pod", lambda: next((p for p in side.pods(waits) if PodView(p).unscheduled()), None))
+
+    def select(name: str, kind: Kind = Kind.POD, **how: Any) -> list[Obj]:
+        return side.api.select(kind, side.namespace, f"{LABEL}={name}", **how)
+
+    [waiting] = select(waits, fields="status.phase=Pending")
+    assert waiting["status"]["phase"] == "Pending" and waiting["spec"]["containers"]
+    assert select(runs, fields="status.phase=Pending") == []
+    [pod] = select(runs, metadata_only=True)
+    [job_meta] = select(runs, Kind.JOB, metadata_only=True)
+    assert set(pod) == set(job_meta) == {"kind", "apiVersion", "metadata"}, (pod, job_meta)
+    assert pod["kind"] == "PartialObjectMetadata" and pod["apiVersion"] == "meta.k8s.io/v1"
+    assert job_meta["metadata"]["uid"] == runs_job["metadata"]["uid"]
+    assert pod["metadata"]["labels"][CONTROLLER_UID] == runs_job["metadata"]["uid"]
+    assert pod["metadata"]["creationTimestamp"] and pod["metadata"]["name"] == side.pods(runs)[0]["metadata"]["name"]
+    assert select(side.unique("none"), metadata_only=True) == []
+    assert api_error(lambda: select(runs, fields="spec.nothing=x"))[0] == 400
+
+
+def test_a_list_in_pages_answers_each_object_once_at_one_version(side: Side, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``KubeApi.listing`` (``Watched``'s LIST) reads ``LIST_PAGE`` objects at a time: a ``limit`` answers that many
+    and a ``continue`` token, the token the rest of the same list (its version), the last page none; a token the
+    server cannot read is 400."""
+    name = side.unique("paged")
+    for index in range(3):
+        side.create(Kind.CONFIG_MAP, {"apiVersion": "v1", "kind": "ConfigMap",
+                                      "metadata": {"name": f"{name}-{index}", "labels": {LABEL: name}}})
+    first = json.loads(side.api._list(Kind.CONFIG_MAP, side.namespace, label_selector=f"{LABEL}={name}", limit=2).data)
+    assert len(first["items"]) == 2 and first["metadata"]["continue"]
+    monkeypatch.setattr(kubeapi, "LIST_PAGE", 2)
+    items, version = side.api.listing(Kind.CONFIG_MAP, side.namespace, f"{LABEL}={name}")
+    assert sorted(item["metadata"]["name"] for item in items) == [f"{name}-{index}" for index in range(3)]
+    assert int(version) >= int(first["metadata"]["resourceVersion"])
+    status, _ = api_error(lambda: side.api._list(Kind.CONFIG_MAP, side.namespace, label_selector=f"{LABEL}={name}",
+                                                 limit=2, continue_token="bm90LWEtdG9rZW4"))
+    assert status == 400, status

@@ -9,7 +9,9 @@ API discovery of that group version lists them, and both are ``404`` with ``serv
 reads of two cluster-scoped kinds, namespaces and
 validatingadmissionpolicybindings (``CLUSTER_SCOPED``: kept under the namespace "", no behaviour); ``409 AlreadyExists``
 on create, optimistic concurrency on replace (``resourceVersion``), ``404
-NotFound``, list with an equality ``labelSelector``, ``422 Invalid`` for
+NotFound``, list with an equality ``labelSelector`` and a pod's ``status.phase`` ``fieldSelector`` (another field:
+``400``), whole or its objects' metadata alone (``METADATA_ONLY``), in pages (``limit``, then ``continue``: the
+rest of the same list), ``422 Invalid`` for
 what the API server's validation refuses in the fields tfcluster relies on
 (``kubernetes_checks``: required names, containers and images, a Job's
 template, ``restartPolicy``, a selector without ``manualSelector``, and the
@@ -150,6 +152,7 @@ import copy
 import hashlib
 import itertools
 import json
+import re
 import select
 import socket
 import threading
@@ -243,6 +246,11 @@ class FakeKubernetes:
         self.objects: dict[tuple[str, str, str], Obj] = {}
         self.pod_logs: dict[tuple[str, str], str] = {}
         self.requests: list[tuple[str, str]] = []
+        #: Each LIST answered: (plural, its labelSelector, its fieldSelector, whether of the metadata alone).
+        self.listed: list[tuple[str, str, str, bool]] = []
+        #: The rest of each list answered in pages (``limit``), by its ``continue`` token: (its version, its items).
+        self._continued: dict[str, tuple[int, list[Obj]]] = {}
+        self._pages = itertools.count(1)
         self.deletions: list[tuple[str, str, str]] = []  # (plural, name, propagationPolicy)
         self._faults: list[tuple[str, str, int]] = []
         self._lock = threading.RLock()
@@ -931,6 +939,18 @@ class ApiError(Exception):
         return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": self.reason, "message": self.message, "code": self.code}
 
 
+def _field_selector(plural: str, selector: str) -> Callable[[Obj], bool]:
+    """A list's ``fieldSelector`` as the API server takes it for the one field tfcluster selects by, a pod's
+    ``status.phase`` (``=``, ``==`` or ``!=``, terms joined by commas); any other field is ``400 BadRequest``."""
+    terms: list[tuple[str, bool]] = []
+    for term in filter(None, selector.split(",")):
+        match = re.fullmatch(r"([\w.]+)(!=|==|=)(.*)", term)
+        if match is None or plural != "pods" or match[1] != "status.phase":
+            raise ApiError(400, "BadRequest", f'field label not supported: {match[1] if match else term}')
+        terms.append((match[3], match[2] != "!="))
+    return lambda obj: all(((obj.get("status") or {}).get("phase") == value) == equal for value, equal in terms)
+
+
 def _matches(obj: Obj, selector: dict[str, str]) -> bool:
     labels = obj["metadata"].get("labels") or {}
     return all(labels.get(k) == v for k, v in selector.items())
@@ -1049,6 +1069,8 @@ def permission(method: str, path: str) -> Permission:
     return group, resource, verb
 
 
+#: The Accept header of a list of objects' metadata alone (``PartialObjectMetadataList``).
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 MERGE_PATCH_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
 
 
@@ -1167,11 +1189,32 @@ class _Handler(BaseHTTPRequestHandler):
                 selector = {k.rstrip("="): v for k, v in selector.items()}
                 if query.get("watch", [""])[0] == "true":
                     return self._watch(namespace, plural, selector, query)
+                fields = _field_selector(plural, query.get("fieldSelector", [""])[0])
+                metadata_only = self.headers.get("Accept", "") == METADATA_ONLY
+                store.listed.append((plural, query.get("labelSelector", [""])[0], query.get("fieldSelector", [""])[0],
+                                     metadata_only))
                 with store._lock:
-                    version = store.publish()
-                    items = store.list(plural, namespace, selector)
-                return self._send(200, {"kind": KINDS[plural] + "List", "apiVersion": "v1",
-                                        "metadata": {"resourceVersion": str(version)}, "items": items})
+                    token = query.get("continue", [""])[0]
+                    if token:  # the next page of the list that token continues: the same version
+                        if token not in store._continued:
+                            raise ApiError(400, "BadRequest", "continue key is not valid")
+                        version, items = store._continued.pop(token)
+                    else:
+                        version = store.publish()
+                        items = [obj for obj in store.list(plural, namespace, selector) if fields(obj)]
+                    limit = int(query.get("limit", ["0"])[0])
+                    more = ""
+                    if 0 < limit < len(items):
+                        more = f"page-{next(store._pages)}"
+                        store._continued[more], items = (version, items[limit:]), items[:limit]
+                meta = {"resourceVersion": str(version)} | ({"continue": more} if more else {})
+                if metadata_only:  # metadata alone; no item at all is ``null``
+                    return self._send(200, {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+                                            "metadata": meta,
+                                            "items": [{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                                                       "metadata": obj["metadata"]} for obj in items] or None})
+                return self._send(200, {"kind": KINDS[plural] + "List", "apiVersion": "v1", "metadata": meta,
+                                        "items": items})
             if method == "GET":
                 obj = store.get(plural, name, namespace)
                 if obj is None:

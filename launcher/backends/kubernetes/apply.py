@@ -202,11 +202,13 @@ def _of_cluster_if_served(api: KubeApi, kind: Kind, namespace: str, cluster: str
     return found
 
 
-def of_cluster(api: KubeApi, kind: Kind, namespace: str, cluster: str, task: str | None = None) -> list[Obj]:
+def of_cluster(api: KubeApi, kind: Kind, namespace: str, cluster: str, task: str | None = None, *,
+               fields: str | None = None, metadata_only: bool = False) -> list[Obj]:
     """The objects of ``cluster`` that tfcluster made (both labels: a user's object naming the cluster is not);
-    with ``task``, only that task's."""
+    with ``task``, only that task's; ``fields`` and ``metadata_only`` as ``KubeApi.select`` takes them."""
     selector = _selector(cluster)
-    return select(api, kind, namespace, selector if task is None else f"{selector},{naming.LABEL_TASK}={task}")
+    return select(api, kind, namespace, selector if task is None else f"{selector},{naming.LABEL_TASK}={task}",
+                  fields=fields, metadata_only=metadata_only)
 
 
 def _selector(cluster: str) -> str:
@@ -219,10 +221,11 @@ def of_supervisor(api: KubeApi, kind: Kind, namespace: str, cluster: str) -> lis
     return select(api, kind, namespace, f"{naming.LABEL_MANAGED}={naming.MANAGER},{naming.LABEL_SUPERVISOR}={cluster}")
 
 
-def select(api: KubeApi, kind: Kind, namespace: str, selector: str) -> list[Obj]:
+def select(api: KubeApi, kind: Kind, namespace: str, selector: str, *, fields: str | None = None,
+           metadata_only: bool = False) -> list[Obj]:
     """The objects of ``kind`` matching ``selector`` (``LaunchError`` if they cannot be listed)."""
     with api.errors(f"list {kind}s"):
-        return api.select(kind, namespace, selector)
+        return api.select(kind, namespace, selector, fields=fields, metadata_only=metadata_only)
 
 
 def config_map(api: KubeApi, name: str, namespace: str) -> Obj:

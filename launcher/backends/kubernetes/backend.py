@@ -174,10 +174,12 @@ class KubernetesBackend(Backend[KubernetesOptions]):
             config_map = self.api.read_if_exists(Kind.CONFIG_MAP, naming.config_map_name(name), namespace)
         if config_map is None:
             return None
-        pods = apply.of_cluster(self.api, Kind.POD, namespace, name)
+        # what waits, read at the cost of what waits: the Pending pods whole, every pod and Job by its metadata only
+        waiting = apply.of_cluster(self.api, Kind.POD, namespace, name, fields=k8s_status.WAITING)
+        pods = apply.of_cluster(self.api, Kind.POD, namespace, name, metadata_only=True)
         status = k8s_status.pending(published(config_map) or JobStatus(
-            name, self.kind, State.PENDING, message="waiting for its supervisor"), pods,
-            self._refused(k8s_status.podless(apply.of_cluster(self.api, Kind.JOB, namespace, name), pods), namespace))
+            name, self.kind, State.PENDING, message="waiting for its supervisor"),
+            k8s_status.latest_waiting(waiting, pods), self._refused(self._podless(name, pods, namespace), namespace))
         local = self._local_state(name)
         if local.exists():
             alive = local.supervisor() is not None
@@ -186,6 +188,13 @@ class KubernetesBackend(Backend[KubernetesOptions]):
         state, note = k8s_status.supervisor_state(apply.of_supervisor(self.api, Kind.JOB, namespace, name),
                                                   apply.of_supervisor(self.api, Kind.POD, namespace, name))
         return replace(status, supervisor=state, supervisor_note=note)
+
+    def _podless(self, name: str, pods: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
+        """``k8s_status.podless`` of the run's Jobs given its ``pods`` (metadata): the Jobs are read whole only when
+        their metadata shows one without a pod (``k8s_status.unowned``)."""
+        if not k8s_status.unowned(apply.of_cluster(self.api, Kind.JOB, namespace, name, metadata_only=True), pods):
+            return []
+        return k8s_status.podless(apply.of_cluster(self.api, Kind.JOB, namespace, name), pods)
 
     def _refused(self, jobs: list[dict[str, Any]], namespace: str) -> dict[str, str]:
         """Why the API server refuses the pod of the first of ``jobs`` (started, with no pod: ``pod_admission``), by

@@ -40,6 +40,11 @@ Obj = dict[str, Any]
 DISCOVERY_SECONDS = 10.0
 #: The group version of PodGroups (gang placement).
 SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
+#: The Accept header of a list of objects' metadata alone (a ``PartialObjectMetadataList`` of ``meta.k8s.io/v1``).
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+#: The most objects one page of ``listing`` holds (``limit``): a run's thousand pods or Jobs, parsed whole (some 40 KiB
+#: of Python objects each), are read a page at a time, each page kept as its caller keeps it before the next is read.
+LIST_PAGE = 100
 
 
 class Kind(StrEnum):
@@ -175,13 +180,13 @@ class KubeApi:
 
     def _call(self, method: str, path: str, *, names: dict[str, str] | None = None,
               query: dict[str, Any] | None = None, body: Obj | None = None, content_type: str = "application/json",
-              timeout: Any = None) -> Any:
+              accept: str = "application/json", timeout: Any = None) -> Any:
         """One request, as the client's generated methods send it (its auth, TLS and headers); the urllib3 response,
         unread. ``names`` fill ``path``'s ``{...}`` (quoted); unset query values are left out. Raises ``ApiException``
         for an answer outside 2xx, as the generated methods do."""
         from kubernetes.client.exceptions import ApiException
 
-        headers = {"Accept": "application/json"} | ({"Content-Type": content_type} if body is not None else {})
+        headers = {"Accept": accept} | ({"Content-Type": content_type} if body is not None else {})
         params = [(key, value) for key, value in (query or {}).items() if value is not None]
         request = self._client.param_serialize(method=method, resource_path=path, path_params=names,
                                                query_params=params, header_params=headers, body=body,
@@ -197,14 +202,18 @@ class KubeApi:
         prefix, plural = ROUTES[kind]
         return f"{prefix}/namespaces/{{namespace}}/{plural}" + ("/{name}" if named else "")
 
-    def _list(self, kind: Kind, namespace: str, *, label_selector: str, resource_version: str | None = None,
+    def _list(self, kind: Kind, namespace: str, *, label_selector: str, field_selector: str | None = None,
+              metadata_only: bool = False, limit: int | None = None, continue_token: str | None = None,
+              resource_version: str | None = None,
               allow_watch_bookmarks: bool | None = None, timeout_seconds: int | None = None, watch: bool = False,
               _request_timeout: Any = None, _preload_content: bool = False) -> Any:
         """A LIST (or, with ``watch``, a WATCH) of ``kind``: the client's ``Watch.stream`` calls it so."""
         return self._call("GET", self._path(kind, False), names={"namespace": namespace},
-                          query={"labelSelector": label_selector, "resourceVersion": resource_version,
+                          query={"labelSelector": label_selector, "fieldSelector": field_selector,
+                                 "limit": limit, "continue": continue_token, "resourceVersion": resource_version,
                                  "allowWatchBookmarks": allow_watch_bookmarks, "timeoutSeconds": timeout_seconds,
-                                 "watch": watch or None}, timeout=_request_timeout)
+                                 "watch": watch or None}, accept=METADATA_ONLY if metadata_only else "application/json",
+                          timeout=_request_timeout)
 
     # --- requests (raise ApiException) ---------------------------------------------------------------------------
 
@@ -244,15 +253,30 @@ class KubeApi:
                                             names={"namespace": namespace})).get("items", [])
         return items
 
-    def select(self, kind: Kind, namespace: str, selector: str) -> list[Obj]:
-        """The objects of ``kind`` whose labels match ``selector``."""
-        return self.listing(kind, namespace, selector)[0]
+    def select(self, kind: Kind, namespace: str, selector: str, *, fields: str | None = None,
+               metadata_only: bool = False) -> list[Obj]:
+        """The objects of ``kind`` whose labels match ``selector`` (and whose fields match ``fields``, a field
+        selector such as ``status.phase=Pending``); ``metadata_only``: each object's ``metadata`` alone
+        (``METADATA_ONLY``: a fraction of the bytes of a pod or Job, which are mostly spec and status)."""
+        found = _json(self._list(kind, namespace, label_selector=selector, field_selector=fields,
+                                 metadata_only=metadata_only))
+        items: list[Obj] = found.get("items") or []  # a metadata list of nothing has ``"items": null``
+        return items
 
-    def listing(self, kind: Kind, namespace: str, selector: str) -> tuple[list[Obj], str]:
-        """``select``, with the list's ``resourceVersion``: the point a watch of them goes on from (``watch``)."""
-        found = _json(self._list(kind, namespace, label_selector=selector))
-        items: list[Obj] = found.get("items", [])
-        return items, str(found.get("metadata", {}).get("resourceVersion", ""))
+    def listing(self, kind: Kind, namespace: str, selector: str,
+                keep: Callable[[Obj], Obj] = lambda obj: obj) -> tuple[list[Obj], str]:
+        """``select``, each object as ``keep`` keeps it, with the list's ``resourceVersion``: the point a watch of
+        them goes on from (``watch``). Read ``LIST_PAGE`` objects at a time (``limit`` and ``continue``: the pages of
+        one consistent list, its version), each page kept before the next is read: no more than a page of whole
+        objects is held at once (a ``continue`` the API server no longer serves is 410, as a watch's version)."""
+        kept: list[Obj] = []
+        token: str | None = None
+        while True:
+            found = _json(self._list(kind, namespace, label_selector=selector, limit=LIST_PAGE, continue_token=token))
+            kept.extend(map(keep, found.get("items") or []))
+            token = found.get("metadata", {}).get("continue")
+            if not token:
+                return kept, str(found.get("metadata", {}).get("resourceVersion", ""))
 
     def watch(self, kind: Kind, namespace: str, selector: str, version: str, seconds: int,
               on_open: Callable[[], None]) -> WatchStream:

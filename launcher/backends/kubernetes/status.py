@@ -177,6 +177,24 @@ class PodView:
         return ""
 
 
+#: The field selector of the pods that wait (``pending`` reads no other: a run's Running pods cost ``status`` nothing).
+WAITING = "status.phase=Pending"
+
+
+def latest_waiting(waiting: Iterable[Obj], pods: Iterable[Obj]) -> list[Obj]:
+    """Of ``waiting`` (the run's pods listed by ``WAITING``), those that are their task's newest pod among ``pods``
+    (every pod of the run, its metadata enough): a pod that still waits while a newer one of its task replaced it
+    does not say what the task waits for (``pending`` reads the newest)."""
+    newest = {views[-1].name for views in runs_by_task(pods).values()}
+    return [pod for pod in waiting if pod["metadata"]["name"] in newest]
+
+
+def unowned(jobs: Iterable[Obj], pods: Iterable[Obj]) -> bool:
+    """Whether one of ``jobs`` has none of ``pods`` (metadata enough for both): only then can one be ``podless``."""
+    owners = {pod["metadata"].get("labels", {}).get(CONTROLLER_UID) for pod in pods}
+    return any(job["metadata"]["uid"] not in owners for job in jobs)
+
+
 def podless(jobs: Iterable[Obj], pods: Iterable[Obj]) -> list[Obj]:
     """The task Jobs of ``jobs`` that were started (not suspended, ``startTime``) and are not over, but have no pod:
     their controller could not create it (or has not yet)."""

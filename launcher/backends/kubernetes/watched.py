@@ -20,7 +20,8 @@ decide nothing from the cache: no exit is read, no object taken as gone; ``not_n
 ``STALE_SECONDS`` (measured on ``clock``) it raises ``Unreachable`` with the last error, which the supervisor
 counts as an engine fault. ``last`` answers what was last seen, stale or not (which pod's log to follow).
 Objects are kept trimmed (``trimmed``: no ``managedFields``; a pod without its ``spec``; a Job's ``spec`` only
-``suspend``), so 1,000 tasks cost about 20 MiB (docs/kubernetes.md); a ``Snapshot`` is made again only after a
+``suspend``), a LIST's page trimmed before the next is read (``KubeApi.listing``), so 1,000 tasks cost about 20 MiB
+(docs/kubernetes.md); a ``Snapshot`` is made again only after a
 change (a poll round reads it once per task). ``requests`` counts the LIST and WATCH requests made.
 """
 
@@ -30,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj, RequestFailure, WatchStream, failure_of
 from launcher.backends.kubernetes.status import CONTROLLER_UID
@@ -132,9 +134,9 @@ class Watched:
 
     def _list(self) -> None:
         self.requests.lists += 1
-        items, version = self.api.listing(self.kind, self.namespace, self.selector)
+        items, version = self.api.listing(self.kind, self.namespace, self.selector, partial(trimmed, self.kind))
         with self._lock:
-            self.objects = {item["metadata"]["name"]: trimmed(self.kind, item) for item in items}
+            self.objects = {item["metadata"]["name"]: item for item in items}
             self.version = version
             self.generation += 1
 

@@ -229,6 +229,28 @@ def test_describe_says_why_a_tasks_pod_waits(fake: FakeKubernetes) -> None:
     assert shown.state is State.RUNNING and {t.name: t.state for t in shown.tasks}["cs-worker-0"] is State.PENDING
 
 
+def test_describe_reads_whole_only_the_pods_that_wait_and_the_jobs_only_while_one_has_no_pod(fake: FakeKubernetes) -> None:
+    """``status`` of a run of a thousand tasks costs what waits, not what runs: the task pods it reads whole are the
+    Pending ones (a field selector), every other pod and every Job only by its metadata; the Jobs whole only while
+    one of them has no pod (``podless``: why the API server refuses it)."""
+    plan, store = applied(fake)
+    store.write_status(JobStatus("cs", BackendKind.K8S, State.RUNNING,
+                                 tasks=[TaskStatus(t.name, State.RUNNING) for t in plan.tasks]))
+
+    def whole_task_lists() -> list[tuple[str, str]]:
+        """(plural, field selector) of each LIST of the run's task objects ``describe`` read whole."""
+        start = len(fake.listed)
+        backend_for(fake).describe("cs")
+        return [(plural, fields) for plural, labels, fields, metadata_only in fake.listed[start:]
+                if f"{naming.LABEL_CLUSTER}=cs" in labels and not metadata_only]
+
+    assert whole_task_lists() == [("pods", "status.phase=Pending"), ("jobs", "")]  # suspended Jobs: no pod yet
+    runtime = KubernetesRuntime(store.api, plan, "default", clock=lambda: fake.now, objects=settled(fake))
+    for task in plan.tasks:
+        runtime.start(task)
+    assert whole_task_lists() == [("pods", "status.phase=Pending")]  # every task runs: none of its pods is read whole
+
+
 def test_describe_of_a_run_supervised_from_this_machine_says_whether_its_process_lives(fake: FakeKubernetes) -> None:
     applied(fake, {**SPEC, "kubernetes": {"supervisor": False}})
     local = harness.StateDir.of(BackendKind.K8S, "cs")

@@ -17,7 +17,7 @@ from fakes.kubernetes_api import FakeKubernetes
 from helpers.k8s_fake import backend_for, caught_up, pod_of
 from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
-from launcher.backends.kubernetes import apply, watched
+from launcher.backends.kubernetes import apply, kubeapi, watched
 from launcher.backends.kubernetes.kubeapi import Kind
 from launcher.backends.kubernetes.runtime import KubernetesRuntime
 from launcher.backends.kubernetes.watched import Unreachable, trimmed
@@ -222,3 +222,33 @@ def test_a_watch_stopped_while_it_waits_for_the_next_event_ends_at_once_and_quie
     thread.join(timeout=30)  # the watch's own end is 300 s away
     assert not thread.is_alive() and isinstance(ended[0], list), ended
     assert {event["type"] for event in ended[0]} <= {"BOOKMARK"}  # nothing of the run changed
+
+
+def test_a_kind_is_listed_in_pages_each_trimmed_before_the_next_is_read(fake: FakeKubernetes,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thousand tasks' pods are never parsed whole at once (some 40 KiB of Python objects each, memory the
+    supervisor pod keeps): the LIST is read ``LIST_PAGE`` objects at a time, the pages of one list (its version),
+    and each page is trimmed before the next is read."""
+    _, runtime = started(fake)
+    runtime.close()
+    monkeypatch.setattr(kubeapi, "LIST_PAGE", 5)
+    pages_read_at_trim: list[int] = []
+
+    def pod_pages() -> int:
+        return sum(1 for method, path in fake.requests if "/pods?" in path and "limit=5" in path)
+
+    def spied(kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+        if kind is Kind.POD:
+            pages_read_at_trim.append(pod_pages())
+        return trimmed(kind, obj)
+
+    monkeypatch.setattr(watched, "trimmed", spied)
+    objects = watched.RunObjects(backend_for(fake).api, "default", "wq", lambda: fake.now)
+    try:
+        caught_up(fake, objects)
+        seen = objects.snapshot()
+        assert seen is not None and len(seen.by_name) == WORKERS + 1
+    finally:
+        objects.close()
+    assert pod_pages() == 5 and pages_read_at_trim == sorted(pages_read_at_trim)
+    assert set(pages_read_at_trim) == {1, 2, 3, 4, 5}  # page n trimmed before page n + 1 was asked for
