@@ -17,20 +17,15 @@ import pytest
 import yaml
 
 from helpers import k8s_sim
-from helpers.k8s_e2e import cli, left_of, namespace, run_name, supervise_until, until
+from helpers.k8s_e2e import cli, left_of, namespace, run_name, supervise_until, supervisor_pods, until
 from helpers.required import unavailable
 from launcher.backends.kubernetes.backend import KubernetesBackend
-from launcher.plan import naming
 from launcher.supervision.status import State
 
 pytestmark = pytest.mark.e2e
 
 #: A few hundred: the scale the supervisor, the API server and the scheduler meet, in a few minutes on CI's host.
 TASKS = 200
-
-
-def supervisor_pods(core: Any, name: str) -> list[Any]:
-    return core.list_namespaced_pod(namespace(), label_selector=f"{naming.LABEL_SUPERVISOR}={name}").items
 
 
 def all_running(core: Any, name: str) -> bool:

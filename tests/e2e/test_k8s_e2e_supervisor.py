@@ -24,12 +24,23 @@ import pytest
 from kubernetes import client
 
 from helpers.gates import BLOCK, wait_for
-from helpers.k8s_e2e import TIMEOUT_SECONDS, SharedClaim, image, kill_9_task, namespace, open_gate, run_name, running_pod, supervise_until, until
+from helpers.k8s_e2e import (
+    TIMEOUT_SECONDS,
+    SharedClaim,
+    image,
+    kill_9_task,
+    namespace,
+    open_gate,
+    run_name,
+    running_pod,
+    supervise_until,
+    supervisor_pods,
+    until,
+)
 from helpers.k8s_start import time_left
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
-from launcher.plan import naming
 from launcher.plan.planner import Plan
 from launcher.protocol.exitcodes import ExitCode
 from launcher.supervision.status import State, SupervisorState
@@ -58,12 +69,6 @@ def gated_plan(name: str, claim: str) -> Plan:
         "kubernetes": {"namespace": namespace(), "volume_claim": {"name": claim}},
     })
     return api.plan(spec, "k8s", api.new_run_id())
-
-
-def supervisor_pods(core: Any, name: str) -> list[Any]:
-    selector = f"{naming.LABEL_SUPERVISOR}={name}"
-    return sorted(core.list_namespaced_pod(namespace(), label_selector=selector).items,
-                  key=lambda p: p.metadata.creation_timestamp)
 
 
 def terminated(pod: Any) -> Any:

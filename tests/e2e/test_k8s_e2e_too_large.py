@@ -18,10 +18,9 @@ import pytest
 import yaml
 
 from helpers import k8s_sim
-from helpers.k8s_e2e import cli, left_of, namespace, run_name, supervise_until, until
+from helpers.k8s_e2e import cli, left_of, run_name, supervise_until, supervisor_pods, until
 from helpers.required import unavailable
 from launcher.backends.kubernetes.backend import KubernetesBackend
-from launcher.plan import naming
 from launcher.supervision.status import State, SupervisorState
 
 pytestmark = pytest.mark.e2e
@@ -63,11 +62,6 @@ def test_a_run_larger_than_the_cluster_binds_no_pod_and_status_says_it_cannot_be
     down = cli("down", name, "--volumes", cwd=tmp_path)
     assert down.returncode == 0, down.stderr
     until("nothing of the run left", lambda: not left_of(name, admin) and not supervisor_pods(admin, name), every=2)
-
-
-def supervisor_pods(core: Any, name: str) -> list[Any]:
-    return core.list_namespaced_pod(namespace(), label_selector=f"{naming.LABEL_SUPERVISOR}={name}").items
-
 
 def _unschedulable(pod: Any) -> bool:
     """The scheduler's ``PodScheduled`` False, ``Unschedulable``, on ``pod``."""

@@ -248,6 +248,13 @@ def cli(*args: str, cwd: Path, timeout: float = 900, registry: str | None = None
                           timeout=k8s_start.time_left(timeout))
 
 
+def supervisor_pods(core: Any, name: str) -> list[Any]:
+    """The pods of run ``name``'s supervisor in the tests' namespace (``naming.LABEL_SUPERVISOR``), oldest first."""
+    selector = f"{naming.LABEL_SUPERVISOR}={name}"
+    return sorted(core.list_namespaced_pod(namespace(), label_selector=selector).items,
+                  key=lambda p: p.metadata.creation_timestamp)
+
+
 def left_of(name: str, core: Any) -> list[str]:
     """Every object of the run's labels (``naming.LABEL_CLUSTER``) still in the namespace, as ``kind/name``."""
     from kubernetes import client

@@ -6,6 +6,7 @@ import errno
 import json
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -253,9 +254,11 @@ def test_each_task_shows_its_last_line_of_output_but_not_events() -> None:
 # -- adoption: a new supervisor takes over from one that died --------------------------------------------------
 
 
-def adopt(runtime: ScriptedRuntime, previous: JobStatus, **fields: Any) -> JobStatus:
+def adopt(runtime: ScriptedRuntime, previous: JobStatus, pause: Callable[[float], None] | None = None,
+          **fields: Any) -> JobStatus:
     plan = api.plan(api.validate_data({"name": "job", "roles": MWMS, **fields}))
-    return Supervisor(plan, runtime, resume=previous, tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0)).run()
+    return Supervisor(plan, runtime, resume=previous,
+                      tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, pause=pause)).run()
 
 
 #: When the killed supervisor's job started (unix seconds): long ago, which only a deadline reads.
@@ -287,9 +290,7 @@ def test_an_engine_out_while_adopting_is_waited_out_backed_off_not_a_failure(cap
     pauses: list[float] = []
     runtime = ScriptedRuntime({"job-worker-1": [None], "job-chief-0": [(3, 0)]}, adoptable=ALL_IN_RUN_1,
                               faults=2, fault=NotNow("429 Too Many Requests", 4.0))
-    plan = api.plan(api.validate_data({"name": "job", "roles": MWMS}))
-    status = Supervisor(plan, runtime, resume=died(job_worker_1=State.RESTARTING),
-                        tuning=Tuning(poll_seconds=0.01, linger_seconds=0.0, pause=pauses.append)).run()
+    status = adopt(runtime, died(job_worker_1=State.RESTARTING), pause=pauses.append)
     assert status.state is State.SUCCEEDED, status.message
     assert pauses[:2] == [4.0, 4.0] and set(pauses[2:]) == {0.01}
     assert runtime.runs == ALL_IN_RUN_1, "a task was started again"
