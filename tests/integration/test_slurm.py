@@ -23,6 +23,7 @@ import pytest
 from helpers.boards import free_port, scalar_curves, start_board, stop_board
 from helpers.goodput_checks import assert_restarts_accounted
 from helpers.local_cluster import tfcluster, write_spec
+from helpers.polling import wait_for_condition
 from helpers.run_names import run_name
 from helpers.slurm_cluster import (  # noqa: F401
     assert_nothing_left,
@@ -35,6 +36,7 @@ from helpers.slurm_cluster import (  # noqa: F401
 from helpers.task_events import read_events, run_token
 from launcher.backends.slurm import slurmctl
 from launcher.backends.slurm.state import SlurmState
+from launcher.backends.slurm.status import REQUEUEING
 from launcher.backends.slurm.steps import STANDBY_SUFFIX
 from launcher.plan.targets import BackendKind
 from launcher.protocol.events import Event, Preempted, Restored
@@ -246,8 +248,11 @@ def test_slurms_time_limit_warning_saves_every_task_and_requeues_the_job(tmp_pat
     runs it (waiting for Slurm to start the requeued job again, and its TensorFlow, a second time proves nothing)."""
     name, ran = launch_to_be_requeued(tmp_path, launched, "sl-time")
     slurmctl.signal_batch(ran, "USR1")
-    status = wait_status(name, lambda s: s.state is State.RESTARTING and "requeued" in s.message.lower(), timeout=120)
+    status = wait_status(name, lambda s: s.message == REQUEUEING, timeout=120)
+    assert status.state is State.RESTARTING, status
     assert (status.restarts, status.preemptions) == (0, 0), status  # the requeued allocation counts it, once
+    # The supervisor says REQUEUEING first, then every task saves, then it requeues: wait for Slurm's count.
+    wait_for_condition(lambda: (job := slurmctl.job(ran)) is not None and job.restarts >= 1, timeout=120)
     job = slurmctl.job(ran)
     assert job is not None and job.restarts == 1, job  # requeued by the supervisor, once
     assert f"warned by Slurm: requeueing job {ran}" in (SlurmState.named(name).root / "batch.log").read_text()
