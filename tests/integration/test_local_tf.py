@@ -281,7 +281,10 @@ def test_pss_worker_stuck_but_alive_is_found_stalled_and_restarted_alone(tmp_pat
                              # native code on the ps, stacks unchanged) once took over 20 s, and a 20 s floor
                              # restarted the whole healthy group as the spec asked; the stopped worker is found by
                              # its stacks (it gives none) once the silence passes min(floor, 30 s)
-                             "stall": {"timeout_seconds": 45}}, epochs=8)
+                             "stall": {"timeout_seconds": 45}},
+                  # 3 epochs of 0.5-1 s: the SIGSTOP comes in the second, so the third at least holds a closure
+                  # for worker 1 (each epoch's end waits for every closure); more epochs only train longer
+                  epochs=3)
     wait_status(name, lambda s: (s.progress.epoch or 0) >= 1, timeout=180)
     os.killpg(LocalState.named(name).read_groups()[f"{name}-worker-1"], signal.SIGSTOP)
     status = finish(name)

@@ -149,7 +149,7 @@ def test_a_slow_first_step_and_slow_saves_never_trip_the_watchdog(tmp_path: Path
     ws = workspace(tmp_path, SCRIPTS / "stuck_progress.py")
     spec = stall_spec(ws, 10)
     result = tfcluster("run", "-f", str(spec), *QUIET, "stuck_progress.py", "--first-delay", "15",
-                       "--save-delay", "5", "--epochs", "3", cwd=ws, timeout=500)
+                       "--save-delay", "5", "--epochs", "2", cwd=ws, timeout=500)
     assert result.returncode == 0, tfcluster("logs", STUCK, cwd=ws).stdout[-3000:]
     status = json.loads(tfcluster("status", STUCK, "-o", "json", cwd=ws).stdout)
     assert status["state"] == "succeeded" and status["restarts"] == 0, (status["message"], status["stall"])
