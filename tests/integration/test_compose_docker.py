@@ -506,7 +506,7 @@ def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_restarted(
     (workspace / "stuck_input.py").write_text((Path(__file__).parent / "scripts" / "stuck_input.py").read_text())
     name = run_name("cstk")
     spec = tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, epochs=2, workspace=str(workspace),
-                   stall={"timeout_seconds": 20})
+                   stall={"timeout_seconds": 10})
     spec["training"] = {**spec["training"], "module": "stuck_input", "args": {
         **spec["training"]["args"], "marker": "/checkpoints/blocked", "block_after": 12}}
     clusters.up(spec)

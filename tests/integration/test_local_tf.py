@@ -250,7 +250,9 @@ def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_the_job_su
     (tmp_path / "stuck_input.py").write_text((SCRIPTS / "stuck_input.py").read_text())
     marker = tmp_path / "blocked"
     name = launch(tmp_path, {"name": "stk", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}},
-                             "checkpoint": {"backup_every_steps": BACKUP_EVERY}, "stall": {"timeout_seconds": 20},
+                             # stacks read after 10 s of silence: worker 1's stand out at once, and the run's own
+                             # pace (steps under 1 s, epoch ends of a few) asks for no longer look
+                             "checkpoint": {"backup_every_steps": BACKUP_EVERY}, "stall": {"timeout_seconds": 10},
                              "training": {"module": "stuck_input", "args": {"marker": str(marker)}}},
                   epochs=2)
     status = finish(name)
@@ -281,10 +283,7 @@ def test_pss_worker_stuck_but_alive_is_found_stalled_and_restarted_alone(tmp_pat
                              # native code on the ps, stacks unchanged) once took over 20 s, and a 20 s floor
                              # restarted the whole healthy group as the spec asked; the stopped worker is found by
                              # its stacks (it gives none) once the silence passes min(floor, 30 s)
-                             "stall": {"timeout_seconds": 45}},
-                  # 3 epochs of 0.5-1 s: the SIGSTOP comes in the second, so the third at least holds a closure
-                  # for worker 1 (each epoch's end waits for every closure); more epochs only train longer
-                  epochs=3)
+                             "stall": {"timeout_seconds": 45}}, epochs=8)
     wait_status(name, lambda s: (s.progress.epoch or 0) >= 1, timeout=180)
     os.killpg(LocalState.named(name).read_groups()[f"{name}-worker-1"], signal.SIGSTOP)
     status = finish(name)
