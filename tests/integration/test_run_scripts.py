@@ -157,12 +157,12 @@ def test_a_slow_first_step_and_slow_saves_never_trip_the_watchdog(tmp_path: Path
 
 
 def test_saves_that_outlast_the_floor_while_they_work_never_trip_the_watchdog(tmp_path: Path) -> None:
-    """The epoch's save works 25 s, 2.5x the 10 s floor (time alone would restart the job): the stacks, read after
+    """The epoch's save works 20 s, 2x the 10 s floor (time alone would restart the job): the stacks, read after
     the floor, move between the samples, so the watchdog lets it work. One epoch: a second save would be allowed on
-    time alone (3x the longest interval, this save's 25 s), with no stacks read."""
+    time alone (3x the longest interval, this save's 20 s), with no stacks read."""
     ws = workspace(tmp_path, SCRIPTS / "stuck_progress.py")
     spec = stall_spec(ws, 10)
-    result = tfcluster("run", "-f", str(spec), *QUIET, "stuck_progress.py", "--working-save", "25", "--epochs", "1",
+    result = tfcluster("run", "-f", str(spec), *QUIET, "stuck_progress.py", "--working-save", "20", "--epochs", "1",
                        cwd=ws, timeout=500)
     assert result.returncode == 0, tfcluster("logs", STUCK, cwd=ws).stdout[-3000:]
     status = json.loads(tfcluster("status", STUCK, "-o", "json", cwd=ws).stdout)
