@@ -9,7 +9,9 @@ test's script (``World``). Only the log followers are threads: the tests wait fo
 
 from __future__ import annotations
 
+import json
 import time
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +24,13 @@ from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes import apply, supervisor_objects
 from launcher.backends.kubernetes.cluster_state import ConfigMapStore
-from launcher.backends.kubernetes.runtime import CONTROLLER_UID, STOP_SLACK_SECONDS, KubernetesRuntime, fresh_copy
+from launcher.backends.kubernetes.runtime import (
+    CONTROLLER_UID,
+    STOP_SLACK_SECONDS,
+    KeptJobs,
+    KubernetesRuntime,
+    fresh_copy,
+)
 from launcher.backends.kubernetes.watched import Snapshot
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
@@ -166,6 +174,31 @@ def test_a_job_its_ttl_removed_after_it_ended_is_created_again_as_it_was_applied
     assert again["metadata"]["uid"] != applied["metadata"]["uid"] and again["spec"]["suspend"] is False
     assert again["spec"]["template"]["spec"] == applied["spec"]["template"]["spec"]
     assert runtime.poll(chief) is None
+
+
+def test_each_kept_job_costs_about_its_compact_json_and_each_copy_is_a_new_one(fake: FakeKubernetes) -> None:
+    """The copies kept to create Jobs again are what 1,000 tasks hold longest (issue 48's memory): each costs about
+    its compact JSON (4 kB), not the parsed Job's objects (about 21 KiB, five times that)."""
+    plan, runtime = launched(fake)
+    runtime.start(task(plan, CHIEF))
+    job = fake.get("jobs", CHIEF)
+    answer = json.dumps(job)  # each Job the runtime keeps is parsed from an answer of its own
+    compact = len(json.dumps(fresh_copy(job), separators=(",", ":")))
+    kept = KeptJobs()
+    tracemalloc.start()
+    try:
+        for n in range(100):
+            kept.keep(f"task-{n}", json.loads(answer))
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held < 100 * compact * 1.3, (held, compact)
+    first = kept.copy("task-7")
+    assert first == fresh_copy(job)
+    assert first is not None
+    first["spec"]["template"]["spec"].clear()
+    assert kept.copy("task-7") == fresh_copy(job)  # a change to one copy is not kept
+    assert kept.copy("gone") is None
 
 
 @pytest.mark.parametrize(("code", "reason", "oom"), [(0, "Completed", False), (1, "Error", False), (137, "OOMKilled", True)])
