@@ -14,8 +14,9 @@ by the scheduler for a pod of a higher priority, evicted, its node drained, tain
 whatever it ended with, also when it was gone before its end was read (the disruption seen while it ended,
 ``_disrupted``): the supervisor restarts its group within ``max_preemptions``, never spending ``max_restarts``;
 ``stop`` tells each task's agent to stop its run, all at once, and deletes the pods of those that do not answer,
-with the grace, returning once every run ended; ``close`` tells each held agent to quit (its pod ends as its last
-run did). What ``poll`` and ``stop`` read of the run's pods and Jobs is the run's ``watched.RunObjects`` (one
+with the grace, returning once every run ended (a ``LaunchError`` if pods still run ``STOP_SLACK_SECONDS`` after the
+grace and after the last pod seen to end: stuck; many ending one by one are waited for); ``close`` tells each held
+agent to quit (its pod ends as its last run did). What ``poll`` and ``stop`` read of the run's pods and Jobs is the run's ``watched.RunObjects`` (one
 LIST, then a WATCH, per kind; no request per task or per round): every answer it gives stays true (an ended pod
 stays ended, a failed Job failed), and an absence is asked of the API (a GET of the Job; the pods of a Job seen
 failed with none seen, as the two kinds are watched apart) before it is taken as a lost run; while the cache is
@@ -55,7 +56,8 @@ from launcher.protocol.exitcodes import LOST_EXIT, ExitCode
 
 #: How often ``stop`` and ``start`` look again at what they wait for.
 LISTING_SECONDS = 0.2
-#: How long ``stop`` waits beyond the grace for the kubelet to end a container (and a pod to go).
+#: How long ``stop`` waits beyond the grace, and beyond the last pod it saw end after it, for the kubelets to end the
+#: containers (and the pods to go): many pods may end one by one (a slow kubelet or API server), none may stay stuck.
 STOP_SLACK_SECONDS = 30.0
 #: How long ``start`` waits for a replaced Job's name to be free.
 REPLACE_SECONDS = 30.0
@@ -302,11 +304,14 @@ class KubernetesRuntime:
             seen = self.objects.snapshot()
             if seen is None:
                 continue  # stale: no pod is taken as ended
-            stopping = {task: name for task, name in stopping.items()
-                        if (pod := seen.pod(name)) is not None and exit_of(pod) is None}
+            left = {task: name for task, name in stopping.items()
+                    if (pod := seen.pod(name)) is not None and exit_of(pod) is None}
+            if len(left) < len(stopping):  # the kubelets are ending them: the slack counts from this end
+                ends = max(ends, self._clock() + STOP_SLACK_SECONDS)
+            stopping = left
         if stopping:
-            raise LaunchError(f"pods still running {STOP_SLACK_SECONDS:.0f} s after their grace: "
-                              f"{', '.join(sorted(stopping.values()))}")
+            raise LaunchError(f"pods still running {STOP_SLACK_SECONDS:.0f} s after their grace and after the last "
+                              f"of the others ended: {', '.join(sorted(stopping.values()))}")
 
     def output(self, task: Task) -> list[str]:
         pod = self._current(task)
