@@ -9,7 +9,9 @@ test's script (``World``). Only the log followers are threads: the tests wait fo
 
 from __future__ import annotations
 
+import json
 import time
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +24,13 @@ from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes import apply, supervisor_objects
 from launcher.backends.kubernetes.cluster_state import ConfigMapStore
-from launcher.backends.kubernetes.runtime import CONTROLLER_UID, STOP_SLACK_SECONDS, KubernetesRuntime, fresh_copy
+from launcher.backends.kubernetes.runtime import (
+    CONTROLLER_UID,
+    STOP_SLACK_SECONDS,
+    KeptJobs,
+    KubernetesRuntime,
+    fresh_copy,
+)
 from launcher.backends.kubernetes.watched import Snapshot
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
@@ -44,20 +52,22 @@ SPEC: dict[str, Any] = {"name": "rt", "roles": {"chief": {}, "worker": {"replica
 CHIEF, WORKER = "rt-chief-0", "rt-worker-0"
 
 
-def launched(fake: FakeKubernetes, spec: dict[str, Any] = SPEC) -> tuple[Plan, KubernetesRuntime]:
+def launched(fake: FakeKubernetes, spec: dict[str, Any] = SPEC,
+             pause: Callable[[float], None] | None = None) -> tuple[Plan, KubernetesRuntime]:
     """The run's objects applied (its task Jobs suspended) and a runtime over them on the fake's clock."""
     fake.job_controller = True
     dry_run = dry_run_for(spec)
     api = backend_for(fake).api
     apply.submit(api, dry_run, "default")
-    return dry_run.plan, runtime_for(fake, dry_run.plan)
+    return dry_run.plan, runtime_for(fake, dry_run.plan, pause)
 
 
-def runtime_for(fake: FakeKubernetes, plan: Plan) -> KubernetesRuntime:
-    def pause(seconds: float) -> None:
+def runtime_for(fake: FakeKubernetes, plan: Plan, pause: Callable[[float], None] | None = None) -> KubernetesRuntime:
+    """A runtime on the fake's clock; ``pause`` moves it (by default only that)."""
+    def moves(seconds: float) -> None:
         fake.now += seconds
 
-    return KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now, pause=pause,
+    return KubernetesRuntime(backend_for(fake).api, plan, "default", clock=lambda: fake.now, pause=pause or moves,
                              objects=settled(fake))
 
 
@@ -166,6 +176,31 @@ def test_a_job_its_ttl_removed_after_it_ended_is_created_again_as_it_was_applied
     assert again["metadata"]["uid"] != applied["metadata"]["uid"] and again["spec"]["suspend"] is False
     assert again["spec"]["template"]["spec"] == applied["spec"]["template"]["spec"]
     assert runtime.poll(chief) is None
+
+
+def test_each_kept_job_costs_about_its_compact_json_and_each_copy_is_a_new_one(fake: FakeKubernetes) -> None:
+    """The copies kept to create Jobs again are what 1,000 tasks hold longest (issue 48's memory): each costs about
+    its compact JSON (4 kB), not the parsed Job's objects (about 21 KiB, five times that)."""
+    plan, runtime = launched(fake)
+    runtime.start(task(plan, CHIEF))
+    job = fake.get("jobs", CHIEF)
+    answer = json.dumps(job)  # each Job the runtime keeps is parsed from an answer of its own
+    compact = len(json.dumps(fresh_copy(job), separators=(",", ":")))
+    kept = KeptJobs()
+    tracemalloc.start()
+    try:
+        for n in range(100):
+            kept.keep(f"task-{n}", json.loads(answer))
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held < 100 * compact * 1.3, (held, compact)
+    first = kept.copy("task-7")
+    assert first == fresh_copy(job)
+    assert first is not None
+    first["spec"]["template"]["spec"].clear()
+    assert kept.copy("task-7") == fresh_copy(job)  # a change to one copy is not kept
+    assert kept.copy("gone") is None
 
 
 @pytest.mark.parametrize(("code", "reason", "oom"), [(0, "Completed", False), (1, "Error", False), (137, "OOMKilled", True)])
@@ -333,9 +368,36 @@ def test_a_pod_that_will_not_end_is_a_launch_error_naming_it(fake: FakeKubernete
     pod = pod_of(fake, WORKER)
     fake.unreachable.add(pod)  # its node is gone: it stays terminating
     began = fake.now
-    with pytest.raises(LaunchError, match=f"pods still running .* after their grace: {pod}"):
+    with pytest.raises(LaunchError, match=f"pods still running .* after their grace and after the last of the others "
+                                          f"ended: {pod}"):
         runtime.stop([worker], 5)
     assert fake.now - began >= 5 + STOP_SLACK_SECONDS
+
+
+def test_pods_ending_one_by_one_past_the_slack_are_waited_for_while_each_ends_within_it_of_the_last(
+        fake: FakeKubernetes) -> None:
+    """Many pods on slow kubelets (1,000 simulated pods stopped at once, issue 48): the slack counts from the last
+    pod seen to end, so a stop that makes progress never fails; only a pod stuck that long is a launch error."""
+    ends: dict[str, float] = {}
+
+    def slow_kubelet(seconds: float) -> None:
+        fake.now += seconds
+        for pod, when in list(ends.items()):
+            if fake.now >= when:
+                fake.finish_pod(pod, 143)
+                del ends[pod]
+
+    plan, runtime = launched(fake, pause=slow_kubelet)
+    chief, worker = task(plan, CHIEF), task(plan, WORKER)
+    runtime.start(chief)
+    runtime.start(worker)
+    fake.unreachable.update((pod_of(fake, CHIEF), pod_of(fake, WORKER)))  # ended by this test's kubelet, late
+    began = fake.now
+    ends.update({pod_of(fake, CHIEF): began + 5 + STOP_SLACK_SECONDS * 0.8,
+                 pod_of(fake, WORKER): began + 5 + STOP_SLACK_SECONDS * 1.6})
+    runtime.stop([chief, worker], 5)  # the worker ends past grace + slack, within the slack of the chief's end
+    assert not ends
+    assert fake.now - began >= 5 + STOP_SLACK_SECONDS * 1.6
 
 
 def test_stop_waits_for_a_process_that_ignores_sigterm_to_be_killed(fake: FakeKubernetes) -> None:
