@@ -23,7 +23,19 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers.k8s_e2e import cli, demo_plan, kill_9_task, left_of, namespace, registry, run_name, supervise_until
+from helpers.k8s_e2e import (
+    cli,
+    demo_plan,
+    kill_9_task,
+    left_of,
+    namespace,
+    registry,
+    run_in,
+    run_name,
+    stuck_input_plan,
+    supervise_until,
+    until,
+)
 from helpers.required import unavailable
 from helpers.task_events import read_events
 from launcher import api
@@ -69,15 +81,22 @@ def test_a_worker_pod_deleted_gracefully_is_one_preemption_saved_and_resumed(
 
 
 def test_a_killed_worker_restarts_in_place_in_the_same_pods_and_the_run_succeeds_from_its_backup(
-    backend: KubernetesBackend, launch: Callable[[Plan], None], core
+    backend: KubernetesBackend, launch: Callable[[Plan], None], core, tmp_path: Path
 ) -> None:
     """``kill -9`` of worker 1's program: the supervisor restarts the group through each pod's agent, so no pod is
     made (the same names and UIDs, the kubelet restarted no container), each agent's run 2 becomes its standby
-    (TensorFlow already imported), and the chief restores the backup."""
+    (TensorFlow already imported), and the chief restores the backup.
+
+    The first attempt cannot end before the kill: worker 1 blocks in its input pipeline after 20 batches (its peers
+    in the all-reduce) and is killed there, once backed up; the stall watchdog only warns, so the kill is the one
+    restart. The restarted attempt does not block and ends soon after the restore."""
+    pushed_to = registry()
+    if not pushed_to:
+        unavailable("needs TFCLUSTER_REGISTRY: a registry the cluster's nodes pull from (.ci/k8s.sh exports it)", "e2e")
     name = run_name("ep-inplace")
-    plan = demo_plan(name, epochs=20)
+    plan = stuck_input_plan(name, tmp_path, pushed_to, block_after=20, stall={"action": "warn"})
     launch(plan)
-    supervise_until(backend, name, lambda s: (s.progress.step or 0) >= 10)
+    supervise_until(backend, name, lambda s: (s.progress.step or 0) >= 10)  # backed up (every 5 steps)
     tasks = (f"{name}-chief-0", f"{name}-worker-0", f"{name}-worker-1")
 
     def task_pods() -> list[Any]:
@@ -86,6 +105,9 @@ def test_a_killed_worker_restarts_in_place_in_the_same_pods_and_the_run_succeeds
 
     before = {p.metadata.name: p.metadata.uid for p in task_pods()}
     victim = next(pod for pod in before if pod.startswith(f"{name}-worker-1-"))
+    marker = plan.spec.training.args["marker"]
+    until("worker 1 blocked in its input pipeline (its marker made)",
+          lambda: run_in(core, victim, f"import os; print(os.path.exists({marker!r}))")[1].strip() == "True")
     assert kill_9_task(core, victim)[1].strip() == "killed"
 
     status = supervise_until(backend, name, lambda s: s.state.terminal)
