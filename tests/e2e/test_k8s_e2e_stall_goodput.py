@@ -59,8 +59,8 @@ def stalled(_shared: dict[str, Any], backend: KubernetesBackend, tmp_path_factor
         name = run_name("e2e-stall")
         # the stall timeout (60 s) is well above what a loaded CI host's pauses between steps take (20 s saw a
         # second, false stall at the run's end there), so the one stall is the stuck one
-        plan = stuck_input_plan(name, tmp_path_factory.mktemp("ws"), pushed_to, block_after=12,
-                                stall={"timeout_seconds": 60})
+        plan = stuck_input_plan(name, tmp_path_factory.mktemp("ws"), pushed_to, stall={"timeout_seconds": 60},
+                                block_after=12)
         _shared.update(backend=backend, name=name)
         backend.submit(KubernetesBackend.dry_run(plan))
         _shared["status"] = supervise_until(backend, name, lambda s: s.state.terminal)
