@@ -142,15 +142,15 @@ def demo_plan(name: str, workers: int = 2, epochs: int = 2) -> Plan:
 STUCK_INPUT = Path(__file__).parents[1] / "integration" / "scripts" / "stuck_input.py"
 
 
-def stuck_input_plan(name: str, workspace: Path, pushed_to: str, stall: dict[str, Any], base: Plan | None = None,
-                     epochs: int = 2, **args: str | int | float | bool) -> Plan:
-    """``base`` (default ``demo_plan(name)``: a chief, two workers) training ``epochs`` of 20 steps of ``STUCK_INPUT``,
-    shipped as the run's workspace layer (``workspace``, an empty directory, pushed to ``pushed_to``): worker 1 (or
-    ``stuck_worker``) blocks in its input pipeline after ``block_after`` batches (for ever, or with ``hold_seconds``
-    that long at each later batch), while the marker on the run's claim does not exist (its first attempt; a restarted
-    one finds the marker and runs to its end at full speed). ``args``: the module's; ``stall``: the run's stall watchdog."""
+def stuck_input_plan(name: str, workspace: Path, pushed_to: str, stall: dict[str, Any], epochs: int = 2,
+                     **args: str | int | float | bool) -> Plan:
+    """``demo_plan(name)`` (a chief, two workers) training ``epochs`` of 20 steps of ``STUCK_INPUT``, shipped as the
+    run's workspace layer (``workspace``, an empty directory, pushed to ``pushed_to``): worker 1 blocks in its input
+    pipeline after ``block_after`` batches (for ever, or with ``hold_seconds`` that long at each later batch), while
+    the marker on the run's claim does not exist (its first attempt; a restarted one finds the marker and runs to its
+    end at full speed). ``args``: the module's; ``stall``: the run's stall watchdog."""
     (workspace / STUCK_INPUT.name).write_text(STUCK_INPUT.read_text())
-    demo = (base or demo_plan(name)).spec.model_dump(mode="json", exclude_none=True)
+    demo = demo_plan(name).spec.model_dump(mode="json", exclude_none=True)
     spec = validate_data({
         **{key: demo[key] for key in ("name", "image", "roles", "checkpoint", "restart", "deadline_seconds")},
         "workspace": str(workspace),

@@ -5,7 +5,6 @@ while ``marker`` does not exist, the gate lets ``block_after`` batches through,
 then creates ``marker`` and never returns: the process lives, its gRPC server
 answers, and its peers wait in the step's all-reduce, as with a stuck NFS read
 or a deadlocked loader. A restarted attempt finds the marker and does not block.
-``stuck_worker`` names another worker to block instead of worker 1.
 With ``hold_seconds``, worker 1 does not block there but waits that long before each later batch: a first
 attempt that still steps (a preempted task can save at a step) but slowly, so that a test's preemption lands
 before it ends; the restarted attempt runs at full speed.
@@ -71,11 +70,10 @@ _step_gate: list[Callable[[], bool]] = []
 
 
 def make_dataset(input_context: Any, global_batch_size: int, marker: str = "", block_after: int = 12,
-                 block_in: str = "input", hold_seconds: float = 0.0, stuck_worker: int = 1,
-                 slow_worker: int = -1, step_delay: float = 0.0,
+                 block_in: str = "input", hold_seconds: float = 0.0, slow_worker: int = -1, step_delay: float = 0.0,
                  slow_compute_worker: int = -1, compute_delay: float = 0.0, **args: Any) -> tf.data.Dataset:
     dataset = mnist.make_dataset(input_context, global_batch_size, **args)
-    blocks = bool(marker) and _task() == ("worker", stuck_worker) and not os.path.exists(marker)
+    blocks = bool(marker) and _task() == ("worker", 1) and not os.path.exists(marker)
     slow = _task() == ("worker", slow_worker)
     passed = [0]
 
