@@ -23,7 +23,19 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers.k8s_e2e import cli, demo_plan, kill_9_task, left_of, namespace, registry, run_name, supervise_until
+from helpers.k8s_e2e import (
+    cli,
+    demo_plan,
+    kill_9_task,
+    left_of,
+    namespace,
+    registry,
+    run_in,
+    run_name,
+    stuck_input_plan,
+    supervise_until,
+    until,
+)
 from helpers.required import unavailable
 from helpers.task_events import read_events
 from launcher import api
@@ -41,16 +53,31 @@ from launcher.supervision.status import State
 pytestmark = pytest.mark.e2e
 
 
+#: Seconds worker 1 holds each batch of its first attempt after its 20th (``stuck_input``'s ``hold_seconds``), of
+#: 60: that attempt's last 40 steps take 40 s at least, the window for a deletion to land and its coordinated save
+#: (~10 steps here) to be made, as a 600-step run of the demo gave (on an idle host 60 steps ended, 2 s, before the
+#: deletion landed); the restarted attempt runs at full speed.
+HOLD_SECONDS = 1
+
+
 def test_a_worker_pod_deleted_gracefully_is_one_preemption_saved_and_resumed(
-    backend: KubernetesBackend, launch: Callable[[Plan], None], core
+    backend: KubernetesBackend, launch: Callable[[Plan], None], core, tmp_path: Path
 ) -> None:
+    """Worker 1's pod deleted (its grace) once worker 1 holds its batches (``HOLD_SECONDS``; the stall watchdog
+    only warns, so the deletion is the one interruption): one preemption, no restart, the chief saved at a step and
+    the next gang restored from it."""
+    pushed_to = registry()
+    if not pushed_to:
+        unavailable("needs TFCLUSTER_REGISTRY: a registry the cluster's nodes pull from (.ci/k8s.sh exports it)", "e2e")
     name = run_name("ep-preempt")
-    plan = demo_plan(name, epochs=20)  # 600 steps: on an idle host 60 ended (2 s) before the deletion landed
+    plan = stuck_input_plan(name, tmp_path, pushed_to, stall={"action": "warn"}, epochs=3, block_after=20,
+                            hold_seconds=HOLD_SECONDS)
     launch(plan)
     supervise_until(backend, name, lambda s: (s.progress.step or 0) >= 10)
     pods = core.list_namespaced_pod(namespace(), label_selector=f"tfcluster.io/cluster={name}").items
     victim = next(p.metadata.name for p in pods if p.metadata.name.startswith(f"{name}-worker-1-"))
     first_chief = next(p.metadata.name for p in pods if p.metadata.name.startswith(f"{name}-chief-0-"))
+    held(core, victim, plan)
     # the supervisor replaces the group's Jobs (their pods go with them): read the first chief's log as it comes
     first_log = PodLog(core, first_chief)
     core.delete_namespaced_pod(victim, namespace())  # graceful: SIGTERM, then the pod's grace to save
@@ -69,15 +96,22 @@ def test_a_worker_pod_deleted_gracefully_is_one_preemption_saved_and_resumed(
 
 
 def test_a_killed_worker_restarts_in_place_in_the_same_pods_and_the_run_succeeds_from_its_backup(
-    backend: KubernetesBackend, launch: Callable[[Plan], None], core
+    backend: KubernetesBackend, launch: Callable[[Plan], None], core, tmp_path: Path
 ) -> None:
     """``kill -9`` of worker 1's program: the supervisor restarts the group through each pod's agent, so no pod is
     made (the same names and UIDs, the kubelet restarted no container), each agent's run 2 becomes its standby
-    (TensorFlow already imported), and the chief restores the backup."""
+    (TensorFlow already imported), and the chief restores the backup.
+
+    The first attempt cannot end before the kill: worker 1 blocks in its input pipeline after 20 batches (its peers
+    in the all-reduce) and is killed there, once backed up; the stall watchdog only warns, so the kill is the one
+    restart. The restarted attempt does not block and ends soon after the restore."""
+    pushed_to = registry()
+    if not pushed_to:
+        unavailable("needs TFCLUSTER_REGISTRY: a registry the cluster's nodes pull from (.ci/k8s.sh exports it)", "e2e")
     name = run_name("ep-inplace")
-    plan = demo_plan(name, epochs=20)
+    plan = stuck_input_plan(name, tmp_path, pushed_to, stall={"action": "warn"}, block_after=20)
     launch(plan)
-    supervise_until(backend, name, lambda s: (s.progress.step or 0) >= 10)
+    supervise_until(backend, name, lambda s: (s.progress.step or 0) >= 10)  # backed up (every 5 steps)
     tasks = (f"{name}-chief-0", f"{name}-worker-0", f"{name}-worker-1")
 
     def task_pods() -> list[Any]:
@@ -86,6 +120,7 @@ def test_a_killed_worker_restarts_in_place_in_the_same_pods_and_the_run_succeeds
 
     before = {p.metadata.name: p.metadata.uid for p in task_pods()}
     victim = next(pod for pod in before if pod.startswith(f"{name}-worker-1-"))
+    held(core, victim, plan)
     assert kill_9_task(core, victim)[1].strip() == "killed"
 
     status = supervise_until(backend, name, lambda s: s.state.terminal)
@@ -110,6 +145,13 @@ def test_a_killed_worker_restarts_in_place_in_the_same_pods_and_the_run_succeeds
     assert history is not None
     lanes = {lane.task: lane for lane in timeline(history).lanes}
     assert "restart 1" in [span.label for span in lanes[f"{name}-chief-0"].spans if span.kind is TimelineKind.RESTART]
+
+
+def held(core: Any, pod: str, plan: Plan) -> None:
+    """Until worker 1's ``pod`` reached its block in ``stuck_input`` (the marker it makes there exists)."""
+    marker = plan.spec.training.args["marker"]
+    until("worker 1 held in its input pipeline (its marker made)",
+          lambda: run_in(core, pod, f"import os; print(os.path.exists({marker!r}))")[1].strip() == "True")
 
 
 class PodLog:

@@ -16,44 +16,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers.k8s_e2e import demo_plan, namespace, registry, run_name, supervise_until
+from helpers.k8s_e2e import namespace, registry, run_name, stuck_input_plan, supervise_until
 from helpers.required import unavailable
-from launcher import api
-from launcher.api import validate_data
 from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.cluster_state import STACKS_KEY
 from launcher.plan import naming
-from launcher.plan.planner import Plan
-from launcher.plan.targets import CONTAINER_CHECKPOINT_DIR
 from launcher.protocol.events import Step
 from launcher.supervision.stall import StallEvidence
 from launcher.supervision.status import JobStatus, State
 
 pytestmark = pytest.mark.e2e
-
-STUCK_INPUT = Path(__file__).parents[1] / "integration" / "scripts" / "stuck_input.py"
-
-
-def stuck_plan(name: str, workspace: Path, pushed_to: str) -> Plan:
-    """The demo run (a chief, two workers) whose worker 1 blocks in its input pipeline after 12 batches, once (the
-    marker on the run's claim); a short run. The stall timeout (60 s) is well above what a loaded CI host's pauses
-    between steps take (20 s saw a second, false stall at the run's end there), so the one stall is the stuck one."""
-    demo = demo_plan(name).spec.model_dump(mode="json", exclude_none=True)
-    spec = validate_data({
-        **{key: demo[key] for key in ("name", "image", "roles", "checkpoint", "restart", "deadline_seconds")},
-        "workspace": str(workspace),
-        "training": {"module": "stuck_input", "epochs": 2, "steps_per_epoch": 20, "batch_size_per_replica": 16,
-                     "args": {"train_examples": 512, "test_examples": 128, "marker": f"{CONTAINER_CHECKPOINT_DIR}/blocked",
-                              "block_after": 12}},
-        "stall": {"timeout_seconds": 60},
-        "kubernetes": {**demo["kubernetes"], "registry": pushed_to},
-    })
-    return api.plan(spec, "k8s", api.new_run_id())
 
 
 @dataclass
@@ -81,9 +57,10 @@ def stalled(_shared: dict[str, Any], backend: KubernetesBackend, tmp_path_factor
         if not pushed_to:
             unavailable("needs TFCLUSTER_REGISTRY: a registry the cluster's nodes pull from (.ci/k8s.sh exports it)", "e2e")
         name = run_name("e2e-stall")
-        workspace = tmp_path_factory.mktemp("ws")
-        (workspace / "stuck_input.py").write_text(STUCK_INPUT.read_text())
-        plan = stuck_plan(name, workspace, pushed_to)
+        # the stall timeout (60 s) is well above what a loaded CI host's pauses between steps take (20 s saw a
+        # second, false stall at the run's end there), so the one stall is the stuck one
+        plan = stuck_input_plan(name, tmp_path_factory.mktemp("ws"), pushed_to, stall={"timeout_seconds": 60},
+                                block_after=12)
         _shared.update(backend=backend, name=name)
         backend.submit(KubernetesBackend.dry_run(plan))
         _shared["status"] = supervise_until(backend, name, lambda s: s.state.terminal)

@@ -38,6 +38,7 @@ from launcher.backends.kubernetes.backend import KubernetesBackend
 from launcher.backends.kubernetes.manifests import CONTAINER
 from launcher.plan import naming
 from launcher.plan.planner import Plan
+from launcher.plan.targets import CONTAINER_CHECKPOINT_DIR
 from launcher.supervision.status import JobStatus
 
 KUBECONFIG_ENV = "TFCLUSTER_E2E_KUBECONFIG"
@@ -134,6 +135,31 @@ def demo_plan(name: str, workers: int = 2, epochs: int = 2) -> Plan:
             "kubernetes": {"namespace": namespace(), "volume_claim": claim},
         }
     )
+    return api.plan(spec, "k8s", api.new_run_id())
+
+
+#: The training module whose worker 1 blocks in its input pipeline, once (its docstring says how).
+STUCK_INPUT = Path(__file__).parents[1] / "integration" / "scripts" / "stuck_input.py"
+
+
+def stuck_input_plan(name: str, workspace: Path, pushed_to: str, stall: dict[str, Any], epochs: int = 2,
+                     **args: str | int | float | bool) -> Plan:
+    """``demo_plan(name)`` (a chief, two workers) training ``epochs`` of 20 steps of ``STUCK_INPUT``, shipped as the
+    run's workspace layer (``workspace``, an empty directory, pushed to ``pushed_to``): worker 1 blocks in its input
+    pipeline after ``block_after`` batches (for ever, or with ``hold_seconds`` that long at each later batch), while
+    the marker on the run's claim does not exist (its first attempt; a restarted one finds the marker and runs to its
+    end at full speed). ``args``: the module's; ``stall``: the run's stall watchdog."""
+    (workspace / STUCK_INPUT.name).write_text(STUCK_INPUT.read_text())
+    demo = demo_plan(name).spec.model_dump(mode="json", exclude_none=True)
+    spec = validate_data({
+        **{key: demo[key] for key in ("name", "image", "roles", "checkpoint", "restart", "deadline_seconds")},
+        "workspace": str(workspace),
+        "training": {"module": STUCK_INPUT.stem, "epochs": epochs, "steps_per_epoch": 20, "batch_size_per_replica": 16,
+                     "args": {"train_examples": 512, "test_examples": 128,
+                              "marker": f"{CONTAINER_CHECKPOINT_DIR}/blocked", **args}},
+        "stall": stall,
+        "kubernetes": {**demo["kubernetes"], "registry": pushed_to},
+    })
     return api.plan(spec, "k8s", api.new_run_id())
 
 

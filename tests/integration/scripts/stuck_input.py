@@ -5,6 +5,9 @@ while ``marker`` does not exist, the gate lets ``block_after`` batches through,
 then creates ``marker`` and never returns: the process lives, its gRPC server
 answers, and its peers wait in the step's all-reduce, as with a stuck NFS read
 or a deadlocked loader. A restarted attempt finds the marker and does not block.
+With ``hold_seconds``, worker 1 does not block there but waits that long before each later batch: a first
+attempt that still steps (a preempted task can save at a step) but slowly, so that a test's preemption lands
+before it ends; the restarted attempt runs at full speed.
 With ``block_in: step`` (under ``training.loop: custom``) the gate is in ``train_step`` instead, before the
 step's all-reduce: worker 1 does ``block_after`` steps exactly, so every task stops at that step (the
 pipeline's read-ahead and the entrypoint's input probe pass no gate then).
@@ -67,7 +70,7 @@ _step_gate: list[Callable[[], bool]] = []
 
 
 def make_dataset(input_context: Any, global_batch_size: int, marker: str = "", block_after: int = 12,
-                 block_in: str = "input", slow_worker: int = -1, step_delay: float = 0.0,
+                 block_in: str = "input", hold_seconds: float = 0.0, slow_worker: int = -1, step_delay: float = 0.0,
                  slow_compute_worker: int = -1, compute_delay: float = 0.0, **args: Any) -> tf.data.Dataset:
     dataset = mnist.make_dataset(input_context, global_batch_size, **args)
     blocks = bool(marker) and _task() == ("worker", 1) and not os.path.exists(marker)
@@ -81,6 +84,9 @@ def make_dataset(input_context: Any, global_batch_size: int, marker: str = "", b
         if blocks and passed[0] > block_after:
             with open(marker, "w") as file:
                 file.write("blocked\n")
+            if hold_seconds:
+                time.sleep(hold_seconds)
+                return True
             threading.Event().wait()  # forever
         return True
 
