@@ -35,6 +35,7 @@ from helpers.slurm_cluster import (  # noqa: F401
 )
 from helpers.task_events import read_events, run_token
 from launcher.backends.slurm import slurmctl
+from launcher.backends.slurm.backend import SlurmBackend
 from launcher.backends.slurm.state import SlurmState
 from launcher.backends.slurm.status import REQUEUEING
 from launcher.backends.slurm.steps import STANDBY_SUFFIX
@@ -248,12 +249,18 @@ def test_slurms_time_limit_warning_saves_every_task_and_requeues_the_job(tmp_pat
     runs it (waiting for Slurm to start the requeued job again, and its TensorFlow, a second time proves nothing)."""
     name, ran = launch_to_be_requeued(tmp_path, launched, "sl-time")
     slurmctl.signal_batch(ran, "USR1")
-    status = wait_status(name, lambda s: s.message == REQUEUEING, timeout=120)
-    assert status.state is State.RESTARTING, status
-    assert (status.restarts, status.preemptions) == (0, 0), status  # the requeued allocation counts it, once
-    # The supervisor says REQUEUEING first, then every task saves, then it requeues: wait for Slurm's count.
+    # The supervisor says REQUEUEING, every task saves (2 s in CI), then it requeues: Slurm's count is the gate.
     wait_for_condition(lambda: (job := slurmctl.job(ran)) is not None and job.restarts >= 1, timeout=120)
+    # The requeued job may not start before its old credential expired (cred_expire, 30 s: .ci/slurm.sh): what the
+    # first allocation's supervisor wrote last still stands.
+    state = SlurmState.named(name)
+    allocation, written = state.read_allocation(), state.record.read_status()
+    assert allocation is not None and allocation.restarts == 0, allocation
+    assert written is not None and written.message == REQUEUEING, written
+    assert (written.restarts, written.preemptions) == (0, 0), written  # the requeued allocation counts it, once
+    status = SlurmBackend().describe(name)
+    assert status is not None and status.state is State.RESTARTING, status
     job = slurmctl.job(ran)
     assert job is not None and job.restarts == 1, job  # requeued by the supervisor, once
-    assert f"warned by Slurm: requeueing job {ran}" in (SlurmState.named(name).root / "batch.log").read_text()
+    assert f"warned by Slurm: requeueing job {ran}" in state.batch_log.read_text()
     saved_on_the_notice(name)
