@@ -17,7 +17,7 @@ from fakes.kubernetes_api import CLUSTER_SCOPED, JOB_NAME_KEY, POD_GROUP_DISCOVE
 from helpers.paths import REPO
 from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes.backend import KubernetesBackend
-from launcher.backends.kubernetes.kubeapi import KubeApi
+from launcher.backends.kubernetes.kubeapi import KubeApi, Obj
 from launcher.backends.kubernetes.watched import RunObjects, Snapshot
 from launcher.protocol.events import MANUAL_TOKEN, Event, format_event
 
@@ -91,6 +91,10 @@ class SettledObjects(RunObjects):
     def last(self) -> Snapshot:
         self.settle()
         return super().last()
+
+    def pod(self, name: str) -> Obj | None:
+        self.settle()
+        return super().pod(name)
 
 
 def settled(fake: FakeKubernetes) -> Callable[[KubeApi, str, str, Callable[[], float]], RunObjects]:

@@ -486,7 +486,7 @@ class KubernetesRuntime:
 
     def _read_pod(self, name: str) -> Obj | None:
         """``name`` as last seen (a follower waits for its container to start), None once it is gone."""
-        return self.objects.last().pod(name)
+        return self.objects.pod(name)
 
     def _say(self, task: Task, line: str) -> None:
         """A line in the task's output (the supervisor's record of why its run ended)."""

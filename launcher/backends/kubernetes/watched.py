@@ -107,6 +107,11 @@ class Watched:
             stream.stop()
         self._thread.join(timeout=5)
 
+    def get(self, name: str) -> Obj | None:
+        """The object ``name`` as last seen (stale or not), None if it is not (or no longer) there."""
+        with self._lock:
+            return self.objects.get(name)
+
     def seen(self, known: int | None = None) -> tuple[int, dict[str, Obj] | None, bool]:
         """The generation, a copy of the objects by name as last seen (None if the generation is still ``known``),
         and whether they are current."""
@@ -208,6 +213,7 @@ class RunObjects:
         self.clock = clock
         self.kinds = {kind: Watched(api, kind, namespace, selector, clock) for kind in (Kind.POD, Kind.JOB)}
         self._made: tuple[tuple[int, int], Snapshot] | None = None  # the last snapshot, by the kinds' generations
+        self._making = threading.Lock()  # one caller makes a new snapshot; the others wait for it, not make their own
         for watched in self.kinds.values():
             watched.start()
 
@@ -235,9 +241,18 @@ class RunObjects:
         """Both kinds as last seen, stale or not."""
         return self._seen()[0]
 
+    def pod(self, name: str) -> Obj | None:
+        """The pod ``name`` as last seen (stale or not): one lookup, no snapshot made (a log follower waiting for its
+        pod's container asks it twice a second, a thousand followers at once while a large gang starts)."""
+        return self.kinds[Kind.POD].get(name)
+
     def _seen(self) -> tuple[Snapshot, bool]:
-        """Both kinds as last seen (made again only when one changed: a poll round reads it once per task), and
-        whether both are current."""
+        """Both kinds as last seen (made again only when one changed, by one caller at a time: a poll round reads it
+        once per task), and whether both are current."""
+        with self._making:
+            return self._seen_unlocked()
+
+    def _seen_unlocked(self) -> tuple[Snapshot, bool]:
         made = self._made
         known = (None, None) if made is None else made[0]
         pods_generation, pods, pods_current = self.kinds[Kind.POD].seen(known[0])

@@ -252,3 +252,43 @@ def test_a_kind_is_listed_in_pages_each_trimmed_before_the_next_is_read(fake: Fa
         objects.close()
     assert pod_pages() == 5 and pages_read_at_trim == sorted(pages_read_at_trim)
     assert set(pages_read_at_trim) == {1, 2, 3, 4, 5}  # page n trimmed before page n + 1 was asked for
+
+
+def test_many_readers_after_a_change_make_one_snapshot_and_a_pod_read_by_name_makes_none(
+        fake: FakeKubernetes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thousand-task gang starting: each task's log follower asks for its pod twice a second while every pod event
+    changes the cache. A snapshot (every pod and Job, copied and sorted) is made once per change, whoever asks; a
+    follower's read of its one pod makes none. (Each caller made its own: 847 followers starved the supervisor's
+    main thread at 1,000 simulated tasks, which then acted on nothing for minutes.)"""
+    plan, runtime = started(fake)
+    runtime.close()
+    made: list[int] = []
+    real_of = watched.Snapshot.of
+
+    def counted(pods: dict[str, Any], jobs: dict[str, Any]) -> watched.Snapshot:
+        made.append(1)
+        gate.wait(5)  # every reader arrives while the first one makes it
+        return real_of(pods, jobs)
+
+    gate = threading.Event()
+    monkeypatch.setattr(watched.Snapshot, "of", staticmethod(counted))
+    objects = watched.RunObjects(backend_for(fake).api, "default", "wq", lambda: fake.now)
+    try:
+        caught_up(fake, objects)
+        readers = [threading.Thread(target=objects.last) for _ in range(20)]
+        for reader in readers:
+            reader.start()
+        wait_for_condition(lambda: made)
+        gate.set()
+        for reader in readers:
+            reader.join(10)
+        assert len(made) == 1
+        pod = pod_of(fake, f"wq-worker-{WORKERS - 1}")
+        fake.finish_pod(pod, 1)  # a change: the next snapshot is a new one
+        caught_up(fake, objects)
+        found = objects.pod(pod)
+        assert found is not None and found["metadata"]["name"] == pod and len(made) == 1
+        assert objects.pod("no-such-pod") is None
+        assert objects.last().pod(pod) == found and len(made) == 2
+    finally:
+        objects.close()
