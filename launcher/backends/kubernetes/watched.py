@@ -250,19 +250,16 @@ class RunObjects:
         """Both kinds as last seen (made again only when one changed, by one caller at a time: a poll round reads it
         once per task), and whether both are current."""
         with self._making:
-            return self._seen_unlocked()
-
-    def _seen_unlocked(self) -> tuple[Snapshot, bool]:
-        made = self._made
-        known = (None, None) if made is None else made[0]
-        pods_generation, pods, pods_current = self.kinds[Kind.POD].seen(known[0])
-        jobs_generation, jobs, jobs_current = self.kinds[Kind.JOB].seen(known[1])
-        if made is None or pods is not None or jobs is not None:
-            pods = self.kinds[Kind.POD].seen()[1] if pods is None else pods
-            jobs = self.kinds[Kind.JOB].seen()[1] if jobs is None else jobs
-            assert pods is not None and jobs is not None
-            made = self._made = (pods_generation, jobs_generation), Snapshot.of(pods, jobs)
-        return made[1], pods_current and jobs_current
+            made = self._made
+            known = (None, None) if made is None else made[0]
+            pods_generation, pods, pods_current = self.kinds[Kind.POD].seen(known[0])
+            jobs_generation, jobs, jobs_current = self.kinds[Kind.JOB].seen(known[1])
+            if made is None or pods is not None or jobs is not None:
+                pods = self.kinds[Kind.POD].seen()[1] if pods is None else pods
+                jobs = self.kinds[Kind.JOB].seen()[1] if jobs is None else jobs
+                assert pods is not None and jobs is not None
+                made = self._made = (pods_generation, jobs_generation), Snapshot.of(pods, jobs)
+            return made[1], pods_current and jobs_current
 
     def requests(self) -> dict[Kind, Requests]:
         """The LIST and WATCH requests each kind made so far."""
