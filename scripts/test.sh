@@ -38,4 +38,6 @@ fi
 if [ -n "${CI:-}" ] || [ "${TFCLUSTER_BROWSER_SETUP:-}" = 1 ]; then
   bash .ci/browser.sh
 fi
-exec python -m pytest "$@"
+# Two processes (pytest-xdist; TFCLUSTER_TEST_PROCESSES=0: one): each lane of tests/helpers/lanes.py runs whole in one
+# of them, the e2e lane first (it waits for the cluster while the other process runs the rest).
+exec python -m pytest --numprocesses "${TFCLUSTER_TEST_PROCESSES:-2}" --dist loadgroup --no-loadscope-reorder "$@"

@@ -11,12 +11,11 @@ from click.testing import CliRunner
 from hypothesis import settings
 
 from helpers.paths import REPO  # noqa: I001
-from helpers.required import count_groups
 
 EXAMPLES = REPO / "examples"
-# the suite's own hooks are tested on tiny trees (tests/unit/test_required_groups.py, test_k8s_start.py); the e2e tests
-# run last, on the real cluster of helpers.k8s_start
-pytest_plugins = ("pytester", "helpers.k8s_start")
+# the suite's own hooks are tested on tiny trees (tests/unit/test_required_groups.py, test_k8s_start.py, test_lanes.py):
+# the lanes of two processes and their order (helpers.lanes), the e2e tests on the real cluster of helpers.k8s_start
+pytest_plugins = ("pytester", "helpers.lanes", "helpers.k8s_start")
 
 # Property tests draw the same examples on every run, with no example database carried between runs: a red
 # run is the same red when run again, and a green one does not turn red by a new draw. A test's own settings
@@ -35,6 +34,8 @@ if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from helpers.required import count_groups  # here: it imports helpers.lanes, which pytest_plugins imports first
+
     count_groups(config)  # under CI: each group's count at the end, and a required group that ran none fails the run
 
 

@@ -1,5 +1,5 @@
 """The demo on a real Kubernetes cluster (>= 1.33): required under CI (scripts/test.sh starts .ci/k8s.sh's cluster
-in the background and these run last, tests/conftest.py), elsewhere skipped unless TFCLUSTER_E2E_KUBECONFIG is set.
+in the background; these wait for it in a lane of their own, tests/helpers/lanes.py), elsewhere skipped unless TFCLUSTER_E2E_KUBECONFIG is set.
 
 What only this covers: scheduling, pod DNS (``<task>.<cluster>``), the real
 Job controller running each task's Job (one pod, ``backoffLimit: 0``, started by the supervisor pod),

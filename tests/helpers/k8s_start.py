@@ -7,8 +7,8 @@ standard error), ``exports`` (``.ci/k8s.sh``'s standard output: ``export NAME=va
 saying why there are none, naming the log. ``environment`` is what the e2e tests then see: TFCLUSTER_E2E_KUBECONFIG
 (the one variable they read the cluster from) from KUBECONFIG, and TFCLUSTER_REGISTRY. Without a background start
 the developer's TFCLUSTER_E2E_KUBECONFIG is used as it is, and without either the e2e tests are ``unavailable``.
-A pytest plugin (tests/conftest.py loads it): the e2e tests run last, the first waits outside its timeout, and each
-gets the cluster (``_e2e_cluster``); ``shared_claim`` is the session's ``helpers.k8s_e2e.SharedClaim``.
+A pytest plugin (tests/conftest.py loads it): the first e2e test (``helpers.lanes`` orders them) waits outside its
+timeout, and each gets the cluster (``_e2e_cluster``); ``shared_claim`` is the session's ``helpers.k8s_e2e.SharedClaim``.
 """
 
 from __future__ import annotations
@@ -114,9 +114,7 @@ def environment(started: Started) -> dict[str, str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The e2e tests run last (in their collected order): the real cluster they need starts in the background
-    (scripts/test.sh) while the rest runs. Each gets its budget, ``TEST_SECONDS`` (a timeout of its own wins)."""
-    items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
+    """Each e2e test gets its budget, ``TEST_SECONDS`` (a timeout of its own wins). When they run: ``helpers.lanes``."""
     for item in items:
         if item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.timeout(TEST_SECONDS))

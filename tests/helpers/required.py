@@ -23,6 +23,7 @@ from types import ModuleType
 
 import pytest
 
+from helpers.lanes import distributed, without_lane
 from launcher.protocol.durations import for_people
 
 #: The test groups, by marker (pyproject.toml describes each).
@@ -74,13 +75,16 @@ def require_module(name: str, group: str = "tf") -> ModuleType:
 
 
 def count_groups(config: pytest.Config) -> None:
-    """Under CI, count the groups' tests in this run (``GroupCount``); tests/conftest.py's ``pytest_configure``."""
+    """Under CI, count the groups' tests in this run (``GroupCount``; in an xdist worker only ``RequiredSkips``: the
+    controller counts); tests/conftest.py's ``pytest_configure``."""
     if in_ci():
-        config.pluginmanager.register(GroupCount(), "tfcluster-group-count")
+        plugin = RequiredSkips() if distributed(config) else GroupCount()
+        config.pluginmanager.register(plugin, "tfcluster-group-count")
 
 
 def allowed_skip(nodeid: str) -> str | None:
-    """The ``ALLOWED_SKIPS`` entry (node id or pattern) that lists ``nodeid``, if any."""
+    """The ``ALLOWED_SKIPS`` entry (node id or pattern) that lists ``nodeid`` (its xdist lane aside), if any."""
+    nodeid = without_lane(nodeid)
     return next((entry for entry in ALLOWED_SKIPS if fnmatchcase(nodeid, entry)), None)
 
 
@@ -91,21 +95,10 @@ def skip_reason(report: pytest.TestReport) -> str:
     return reason.removeprefix("Skipped: ")
 
 
-class GroupCount:
-    """A pytest plugin (registered under CI by tests/conftest.py): counts the tests of each group that ran
-    (their body was called) and sums the time of each group's tests (setup, call and teardown, as pytest
-    measured them: a test in two groups counts in both), prints both at the end and fails the run when a
-    required group ran none. A required group's test that skips fails instead, unless ``ALLOWED_SKIPS`` lists it;
-    the entries used are printed at the end."""
-
-    def __init__(self) -> None:
-        self.groups: dict[str, set[str]] = {}
-        self.ran: Counter[str] = Counter()
-        self.seconds: dict[str, float] = dict.fromkeys(GROUPS, 0.0)
-        self.file_seconds: Counter[str] = Counter()
-        self.missing: list[str] = []
-        self.allowed_used: set[str] = set()
-        self.skipped: set[str] = set()  # failed because they skipped: they did not run
+class RequiredSkips:
+    """A pytest plugin for the process that runs the tests: a required group's test that skips fails instead,
+    unless ``ALLOWED_SKIPS`` lists it. Its report says which (``ci_skipped``, ``ci_allowed_skip``: attributes that
+    travel with a report from an xdist worker to the process that counts, ``GroupCount``)."""
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
@@ -116,23 +109,39 @@ class GroupCount:
             return report
         entry = allowed_skip(item.nodeid)
         if entry is not None:
-            self.allowed_used.add(entry)
+            report.ci_allowed_skip = entry  # type: ignore[attr-defined]
             return report
-        self.skipped.add(item.nodeid)
+        report.ci_skipped = True  # type: ignore[attr-defined]
         report.outcome = "failed"
-        report.longrepr = (f"CI is set and {item.nodeid} ({', '.join(sorted(required))}, required) skipped: "
+        nodeid = without_lane(item.nodeid)
+        report.longrepr = (f"CI is set and {nodeid} ({', '.join(sorted(required))}, required) skipped: "
                            f"{skip_reason(report)} (not in ALLOWED_SKIPS, tests/helpers/required.py)")
         return report
 
-    def pytest_itemcollected(self, item: pytest.Item) -> None:
-        self.groups[item.nodeid] = {mark.name for mark in item.iter_markers() if mark.name in GROUPS}
+
+class GroupCount(RequiredSkips):
+    """A pytest plugin (registered under CI by tests/conftest.py, in the process that reports: under xdist the
+    controller, whose workers run ``RequiredSkips``): counts the tests of each group that ran (their body was called;
+    a group is a marker of the test's report's keywords) and sums the time of each group's tests (setup, call and
+    teardown, as pytest measured them: a test in two groups counts in both), prints both at the end and fails the run
+    when a required group ran none. The ``ALLOWED_SKIPS`` entries used are printed at the end."""
+
+    def __init__(self) -> None:
+        self.ran: Counter[str] = Counter()
+        self.seconds: dict[str, float] = dict.fromkeys(GROUPS, 0.0)
+        self.file_seconds: Counter[str] = Counter()
+        self.missing: list[str] = []
+        self.allowed_used: set[str] = set()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        groups = self.groups.get(report.nodeid, ())
+        groups = [group for group in GROUPS if group in report.keywords]
         self.file_seconds[report.nodeid.split("::")[0]] += report.duration
         for group in groups:
             self.seconds[group] += report.duration
-        if report.when == "call" and not report.skipped and report.nodeid not in self.skipped:
+        entry = getattr(report, "ci_allowed_skip", None)
+        if entry is not None:
+            self.allowed_used.add(entry)
+        if report.when == "call" and not report.skipped and not getattr(report, "ci_skipped", False):
             self.ran.update(groups)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

@@ -87,7 +87,7 @@ def test_plain():
 
 @pytest.fixture
 def tree(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.Pytester]:
-    pytester.makeconftest('pytest_plugins = ["helpers.k8s_start"]\n')
+    pytester.makeconftest('pytest_plugins = ["helpers.lanes", "helpers.k8s_start"]\n')
     pytester.makeini("[pytest]\naddopts = --strict-markers -p no:cacheprovider\nmarkers =\n    e2e: e\n")
     pytester.makepyfile(test_tree=PLUGIN_TREE)
     monkeypatch.delenv("CI", raising=False)
