@@ -39,11 +39,18 @@ GO = Path("/tmp/e2e-go")
 
 
 def key_copies() -> set[Path]:
-    """The files in the temporary directory holding the kubeconfig's client key."""
+    """The files in the temporary directory holding the kubeconfig's client key (a file another test removes while
+    it is read holds nothing)."""
     user = yaml.safe_load(Path(kubeconfig()).read_text())["users"][0]["user"]
     key = base64.b64decode(user["client-key-data"])
-    return {p for p in Path(tempfile.gettempdir()).iterdir()
-            if p.is_file() and p.stat().st_size == len(key) and p.read_bytes() == key}
+
+    def holds_key(path: Path) -> bool:
+        try:
+            return path.is_file() and path.stat().st_size == len(key) and path.read_bytes() == key
+        except OSError:
+            return False
+
+    return set(filter(holds_key, Path(tempfile.gettempdir()).iterdir()))
 
 
 def test_a_run_supervised_from_this_machine_is_adopted_by_watch_after_its_process_died(

@@ -108,7 +108,7 @@ def test_a_run_no_node_can_hold_is_pending_with_the_schedulers_reason_and_down_r
     up = cli("up", "spec.yaml", "-b", "k8s", "--detach", cwd=tmp_path)
     assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-2000:]
     shown = supervise_until(backend, name, lambda s: s.state is State.PENDING and "cannot be placed" in s.message,
-                            timeout=60)
+                            timeout=180)  # its supervisor pod placed, pulled and started first, beside the other lane
     assert "Insufficient memory" in shown.message, shown
     status = cli("status", name, "-o", "json", cwd=tmp_path)
     assert '"state": "pending"' in status.stdout and "Insufficient memory" in status.stdout, status.stdout

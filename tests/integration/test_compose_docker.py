@@ -506,7 +506,7 @@ def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_restarted(
     (workspace / "stuck_input.py").write_text((Path(__file__).parent / "scripts" / "stuck_input.py").read_text())
     name = run_name("cstk")
     spec = tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, epochs=2, workspace=str(workspace),
-                   stall={"timeout_seconds": 10})
+                   stall={"timeout_seconds": 20})  # as on local
     spec["training"] = {**spec["training"], "module": "stuck_input", "args": {
         **spec["training"]["args"], "marker": "/checkpoints/blocked", "block_after": 12}}
     clusters.up(spec)
@@ -520,7 +520,7 @@ def test_mwms_worker_stuck_in_its_input_pipeline_is_found_stalled_and_restarted(
 
 
 def test_a_worker_with_a_slow_device_is_named_a_straggler_with_its_breakdown(clusters: Clusters, tmp_path) -> None:  # noqa: F811
-    """As on local: worker 1's forward pass takes 50 ms longer; its compute names it, its peers wait for it."""
+    """As on local: worker 1's forward pass takes 200 ms longer; its compute names it, its peers wait for it."""
     from pathlib import Path
 
     workspace = tmp_path / "ws"
@@ -529,13 +529,13 @@ def test_a_worker_with_a_slow_device_is_named_a_straggler_with_its_breakdown(clu
     name = run_name("cslow")
     spec = tf_spec(name, {"chief": {}, "worker": {"replicas": 2}}, epochs=2, workspace=str(workspace))
     spec["training"] = {**spec["training"], "module": "stuck_input", "args": {
-        **spec["training"]["args"], "slow_compute_worker": 1, "compute_delay": 0.05}}
+        **spec["training"]["args"], "slow_compute_worker": 1, "compute_delay": 0.2}}
     clusters.up(spec)
     job = clusters.wait(name, timeout=400)
     assert job.state is State.SUCCEEDED, job.message
     [straggler] = job.to_dict()["stragglers"]  # status -o json
     assert (straggler["task"], straggler["measure"]) == (f"{name}-worker-1", "compute_seconds_per_batch"), straggler
-    assert straggler["seconds"] >= 0.05 and straggler["ratio"] >= 1.5, straggler
+    assert straggler["seconds"] >= 0.2 and straggler["ratio"] >= 1.5, straggler
     times = {t.name: t.step_time for t in job.tasks}
     slow = times.pop(f"{name}-worker-1")
     assert slow is not None and all(

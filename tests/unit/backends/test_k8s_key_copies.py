@@ -112,8 +112,9 @@ def test_the_client_authenticates_with_the_kubeconfigs_key_kept_in_memory(
     (tmp_path / "config").write_text(yaml.safe_dump(kubeconfig(url, cert, key)))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "config"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    before = set(Path(tempfile.gettempdir()).iterdir())
+    temp = tmp_path / "tmp"  # this process's temporary directory, seen by no other
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     api = KubeApi(connect(None))
     assert api.select(Kind.CONFIG_MAP, "ns", "a=b") == []
-    assert not [p for p in set(Path(tempfile.gettempdir()).iterdir()) - before
-                if p.is_file() and key in p.read_bytes()]
+    assert not [p for p in temp.rglob("*") if p.is_file() and key in p.read_bytes()]
