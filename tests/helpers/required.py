@@ -33,6 +33,9 @@ REQUIRED = ("tf", "docker", "slurm", "browser", "e2e")
 #: How many test files the summary names, slowest first (where the suite's time went, by file).
 FILES_SHOWN = 15
 
+#: The pytest.ini of a tiny test tree (pytester) whose markers are the groups: the tests of this module and of lanes.
+TREE_INI = "[pytest]\naddopts = --strict-markers -p no:cacheprovider\nmarkers =\n" + "".join(f"    {group}: {group}\n"
+                                                                                        for group in GROUPS)
 #: The only skips CI accepts in a required group: a node id (or an ``fnmatch`` pattern of node ids) and why it may skip.
 ALLOWED_SKIPS: dict[str, str] = {
     "tests/integration/test_image.py::test_gpu_variant_builds_with_the_cuda_tensorflow":

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers.lanes import without_lane
+from helpers.required import TREE_INI
 
 CONFTEST = """
 import pytest
@@ -25,16 +26,6 @@ def pytest_configure(config):
 ALLOWED_SKIPS = {}
 """
 
-INI = """
-[pytest]
-addopts = --strict-markers -p no:cacheprovider
-markers =
-    tf: t
-    docker: d
-    slurm: s
-    browser: b
-    e2e: e
-"""
 
 #: Each test writes its node's name, its lane's name and its process (an xdist worker's id, or "main").
 RECORD = """
@@ -84,7 +75,7 @@ def test_docker_in_b(request): ran(request, "docker")
 @pytest.fixture
 def tree(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     pytester.makeconftest(CONFTEST)
-    pytester.makeini(INI)
+    pytester.makeini(TREE_INI)
     pytester.makepyfile(**{name: RECORD + body for name, body in MODULES.items()})
     log = tmp_path / "lanes.log"
     monkeypatch.setenv("LANES_LOG", str(log))

@@ -11,6 +11,7 @@ import pytest
 
 from helpers import required
 from helpers.paths import REPO
+from helpers.required import TREE_INI
 
 CONFTEST = """
 from helpers.required import count_groups
@@ -19,21 +20,11 @@ def pytest_configure(config):
     count_groups(config)
 """
 
-INI = """
-[pytest]
-addopts = --strict-markers -p no:cacheprovider
-markers =
-    tf: t
-    docker: d
-    slurm: s
-    browser: b
-    e2e: e
-"""
 
 
 def tree(pytester: pytest.Pytester, body: str) -> None:
     pytester.makeconftest(CONFTEST)
-    pytester.makeini(INI)
+    pytester.makeini(TREE_INI)
     pytester.makepyfile(test_groups="import pytest\nfrom helpers.required import unavailable\n\n" + body)
 
 
@@ -143,7 +134,7 @@ def test_a_module_that_is_not_installed_fails_its_module_under_ci_and_skips_it_e
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     body = 'from helpers.required import require_module\nrequire_module("no_such_module_anywhere")\n\ndef test_it(): pass\n'
     pytester.makeconftest(CONFTEST)
-    pytester.makeini(INI)
+    pytester.makeini(TREE_INI)
     pytester.makepyfile(test_module=body)
     monkeypatch.delenv("CI", raising=False)
     pytester.runpytest().assert_outcomes(skipped=1)
