@@ -12,7 +12,8 @@ differ: a test's parameters (and so its id) are never random.
 Order (``ordered``): in one process the e2e tests run last, since their cluster starts in the background
 (scripts/test.sh) while the rest runs. Under xdist their lane comes first, so one process takes it at once and waits
 there for the cluster while the other runs the rest. Then come the docker lane and the slurm lane (the longest
-after it: a long lane taken late would end the run alone), then the modules in the order collected. A pytest plugin (tests/conftest.py loads it).
+after it: a long lane taken late would end the run alone), then the modules in the order collected.
+A pytest plugin (tests/conftest.py loads it).
 """
 
 from __future__ import annotations

@@ -31,7 +31,6 @@ ALLOWED_SKIPS = {}
 RECORD = """
 import os
 import pytest
-from pathlib import Path
 
 def ran(request, lane):
     with open(os.environ["LANES_LOG"], "a") as log:
