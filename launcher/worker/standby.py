@@ -178,7 +178,8 @@ def _exit_as(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # no handler can be set for either
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
         code = SIGNAL_EXIT_BASE - code
     os._exit(code)
