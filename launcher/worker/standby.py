@@ -10,7 +10,7 @@ thread, which runs the task, keeps the normal priority), or with
 standby's to its line's). Given ``ZYGOTE_FD`` (local), it imports nothing: once called it hands
 its argv, env, directory, process group and streams to the zygote (``launcher.worker.zygote``), whose
 forked child becomes the task in its process group, and exits as that child did (its code, or its
-signal); meanwhile it ignores SIGTERM and SIGINT (the group's: the child gets them too) and passes
+signal); meanwhile it ignores ``GROUP_SIGNALS`` (the group's: the child gets them too) and passes
 ``STACKS_SIGNAL`` on to the child. A zygote that ended before forking leaves the task to this process
 (it imports then); one that ended after gives ``LOST_EXIT`` once the child has ended.
 Why standbys and the zygote: docs/architecture.md (Decisions).
@@ -32,7 +32,7 @@ from pathlib import Path
 from launcher.protocol import env
 from launcher.protocol.exitcodes import LOST_EXIT, SIGNAL_EXIT_BASE
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
-from launcher.protocol.standby import CALL_SIGNAL, LOG_ENV, ON_SIGNAL, READY_LINE, ZYGOTE_FD, answer
+from launcher.protocol.standby import CALL_SIGNAL, GROUP_SIGNALS, LOG_ENV, ON_SIGNAL, READY_LINE, ZYGOTE_FD, answer
 
 #: The entrypoint the standby becomes.
 ENTRYPOINT_MODULE = "launcher.worker"
@@ -130,8 +130,8 @@ def _forked_by_zygote(channel: socket.socket, args: list[str], called: float) ->
                "called": called}
     child: list[int] = []  # its pid, once known; a STACKS_SIGNAL before that waits for it
     pending: list[bool] = []
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the group's signals reach the child itself
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in GROUP_SIGNALS:  # the group's signals reach the child itself
+        signal.signal(sig, signal.SIG_IGN)
     signal.signal(STACKS_SIGNAL, lambda *_: _signal(child[0]) if child else pending.append(True))
     try:
         socket.send_fds(channel, [json.dumps(request).encode()], [0, 1, 2])
@@ -139,7 +139,7 @@ def _forked_by_zygote(channel: socket.socket, args: list[str], called: float) ->
     except OSError:
         kind, pid = "", 0
     if kind != "pid":
-        for sig in (signal.SIGTERM, signal.SIGINT, STACKS_SIGNAL):  # this process becomes the task: as it starts
+        for sig in (*GROUP_SIGNALS, STACKS_SIGNAL):  # this process becomes the task: as it starts
             signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
         return None
     child.append(pid)

@@ -36,7 +36,7 @@ from launcher.plan.targets import zygote_command
 from launcher.protocol import env
 from launcher.protocol.exitcodes import LOST_EXIT, SIGNAL_EXIT_BASE
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
-from launcher.protocol.standby import ZYGOTE_FD
+from launcher.protocol.standby import ZYGOTE_FD, zygote_channel
 from launcher.supervision.procfs import stat_fields
 from launcher.supervision.statefile import open_private, private_dir
 
@@ -266,14 +266,7 @@ class ProcessRuntime:
         zygote = self._zygotes.get(key)
         if zygote is None or zygote.process.poll() is not None:
             zygote = self._zygotes[key] = self._start_zygote(command, zygote_env)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        with theirs:
-            try:
-                socket.send_fds(zygote.control, [b"standby"], [theirs.fileno()])
-            except OSError:  # it ended meanwhile: this standby imports by itself
-                ours.close()
-                return None
-        return ours
+        return zygote_channel(zygote.control)  # None: it ended meanwhile, this standby imports by itself
 
     def _start_zygote(self, command: list[str], zygote_env: dict[str, str]) -> _Zygote:
         """A zygote importing under ``zygote_env``: a task's environment but for what names the task (the children
