@@ -15,6 +15,7 @@ control channel is closed (the supervisor ended) and it has no child and no stan
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import selectors
@@ -34,6 +35,7 @@ def main(args: list[str]) -> None:
     started = time.monotonic()
     import launcher.worker.main  # noqa: F401  (TensorFlow and tf_keras with it)
 
+    gc.freeze()  # what the import made is never traversed by a child's collections: they copy none of its pages
     _Zygote(control, started, time.monotonic()).serve()
 
 
