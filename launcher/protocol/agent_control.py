@@ -27,6 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 #: The agent's option naming its standby's command (a JSON list), which its next runs become.
 STANDBY_OPTION = "--standby"
+#: The agent's option naming the command of the zygote its standbys call (a JSON list; its channel's fd follows):
+#: the plan gives it with a standby of the entrypoint (``launcher.plan.targets.zygote_command``).
+ZYGOTE_OPTION = "--zygote"
 #: The marker of the agent's line in the pod's log, before the run's token.
 EXIT_MARKER = "TFCLUSTER_AGENT_EXIT"
 #: The longest grace a ``stop`` may ask for, in seconds (a day).

@@ -44,7 +44,7 @@ from launcher.plan import naming
 from launcher.plan.images import image_for, is_worker_image
 from launcher.plan.planner import Plan, Task, make_plan
 from launcher.plan.storage import clash
-from launcher.plan.targets import AGENT_MODULE, CONTAINER_PYTHON
+from launcher.plan.targets import AGENT_MODULE, CONTAINER_PYTHON, zygote_command
 from launcher.plan.workspace import CONTAINER_WORKSPACE
 from launcher.protocol import agent_control, stack_endpoint
 from launcher.protocol import env as task_env
@@ -294,13 +294,16 @@ def _plain_env(group: RoleGroup) -> list[dict[str, Any]]:
 
 def _program(plan: Plan, task: Task) -> list[str]:
     """The container's program for a task's Job: the task's command under its agent (``launcher.worker.agent``,
-    which serves the stack endpoint and restarts the task in the pod, in the task's standby where it has one),
+    which serves the stack endpoint and restarts the task in the pod, in the task's standby where it has one, forked
+    by the pod's zygote where the standby is the entrypoint's),
     where tini stays in front (``args``) and the image holds tfcluster (the task
     runs the entrypoint, or its image is the worker image or a workspace layer on it); else the command alone
     (its stacks cannot be read)."""
     image = image_for(plan.spec, plan.spec.roles.role(task.type))
     if task.command and not task.replaces_entrypoint and (task.runs_entrypoint or is_worker_image(image)):
         standby = [agent_control.STANDBY_OPTION, json.dumps(task.standby_command)] if task.standby_command else []
+        if standby and (zygote := zygote_command(task.standby_command)) is not None:
+            standby += [agent_control.ZYGOTE_OPTION, json.dumps(zygote)]
         return [CONTAINER_PYTHON, "-m", AGENT_MODULE, *standby, "--", *task.command]
     return task.command
 

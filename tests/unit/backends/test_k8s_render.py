@@ -39,8 +39,11 @@ AGENT = ["python", "-m", AGENT_MODULE, "--"]
 
 def agent_head(task: Task) -> list[str]:
     """What comes before a task's command under its agent: the agent, and its standby where the task keeps one
-    (training tasks of the entrypoint under ``restart.warm``: their restarts in the pod become it)."""
+    (training tasks of the entrypoint under ``restart.warm``: their restarts in the pod become it), and with the
+    entrypoint's standby the zygote that forks every run in the pod (the same interpreter)."""
     standby = [agent_control.STANDBY_OPTION, json.dumps(task.standby_command)] if task.standby_command else []
+    if task.standby_command[1:] == ["-m", "launcher.worker.standby"]:
+        standby += [agent_control.ZYGOTE_OPTION, json.dumps([task.standby_command[0], "-m", "launcher.worker.zygote"])]
     return [*AGENT[:3], *standby, "--"]
 K8S_DIR = REPO / "k8s"
 
