@@ -3,8 +3,8 @@
 Contract: ``main(environ)`` returns the process exit code
 (``launcher.protocol.exitcodes``) and emits ``failed`` before any non-zero
 one but ``PREEMPTED``, which ``preempted`` precedes (SIGTERM:
-``launcher.worker.preemption``). Peers of a multi-worker task are awaited (DNS) before the strategy is
-built. Imported only by ``launcher.worker.__main__``, after
+``launcher.worker.preemption``). Peers of a multi-worker task are awaited (DNS), and an MWMS task's leader
+until it listens, before the strategy is built. Imported only by ``launcher.worker.__main__``, after
 ``TF_USE_LEGACY_KERAS`` is set.
 """
 
@@ -23,13 +23,14 @@ from pydantic import ValidationError
 from launcher.protocol import env, events
 from launcher.protocol.exitcodes import ExitCode
 from launcher.protocol.runconfig import RunConfig
+from launcher.spec.models import Strategy
 from launcher.worker import lifecycle, usercode
 from launcher.worker.context import TaskContext
 from launcher.worker.evaluator import evaluate
-from launcher.worker.peers import wait_for_peers
+from launcher.worker.peers import wait_for_leader, wait_for_peers
 from launcher.worker.preemption import exit_on_notice
 from launcher.worker.reporter import Reporter
-from launcher.worker.selection import MULTI_WORKER, Duty, peer_addresses, select
+from launcher.worker.selection import MULTI_WORKER, Duty, leader_address, peer_addresses, select
 from launcher.worker.stackdump import dump_stacks_on_signal
 from launcher.worker.strategies import gpu_count
 from launcher.worker.task_errors import ConfigError, PeerUnavailable, TerminationNotice
@@ -90,6 +91,8 @@ def _run(ctx: TaskContext) -> None:
         return
     if ctx.selection.strategy in MULTI_WORKER:
         wait_for_peers(peer_addresses(ctx.tf_config))
+    if ctx.selection.strategy is Strategy.MULTI_WORKER_MIRRORED and (leader := leader_address(ctx.tf_config)):
+        wait_for_leader(leader)
     if duty is Duty.SERVE:
         lifecycle.serve_until_done(ctx.selection, ctx.tf_config, ctx.run_config.checkpoint_dir, ctx.run_config.run_id)
         ctx.reporter.emit(events.Finished())

@@ -103,6 +103,17 @@ def _is_host_port(member: Any) -> bool:
     return bool(host) and port.isdigit()
 
 
+def leader_address(tf_config: dict[str, Any]) -> str | None:
+    """The host:port of the group's leader as MultiWorkerMirrored has it (its coordination service and collective
+    group leader: chief 0, else worker 0); None for the leader itself, or a cluster with neither."""
+    role, index = _task(tf_config)
+    cluster = tf_config.get("cluster", {})
+    leader = RoleType.CHIEF if cluster.get(RoleType.CHIEF.value) else RoleType.WORKER
+    if not cluster.get(leader.value) or (role is leader and index == 0):
+        return None
+    return str(cluster[leader.value][0])
+
+
 def peer_addresses(tf_config: dict[str, Any]) -> list[str]:
     """Every host:port of the cluster except this task's own."""
     role, index = _task(tf_config)
