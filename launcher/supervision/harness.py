@@ -276,9 +276,16 @@ def adopt(state: StateDir, supervisor: Process) -> list[str]:
             f"(restarts used {job.restarts}/{state.record.read_plan().policy.max_restarts})"]
 
 
+def wake_supervisor() -> None:
+    """End the supervisor's pause between poll rounds now (``_pause_until_a_signal``), from any thread: a runtime
+    that learns of a task's end in a thread of its own (a Kubernetes pod's log) has it seen at once, as a local
+    task's exit is. SIGCHLD, whose default action is to ignore it: a no-op where no supervisor pauses."""
+    os.kill(os.getpid(), signal.SIGCHLD)
+
+
 def _pause_until_a_signal() -> Callable[[float], None]:
     """A pause between poll rounds that ends early on any signal: a child that ended (a local task's
-    wrapper: its exit is seen at once, not up to a round later), or a cancellation.
+    wrapper: its exit is seen at once, not up to a round later), ``wake_supervisor``, or a cancellation.
 
     Python's C-level handler writes each signal's number to the wakeup pipe (``signal.set_wakeup_fd``);
     SIGCHLD needs a Python handler for that (its default action is to ignore it).

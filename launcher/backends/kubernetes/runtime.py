@@ -53,6 +53,7 @@ from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
 from launcher.protocol import agent_control, stack_endpoint
 from launcher.protocol.exitcodes import LOST_EXIT, ExitCode
+from launcher.supervision.harness import wake_supervisor
 
 #: How often ``stop`` and ``start`` look again at what they wait for.
 LISTING_SECONDS = 0.2
@@ -143,6 +144,7 @@ class _Follower:
                 state = agent_control.read_exit(line, self.token)
                 if state is not None:
                     self.ended[state.run] = state
+                    wake_supervisor()  # a run ended in place: seen now, not at the next poll round
                     continue
                 if not self.lines.put(line) or self._stopped.is_set():
                     return

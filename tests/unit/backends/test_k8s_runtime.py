@@ -23,6 +23,7 @@ from helpers.k8s_fake import SettledObjects, backend_for, pod_of, settled, write
 from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
 from launcher.backends.kubernetes import apply, supervisor_objects
+from launcher.backends.kubernetes import runtime as k8s_runtime
 from launcher.backends.kubernetes.cluster_state import ConfigMapStore
 from launcher.backends.kubernetes.runtime import (
     CONTROLLER_UID,
@@ -715,11 +716,14 @@ class AgentServer:
 
 @pytest.mark.parametrize("in_cluster", [True, False], ids=["pod-ip", "port-forward"])
 def test_a_restart_is_made_in_the_same_pod_by_its_agent_and_a_pod_whose_agent_is_gone_is_replaced(
-        fake: FakeKubernetes, in_cluster: bool) -> None:
-    """A run's end comes from its agent's line in the pod's log (not shown as output); ``start`` then has the
+        fake: FakeKubernetes, in_cluster: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's end comes from its agent's line in the pod's log (not shown as output), which wakes the supervisor
+    (``wake_supervisor``: its end is decided now, not at the next round); ``start`` then has the
     agent begin the next run in the same pod of the same Job, ``stop`` has it end the run there (no pod deleted);
     ``close`` tells it to quit. Once its agent no longer answers, ``stop`` deletes the pod and ``start`` replaces
     the Job, as before."""
+    woken: list[bool] = []
+    monkeypatch.setattr(k8s_runtime, "wake_supervisor", lambda: woken.append(True))
     plan, _ = launched(fake)
     chief = task(plan, CHIEF)
     served = AgentServer(fake, plan, CHIEF, "127.0.45.1")
@@ -733,6 +737,7 @@ def test_a_restart_is_made_in_the_same_pod_by_its_agent_and_a_pod_whose_agent_is
         agent.state = AgentState(run=1, exit_code=137, oom_killed=True)
         fake.pod_logs["default", name] = ("failing\n" + agent_control.exit_line(plan.event_token, agent.state) + "\n")
         wait_for_condition(lambda: runtime.poll(chief) is not None)
+        wait_for_condition(lambda: woken == [True])  # once, right after the line was read
         assert runtime.poll(chief) == 137 and runtime.oom_killed(chief)  # the kernel's OOM killer, as its agent saw
         assert read_all(runtime, chief, lambda lines: bool(lines)) == ["failing"]  # the agent's line is not output
         runtime.start(chief)
