@@ -75,7 +75,8 @@ _ARGV: TypeAdapter[list[str]] = TypeAdapter(list[str])
 
 def descendants(root: int, proc: Path = Path("/proc"), group: bool = False) -> list[int]:
     """``root`` and every process below it, parents first (read from ``/proc/<pid>/stat``); with ``group``, the
-    other processes of ``root``'s process group (a zygote's forked task) and every one below them, not ``root``."""
+    other processes of ``root``'s process group (a zygote's forked task) and every one below them, not ``root``
+    (unless ``root`` is alone in it: a standby that became the task itself, its zygote gone)."""
     children: dict[int, list[int]] = {}
     members: list[int] = []
     for stat in proc.glob("[0-9]*/stat"):
@@ -87,7 +88,7 @@ def descendants(root: int, proc: Path = Path("/proc"), group: bool = False) -> l
         children.setdefault(int(fields[1]), []).append(pid)
         if group and int(fields[2]) == root and pid != root:
             members.append(pid)
-    found = sorted(members) if group else [root]
+    found = sorted(members) if group and members else [root]
     for pid in found:
         found += [child for child in sorted(children.get(pid, [])) if child not in found]
     return found

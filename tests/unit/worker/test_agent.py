@@ -194,6 +194,33 @@ def test_descendants_are_the_process_and_every_one_below_it(processes: list[subp
     assert os.getpid() not in found
 
 
+def test_a_groups_run_is_the_leaders_group_but_the_leader_and_the_leader_once_alone() -> None:
+    """A zygote's run: its standby leads a process group that the forked task joined (a child of another process):
+    the run's processes are the group's other members and what is below them; a group with its leader alone (the
+    zygote ended before it forked: the standby became the task itself) is the leader."""
+    leader = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & wait"], process_group=0)
+    alone = subprocess.Popen(["sleep", "60"], process_group=0)
+    try:
+        members = wait_for_members(leader.pid, 2)
+        assert descendants(leader.pid, group=True) == members and leader.pid not in members
+        assert descendants(alone.pid, group=True) == [alone.pid]
+    finally:
+        for process in (leader, alone):
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def wait_for_members(pgid: int, count: int) -> list[int]:
+    """The other members of process group ``pgid``, once there are ``count`` of them."""
+    ends = time.monotonic() + PATIENCE
+    while True:
+        members = sorted(pid for pid in descendants(pgid) if pid != pgid and os.getpgid(pid) == pgid)
+        if len(members) == count:
+            return members
+        assert time.monotonic() < ends, members
+        time.sleep(0.01)
+
+
 def held(program: str, **kwargs: str) -> tuple[subprocess.Popen[str], int]:
     """A held agent (its endpoint served on a port of its own) running ``program``, and that port."""
     port = free_port()
