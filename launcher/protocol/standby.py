@@ -10,14 +10,18 @@ stdout and stderr to the file that variable names. Without ``ON_SIGNAL`` it is
 called with a line on its stdin (local processes, a Kubernetes task's agent); given
 ``ZYGOTE_FD``, it then asks the zygote on that channel to fork the task (answers:
 ``forked``, then ``exited``). A runtime with a zygote (``launcher.worker.zygote``)
-makes each standby's channel with ``zygote_channel`` and signals the called
-standby's process group, which the forked task joins (``GROUP_SIGNALS``).
+starts it with ``start_zygote``, makes each standby's channel with
+``zygote_channel`` and signals the called standby's process group, which the
+forked task joins (``GROUP_SIGNALS``).
 """
 
 from __future__ import annotations
 
 import signal
 import socket
+import subprocess
+from collections.abc import Sequence
+from typing import Any
 
 #: First argument of a standby called by ``CALL_SIGNAL`` instead of a line on its stdin.
 ON_SIGNAL = "--on-signal"
@@ -50,6 +54,21 @@ def answer(message: bytes) -> tuple[str, int]:
     """``("pid", N)`` or ``("exit", STATUS)`` from the zygote's answer; ``("", 0)`` for end of file (it ended)."""
     kind, _, value = message.decode().partition(" ")
     return (kind, int(value)) if message else ("", 0)
+
+
+def start_zygote(command: Sequence[str], **popen: Any) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """The zygote ``command``, started with its control channel's fd as its last argument and stdin from
+    /dev/null (``popen``: the rest of ``subprocess.Popen``'s arguments), and the runtime's end of that channel;
+    ``OSError`` if it cannot be started."""
+    control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with theirs:
+        try:
+            process = subprocess.Popen([*command, str(theirs.fileno())], stdin=subprocess.DEVNULL,
+                                       pass_fds=[theirs.fileno()], **popen)
+        except OSError:
+            control.close()
+            raise
+    return process, control
 
 
 def zygote_channel(control: socket.socket) -> socket.socket | None:

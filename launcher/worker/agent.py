@@ -52,7 +52,7 @@ from launcher.protocol import agent_control
 from launcher.protocol.env import EVENT_TOKEN
 from launcher.protocol.pyspy_command import PYSPY_ENV, PYSPY_SECONDS, dump_command, pyspy_binary
 from launcher.protocol.stack_endpoint import STACKS_PORT, Control
-from launcher.protocol.standby import GROUP_SIGNALS, ZYGOTE_FD, zygote_channel
+from launcher.protocol.standby import GROUP_SIGNALS, ZYGOTE_FD, start_zygote, zygote_channel
 from launcher.worker.stack_server import serve_stacks
 
 #: The signals the agent passes on to its child (SIGKILL and SIGSTOP cannot be caught; the kubelet's SIGKILL
@@ -213,8 +213,11 @@ class Agent:
         """Runs the program, then serves until the agent ends; its exit code (the last run's)."""
         with self.cond:
             if self.held and self.zygote_command:
-                if (zygote := _start_zygote(self.zygote_command)) is not None:
-                    self.zygote_process, self.zygote = zygote
+                try:  # its output the container's; it imports now
+                    self.zygote_process, self.zygote = start_zygote(self.zygote_command)
+                except OSError as exc:  # each standby imports by itself
+                    print(f"tfcluster agent: no zygote: {exc.strerror or exc}", file=sys.stderr, flush=True)
+                else:
                     self._prepare()
             try:  # the first run too is the zygote's fork, where one serves: the pod imports once
                 self.child = (self._call_standby() if self._standby_grouped else None) or self._spawn()
@@ -333,21 +336,6 @@ class Agent:
         else:
             self.ending = True
         self.cond.notify_all()
-
-
-def _start_zygote(command: Sequence[str]) -> tuple[subprocess.Popen[bytes], socket.socket] | None:
-    """The pod's zygote (its output the container's), importing now, and its control channel; None if it cannot be
-    started (each standby then imports by itself)."""
-    control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    with theirs:
-        try:
-            process = subprocess.Popen([*command, str(theirs.fileno())], stdin=subprocess.DEVNULL,
-                                       pass_fds=[theirs.fileno()])
-        except OSError as exc:
-            print(f"tfcluster agent: no zygote: {exc.strerror or exc}", file=sys.stderr, flush=True)
-            control.close()
-            return None
-    return process, control
 
 
 def run(program: Sequence[str], standby: Sequence[str] = (), environ: Mapping[str, str] = os.environ,

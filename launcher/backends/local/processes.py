@@ -36,7 +36,7 @@ from launcher.plan.targets import zygote_command
 from launcher.protocol import env
 from launcher.protocol.exitcodes import LOST_EXIT, SIGNAL_EXIT_BASE
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
-from launcher.protocol.standby import ZYGOTE_FD, zygote_channel
+from launcher.protocol.standby import ZYGOTE_FD, start_zygote, zygote_channel
 from launcher.supervision.procfs import stat_fields
 from launcher.supervision.statefile import open_private, private_dir
 
@@ -271,14 +271,11 @@ class ProcessRuntime:
     def _start_zygote(self, command: list[str], zygote_env: dict[str, str]) -> _Zygote:
         """A zygote importing under ``zygote_env``: a task's environment but for what names the task (the children
         get their own)."""
-        control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        with theirs, open_private(self.log_dir / "zygote.log") as log:
+        with open_private(self.log_dir / "zygote.log") as log:
             try:
-                process = subprocess.Popen([*command, str(theirs.fileno())], env=zygote_env, cwd=self.plan.workdir,
-                                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                           process_group=0, pass_fds=[theirs.fileno()])
+                process, control = start_zygote(command, env=zygote_env, cwd=self.plan.workdir, stdout=log,
+                                                stderr=subprocess.STDOUT, process_group=0)
             except OSError as exc:
-                control.close()
                 raise LaunchError(f"cannot start the standbys' zygote ({command[0]}): {exc}") from None
         return _Zygote(process, control)
 
