@@ -319,10 +319,9 @@ class Agent:
     def _watch(self, child: subprocess.Popen[bytes], run: int) -> None:
         code = child.wait()
         with self.cond:
-            if run == self.run and self.grouped:  # what its task left in its group (a killed standby's task too)
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(child.pid, signal.SIGKILL)
             if run == self.run:
+                if self.grouped:  # what its task left in its group (a killed standby's task too)
+                    self._signal(child, signal.SIGKILL)
                 self._ended(128 - code if code < 0 else code)
 
     def _ended(self, code: int) -> None:
