@@ -64,8 +64,9 @@ top = children(1)
 agents = [pid for pid in top if runs(pid, b"launcher.worker.agent")]
 below = [pid for agent in agents for pid in children(agent)]
 zygotes = [pid for pid in below if runs(pid, b"launcher.worker.zygote")]
-victims = ([pid for zygote in zygotes for pid in children(zygote)] if zygotes else
+program = ([pid for zygote in zygotes for pid in children(zygote)] if zygotes else
            [pid for pid in below if not standby(pid)] if agents else top)
+victims = program
 print("killed" if victims else "no program yet", flush=True)  # said first: the kill may end this exec too
 for pid in victims:
     os.kill(pid, signal.SIGKILL)
@@ -74,7 +75,7 @@ for pid in victims:
 NO_PROGRAM = "no program yet"
 #: ``kill -9`` of the task's agent itself (PID 1's child): its container ends, so its pod is lost and its Job
 #: replaced (no restart in place).
-KILL_9_AGENT = KILL_9_TASK.replace("victims = (", "victims = top or (")
+KILL_9_AGENT = KILL_9_TASK.replace("victims = program", "victims = top")
 
 
 def kubeconfig() -> str:

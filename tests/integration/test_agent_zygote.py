@@ -14,15 +14,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
 from helpers.boards import free_port
 from helpers.paths import REPO
+from helpers.polling import wait_for_condition
 from helpers.required import unavailable
 from helpers.tf_cluster import cluster_spec, make_plan
 from launcher.plan.targets import zygote_command
@@ -45,18 +43,14 @@ def build_model(marker):
 def make_dataset(input_context, global_batch_size, marker):
     raise AssertionError("never asked")
 """
-T = TypeVar("T")
 #: The longest a step of this test waits (the zygote's import on a loaded host; never reached when it works).
 PATIENCE = 180.0
 
 
-def until(what: str, found: Callable[[], T]) -> T:
-    """``found()`` once it is truthy."""
-    ends = time.monotonic() + PATIENCE
-    while not (value := found()):
-        assert time.monotonic() < ends, f"no {what} within {PATIENCE:.0f} s"
-        time.sleep(0.05)
-    return value
+def in_build_model(marker: Path) -> str:
+    """The pid a run wrote to ``marker`` once in ``build_model`` (the file whole, not just made)."""
+    wait_for_condition(lambda: marker.is_file() and marker.read_text(), PATIENCE)
+    return marker.read_text()
 
 
 def parent(pid: int) -> int:
@@ -103,7 +97,7 @@ def test_every_run_is_a_fork_of_the_pods_one_zygote_whose_signals_stacks_and_exi
         return [e for line in list(lines) if (e := reader.parse(line)) is not None and e.event is kind]
 
     try:
-        first = int(until("first run in build_model", lambda: marker.read_text() if marker.is_file() else ""))
+        first = int(in_build_model(marker))
         zygote = parent(first)
         assert b"launcher.worker.zygote" in cmdline(zygote) and parent(zygote) == agent.pid
         assert "tensorflow" in Path(f"/proc/{zygote}/maps").read_text()  # it imported: the pod's one import
@@ -115,13 +109,13 @@ def test_every_run_is_a_fork_of_the_pods_one_zygote_whose_signals_stacks_and_exi
 
         marker.unlink()
         os.kill(first, signal.SIGKILL)  # a crash of the task itself
-        until("run 1's end", exits)
+        wait_for_condition(exits, PATIENCE)
         assert [(s.run, s.exit_code) for s in exits()] == [(1, 137)]
         assert not events(EventKind.WARM_START)  # the first run waited for the import
         state, why = order("127.0.0.1", port, agent_control.Start(token=plan.event_token))
         assert state is not None and state.started and state.run == 2, why
 
-        second = int(until("second run in build_model", lambda: marker.read_text() if marker.is_file() else ""))
+        second = int(in_build_model(marker))
         assert second != first and parent(second) == zygote  # forked by the same zygote: no second import
         assert len(events(EventKind.WARM_START)) == 1
         agent.send_signal(signal.SIGTERM)  # the kubelet's, at a pod's deletion: through the group to the task
@@ -129,8 +123,8 @@ def test_every_run_is_a_fork_of_the_pods_one_zygote_whose_signals_stacks_and_exi
         follower.join(PATIENCE)
         assert [(s.run, s.exit_code) for s in exits()] == [(1, 137), (2, 143)]
         assert events(EventKind.PREEMPTED)  # the task's own notice handler ran
-        until("the zygote's and the standby's end", lambda: all(
-            (fields := stat_fields(pid)) is None or fields[0] == "Z" for pid in (zygote, second)))
+        wait_for_condition(lambda: all((fields := stat_fields(pid)) is None or fields[0] == "Z"
+                                       for pid in (zygote, second)), PATIENCE)  # ended with the agent
     finally:
         if agent.poll() is None:
             os.killpg(agent.pid, signal.SIGKILL)

@@ -21,6 +21,7 @@ import pytest
 
 from helpers.boards import free_port
 from helpers.paths import REPO
+from helpers.polling import wait_for_condition
 from helpers.required import unavailable
 from launcher.protocol import agent_control
 from launcher.protocol.agent_control import AgentState
@@ -211,14 +212,13 @@ def test_a_groups_run_is_the_leaders_group_but_the_leader_and_the_leader_once_al
 
 
 def wait_for_members(pgid: int, count: int) -> list[int]:
-    """The other members of process group ``pgid``, once there are ``count`` of them."""
-    ends = time.monotonic() + PATIENCE
-    while True:
-        members = sorted(pid for pid in descendants(pgid) if pid != pgid and os.getpgid(pid) == pgid)
-        if len(members) == count:
-            return members
-        assert time.monotonic() < ends, members
-        time.sleep(0.01)
+    """The other members of process group ``pgid`` (here, its leader's children), once there are ``count``."""
+
+    def members() -> list[int]:
+        return sorted(pid for pid in descendants(pgid) if pid != pgid and os.getpgid(pid) == pgid)
+
+    wait_for_condition(lambda: len(members()) == count, PATIENCE)
+    return members()
 
 
 def held(program: str, **kwargs: str) -> tuple[subprocess.Popen[str], int]:
