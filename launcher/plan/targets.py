@@ -26,8 +26,10 @@ CONTAINER_CHECKPOINT_DIR = "/checkpoints"
 #: The interpreter on the PATH of the worker image.
 CONTAINER_PYTHON = "python"
 CONTAINER_ENTRYPOINT = [CONTAINER_PYTHON, "-m", "launcher.worker"]
-#: A Kubernetes task's main process, its program's parent (``launcher.worker.agent``): signals, stacks.
+#: A container task's main process, its program's parent (``launcher.worker.agent``): signals, stacks, restarts.
 AGENT_MODULE = "launcher.worker.agent"
+#: What ``docker exec`` runs in a compose task's container to ask its agent (``launcher.worker.agent_relay``).
+AGENT_RELAY_MODULE = "launcher.worker.agent_relay"
 #: The standby a restarted task of the entrypoint becomes (``launcher.worker.standby``).
 STANDBY_MODULE = "launcher.worker.standby"
 #: The one process per supervisor that imports TensorFlow once and forks what local standbys become

@@ -1,6 +1,6 @@
 """What a Kubernetes task's agent (``launcher.worker.agent``) is asked on its endpoint, and what it says in its log.
 
-Contract: a request is one JSON line (``Request``, at most ``stack_endpoint.MAX_REQUEST_BYTES``) that carries the
+Contract: a request is one JSON line (``Request``, at most ``endpoint_wire.MAX_REQUEST_BYTES``) that carries the
 run's event token; a line that is not one of these models, or carries another token, gets nothing. ``stacks`` is
 answered with the program's stacks (``launcher.protocol.stack_endpoint``); every other kind with one JSON
 ``AgentState`` (then the connection closes):

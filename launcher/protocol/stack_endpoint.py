@@ -18,18 +18,12 @@ from __future__ import annotations
 import socket
 
 from launcher.protocol import agent_control
-from launcher.protocol.stacks_signal import MAX_STACK_BYTES, capped
-
-#: The variable that names the port (the task serves nothing without it).
-STACKS_PORT = "TFCLUSTER_STACKS_PORT"
-#: The port every task pod serves its stacks on (its own network namespace: one per pod, no clash).
-PORT = 9478
-#: The longest request: its JSON line, a token (32 hex digits) and a newline, with room to spare.
-MAX_REQUEST_BYTES = 256
-#: How long a task waits for a request's line, and a supervisor for the answer, before giving up.
-REQUEST_SECONDS = 5.0
-#: How long a supervisor waits for the whole answer (a dump of many threads takes milliseconds).
-ANSWER_SECONDS = 10.0
+from launcher.protocol.endpoint_wire import (
+    ANSWER_SECONDS,
+    answer_to,
+    connected,
+)
+from launcher.protocol.stacks_signal import capped
 
 Control = agent_control.Status | agent_control.Stop | agent_control.Start | agent_control.Quit
 
@@ -39,24 +33,19 @@ def request(token: str) -> bytes:
     return agent_control.encode(agent_control.Stacks(token=token))
 
 
-def _answer(conn: socket.socket, line: bytes, seconds: float) -> bytes:
-    """``line`` sent on ``conn`` and the answer read to its end (at most ``MAX_STACK_BYTES``); raises ``OSError``."""
-    conn.settimeout(seconds)
-    conn.sendall(line)
-    chunks, size = [], 0
-    while size <= MAX_STACK_BYTES and (chunk := conn.recv(65536)):
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
-
-
 def exchange(conn: socket.socket, token: str, where: str, seconds: float = ANSWER_SECONDS) -> tuple[str | None, str]:
     """The stacks request sent on the connected ``conn`` and its answer: ``(stacks, "")``, or ``(None, why)``
     naming ``where`` it asked."""
     try:
-        text = _answer(conn, request(token), seconds).decode(errors="replace")
+        answer = answer_to(conn, request(token), seconds)
     except OSError as exc:
         return None, f"its stack endpoint ({where}) did not answer: {exc.strerror or exc}"
+    return stacks_of(answer, where)
+
+
+def stacks_of(answer: bytes, where: str) -> tuple[str | None, str]:
+    """The stacks an endpoint answered (``capped``), or ``(None, why)`` for an empty answer."""
+    text = answer.decode(errors="replace")
     if not text.strip():
         return None, f"its stack endpoint ({where}) gave nothing (no Python program py-spy could read, or not this run's token)"
     return capped(text), ""
@@ -67,25 +56,23 @@ def command(conn: socket.socket, control: Control, where: str) -> tuple[agent_co
     given its grace on top of the usual wait."""
     seconds = ANSWER_SECONDS + (control.grace_seconds if isinstance(control, agent_control.Stop) else 0.0)
     try:
-        answer = _answer(conn, agent_control.encode(control), seconds)
+        answer = answer_to(conn, agent_control.encode(control), seconds)
     except OSError as exc:
         return None, f"its agent ({where}) did not answer {control.kind.value}: {exc.strerror or exc}"
+    return state_of_answer(answer, control, where)
+
+
+def state_of_answer(answer: bytes, control: Control, where: str) -> tuple[agent_control.AgentState | None, str]:
+    """The agent's state in its answer to ``control``, or ``(None, why)``."""
     state = agent_control.state_of(answer)
     if state is None:
         return None, f"its agent ({where}) gave no state for {control.kind.value} (not this run's token, or no agent)"
     return state, ""
 
 
-def _connected(host: str, port: int) -> tuple[socket.socket | None, str]:
-    try:
-        return socket.create_connection((host, port), timeout=REQUEST_SECONDS), ""
-    except OSError as exc:
-        return None, f"its stack endpoint ({host}:{port}) did not answer: {exc.strerror or exc}"
-
-
 def ask(host: str, port: int, token: str, seconds: float = ANSWER_SECONDS) -> tuple[str | None, str]:
     """``exchange`` with the endpoint at ``host:port`` (the pod network: a supervisor in the cluster)."""
-    conn, why = _connected(host, port)
+    conn, why = connected(host, port)
     if conn is None:
         return None, why
     with conn:
@@ -94,7 +81,7 @@ def ask(host: str, port: int, token: str, seconds: float = ANSWER_SECONDS) -> tu
 
 def order(host: str, port: int, control: Control) -> tuple[agent_control.AgentState | None, str]:
     """``command`` to the agent at ``host:port`` (the pod network)."""
-    conn, why = _connected(host, port)
+    conn, why = connected(host, port)
     if conn is None:
         return None, why
     with conn:

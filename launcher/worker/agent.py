@@ -49,9 +49,10 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from launcher.protocol import agent_control
+from launcher.protocol.endpoint_wire import STACKS_PORT
 from launcher.protocol.env import EVENT_TOKEN
 from launcher.protocol.pyspy_command import PYSPY_ENV, PYSPY_SECONDS, dump_command, pyspy_binary
-from launcher.protocol.stack_endpoint import STACKS_PORT, Control
+from launcher.protocol.stack_endpoint import Control
 from launcher.protocol.standby import GROUP_SIGNALS, ZYGOTE_FD, start_zygote, zygote_channel
 from launcher.worker.stack_server import serve_stacks
 

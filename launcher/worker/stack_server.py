@@ -23,7 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from launcher.protocol import agent_control
-from launcher.protocol.stack_endpoint import MAX_REQUEST_BYTES, REQUEST_SECONDS, Control
+from launcher.protocol.endpoint_wire import MAX_REQUEST_BYTES, REQUEST_SECONDS
+from launcher.protocol.stack_endpoint import Control
 from launcher.protocol.stacks_signal import capped
 
 log = logging.getLogger(__name__)

@@ -25,9 +25,10 @@ from helpers.required import unavailable
 from helpers.tf_cluster import cluster_spec, make_plan
 from launcher.plan.targets import zygote_command
 from launcher.protocol import agent_control, env
+from launcher.protocol.endpoint_wire import STACKS_PORT
 from launcher.protocol.events import Event, EventKind, EventReader
 from launcher.protocol.pyspy_command import pyspy_binary
-from launcher.protocol.stack_endpoint import STACKS_PORT, ask, order
+from launcher.protocol.stack_endpoint import ask, order
 from launcher.supervision.procfs import stat_fields
 
 pytestmark = pytest.mark.tf

@@ -84,8 +84,9 @@ GRAPH = {module: IMPORTS[module] | NAMED[module] for module in REFERENCES}
 PROGRAMS = {
     ("launcher.plan.targets", "launcher.worker"),  # the built-in entrypoint's command
     ("launcher.plan.targets", "launcher.worker.standby"),  # a restarted task's standby
-    ("launcher.plan.targets", "launcher.worker.zygote"),
-    ("launcher.plan.targets", "launcher.worker.agent"),  # a Kubernetes task's main process  # the one import local standbys' tasks are forked from
+    ("launcher.plan.targets", "launcher.worker.zygote"),  # the one import local standbys' tasks are forked from
+    ("launcher.plan.targets", "launcher.worker.agent"),  # a container task's main process
+    ("launcher.plan.targets", "launcher.worker.agent_relay"),  # a compose task's agent, asked by docker exec
     ("launcher.spec.models", "launcher.examples.mnist"),  # training.module's default
 }
 #: Imports of a module named by a variable, which no reading of the source resolves: each says what it imports.

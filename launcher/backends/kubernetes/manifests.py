@@ -41,12 +41,11 @@ from launcher.backends.kubernetes.pods import (
 from launcher.backends.kubernetes.target import KubernetesTarget
 from launcher.backends.kubernetes.tensorboard import tensorboard_objects
 from launcher.plan import naming
-from launcher.plan.images import image_for, is_worker_image
+from launcher.plan.held_program import held_program
 from launcher.plan.planner import Plan, Task, make_plan
 from launcher.plan.storage import clash
-from launcher.plan.targets import AGENT_MODULE, CONTAINER_PYTHON, zygote_command
 from launcher.plan.workspace import CONTAINER_WORKSPACE
-from launcher.protocol import agent_control, stack_endpoint
+from launcher.protocol import endpoint_wire
 from launcher.protocol import env as task_env
 from launcher.protocol.checkpoint_layout import is_object_store
 from launcher.spec import tfjob_vocabulary as vocabulary
@@ -211,7 +210,7 @@ def network_policy(plan: Plan, groups: list[RoleGroup]) -> Manifest:
                     "from": [{"podSelector": own_pods}],
                     "ports": [{"protocol": "TCP", "port": port} for port in _ports(groups)],
                 },
-                {"from": [{"podSelector": supervisor}], "ports": [{"protocol": "TCP", "port": stack_endpoint.PORT}]},
+                {"from": [{"podSelector": supervisor}], "ports": [{"protocol": "TCP", "port": endpoint_wire.PORT}]},
             ],
         },
     }
@@ -264,7 +263,7 @@ def task_job(plan: Plan, task: Task) -> Manifest:
 
 def _task_env(plan: Plan, task: Task) -> list[dict[str, Any]]:
     """Env of a task's pod: the entrypoint builds TF_CONFIG from the cluster file (launcher.worker.tfconfig); any
-    other program gets the plan's TF_CONFIG. Its agent (``_program``) serves the program's stacks to the supervisor
+    other program gets the plan's TF_CONFIG. Its agent (``launcher.plan.held_program``) serves the program's stacks to the supervisor
     on ``STACKS_PORT`` (``launcher.protocol.stack_endpoint``)."""
     env: list[dict[str, Any]] = [
         {"name": task_env.TASK_INDEX, "value": str(task.index)},
@@ -272,7 +271,7 @@ def _task_env(plan: Plan, task: Task) -> list[dict[str, Any]]:
         {"name": task_env.TASK_NAME, "value": task.name},
         {"name": task_env.IS_CHIEF, "value": task.env.get(task_env.IS_CHIEF, "0")},
         {"name": task_env.CLUSTER_FILE, "value": f"{CONFIG_DIR}/{CLUSTER_KEY}"},
-        {"name": stack_endpoint.STACKS_PORT, "value": str(stack_endpoint.PORT)},
+        {"name": endpoint_wire.STACKS_PORT, "value": str(endpoint_wire.PORT)},
     ]
     if task.type is RoleType.EVALUATOR:
         env.append({"name": task_env.TASK_ADDRESS, "value": task.address})
@@ -292,22 +291,6 @@ def _plain_env(group: RoleGroup) -> list[dict[str, Any]]:
     return [{"name": k, "value": literal(v)} for k, v in group.env.items() if k != task_env.JOB]
 
 
-def _program(plan: Plan, task: Task) -> list[str]:
-    """The container's program for a task's Job: the task's command under its agent (``launcher.worker.agent``,
-    which serves the stack endpoint and restarts the task in the pod, in the task's standby where it has one, forked
-    by the pod's zygote where the standby is the entrypoint's),
-    where tini stays in front (``args``) and the image holds tfcluster (the task
-    runs the entrypoint, or its image is the worker image or a workspace layer on it); else the command alone
-    (its stacks cannot be read)."""
-    image = image_for(plan.spec, plan.spec.roles.role(task.type))
-    if task.command and not task.replaces_entrypoint and (task.runs_entrypoint or is_worker_image(image)):
-        standby = [agent_control.STANDBY_OPTION, json.dumps(task.standby_command)] if task.standby_command else []
-        if standby and (zygote := zygote_command(task.standby_command)) is not None:
-            standby += [agent_control.ZYGOTE_OPTION, json.dumps(zygote)]
-        return [CONTAINER_PYTHON, "-m", AGENT_MODULE, *standby, "--", *task.command]
-    return task.command
-
-
 def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, native: bool = True) -> Manifest:
     """The pod of one task of ``group``: hardened, with the spec's scheduling, resource and volume settings.
 
@@ -320,7 +303,7 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
     replica's pod (the operator sets TF_CONFIG).
     """
     k8s = plan.spec.kubernetes
-    program = _program(plan, group.first) if native else group.first.command
+    program = (held_program(plan, group.first) or group.first.command) if native else group.first.command
     mounts: list[dict[str, Any]] = [{"name": TMP_VOLUME, "mountPath": TMP_DIR}]
     volumes: list[dict[str, Any]] = [{"name": TMP_VOLUME, "emptyDir": {}}]
     if native:

@@ -42,18 +42,17 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
+from launcher.backends.agent_log import RunLog
 from launcher.backends.kubernetes import gang, pod_io
 from launcher.backends.kubernetes import status as k8s_status
 from launcher.backends.kubernetes.kubeapi import Kind, KubeApi, Obj
 from launcher.backends.kubernetes.status import CONTROLLER_UID
 from launcher.backends.kubernetes.watched import RunObjects, Snapshot
-from launcher.backends.lines import LineQueue
 from launcher.backends.pyspy import say_none
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan, Task
-from launcher.protocol import agent_control, stack_endpoint
+from launcher.protocol import agent_control, endpoint_wire, stack_endpoint
 from launcher.protocol.exitcodes import LOST_EXIT, ExitCode
-from launcher.supervision.harness import wake_supervisor
 
 #: How often ``stop`` and ``start`` look again at what they wait for.
 LISTING_SECONDS = 0.2
@@ -126,14 +125,11 @@ def _failed_by_disruption(failed: Obj | None) -> bool:
 
 
 class _Follower:
-    """One pod's log, read in a thread into a ``LineQueue`` (ended once the log ended, or the pod is gone); the
-    agent's lines (``agent_control.exit_line``, the run's ``token``) are kept apart, by run, in ``ended``."""
+    """One pod's log, read in a thread into a ``RunLog`` (its lines ended once the log ended, or the pod is gone)."""
 
     def __init__(self, api: KubeApi, pod: str, namespace: str, read_pod: Callable[[], Obj | None], token: str):
         self.pod = pod
-        self.token = token
-        self.ended: dict[int, agent_control.AgentState] = {}
-        self.lines = LineQueue()
+        self.log = RunLog(token)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._follow, args=(api, namespace, read_pod), daemon=True)
         self._thread.start()
@@ -141,17 +137,12 @@ class _Follower:
     def _follow(self, api: KubeApi, namespace: str, read_pod: Callable[[], Obj | None]) -> None:
         try:
             for line in pod_io.followed_once_started(api, self.pod, namespace, read_pod, self._stopped.wait):
-                state = agent_control.read_exit(line, self.token)
-                if state is not None:
-                    self.ended[state.run] = state
-                    wake_supervisor()  # a run ended in place: seen now, not at the next poll round
-                    continue
-                if not self.lines.put(line) or self._stopped.is_set():
+                if not self.log.put(line) or self._stopped.is_set():
                     return
         except Exception:  # noqa: BLE001 - a broken stream just ends: the next poll meets the fault itself
             return
         finally:
-            self.lines.end()
+            self.log.lines.end()
 
     @property
     def following(self) -> bool:
@@ -160,11 +151,11 @@ class _Follower:
     def drain(self, wait: float = 0.0) -> list[str]:
         """The lines read so far (a bounded batch); with ``wait``, first up to that long for the log to end or
         the queue to fill."""
-        return self.lines.take(wait)
+        return self.log.lines.take(wait)
 
     def stop(self) -> None:
         self._stopped.set()
-        self.lines.abandon()
+        self.log.lines.abandon()
 
 
 class KubernetesRuntime:
@@ -175,7 +166,7 @@ class KubernetesRuntime:
 
     def __init__(self, api: KubeApi, plan: Plan, namespace: str,
                  clock: Callable[[], float] = time.monotonic, pause: Callable[[float], None] = time.sleep,
-                 stacks_port: int = stack_endpoint.PORT, in_cluster: bool = False,
+                 stacks_port: int = endpoint_wire.PORT, in_cluster: bool = False,
                  objects: Callable[[KubeApi, str, str, Callable[[], float]], RunObjects] = RunObjects):
         """``objects`` makes the run's ``RunObjects`` (api, namespace, cluster name, clock)."""
         self.api = api
@@ -400,7 +391,7 @@ class KubernetesRuntime:
             return None
         run = self._run.get(task.name, 1)
         follower = self._follower(task, pod)
-        state = follower.ended.get(run)
+        state = follower.log.ended.get(run)
         if state is None and not follower.following:
             state, _ = self._order(pod, agent_control.Status(token=self.plan.event_token))
             state = state if state is not None and state.run == run and state.exit_code is not None else None
@@ -494,7 +485,7 @@ class KubernetesRuntime:
         """A line in the task's output (the supervisor's record of why its run ended)."""
         follower = self._followers.get(task.name)
         if follower is not None:
-            follower.lines.note(line)
+            follower.log.lines.note(line)
         else:  # no log followed yet (a run adopted after its pod was gone): the next ``output`` gives it
             self._notes.setdefault(task.name, []).append(line)
 

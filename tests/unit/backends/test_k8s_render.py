@@ -28,7 +28,7 @@ from launcher.plan import naming
 from launcher.plan.images import TASK_UID
 from launcher.plan.planner import Plan, Task
 from launcher.plan.targets import AGENT_MODULE, CONTAINER_ENTRYPOINT
-from launcher.protocol import agent_control, stack_endpoint
+from launcher.protocol import agent_control, endpoint_wire
 from launcher.spec.models import VOLUME_SOURCES
 from launcher.worker.tfconfig import resolve_tf_config
 
@@ -256,7 +256,7 @@ def test_pods_are_hardened_and_isolated(name: str) -> None:
     assert sorted(p["port"] for p in rule["ports"]) == sorted({t.port for t in plan.tasks})
     # the run's supervisor pod may reach the tasks' stack endpoints, nothing else of them
     assert stacks == {"from": [{"podSelector": {"matchLabels": {naming.LABEL_SUPERVISOR: plan.name}}}],
-                      "ports": [{"protocol": "TCP", "port": stack_endpoint.PORT}]}
+                      "ports": [{"protocol": "TCP", "port": endpoint_wire.PORT}]}
     (service,) = _by_kind(plan, "Service")
     assert service["spec"]["clusterIP"] == "None"  # headless: no virtual IP, no exposure
 

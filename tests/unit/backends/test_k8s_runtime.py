@@ -22,8 +22,8 @@ from fakes.kubernetes_api import IGNORES_SIGTERM, JOB_NAME_KEY, FakeKubernetes, 
 from helpers.k8s_fake import SettledObjects, backend_for, pod_of, settled, write
 from helpers.k8s_specs import dry_run_for
 from helpers.polling import wait_for_condition
+from launcher.backends import agent_log
 from launcher.backends.kubernetes import apply, supervisor_objects
-from launcher.backends.kubernetes import runtime as k8s_runtime
 from launcher.backends.kubernetes.cluster_state import ConfigMapStore
 from launcher.backends.kubernetes.runtime import (
     CONTROLLER_UID,
@@ -723,7 +723,7 @@ def test_a_restart_is_made_in_the_same_pod_by_its_agent_and_a_pod_whose_agent_is
     ``close`` tells it to quit. Once its agent no longer answers, ``stop`` deletes the pod and ``start`` replaces
     the Job, as before."""
     woken: list[bool] = []
-    monkeypatch.setattr(k8s_runtime, "wake_supervisor", lambda: woken.append(True))
+    monkeypatch.setattr(agent_log, "wake_supervisor", lambda: woken.append(True))
     plan, _ = launched(fake)
     chief = task(plan, CHIEF)
     served = AgentServer(fake, plan, CHIEF, "127.0.45.1")

@@ -25,9 +25,10 @@ from helpers.polling import wait_for_condition
 from helpers.required import unavailable
 from launcher.protocol import agent_control
 from launcher.protocol.agent_control import AgentState
+from launcher.protocol.endpoint_wire import STACKS_PORT
 from launcher.protocol.env import EVENT_TOKEN
 from launcher.protocol.pyspy_command import pyspy_binary
-from launcher.protocol.stack_endpoint import STACKS_PORT, Control, ask, order
+from launcher.protocol.stack_endpoint import Control, ask, order
 from launcher.worker.agent import FORWARDED, NOT_FOUND, descendants, oom_kills
 
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -317,3 +318,48 @@ def test_the_oom_kills_are_the_cgroups_count_v2_or_v1_and_none_where_unknown(tmp
     assert oom_kills([v2, v1]) == 2
     v2.write_text("low 0\nhigh 0\nmax 4\noom 3\noom_kill 3\noom_group_kill 0\n")
     assert oom_kills([v2, v1]) == 3
+
+
+def relayed(port: int, request: str, token: str = TOKEN) -> subprocess.CompletedProcess[str]:
+    """``launcher.worker.agent_relay`` with ``request``, in an environment like a compose task container's."""
+    env = {**os.environ, STACKS_PORT: str(port), EVENT_TOKEN: token}
+    return subprocess.run([sys.executable, "-m", "launcher.worker.agent_relay", request], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=PATIENCE)
+
+
+def test_the_relay_asks_the_agent_with_the_containers_token_never_one_from_its_command_line(
+        processes: list[subprocess.Popen[str]]) -> None:
+    """What ``docker exec`` runs for a compose supervisor: the request's JSON without its token as its argument, the
+    token taken from the container's environment; a token given on the command line is not the one sent."""
+    process, port = held(SAVES_ON_SIGTERM)
+    processes.append(process)
+    assert ready(process) == "ready"
+    status = relayed(port, '{"kind": "status"}')
+    assert (status.returncode, AgentState.model_validate_json(status.stdout)) == (0, AgentState(run=1))
+    stopped = relayed(port, agent_control.Stop(token=TOKEN, grace_seconds=5).model_dump_json(exclude={"token"}))
+    assert AgentState.model_validate_json(stopped.stdout) == AgentState(run=1, exit_code=0)
+    assert exit_line(process) == AgentState(run=1, exit_code=0)
+    forged = relayed(port, '{"kind": "start", "token": "%s"}' % TOKEN, token="another run's")
+    assert (forged.returncode, forged.stdout) == (1, "") and "gave nothing for start" in forged.stderr
+    started = relayed(port, '{"kind": "start"}')
+    assert AgentState.model_validate_json(started.stdout) == AgentState(run=2, started=True)
+    assert ready(process) == "ready"
+    if pyspy_binary() is not None:  # py-spy is tfcluster's dependency: the endpoint's own test requires it
+        stacks = relayed(port, '{"kind": "stacks"}')
+        assert stacks.returncode == 0 and "wait" in stacks.stdout, stacks.stderr
+    assert relayed(port, '{"kind": "reboot"}').returncode == 1  # the agent refuses what is no request
+    for bad in ("not json", "[]", '{"grace_seconds": 1}', '{"kind": "%s"}' % ("x" * 300)):
+        refused = relayed(port, bad)
+        assert (refused.returncode, refused.stdout) == (2, "") and "usage" in refused.stderr
+    gone = relayed(free_port(), '{"kind": "status"}')
+    assert gone.returncode == 1 and "did not answer" in gone.stderr and gone.stderr.count("\n") == 1
+
+
+def test_the_relay_imports_no_pydantic() -> None:
+    """It runs at every restart on a compose host under load, where importing pydantic cost 0.25 s of the restart."""
+    loaded = subprocess.run([sys.executable, "-c", "import sys, launcher.worker.agent_relay; print(sorted(m for m in "
+                             "sys.modules if m.split('.')[0] in ('pydantic', 'launcher')))"], cwd=REPO,
+                            capture_output=True, text=True, timeout=PATIENCE, check=True)
+    assert loaded.stdout.strip() == str(["launcher", "launcher.protocol", "launcher.protocol.endpoint_wire",
+                                         "launcher.protocol.env", "launcher.protocol.stacks_signal", "launcher.worker",
+                                         "launcher.worker.agent_relay"])

@@ -16,7 +16,8 @@ import pytest
 from helpers.boards import free_port
 from launcher.protocol import agent_control, stack_endpoint
 from launcher.protocol.agent_control import AgentState
-from launcher.protocol.stack_endpoint import MAX_REQUEST_BYTES, Control, ask
+from launcher.protocol.endpoint_wire import MAX_REQUEST_BYTES
+from launcher.protocol.stack_endpoint import Control, ask
 from launcher.protocol.stacks_signal import MAX_STACK_BYTES
 from launcher.worker import stack_server
 from launcher.worker.stack_server import MAX_CONNECTIONS, serve_stacks

@@ -1,0 +1,43 @@
+"""The agent's endpoint on the wire, with the standard library only: what ``launcher.protocol.stack_endpoint`` and
+``launcher.worker.agent_relay`` (run by ``docker exec`` at every restart: no pydantic to import) both send and wait.
+
+Contract: a task serves its agent's endpoint on the TCP port its ``STACKS_PORT`` names (``PORT`` as the backends
+give it); a request is one line of at most ``MAX_REQUEST_BYTES``, which the agent waits ``REQUEST_SECONDS`` for;
+``connected(host, port)`` opens a connection within ``REQUEST_SECONDS``, or says why not in one line;
+``answer_to(conn, line, seconds)`` sends ``line`` and reads the answer to its end (the agent closes the
+connection), at most ``MAX_STACK_BYTES`` and then some, each read within ``seconds``; it raises ``OSError``.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from launcher.protocol.stacks_signal import MAX_STACK_BYTES
+
+#: The variable that names the port (the task serves nothing without it).
+STACKS_PORT = "TFCLUSTER_STACKS_PORT"
+#: The port every task serves its stacks on (its own network namespace: one per pod or container, no clash).
+PORT = 9478
+#: The longest request: its JSON line, a token (32 hex digits) and a newline, with room to spare.
+MAX_REQUEST_BYTES = 256
+#: How long a task waits for a request's line, and a supervisor for the answer, before giving up.
+REQUEST_SECONDS = 5.0
+#: How long a supervisor waits for the whole answer (a dump of many threads takes milliseconds).
+ANSWER_SECONDS = 10.0
+
+
+def connected(host: str, port: int) -> tuple[socket.socket | None, str]:
+    try:
+        return socket.create_connection((host, port), timeout=REQUEST_SECONDS), ""
+    except OSError as exc:
+        return None, f"its stack endpoint ({host}:{port}) did not answer: {exc.strerror or exc}"
+
+
+def answer_to(conn: socket.socket, line: bytes, seconds: float) -> bytes:
+    conn.settimeout(seconds)
+    conn.sendall(line)
+    chunks, size = [], 0
+    while size <= MAX_STACK_BYTES and (chunk := conn.recv(65536)):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
