@@ -79,6 +79,18 @@ class Standbys(Protocol):
 
 
 @runtime_checkable
+class StartsTogether(Protocol):
+    """A ``Runtime`` whose ``start`` waits long on its engine (Compose: a ``docker exec`` in the task's container to
+    restart it in place), which starts several tasks at once.
+
+    ``start_together(tasks)`` is ``start`` of each of ``tasks``, concurrently (``start`` is safe to call so); it
+    returns once every one returned, raising the first exception one raised (the others' tasks are started).
+    """
+
+    def start_together(self, tasks: Sequence[Task]) -> None: ...
+
+
+@runtime_checkable
 class OomReports(Protocol):
     """A ``Runtime`` whose engine says whether the kernel's OOM killer ended a task's run (containers).
 

@@ -23,7 +23,7 @@ from launcher.protocol import events
 from launcher.protocol.stacks_signal import MAX_STACK_BYTES
 from launcher.spec.models import LOG_TAIL_LINES
 from launcher.supervision.noise import is_noise
-from launcher.supervision.runtime import OomReports, Runtime
+from launcher.supervision.runtime import OomReports, Runtime, StartsTogether
 from launcher.supervision.stack_dumps import is_stack_line
 from launcher.supervision.status import State, TaskStatus, clipped
 from launcher.supervision.stragglers import StepBreakdown
@@ -83,16 +83,32 @@ class TaskRuns:
                 if not run.running and run.status.exit_code is not None}
 
     def start(self, runs: Iterable[TaskRun]) -> None:
+        """Start each of ``runs``: all at once on a ``StartsTogether`` runtime (each then taken as running, also
+        where the first failure is raised: a run not started is stopped as a no-op), else one after another (a
+        failure raised before the next one starts)."""
+        runs = list(runs)
+        if isinstance(self.runtime, StartsTogether) and len(runs) > 1:
+            try:
+                self.runtime.start_together([run.task for run in runs])
+            finally:
+                for run in runs:
+                    self._began(run)
+            return
         for run in runs:
             self.runtime.start(run.task)
-            run.running = True
-            run.dumps_stacks = False
-            run.failed_reason = run.last_error = ""
-            run.tail.clear()
-            run.oom_killed = False
-            run.status.state = State.RUNNING
-            run.status.exit_code = None
-            run.status.message = ""
+            self._began(run)
+
+    @staticmethod
+    def _began(run: TaskRun) -> None:
+        """``run``'s task started: a fresh run of it."""
+        run.running = True
+        run.dumps_stacks = False
+        run.failed_reason = run.last_error = ""
+        run.tail.clear()
+        run.oom_killed = False
+        run.status.state = State.RUNNING
+        run.status.exit_code = None
+        run.status.message = ""
 
     def poll(self) -> list[tuple[str, int]]:
         ended = []
