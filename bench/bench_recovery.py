@@ -29,14 +29,17 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent / "tests")]
 
 from bench_local_startup import CLI, SPEC, launch_with_tfcluster, wait_event  # noqa: E402
 from common import print_table  # noqa: E402
 
+from helpers.task_kill import KILL_9_TASK  # noqa: E402
 from launcher.backends.local.state import LocalState  # noqa: E402
 from launcher.protocol import env  # noqa: E402
 
+#: The compose runs whose kill is ``docker kill`` of the worker's container (its agent too: no restart in place).
+COMPOSE_CONTAINER = "compose-container"
 #: ``restart.warm`` and how the table names its runs.
 KINDS = ((True, "standbys"), (False, "afresh"))
 
@@ -47,8 +50,8 @@ KillAt = tuple[float | None, int]
 
 def recover_once(workdir: Path, warm: bool, kill_at: KillAt, backend: str) -> tuple[float, float, float]:
     """(fresh launch to first step, kill to restored, kill to first step after the restore), in seconds."""
-    name = SPEC["name"]
-    fresh, chief = launch_with_tfcluster(workdir, {**SPEC, "restart": {"warm": warm}}, backend)
+    name, engine = SPEC["name"], "compose" if backend == COMPOSE_CONTAINER else backend
+    fresh, chief = launch_with_tfcluster(workdir, {**SPEC, "restart": {"warm": warm}}, engine)
     try:
         after_first, min_step = kill_at
         first = wait_event(chief, "step", min_step=min_step)
@@ -63,13 +66,15 @@ def recover_once(workdir: Path, warm: bool, kill_at: KillAt, backend: str) -> tu
             print(f"  chief's standby: imported in {warmed['import_seconds']:.2f} s, then waited "
                   f"{warmed['waited_seconds']:.2f} s", file=sys.stderr)
     finally:
-        subprocess.run([*CLI, "down", "--volumes", "-b", backend, name], check=True, capture_output=True)
+        subprocess.run([*CLI, "down", "--volumes", "-b", engine, name], check=True, capture_output=True)
     return fresh, restored["time"] - killed, resumed["time"] - killed
 
 
 def kill_worker(name: str, backend: str) -> None:
-    """SIGKILL to worker 1: its process group's leader (local), its container (compose), its training process (Slurm:
-    the python process of the task that is not a waiting standby; every node is this host)."""
+    """SIGKILL to worker 1: its process group's leader (local), its training process in its container (compose: the
+    program its agent's zygote forked, as a crash ends it: ``KILL_9_TASK``; ``compose-container``: the whole
+    container, ``docker kill``), its training process (Slurm: the python process of the task that is not a waiting
+    standby; every node is this host)."""
     worker = f"{name}-worker-1"
     if backend == "local":
         os.kill(LocalState.named(name).read_groups()[worker], signal.SIGKILL)
@@ -78,7 +83,13 @@ def kill_worker(name: str, backend: str) -> None:
     else:
         from launcher.backends.image_build import docker_client
 
-        docker_client().containers.get(worker).kill()
+        container = docker_client().containers.get(worker)
+        if backend == COMPOSE_CONTAINER:
+            container.kill()
+            return
+        said = container.exec_run(["python", "-c", KILL_9_TASK]).output.decode().split()
+        if said != ["killed"]:
+            raise SystemExit(f"{worker}: its program was not killed: {said}")
 
 
 def slurm_task_process(task: str) -> int:
@@ -104,7 +115,8 @@ def main() -> None:
     parser.add_argument("--late-step", type=int, default=300, help="late kill: after this step")
     parser.add_argument("--kinds", choices=("both", "standbys"), default="both",
                         help="standbys only skips the restarts afresh (half the time)")
-    parser.add_argument("--backend", choices=("local", "compose", "slurm"), default="local")
+    parser.add_argument("--backend", choices=("local", "compose", COMPOSE_CONTAINER, "slurm"), default="local",
+                        help=f"{COMPOSE_CONTAINER}: compose, killing worker 1's whole container instead of its program")
     options = parser.parse_args()
     points: dict[str, KillAt] = {f"early, {options.early_seconds:g} s after the first step": (options.early_seconds, 0),
                                  f"late, after step {options.late_step}": (None, options.late_step)}

@@ -26,6 +26,7 @@ from helpers.polling import wait_for_condition
 from helpers.run_names import run_name
 from helpers.socket_proxy import SocketProxy
 from helpers.task_events import read_events, run_token
+from helpers.task_kill import KILL_9_TASK
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.compose.backend import compose_command
@@ -210,7 +211,8 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
     """Worker 1's training process is killed while the test holds every task at step ``STOPPED_AT``: it blocks in
     its next step (once, before the step's all-reduce; ``stuck_input``'s step gate), so the steps done again are
     known exactly: from the backup before it (every ``KILLED_BACKUP_EVERY`` steps). Held, the run needs no more
-    than one epoch to be killed in it."""
+    than one epoch to be killed in it. Every task restarts in place: in its own container, whose agent's zygote
+    forks the next run (TensorFlow imported: ``warm_start``), no standby container called, no container made."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "stuck_input.py").write_text((SCRIPTS / "stuck_input.py").read_text())
@@ -224,13 +226,16 @@ def test_mwms_survives_kill_9_of_a_worker_process_and_resumes(clusters: Clusters
     pid, uid = trainer(worker)
     assert uid != 0, "the training process runs as root"
     wait_for_condition(lambda: worker.exec_run(["test", "-e", "/checkpoints/blocked"]).exit_code == 0, timeout=240)
-    killed = worker.exec_run(["python", "-c", f"import os; os.kill({pid}, 9)"])
-    assert killed.exit_code == 0, killed.output
+    tasks = [f"{name}-chief-0", f"{name}-worker-0", f"{name}-worker-1"]
+    containers = {task: docker_engine.containers.get(task).id for task in tasks}
+    killed = worker.exec_run(["python", "-c", KILL_9_TASK])
+    assert killed.exit_code == 0 and killed.output.decode().split() == ["killed"], killed.output
     job = clusters.wait(name, timeout=300)
     assert job.state is State.SUCCEEDED, job.message
     assert job.restarts == 1, "the kill was not noticed"
     assert job.progress.step == STEPS_PER_EPOCH, "the supervisor lost the restarted tasks' progress"
-    for task in job.tasks:  # every restarted task became its standby container; logs still hold the killed run
+    assert {t.name: docker_engine.containers.get(t.name).id for t in job.tasks} == containers, "not restarted in place"
+    for task in job.tasks:  # every task restarted in its container, forked warm; its log still holds the killed run
         lines = list(clusters.backend.logs(name, task.name))
         events = read_events(lines, run_token(BackendKind.COMPOSE, name))
         warm = [i for i, e in enumerate(events) if e.event == "warm_start"]

@@ -217,7 +217,7 @@ class ComposeBackend(Backend[BackendOptions]):
         if not state.exists():
             raise LaunchError(f"no cluster named {name!r} on compose")
         plan = state.record.read_plan()
-        return stacks_now(runtime.ContainerRuntime(self.client, [], state.root), plan)
+        return stacks_now(runtime.ContainerRuntime(self.client, [], state.root, plan.event_token), plan)
 
     # -- tensorboard ------------------------------------------------------------------------------
 

@@ -1,12 +1,13 @@
 """Docker Compose backend: one container per task on a private network, supervised by tfcluster.
 
 Contract: ``render(plan)`` is pure and deterministic: ``{"docker-compose.yaml": ...}`` with one
-service per task (service = container = hostname = task name), its command and environment, one
-private network publishing no host port, the checkpoint volume, limits, labels, a non-root user,
-the hardened TensorBoard container, ``init: true`` and ``stop_grace_period`` = the save grace.
+service per task (service = container = hostname = task name), its command (under the task's agent where it can
+be: ``program``) and environment, one private network publishing no host port, the checkpoint volume, limits,
+labels, a non-root user, the hardened TensorBoard container, ``init: true`` and ``stop_grace_period`` = the save grace.
 Storage problems (``ComposeTarget.storage``) are reported by ``validate``; rendering never raises.
-Under ``tfcluster up`` an override sets ``restart: "no"``: the shared supervisor is the only
-restarter; the rendered restart policy is for running the file by hand. Why: docs/architecture.md (Decisions).
+Under ``tfcluster up`` an override (``runtime.override_document``) sets ``restart: "no"``: the shared supervisor is
+the only restarter, and gives each task's agent its ``STACKS_PORT``, which holds it for restarts in place; the
+rendered restart policy is for running the file by hand. Why: docs/architecture.md (Decisions).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import yaml
 
 from launcher.backends.escaping import literal
 from launcher.plan import naming
+from launcher.plan.held_program import held_program
 from launcher.plan.images import TASK_UID
 from launcher.plan.planner import Plan, Task
 from launcher.plan.targets import CONTAINER_CHECKPOINT_DIR
@@ -59,6 +61,12 @@ def _limits(resources: Resources) -> dict[str, Any]:
     return limits
 
 
+def program(plan: Plan, task: Task) -> list[str]:
+    """The task container's command: the task's under its agent where it can be (``launcher.plan.held_program``:
+    by hand, it runs the task's command once; under ``tfcluster up`` it restarts it in place), else the task's."""
+    return held_program(plan, task) or task.command
+
+
 def checkpoint_mount(plan: Plan) -> str | None:
     """Where the checkpoint volume is mounted: always ``/checkpoints``; None for object-store dirs."""
     return None if is_object_store(plan.run_config.checkpoint_dir) else CONTAINER_CHECKPOINT_DIR
@@ -72,8 +80,10 @@ def service(plan: Plan, task: Task) -> dict[str, Any]:
         "image": literal(task.image),
         "container_name": task.name,
         "hostname": task.name,
-        # after the image's ENTRYPOINT, or in its place (a TFJob's command); none: the image's own CMD
-        **({_COMMAND_KEY[task.replaces_entrypoint]: [literal(arg) for arg in task.command]} if task.command else {}),
+        # after the image's ENTRYPOINT (under the task's agent where it can be), or in its place (a TFJob's command);
+        # none: the image's own CMD
+        **({_COMMAND_KEY[task.replaces_entrypoint]: [literal(arg) for arg in program(plan, task)]}
+           if task.command else {}),
         "environment": {key: literal(value) for key, value in plan.task_env(task).items()},
         "user": TASK_USER,
         "read_only": True,

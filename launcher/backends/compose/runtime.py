@@ -1,13 +1,21 @@
 """Containers as a supervisor ``Runtime``, and ``docker compose`` as the compose backend calls it.
 
 Contract: ``ContainerRuntime`` starts, polls, stops and reads the task containers (container name =
-task name) that ``docker compose up --no-start`` created, re-creating a removed one on start. ``poll``
-reports ``docker kill``/``docker stop`` as 137/143; ``oom_killed`` is the engine's ``OOMKilled``.
+task name) that ``docker compose up --no-start`` created, re-creating a removed one on start. Restarts happen *in
+place* where the task's container still runs its agent (``launcher.worker.agent``, held under supervision: it
+outlives a run; ``override_document``): ``stop`` asks the agent to stop the run (SIGTERM, SIGKILL after the grace)
+and ``start`` to start the next one in the same container (forked by its zygote: TensorFlow imported, the same
+name and address), each through ``docker exec`` (``docker_exec.ask_agent``: no port is published); ``poll`` reads
+the end of such a run from the agent's line in the container's log (``agent_control.exit_line``; asked of the agent
+when the log's stream broke). A container that ended, is gone, or whose agent does not answer is stopped and
+started, or replaced by its standby, as before. ``poll`` reports ``docker kill``/``docker stop`` as 137/143;
+``oom_killed`` is the engine's ``OOMKilled``, or the agent's word for a run that ended in place.
 Docker API errors propagate (the supervisor retries). ``adopt`` follows a container's current run and
 returns once what it wrote so far is in ``output`` (a fresh ``stacks_on_signal`` included: ``debug`` reads it at
 once), or a full batch of it (``launcher.backends.lines.LineQueue``),
 ``read_exits`` reads without following. Standbys: ``prepare`` starts one per task, ``start`` promotes
-it, ``close`` removes those left. ``run_compose`` runs compose with ``OVERRIDE_FILE``.
+it, ``close`` tells each held agent to quit (its container then ends as its last run did) and removes the standbys
+left. ``run_compose`` runs compose with ``OVERRIDE_FILE``.
 """
 
 from __future__ import annotations
@@ -24,13 +32,16 @@ from typing import Any
 
 import yaml
 
+from launcher.backends.agent_log import RunLog
 from launcher.backends.compose import standbys
-from launcher.backends.compose.docker_exec import read_stacks_in
+from launcher.backends.compose.docker_exec import ask_agent, read_stacks_in
 from launcher.backends.compose.render import COMPOSE_FILE
-from launcher.backends.lines import LineQueue, iter_lines
+from launcher.backends.lines import iter_lines
 from launcher.backends.pyspy import say_none
 from launcher.errors import LaunchError
+from launcher.plan.held_program import held_program
 from launcher.plan.planner import Plan, Task
+from launcher.protocol import agent_control, endpoint_wire, stack_endpoint
 from launcher.protocol.exitcodes import LOST_EXIT
 from launcher.protocol.stacks_signal import STACKS_SIGNAL
 
@@ -51,10 +62,11 @@ JOIN_SECONDS = 5.0
 
 
 class _Follower:
-    """One container run's output, followed by a thread of its own into a ``LineQueue``."""
+    """One container run's output, followed by a thread of its own into a ``RunLog`` (its agent's runs, if any)."""
 
-    def __init__(self, container: Any, since: float):
-        self.lines = LineQueue()
+    def __init__(self, container: Any, since: float, token: str):
+        self.log = RunLog(token)
+        self.lines = self.log.lines
         self.ended = False  # the container's run ended (``poll`` or ``stop`` saw it): reads wait for the rest
         self._thread = threading.Thread(target=self._follow, args=(container, since), daemon=True)
         self._thread.start()
@@ -69,7 +81,7 @@ class _Follower:
         """
         try:
             for line in iter_lines(container.logs(stream=True, follow=True, since=since)):
-                if not self.lines.put(line):
+                if not self.log.put(line):
                     return
         except Exception:  # noqa: BLE001 - see the docstring
             return
@@ -83,22 +95,36 @@ class _Follower:
     def join(self) -> None:
         self._thread.join(timeout=JOIN_SECONDS)
 
+    @property
+    def following(self) -> bool:
+        return self._thread.is_alive()
+
 
 class ContainerRuntime:
     """One task = one container named after the task; output is followed by one thread per running container."""
 
-    def __init__(self, client: Any, compose: list[str], workdir: Path):
+    def __init__(self, client: Any, compose: list[str], workdir: Path, token: str = ""):
+        """``token``: the run's event token, by which the agents' lines are known (none: no run ends in place)."""
         self.client = client
         self.compose = compose
         self.workdir = workdir
+        self.token = token
         self._followers: dict[str, _Follower] = {}
         self._standbys: set[str] = set()
         self._retiring: list[threading.Thread] = []
+        #: Each task's current run in its container, as its agent numbers them (1: the container's first).
+        self._run: dict[str, int] = {}
+        #: How each task's last run ended where its agent said so (the container still runs, held for the next).
+        self._ended: dict[str, agent_control.AgentState] = {}
 
     def start(self, task: Task) -> None:
         import docker.errors
 
+        if self._start_in_place(task):
+            return
         since = time.time()
+        self._run[task.name] = 1
+        self._ended.pop(task.name, None)
         container = standbys.call(self.client, task, self._retire) if task.name in self._standbys else None
         self._standbys.discard(task.name)
         if container is None:
@@ -108,6 +134,11 @@ class ContainerRuntime:
             except docker.errors.APIError as exc:
                 raise LaunchError(f"cannot start {task.name}: {exc.explanation or exc}") from exc
         self._follow(task, container, since)
+
+    def start_together(self, tasks: Sequence[Task]) -> None:
+        """``StartsTogether``: a group's ``start``s at once (each in place is a ``docker exec``)."""
+        with ThreadPoolExecutor(max_workers=max(1, len(tasks))) as pool:
+            list(pool.map(self.start, tasks))
 
     def prepare(self, tasks: Sequence[Task]) -> None:
         def prepare_one(task: Task) -> None:
@@ -133,13 +164,22 @@ class ContainerRuntime:
         container = self._container(task)
         if container is None or container.status == "created":
             return False  # removed, or never started
+        self._run[task.name] = 1
+        self._ended.pop(task.name, None)
+        if exit_code(container) is None and (state := self._ask_state(container)) is not None and state.run:
+            self._run[task.name] = state.run  # a held agent's run may have ended, or be a later one
+            if state.exit_code is not None:
+                self._ended[task.name] = state
         since = started_at(container)
         written = sum(chunk.count(b"\n") for chunk in container.logs(stream=True, follow=False, since=since))
         self._follow(task, container, since).lines.wait_for(written, CATCH_UP_SECONDS)
         return True
 
     def oom_killed(self, task: Task) -> bool:
-        """True if the kernel's OOM killer ended the task container's process (Docker's ``State.OOMKilled``)."""
+        """True if the kernel's OOM killer ended the task container's process (Docker's ``State.OOMKilled``), or
+        struck in it while the run its agent ended ran."""
+        if (ended := self._ended.get(task.name)) is not None:
+            return ended.oom_killed
         container = self._container(task)
         return container is not None and bool(container.attrs["State"].get("OOMKilled"))
 
@@ -150,8 +190,11 @@ class ContainerRuntime:
             return LOST_EXIT
         code = exit_code(container)
         if code is not None:
-            self._ended(task.name)
-        return code
+            self._finished(task.name)
+            ended = self._ended.get(task.name)
+            return code if ended is None else ended.exit_code
+        ended = self._ended_run(task, container)
+        return None if ended is None else ended.exit_code
 
     def stop(self, tasks: Sequence[Task], grace_seconds: float) -> None:
         """SIGTERM (through tini), SIGKILL after ``grace_seconds``: ``docker stop`` counts whole seconds, so
@@ -159,11 +202,13 @@ class ContainerRuntime:
         def stop_one(task: Task) -> None:
             container = self._container(task)
             if container is not None and container.status in ("running", "restarting", "paused"):
+                if task.name in self._ended or self._stop_in_place(task, container, grace_seconds):
+                    return  # its run ended in place: the container waits for the next
                 if grace_seconds >= 1:
                     container.stop(timeout=math.ceil(grace_seconds))
                 else:
                     _stop_within(container, grace_seconds)
-            self._ended(task.name)
+            self._finished(task.name)
 
         with ThreadPoolExecutor(max_workers=max(len(tasks), 1)) as pool:
             list(pool.map(stop_one, tasks))
@@ -181,17 +226,30 @@ class ContainerRuntime:
             pass  # it ended meanwhile: no stacks, the report says so
 
     def read_stacks(self, task: Task) -> str | None:
-        """Every thread's Python stack of the task's program, read inside its container with the image's py-spy
+        """Every thread's Python stack of the task's program: asked of its agent where the container has one held
+        (its run's processes only), else read inside its container with the image's py-spy
         (``launcher.backends.pyspy.read_container_stacks``). None, with one line on stderr saying why, when there is none."""
         container = self._container(task)
         if container is None or container.status != "running":
             return None
-        dump, why = read_stacks_in(container)
+        dump, why = None, ""
+        if self.token:
+            answer, why = ask_agent(container, agent_control.Stacks(token=self.token))
+            if answer is not None:
+                dump, why = stack_endpoint.stacks_of(answer, f"{task.name}'s agent")
+        if dump is None:
+            dump, why = read_stacks_in(container)
         if dump is None:
             say_none(task.name, why)
         return dump
 
     def close(self) -> None:
+        quit_ = agent_control.Quit(token=self.token)
+        for name in list(self._ended):
+            container = standbys.find(self.client, name)
+            if container is not None and container.status == "running":
+                ask_agent(container, quit_)
+        self._ended.clear()
         for follower in self._followers.values():
             follower.stop()
             follower.join()
@@ -216,13 +274,65 @@ class ContainerRuntime:
         previous = self._followers.pop(task.name, None)
         if previous is not None:
             previous.stop()
-        follower = self._followers[task.name] = _Follower(container, since)
+        follower = self._followers[task.name] = _Follower(container, since, self.token)
         return follower
 
-    def _ended(self, name: str) -> None:
+    def _finished(self, name: str) -> None:
+        """The task's container ended (or was stopped): reads of its output wait for the rest of its log."""
         follower = self._followers.get(name)
         if follower is not None:
             follower.ended = True
+
+    def _ask_state(self, container: Any, request: stack_endpoint.Control | None = None) -> agent_control.AgentState | None:
+        """The agent's answer to ``request`` (``Status`` by default), or None where no agent answers."""
+        if not self.token:
+            return None
+        control = request or agent_control.Status(token=self.token)
+        answer, _ = ask_agent(container, control)
+        return None if answer is None else stack_endpoint.state_of_answer(answer, control, container.name)[0]
+
+    def _start_in_place(self, task: Task) -> bool:
+        """The task's next run started by the agent of its container, which still runs: True; False where it does
+        not (its run did not end in place, the container ended or is gone, its agent does not answer)."""
+        if task.name not in self._ended:
+            return False
+        container = self._container(task)
+        if container is None or container.status != "running":
+            return False
+        state = self._ask_state(container, agent_control.Start(token=self.token))
+        if state is None or not state.started:
+            return False
+        self._run[task.name] = state.run
+        del self._ended[task.name]
+        follower = self._followers.get(task.name)
+        if follower is None or not follower.following:  # the same log goes on: the next run's lines follow
+            self._follow(task, container, time.time())
+        return True
+
+    def _stop_in_place(self, task: Task, container: Any, grace_seconds: float) -> bool:
+        """The task's run stopped by its container's agent (the container stays): True; False where no agent did."""
+        state = self._ask_state(container, agent_control.Stop(token=self.token, grace_seconds=grace_seconds))
+        if state is None or state.exit_code is None or state.run != self._run.get(task.name, 1):
+            return False
+        self._ended[task.name] = state
+        return True
+
+    def _ended_run(self, task: Task, container: Any) -> agent_control.AgentState | None:
+        """How the task's current run ended in its running container, if its agent said so (in the log; asked of
+        it where the log's stream broke); None while it runs."""
+        if (ended := self._ended.get(task.name)) is not None:
+            return ended
+        follower = self._followers.get(task.name)
+        if follower is None or not self.token:
+            return None
+        run = self._run.get(task.name, 1)
+        state = follower.log.ended.get(run)
+        if state is None and not follower.following:
+            asked = self._ask_state(container)
+            state = asked if asked is not None and asked.run == run and asked.exit_code is not None else None
+        if state is not None:
+            self._ended[task.name] = state
+        return state
 
     def _say(self, name: str, line: str) -> None:
         """A line in the task's output (the supervisor's record of why its run ended)."""
@@ -295,5 +405,8 @@ def run_compose(compose: list[str], workdir: Path, *args: str) -> str:
 
 
 def override_document(plan: Plan) -> str:
-    """The override under supervision: Docker restarts nothing, the supervisor does (see compose module doc)."""
-    return yaml.safe_dump({"services": {t.name: {"restart": "no"} for t in plan.tasks}}, sort_keys=False)
+    """The override under supervision: Docker restarts nothing, the supervisor does (see compose module doc); each
+    task's agent, where it has one, serves on ``STACKS_PORT`` in its container and so is held for restarts in place."""
+    held = {endpoint_wire.STACKS_PORT: str(endpoint_wire.PORT)}
+    return yaml.safe_dump({"services": {t.name: {"restart": "no", **({"environment": held} if held_program(plan, t) else {})}
+                                        for t in plan.tasks}}, sort_keys=False)

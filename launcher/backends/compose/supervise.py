@@ -20,5 +20,5 @@ COMPOSE_COMMAND_FILE = "compose-command.json"
 
 def host(plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
     compose = json.loads((state.root / COMPOSE_COMMAND_FILE).read_text())
-    runtime = ContainerRuntime(docker_client(), compose, state.root)
+    runtime = ContainerRuntime(docker_client(), compose, state.root, plan.event_token)
     return harness.Hosted(plan, runtime)

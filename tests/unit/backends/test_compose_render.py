@@ -5,6 +5,7 @@ No Docker engine needed; ``docker compose config`` needs only the Compose v2 CLI
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +19,11 @@ from helpers.paths import REPO  # noqa: I001
 from launcher import api
 from launcher.api import validate_data
 from launcher.backends.compose.render import COMPOSE_FILE, TASK_HOME, TASK_USER, render
+from launcher.backends.compose.runtime import override_document
 from launcher.errors import LaunchError
 from launcher.plan import naming
+from launcher.plan.held_program import held_program
+from launcher.protocol import endpoint_wire
 from launcher.spec.quantities import byte_count
 
 ROLE_MIXES: dict[str, dict[str, Any]] = {
@@ -52,6 +56,21 @@ def unescape(value: str) -> str:
     return value.replace("$$", "$")
 
 
+def test_the_supervisions_override_restarts_nothing_and_holds_each_tasks_agent_for_restarts_in_place() -> None:
+    """By hand (the rendered file alone) an agent runs its task once; under ``tfcluster up`` the override gives it
+    ``STACKS_PORT``, so it outlives a run and the supervisor restarts the task in its container. A task whose image
+    cannot hold the agent (its own command in an image of its own) gets no port."""
+    for plan in (plan_of("held", ROLE_MIXES["mwms"]), plan_of("overrides", ROLE_MIXES["overrides"])):
+        override = yaml.safe_load(override_document(plan))["services"]
+        assert list(override) == [t.name for t in plan.tasks]
+        for task in plan.tasks:
+            held = {"environment": {endpoint_wire.STACKS_PORT: str(endpoint_wire.PORT)}} if held_program(plan, task) else {}
+            assert override[task.name] == {"restart": "no", **held}
+            assert endpoint_wire.STACKS_PORT not in document(plan)["services"][task.name]["environment"]
+    assert held_program(plan_of("held", ROLE_MIXES["mwms"]), plan_of("held", ROLE_MIXES["mwms"]).tasks[0]) is not None
+    assert any(held_program(plan, t) is None for t in plan.tasks)
+
+
 def test_root_compose_file_is_the_rendered_demo() -> None:
     rendered = api.dry_run(REPO / "examples" / "demo.yaml", "compose").files[COMPOSE_FILE]
     assert (REPO / "docker-compose.yaml").read_text() == rendered, \
@@ -66,7 +85,13 @@ def test_every_task_is_one_service_applying_the_plan(mix: str) -> None:
     for task in plan.tasks:
         service = services[task.name]
         assert service["hostname"] == service["container_name"] == task.name
-        assert [unescape(arg) for arg in service["command"]] == task.command
+        command, held = [unescape(arg) for arg in service["command"]], held_program(plan, task)
+        assert command == (held or task.command)  # under its agent where it can be, which restarts it in place
+        if held:
+            assert command[:3] == ["python", "-m", "launcher.worker.agent"] and command[-len(task.command) - 1:] == ["--", *task.command]
+            if task.standby_command:  # a standby container is called by a signal, the agent's standby by a line
+                assert json.loads(command[command.index("--standby") + 1]) == [
+                    arg for arg in task.standby_command if arg != "--on-signal"] != task.standby_command
         assert {k: unescape(v) for k, v in service["environment"].items()} == plan.task_env(task)
         assert service["user"] == TASK_USER and not service["user"].startswith("0")
         assert service["init"] is True
