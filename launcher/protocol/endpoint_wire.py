@@ -2,10 +2,11 @@
 ``launcher.worker.agent_relay`` (run by ``docker exec`` at every restart: no pydantic to import) both send and wait.
 
 Contract: a task serves its agent's endpoint on the TCP port its ``STACKS_PORT`` names (``PORT`` as the backends
-give it); a request is one line of at most ``MAX_REQUEST_BYTES``, which the agent waits ``REQUEST_SECONDS`` for;
-``connected(host, port)`` opens a connection within ``REQUEST_SECONDS``, or says why not in one line;
-``answer_to(conn, line, seconds)`` sends ``line`` and reads the answer to its end (the agent closes the
-connection), at most ``MAX_STACK_BYTES`` and then some, each read within ``seconds``; it raises ``OSError``.
+give it), at the address its ``STACKS_HOST`` names (every one without it); a request is one line of at most
+``MAX_REQUEST_BYTES``, which the agent waits ``REQUEST_SECONDS`` for; ``connected(host, port)`` opens a connection
+within ``REQUEST_SECONDS``, or says why not in one line; ``answer_to(conn, line, seconds)`` sends ``line`` and reads
+the answer to its end (the agent closes the connection), at most ``MAX_STACK_BYTES`` and then some, each read within
+``seconds``; it raises ``OSError``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from launcher.protocol.stacks_signal import MAX_STACK_BYTES
 
 #: The variable that names the port (the task serves nothing without it).
 STACKS_PORT = "TFCLUSTER_STACKS_PORT"
+#: The variable that names the address the task listens on (unset: every address of its network namespace, as a
+#: pod's must for its supervisor; Compose's tasks: the loopback, which only ``docker exec`` in the container reaches).
+STACKS_HOST = "TFCLUSTER_STACKS_HOST"
+#: The loopback address, where a compose task listens and its relay (``launcher.worker.agent_relay``) asks.
+LOOPBACK = "127.0.0.1"
 #: The port every task serves its stacks on (its own network namespace: one per pod or container, no clash).
 PORT = 9478
 #: The longest request: its JSON line, a token (32 hex digits) and a newline, with room to spare.

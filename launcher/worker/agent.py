@@ -49,7 +49,7 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from launcher.protocol import agent_control
-from launcher.protocol.endpoint_wire import STACKS_PORT
+from launcher.protocol.endpoint_wire import STACKS_HOST, STACKS_PORT
 from launcher.protocol.env import EVENT_TOKEN
 from launcher.protocol.pyspy_command import PYSPY_ENV, PYSPY_SECONDS, dump_command, pyspy_binary
 from launcher.protocol.stack_endpoint import Control
@@ -350,7 +350,7 @@ def run(program: Sequence[str], standby: Sequence[str] = (), environ: Mapping[st
     threading.Thread(target=agent.wake_on_signals, args=(woken,), name="tfcluster-signals", daemon=True).start()
     for signum in FORWARDED:
         signal.signal(signum, agent.forward)
-    server = serve_stacks(token, int(port), agent.stacks, control=agent.control) if agent.held else None
+    server = serve_stacks(token, int(port), agent.stacks, environ.get(STACKS_HOST, ""), agent.control) if agent.held else None
     code = agent.serve()
     if server is not None:  # the answers under way (a quit's) written first
         server.shutdown()

@@ -6,9 +6,9 @@ Contract: ``python -m launcher.worker.agent_relay REQUEST`` (REQUEST: an ``agent
 without its token) sends the request with the run's token from this container's environment (``EVENT_TOKEN``:
 never on a command line, which ``ps`` on the host shows) to the agent on 127.0.0.1 at this container's
 ``STACKS_PORT`` (``launcher.protocol.endpoint_wire``), waits for the answer as a supervisor on the network does (a
-stop's grace on top), writes the answer on stdout as it came, and exits 0; one line on stderr and exit 1 when there
-is none (no agent, it did not answer, or it gave nothing: a request it refused); 2 for a REQUEST that is no JSON
-object with a kind. The caller reads the answer (``launcher.protocol.stack_endpoint.stacks_of``,
+stop's grace on top), writes the answer on stdout as it came (nothing, for a request the agent refused, or stacks
+it found none of), and exits 0; one line on stderr and exit 1 when there is no answer (no agent here, or it did not
+answer); 2 for a REQUEST that is no JSON object with a kind. The caller reads the answer (``launcher.protocol.stack_endpoint.stacks_of``,
 ``state_of_answer``). It imports the standard library and ``launcher.protocol.endpoint_wire`` only: it runs at every
 restart, on a busy host, where importing pydantic took 0.25 s.
 """
@@ -20,10 +20,9 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from launcher.protocol.endpoint_wire import ANSWER_SECONDS, MAX_REQUEST_BYTES, STACKS_PORT, answer_to, connected
+from launcher.protocol.endpoint_wire import ANSWER_SECONDS, LOOPBACK, MAX_REQUEST_BYTES, STACKS_PORT, answer_to, connected
 from launcher.protocol.env import EVENT_TOKEN
 
-LOOPBACK = "127.0.0.1"
 USAGE = "usage: python -m launcher.worker.agent_relay REQUEST (an agent request's JSON object, without its token)"
 
 
@@ -50,8 +49,6 @@ def relay(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[int, bytes, 
             answer = answer_to(conn, line, ANSWER_SECONDS + (grace if isinstance(grace, (int, float)) else 0.0))
         except OSError as exc:
             return 1, b"", f"its agent ({LOOPBACK}:{port}) did not answer {fields['kind']}: {exc.strerror or exc}"
-    if not answer.strip():
-        return 1, b"", f"its agent ({LOOPBACK}:{port}) gave nothing for {fields['kind']} (a request it refused)"
     return 0, answer, ""
 
 

@@ -129,7 +129,10 @@ class Clusters:
                 return job
             if time.monotonic() > ends:
                 logs = "\n".join(list(self.backend.logs(name))[-40:])
-                pytest.fail(f"{name} still {job.state.value} after {timeout} s: {job.message}\n{logs}")
+                supervisor = StateDir.of(BackendKind.COMPOSE, name).log
+                said = supervisor.read_text()[-4000:] if supervisor.is_file() else "(no supervisor log)"
+                pytest.fail(f"{name} still {job.state.value} after {timeout} s: {job.message}\n{logs}\n"
+                            f"its supervisor's log:\n{said}")
             time.sleep(0.5)
 
     def down_all(self) -> None:

@@ -432,6 +432,9 @@ def test_an_engine_restart_during_the_run_is_recovered_by_the_restart_policy(
     through_proxy.up(spec)
     monkeypatch.delenv("DOCKER_HOST")
     clusters.wait(name, timeout=60, until=lambda job: job.state is State.RUNNING)
+    for task in (f"{name}-chief-0", f"{name}-worker-0"):  # each first run under way: its marker made
+        container = docker_engine.containers.get(task)
+        wait_for_condition(lambda c=container, t=task: c.exec_run(["test", "-e", f"/checkpoints/{t}.ran"]).exit_code == 0)
     proxy.cut()
     for container in project_objects(docker_engine, name)[0]:
         container.stop(timeout=1)
@@ -455,17 +458,18 @@ if not ran.exists():
     ran.touch()
     os.kill(os.getpid(), signal.SIGKILL)
 """]
-#: A container's start through the Docker API (``docker exec``'s start is ``/exec/<id>/start``).
-CONTAINER_START = rb"POST /v[0-9.]+/containers/[^/ ]+/start "
+#: The start of a ``docker exec`` through the Docker API (a container's start is ``/containers/<id>/start``).
+EXEC_START = rb"POST /v[0-9.]+/exec/[^/ ]+/start "
 
 
 def test_an_engine_connection_broken_during_a_restart_is_retried_and_the_restart_completes(
     clusters: Clusters, monkeypatch: pytest.MonkeyPatch  # noqa: F811
 ) -> None:
-    """Worker 0's first run dies; the gang restart's first container start never reaches the engine (its
-    connection breaks: ``Connection aborted``): the supervisor retries the round, which finishes the restart."""
+    """Worker 0's first run dies; the gang restart's first ``docker exec`` (the chief's agent asked to stop its run:
+    a restart in place) never reaches the engine (its connection breaks: ``Connection aborted``): the supervisor
+    retries the round, which finishes the restart."""
     proxy = SocketProxy("/var/run/docker.sock")
-    proxy.drop(CONTAINER_START, skip=2)  # the supervisor's first two starts (chief, worker) go through
+    proxy.drop(EXEC_START, skip=0)  # the job's first exec is the restart's
     monkeypatch.setenv("DOCKER_HOST", proxy.url)  # the submit, `docker compose` and the detached supervisor use it
     name = run_name("broken")
     spec = {"name": name, "roles": {"chief": {"command": FIRST_RUN_BLOCKS}, "worker": {"replicas": 1, "command": FIRST_RUN_DIES}}}

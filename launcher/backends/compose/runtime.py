@@ -227,18 +227,15 @@ class ContainerRuntime:
 
     def read_stacks(self, task: Task) -> str | None:
         """Every thread's Python stack of the task's program: asked of its agent where the container has one held
-        (its run's processes only), else read inside its container with the image's py-spy
-        (``launcher.backends.pyspy.read_container_stacks``). None, with one line on stderr saying why, when there is none."""
+        (its run's processes only: not the agent's, nor its zygote's), else read inside its container with the image's
+        py-spy (``launcher.backends.pyspy.read_container_stacks``). None, with one line on stderr saying why, when
+        there is none."""
         container = self._container(task)
         if container is None or container.status != "running":
             return None
-        dump, why = None, ""
-        if self.token:
-            answer, why = ask_agent(container, agent_control.Stacks(token=self.token))
-            if answer is not None:
-                dump, why = stack_endpoint.stacks_of(answer, f"{task.name}'s agent")
-        if dump is None:
-            dump, why = read_stacks_in(container)
+        answer, _ = ask_agent(container, agent_control.Stacks(token=self.token)) if self.token else (None, "")
+        dump, why = stack_endpoint.stacks_of(answer, f"{task.name}'s agent") if answer is not None \
+            else read_stacks_in(container)
         if dump is None:
             say_none(task.name, why)
         return dump
@@ -406,7 +403,8 @@ def run_compose(compose: list[str], workdir: Path, *args: str) -> str:
 
 def override_document(plan: Plan) -> str:
     """The override under supervision: Docker restarts nothing, the supervisor does (see compose module doc); each
-    task's agent, where it has one, serves on ``STACKS_PORT`` in its container and so is held for restarts in place."""
-    held = {endpoint_wire.STACKS_PORT: str(endpoint_wire.PORT)}
+    task's agent, where it has one, serves on ``STACKS_PORT`` at its container's loopback (``docker exec`` reaches it,
+    the other containers do not) and so is held for restarts in place."""
+    held = {endpoint_wire.STACKS_PORT: str(endpoint_wire.PORT), endpoint_wire.STACKS_HOST: endpoint_wire.LOOPBACK}
     return yaml.safe_dump({"services": {t.name: {"restart": "no", **({"environment": held} if held_program(plan, t) else {})}
                                         for t in plan.tasks}}, sort_keys=False)

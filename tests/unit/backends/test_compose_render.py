@@ -58,13 +58,15 @@ def unescape(value: str) -> str:
 
 def test_the_supervisions_override_restarts_nothing_and_holds_each_tasks_agent_for_restarts_in_place() -> None:
     """By hand (the rendered file alone) an agent runs its task once; under ``tfcluster up`` the override gives it
-    ``STACKS_PORT``, so it outlives a run and the supervisor restarts the task in its container. A task whose image
+    ``STACKS_PORT``, so it outlives a run and the supervisor restarts the task in its container, on the container's
+    loopback only: the other tasks' containers cannot reach it, ``docker exec`` can. A task whose image
     cannot hold the agent (its own command in an image of its own) gets no port."""
     for plan in (plan_of("held", ROLE_MIXES["mwms"]), plan_of("overrides", ROLE_MIXES["overrides"])):
         override = yaml.safe_load(override_document(plan))["services"]
         assert list(override) == [t.name for t in plan.tasks]
         for task in plan.tasks:
-            held = {"environment": {endpoint_wire.STACKS_PORT: str(endpoint_wire.PORT)}} if held_program(plan, task) else {}
+            held = {"environment": {endpoint_wire.STACKS_PORT: str(endpoint_wire.PORT),
+                                    endpoint_wire.STACKS_HOST: "127.0.0.1"}} if held_program(plan, task) else {}
             assert override[task.name] == {"restart": "no", **held}
             assert endpoint_wire.STACKS_PORT not in document(plan)["services"][task.name]["environment"]
     assert held_program(plan_of("held", ROLE_MIXES["mwms"]), plan_of("held", ROLE_MIXES["mwms"]).tasks[0]) is not None

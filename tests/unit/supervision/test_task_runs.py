@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fakes.scripted_runtime import ScriptedRuntime
 from launcher import api
+from launcher.errors import LaunchError
 from launcher.plan.planner import Plan
 from launcher.plan.policy import LOG_LINE_CHARS
 from launcher.protocol import events
@@ -75,3 +78,39 @@ def test_a_fresh_start_forgets_the_previous_runs_end() -> None:
     run = runs["job-chief-0"]
     runs.start([run])
     assert (run.running, run.status.exit_code, run.error(), list(run.tail)) == (True, None, "(no output)", [])
+
+
+class StartsTogetherRuntime(ScriptedRuntime):
+    """A ``StartsTogether`` runtime: its group starts are recorded as one call."""
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 - ScriptedRuntime's
+        super().__init__(*args, **kwargs)
+        self.together: list[list[str]] = []
+
+    def start_together(self, tasks) -> None:  # noqa: ANN001
+        self.together.append([task.name for task in tasks])
+        failures = []
+        for task in tasks:
+            try:
+                self.start(task)
+            except LaunchError as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
+
+
+def test_a_starts_together_runtime_starts_a_group_in_one_call_and_every_run_counts_as_started_even_when_one_failed(
+) -> None:
+    runtime = StartsTogetherRuntime({"job-chief-0": [None], "job-worker-0": [None]})
+    runs, _ = started(runtime)
+    assert runtime.together == [["job-chief-0", "job-worker-0"]] and runs.running() == list(runs.runs.values())
+    runs.start([runs["job-chief-0"]])  # one task alone: a plain start
+    assert runtime.together == [["job-chief-0", "job-worker-0"]] and runtime.runs["job-chief-0"] == 1
+    failing = StartsTogetherRuntime({"job-chief-0": [None], "job-worker-0": [None]}, unstartable=["job-chief-0"])
+    runs = TaskRuns(plan(), failing, lambda run, event: None)
+    with pytest.raises(LaunchError, match="cannot start job-chief-0"):
+        runs.start(runs.runs.values())
+    assert failing.runs == {"job-worker-0": 0}  # the other one started, and is stopped as a running one
+    assert [run.task.name for run in runs.running()] == ["job-chief-0", "job-worker-0"]
+    runs.stop(runs.running(), "stopped", 0.0)
+    assert failing.stopped == ["job-chief-0", "job-worker-0"]

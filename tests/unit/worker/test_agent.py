@@ -25,7 +25,7 @@ from helpers.polling import wait_for_condition
 from helpers.required import unavailable
 from launcher.protocol import agent_control
 from launcher.protocol.agent_control import AgentState
-from launcher.protocol.endpoint_wire import STACKS_PORT
+from launcher.protocol.endpoint_wire import STACKS_HOST, STACKS_PORT
 from launcher.protocol.env import EVENT_TOKEN
 from launcher.protocol.pyspy_command import pyspy_binary
 from launcher.protocol.stack_endpoint import Control, ask, order
@@ -339,20 +339,39 @@ def test_the_relay_asks_the_agent_with_the_containers_token_never_one_from_its_c
     stopped = relayed(port, agent_control.Stop(token=TOKEN, grace_seconds=5).model_dump_json(exclude={"token"}))
     assert AgentState.model_validate_json(stopped.stdout) == AgentState(run=1, exit_code=0)
     assert exit_line(process) == AgentState(run=1, exit_code=0)
-    forged = relayed(port, '{"kind": "start", "token": "%s"}' % TOKEN, token="another run's")
-    assert (forged.returncode, forged.stdout) == (1, "") and "gave nothing for start" in forged.stderr
+    forged = relayed(port, json.dumps({"kind": "start", "token": TOKEN}), token="another run's")
+    assert (forged.returncode, forged.stdout, forged.stderr) == (0, "", "")  # refused: the caller reads no state
     started = relayed(port, '{"kind": "start"}')
     assert AgentState.model_validate_json(started.stdout) == AgentState(run=2, started=True)
     assert ready(process) == "ready"
     if pyspy_binary() is not None:  # py-spy is tfcluster's dependency: the endpoint's own test requires it
         stacks = relayed(port, '{"kind": "stacks"}')
         assert stacks.returncode == 0 and "wait" in stacks.stdout, stacks.stderr
-    assert relayed(port, '{"kind": "reboot"}').returncode == 1  # the agent refuses what is no request
-    for bad in ("not json", "[]", '{"grace_seconds": 1}', '{"kind": "%s"}' % ("x" * 300)):
+    assert relayed(port, '{"kind": "reboot"}').stdout == ""  # the agent refuses what is no request
+    for bad in ("not json", "[]", '{"grace_seconds": 1}', json.dumps({"kind": "x" * 300})):
         refused = relayed(port, bad)
         assert (refused.returncode, refused.stdout) == (2, "") and "usage" in refused.stderr
     gone = relayed(free_port(), '{"kind": "status"}')
     assert gone.returncode == 1 and "did not answer" in gone.stderr and gone.stderr.count("\n") == 1
+
+
+def listening(port: int) -> list[str]:
+    """The local addresses (hex, as ``/proc/net/tcp`` has them) that listen on ``port``."""
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    return [row[1].split(":")[0] for row in rows if row[3] == "0A" and int(row[1].split(":")[1], 16) == port]
+
+
+def test_a_held_agent_listens_where_its_stacks_host_says_and_everywhere_without_it(
+        processes: list[subprocess.Popen[str]]) -> None:
+    """Compose gives its tasks the loopback: only ``docker exec`` in the container reaches the agent, not the other
+    containers of the network; a pod's listens on every address, for its supervisor (a NetworkPolicy keeps others out)."""
+    for host, address in (("127.0.0.1", "0100007F"), ("", "00000000")):
+        port = free_port()
+        process = agent(SAVES_ON_SIGTERM, env={STACKS_PORT: str(port), EVENT_TOKEN: TOKEN, STACKS_HOST: host})
+        processes.append(process)
+        assert ready(process) == "ready"
+        assert told(port, agent_control.Status(token=TOKEN)) == AgentState(run=1)
+        assert listening(port) == [address]
 
 
 def test_the_relay_imports_no_pydantic() -> None:
