@@ -127,6 +127,11 @@ def kill_group_and_wait(pgid: int) -> None:
     process a while after its ``sh`` wrapper is reaped: a restart must not find the task's port still bound.
     """
     kill_group(pgid)
+    wait_torn_down(pgid)
+
+
+def wait_torn_down(pgid: int) -> None:
+    """Return once group ``pgid`` is torn down (``group_tearing_down``), or after ``GONE_TIMEOUT_SECONDS``."""
     ends = time.monotonic() + GONE_TIMEOUT_SECONDS
     while group_tearing_down(pgid) and time.monotonic() < ends:
         time.sleep(0.01)
@@ -376,12 +381,13 @@ class ProcessRuntime:
         ends = time.monotonic() + grace_seconds
         while any(self._running(n, r) for n, r in runs.items()) and time.monotonic() < ends:
             time.sleep(0.05)
-        for name, run in runs.items():
+        left = [run for name, run in runs.items() if run.process is not None or group_runs_task(run.record.pgid, name)]
+        for run in left:  # every group killed first: their teardowns (a large process's takes a while) overlap
+            kill_group(run.record.pgid)
+        for run in left:
+            wait_torn_down(run.record.pgid)
             if run.process is not None:
-                kill_group_and_wait(run.record.pgid)
                 run.process.wait()
-            elif group_runs_task(run.record.pgid, name):
-                kill_group_and_wait(run.record.pgid)
 
     def dump_stacks(self, task: Task) -> None:
         """``STACKS_SIGNAL`` to the task's program: the children of its ``sh`` wrapper (the group's leader)."""
