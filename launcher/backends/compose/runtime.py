@@ -122,6 +122,7 @@ class ContainerRuntime:
 
         if self._start_in_place(task):
             return
+        self._end_held(task)
         since = time.time()
         self._run[task.name] = 1
         self._ended.pop(task.name, None)
@@ -305,6 +306,14 @@ class ContainerRuntime:
         if follower is None or not follower.following:  # the same log goes on: the next run's lines follow
             self._follow(task, container, time.time())
         return True
+
+    def _end_held(self, task: Task) -> None:
+        """The task's container, still running at a start that was not made in place (its agent, held once its run
+        ended, did not answer), ended first: the task then starts as from an ended container, never beside it."""
+        container = self._container(task)
+        if container is not None and container.status in ("running", "restarting", "paused"):
+            _stop_within(container, 0.0)
+            container.reload()
 
     def _stop_in_place(self, task: Task, container: Any, grace_seconds: float) -> bool:
         """The task's run stopped by its container's agent (the container stays): True; False where no agent did."""
