@@ -81,6 +81,9 @@ class Hosted:
     notice: Notice | None = None
     #: SIGTERM leaves the tasks as they are for the next supervisor to adopt (a pod moved), instead of stopping them.
     leave_on_sigterm: bool = False
+    #: Asked once SIGTERM cancelled the job: the message of a job handed to a next supervisor meanwhile (Slurm: the job
+    #: requeued by an administrator), whose status then says restarting, never that it ended; None: it was cancelled.
+    handed_back: Callable[[], str | None] | None = None
 
 
 class CannotRun(Exception):
@@ -327,9 +330,13 @@ def run_supervisor(state: StateDir, host: Host, adopt: bool = False) -> int:
     noticed = threading.Event()
 
     def publish(status: JobStatus) -> None:
-        """After the notice the job is handed back, not cancelled: never say it ended."""
-        if notice is not None and noticed.is_set() and status.state is State.CANCELLED:
-            status = replace(status, state=State.RESTARTING, message=notice.message)
+        """After the notice, or where the backend says the job was handed on, it is handed back, not cancelled:
+        never say it ended (a next supervisor may already have written its own status)."""
+        if status.state is State.CANCELLED:
+            if notice is not None and noticed.is_set():
+                status = replace(status, state=State.RESTARTING, message=notice.message)
+            elif hosted.handed_back is not None and (message := hosted.handed_back()) is not None:
+                status = replace(status, state=State.RESTARTING, message=message)
         state.record.write_status(status)
 
     supervisor = Supervisor(plan, runtime, on_status=publish, on_started=state.mark_started, resume=resume,

@@ -13,6 +13,8 @@ Contract: Slurm preempts the whole job, never one task, in three moments, each h
    success is asked about too: the srun of a step on a lost node exits 0. One ``scontrol`` call per step end, the
    verdict kept; while the controller does not answer (busy with that very node failure), the step reads as running
    for up to ``SILENT_CONTROLLER_SECONDS``, asked again at each poll; past that its code counts as it is.
+   A SIGTERM with no warning before it (an administrator's ``scontrol requeue``) is a requeue when the job's restart
+   count rose (``handed_on``): the ending supervisor then says the job restarts, never that it was cancelled.
 3. The requeued allocation (``resume``): its supervisor process (``SLURM_RESTART_COUNT`` > 0) takes the last
    status over as one preemption of every task (``requeued``), all started afresh (they resume from the backup),
    when the supervisor's decisions allow it (``Decider.decide(Requeued(...))``: the one preemption budget,
@@ -24,10 +26,11 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from launcher.backends.slurm import slurmctl
-from launcher.backends.slurm.status import REQUEUEING
+from launcher.backends.slurm.status import REQUEUED, REQUEUEING
 from launcher.errors import TfclusterError
 from launcher.plan.planner import Plan
 from launcher.supervision import harness
@@ -67,6 +70,22 @@ class AllocationWatch:
             self._silent_since = None
             self._ending = job is None or not job.running or job.restarts > self.restarts
         return self._ending
+
+
+def handed_on(job_id: str, restarts: int) -> Callable[[], str | None]:
+    """Whether job ``job_id``, whose allocation ``restarts`` a SIGTERM is ending, was requeued (an administrator's
+    ``scontrol requeue``, Slurm's preemption by requeue): its restart count rose. Then its supervisor says it
+    restarts (``REQUEUED``), never that it was cancelled: the next allocation's supervisor may have written its
+    status already. A controller that does not answer: not known to be requeued (cancelled, as before)."""
+
+    def requeued() -> str | None:
+        try:
+            job = slurmctl.job(job_id, retries=1)
+        except TfclusterError:
+            return None
+        return REQUEUED if job is not None and job.restarts > restarts else None
+
+    return requeued
 
 
 def requeued(previous: JobStatus) -> JobStatus:

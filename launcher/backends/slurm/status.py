@@ -10,8 +10,8 @@ earlier allocation, is starting its tasks; an allocation that ended while
 the written status is not terminal ended without its supervisor finishing:
 the job is ``failed`` (``cancelled`` if Slurm cancelled it), never
 ``running``, and every unfinished task with it, unless its supervisor said it
-requeues the job (``REQUEUEING``), which the controller may show as ended
-for a moment.
+requeues the job (``REQUEUEING``) or that Slurm requeued it (``REQUEUED``), which the controller may show as
+ended for a moment.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from launcher.supervision.status import JobStatus, State, SupervisorState, TaskS
 
 #: What the supervisor says once Slurm's warning came: it stops every task (saving), then requeues the job.
 REQUEUEING = "Slurm's warning (time limit or preemption): every task saves, then the job is requeued"
+#: What the supervisor of an allocation Slurm ended by a requeue says last (``preemption.handed_on``).
+REQUEUED = "requeued by Slurm: every task saved; the next allocation restarts them from the backup"
 
 
 def describe(plan: Plan, written: JobStatus | None, allocation: Allocation | None, job: SlurmJob | None,
@@ -48,7 +50,7 @@ def describe(plan: Plan, written: JobStatus | None, allocation: Allocation | Non
         return replace(base, supervisor=SupervisorState.EXITED if base.state.terminal else SupervisorState.ALIVE)
     if written is not None and written.state.terminal and not stale:
         return replace(base, supervisor=SupervisorState.EXITED)
-    if written is not None and written.message == REQUEUEING and job is not None and job.state != "CANCELLED":
+    if written is not None and written.message in (REQUEUEING, REQUEUED) and job is not None and job.state != "CANCELLED":
         # The controller is requeueing it: it may show the job ended for a moment, its restart already counted.
         return replace(base, state=State.RESTARTING, supervisor=None)
     ended = State.CANCELLED if job is not None and job.state == "CANCELLED" else State.FAILED

@@ -44,4 +44,4 @@ def host(plan: Plan, state: harness.StateDir, adopt: bool) -> harness.Hosted:
     slurm.write_allocation(Allocation(job_id=job_id, restarts=restarts, nodes=dict(nodes)))
     resume = preemption.resume(plan, previous)
     return harness.Hosted(resolved, StepRuntime(resolved, places, slurm.logs, job_id, restarts), resume=resume,
-                          notice=preemption.notice(job_id))
+                          notice=preemption.notice(job_id), handed_back=preemption.handed_on(job_id, restarts))

@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 
 from launcher import api
+from launcher.backends.slurm import slurmctl
 from launcher.backends.slurm.batch_script import PLAN, SCRIPT, batch_script, files
 from launcher.backends.slurm.placement import PORT_SPAN, Node, allocation_options, port_block_problems, resolve
-from launcher.backends.slurm.preemption import requeued, resume
+from launcher.backends.slurm.preemption import handed_on, requeued, resume
 from launcher.backends.slurm.slurmctl import SlurmJob, records
 from launcher.backends.slurm.state import Allocation, SlurmState
-from launcher.backends.slurm.status import REQUEUEING, describe
+from launcher.backends.slurm.status import REQUEUED, REQUEUEING, describe
 from launcher.errors import LaunchError
 from launcher.plan.planner import Plan
 from launcher.spec.models import SlurmPorts
@@ -209,10 +210,11 @@ def test_status_is_the_supervisors_made_true_by_the_controller(
         assert all(t.state.terminal for t in status.tasks)
 
 
-def test_a_job_its_supervisor_requeues_is_restarting_while_the_controller_shows_it_ended() -> None:
+@pytest.mark.parametrize("message", [REQUEUEING, REQUEUED])
+def test_a_job_its_supervisor_requeues_is_restarting_while_the_controller_shows_it_ended(message: str) -> None:
     planned = plan({"roles": {"worker": {"replicas": 2}}})
     written = _written(planned, State.RESTARTING)
-    written.message = REQUEUEING
+    written.message = message
     allocation = Allocation(job_id="7", restarts=0, nodes={})
     status = describe(planned, written, allocation, SlurmJob("FAILED", "None", 0, "n1"), "batch.log")
     assert status.state is State.RESTARTING, status
@@ -260,3 +262,19 @@ def test_a_requeue_resumes_within_max_preemptions_and_fails_past_it(used: int, r
 def test_requeue_only_where_a_rule_the_policy_or_a_preemption_can_restart(restart: dict[str, Any], option: str) -> None:
     lines = sbatch_lines(batch_script(plan({"roles": {"worker": {"replicas": 2}}, "restart": restart})))
     assert option in lines and not {"--requeue", "--no-requeue"} - {option} & set(lines)
+
+
+@pytest.mark.parametrize(("job", "says"), [
+    (SlurmJob("PENDING", "BeginTime", 2, ""), REQUEUED),  # requeued: its restart count rose past this allocation's
+    (SlurmJob("CANCELLED", "None", 1, "n1"), None),  # scancel: cancelled
+    (None, None),  # forgotten by the controller
+    (LaunchError("slurm_load_jobs error: Socket timed out"), None),  # the controller silent: not known requeued
+])
+def test_an_allocation_ended_by_a_requeue_is_handed_on(monkeypatch: pytest.MonkeyPatch, job: Any, says: str | None) -> None:
+    def read(job_id: str, retries: int) -> SlurmJob | None:
+        if isinstance(job, Exception):
+            raise job
+        return job
+
+    monkeypatch.setattr(slurmctl, "job", read)
+    assert handed_on("7", 1)() == says
