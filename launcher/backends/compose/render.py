@@ -2,7 +2,8 @@
 
 Contract: ``render(plan)`` is pure and deterministic: ``{"docker-compose.yaml": ...}`` with one
 service per task (service = container = hostname = task name), its command (under the task's agent where it can
-be: ``program``) and environment, one private network publishing no host port, the checkpoint volume, limits,
+be: ``launcher.plan.held_program.container_program``; by hand the agent runs it once, under ``tfcluster up`` it
+restarts it in place) and environment, one private network publishing no host port, the checkpoint volume, limits,
 labels, a non-root user, the hardened TensorBoard container, ``init: true`` and ``stop_grace_period`` = the save grace.
 Storage problems (``ComposeTarget.storage``) are reported by ``validate``; rendering never raises.
 Under ``tfcluster up`` an override (``runtime.override_document``) sets ``restart: "no"``: the shared supervisor is
@@ -18,7 +19,7 @@ import yaml
 
 from launcher.backends.escaping import literal
 from launcher.plan import naming
-from launcher.plan.held_program import held_program
+from launcher.plan.held_program import container_program
 from launcher.plan.images import TASK_UID
 from launcher.plan.planner import Plan, Task
 from launcher.plan.targets import CONTAINER_CHECKPOINT_DIR
@@ -61,12 +62,6 @@ def _limits(resources: Resources) -> dict[str, Any]:
     return limits
 
 
-def program(plan: Plan, task: Task) -> list[str]:
-    """The task container's command: the task's under its agent where it can be (``launcher.plan.held_program``:
-    by hand, it runs the task's command once; under ``tfcluster up`` it restarts it in place), else the task's."""
-    return held_program(plan, task) or task.command
-
-
 def checkpoint_mount(plan: Plan) -> str | None:
     """Where the checkpoint volume is mounted: always ``/checkpoints``; None for object-store dirs."""
     return None if is_object_store(plan.run_config.checkpoint_dir) else CONTAINER_CHECKPOINT_DIR
@@ -82,7 +77,7 @@ def service(plan: Plan, task: Task) -> dict[str, Any]:
         "hostname": task.name,
         # after the image's ENTRYPOINT (under the task's agent where it can be), or in its place (a TFJob's command);
         # none: the image's own CMD
-        **({_COMMAND_KEY[task.replaces_entrypoint]: [literal(arg) for arg in program(plan, task)]}
+        **({_COMMAND_KEY[task.replaces_entrypoint]: [literal(arg) for arg in container_program(plan, task)]}
            if task.command else {}),
         "environment": {key: literal(value) for key, value in plan.task_env(task).items()},
         "user": TASK_USER,

@@ -41,7 +41,7 @@ from launcher.backends.kubernetes.pods import (
 from launcher.backends.kubernetes.target import KubernetesTarget
 from launcher.backends.kubernetes.tensorboard import tensorboard_objects
 from launcher.plan import naming
-from launcher.plan.held_program import held_program
+from launcher.plan.held_program import container_program
 from launcher.plan.planner import Plan, Task, make_plan
 from launcher.plan.storage import clash
 from launcher.plan.workspace import CONTAINER_WORKSPACE
@@ -303,7 +303,7 @@ def pod_template(plan: Plan, group: RoleGroup, env: list[dict[str, Any]], *, nat
     replica's pod (the operator sets TF_CONFIG).
     """
     k8s = plan.spec.kubernetes
-    program = (held_program(plan, group.first) or group.first.command) if native else group.first.command
+    program = container_program(plan, group.first) if native else group.first.command
     mounts: list[dict[str, Any]] = [{"name": TMP_VOLUME, "mountPath": TMP_DIR}]
     volumes: list[dict[str, Any]] = [{"name": TMP_VOLUME, "emptyDir": {}}]
     if native:

@@ -18,11 +18,11 @@ from helpers.docker_engine import compose_cli  # noqa: F401  (fixture)
 from helpers.paths import REPO  # noqa: I001
 from launcher import api
 from launcher.api import validate_data
-from launcher.backends.compose.render import COMPOSE_FILE, TASK_HOME, TASK_USER, program, render
+from launcher.backends.compose.render import COMPOSE_FILE, TASK_HOME, TASK_USER, render
 from launcher.backends.compose.runtime import override_document
 from launcher.errors import LaunchError
 from launcher.plan import naming
-from launcher.plan.held_program import held_program
+from launcher.plan.held_program import container_program, held_program
 from launcher.protocol import endpoint_wire
 from launcher.spec.quantities import byte_count
 
@@ -169,7 +169,7 @@ def test_docker_compose_config_accepts_every_rendered_file_and_the_examples(comp
         for task in plan.tasks:  # after Compose's interpolation (its output re-escapes $), exactly the plan
             got = services[task.name]
             key = "entrypoint" if task.replaces_entrypoint else "command"  # a TFJob's command: in the ENTRYPOINT's place
-            assert [unescape(a) for a in got[key]] == program(plan, task), f"{mix}: {task.name} command changed"
+            assert [unescape(a) for a in got[key]] == container_program(plan, task), f"{mix}: {task.name} command changed"
             assert {k: unescape(v) for k, v in got["environment"].items()} == plan.task_env(task), f"{mix}: env changed"
             assert unescape(got["image"]) == task.image
 
