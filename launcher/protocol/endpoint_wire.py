@@ -3,10 +3,10 @@
 
 Contract: a task serves its agent's endpoint on the TCP port its ``STACKS_PORT`` names (``PORT`` as the backends
 give it), at the address its ``STACKS_HOST`` names (every one without it); a request is one line of at most
-``MAX_REQUEST_BYTES``, which the agent waits ``REQUEST_SECONDS`` for; ``connected(host, port)`` opens a connection
-within ``REQUEST_SECONDS``, or says why not in one line; ``answer_to(conn, line, seconds)`` sends ``line`` and reads
-the answer to its end (the agent closes the connection), at most ``MAX_STACK_BYTES`` and then some, each read within
-``seconds``; it raises ``OSError``.
+``MAX_REQUEST_BYTES``, which the agent waits ``REQUEST_SECONDS`` for; ``answer_seconds(grace)`` is how long the
+answer is waited for; ``connected(host, port)`` opens a connection within ``REQUEST_SECONDS``, or says why not in
+one line; ``answer_to(conn, line, seconds)`` sends ``line`` and reads the answer to its end (the agent closes the
+connection), at most ``MAX_STACK_BYTES`` and then some, each read within ``seconds``; it raises ``OSError``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,12 @@ MAX_REQUEST_BYTES = 256
 REQUEST_SECONDS = 5.0
 #: How long a supervisor waits for the whole answer (a dump of many threads takes milliseconds).
 ANSWER_SECONDS = 10.0
+
+
+def answer_seconds(grace_seconds: float = 0.0) -> float:
+    """How long an asker waits for the agent's answer: ``ANSWER_SECONDS``, a stop's grace on top (the agent answers a
+    stop once the run ended, SIGKILLed after that grace)."""
+    return ANSWER_SECONDS + grace_seconds
 
 
 def connected(host: str, port: int) -> tuple[socket.socket | None, str]:

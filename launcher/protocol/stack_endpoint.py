@@ -18,11 +18,7 @@ from __future__ import annotations
 import socket
 
 from launcher.protocol import agent_control
-from launcher.protocol.endpoint_wire import (
-    ANSWER_SECONDS,
-    answer_to,
-    connected,
-)
+from launcher.protocol.endpoint_wire import ANSWER_SECONDS, answer_seconds, answer_to, connected
 from launcher.protocol.stacks_signal import capped
 
 Control = agent_control.Status | agent_control.Stop | agent_control.Start | agent_control.Quit
@@ -54,7 +50,7 @@ def stacks_of(answer: bytes, where: str) -> tuple[str | None, str]:
 def command(conn: socket.socket, control: Control, where: str) -> tuple[agent_control.AgentState | None, str]:
     """``control`` sent on the connected ``conn``: the agent's state, or ``(None, why)`` naming ``where``. A stop is
     given its grace on top of the usual wait."""
-    seconds = ANSWER_SECONDS + (control.grace_seconds if isinstance(control, agent_control.Stop) else 0.0)
+    seconds = answer_seconds(control.grace_seconds if isinstance(control, agent_control.Stop) else 0.0)
     try:
         answer = answer_to(conn, agent_control.encode(control), seconds)
     except OSError as exc:

@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from launcher.protocol.endpoint_wire import ANSWER_SECONDS, LOOPBACK, MAX_REQUEST_BYTES, STACKS_PORT, answer_to, connected
+from launcher.protocol.endpoint_wire import LOOPBACK, MAX_REQUEST_BYTES, STACKS_PORT, answer_seconds, answer_to, connected
 from launcher.protocol.env import EVENT_TOKEN
 
 USAGE = "usage: python -m launcher.worker.agent_relay REQUEST (an agent request's JSON object, without its token)"
@@ -46,7 +46,7 @@ def relay(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[int, bytes, 
         return 1, b"", why
     with conn:
         try:
-            answer = answer_to(conn, line, ANSWER_SECONDS + (grace if isinstance(grace, (int, float)) else 0.0))
+            answer = answer_to(conn, line, answer_seconds(grace if isinstance(grace, (int, float)) else 0.0))
         except OSError as exc:
             return 1, b"", f"its agent ({LOOPBACK}:{port}) did not answer {fields['kind']}: {exc.strerror or exc}"
     return 0, answer, ""
