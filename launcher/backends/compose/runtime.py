@@ -66,7 +66,6 @@ class _Follower:
 
     def __init__(self, container: Any, since: float, token: str):
         self.log = RunLog(token)
-        self.lines = self.log.lines
         self.ended = False  # the container's run ended (``poll`` or ``stop`` saw it): reads wait for the rest
         self._thread = threading.Thread(target=self._follow, args=(container, since), daemon=True)
         self._thread.start()
@@ -86,11 +85,11 @@ class _Follower:
         except Exception:  # noqa: BLE001 - see the docstring
             return
         finally:
-            self.lines.end()
+            self.log.lines.end()
 
     def stop(self) -> None:
         """Nothing more is read: the thread ends at its next line (or with the stream)."""
-        self.lines.abandon()
+        self.log.lines.abandon()
 
     def join(self) -> None:
         self._thread.join(timeout=JOIN_SECONDS)
@@ -173,7 +172,7 @@ class ContainerRuntime:
                 self._ended[task.name] = state
         since = started_at(container)
         written = sum(chunk.count(b"\n") for chunk in container.logs(stream=True, follow=False, since=since))
-        self._follow(task, container, since).lines.wait_for(written, CATCH_UP_SECONDS)
+        self._follow(task, container, since).log.lines.wait_for(written, CATCH_UP_SECONDS)
         return True
 
     def oom_killed(self, task: Task) -> bool:
@@ -265,7 +264,7 @@ class ContainerRuntime:
         follower = self._followers.get(task.name)
         if follower is None:
             return []
-        return follower.lines.take(JOIN_SECONDS if follower.ended else 0.0)
+        return follower.log.lines.take(JOIN_SECONDS if follower.ended else 0.0)
 
     def _follow(self, task: Task, container: Any, since: float) -> _Follower:
         """Follow the container's run from ``since``, in place of its previous run's follower."""
@@ -344,7 +343,7 @@ class ContainerRuntime:
         """A line in the task's output (the supervisor's record of why its run ended)."""
         follower = self._followers.get(name)
         if follower is not None:
-            follower.lines.note(line)
+            follower.log.lines.note(line)
 
     def _container(self, task: Task) -> Any | None:
         return standbys.find(self.client, task.name)
