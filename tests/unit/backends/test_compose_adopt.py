@@ -8,8 +8,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import docker.errors
-
+from fakes.docker_engine import OneContainer
 from launcher import api
 from launcher.backends.compose.runtime import ContainerRuntime
 
@@ -38,16 +37,6 @@ class SlowStreamContainer:
         for at in range(0, len(data), 5):
             yield data[at:at + 5]
         self.ended.wait(timeout=60)
-
-
-class OneContainer:
-    def __init__(self, container: SlowStreamContainer):
-        self.container, self.containers = container, self
-
-    def get(self, name: str) -> SlowStreamContainer:
-        if name != self.container.name:
-            raise docker.errors.NotFound(f"No such container: {name}")
-        return self.container
 
 
 def test_what_the_run_wrote_is_in_output_when_adopt_returns(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import docker.errors
 
+from fakes.docker_engine import OneContainer
 from helpers.polling import wait_for_condition
 from launcher import api
 from launcher.backends.compose.runtime import ContainerRuntime
@@ -87,22 +88,12 @@ class HeldContainer:
         self.closed = True
 
 
-class Engine:
-    def __init__(self, container: HeldContainer):
-        self.container, self.containers = container, self
-
-    def get(self, name: str) -> HeldContainer:
-        if name != self.container.name:
-            raise docker.errors.NotFound(f"No such container: {name}")
-        return self.container
-
-
 def runtime_of(tmp_path: Path, answers: bool = True) -> tuple[ContainerRuntime, Task, HeldContainer]:
     plan = api.plan(api.validate_data({"name": "job", "roles": {"worker": {}}}), "compose")
     task = plan.tasks[0]
     container = HeldContainer(task.name, answers)
     container.status = "created"
-    runtime = ContainerRuntime(client=Engine(container), compose=[], workdir=tmp_path, token=TOKEN)
+    runtime = ContainerRuntime(client=OneContainer(container), compose=[], workdir=tmp_path, token=TOKEN)
     runtime.start(task)
     return runtime, task, container
 
