@@ -1,7 +1,8 @@
-"""Recovery time (not run in CI): python bench/bench_recovery.py [--backend local|compose|slurm] [--repeat N] [--early-seconds S] [--late-step N]
+"""Recovery time (not run in CI): python bench/bench_recovery.py [--backend local|compose|compose-container|slurm] [--repeat N] [--early-seconds S] [--late-step N]
 
 ``kill -9`` of an MWMS worker mid-training (local: its process group;
-compose: ``docker kill`` of its container; Slurm, the three nodes of the
+compose: its program in its container, restarted in place; compose-container:
+``docker kill`` of its container; Slurm, the three nodes of the
 test cluster on this host: its training process) until the chief's first step
 after the supervisor's gang restart and the restore, against the time to
 the first step of a fresh ``tfcluster up`` measured in the same run, as a
