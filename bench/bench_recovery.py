@@ -1,4 +1,5 @@
-"""Recovery time (not run in CI): python bench/bench_recovery.py [--backend local|compose|compose-container|slurm] [--repeat N] [--early-seconds S] [--late-step N]
+"""Recovery time (not run in CI): python bench/bench_recovery.py [--backend local|compose|compose-container|slurm]
+[--repeat N] [--early-seconds S] [--late-step N]
 
 ``kill -9`` of an MWMS worker mid-training (local: its process group;
 compose: its program in its container, restarted in place; compose-container:
